@@ -1,0 +1,94 @@
+"""TensorFlow devices: placement with `tf.device('/CPU:0' | '/GPU:N')`.
+
+Synchronisation: `tf.test.experimental.sync_devices()` waits for every device's queued work
+(TF >= 2.13); eager ops on the CPU are already synchronous.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import tensorflow as tf
+
+from harness.backend import DeviceUnavailable, parse_cuda_index
+from harness.envinfo import cpu_model
+
+
+def _configure_gpus() -> list[Any]:
+    """Memory growth on, so TF does not reserve the whole card at start."""
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        try:
+            tf.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:  # already initialised: growth can no longer change
+            pass
+    return gpus
+
+
+GPUS = _configure_gpus()
+# Plain float32 must mean float32: TF enables TF32 matmuls on Ampere+ GPUs by default.
+tf.config.experimental.enable_tensor_float_32_execution(False)
+
+
+def version() -> str:
+    build = tf.sysconfig.get_build_info()
+    cuda = build.get("cuda_version")
+    return f"{tf.__version__}" + (f" (CUDA {cuda})" if cuda else "")
+
+
+def threads() -> dict[str, Any]:
+    # 0 means "let TF choose" (all cores); report what it was told.
+    return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+            "TF_NUM_INTRAOP_THREADS": os.environ.get("TF_NUM_INTRAOP_THREADS", "")}
+
+
+def _gpu_description(index: int) -> str:
+    details = tf.config.experimental.get_device_details(GPUS[index])
+    return details.get("device_name", f"GPU {index}")
+
+
+def list_devices() -> list[dict[str, str]]:
+    devices = [{"name": "cpu", "description": cpu_model()}]
+    devices += [{"name": f"cuda:{i}", "description": _gpu_description(i)} for i in range(len(GPUS))]
+    return devices
+
+
+@dataclass
+class TensorFlowDevice:
+    """An opened TF device; `handle` is the string `tf.device()` takes."""
+
+    name: str
+    description: str
+    handle: str
+
+    def synchronize(self) -> None:
+        if self.is_gpu:
+            tf.test.experimental.sync_devices()
+
+    def peak_memory_bytes(self) -> int | None:
+        if not self.is_gpu:
+            return None
+        return int(tf.config.experimental.get_memory_info(self.handle.strip("/"))["peak"])
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.handle.startswith("/GPU")
+
+
+def open_device(name: str) -> TensorFlowDevice:
+    if name == "cpu":
+        return TensorFlowDevice("cpu", cpu_model(), "/CPU:0")
+    index = parse_cuda_index(name)
+    if index is None:
+        raise DeviceUnavailable(f"tensorflow has no device {name!r}")
+    if not GPUS:
+        built = tf.test.is_built_with_cuda()
+        why = "a build without CUDA (tensorflow-cpu)" if not built else "no GPU visible"
+        raise DeviceUnavailable(f"tensorflow {tf.__version__} sees no GPU ({why})")
+    if index >= len(GPUS):
+        raise DeviceUnavailable(f"{name} does not exist: tensorflow sees {len(GPUS)} GPU(s)")
+    tf.config.experimental.reset_memory_stats(f"GPU:{index}")
+    return TensorFlowDevice(name, _gpu_description(index), f"/GPU:{index}")

@@ -1,0 +1,69 @@
+"""PyTorch devices: placement with `.to(device)`, synchronisation with torch.cuda.synchronize."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from harness.backend import DeviceUnavailable, parse_cuda_index
+from harness.envinfo import cpu_model
+
+
+def version() -> str:
+    cuda = torch.version.cuda
+    return f"{torch.__version__}" + (f" (CUDA {cuda})" if cuda else "")
+
+
+def threads() -> dict[str, Any]:
+    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
+
+
+def list_devices() -> list[dict[str, str]]:
+    devices = [{"name": "cpu", "description": cpu_model()}]
+    if torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            devices.append({"name": f"cuda:{index}",
+                            "description": torch.cuda.get_device_name(index)})
+    return devices
+
+
+@dataclass
+class TorchDevice:
+    """An opened torch device; `handle` is what `.to()` takes."""
+
+    name: str
+    description: str
+    handle: torch.device
+
+    def synchronize(self) -> None:
+        if self.handle.type == "cuda":
+            torch.cuda.synchronize(self.handle)
+
+    def peak_memory_bytes(self) -> int | None:
+        if self.handle.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(self.handle))
+        return None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.handle.type == "cuda"
+
+
+def open_device(name: str) -> TorchDevice:
+    """'cpu' or 'cuda:N'; DeviceUnavailable with the reason if it is not there."""
+    if name == "cpu":
+        return TorchDevice("cpu", cpu_model(), torch.device("cpu"))
+    index = parse_cuda_index(name)
+    if index is None:
+        raise DeviceUnavailable(f"torch has no device {name!r}")
+    if not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else "a CUDA build, no GPU visible"
+        raise DeviceUnavailable(f"torch {torch.__version__} sees no CUDA device ({build})")
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise DeviceUnavailable(f"{name} does not exist: torch sees {count} CUDA device(s)")
+    handle = torch.device("cuda", index)
+    torch.cuda.reset_peak_memory_stats(handle)
+    return TorchDevice(name, torch.cuda.get_device_name(index), handle)

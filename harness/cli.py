@@ -1,0 +1,362 @@
+"""The `harness` command line: compare, list, env, report.
+
+Never imports a framework: everything framework-specific runs in worker processes.
+Bad input is one line on stderr and exit code 2; a failed cell is exit code 1 with every
+result still written; Ctrl-C saves what finished and exits 130.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from harness import envinfo, registry, store
+from harness.backend import canonical_device, parse_cuda_index
+from harness.runner import PROJECT_ROOT, RunOptions, cell_environment, run_matrix
+from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
+from harness.stats import CaseSummary, summarize_result, work_of
+
+app = typer.Typer(
+    help="Run the same workloads in PyTorch and TensorFlow on CPU and GPU, timed honestly.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+# Wide even when piped: the results table must not fold into unreadable columns.
+console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
+errors = Console(stderr=True)
+
+EXIT_FAILED_CELL = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+
+def fail_input(message: str) -> None:
+    """One clear line, exit 2, nothing written."""
+    errors.print(f"harness: error: {message}", markup=False, highlight=False)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def split_names(values: list[str] | None) -> list[str]:
+    """`--x a --x b,c` -> [a, b, c]."""
+    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+
+
+def parse_sizes(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    sizes = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.lstrip("-").isdigit():
+            raise BadInput(f"--sizes {text!r}: {part!r} is not an integer (example: 64,256,1024)")
+        if int(part) < 1:
+            raise BadInput(f"--sizes {text!r}: sizes must be >= 1")
+        sizes.append(int(part))
+    if not sizes:
+        raise BadInput("--sizes is empty (example: 64,256,1024)")
+    return sizes
+
+
+def parse_param_overrides(values: list[str] | None) -> dict[str, str]:
+    overrides = {}
+    for value in values or []:
+        if "=" not in value:
+            raise BadInput(f"--param {value!r}: expected NAME=VALUE (example: epochs=2)")
+        name, text = value.split("=", 1)
+        overrides[name.strip()] = text.strip()
+    return overrides
+
+
+def resolve_devices(values: list[str] | None) -> list[str]:
+    """Canonical device names; default cpu plus every GPU nvidia-smi lists."""
+    if not values:
+        return ["cpu"] + [f"cuda:{index}" for index in range(len(envinfo.visible_gpus()))]
+    devices = []
+    for name in split_names(values):
+        device = canonical_device(name)
+        if device != "cpu" and parse_cuda_index(device) is None:
+            raise BadInput(f"unknown device {name!r}; valid: cpu, cuda, cuda:N")
+        if device not in devices:
+            devices.append(device)
+    return devices
+
+
+def resolve_frameworks(spec: WorkloadSpec, values: list[str] | None) -> list[str]:
+    names = split_names(values) or list(spec.frameworks)
+    for name in names:
+        registry.check_framework_name(name)
+    return list(dict.fromkeys(names))
+
+
+def resolve_variants(spec: WorkloadSpec, value: str | None) -> list[str]:
+    if value is None:
+        return list(spec.variants_by_default)
+    if value == "all":
+        return list(spec.variants)
+    names = split_names([value])
+    for name in names:
+        if name not in spec.variants:
+            raise BadInput(f"unknown variant {name!r} for {spec.name}; valid: "
+                           f"{', '.join(spec.variants)}, all")
+    return names
+
+
+def check_writable(out: Path) -> None:
+    """Refuse an --out that cannot hold a run folder, before anything is written."""
+    existing = out
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise BadInput(f"--out {out}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BadInput(f"--out {out}: {existing} is not writable")
+
+
+class RunRecorder:
+    """Keeps run.json and measurements.csv on disk up to date after every cell."""
+
+    def __init__(self, run_dir: Path, spec: WorkloadSpec, document: dict[str, Any]) -> None:
+        self.run_dir, self.spec, self.document = run_dir, spec, document
+        self.results: list[dict[str, Any]] = []
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, result: dict[str, Any]) -> None:
+        self.results.append(result)
+        work = {index: work_of(self.spec, case["case"])
+                for index, case in enumerate(result.get("cases") or [])}
+        self.rows.extend(store.case_rows(self.document["run_id"], self.document["host"]
+                                         ["machine_label"], self.spec.sweep, result, work))
+        self.document["cells"].append(result)
+        self.save()
+
+    def save(self, finished: bool = False, interrupted: bool = False) -> None:
+        if finished:
+            self.document["finished"] = time.time()
+        self.document["interrupted"] = interrupted
+        store.write_run(self.run_dir, self.document)
+        store.write_measurements(self.run_dir, self.rows)
+
+
+def _fmt_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def results_table(spec: WorkloadSpec, summaries: list[CaseSummary]) -> Table:
+    table = Table(title=f"{spec.name}: median per call (IQR), cold first call apart")
+    for column in ("variant", "framework", "device", spec.sweep, "status", "median", "IQR",
+                   "cold", "rate", "check / reason"):
+        table.add_column(column, overflow="fold")
+    for row in summaries:
+        rate = (f"{row.gflops:.3g} GFLOP/s" if row.gflops is not None else
+                f"{row.gbps:.3g} GB/s" if row.gbps is not None else "-")
+        spread = _fmt_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
+        note = row.check if row.status == "ok" else (row.check + " " + row.reason).strip()
+        table.add_row(row.variant, row.framework, row.device,
+                      "" if row.size is None else str(row.size), row.status,
+                      _fmt_seconds(row.median_s), spread, _fmt_seconds(row.cold_s), rate,
+                      note[:160])
+    return table
+
+
+def exit_code_for(results: list[dict[str, Any]], interrupted: bool) -> int:
+    if interrupted:
+        return EXIT_INTERRUPTED
+    status = worst_status([Status(result["status"]) for result in results])
+    return EXIT_FAILED_CELL if status in (Status.ERROR, Status.TIMEOUT, Status.INVALID) else 0
+
+
+def render_report_safely(run_dir: Path) -> None:
+    """Draw the run's report; a drawing failure must never cost the measurements."""
+    try:
+        from harness.report import render_report
+    except ImportError as exc:
+        errors.print(f"report skipped: {exc}")
+        return
+    try:
+        written = render_report([run_dir], run_dir)
+        console.print(f"report: {len(written)} files in {run_dir}")
+    except Exception as exc:  # noqa: BLE001 - the results are already safe on disk
+        errors.print(f"report failed ({type(exc).__name__}: {exc}); results are in {run_dir}")
+
+
+@app.command()
+def compare(
+    workload: Annotated[str, typer.Option(help="Workload name (see `harness list`).")] = "matmul",
+    framework: Annotated[Optional[list[str]], typer.Option(
+        help="torch, tensorflow, numpy; repeat or comma-separate. Default: all for the workload.")] = None,
+    device: Annotated[Optional[list[str]], typer.Option(
+        help="cpu, cuda, cuda:N; repeat or comma-separate. Default: cpu plus every visible GPU.")] = None,
+    variant: Annotated[Optional[str], typer.Option(
+        help="Variant name(s), comma-separated, or 'all'. Default: the as-written one.")] = None,
+    sizes: Annotated[Optional[str], typer.Option(
+        help="Comma list for the workload's sweep parameter (matmul: n).")] = None,
+    param: Annotated[Optional[list[str]], typer.Option(
+        help="NAME=VALUE workload parameter; repeatable (see `harness list`).")] = None,
+    data: Annotated[Optional[Path], typer.Option(help="MNIST .npz file to use.")] = None,
+    quick: Annotated[bool, typer.Option(help="CI-sized sizes and a short timing budget.")] = False,
+    out: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = Path("results"),
+    timeout: Annotated[float, typer.Option(help="Seconds before a cell's worker is killed.")] = 900.0,
+    report: Annotated[bool, typer.Option(help="Draw the report into the run folder.")] = True,
+) -> None:
+    """Run WORKLOAD for every framework x device cell, each in its own process."""
+    try:
+        spec = registry.load_workload(workload)
+        frameworks = resolve_frameworks(spec, framework)
+        devices = resolve_devices(device)
+        variants = resolve_variants(spec, variant)
+        overrides = parse_param_overrides(param)
+        params = spec.resolve_params(overrides, parse_sizes(sizes), quick)
+        if data is not None:
+            if spec.validate_data is None:
+                raise BadInput(f"--data applies to the MNIST workloads, not {spec.name}")
+            spec.validate_data(data)
+            params["data"] = str(data.resolve())
+        if not timeout > 0:
+            raise BadInput(f"--timeout {timeout:g}: must be > 0 seconds")
+        check_writable(out)
+    except BadInput as exc:
+        fail_input(str(exc))
+    cells = expand_matrix(spec.name, variants, frameworks, devices, params, quick)
+    run_dir = store.new_run_dir(out, spec.name)
+    document = {
+        "run_id": run_dir.name, "command": sys.argv, "started": time.time(), "finished": None,
+        "workload": spec.name, "sweep": spec.sweep, "params": params, "quick": quick,
+        "timeout_s": timeout, "host": envinfo.host_metadata(), "cells": [],
+    }
+    recorder = RunRecorder(run_dir, spec, document)
+    console.print(f"run folder: {run_dir}  ({len(cells)} cells)")
+    completed = _run_with_progress(cells, RunOptions(timeout_s=timeout), recorder)
+    recorder.save(finished=True, interrupted=not completed)
+    summaries = [row for result in recorder.results for row in summarize_result(spec, result)]
+    console.print(results_table(spec, summaries))
+    if not completed:
+        errors.print(f"interrupted: {len(recorder.results)} finished cells saved in {run_dir}")
+    elif report:
+        render_report_safely(run_dir)
+    console.print(f"results: {run_dir}")
+    raise typer.Exit(exit_code_for(recorder.results, not completed))
+
+
+def _run_with_progress(cells: list[Cell], options: RunOptions, recorder: RunRecorder) -> bool:
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
+                  "{task.total}"), TimeElapsedColumn(), console=errors, transient=True) as bar:
+        task = bar.add_task("cells", total=len(cells))
+
+        def on_result(cell: Cell, result: dict[str, Any]) -> None:
+            recorder.add(result)
+            bar.update(task, advance=1, description=f"{cell.label}: {result['status']}")
+
+        return run_matrix(cells, options, on_result)
+
+
+@app.command("list")
+def list_workloads() -> None:
+    """Workloads, their variants and parameters (default / --quick)."""
+    for name in registry.WORKLOADS:
+        try:
+            spec = registry.load_workload(name)
+        except ImportError as exc:
+            console.print(f"{name}: not available ({exc})")
+            continue
+        console.print(f"[bold]{name}[/bold]: {spec.summary}")
+        console.print(f"  frameworks: {', '.join(spec.frameworks)}; variants: "
+                      f"{', '.join(spec.variants)} (default: {', '.join(spec.variants_by_default)})")
+        console.print(f"  --sizes sets: {spec.sweep}")
+        for param_name, p in spec.params.items():
+            console.print(f"  --param {param_name}=  default {p.default!r}, quick {p.quick!r}: "
+                          f"{p.help}", markup=False)
+
+
+def probe_framework(name: str, timeout_s: float = 120.0) -> dict[str, Any]:
+    """Ask a child process what a framework sees (the parent never imports it)."""
+    installed, reason = registry.framework_installed(name)
+    if not installed:
+        return {"framework": name, "installed": False, "reason": reason}
+    with tempfile.TemporaryDirectory() as scratch:
+        out_path = Path(scratch) / "info.json"
+        cell = Cell("probe", "-", name, "cuda:0")
+        env = cell_environment(cell)
+        try:
+            completed = subprocess.run(
+                [sys.executable, "-m", "harness.probe", name, str(out_path)], env=env,
+                cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return {"framework": name, "installed": True, "reason": "probe timed out"}
+        if not out_path.exists():
+            tail = " | ".join(completed.stderr.strip().splitlines()[-3:])
+            return {"framework": name, "installed": True, "reason": f"probe failed: {tail}"}
+        return json.loads(out_path.read_text())
+
+
+@app.command()
+def env(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Host, frameworks (installed, version, devices, threads)."""
+    document = {"host": envinfo.host_metadata(),
+                "frameworks": [probe_framework(name) for name in registry.FRAMEWORKS]}
+    if as_json:
+        console.print_json(json.dumps(document))
+        return
+    host = document["host"]
+    memory = host["memory_bytes"] / 2**30 if host["memory_bytes"] else float("nan")
+    console.print(f"host: {host['hostname']}  cpu: {host['cpu_model']}  cores: {host['cores']}  "
+                  f"memory: {memory:.1f} GiB  python: {host['python']}  os: {host['os']}")
+    console.print(f"gpus (nvidia-smi): {', '.join(host['gpus']) or 'none'}")
+    table = Table(title="frameworks")
+    for column in ("framework", "installed", "version", "devices", "threads / note"):
+        table.add_column(column, overflow="fold")
+    for info in document["frameworks"]:
+        devices = ", ".join(f"{d['name']} ({d['description']})" for d in info.get("devices", []))
+        table.add_row(info["framework"], "yes" if info["installed"] else "no",
+                      info.get("version") or "-", devices or "-",
+                      json.dumps(info["threads"]) if info.get("threads") else info.get("reason", ""))
+    console.print(table)
+
+
+@app.command()
+def report(
+    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run folders to merge.")],
+    out: Annotated[Optional[Path], typer.Option(help="Output folder (default: the first run's).")] = None,
+    tensorboard: Annotated[Optional[Path], typer.Option(
+        help="Also write TensorBoard scalars to this folder.")] = None,
+) -> None:
+    """Re-draw the report (PNGs and summary.md) from stored runs alone."""
+    from harness.report import render_report
+
+    try:
+        for run_dir in run_dirs:
+            store.read_run(run_dir)
+        target = out or run_dirs[0]
+        check_writable(target)
+    except (store.StoreError, BadInput) as exc:
+        fail_input(str(exc))
+    try:
+        written = render_report(run_dirs, target, tensorboard_dir=tensorboard)
+    except store.StoreError as exc:
+        fail_input(str(exc))
+    for path in written:
+        console.print(str(path))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

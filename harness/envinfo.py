@@ -1,0 +1,84 @@
+"""Host metadata collectors: small functions, none of which imports a framework."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name from /proc/cpuinfo, or platform.processor() elsewhere."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def memory_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (affinity), which can be fewer than the host has."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def nvidia_gpus() -> list[str]:
+    """GPU names from `nvidia-smi -L`, honouring nothing but the driver; [] without one."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        listing = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in listing.splitlines() if line.strip()]
+
+
+def visible_gpus() -> list[str]:
+    """GPUs a worker would see: nvidia-smi's list filtered by CUDA_VISIBLE_DEVICES."""
+    gpus = nvidia_gpus()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return gpus
+    indices = [int(i) for i in visible.split(",") if i.strip().isdigit()]
+    return [gpus[i] for i in indices if i < len(gpus)]
+
+
+def machine_label() -> str:
+    """A short name for series labels: hostname plus the accelerator if any."""
+    gpus = visible_gpus()
+    return f"{platform.node()} ({gpus[0]})" if gpus else f"{platform.node()} (cpu only)"
+
+
+def host_metadata() -> dict[str, Any]:
+    return {
+        "hostname": platform.node(),
+        "machine_label": machine_label(),
+        "cpu_model": cpu_model(),
+        "cores": usable_cores(),
+        "memory_bytes": memory_bytes(),
+        "os": platform.platform(),
+        "python": sys.version.split()[0],
+        "gpus": visible_gpus(),
+    }

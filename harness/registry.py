@@ -1,0 +1,64 @@
+"""Name -> "module:attribute" tables, imported only when a name is used.
+
+Lazy on purpose (AlgoPerf's import_workload): the CLI process must never import a framework,
+and a framework that is not installed becomes an `unavailable` row, not an ImportError.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from types import ModuleType
+
+from harness.spec import BadInput, WorkloadSpec
+
+WORKLOADS: dict[str, str] = {
+    "matmul": "workloads.matmul:SPEC",
+    "mnist-small": "workloads.mnist:SMALL",
+    "mnist-wide": "workloads.mnist:WIDE",
+    "jacobian": "workloads.jacobian:SPEC",
+    "elementwise": "workloads.elementwise:SPEC",
+    "transfer": "workloads.transfer:SPEC",
+}
+
+# Framework name -> (backend package, the distribution's import name).
+FRAMEWORKS: dict[str, tuple[str, str]] = {
+    "torch": ("backends.torch", "torch"),
+    "tensorflow": ("backends.tensorflow", "tensorflow"),
+    "numpy": ("backends.numpy", "numpy"),
+}
+
+# Backends whose folders must mirror each other file for file (numpy is a CPU baseline only).
+MIRRORED_FRAMEWORKS = ("torch", "tensorflow")
+
+
+def load_workload(name: str) -> WorkloadSpec:
+    """The spec registered under `name`; BadInput naming the valid ones otherwise."""
+    if name not in WORKLOADS:
+        raise BadInput(f"unknown workload {name!r}; valid: {', '.join(WORKLOADS)}")
+    module_name, attribute = WORKLOADS[name].split(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def check_framework_name(name: str) -> None:
+    if name not in FRAMEWORKS:
+        raise BadInput(f"unknown framework {name!r}; valid: {', '.join(FRAMEWORKS)}")
+
+
+def framework_installed(name: str) -> tuple[bool, str]:
+    """Whether the framework can be imported, found without importing it."""
+    import_name = FRAMEWORKS[name][1]
+    if importlib.util.find_spec(import_name) is None:
+        return False, f"{import_name} is not installed (pip install 'harness[{name}]')"
+    return True, ""
+
+
+def backend_module(framework: str, module: str) -> ModuleType:
+    """Import backends/<framework>/<module>.py (in a worker process only)."""
+    package = FRAMEWORKS[framework][0]
+    return importlib.import_module(f"{package}.{module}")
+
+
+def backend_has_module(framework: str, module: str) -> bool:
+    package = FRAMEWORKS[framework][0]
+    return importlib.util.find_spec(f"{package}.{module}") is not None

@@ -1,0 +1,217 @@
+"""What is measured: workload specs, parameters, cells and statuses.
+
+A spec says *what* to run; it never holds a measurement (compare torch.utils.benchmark's
+TaskSpec vs Measurement). Nothing here imports a framework.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Status(str, Enum):
+    """Outcome of one cell or one case; failures are data, not exceptions."""
+
+    OK = "ok"
+    UNAVAILABLE = "unavailable"
+    INVALID = "invalid"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    INTERRUPTED = "interrupted"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Worst first: the status of a cell is the worst status among its cases.
+STATUS_SEVERITY = {
+    Status.OK: 0,
+    Status.UNAVAILABLE: 1,
+    Status.INVALID: 2,
+    Status.ERROR: 3,
+    Status.TIMEOUT: 4,
+    Status.INTERRUPTED: 5,
+}
+
+
+def worst_status(statuses: list[Status]) -> Status:
+    """The most severe status of a list (ok when empty)."""
+    return max(statuses, key=STATUS_SEVERITY.__getitem__, default=Status.OK)
+
+
+class BadInput(ValueError):
+    """Raised for user input the harness refuses; the CLI prints it in one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One workload parameter: its type, default, CI-sized default and lower bound."""
+
+    default: Any
+    quick: Any
+    help: str
+    kind: type = int
+    minimum: float | None = 1
+    choices: tuple[str, ...] | None = None
+
+    def parse(self, name: str, text: str) -> Any:
+        """Convert command-line text to the parameter's type, or raise BadInput."""
+        if self.kind is tuple:  # a shape such as 100x1000x1000
+            parts = text.lower().replace(",", "x").split("x")
+            try:
+                shape = tuple(int(part) for part in parts)
+            except ValueError:
+                raise BadInput(f"--param {name}={text!r}: expected a shape like 100x1000") from None
+            if not shape or any(dim < 1 for dim in shape):
+                raise BadInput(f"--param {name}={text!r}: every dimension must be >= 1")
+            return shape
+        try:
+            value = self.kind(text)
+        except ValueError:
+            raise BadInput(
+                f"--param {name}={text!r}: expected {self.kind.__name__}"
+            ) from None
+        self.validate(name, value)
+        return value
+
+    def validate(self, name: str, value: Any) -> None:
+        if self.choices is not None and value not in self.choices:
+            raise BadInput(f"--param {name}={value!r}: valid values are {', '.join(self.choices)}")
+        if self.minimum is not None and isinstance(value, (int, float)) and value < self.minimum:
+            raise BadInput(f"--param {name}={value!r}: must be >= {self.minimum:g}")
+
+
+@dataclass(frozen=True)
+class Check:
+    """Result of a correctness check: what was compared, the figure, and the bound."""
+
+    passed: bool
+    metric: str
+    value: float
+    bound: float
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "metric": self.metric,
+            "value": self.value,
+            "bound": self.bound,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """A framework-free description of one workload.
+
+    `kind` names the module every backend folder must provide (backends/<fw>/<kind>.py).
+    `sweep` names the parameter `--sizes` sets; each value becomes one case.
+    `timing` is "autorange" (repeat a call until the spread is known) or "per_call"
+    (each call is one sample, e.g. one training epoch; the first call is the cold one).
+    """
+
+    name: str
+    kind: str
+    summary: str
+    sweep: str
+    params: Mapping[str, Param]
+    variants: tuple[str, ...]
+    frameworks: tuple[str, ...] = ("torch", "tensorflow")
+    timing: str = "autorange"
+    # (case) -> work done by one call; used for GFLOP/s and GB/s.
+    flops: Callable[[Mapping[str, Any]], float] | None = None
+    bytes_moved: Callable[[Mapping[str, Any]], float] | None = None
+    # Variants that are device-only (e.g. host<->device copies): skipped on cpu with a reason.
+    device_only_variants: tuple[str, ...] = ()
+    # Variants run when --variant is not given (default: the first, the as-written one).
+    default_variants: tuple[str, ...] = ()
+    # (case, variant) -> numpy inputs shared by every framework, generated from a fixed seed.
+    make_inputs: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
+    # (case, variant, inputs, output) -> Check; a time is trusted only when it passes.
+    check: Callable[..., Check] | None = None
+    # (case) -> number of calls for per_call timing (e.g. epochs).
+    calls: Callable[[Mapping[str, Any]], int] | None = None
+    # (params, variant) -> cases, for workloads whose variants sweep different things.
+    custom_cases: Callable[[Mapping[str, Any], str], list[dict[str, Any]]] | None = None
+    # (path) -> None or BadInput: validates a --data file before anything runs.
+    validate_data: Callable[[Any], None] | None = None
+    notes: str = ""
+
+    @property
+    def variants_by_default(self) -> tuple[str, ...]:
+        return self.default_variants or self.variants[:1]
+
+    def defaults(self, quick: bool) -> dict[str, Any]:
+        return {name: (p.quick if quick else p.default) for name, p in self.params.items()}
+
+    def resolve_params(
+        self, overrides: Mapping[str, str], sizes: list[int] | None, quick: bool
+    ) -> dict[str, Any]:
+        """Defaults, then --param overrides, then --sizes for the sweep parameter."""
+        values = self.defaults(quick)
+        for name, text in overrides.items():
+            if name not in self.params:
+                valid = ", ".join(sorted(self.params))
+                raise BadInput(f"unknown --param {name!r} for {self.name}; valid: {valid}")
+            values[name] = self.params[name].parse(name, text)
+        if sizes is not None:
+            values[self.sweep] = list(sizes)
+        return values
+
+    def cases(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """One dict per value of the sweep parameter (list-valued sweeps expand)."""
+        sweep_values = params[self.sweep]
+        if not isinstance(sweep_values, list):
+            sweep_values = [sweep_values]
+        return [{**params, self.sweep: value} for value in sweep_values]
+
+    def cases_for(self, params: Mapping[str, Any], variant: str) -> list[dict[str, Any]]:
+        if self.custom_cases is not None:
+            return self.custom_cases(params, variant)
+        return self.cases(params)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (workload, variant, framework, device) combination: one worker process."""
+
+    workload: str
+    variant: str
+    framework: str
+    device: str
+    params: dict[str, Any] = field(default_factory=dict)
+    quick: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload}/{self.variant} {self.framework} on {self.device}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "variant": self.variant,
+            "framework": self.framework,
+            "device": self.device,
+            "params": self.params,
+            "quick": self.quick,
+        }
+
+
+def expand_matrix(
+    workload: str,
+    variants: list[str],
+    frameworks: list[str],
+    devices: list[str],
+    params: dict[str, Any],
+    quick: bool,
+) -> list[Cell]:
+    """Every (variant, framework, device) cell of a run, in a stable order."""
+    return [
+        Cell(workload, variant, framework, device, params, quick)
+        for variant, framework, device in itertools.product(variants, frameworks, devices)
+    ]

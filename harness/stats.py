@@ -1,0 +1,77 @@
+"""Derived numbers of one case: median, IQR, min, noise flag, throughput. Raw samples stay raw."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from harness.spec import WorkloadSpec
+from harness.timing import iqr, is_noisy
+
+
+@dataclass(frozen=True)
+class CaseSummary:
+    """One row of the CLI's final table."""
+
+    variant: str
+    framework: str
+    device: str
+    size: Any
+    status: str
+    reason: str
+    cold_s: float | None
+    median_s: float | None
+    iqr_s: float | None
+    min_s: float | None
+    samples: int
+    noisy: bool
+    gflops: float | None
+    gbps: float | None
+    check: str
+
+
+def work_of(spec: WorkloadSpec, case: dict[str, Any]) -> dict[str, float]:
+    """FLOPs and bytes one call of this case must do, per the spec."""
+    work: dict[str, float] = {}
+    if spec.flops is not None:
+        work["flops"] = float(spec.flops(case))
+    if spec.bytes_moved is not None:
+        work["bytes"] = float(spec.bytes_moved(case))
+    return work
+
+
+def _check_text(check: dict[str, Any] | None) -> str:
+    if not check:
+        return ""
+    verdict = "pass" if check["passed"] else "FAIL"
+    return f"{verdict} {check['metric']}={check['value']:.2g}"
+
+
+def summarize_case(spec: WorkloadSpec, result: dict[str, Any], case: dict[str, Any]) -> CaseSummary:
+    cell = result["cell"]
+    samples = case.get("samples") or []
+    median = statistics.median(samples) if samples else None
+    work = work_of(spec, case["case"]) if median else {}
+    return CaseSummary(
+        variant=cell["variant"], framework=cell["framework"], device=cell["device"],
+        size=case["case"].get(spec.sweep), status=case["status"], reason=case["reason"],
+        cold_s=case.get("cold_seconds"), median_s=median,
+        iqr_s=iqr(samples) if samples else None, min_s=min(samples) if samples else None,
+        samples=len(samples), noisy=is_noisy(samples),
+        gflops=work["flops"] / median / 1e9 if "flops" in work else None,
+        gbps=work["bytes"] / median / 1e9 if "bytes" in work else None,
+        check=_check_text(case.get("check")),
+    )
+
+
+def summarize_result(spec: WorkloadSpec, result: dict[str, Any]) -> list[CaseSummary]:
+    """One summary per case, plus a status-only row when the cell stopped short."""
+    summaries = [summarize_case(spec, result, case) for case in result.get("cases") or []]
+    if result["status"] not in {s.status for s in summaries}:
+        cell = result["cell"]
+        summaries.append(CaseSummary(
+            cell["variant"], cell["framework"], cell["device"], None, result["status"],
+            result["reason"], None, None, None, None, 0, False, None, None, "",
+        ))
+    return summaries

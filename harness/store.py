@@ -1,0 +1,159 @@
+"""Run folders: run.json (metadata, per-cell outcome) and measurements.csv (one row per sample).
+
+Append-only and versioned (benchopt's results/, pyperf's metadata): every run gets a new folder
+whose name sorts by time and is created with mkdir, so two runs never share one; every file is
+written to a temporary name and renamed, so a crash never leaves half a file behind.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import secrets
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+RUN_FILE = "run.json"
+MEASUREMENTS_FILE = "measurements.csv"
+
+BASE_COLUMNS = [
+    "run_id", "machine", "workload", "variant", "framework", "framework_version", "device",
+    "device_name", "status", "reason", "sweep", "size", "phase", "sample", "seconds",
+    "calls_per_sample", "check_passed", "check_metric", "check_value", "flops", "bytes",
+    "steps_per_call",
+]
+
+
+class StoreError(ValueError):
+    """A run folder that cannot be read as a harness run (corrupt, foreign or too new)."""
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same folder, then rename over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, document: Any) -> None:
+    write_bytes_atomic(path, json.dumps(document, indent=2, default=str).encode())
+
+
+def new_run_dir(out: Path, workload: str) -> Path:
+    """A fresh folder `<UTC time>-<workload>-<random>`; mkdir fails rather than reuse one."""
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    for _ in range(100):
+        run_dir = out / f"{stamp}-{workload}-{secrets.token_hex(3)}"
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a unique run folder under {out}")
+
+
+def _format(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return "x".join(str(v) for v in value)
+    if value is None:
+        return ""
+    return value
+
+
+def case_rows(run_id: str, machine: str, spec_sweep: str, result: dict[str, Any],
+              work: dict[str, Any]) -> list[dict[str, Any]]:
+    """Tidy rows for one cell's worker result: one per sample, or one status row."""
+    cell = result["cell"]
+    base = {
+        "run_id": run_id, "machine": machine, "workload": cell["workload"],
+        "variant": cell["variant"], "framework": cell["framework"],
+        "framework_version": result.get("framework_version") or "",
+        "device": cell["device"], "device_name": result.get("device_name") or "",
+        "sweep": spec_sweep,
+    }
+    cases = result.get("cases") or []
+    if not cases:
+        return [{**base, "status": result["status"], "reason": result["reason"], "phase": "none",
+                 **{f"param_{k}": _format(v) for k, v in cell["params"].items()}}]
+    rows: list[dict[str, Any]] = []
+    for index, case in enumerate(cases):
+        case_base = {
+            **base,
+            "status": case["status"],
+            "reason": case["reason"] or "",
+            "size": _format(case["case"].get(spec_sweep)),
+            **{f"param_{k}": _format(v) for k, v in case["case"].items()},
+            **work.get(index, {}),
+        }
+        check = case.get("check") or {}
+        case_base.update(
+            check_passed=check.get("passed", ""), check_metric=check.get("metric", ""),
+            check_value=check.get("value", ""),
+            steps_per_call=(case.get("extra") or {}).get("steps_per_call", ""),
+        )
+        if "cold_seconds" not in case:
+            rows.append({**case_base, "phase": "none"})
+            continue
+        rows.append({**case_base, "phase": "cold", "sample": 0, "seconds": case["cold_seconds"],
+                     "calls_per_sample": 1})
+        for sample, seconds in enumerate(case["samples"], start=1):
+            rows.append({**case_base, "phase": "warm", "sample": sample, "seconds": seconds,
+                         "calls_per_sample": case["calls_per_sample"]})
+    if result["status"] not in {case["status"] for case in cases}:
+        # The cell stopped after these cases (timeout, crash, Ctrl-C): say so in its own row.
+        rows.append({**base, "status": result["status"], "reason": result["reason"],
+                     "phase": "none"})
+    return rows
+
+
+def write_measurements(run_dir: Path, rows: Iterable[dict[str, Any]]) -> None:
+    rows = list(rows)
+    extra = sorted({key for row in rows for key in row} - set(BASE_COLUMNS))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=BASE_COLUMNS + extra, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_bytes_atomic(run_dir / MEASUREMENTS_FILE, buffer.getvalue().encode())
+
+
+def write_run(run_dir: Path, run_document: dict[str, Any]) -> None:
+    write_json_atomic(run_dir / RUN_FILE, {"schema_version": SCHEMA_VERSION, **run_document})
+
+
+def read_run(run_dir: Path) -> dict[str, Any]:
+    """run.json of a harness run folder, or StoreError saying why it is not one."""
+    run_file = run_dir / RUN_FILE
+    if not run_dir.is_dir():
+        raise StoreError(f"{run_dir}: not a folder")
+    if not run_file.is_file():
+        raise StoreError(f"{run_dir}: no {RUN_FILE}; not a harness run folder")
+    try:
+        document = json.loads(run_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise StoreError(f"{run_file}: corrupt JSON ({exc})") from None
+    if not isinstance(document, dict) or "schema_version" not in document:
+        raise StoreError(f"{run_file}: no schema_version; not written by harness")
+    version = document["schema_version"]
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{run_file}: schema_version {version!r} is newer than this harness reads "
+            f"({SCHEMA_VERSION}); upgrade harness"
+        )
+    if not (run_dir / MEASUREMENTS_FILE).is_file():
+        raise StoreError(f"{run_dir}: no {MEASUREMENTS_FILE}")
+    return document

@@ -1,0 +1,154 @@
+"""`python -m harness.worker CELL.json RESULT.json`: run ONE cell, write ONE JSON document.
+
+The only process that imports a framework. The result goes to a file, never stdout, so
+framework logging cannot corrupt it; it is rewritten (atomically) after every case, so a
+timeout or crash at the largest size keeps the smaller sizes already measured.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from harness.backend import DeviceUnavailable, VariantUnavailable
+from harness.registry import backend_module, framework_installed, load_workload
+from harness.spec import Cell, Status, WorkloadSpec, worst_status
+from harness.store import write_json_atomic
+from harness.timing import TimingPolicy, autorange, per_call
+
+# Lower-cased, spaces removed: torch says "CUDA out of memory", TF "ResourceExhaustedError: OOM".
+OOM_MARKERS = ("outofmemory", "resourceexhausted", "oomwhenallocating", "memoryerror")
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line: 'out of memory: ...' for OOMs, else the exception type and message."""
+    text = f"{type(exc).__name__}: {exc}".strip()
+    first_line = text.splitlines()[0][:400] if text else type(exc).__name__
+    squashed = text.lower().replace(" ", "")
+    if any(marker in squashed for marker in OOM_MARKERS):
+        return "out of memory: " + first_line
+    return first_line
+
+
+def peak_host_memory_bytes() -> int | None:
+    """Peak resident set size of this worker (Linux reports kilobytes)."""
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak) * (1 if sys.platform == "darwin" else 1024)
+    except (ImportError, OSError):
+        return None
+
+
+class CellRun:
+    """Accumulates the result document of one cell and saves it after every change."""
+
+    def __init__(self, cell: Cell, result_path: Path) -> None:
+        self.result_path = result_path
+        self.document: dict[str, Any] = {
+            "cell": cell.as_dict(),
+            "status": Status.OK.value,
+            "reason": "",
+            "framework_version": None,
+            "device_name": None,
+            "threads": None,
+            "started": time.time(),
+            "finished": None,
+            "cases": [],
+        }
+
+    def finish(self, status: Status | None = None, reason: str = "") -> None:
+        if status is None:
+            status = worst_status([Status(case["status"]) for case in self.document["cases"]])
+            reason = next((c["reason"] for c in self.document["cases"] if c["reason"]), "")
+        self.document.update(status=status.value, reason=reason, finished=time.time())
+        self.document["peak_host_memory_bytes"] = peak_host_memory_bytes()
+        self.save()
+
+    def save(self) -> None:
+        write_json_atomic(self.result_path, self.document)
+
+
+def run_case(
+    spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any
+) -> dict[str, Any]:
+    """Prepare, time and check one case; every failure becomes a status in the record."""
+    record: dict[str, Any] = {"case": case, "status": Status.OK.value, "reason": ""}
+    try:
+        inputs = spec.make_inputs(case, cell.variant) if spec.make_inputs else {}
+        task = module.make_task(case, cell.variant, device, inputs)
+        policy = TimingPolicy.quick() if cell.quick else TimingPolicy()
+        if spec.timing == "per_call":
+            measurement = per_call(task.step, device.synchronize, spec.calls(case))
+        else:
+            measurement = autorange(task.step, device.synchronize, policy)
+        device.synchronize()
+        output = task.output()
+        check = spec.check(case, cell.variant, inputs, output)
+    except VariantUnavailable as exc:
+        return {**record, "status": Status.UNAVAILABLE.value, "reason": str(exc)}
+    except Exception as exc:  # a failed case is data; the next case still runs
+        traceback.print_exc()
+        return {**record, "status": Status.ERROR.value, "reason": failure_reason(exc)}
+    record.update(
+        cold_seconds=measurement.cold_seconds,
+        samples=measurement.samples,
+        calls_per_sample=measurement.calls_per_sample,
+        timer_overhead_s=measurement.timer_overhead_s,
+        check=check.as_dict(),
+        extra=output.get("extra", {}),
+        peak_device_memory_bytes=device.peak_memory_bytes(),
+    )
+    if not check.passed:
+        record.update(status=Status.INVALID.value, reason=f"check failed: {check.detail}")
+    return record
+
+
+def run_cell(cell: Cell, result_path: Path) -> None:
+    run = CellRun(cell, result_path)
+    run.save()
+    spec = load_workload(cell.workload)
+    installed, reason = framework_installed(cell.framework)
+    if not installed:
+        return run.finish(Status.UNAVAILABLE, reason)
+    device_module = backend_module(cell.framework, "device")
+    run.document["framework_version"] = device_module.version()
+    run.document["threads"] = device_module.threads()
+    try:
+        device = device_module.open_device(cell.device)
+    except DeviceUnavailable as exc:
+        return run.finish(Status.UNAVAILABLE, str(exc))
+    run.document["device_name"] = device.description
+    if cell.device == "cpu" and cell.variant in spec.device_only_variants:
+        return run.finish(Status.UNAVAILABLE, f"variant {cell.variant} needs a GPU device")
+    module = backend_module(cell.framework, spec.kind)
+    for case in spec.cases_for(cell.params, cell.variant):
+        run.document["cases"].append(run_case(spec, module, case, cell, device))
+        run.save()
+    run.finish()
+
+
+def main(argv: list[str]) -> int:
+    cell_path, result_path = Path(argv[0]), Path(argv[1])
+    cell_fields = json.loads(cell_path.read_text())
+    cell = Cell(**cell_fields)
+    print(f"worker {cell.label} on {platform.node()}", file=sys.stderr)
+    try:
+        run_cell(cell, result_path)
+    except Exception as exc:  # anything outside a case (a broken import, say) is the cell's error
+        traceback.print_exc()
+        partial = CellRun(cell, result_path)
+        if result_path.exists():
+            partial.document = json.loads(result_path.read_text())
+        partial.finish(Status.ERROR, failure_reason(exc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,48 @@
+"""Seed experiment 5 (and 4's compute part): square float32 matmul over a size sweep."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from harness.spec import Check, Param, WorkloadSpec
+from workloads.common import PRECISION_BOUNDS, error_check, rng_for
+
+DEFAULT_SIZES = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+QUICK_SIZES = [64, 128, 256]
+
+
+def make_inputs(case: Mapping[str, Any], variant: str) -> dict[str, np.ndarray]:
+    """Uniform [0, 1) like the seed's torch.rand, identical for every framework."""
+    n = case["n"]
+    rng = rng_for("matmul", n)
+    return {"a": rng.random((n, n), dtype=np.float32), "b": rng.random((n, n), dtype=np.float32)}
+
+
+def check(case: Mapping[str, Any], variant: str, inputs: dict[str, np.ndarray],
+          output: dict[str, Any]) -> Check:
+    """Freivalds-style: compare C @ x with A @ (B @ x) in float64, O(n^2) even at n=16384."""
+    x = rng_for("matmul-check", case["n"]).standard_normal(case["n"])
+    a64, b64 = inputs["a"].astype(np.float64), inputs["b"].astype(np.float64)
+    reference = a64 @ (b64 @ x)
+    got = np.asarray(output["c"], dtype=np.float64) @ x
+    return error_check(got, reference, PRECISION_BOUNDS[variant], f"{variant} C@x vs float64")
+
+
+SPEC = WorkloadSpec(
+    name="matmul",
+    kind="matmul",
+    summary="n x n matmul sweep (seed 5); GFLOP/s = 2n^3/s; checked against float64 numpy",
+    sweep="n",
+    params={"n": Param(DEFAULT_SIZES, QUICK_SIZES, "matrix sizes (set with --sizes)", kind=int)},
+    variants=("fp32", "tf32", "bf16"),
+    frameworks=("torch", "tensorflow", "numpy"),
+    flops=lambda case: 2.0 * case["n"] ** 3,
+    bytes_moved=None,
+    device_only_variants=("tf32", "bf16"),
+    make_inputs=make_inputs,
+    check=check,
+    notes="tf32 and bf16 are explicit, labelled precision changes, checked with looser bounds.",
+)
