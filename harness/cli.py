@@ -44,7 +44,7 @@ EXIT_INTERRUPTED = 130
 
 def fail_input(message: str) -> None:
     """One clear line, exit 2, nothing written."""
-    errors.print(f"harness: error: {message}", markup=False, highlight=False)
+    print(f"harness: error: {message}", file=sys.stderr)  # plain print: rich would wrap it
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -263,7 +263,10 @@ def _run_with_progress(cells: list[Cell], options: RunOptions, recorder: RunReco
             recorder.add(result)
             bar.update(task, advance=1, description=f"{cell.label}: {result['status']}")
 
-        return run_matrix(cells, options, on_result)
+        try:
+            return run_matrix(cells, options, on_result)
+        except KeyboardInterrupt:  # between two workers: what finished is already on disk
+            return False
 
 
 @app.command("list")

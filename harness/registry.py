@@ -7,6 +7,7 @@ and a framework that is not installed becomes an `unavailable` row, not an Impor
 from __future__ import annotations
 
 import importlib
+import os
 import importlib.util
 from types import ModuleType
 
@@ -30,6 +31,23 @@ FRAMEWORKS: dict[str, tuple[str, str]] = {
 
 # Backends whose folders must mirror each other file for file (numpy is a CPU baseline only).
 MIRRORED_FRAMEWORKS = ("torch", "tensorflow")
+
+PLUGINS_ENV = "HARNESS_PLUGINS"
+
+
+def _load_plugins() -> None:
+    """Merge WORKLOADS / FRAMEWORKS from modules named in $HARNESS_PLUGINS (comma-separated).
+
+    Why: extra workloads and backends (the test suite's fault-injection backend, a user's own
+    workload) must reach worker processes too; the environment is what both processes share.
+    """
+    for module_name in filter(None, os.environ.get(PLUGINS_ENV, "").split(",")):
+        plugin = importlib.import_module(module_name.strip())
+        WORKLOADS.update(getattr(plugin, "WORKLOADS", {}))
+        FRAMEWORKS.update(getattr(plugin, "FRAMEWORKS", {}))
+
+
+_load_plugins()
 
 
 def load_workload(name: str) -> WorkloadSpec:

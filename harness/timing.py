@@ -103,14 +103,15 @@ def autorange(
     """
     cold = _timed_calls(step, synchronize, 1)
     overhead = timer_overhead(synchronize)
-    warm_spent = 0.0
-    single = cold
+    warm_spent, fastest_single = 0.0, cold
     while warm_spent < policy.warmup_s:
         single = _timed_calls(step, synchronize, 1)
         warm_spent += single
+        # The fastest warm-up call estimates the cost; one pre-empted call must not stop calibration.
+        fastest_single = min(fastest_single, single)
         if single > policy.warmup_s:
             break
-    calls = _calibrate(step, synchronize, policy, overhead, single)
+    calls = _calibrate(step, synchronize, policy, overhead, fastest_single)
     measurement = Measurement(cold, calls_per_sample=calls, timer_overhead_s=overhead)
     started = _clock()
     while True:
@@ -135,7 +136,8 @@ def _calibrate(
     sample = single_call_s
     while sample < target and calls < 1_000_000:
         calls *= 2
-        sample = _timed_calls(step, synchronize, calls)
+        # Two tries per level, keep the faster: a pre-empted try would stop the doubling early.
+        sample = min(_timed_calls(step, synchronize, calls) for _ in range(2))
     return calls
 
 

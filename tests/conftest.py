@@ -1,0 +1,23 @@
+"""Test-wide set-up: keep frameworks' home-folder writes in temp dirs, load the fault plugin."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_SCRATCH = Path(tempfile.mkdtemp(prefix="harness-tests-"))
+# Set before harness.registry is imported anywhere: plugins load at import, in workers too.
+os.environ["HARNESS_PLUGINS"] = "tests.fakes.plugin"
+os.environ.setdefault("KERAS_HOME", str(_SCRATCH / "keras"))
+os.environ.setdefault("MPLCONFIGDIR", str(_SCRATCH / "mpl"))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("HARNESS_MNIST_DOWNLOAD", "0")
+
+
+@pytest.fixture
+def out_dir(tmp_path: Path) -> Path:
+    """A results folder for one test."""
+    return tmp_path / "results"

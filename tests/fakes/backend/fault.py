@@ -1,0 +1,49 @@
+"""Tasks that misbehave on purpose at size 2 (the first size always succeeds)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+
+class SumTask:
+    def __init__(self, values: list[int], device, offset: int = 0, delay_s: float = 0.0) -> None:
+        self.values, self.device, self.offset, self.delay_s = values, device, offset, delay_s
+        self.total = None
+
+    def step(self) -> None:
+        def work() -> None:
+            time.sleep(self.delay_s)
+            self.total = sum(self.values) + self.offset
+
+        self.device.launch(work)
+
+    def output(self) -> dict:
+        return {"total": self.total}
+
+
+def make_task(case: dict, variant: str, device, inputs: dict) -> SumTask:
+    if case["size"] < 2 or variant == "ok":
+        return SumTask(inputs["values"], device)
+    if variant == "error":
+        raise ValueError("injected failure")
+    if variant == "segfault":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if variant == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if variant == "hang":
+        time.sleep(3600)
+    if variant == "child-hang":
+        child = subprocess.Popen(["sleep", "3600"])
+        with open(case["pid_file"], "w") as pid_file:
+            pid_file.write(str(child.pid))
+        time.sleep(3600)
+    if variant == "oom":
+        raise MemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+    if variant == "invalid":
+        return SumTask(inputs["values"], device, offset=1)
+    if variant == "slow":
+        return SumTask(inputs["values"], device, delay_s=0.5)
+    raise AssertionError(variant)

@@ -1,0 +1,5 @@
+"""Test-only plugin (loaded through $HARNESS_PLUGINS): a fault-injection workload and backend."""
+
+WORKLOADS = {"fault": "tests.fakes.workload:SPEC"}
+# "json" stands in for the framework's import name: always installed.
+FRAMEWORKS = {"fake": ("tests.fakes.backend", "json")}

@@ -1,0 +1,33 @@
+"""A workload whose variants fail on purpose at the second size: crash, hang, OOM, wrong answer."""
+
+from __future__ import annotations
+
+from harness.spec import Check, Param, WorkloadSpec
+
+FAULTS = ("ok", "error", "segfault", "sigkill", "hang", "child-hang", "oom", "invalid", "slow")
+
+
+def make_inputs(case: dict, variant: str) -> dict:
+    return {"values": list(range(case["size"] * 10))}
+
+
+def check(case: dict, variant: str, inputs: dict, output: dict) -> Check:
+    expected = sum(inputs["values"])
+    return Check(passed=output["total"] == expected, metric="abs_error",
+                 value=abs(output["total"] - expected), bound=0, detail="sum of values")
+
+
+SPEC = WorkloadSpec(
+    name="fault",
+    kind="fault",
+    summary="fault injection for the test suite: variant FAULT strikes at size 2",
+    sweep="size",
+    params={
+        "size": Param([1, 2], [1, 2], "case sizes; the fault strikes at size 2"),
+        "pid_file": Param("", "", "where child-hang writes its child's pid", kind=str, minimum=None),
+    },
+    variants=FAULTS,
+    frameworks=("fake",),
+    make_inputs=make_inputs,
+    check=check,
+)

@@ -1,0 +1,184 @@
+"""The CLI as a user drives it: list, env, compare, exit codes, bad input, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def only_run_dir(out_dir: Path) -> Path:
+    runs = [p for p in out_dir.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_help_on_every_command() -> None:
+    for command in ([], ["compare"], ["list"], ["env"], ["report"]):
+        result = invoke(*command, "--help")
+        assert result.exit_code == 0 and "Usage" in result.output
+
+
+def test_list_names_workloads_and_parameters() -> None:
+    result = invoke("list")
+    assert result.exit_code == 0
+    assert "matmul" in result.output and "--sizes sets: n" in result.output
+
+
+def test_env_reports_frameworks_without_importing_them() -> None:
+    result = invoke("env", "--json")
+    assert result.exit_code == 0
+    document = json.loads(result.output)
+    by_name = {info["framework"]: info for info in document["frameworks"]}
+    assert by_name["torch"]["installed"] and by_name["torch"]["version"].startswith("2.")
+    assert by_name["tensorflow"]["installed"]
+    assert by_name["torch"]["devices"][0]["name"] == "cpu"
+    assert document["host"]["cores"] >= 1
+    assert "torch" not in sys.modules and "tensorflow" not in sys.modules
+
+
+def test_quick_matmul_runs_every_framework_and_marks_cuda_unavailable(out_dir: Path) -> None:
+    result = invoke("compare", "--workload", "matmul", "--quick", "--device", "cpu,cuda",
+                    "--sizes", "32,64", "--out", str(out_dir), "--no-report")
+    assert result.exit_code == 0, result.output
+    run_dir = only_run_dir(out_dir)
+    document = json.loads((run_dir / "run.json").read_text())
+    statuses = {(c["cell"]["framework"], c["cell"]["device"]): c["status"]
+                for c in document["cells"]}
+    assert statuses[("torch", "cpu")] == "ok"
+    assert statuses[("tensorflow", "cpu")] == "ok"
+    assert statuses[("numpy", "cpu")] == "ok"
+    assert statuses[("torch", "cuda:0")] == "unavailable"  # CI has no GPU
+    frame = pd.read_csv(run_dir / "measurements.csv")
+    warm = frame[(frame["phase"] == "warm") & (frame["status"] == "ok")]
+    assert set(warm["framework"]) == {"torch", "tensorflow", "numpy"}
+    assert set(warm["size"]) == {32, 64}
+    assert warm["check_passed"].all()
+    assert document["schema_version"] == 1 and document["host"]["cpu_model"]
+    assert "GFLOP/s" in result.output
+
+
+def test_parent_process_never_imports_a_framework(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from harness.cli import app\n"
+        f"r = CliRunner().invoke(app, ['compare', '--workload', 'matmul', '--quick', '--sizes', "
+        f"'16', '--out', {str(tmp_path)!r}, '--no-report'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in ('torch', 'tensorflow', 'keras') if m in sys.modules))\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip().splitlines()[-1] == "[]"
+
+
+BAD_INPUTS = [
+    (["--workload", "nope"], "unknown workload"),
+    (["--framework", "jax"], "unknown framework"),
+    (["--device", "tpu"], "unknown device"),
+    (["--sizes", "0"], ">= 1"),
+    (["--sizes", "-5"], ">= 1"),
+    (["--sizes", "abc"], "not an integer"),
+    (["--sizes", "64,,"], "not an integer"),
+    (["--param", "n=0"], "must be >= 1"),
+    (["--param", "bogus=3"], "unknown --param"),
+    (["--param", "noequals"], "NAME=VALUE"),
+    (["--timeout", "0"], "--timeout"),
+    (["--variant", "fp64"], "unknown variant"),
+    (["--data", "/nonexistent.npz"], "--data"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_INPUTS)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(out_dir: Path, args: list[str],
+                                                         message: str) -> None:
+    result = invoke("compare", "--workload", "matmul", *args, "--out", str(out_dir))
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.output
+    assert "Traceback" not in result.output
+    assert not out_dir.exists()
+
+
+def test_unwritable_out_is_bad_input(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    result = invoke("compare", "--workload", "matmul", "--out", str(blocker / "sub"))
+    assert result.exit_code == 2 and "not a folder" in result.output
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_read_only_out_is_bad_input(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    result = invoke("compare", "--workload", "matmul", "--out", str(locked))
+    assert result.exit_code == 2 and "not writable" in result.output
+
+
+def test_failed_cell_exits_1_and_the_rest_of_the_matrix_completes(out_dir: Path) -> None:
+    result = invoke("compare", "--workload", "fault", "--framework", "fake",
+                    "--variant", "error,ok,invalid", "--out", str(out_dir), "--quick",
+                    "--no-report")
+    assert result.exit_code == 1, result.output
+    document = json.loads((only_run_dir(out_dir) / "run.json").read_text())
+    assert [c["status"] for c in document["cells"]] == ["error", "ok", "invalid"]
+    assert "injected failure" in result.output and "check failed" in result.output
+
+
+def test_two_runs_at_once_write_separate_folders(out_dir: Path) -> None:
+    command = [sys.executable, "-m", "harness.cli", "compare", "--workload", "fault",
+               "--framework", "fake", "--variant", "ok", "--quick", "--no-report",
+               "--out", str(out_dir)]
+    processes = [subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL) for _ in range(2)]
+    assert [p.wait(timeout=120) for p in processes] == [0, 0]
+    runs = sorted(p for p in out_dir.iterdir() if p.is_dir())
+    assert len(runs) == 2
+    for run_dir in runs:
+        assert json.loads((run_dir / "run.json").read_text())["cells"][0]["status"] == "ok"
+
+
+def test_ctrl_c_saves_finished_cells_stops_the_worker_and_exits_130(out_dir: Path) -> None:
+    command = [sys.executable, "-m", "harness.cli", "compare", "--workload", "fault",
+               "--framework", "fake", "--variant", "ok,slow,hang", "--quick", "--no-report",
+               "--out", str(out_dir)]
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    run_file = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until the first cell is saved
+        runs = list(out_dir.glob("*/run.json")) if out_dir.exists() else []
+        if runs and json.loads(runs[0].read_text())["cells"]:
+            run_file = runs[0]
+            break
+        time.sleep(0.2)
+    assert run_file is not None, "first cell never finished"
+    time.sleep(1.0)  # the slow cell's worker is running now
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    document = json.loads(run_file.read_text())
+    assert document["interrupted"] is True
+    statuses = [c["status"] for c in document["cells"]]
+    assert statuses[0] == "ok" and statuses[-1] == "interrupted" and len(statuses) == 2
+    assert "Traceback" not in stderr
+    frame = pd.read_csv(run_file.parent / "measurements.csv")
+    assert (frame[frame["variant"] == "ok"]["phase"] == "warm").any()

@@ -1,0 +1,92 @@
+"""Every worker outcome becomes a status, through a real worker process (fault-injection backend)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.runner import RunOptions, cell_environment, run_cell
+from harness.spec import Cell
+
+
+def fault_cell(variant: str, **params) -> Cell:
+    return Cell("fault", variant, "fake", "cpu", {"size": [1, 2], "pid_file": "", **params},
+                quick=True)
+
+
+def run(variant: str, timeout_s: float = 60.0, **params) -> dict:
+    return run_cell(fault_cell(variant, **params), RunOptions(timeout_s=timeout_s))
+
+
+def test_ok_cell_has_samples_and_a_passed_check() -> None:
+    result = run("ok")
+    assert result["status"] == "ok"
+    assert [case["status"] for case in result["cases"]] == ["ok", "ok"]
+    assert all(case["check"]["passed"] for case in result["cases"])
+    assert result["framework_version"] == "0.0-fake"
+
+
+@pytest.mark.parametrize("variant, status, reason", [
+    ("error", "error", "ValueError: injected failure"),
+    ("oom", "error", "out of memory"),
+    ("invalid", "invalid", "check failed"),
+    ("segfault", "error", "SIGSEGV"),
+    ("sigkill", "error", "possibly out of host memory"),
+])
+def test_failures_become_statuses_and_keep_finished_cases(variant: str, status: str,
+                                                          reason: str) -> None:
+    result = run(variant)
+    assert result["status"] == status
+    assert reason in result["reason"]
+    # Size 1 ran before the fault at size 2: its measurement survives.
+    assert result["cases"][0]["status"] == "ok" and result["cases"][0]["samples"]
+
+
+def test_hang_past_timeout_is_killed_and_reported() -> None:
+    started = time.monotonic()
+    result = run("hang", timeout_s=8.0)
+    assert time.monotonic() - started < 30
+    assert result["status"] == "timeout"
+    assert "--timeout 8" in result["reason"]
+    assert result["cases"][0]["status"] == "ok"
+
+
+def test_timeout_kills_the_workers_children_too(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    result = run("child-hang", timeout_s=8.0, pid_file=str(pid_file))
+    assert result["status"] == "timeout"
+    child_pid = int(pid_file.read_text())
+    time.sleep(0.2)
+    assert not _is_running(child_pid)
+
+
+def _is_running(pid: int) -> bool:
+    """Alive and not a zombie (a killed orphan may wait for a reaper that never comes)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_unavailable_device_is_a_status_not_an_error() -> None:
+    cell = Cell("fault", "ok", "fake", "cuda:0", {"size": [1], "pid_file": ""}, quick=True)
+    result = run_cell(cell, RunOptions(timeout_s=60))
+    assert result["status"] == "unavailable"
+    assert "no cuda:0" in result["reason"]
+
+
+def test_cpu_cells_hide_gpus_and_keep_tensorflow_quiet() -> None:
+    cpu_env = cell_environment(Cell("matmul", "fp32", "tensorflow", "cpu"))
+    gpu_env = cell_environment(Cell("matmul", "fp32", "tensorflow", "cuda:0"))
+    assert cpu_env["CUDA_VISIBLE_DEVICES"] == ""
+    assert gpu_env.get("CUDA_VISIBLE_DEVICES") != ""
+    assert gpu_env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert cpu_env["TF_CPP_MIN_LOG_LEVEL"] in ("2", "3")

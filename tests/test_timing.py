@@ -1,0 +1,120 @@
+"""The timing core: sync before every clock read, cold call apart, calibration, spread."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from harness import timing
+from harness.timing import TimingPolicy, autorange, iqr, is_noisy, per_call
+
+FAST = TimingPolicy(min_samples=5, min_time_s=0.02, max_time_s=1.0, warmup_s=0.01,
+                    target_sample_s=0.002)
+
+
+class AsyncDevice:
+    """Work runs in a thread; synchronize() joins it, like cudaDeviceSynchronize."""
+
+    def __init__(self, work_s: float) -> None:
+        self.work_s = work_s
+        self.pending: list[threading.Thread] = []
+
+    def step(self) -> None:
+        thread = threading.Thread(target=time.sleep, args=(self.work_s,))
+        thread.start()
+        self.pending.append(thread)
+
+    def synchronize(self) -> None:
+        while self.pending:
+            self.pending.pop().join()
+
+
+def test_asynchronous_work_is_inside_the_measured_time() -> None:
+    device = AsyncDevice(work_s=0.02)
+    measurement = autorange(device.step, device.synchronize, FAST)
+    assert measurement.median >= 0.02
+    assert measurement.cold_seconds >= 0.02
+
+
+def test_the_async_fake_would_fool_an_unsynchronised_timer() -> None:
+    """Control: without synchronize the same step reads far too fast, so the test above can fail."""
+    device = AsyncDevice(work_s=0.02)
+    measurement = autorange(device.step, lambda: None, FAST)
+    device.synchronize()
+    assert measurement.median < 0.005
+
+
+def test_every_clock_read_follows_a_synchronize(monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = []
+    real_clock = timing._clock
+
+    def clock() -> float:
+        events.append("clock")
+        return real_clock()
+
+    def step() -> None:
+        events.append("step")
+        time.sleep(0.0002)  # keeps calibration, and so the event list, small
+
+    monkeypatch.setattr(timing, "_clock", clock)
+    autorange(step, lambda: events.append("sync"), FAST)
+    assert events.count("clock") > 10
+    # Back-to-back clock reads are fine (the sample loop's elapsed-time check follows a
+    # synchronised read); what must never happen is a step between a clock read and the last sync.
+    last_non_clock = None
+    for event in events:
+        if event == "clock":
+            assert last_non_clock == "sync"
+        else:
+            last_non_clock = event
+
+
+def test_cold_first_call_is_reported_apart_from_warm_samples() -> None:
+    calls = {"count": 0}
+
+    def step() -> None:
+        calls["count"] += 1
+        time.sleep(0.15 if calls["count"] == 1 else 0.001)
+
+    measurement = autorange(step, lambda: None, FAST)
+    assert measurement.cold_seconds >= 0.15
+    assert measurement.median < 0.01
+    assert max(measurement.samples) < 0.15
+
+
+def test_calibration_grows_calls_per_sample_past_the_timer_overhead() -> None:
+    measurement = autorange(lambda: None, lambda: None, FAST)
+    assert measurement.calls_per_sample > 1
+    assert measurement.calls_per_sample * measurement.median >= 0.5 * FAST.target_sample_s or \
+        measurement.calls_per_sample == 1_048_576
+
+
+def test_sampling_reaches_the_minimum_count_and_time() -> None:
+    policy = TimingPolicy(min_samples=9, min_time_s=0.05, max_time_s=5.0, warmup_s=0.0,
+                          target_sample_s=0.001)
+    started = time.perf_counter()
+    measurement = autorange(lambda: time.sleep(0.002), lambda: None, policy)
+    assert len(measurement.samples) >= 9
+    assert time.perf_counter() - started >= 0.05
+
+
+def test_budget_stops_sampling_of_slow_calls() -> None:
+    policy = TimingPolicy(min_samples=50, min_time_s=10.0, max_time_s=0.2, warmup_s=0.0)
+    measurement = autorange(lambda: time.sleep(0.03), lambda: None, policy)
+    assert 3 <= len(measurement.samples) < 50
+
+
+def test_per_call_takes_first_call_as_cold() -> None:
+    durations = iter([0.05, 0.01, 0.01, 0.01])
+    measurement = per_call(lambda: time.sleep(next(durations)), lambda: None, 4)
+    assert measurement.cold_seconds >= 0.05
+    assert len(measurement.samples) == 3
+    assert all(0.01 <= s < 0.05 for s in measurement.samples)
+
+
+def test_iqr_and_noise_flag() -> None:
+    assert iqr([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2.0)
+    assert not is_noisy([1.0, 1.01, 1.02, 0.99, 1.0])
+    assert is_noisy([1.0, 1.5, 0.6, 1.3, 0.8])
