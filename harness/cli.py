@@ -214,6 +214,8 @@ def compare(
     out: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = Path("results"),
     timeout: Annotated[float, typer.Option(help="Seconds before a cell's worker is killed.")] = 900.0,
     report: Annotated[bool, typer.Option(help="Draw the report into the run folder.")] = True,
+    ceilings: Annotated[bool, typer.Option(
+        help="Measure each device's peak FLOP/s and bandwidth first (for plausibility).")] = True,
 ) -> None:
     """Run WORKLOAD for every framework x device cell, each in its own process."""
     try:
@@ -242,6 +244,9 @@ def compare(
     }
     recorder = RunRecorder(run_dir, spec, document)
     console.print(f"run folder: {run_dir}  ({len(cells)} cells)")
+    if ceilings:
+        document["ceilings"] = measure_ceilings(devices)
+        recorder.save()
     completed = _run_with_progress(cells, RunOptions(timeout_s=timeout), recorder)
     recorder.save(finished=True, interrupted=not completed)
     summaries = [row for result in recorder.results for row in summarize_result(spec, result)]
@@ -252,6 +257,14 @@ def compare(
         render_report_safely(run_dir)
     console.print(f"results: {run_dir}")
     raise typer.Exit(exit_code_for(recorder.results, not completed))
+
+
+def measure_ceilings(devices: list[str]) -> dict[str, Any]:
+    """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles."""
+    from harness import ceilings as ceilings_module
+
+    with errors.status("measuring the machine's ceilings (--no-ceilings skips this)"):
+        return {device: ceilings_module.measure(device) for device in devices}
 
 
 def _run_with_progress(cells: list[Cell], options: RunOptions, recorder: RunRecorder) -> bool:

@@ -1,0 +1,66 @@
+"""The machine's own ceilings, measured once per run: peak matmul FLOP/s and memory bandwidth.
+
+Why: a cell faster than what the hardware can do (a graph optimizer folded the loop, a timer
+missed the work) must be flagged, not celebrated; and "percent of peak" says how far a cell is
+from the best this machine allows. Datasheet numbers are leads only: we measure.
+Runs in a worker process (`python -m harness.ceilings DEVICE OUT.json`); the parent reads JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.registry import backend_has_module, backend_module, framework_installed
+from harness.runner import PROJECT_ROOT, cell_environment
+from harness.spec import Cell
+from harness.store import write_json_atomic
+
+# First installed provider that has a ceilings module wins (numpy covers cpu-only installs).
+PROVIDERS = ("torch", "numpy")
+
+
+def measure_in_process(device_name: str) -> dict[str, Any]:
+    for framework in PROVIDERS:
+        installed, _ = framework_installed(framework)
+        if installed and backend_has_module(framework, "ceilings"):
+            device = backend_module(framework, "device").open_device(device_name)
+            figures = backend_module(framework, "ceilings").measure(device)
+            return {"device": device_name, "device_name": device.description,
+                    "measured_with": framework, **figures}
+    return {"device": device_name, "error": "no framework to measure ceilings with"}
+
+
+def measure(device_name: str, timeout_s: float = 300.0) -> dict[str, Any]:
+    """Ceilings of one device, measured in a child process; an 'error' key if that failed."""
+    with tempfile.TemporaryDirectory(prefix="harness-ceilings-") as scratch:
+        out_path = Path(scratch) / "ceilings.json"
+        env = cell_environment(Cell("ceilings", "-", "torch", device_name))
+        try:
+            completed = subprocess.run(
+                [sys.executable, "-m", "harness.ceilings", device_name, str(out_path)],
+                cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return {"device": device_name, "error": f"timed out after {timeout_s:g} s"}
+        if not out_path.exists():
+            tail = " | ".join(completed.stderr.strip().splitlines()[-3:])
+            return {"device": device_name, "error": f"measurement failed: {tail}"}
+        return json.loads(out_path.read_text())
+
+
+def main(argv: list[str]) -> int:
+    device_name, out_path = argv[0], Path(argv[1])
+    try:
+        document = measure_in_process(device_name)
+    except Exception as exc:  # noqa: BLE001 - reported as data
+        document = {"device": device_name, "error": f"{type(exc).__name__}: {exc}"}
+    write_json_atomic(out_path, document)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
