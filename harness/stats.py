@@ -32,12 +32,12 @@ class CaseSummary:
 
 
 def work_of(spec: WorkloadSpec, case: dict[str, Any]) -> dict[str, float]:
-    """FLOPs and bytes one call of this case must do, per the spec."""
+    """FLOPs and bytes one call of this case must do, per the spec (None: does not apply)."""
     work: dict[str, float] = {}
-    if spec.flops is not None:
-        work["flops"] = float(spec.flops(case))
-    if spec.bytes_moved is not None:
-        work["bytes"] = float(spec.bytes_moved(case))
+    for key, count_of in (("flops", spec.flops), ("bytes", spec.bytes_moved)):
+        count = count_of(case) if count_of is not None else None
+        if count is not None:  # e.g. a bare copy has no FLOPs: show no FLOP rate, not 0
+            work[key] = float(count)
     return work
 
 

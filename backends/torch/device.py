@@ -65,5 +65,7 @@ def open_device(name: str) -> TorchDevice:
     if index >= count:
         raise DeviceUnavailable(f"{name} does not exist: torch sees {count} CUDA device(s)")
     handle = torch.device("cuda", index)
+    # The context must exist before memory stats can be reset ("Invalid device argument").
+    torch.empty(1, device=handle)
     torch.cuda.reset_peak_memory_stats(handle)
     return TorchDevice(name, torch.cuda.get_device_name(index), handle)

@@ -1,0 +1,121 @@
+"""Seed experiment 4: a small matmul resident vs copied each call, plus host<->device bandwidth.
+
+Two questions, one workload. The 200x200 trio (numpy on the CPU, the framework with data
+resident on the device, the framework copying inputs in and the result out every call) shows
+what the round trips cost; the bandwidth variants measure the pipe those round trips use,
+pageable vs pinned host memory, over a sweep of buffer sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from harness.spec import Check, Param, WorkloadSpec
+from workloads.common import PRECISION_BOUNDS, error_check, rng_for
+
+MATMUL_VARIANTS = ("matmul-resident", "matmul-copy")
+BANDWIDTH_VARIANTS = ("h2d-pageable", "h2d-pinned", "d2h-pageable", "d2h-pinned")
+FLOAT32_BYTES = 4
+
+DEFAULT_BUFFER_BYTES = [2**10, 2**14, 2**18, 2**22, 2**26, 2**28]
+QUICK_BUFFER_BYTES = [2**10, 2**16, 2**20]
+
+
+def is_bandwidth(variant: str) -> bool:
+    return variant in BANDWIDTH_VARIANTS
+
+
+def matmul_copy_bytes(n: int) -> int:
+    """Bytes crossing host<->device per matmul-copy call: A and B in, C out."""
+    return 3 * n * n * FLOAT32_BYTES
+
+
+def custom_cases(params: Mapping[str, Any], variant: str) -> list[dict[str, Any]]:
+    """Matmul variants: one case of size n; bandwidth variants: one case per buffer size.
+
+    Each case holds only what applies to it, so the CSV's param columns do not suggest that a
+    matmul depended on the buffer sweep or a copy on n.
+    """
+    if is_bandwidth(variant):
+        sizes = params["bytes"]
+        return [{"bytes": size} for size in (sizes if isinstance(sizes, list) else [sizes])]
+    case: dict[str, Any] = {"n": params["n"]}
+    if variant == "matmul-copy":
+        case["copy_bytes"] = matmul_copy_bytes(params["n"])
+    return [case]
+
+
+def make_inputs(case: Mapping[str, Any], variant: str) -> dict[str, np.ndarray]:
+    """Seeded float32 [0, 1) matrices, or a seeded random byte buffer; same for every framework."""
+    if is_bandwidth(variant):
+        size = case["bytes"]
+        # Random bytes, so a copy that drops or reorders any part cannot still compare equal.
+        buffer = bytearray(rng_for("transfer-buffer", size).bytes(size))
+        return {"buffer": np.frombuffer(buffer, dtype=np.uint8)}
+    n = case["n"]
+    rng = rng_for("transfer-matmul", n)
+    return {"a": rng.random((n, n), dtype=np.float32), "b": rng.random((n, n), dtype=np.float32)}
+
+
+def check_copy(source: np.ndarray, copied: Any) -> Check:
+    """Bytes of the last copy that differ from the source: 0 passes (a wrong shape fails all)."""
+    got = np.asarray(copied)
+    if got.dtype != source.dtype or got.shape != source.shape:
+        mismatched = float(source.size)
+        detail = f"copy has {got.dtype}{got.shape}, source {source.dtype}{source.shape}"
+    else:
+        mismatched = float(np.count_nonzero(got != source))
+        detail = f"{int(mismatched)} of {source.size} bytes differ from the source"
+    return Check(passed=mismatched == 0, metric="mismatched_bytes", value=mismatched, bound=0.0,
+                 detail=detail)
+
+
+def check(case: Mapping[str, Any], variant: str, inputs: dict[str, np.ndarray],
+          output: dict[str, Any]) -> Check:
+    """Matmul: relative error against float64 numpy; copies: byte-for-byte equality."""
+    if is_bandwidth(variant):
+        return check_copy(inputs["buffer"], output["copied"])
+    reference = inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)
+    return error_check(output["c"], reference, PRECISION_BOUNDS["fp32"],
+                       f"{variant} C vs float64")
+
+
+def flops(case: Mapping[str, Any]) -> float | None:
+    """2n^3 for the matmul cases; None (does not apply) for a bare copy."""
+    return 2.0 * case["n"] ** 3 if "n" in case else None
+
+
+def bytes_moved(case: Mapping[str, Any]) -> float | None:
+    """Bytes crossing host<->device per call; None for a resident matmul, which copies nothing."""
+    if "bytes" in case:
+        return float(case["bytes"])
+    return float(case["copy_bytes"]) if "copy_bytes" in case else None
+
+
+SPEC = WorkloadSpec(
+    name="transfer",
+    kind="transfer",
+    summary=("200x200 matmul resident vs copied each call (seed 4), and host<->device "
+             "bandwidth pageable vs pinned; GB/s = bytes/s"),
+    sweep="bytes",
+    params={
+        "n": Param(200, 200, "matrix size of the matmul variants", kind=int),
+        "bytes": Param(DEFAULT_BUFFER_BYTES, QUICK_BUFFER_BYTES,
+                       "buffer sizes of the bandwidth variants (set with --sizes)", kind=int),
+    },
+    variants=MATMUL_VARIANTS + BANDWIDTH_VARIANTS,
+    frameworks=("torch", "tensorflow", "numpy"),
+    flops=flops,
+    bytes_moved=bytes_moved,
+    device_only_variants=BANDWIDTH_VARIANTS,
+    default_variants=MATMUL_VARIANTS + BANDWIDTH_VARIANTS,
+    make_inputs=make_inputs,
+    check=check,
+    custom_cases=custom_cases,
+    notes=("numpy matmul-resident on cpu is the baseline; matmul-copy on cpu is the same code "
+           "with nowhere to copy to (framework conversion overhead only). TensorFlow exposes no "
+           "pinned host buffers, so its *-pinned variants are unavailable."),
+)
