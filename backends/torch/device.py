@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ class TorchDevice:
     name: str
     description: str
     handle: torch.device
+    init_seconds: float | None = None  # CUDA context creation, measured when opened
 
     def synchronize(self) -> None:
         if self.handle.type == "cuda":
@@ -65,7 +67,11 @@ def open_device(name: str) -> TorchDevice:
     if index >= count:
         raise DeviceUnavailable(f"{name} does not exist: torch sees {count} CUDA device(s)")
     handle = torch.device("cuda", index)
-    # The context must exist before memory stats can be reset ("Invalid device argument").
+    # The context must exist before memory stats can be reset ("Invalid device argument");
+    # creating it is the first-use cost users see, so it is timed and reported apart.
+    started = time.perf_counter()
     torch.empty(1, device=handle)
+    torch.cuda.synchronize(handle)
+    init_seconds = time.perf_counter() - started
     torch.cuda.reset_peak_memory_stats(handle)
-    return TorchDevice(name, torch.cuda.get_device_name(index), handle)
+    return TorchDevice(name, torch.cuda.get_device_name(index), handle, init_seconds)
