@@ -71,8 +71,17 @@ def machine_label() -> str:
     return f"{platform.node()} ({gpus[0]})" if gpus else f"{platform.node()} (cpu only)"
 
 
+def load_average() -> list[float] | None:
+    """1/5/15-minute load: a busy machine explains noisy or slow cells (2 cores, load 4...)."""
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
 def host_metadata() -> dict[str, Any]:
     return {
+        "load_average": load_average(),
         "hostname": platform.node(),
         "machine_label": machine_label(),
         "cpu_model": cpu_model(),

@@ -1,0 +1,145 @@
+"""Seed experiment 3: Keras MNIST, a small and a wide dense network, trained epoch by epoch.
+
+One timed call is one training epoch (per_call timing: epoch 1 is the cold one, tracing and
+allocator growth included). Both frameworks train on the same float32 pixels in the same
+per-epoch order (generated here with numpy), then report test accuracy, which the check reads
+together with the exact parameter count of the seed's Keras models.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from harness.spec import Check, Param, WorkloadSpec
+from workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
+
+SMALL_HIDDEN = (128,)
+WIDE_HIDDEN = (1000, 1000)
+DROPOUT = 0.2
+PIXELS = 28 * 28
+CLASSES = 10
+
+# Accuracy a correct model reaches far above chance (0.1). With the quick params (2048 samples,
+# 2 epochs, batch 32: 128 Adam steps) on the embedded subset, measured test accuracy is 0.87-0.89
+# (small) and 0.89-0.91 (wide) in both frameworks; 0.5 leaves room for seeds and other data files.
+ACCURACY_BOUND = 0.5
+# Below this many optimizer steps (e.g. --sizes 4096 with --quick) no model has learned enough
+# to judge, so only the parameter count and a finite, valid accuracy are checked.
+MIN_STEPS_TO_JUDGE = 100
+
+
+def dense_param_count(hidden_units: tuple[int, ...]) -> int:
+    """Weights plus biases of Flatten -> Dense(hidden...) -> Dense(10); dropout has none."""
+    widths = (PIXELS, *hidden_units, CLASSES)
+    return sum(fan_in * fan_out + fan_out for fan_in, fan_out in zip(widths, widths[1:]))
+
+
+def steps_per_epoch(case: Mapping[str, Any]) -> int:
+    """Batches in one epoch; the last, partial batch counts (fit and DataLoader keep it)."""
+    return math.ceil(case["train_samples"] / case["batch_size"])
+
+
+def make_inputs_for(hidden_units: tuple[int, ...]) -> Callable[[dict[str, Any], str], dict]:
+    """make_inputs for one architecture: data, per-epoch orders, and the layer widths."""
+
+    def make_inputs(case: dict[str, Any], variant: str) -> dict[str, Any]:
+        digits = load_mnist(case.get("data", ""))
+        train_index = repeat_to(case["train_samples"], len(digits.y_train), "train")
+        test_count = min(case["test_samples"], len(digits.y_test))
+        test_index = repeat_to(test_count, len(digits.y_test), "test")
+        orders = np.stack([epoch_order(epoch, len(train_index))
+                           for epoch in range(case["epochs"])])
+        return {
+            # Scaled by 1/255 once, before training, as the seed does (float32, as Keras casts).
+            "x_train": digits.x_train[train_index].astype(np.float32) / np.float32(255),
+            "y_train": digits.y_train[train_index].astype(np.int64),
+            "x_test": digits.x_test[test_index].astype(np.float32) / np.float32(255),
+            "y_test": digits.y_test[test_index].astype(np.int64),
+            "orders": orders,  # orders[epoch]: the sample order of that epoch's batches
+            "hidden_units": hidden_units,
+            "dropout": DROPOUT,
+            "data_source": digits.source,
+            "samples_distinct": int(min(case["train_samples"], len(digits.y_train))),
+        }
+
+    return make_inputs
+
+
+def check_for(hidden_units: tuple[int, ...]) -> Callable[..., Check]:
+    """The check for one architecture: exact parameter count, test accuracy above a bound."""
+    expected_params = dense_param_count(hidden_units)
+
+    def check(case: Mapping[str, Any], variant: str, inputs: dict[str, Any],
+              output: dict[str, Any]) -> Check:
+        extra = output["extra"]
+        params, accuracy = int(extra["params"]), float(extra["accuracy"])
+        total_steps = steps_per_epoch(case) * case["epochs"]
+        bound = ACCURACY_BOUND if total_steps >= MIN_STEPS_TO_JUDGE else 0.0
+        if params != expected_params:
+            return Check(False, "test_accuracy", accuracy, bound,
+                         f"model has {params:,} parameters, the seed's has {expected_params:,}")
+        if not 0.0 <= accuracy <= 1.0:  # NaN lands here too
+            return Check(False, "test_accuracy", accuracy, bound, f"accuracy {accuracy} invalid")
+        judged = "" if bound else f" (only {total_steps} steps: accuracy not judged)"
+        return Check(accuracy >= bound, "test_accuracy", accuracy, bound,
+                     f"test accuracy {accuracy:.3f} (bound {bound:.2f}), "
+                     f"{params:,} parameters{judged}")
+
+    return check
+
+
+def training_flops_for(hidden_units: tuple[int, ...]) -> Callable[[Mapping[str, Any]], float]:
+    """FLOPs of one epoch: ~6 per weight per sample (2 forward, 4 backward), biases included."""
+    params = dense_param_count(hidden_units)
+    return lambda case: 6.0 * params * case["train_samples"]
+
+
+PARAMS = {
+    "batch_size": Param([32], [32], "batch sizes (set with --sizes; the seed used 32)"),
+    "epochs": Param(10, 2, "training epochs; each is one timed call"),
+    "train_samples": Param(60000, 2048, "training samples per epoch (small data is repeated)"),
+    "test_samples": Param(10000, 1000, "test samples for accuracy (capped at what exists)"),
+    "data": Param("", "", "MNIST .npz (set with --data); empty: Keras cache, else embedded",
+                  kind=str, minimum=None),
+}
+VARIANTS = ("as-written", "preloaded", "compiled")
+NOTES = (
+    "as-written: Keras model.fit under tf.device (softmax + sparse CE; Keras 3's default "
+    "jit_compile='auto' turns XLA on when a GPU is visible) / torch nn.Sequential with a "
+    "DataLoader and .to(device) per batch. preloaded: whole set on the device once, batches "
+    "gathered there (torch index slicing; TF tf.function train step). compiled: as-written "
+    "plus torch.compile(model) / Keras jit_compile=True (XLA). Each fit call is one epoch "
+    "(shuffle=False over the shared numpy order), so both frameworks see identical batches."
+)
+
+
+def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> WorkloadSpec:
+    return WorkloadSpec(
+        name=name,
+        kind="mnist",
+        summary=summary,
+        sweep="batch_size",
+        params=PARAMS,
+        variants=VARIANTS,
+        timing="per_call",
+        calls=lambda case: case["epochs"],
+        flops=training_flops_for(hidden_units),
+        make_inputs=make_inputs_for(hidden_units),
+        check=check_for(hidden_units),
+        validate_data=validate_data,
+        notes=NOTES,
+    )
+
+
+SMALL = mnist_spec(
+    "mnist-small", SMALL_HIDDEN,
+    "seed 3: Flatten-Dense(128)-Dropout-Dense(10), 101,770 params; one call = one epoch",
+)
+WIDE = mnist_spec(
+    "mnist-wide", WIDE_HIDDEN,
+    "seed 3: Flatten-Dense(1000)x2 with Dropout-Dense(10), 1,796,010 params; one call = one epoch",
+)
