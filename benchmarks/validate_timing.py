@@ -48,8 +48,11 @@ def compare_size(device_name: str, n: int) -> dict:
     a = torch.rand(n, n, device=device.handle)
     b = torch.rand(n, n, device=device.handle)
     harness_s = autorange(lambda: torch.matmul(a, b), device.synchronize, POLICY).median
+    # Timer defaults to num_threads=1; give it the same thread count the harness's call uses,
+    # or the CPU comparison measures one core against all of them (seen: ratio 0.10-0.19).
     timer = torch_benchmark.Timer(stmt="torch.matmul(a, b)", globals={"torch": torch, "a": a,
-                                                                     "b": b})
+                                                                     "b": b},
+                                  num_threads=torch.get_num_threads())
     torch_s = timer.blocked_autorange(min_run_time=1.0).median
     row = {"device": device_name, "device_name": device.description, "n": n,
            "harness_s": harness_s, "torch_benchmark_s": torch_s,

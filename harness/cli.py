@@ -18,6 +18,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -171,7 +172,7 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary]) -> Table:
         table.add_row(row.variant, row.framework, row.device,
                       "" if row.size is None else str(row.size), row.status,
                       _fmt_seconds(row.median_s), spread, _fmt_seconds(row.cold_s), rate,
-                      note[:160])
+                      escape(note[:160]))  # reasons hold brackets, e.g. pip install 'harness[torch]'
     return table
 
 
@@ -341,7 +342,8 @@ def env(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = F
         devices = ", ".join(f"{d['name']} ({d['description']})" for d in info.get("devices", []))
         table.add_row(info["framework"], "yes" if info["installed"] else "no",
                       info.get("version") or "-", devices or "-",
-                      json.dumps(info["threads"]) if info.get("threads") else info.get("reason", ""))
+                      escape(json.dumps(info["threads"]) if info.get("threads")
+                             else info.get("reason", "")))
     console.print(table)
 
 

