@@ -90,6 +90,9 @@ def run_case(
             measurement = autorange(task.step, device.synchronize, policy)
         device.synchronize()
         output = task.output()
+        # A plausibility check (e.g. GB/s above what memory allows) needs the measured time.
+        output.setdefault("seconds_per_call", measurement.median if measurement.samples
+                          else measurement.cold_seconds)
         check = spec.check(case, cell.variant, inputs, output)
     except VariantUnavailable as exc:
         return {**record, "status": Status.UNAVAILABLE.value, "reason": str(exc)}
@@ -125,6 +128,8 @@ def run_cell(cell: Cell, result_path: Path) -> None:
     except DeviceUnavailable as exc:
         return run.finish(Status.UNAVAILABLE, str(exc))
     run.document["device_name"] = device.description
+    # Context creation happens when the device opens, before any case's cold call.
+    run.document["device_init_seconds"] = getattr(device, "init_seconds", None)
     if cell.device == "cpu" and cell.variant in spec.device_only_variants:
         return run.finish(Status.UNAVAILABLE, f"variant {cell.variant} needs a GPU device")
     module = backend_module(cell.framework, spec.kind)
