@@ -165,8 +165,9 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary]) -> Table:
                    "cold", "rate", "check / reason"):
         table.add_column(column, overflow="fold")
     for row in summaries:
-        rate = (f"{row.gflops:.3g} GFLOP/s" if row.gflops is not None else
-                f"{row.gbps:.3g} GB/s" if row.gbps is not None else "-")
+        rates = [f"{row.gflops:.3g} GFLOP/s" if row.gflops is not None else "",
+                 f"{row.gbps:.3g} GB/s" if row.gbps is not None else ""]
+        rate = ", ".join(filter(None, rates)) or "-"
         spread = _fmt_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
         note = row.check if row.status == "ok" else (row.check + " " + row.reason).strip()
         table.add_row(row.variant, row.framework, row.device,
