@@ -26,7 +26,7 @@ from harness import envinfo, registry, store
 from harness.backend import canonical_device, parse_cuda_index
 from harness.runner import PROJECT_ROOT, RunOptions, cell_environment, run_matrix
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
-from harness.stats import CaseSummary, summarize_result, work_of
+from harness.stats import CaseSummary, implausibility, summarize_result, work_of
 
 app = typer.Typer(
     help="Run the same workloads in PyTorch and TensorFlow on CPU and GPU, timed honestly.",
@@ -159,7 +159,8 @@ def _fmt_seconds(seconds: float | None) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
-def results_table(spec: WorkloadSpec, summaries: list[CaseSummary]) -> Table:
+def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
+                  ceilings: dict[str, Any] | None = None) -> Table:
     table = Table(title=f"{spec.name}: median per call (IQR), cold first call apart")
     for column in ("variant", "framework", "device", spec.sweep, "status", "median", "IQR",
                    "cold", "rate", "check / reason"):
@@ -170,6 +171,8 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary]) -> Table:
         rate = ", ".join(filter(None, rates)) or "-"
         spread = _fmt_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
         note = row.check if row.status == "ok" else (row.check + " " + row.reason).strip()
+        flag = implausibility(row, (ceilings or {}).get(row.device))
+        note = f"{flag}; {note}" if flag else note
         table.add_row(row.variant, row.framework, row.device,
                       "" if row.size is None else str(row.size), row.status,
                       _fmt_seconds(row.median_s), spread, _fmt_seconds(row.cold_s), rate,
@@ -252,7 +255,7 @@ def compare(
     completed = _run_with_progress(cells, RunOptions(timeout_s=timeout), recorder)
     recorder.save(finished=True, interrupted=not completed)
     summaries = [row for result in recorder.results for row in summarize_result(spec, result)]
-    console.print(results_table(spec, summaries))
+    console.print(results_table(spec, summaries, document.get("ceilings")))
     if not completed:
         errors.print(f"interrupted: {len(recorder.results)} finished cells saved in {run_dir}")
     elif report:

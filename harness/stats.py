@@ -75,3 +75,22 @@ def summarize_result(spec: WorkloadSpec, result: dict[str, Any]) -> list[CaseSum
             result["reason"], None, None, None, None, 0, False, None, None, "",
         ))
     return summaries
+
+
+def implausibility(summary: CaseSummary, ceilings: dict[str, Any] | None) -> str:
+    """Why a case's rate exceeds the device's measured ceiling, or '' when it does not.
+
+    A rate above what the machine can do is never a speed: the data stayed in cache, a
+    compiler folded or fused the work so the counted bytes/FLOPs never happened, or the
+    clock missed the work. It is flagged, not celebrated.
+    """
+    if not ceilings or "error" in ceilings:
+        return ""
+    peaks = ceilings.get("peak_gflops_by_precision") or {}
+    peak_gflops = peaks.get(summary.variant, ceilings.get("peak_gflops"))
+    bandwidth = ceilings.get("bandwidth_gbps")
+    if summary.gflops is not None and peak_gflops and summary.gflops > peak_gflops:
+        return f"IMPLAUSIBLE: {summary.gflops:.3g} GFLOP/s > measured peak {peak_gflops:.3g}"
+    if summary.gbps is not None and bandwidth and summary.gbps > bandwidth:
+        return f"IMPLAUSIBLE: {summary.gbps:.3g} GB/s > measured bandwidth {bandwidth:.3g}"
+    return ""

@@ -429,8 +429,9 @@ def _peak_lines(experiment: Experiment) -> list[str]:
     for _, row in peaks[peaks["fraction"] > 1.0].iterrows():
         size = (f" at {row['sweep']}={format_size(row['size_label'], row['sweep'])}"
                 if row["size_label"] else "")
-        why = ("either the data stayed in cache (small sizes) or the timing or byte count is "
-               "wrong" if row["metric"] == "GB/s" else "the timing or the FLOP count is wrong")
+        why = ("the data stayed in cache (small sizes), a compiler fused or folded the loop so "
+               "the counted bytes never moved, or the timing is wrong; not a memory speed"
+               if row["metric"] == "GB/s" else "the timing or the FLOP count is wrong")
         lines.append(f"- IMPLAUSIBLE: {row['machine']}, {row['framework']} {row['device']} "
                      f"{row['variant']}{size} reaches {row['rate']:,.0f} {row['metric']}, "
                      f"{row['fraction']:.0%} of the machine's measured ceiling "

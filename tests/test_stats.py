@@ -1,0 +1,36 @@
+"""Derived figures: throughput from work counts, and the faster-than-physics flag."""
+
+from __future__ import annotations
+
+from harness.stats import CaseSummary, implausibility
+
+CEILINGS = {"peak_gflops": 1000.0, "peak_gflops_by_precision": {"fp32": 1000.0, "bf16": 8000.0},
+            "bandwidth_gbps": 100.0}
+
+
+def summary(variant: str = "fp32", gflops: float | None = None,
+            gbps: float | None = None) -> CaseSummary:
+    return CaseSummary(variant, "torch", "cuda:0", 1024, "ok", "", 1.0, 0.1, 0.01, 0.09, 7,
+                       False, gflops, gbps, "pass")
+
+
+def test_rates_within_the_ceilings_are_not_flagged() -> None:
+    assert implausibility(summary(gflops=900.0, gbps=90.0), CEILINGS) == ""
+
+
+def test_a_rate_above_peak_flops_is_flagged() -> None:
+    assert "IMPLAUSIBLE" in implausibility(summary(gflops=1500.0), CEILINGS)
+
+
+def test_each_precision_is_held_to_its_own_peak() -> None:
+    assert implausibility(summary("bf16", gflops=5000.0), CEILINGS) == ""
+    assert "IMPLAUSIBLE" in implausibility(summary("bf16", gflops=9000.0), CEILINGS)
+
+
+def test_a_folded_loop_above_memory_bandwidth_is_flagged() -> None:
+    assert "GB/s" in implausibility(summary(gbps=2500.0), CEILINGS)
+
+
+def test_no_ceilings_means_no_verdict() -> None:
+    assert implausibility(summary(gbps=1e9), None) == ""
+    assert implausibility(summary(gbps=1e9), {"error": "no GPU"}) == ""
