@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CONSTRAINTS ?= requirements/constraints.txt
 EXTRAS ?= all,test
-DEMO_ARGS ?= --workload mnist-wide
+DEMO_ARGS ?= --workload mnist-wide --param epochs=3
 
 .PHONY: demo test venv clean-venv
 

@@ -27,6 +27,10 @@ def test_each_precision_is_held_to_its_own_peak() -> None:
     assert "IMPLAUSIBLE" in implausibility(summary("bf16", gflops=9000.0), CEILINGS)
 
 
+def test_a_few_percent_past_a_copy_ceiling_is_not_physics_broken() -> None:
+    assert implausibility(summary(gbps=105.0), CEILINGS) == ""
+
+
 def test_a_folded_loop_above_memory_bandwidth_is_flagged() -> None:
     assert "GB/s" in implausibility(summary(gbps=2500.0), CEILINGS)
 
@@ -34,3 +38,16 @@ def test_a_folded_loop_above_memory_bandwidth_is_flagged() -> None:
 def test_no_ceilings_means_no_verdict() -> None:
     assert implausibility(summary(gbps=1e9), None) == ""
     assert implausibility(summary(gbps=1e9), {"error": "no GPU"}) == ""
+
+
+def test_ceilings_keep_the_best_figure_any_library_reached() -> None:
+    from harness.ceilings import _best_of
+
+    best = _best_of([
+        {"peak_gflops": 144.0, "peak_gflops_by_precision": {"fp32": 144.0}, "bandwidth_gbps": 9.0,
+         "matmul_n": 2048},
+        {"peak_gflops": 183.0, "peak_gflops_by_precision": {"fp32": 183.0}, "bandwidth_gbps": 8.0,
+         "matmul_n": 2048},
+    ])
+    assert best["peak_gflops"] == 183.0 and best["peak_gflops_by_precision"]["fp32"] == 183.0
+    assert best["bandwidth_gbps"] == 9.0 and best["matmul_n"] == 2048

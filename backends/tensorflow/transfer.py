@@ -16,24 +16,10 @@ import numpy as np
 import tensorflow as tf
 
 from backends.tensorflow.device import TensorFlowDevice
+from backends.tensorflow.matmul import MatmulTask as ResidentMatmulTask
 from harness.backend import VariantUnavailable
 
 HOST = "/CPU:0"
-
-
-class ResidentMatmulTask:
-    """Inputs already on the device; step() is the matmul alone."""
-
-    def __init__(self, a: tf.Tensor, b: tf.Tensor, placement: str) -> None:
-        self.a, self.b, self.placement = a, b, placement
-        self.c: tf.Tensor | None = None
-
-    def step(self) -> None:
-        with tf.device(self.placement):
-            self.c = tf.linalg.matmul(self.a, self.b)
-
-    def output(self) -> dict[str, Any]:
-        return {"c": self.c.numpy()}
 
 
 class CopyMatmulTask:

@@ -8,21 +8,8 @@ import numpy as np
 import torch
 
 from backends.torch.device import TorchDevice
+from backends.torch.matmul import MatmulTask as ResidentMatmulTask
 from harness.backend import VariantUnavailable
-
-
-class ResidentMatmulTask:
-    """Inputs already on the device; step() is the matmul alone."""
-
-    def __init__(self, a: torch.Tensor, b: torch.Tensor) -> None:
-        self.a, self.b = a, b
-        self.c: torch.Tensor | None = None
-
-    def step(self) -> None:
-        self.c = torch.matmul(self.a, self.b)
-
-    def output(self) -> dict[str, Any]:
-        return {"c": self.c.cpu().numpy()}
 
 
 class CopyMatmulTask:

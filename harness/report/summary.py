@@ -16,6 +16,7 @@ import pandas as pd
 
 from harness.report import tables as t
 from harness.report.tables import format_ratio, format_seconds, format_size
+from harness.stats import PLAUSIBLE_MARGIN
 
 
 @dataclass
@@ -426,7 +427,7 @@ def _peak_lines(experiment: Experiment) -> list[str]:
     if peaks.empty:
         return []
     lines = []
-    for _, row in peaks[peaks["fraction"] > 1.0].iterrows():
+    for _, row in peaks[peaks["fraction"] > PLAUSIBLE_MARGIN].iterrows():
         size = (f" at {row['sweep']}={format_size(row['size_label'], row['sweep'])}"
                 if row["size_label"] else "")
         why = ("the data stayed in cache (small sizes), a compiler fused or folded the loop so "
@@ -448,7 +449,8 @@ def _ceiling_section(experiment: Experiment) -> list[str]:
     rows = [[row["machine"], f"{row['framework']} {row['device']} {row['variant']}",
              format_size(row["size_label"], row["sweep"]) if row["size_label"] else "-",
              f"{row['rate']:,.1f} {row['metric']}", f"{row['peak']:,.1f}",
-             f"{row['fraction']:.0%}" + (" IMPLAUSIBLE" if row["fraction"] > 1.0 else "")]
+             f"{row['fraction']:.0%}"
+             + (" IMPLAUSIBLE" if row["fraction"] > PLAUSIBLE_MARGIN else "")]
             for _, row in t.sort_cells(best).iterrows()]
     return ["### Throughput vs the machine's measured ceilings", ""] + markdown_table(
         ["machine", "cell", experiment.sweep or "size", "best rate", "ceiling", "% of ceiling"],
