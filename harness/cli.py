@@ -176,7 +176,7 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
         table.add_row(row.variant, row.framework, row.device,
                       "" if row.size is None else str(row.size), row.status,
                       _fmt_seconds(row.median_s), spread, _fmt_seconds(row.cold_s), rate,
-                      escape(note[:160]))  # reasons hold brackets, e.g. pip install 'harness[torch]'
+                      escape(note[:160]))  # reasons hold brackets: 'harness[torch]'
     return table
 
 
@@ -205,9 +205,11 @@ def render_report_safely(run_dir: Path) -> None:
 def compare(
     workload: Annotated[str, typer.Option(help="Workload name (see `harness list`).")] = "matmul",
     framework: Annotated[Optional[list[str]], typer.Option(
-        help="torch, tensorflow, numpy; repeat or comma-separate. Default: all for the workload.")] = None,
+        help="torch, tensorflow, numpy; repeat or comma-separate. Default: all for the workload.",
+    )] = None,
     device: Annotated[Optional[list[str]], typer.Option(
-        help="cpu, cuda, cuda:N; repeat or comma-separate. Default: cpu plus every visible GPU.")] = None,
+        help="cpu, cuda, cuda:N; repeat or comma-separate. Default: cpu plus every visible GPU.",
+    )] = None,
     variant: Annotated[Optional[str], typer.Option(
         help="Variant name(s), comma-separated, or 'all'. Default: the as-written one.")] = None,
     sizes: Annotated[Optional[str], typer.Option(
@@ -216,8 +218,10 @@ def compare(
         help="NAME=VALUE workload parameter; repeatable (see `harness list`).")] = None,
     data: Annotated[Optional[Path], typer.Option(help="MNIST .npz file to use.")] = None,
     quick: Annotated[bool, typer.Option(help="CI-sized sizes and a short timing budget.")] = False,
-    out: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = Path("results"),
-    timeout: Annotated[float, typer.Option(help="Seconds before a cell's worker is killed.")] = 900.0,
+    out: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = Path(
+        "results"),
+    timeout: Annotated[float, typer.Option(
+        help="Seconds before a cell's worker is killed.")] = 900.0,
     report: Annotated[bool, typer.Option(help="Draw the report into the run folder.")] = True,
     ceilings: Annotated[bool, typer.Option(
         help="Measure each device's peak FLOP/s and bandwidth first (for plausibility).")] = True,
@@ -298,7 +302,8 @@ def list_workloads() -> None:
             continue
         console.print(f"[bold]{name}[/bold]: {spec.summary}")
         console.print(f"  frameworks: {', '.join(spec.frameworks)}; variants: "
-                      f"{', '.join(spec.variants)} (default: {', '.join(spec.variants_by_default)})")
+                      f"{', '.join(spec.variants)} "
+                      f"(default: {', '.join(spec.variants_by_default)})")
         console.print(f"  --sizes sets: {spec.sweep}")
         for param_name, p in spec.params.items():
             console.print(f"  --param {param_name}=  default {p.default!r}, quick {p.quick!r}: "
@@ -354,7 +359,8 @@ def env(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = F
 @app.command()
 def report(
     run_dirs: Annotated[list[Path], typer.Argument(help="One or more run folders to merge.")],
-    out: Annotated[Optional[Path], typer.Option(help="Output folder (default: the first run's).")] = None,
+    out: Annotated[Optional[Path], typer.Option(
+        help="Output folder (default: the first run's).")] = None,
     tensorboard: Annotated[Optional[Path], typer.Option(
         help="Also write TensorBoard scalars to this folder.")] = None,
 ) -> None:

@@ -70,7 +70,8 @@ def _crash_reason(returncode: int, stderr_tail: str) -> str:
         except ValueError:
             name = f"signal {-returncode}"
         # SIGKILL with no message is what the kernel's OOM killer leaves behind.
-        prefix = f"killed by {name}" + (" (possibly out of host memory)" if name == "SIGKILL" else "")
+        oom_hint = " (possibly out of host memory)" if name == "SIGKILL" else ""
+        prefix = f"killed by {name}{oom_hint}"
     else:
         prefix = f"worker exited with code {returncode}"
     last_lines = " | ".join(stderr_tail.splitlines()[-6:])
@@ -120,7 +121,8 @@ def run_cell(cell: Cell, options: RunOptions) -> dict[str, Any]:
             except subprocess.TimeoutExpired:
                 _kill_group(process)
                 return _partial(cell, result_path, Status.TIMEOUT,
-                                f"no result within --timeout {options.timeout_s:g} s; worker killed")
+                                f"no result within --timeout {options.timeout_s:g} s; "
+                                "worker killed")
             except KeyboardInterrupt:
                 _kill_group(process)
                 raise CellInterrupted(_partial(cell, result_path, Status.INTERRUPTED,

@@ -107,7 +107,8 @@ def autorange(
     while warm_spent < policy.warmup_s:
         single = _timed_calls(step, synchronize, 1)
         warm_spent += single
-        # The fastest warm-up call estimates the cost; one pre-empted call must not stop calibration.
+        # The fastest warm-up call estimates the cost: one pre-empted call must not stop
+        # the calibration.
         fastest_single = min(fastest_single, single)
         if single > policy.warmup_s:
             break

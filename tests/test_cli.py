@@ -101,6 +101,8 @@ BAD_INPUTS = [
     (["--param", "n=0"], "must be >= 1"),
     (["--param", "bogus=3"], "unknown --param"),
     (["--param", "noequals"], "NAME=VALUE"),
+    (["--workload", "mnist-small", "--param", "epochs=-1"], "epochs"),
+    (["--workload", "mnist-small", "--param", "epochs=two"], "epochs"),
     (["--timeout", "0"], "--timeout"),
     (["--variant", "fp64"], "unknown variant"),
     (["--data", "/nonexistent.npz"], "--data"),

@@ -1,4 +1,4 @@
-"""Every worker outcome becomes a status, through a real worker process (fault-injection backend)."""
+"""Every worker outcome becomes a status, through a real worker (fault-injection backend)."""
 
 from __future__ import annotations
 

@@ -39,7 +39,8 @@ def scalar_series(stats: pd.DataFrame, epochs: pd.DataFrame) -> list[tuple[str, 
 def export_scalars(series: list[tuple[str, int, float]], log_dir: Path) -> str:
     """Write the scalars as one TensorBoard event file; returns a one-line note either way."""
     if not tensorboard_available():
-        return f"TensorBoard export skipped: the tensorboard package is not installed ({INSTALL_HINT})."
+        return ("TensorBoard export skipped: the tensorboard package is not installed "
+                f"({INSTALL_HINT}).")
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.compat.proto.summary_pb2 import Summary
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -53,4 +54,5 @@ def export_scalars(series: list[tuple[str, int, float]], log_dir: Path) -> str:
             writer.add_event(Event(wall_time=now, step=step, summary=summary))
     finally:
         writer.close()
-    return f"TensorBoard: {len(series)} scalars written to {log_dir} (tensorboard --logdir {log_dir})."
+    return (f"TensorBoard: {len(series)} scalars written to {log_dir} "
+            f"(tensorboard --logdir {log_dir}).")

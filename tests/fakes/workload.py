@@ -24,7 +24,8 @@ SPEC = WorkloadSpec(
     sweep="size",
     params={
         "size": Param([1, 2], [1, 2], "case sizes; the fault strikes at size 2"),
-        "pid_file": Param("", "", "where child-hang writes its child's pid", kind=str, minimum=None),
+        "pid_file": Param("", "", "where child-hang writes its child's pid", kind=str,
+                          minimum=None),
     },
     variants=FAULTS,
     frameworks=("fake",),
