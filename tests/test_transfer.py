@@ -12,7 +12,7 @@ from harness.runner import RunOptions, run_cell
 from harness.spec import Cell
 from harness.stats import work_of
 from workloads.transfer import (
-    BANDWIDTH_VARIANTS, MATMUL_VARIANTS, SPEC, check, custom_cases, make_inputs,
+    BANDWIDTH_VARIANTS, MATMUL_VARIANTS, OVERLAP_VARIANTS, SPEC, check, custom_cases, make_inputs,
 )
 
 WORKER_TIMEOUT_S = 180.0
@@ -43,7 +43,7 @@ def test_bandwidth_variants_get_one_case_per_buffer_size(variant: str) -> None:
 
 def test_every_variant_runs_by_default_and_copies_need_a_device() -> None:
     assert set(SPEC.variants_by_default) == set(MATMUL_VARIANTS + BANDWIDTH_VARIANTS)
-    assert set(SPEC.device_only_variants) == set(BANDWIDTH_VARIANTS)
+    assert set(SPEC.device_only_variants) == set(OVERLAP_VARIANTS + BANDWIDTH_VARIANTS)
     assert SPEC.sweep == "bytes"
     assert SPEC.defaults(quick=False)["n"] == 200
 
@@ -131,3 +131,10 @@ def test_a_cuda_cell_without_a_gpu_is_unavailable_with_the_reason() -> None:
     result = run_transfer_cell("matmul-resident", "torch", device="cuda:0")
     assert result["status"] == "unavailable"
     assert "CUDA" in result["reason"]
+
+
+def test_overlapped_copies_are_device_only_with_a_reason() -> None:
+    """Streams and pinned buffers need a GPU: on cpu the cell says so instead of timing a no-op."""
+    result = run_transfer_cell("matmul-overlap", "torch")
+    assert result["status"] == "unavailable"
+    assert "needs a GPU" in result["reason"]

@@ -16,7 +16,9 @@ import numpy as np
 from harness.spec import Check, Param, WorkloadSpec
 from workloads.common import PRECISION_BOUNDS, error_check, rng_for
 
-MATMUL_VARIANTS = ("matmul-resident", "matmul-copy")
+MATMUL_VARIANTS = ("matmul-resident", "matmul-copy", "matmul-overlap")
+# Streams and pinned buffers exist only with a device: on cpu there is nothing to overlap.
+OVERLAP_VARIANTS = ("matmul-overlap",)
 BANDWIDTH_VARIANTS = ("h2d-pageable", "h2d-pinned", "d2h-pageable", "d2h-pinned")
 FLOAT32_BYTES = 4
 
@@ -43,7 +45,7 @@ def custom_cases(params: Mapping[str, Any], variant: str) -> list[dict[str, Any]
         sizes = params["bytes"]
         return [{"bytes": size} for size in (sizes if isinstance(sizes, list) else [sizes])]
     case: dict[str, Any] = {"n": params["n"]}
-    if variant == "matmul-copy":
+    if variant in ("matmul-copy", "matmul-overlap"):
         case["copy_bytes"] = matmul_copy_bytes(params["n"])
     return [case]
 
@@ -110,7 +112,7 @@ SPEC = WorkloadSpec(
     frameworks=("torch", "tensorflow", "numpy"),
     flops=flops,
     bytes_moved=bytes_moved,
-    device_only_variants=BANDWIDTH_VARIANTS,
+    device_only_variants=OVERLAP_VARIANTS + BANDWIDTH_VARIANTS,
     default_variants=MATMUL_VARIANTS + BANDWIDTH_VARIANTS,
     make_inputs=make_inputs,
     check=check,

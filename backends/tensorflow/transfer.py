@@ -96,4 +96,8 @@ def make_task(case: dict, variant: str, device: TensorFlowDevice,
         return ResidentMatmulTask(a, b, device.handle)
     if variant == "matmul-copy":
         return CopyMatmulTask(inputs["a"], inputs["b"], device.handle)
+    if variant == "matmul-overlap":
+        raise VariantUnavailable("tensorflow exposes no user streams or pinned host buffers "
+                                 "to overlap copies with (tf.data's prefetch_to_device is the "
+                                 "closest analogue)")
     return bandwidth_task(variant, device, inputs["buffer"])
