@@ -8,16 +8,13 @@ Runs in a worker process (`python -m harness.ceilings DEVICE OUT.json`); the par
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from harness.backend import DeviceUnavailable
 from harness.registry import backend_has_module, backend_module, framework_installed
-from harness.runner import PROJECT_ROOT, cell_environment
+from harness.runner import run_json_child
 from harness.spec import Cell
 from harness.store import write_json_atomic
 
@@ -64,19 +61,11 @@ def measure_in_process(device_name: str) -> dict[str, Any]:
 
 def measure(device_name: str, timeout_s: float = 300.0) -> dict[str, Any]:
     """Ceilings of one device, measured in a child process; an 'error' key if that failed."""
-    with tempfile.TemporaryDirectory(prefix="harness-ceilings-") as scratch:
-        out_path = Path(scratch) / "ceilings.json"
-        env = cell_environment(Cell("ceilings", "-", "torch", device_name))
-        try:
-            completed = subprocess.run(
-                [sys.executable, "-m", "harness.ceilings", device_name, str(out_path)],
-                cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return {"device": device_name, "error": f"timed out after {timeout_s:g} s"}
-        if not out_path.exists():
-            tail = " | ".join(completed.stderr.strip().splitlines()[-3:])
-            return {"device": device_name, "error": f"measurement failed: {tail}"}
-        return json.loads(out_path.read_text())
+    figures, why_not = run_json_child("harness.ceilings", [device_name],
+                                      Cell("ceilings", "-", "torch", device_name), timeout_s)
+    if figures is None:
+        return {"device": device_name, "error": f"measurement failed: {why_not}"}
+    return figures
 
 
 def main(argv: list[str]) -> int:

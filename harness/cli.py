@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -24,7 +22,7 @@ from rich.table import Table
 
 from harness import envinfo, registry, store
 from harness.backend import canonical_device, parse_cuda_index
-from harness.runner import PROJECT_ROOT, RunOptions, cell_environment, run_matrix
+from harness.runner import RunOptions, run_json_child, run_matrix
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
 from harness.stats import CaseSummary, implausibility, summarize_result, work_of
 
@@ -315,20 +313,11 @@ def probe_framework(name: str, timeout_s: float = 120.0) -> dict[str, Any]:
     installed, reason = registry.framework_installed(name)
     if not installed:
         return {"framework": name, "installed": False, "reason": reason}
-    with tempfile.TemporaryDirectory() as scratch:
-        out_path = Path(scratch) / "info.json"
-        cell = Cell("probe", "-", name, "cuda:0")
-        env = cell_environment(cell)
-        try:
-            completed = subprocess.run(
-                [sys.executable, "-m", "harness.probe", name, str(out_path)], env=env,
-                cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return {"framework": name, "installed": True, "reason": "probe timed out"}
-        if not out_path.exists():
-            tail = " | ".join(completed.stderr.strip().splitlines()[-3:])
-            return {"framework": name, "installed": True, "reason": f"probe failed: {tail}"}
-        return json.loads(out_path.read_text())
+    info, why_not = run_json_child("harness.probe", [name], Cell("probe", "-", name, "cuda:0"),
+                                   timeout_s)
+    if info is None:
+        return {"framework": name, "installed": True, "reason": f"probe failed: {why_not}"}
+    return info
 
 
 @app.command()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.spec import Cell, Status
+from harness.worker import looks_like_oom
 
 STDERR_TAIL_CHARS = 1500
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -61,8 +62,7 @@ def _stderr_tail(path: Path) -> str:
 
 def _crash_reason(returncode: int, stderr_tail: str) -> str:
     """Why a worker died without a result: a signal name, 'out of memory', or stderr's end."""
-    lowered = stderr_tail.lower()
-    if "out of memory" in lowered or "resourceexhausted" in lowered or "memoryerror" in lowered:
+    if looks_like_oom(stderr_tail):
         prefix = "out of memory"
     elif returncode < 0:
         try:
@@ -147,6 +147,26 @@ def _partial(cell: Cell, result_path: Path, status: Status, reason: str) -> dict
     result = _read_result(result_path) or empty_result(cell, status, reason)
     result.update(status=status.value, reason=reason, finished=time.time())
     return result
+
+
+def run_json_child(module: str, args: list[str], cell: Cell,
+                   timeout_s: float) -> tuple[dict[str, Any] | None, str]:
+    """Run `python -m MODULE *ARGS OUT.json` in CELL's environment and read OUT.json.
+
+    For the short helper processes (framework probe, ceilings) that, like workers, must keep
+    frameworks out of the parent. Returns (document, "") or (None, why there is none).
+    """
+    with tempfile.TemporaryDirectory(prefix="harness-child-") as scratch:
+        out_path = Path(scratch) / "out.json"
+        try:
+            completed = subprocess.run(
+                [sys.executable, "-m", module, *args, str(out_path)], cwd=PROJECT_ROOT,
+                env=cell_environment(cell), capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None, f"timed out after {timeout_s:g} s"
+        if not out_path.exists():
+            return None, " | ".join(completed.stderr.strip().splitlines()[-3:])
+        return json.loads(out_path.read_text()), ""
 
 
 def run_matrix(
