@@ -169,7 +169,9 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
         rate = ", ".join(filter(None, rates)) or "-"
         spread = _fmt_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
         note = row.check if row.status == "ok" else (row.check + " " + row.reason).strip()
-        flag = implausibility(row, (ceilings or {}).get(row.device))
+        flag = implausibility(row, (ceilings or {}).get(row.device), spec.bandwidth_ceiling)
+        if row.suspect:
+            flag = "; ".join(filter(None, [flag, f"SUSPECT: {row.suspect}"]))
         note = f"{flag}; {note}" if flag else note
         table.add_row(row.variant, row.framework, row.device,
                       "" if row.size is None else str(row.size), row.status,
@@ -248,11 +250,12 @@ def compare(
         "run_id": run_dir.name, "command": sys.argv, "started": time.time(), "finished": None,
         "workload": spec.name, "sweep": spec.sweep, "params": params, "quick": quick,
         "timeout_s": timeout, "host": envinfo.host_metadata(), "cells": [],
+        "hints": spec.report_hints(),
     }
     recorder = RunRecorder(run_dir, spec, document)
     console.print(f"run folder: {run_dir}  ({len(cells)} cells)")
     if ceilings:
-        document["ceilings"] = measure_ceilings(devices)
+        document["ceilings"] = measure_ceilings(devices, largest_square_matmul(spec, cells))
         recorder.save()
     completed = _run_with_progress(cells, RunOptions(timeout_s=timeout), recorder)
     recorder.save(finished=True, interrupted=not completed)
@@ -266,12 +269,22 @@ def compare(
     raise typer.Exit(exit_code_for(recorder.results, not completed))
 
 
-def measure_ceilings(devices: list[str]) -> dict[str, Any]:
+def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:
+    """The n of a square matmul doing the run's largest call's FLOPs (2n^3), for the probe."""
+    if spec.flops is None:
+        return None
+    counts = [spec.flops(case) for cell in cells
+              for case in spec.cases_for(cell.params, cell.variant)]
+    largest = max((count for count in counts if count), default=None)
+    return round((largest / 2) ** (1 / 3)) if largest else None
+
+
+def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any]:
     """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles."""
     from harness import ceilings as ceilings_module
 
     with errors.status("measuring the machine's ceilings (--no-ceilings skips this)"):
-        return {device: ceilings_module.measure(device) for device in devices}
+        return {device: ceilings_module.measure(device, largest_n) for device in devices}
 
 
 def _run_with_progress(cells: list[Cell], options: RunOptions, recorder: RunRecorder) -> bool:

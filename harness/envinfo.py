@@ -7,6 +7,7 @@ import platform
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -91,3 +92,33 @@ def host_metadata() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "gpus": visible_gpus(),
     }
+
+
+# fp32 FLOPs one core can retire per cycle: SIMD lanes x 2 (fused multiply-add) x 2 FMA units.
+# Two units is the most any x86 core has, so this errs high, as a bound must.
+SIMD_FP32_FLOPS_PER_CYCLE = (("avx512f", 64), ("avx2", 32), ("avx", 16), ("sse2", 8))
+# All-core clocks above this are not sold; VMs often report only the base clock, so the
+# reported figure alone would put the bound under what turbo reaches.
+ASSUMED_MAX_GHZ = 4.0
+
+
+def cpu_theoretical_gflops() -> dict[str, Any] | None:
+    """An upper bound on fp32 FLOP/s from cores x SIMD width x clock, with how it was derived.
+
+    Not a target: a physical limit that no honest CPU result can pass (Linux only).
+    """
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    flags = set(next((line.split(":", 1)[1].split() for line in text.splitlines()
+                      if line.startswith("flags")), []))
+    isa, per_cycle = next(((name, flops) for name, flops in SIMD_FP32_FLOPS_PER_CYCLE
+                           if name in flags), ("scalar", 2))
+    reported = [float(line.split(":", 1)[1]) / 1000 for line in text.splitlines()
+                if line.startswith("cpu MHz")]
+    ghz = max([ASSUMED_MAX_GHZ, *reported])
+    cores = usable_cores()
+    return {"gflops": cores * per_cycle * ghz,
+            "how": f"{cores} cores x {per_cycle} fp32 FLOP/cycle ({isa}) x {ghz:.2g} GHz "
+                   f"(the larger of the reported clock and {ASSUMED_MAX_GHZ:g} GHz)"}

@@ -141,6 +141,18 @@ class WorkloadSpec:
     # (path) -> None or BadInput: validates a --data file before anything runs.
     validate_data: Callable[[Any], None] | None = None
     notes: str = ""
+    # Report hints, stored in run.json so the report reads them from the data:
+    # which measured ceiling bounds the byte rate ("bandwidth_gbps": device memory,
+    # "h2d_pinned_gbps": the host<->device link),
+    bandwidth_ceiling: str = "bandwidth_gbps"
+    # and which variants ask "GPU this way vs the best CPU way of any variant" (seed 4: a GPU
+    # matmul with copies vs numpy), rather than vs the same variant's CPU cell.
+    cpu_baseline_any_variant: tuple[str, ...] = ()
+
+    def report_hints(self) -> dict[str, Any]:
+        """What the report needs to know about this workload, as plain data for run.json."""
+        return {"bandwidth_ceiling": self.bandwidth_ceiling,
+                "cpu_baseline_any_variant": list(self.cpu_baseline_any_variant)}
 
     @property
     def variants_by_default(self) -> tuple[str, ...]:

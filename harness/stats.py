@@ -6,6 +6,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from harness.plausibility import judge_case
 from harness.spec import WorkloadSpec
 from harness.timing import iqr, is_noisy
 
@@ -29,6 +30,7 @@ class CaseSummary:
     gflops: float | None
     gbps: float | None
     check: str
+    suspect: str = ""
 
 
 def work_of(spec: WorkloadSpec, case: dict[str, Any]) -> dict[str, float]:
@@ -62,6 +64,7 @@ def summarize_case(spec: WorkloadSpec, result: dict[str, Any], case: dict[str, A
         gflops=work["flops"] / median / 1e9 if "flops" in work else None,
         gbps=work["bytes"] / median / 1e9 if "bytes" in work else None,
         check=_check_text(case.get("check")),
+        suspect=case.get("suspect") or "",
     )
 
 
@@ -77,27 +80,10 @@ def summarize_result(spec: WorkloadSpec, result: dict[str, Any]) -> list[CaseSum
     return summaries
 
 
-# A measured ceiling is a simple kernel's best case (a copy, one large matmul); other kernels
-# can edge past it by a few percent (e.g. 3 reads per write beat a 1:1 copy). Beyond 10% is
-# physics being broken, not a faster kernel.
-PLAUSIBLE_MARGIN = 1.10
-
-
-def implausibility(summary: CaseSummary, ceilings: dict[str, Any] | None) -> str:
-    """Why a case's rate exceeds the device's measured ceiling, or '' when it does not.
-
-    A rate above what the machine can do is never a speed: the data stayed in cache, a
-    compiler folded or fused the work so the counted bytes/FLOPs never happened, or the
-    clock missed the work. It is flagged, not celebrated.
-    """
-    if not ceilings or "error" in ceilings:
-        return ""
-    peaks = ceilings.get("peak_gflops_by_precision") or {}
-    peak_gflops = peaks.get(summary.variant, ceilings.get("peak_gflops"))
-    bandwidth = ceilings.get("bandwidth_gbps")
-    flops_limit = peak_gflops * PLAUSIBLE_MARGIN if peak_gflops else None
-    if summary.gflops is not None and flops_limit and summary.gflops > flops_limit:
-        return f"IMPLAUSIBLE: {summary.gflops:.3g} GFLOP/s > measured peak {peak_gflops:.3g}"
-    if summary.gbps is not None and bandwidth and summary.gbps > bandwidth * PLAUSIBLE_MARGIN:
-        return f"IMPLAUSIBLE: {summary.gbps:.3g} GB/s > measured bandwidth {bandwidth:.3g}"
-    return ""
+def implausibility(summary: CaseSummary, ceilings: dict[str, Any] | None,
+                   bandwidth_key: str = "bandwidth_gbps") -> str:
+    """The CLI's flag for a case: IMPLAUSIBLE above physics, a note when the probe was low."""
+    device_ceilings = {summary.device: ceilings} if ceilings else None
+    verdicts = judge_case(summary.gflops, summary.gbps, summary.variant, summary.device,
+                          device_ceilings, bandwidth_key)
+    return "; ".join(text for text in (verdict.text() for verdict in verdicts) if text)

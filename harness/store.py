@@ -26,7 +26,7 @@ BASE_COLUMNS = [
     "run_id", "machine", "workload", "variant", "framework", "framework_version", "device",
     "device_name", "status", "reason", "sweep", "size", "phase", "sample", "seconds",
     "calls_per_sample", "check_passed", "check_metric", "check_value", "flops", "bytes",
-    "steps_per_call",
+    "steps_per_call", "suspect",
 ]
 
 
@@ -105,6 +105,7 @@ def case_rows(run_id: str, machine: str, spec_sweep: str, result: dict[str, Any]
             check_passed=check.get("passed", ""), check_metric=check.get("metric", ""),
             check_value=check.get("value", ""),
             steps_per_call=(case.get("extra") or {}).get("steps_per_call", ""),
+            suspect=case.get("suspect") or "",
         )
         if "cold_seconds" not in case:
             rows.append({**case_base, "phase": "none"})

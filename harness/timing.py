@@ -14,7 +14,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness import hostload
+
 NOISY_IQR_FRACTION = 0.10
+# Two clusters of per-call times whose gap is at least this factor are two behaviours (a call
+# that sometimes waits for a descheduled thread, a cache that sometimes misses), not noise.
+BIMODAL_GAP_FACTOR = 2.0
+# The median per call may drift from what calibration saw, but not by this factor.
+CALIBRATION_DRIFT_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,10 @@ class Measurement:
     samples: list[float] = field(default_factory=list)  # seconds per call, one per sample
     calls_per_sample: int = 1
     timer_overhead_s: float = 0.0
+    predicted_call_s: float | None = None  # what calibration measured per call
+    single_calls: list[float] = field(default_factory=list)  # warm-up calls, timed one by one
+    other_load: hostload.OtherLoad | None = None  # what ran beside the sampling
+    suspect: str = ""  # why these samples may not be what a user's loop costs ('' if none)
 
     @property
     def median(self) -> float:
@@ -69,6 +80,51 @@ def is_noisy(values: list[float]) -> bool:
         return False
     median = statistics.median(values)
     return median > 0 and iqr(values) / median > NOISY_IQR_FRACTION
+
+
+def bimodal_split(values: list[float]) -> tuple[float, float, float] | None:
+    """(low median, high median, share of high values) when the values form two clusters.
+
+    The largest multiplicative gap between neighbours in sorted order, among splits that leave
+    at least 2 values and 10% of them on each side, must reach BIMODAL_GAP_FACTOR. A long tail
+    of a few stalls is not bimodal (it stays under 10%); smooth noise has no such gap.
+    """
+    ordered = sorted(value for value in values if value > 0)
+    count = len(ordered)
+    least = max(2, -(-count // 10))
+    if count < 2 * least:
+        return None
+    best_index, best_gap = -1, 1.0
+    for index in range(least - 1, count - least):
+        gap = ordered[index + 1] / ordered[index]
+        if gap > best_gap:
+            best_index, best_gap = index, gap
+    if best_gap < BIMODAL_GAP_FACTOR:
+        return None
+    low, high = ordered[:best_index + 1], ordered[best_index + 1:]
+    return statistics.median(low), statistics.median(high), len(high) / count
+
+
+def suspect_reason(measurement: Measurement) -> str:
+    """Why a measurement may misreport a user's loop: bimodal calls, drift, contention."""
+    reasons = []
+    for name, values in (("single calls", measurement.single_calls),
+                         ("samples", measurement.samples)):
+        split = bimodal_split(values)
+        if split is not None:
+            low, high, share = split
+            reasons.append(f"bimodal {name}: {100 * (1 - share):.0f}% near {low * 1e3:.3g} ms, "
+                           f"{100 * share:.0f}% near {high * 1e3:.3g} ms")
+            break
+    predicted = measurement.predicted_call_s
+    if predicted and measurement.samples:
+        drift = statistics.median(measurement.samples) / predicted
+        if drift > CALIBRATION_DRIFT_FACTOR or drift < 1 / CALIBRATION_DRIFT_FACTOR:
+            reasons.append(f"median per call is {drift:.2g}x what calibration measured "
+                           f"({predicted * 1e3:.3g} ms)")
+    if measurement.other_load is not None and measurement.other_load.contended:
+        reasons.append(measurement.other_load.reason())
+    return "; ".join(reasons)
 
 
 def _clock() -> float:
@@ -103,17 +159,11 @@ def autorange(
     """
     cold = _timed_calls(step, synchronize, 1)
     overhead = timer_overhead(synchronize)
-    warm_spent, fastest_single = 0.0, cold
-    while warm_spent < policy.warmup_s:
-        single = _timed_calls(step, synchronize, 1)
-        warm_spent += single
-        # The fastest warm-up call estimates the cost: one pre-empted call must not stop
-        # the calibration.
-        fastest_single = min(fastest_single, single)
-        if single > policy.warmup_s:
-            break
-    calls = _calibrate(step, synchronize, policy, overhead, fastest_single)
-    measurement = Measurement(cold, calls_per_sample=calls, timer_overhead_s=overhead)
+    singles = _warm_up(step, synchronize, policy)
+    calls, predicted = _calibrate(step, synchronize, policy, overhead, min(singles))
+    measurement = Measurement(cold, calls_per_sample=calls, timer_overhead_s=overhead,
+                              predicted_call_s=predicted, single_calls=singles)
+    load_before = hostload.snapshot()
     started = _clock()
     while True:
         measurement.samples.append(_timed_calls(step, synchronize, calls) / calls)
@@ -121,7 +171,18 @@ def autorange(
         enough = len(measurement.samples) >= policy.min_samples and elapsed >= policy.min_time_s
         out_of_budget = elapsed >= policy.max_time_s and len(measurement.samples) >= 3
         if enough or out_of_budget:
+            measurement.other_load = hostload.other_load(load_before, hostload.snapshot())
+            measurement.suspect = suspect_reason(measurement)
             return measurement
+
+
+def _warm_up(step: Callable[[], object], synchronize: Callable[[], None],
+             policy: TimingPolicy) -> list[float]:
+    """Uncounted single calls for policy.warmup_s; their times feed calibration and the guard."""
+    singles = [_timed_calls(step, synchronize, 1)]
+    while sum(singles) < policy.warmup_s:
+        singles.append(_timed_calls(step, synchronize, 1))
+    return singles
 
 
 def _calibrate(
@@ -130,8 +191,13 @@ def _calibrate(
     policy: TimingPolicy,
     overhead: float,
     single_call_s: float,
-) -> int:
-    """Double the calls per sample until a sample dwarfs the timer overhead."""
+) -> tuple[int, float]:
+    """Double the calls per sample until a sample dwarfs the timer overhead.
+
+    Starts from the fastest warm-up call: one pre-empted call must not stop the doubling.
+    Returns the calls per sample and the per-call time the last level measured (the
+    prediction the samples are held to).
+    """
     target = max(policy.target_sample_s, overhead * policy.overhead_ratio)
     calls = 1
     sample = single_call_s
@@ -139,7 +205,7 @@ def _calibrate(
         calls *= 2
         # Two tries per level, keep the faster: a pre-empted try would stop the doubling early.
         sample = min(_timed_calls(step, synchronize, calls) for _ in range(2))
-    return calls
+    return calls, sample / calls
 
 
 def per_call(
@@ -148,5 +214,9 @@ def per_call(
     count: int,
 ) -> Measurement:
     """Time `count` calls one by one; the first is the cold one (e.g. epoch 1 of training)."""
+    load_before = hostload.snapshot()
     seconds = [_timed_calls(step, synchronize, 1) for _ in range(count)]
-    return Measurement(cold_seconds=seconds[0], samples=seconds[1:])
+    measurement = Measurement(cold_seconds=seconds[0], samples=seconds[1:])
+    measurement.other_load = hostload.other_load(load_before, hostload.snapshot())
+    measurement.suspect = suspect_reason(measurement)
+    return measurement

@@ -110,6 +110,12 @@ def run_case(
         calls_per_sample=measurement.calls_per_sample,
         timer_overhead_s=measurement.timer_overhead_s,
         check=check.as_dict(),
+        suspect=measurement.suspect,
+        predicted_call_s=measurement.predicted_call_s,
+        other_load=(None if measurement.other_load is None else
+                    {"other_cores": measurement.other_load.other_cores,
+                     "steal_cores": measurement.other_load.steal_cores,
+                     "seconds": measurement.other_load.seconds}),
         extra=output.get("extra", {}),
         peak_device_memory_bytes=device.peak_memory_bytes(),
     )

@@ -15,6 +15,8 @@ os.environ.setdefault("KERAS_HOME", str(_SCRATCH / "keras"))
 os.environ.setdefault("MPLCONFIGDIR", str(_SCRATCH / "mpl"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("HARNESS_MNIST_DOWNLOAD", "0")
+# The per-machine ceilings cache: tests must neither read nor grow the user's.
+os.environ.setdefault("HARNESS_CACHE_DIR", str(_SCRATCH / "cache"))
 
 
 @pytest.fixture

@@ -370,6 +370,92 @@ def test_implausible_against_ceilings(tmp_path: Path) -> None:
     assert "IMPLAUSIBLE" in summary and "measured ceilings" in summary
 
 
+def test_a_result_above_a_low_probe_but_under_physics_raises_the_ceiling(tmp_path: Path) -> None:
+    """The issue's CPU case: a probe that under-measured must not flag an honest result."""
+    results = [make_result("matmul", "torch", "cpu",
+                           [make_case({"n": n}, cpu_seconds(n)) for n in SIZES])]
+    # The synthetic CPU reaches ~100 GFLOP/s; the probe read 60, physics allows 500.
+    ceilings = {"cpu": {"peak_gflops_by_precision": {"fp32": 60.0},
+                        "physical": {"gflops_by_precision": {"fp32": 500.0}}}}
+    run = write_fixture_run(tmp_path / "low", CPU_MACHINE, results,
+                            extra_doc={"ceilings": ceilings})
+    render_report([run], tmp_path / "out")
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "IMPLAUSIBLE" not in summary
+    assert "ceiling probe was low" in summary and "probe low" in summary
+
+
+def test_a_result_above_the_physical_bound_is_implausible(tmp_path: Path) -> None:
+    results = [make_result("matmul", "torch", "cpu",
+                           [make_case({"n": n}, cpu_seconds(n)) for n in SIZES])]
+    ceilings = {"cpu": {"peak_gflops_by_precision": {"fp32": 60.0},
+                        "physical": {"gflops_by_precision": {"fp32": 80.0}}}}
+    run = write_fixture_run(tmp_path / "phys", CPU_MACHINE, results,
+                            extra_doc={"ceilings": ceilings})
+    render_report([run], tmp_path / "out")
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "IMPLAUSIBLE" in summary and "physical bound" in summary
+
+
+def test_an_invalid_gpu_cell_never_makes_the_cpu_fastest(tmp_path: Path) -> None:
+    """Issue: GPU invalid at n=8192 made the headline say the CPU is fastest there."""
+    gpu = [make_case({"n": n}, gpu_seconds(n)) for n in SIZES]
+    gpu[-1] = make_case({"n": 4096}, gpu_seconds(4096), status="invalid",
+                        reason="check failed: relative error 1.29e-05", passed=False)
+    results = [
+        make_result("matmul", "torch", "cpu", [make_case({"n": n}, cpu_seconds(n))
+                                               for n in SIZES]),
+        make_result("matmul", "numpy", "cpu", [make_case({"n": n}, cpu_seconds(n) * 1.2)
+                                               for n in SIZES]),
+        make_result("matmul", "torch", "cuda:0", gpu, status="invalid",
+                    reason="check failed: relative error 1.29e-05"),
+    ]
+    run = write_fixture_run(tmp_path / "inv", GPU_MACHINE, results)
+    render_report([run], tmp_path / "out")
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    glance = summary.split("## At a glance")[1].split("\n## ")[0]
+    assert "no verdict where a cell failed: torch cuda:0 invalid at 4096" in glance
+    assert "not the largest" not in glance  # the crossover ignores the failed size
+    row_4096 = next(line for line in summary.splitlines() if line.startswith("| 4,096 |")
+                    or line.startswith("| 4096 |"))
+    assert "not compared: torch cuda:0 invalid at 4096" in row_4096
+    fastest = _experiment(run).fastest
+    at_4096 = fastest[fastest["size_label"] == "4096"].iloc[0]
+    assert not at_4096["device_verdict"] and at_4096["best"].endswith("cpu")
+
+
+def test_copies_on_the_gpu_are_judged_against_the_best_cpu_way(tmp_path: Path) -> None:
+    """Seed 4's question: GPU with copies vs numpy, not vs torch's own slow CPU copy cell."""
+    def one(seconds: float) -> list[dict[str, Any]]:
+        return [make_case({"n": 200, "copy_bytes": 480000}, seconds)]
+
+    results = [
+        make_result("transfer", "torch", "cpu", one(8e-3), variant="matmul-copy"),
+        make_result("transfer", "torch", "cuda:0", one(110e-6), variant="matmul-copy"),
+        make_result("transfer", "numpy", "cpu", one(40e-6), variant="matmul-resident"),
+        make_result("transfer", "torch", "cuda:0", one(20e-6), variant="matmul-resident"),
+    ]
+    run = write_fixture_run(
+        tmp_path / "copy", GPU_MACHINE, results, workload="transfer", sweep="bytes",
+        params={"n": 200, "bytes": [1024]}, work=lambda case: {"flops": 2.0 * 200**3},
+        extra_doc={"hints": {"bandwidth_ceiling": "h2d_pinned_gbps",
+                             "cpu_baseline_any_variant": ["matmul-copy"]}})
+    experiment = _experiment(run)
+    best = experiment.verdicts[(experiment.verdicts["variant"] == "matmul-copy")
+                               & (experiment.verdicts["framework"] == "best")].iloc[0]
+    assert best["cpu_is_other_variant"] and best["kind"] == "cpu-always"
+    assert best["speedup_at_largest"] == pytest.approx(40e-6 / 110e-6, rel=0.01)
+
+
+def _experiment(run: Path) -> Any:
+    from harness.report import _compute
+
+    run_set = load_runs([run])
+    runs = t.assign_experiments(run_set.runs)
+    prepared, _ = t.prepare(run_set.measurements, runs)
+    return _compute(run_set, runs, prepared, runs["experiment"].iloc[0])
+
+
 def test_tensorboard_missing_is_a_note(gpu_run: Path, tmp_path: Path) -> None:
     from harness.report import tensorboard
 

@@ -118,3 +118,102 @@ def test_iqr_and_noise_flag() -> None:
     assert iqr([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2.0)
     assert not is_noisy([1.0, 1.01, 1.02, 0.99, 1.0])
     assert is_noisy([1.0, 1.5, 0.6, 1.3, 0.8])
+
+
+# --- the guard against measurement artefacts ----------------------------------------------------
+
+def test_bimodal_split_finds_two_clusters_and_ignores_a_tail() -> None:
+    alternating = [0.001, 0.008] * 20
+    low, high, share = timing.bimodal_split(alternating)
+    assert low == pytest.approx(0.001) and high == pytest.approx(0.008) and share == 0.5
+    smooth = [0.001 * (1 + 0.02 * index) for index in range(40)]  # 1.0 .. 1.78 ms
+    assert timing.bimodal_split(smooth) is None
+    one_stall = [0.001] * 39 + [0.05]  # 2.5% of calls stalled: a tail, not a second mode
+    assert timing.bimodal_split(one_stall) is None
+    assert timing.bimodal_split([0.001, 0.008, 0.001]) is None  # too few to say
+
+
+def test_alternating_calls_are_flagged_suspect() -> None:
+    calls = {"count": 0}
+
+    def step() -> None:
+        calls["count"] += 1
+        time.sleep(0.001 if calls["count"] % 2 else 0.008)
+
+    policy = TimingPolicy(min_samples=5, min_time_s=0.05, max_time_s=1.0, warmup_s=0.1)
+    measurement = autorange(step, lambda: None, policy)
+    assert "bimodal single calls" in measurement.suspect
+
+
+def test_a_steady_call_is_not_suspect_for_its_own_timing() -> None:
+    measurement = autorange(lambda: time.sleep(0.002), lambda: None, FAST)
+    assert "bimodal" not in measurement.suspect and "calibration" not in measurement.suspect
+
+
+def test_drift_from_calibration_is_flagged() -> None:
+    measurement = timing.Measurement(cold_seconds=0.01, samples=[0.008] * 7,
+                                     predicted_call_s=0.001)
+    assert "8x what calibration measured" in timing.suspect_reason(measurement)
+
+
+def test_competing_processes_are_measured_and_flagged() -> None:
+    """A busy process outside our process group shows up as other cores in use."""
+    import subprocess
+    import sys
+
+    from harness import hostload
+
+    if hostload.snapshot() is None:
+        pytest.skip("no /proc here: contention is not measured on this OS")
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                               start_new_session=True)
+    try:
+        time.sleep(0.3)  # let it start
+        before = hostload.snapshot()
+        time.sleep(1.0)
+        load = hostload.other_load(before, hostload.snapshot())
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert load is not None and load.other_cores > 0.6
+    assert load.contended and "other processes used" in load.reason()
+
+
+def test_a_bimodal_cell_is_flagged_through_the_worker(out_dir) -> None:
+    """The fake backend's calls alternate 1 ms and 8 ms: the cell must say so, not hide it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    result = CliRunner().invoke(app, ["compare", "--workload", "fault", "--framework", "fake",
+                                      "--variant", "bimodal", "--quick", "--no-report",
+                                      "--no-ceilings", "--out", str(out_dir)])
+    assert result.exit_code == 0, result.output
+    document = json.loads(next(out_dir.glob("*/run.json")).read_text())
+    cases = document["cells"][0]["cases"]
+    assert "bimodal" in cases[1]["suspect"]  # size 2 alternates
+    assert "bimodal" not in cases[0]["suspect"]  # size 1 is steady
+    assert "SUSPECT" in result.output
+
+
+def test_two_ceiling_probes_agree_within_ten_percent() -> None:
+    """A probe that reads 885 one hour and 1,760 the next cannot tell physics from luck."""
+    from harness import ceilings
+
+    first = ceilings.measure("cpu", sizes=[256, 512, 1024])  # in a child, as in a run
+    second = ceilings.measure("cpu", sizes=[256, 512, 1024])
+    rates = [first["peak_gflops_by_precision"]["fp32"], second["peak_gflops_by_precision"]["fp32"]]
+    assert max(rates) / min(rates) < 1.10, rates
+    assert second["cached"]["figures"]["peak_gflops_by_precision"]["fp32"] >= min(rates)
+    assert second["physical"]["gflops_by_precision"]["fp32"] >= max(rates)
+
+
+def test_the_cpu_physical_bound_is_above_what_the_probe_reaches() -> None:
+    from harness import envinfo
+
+    bound = envinfo.cpu_theoretical_gflops()
+    if bound is None:
+        pytest.skip("no /proc/cpuinfo here")
+    assert "cores x" in bound["how"] and bound["gflops"] > 0

@@ -117,6 +117,8 @@ SPEC = WorkloadSpec(
     make_inputs=make_inputs,
     check=check,
     custom_cases=custom_cases,
+    bandwidth_ceiling="h2d_pinned_gbps",
+    cpu_baseline_any_variant=("matmul-copy", "matmul-overlap"),
     notes=("numpy matmul-resident on cpu is the baseline; matmul-copy on cpu is the same code "
            "with nowhere to copy to (framework conversion overhead only). TensorFlow exposes no "
            "pinned host buffers, so its *-pinned variants are unavailable."),

@@ -1,4 +1,8 @@
-"""Best-case matmul FLOP/s and memory bandwidth of the CPU, with numpy (when torch is absent)."""
+"""Best-case matmul FLOP/s and memory bandwidth of the CPU with numpy's BLAS (a second opinion).
+
+The harness keeps, per figure, the best any installed library reached: a ceiling one library
+misses is still there.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +11,20 @@ from typing import Any
 import numpy as np
 
 from backends.numpy.device import NumpyDevice
-from harness.timing import TimingPolicy, autorange
-
-POLICY = TimingPolicy(min_samples=5, min_time_s=0.3, max_time_s=3.0, warmup_s=0.2)
+from harness.ceilings import best_seconds, climb
 
 
-def measure(device: NumpyDevice) -> dict[str, Any]:
-    n, nbytes = 2048, 1 << 28
+def _rate(device: NumpyDevice, n: int) -> float:
     a = np.random.default_rng(0).random((n, n), dtype=np.float32)
-    matmul_s = min(autorange(lambda: a @ a, device.synchronize, POLICY).samples)
+    return 2 * n**3 / best_seconds(lambda: a @ a, device.synchronize) / 1e9
+
+
+def measure(device: NumpyDevice, sizes: list[int]) -> dict[str, Any]:
+    rates = climb(sizes, lambda n: _rate(device, n))
+    best = max(rates, key=rates.__getitem__)
+    nbytes = 1 << 28
     source = np.ones(nbytes // 4, dtype=np.float32)
     target = np.empty_like(source)
-    copy_s = min(autorange(lambda: np.copyto(target, source), device.synchronize, POLICY).samples)
-    peak = 2 * n**3 / matmul_s / 1e9
-    return {"peak_gflops": peak, "peak_gflops_by_precision": {"fp32": peak},
-            "bandwidth_gbps": 2 * nbytes / copy_s / 1e9, "matmul_n": n}
+    copy_s = best_seconds(lambda: np.copyto(target, source), device.synchronize)
+    return {"peak_gflops": rates[best], "peak_gflops_by_precision": {"fp32": rates[best]},
+            "peak_reached_at_n": {"fp32": best}, "bandwidth_gbps": 2 * nbytes / copy_s / 1e9}

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from harness.report import tables as t
-from harness.report.load import RunSet, load_runs
+from harness.report.load import DEFAULT_HINTS, RunSet, load_runs
 from harness.report.summary import Experiment, render_summary
 from harness.report.tensorboard import export_scalars, scalar_series
 from harness.store import StoreError
@@ -67,7 +67,8 @@ def _compute(run_set: RunSet, runs: pd.DataFrame, prepared: pd.DataFrame,
     stats = t.case_stats(rows)
     cells = t.cell_status(rows)
     headline = t.headline_sizes(stats)
-    verdicts = t.crossovers(stats)
+    hints = {**DEFAULT_HINTS, **own_runs["hints"].iloc[0]}
+    verdicts = t.crossovers(stats, hints)
     ceilings = _ceilings_by_machine(own_runs)
     unit = t.time_unit(stats) if not stats.empty else "call"
     return Experiment(
@@ -77,11 +78,11 @@ def _compute(run_set: RunSet, runs: pd.DataFrame, prepared: pd.DataFrame,
         verdicts=verdicts, fastest=t.fastest_by_size(stats),
         variants=t.variant_table(stats, headline), breakdown=t.breakdown(stats, headline),
         noisy=t.noisy_cells(stats), failures=t.failures(stats, cells),
-        peaks=t.peak_fractions(stats, ceilings),
+        peaks=t.peak_fractions(stats, ceilings, hints["bandwidth_ceiling"]),
         flat=t.flat_time_below_crossover(stats, verdicts) if not verdicts.empty
         else pd.DataFrame(),
         accuracy=t.accuracy_table(stats, run_set.extras),
-        epochs=t.epoch_times(rows, headline),
+        epochs=t.epoch_times(rows, headline), hints=hints,
     )
 
 
@@ -126,7 +127,8 @@ def _draw(experiments: list[Experiment], runs: pd.DataFrame, out_dir: Path) -> l
                 out_dir / f"{experiment.stem}-overview.png"),
             "crossover": figures.crossover(
                 experiment.stats, experiment.verdicts, experiment.name, experiment.sweep,
-                experiment.unit, ceilings, out_dir / f"{experiment.stem}-crossover.png"),
+                experiment.unit, ceilings, out_dir / f"{experiment.stem}-crossover.png",
+                experiment.hints.get("bandwidth_ceiling", "bandwidth_gbps")),
             "breakdown": figures.breakdown(
                 experiment.breakdown, experiment.name, experiment.sweep, experiment.unit,
                 experiment.call_name, out_dir / f"{experiment.stem}-breakdown.png"),

@@ -23,7 +23,6 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocat
 from harness.report import style
 from harness.report.tables import (
     FRAMEWORK_ORDER,
-    bandwidth_ceiling_key,
     ceiling_for,
     device_kind,
     flop_ceiling,
@@ -207,7 +206,8 @@ def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float]
 # --- 2. crossover -----------------------------------------------------------------------------
 
 def crossover(stats: pd.DataFrame, verdicts: pd.DataFrame, title: str, sweep: str, unit: str,
-              ceilings: dict[str, dict[str, Any]], path: Path) -> Path | None:
+              ceilings: dict[str, dict[str, Any]], path: Path,
+              bandwidth_key: str = "bandwidth_gbps") -> Path | None:
     """Time (and throughput) vs size, log-log, median line with IQR band, crossover marked."""
     swept = stats[stats["valid"] & stats["size_value"].notna()]
     panels = [(key, group) for key, group in swept.groupby(["machine", "variant"], sort=False)
@@ -226,6 +226,9 @@ def crossover(stats: pd.DataFrame, verdicts: pd.DataFrame, title: str, sweep: st
         reference = _cpu_reference(swept, group, machine)
         drawn.append(_lines(row_axes[0], pd.concat([group, reference]), "median_s", "q1_s",
                             "q3_s"))
+        _mark_failed(row_axes[0], stats[(stats["machine"] == machine)
+                                         & (stats["variant"] == variant) & ~stats["valid"]
+                                         & stats["size_value"].notna()])
         verdict = _verdict(verdicts, machine, variant)
         faded = sorted(set(reference["variant"]))
         _mark_crossover(row_axes[0], verdict)
@@ -237,7 +240,8 @@ def crossover(stats: pd.DataFrame, verdicts: pd.DataFrame, title: str, sweep: st
         row_axes[0].set_title(f"{machine} · variant {variant}: time\n"
                               + "\n".join(note for note in notes if note), fontsize=9.5)
         for axis, rate in zip(row_axes[1:], rates):
-            _rate_panel(axis, pd.concat([group, reference]), rate, ceilings.get(machine) or {})
+            _rate_panel(axis, pd.concat([group, reference]), rate, ceilings.get(machine) or {},
+                        bandwidth_key)
             axis.set_title(f"{machine} · variant {variant}: "
                            f"{'compute' if rate == 'gflops' else 'bytes'} throughput", fontsize=10)
         for axis in row_axes:
@@ -251,6 +255,24 @@ def crossover(stats: pd.DataFrame, verdicts: pd.DataFrame, title: str, sweep: st
     figure.suptitle(f"{title}: when does the GPU win? lines: median, bands: IQR, "
                     "dotted: crossover", fontsize=11)
     return _save(figure, path)
+
+
+def _mark_failed(axis: Axes, failed: pd.DataFrame) -> None:
+    """Failed cases stay visible: a cross at their (untrusted) time, or at the axis floor.
+
+    Why: a point that silently vanishes reads as "not measured" and moves the crossover.
+    """
+    for _, row in failed.iterrows():
+        color = style.framework_color(row["framework"])
+        if pd.notna(row["median_s"]):
+            axis.plot(row["size_value"], row["median_s"], marker="x", color=color,
+                      markersize=9, markeredgewidth=2, linestyle="none")
+            axis.annotate(f"{row['status']}", (row["size_value"], row["median_s"]),
+                          xytext=(4, 4), textcoords="offset points", fontsize=7, color=color)
+        else:
+            axis.annotate(f"{row['device']} {row['status']}", (row["size_value"], 0.02),
+                          xycoords=("data", "axes fraction"), fontsize=7, color=color,
+                          rotation=90, ha="center")
 
 
 def _cpu_reference(swept: pd.DataFrame, group: pd.DataFrame, machine: str) -> pd.DataFrame:
@@ -311,7 +333,8 @@ def _mark_crossover(axis: Axes, verdict: pd.Series | None) -> None:
         axis.axvline(verdict["size"], color="black", linestyle=":", linewidth=1.2)
 
 
-def _rate_panel(axis: Axes, rows: pd.DataFrame, rate: str, ceilings: dict[str, Any]) -> None:
+def _rate_panel(axis: Axes, rows: pd.DataFrame, rate: str, ceilings: dict[str, Any],
+                bandwidth_key: str) -> None:
     work = "flops" if rate == "gflops" else "bytes"
     scale = 1e9
     rows = _with_faded(rows).assign(
@@ -330,7 +353,7 @@ def _rate_panel(axis: Axes, rows: pd.DataFrame, rate: str, ceilings: dict[str, A
         else str(rows["variant"].iloc[0])
     for device in rows["device"].unique():
         peak = (flop_ceiling(ceilings, device, variant) if rate == "gflops" else ceiling_for(
-            ceilings, device, bandwidth_ceiling_key(str(rows["workload"].iloc[0]))))
+            ceilings, device, bandwidth_key))
         if peak:
             axis.axhline(peak, color="#555555", linestyle=style.DEVICE_LINESTYLES[
                 device_kind(device)], linewidth=0.8)

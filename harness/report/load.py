@@ -99,9 +99,23 @@ def run_row(run_dir: Path, document: dict[str, Any], order: int) -> dict[str, An
         "machine": str(host.get("machine_label") or host.get("hostname") or "unknown machine"),
         "host": host,
         "ceilings": document.get("ceilings") or {},
+        "hints": document.get("hints") or hints_for_old_run(str(document.get("workload") or "")),
         "interrupted": bool(document.get("interrupted")),
         "command": " ".join(str(part) for part in document.get("command") or []),
     }
+
+
+DEFAULT_HINTS = {"bandwidth_ceiling": "bandwidth_gbps", "cpu_baseline_any_variant": []}
+
+
+def hints_for_old_run(workload: str) -> dict[str, Any]:
+    """Runs stored before run.json carried hints: ask the installed spec, else the defaults."""
+    from harness import registry
+
+    try:
+        return registry.load_workload(workload).report_hints()
+    except Exception:  # noqa: BLE001 - an unknown or broken workload gets the defaults
+        return dict(DEFAULT_HINTS)
 
 
 def extra_rows(document: dict[str, Any], machine: str) -> list[dict[str, Any]]:

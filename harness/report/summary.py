@@ -16,7 +16,6 @@ import pandas as pd
 
 from harness.report import tables as t
 from harness.report.tables import format_ratio, format_seconds, format_size
-from harness.stats import PLAUSIBLE_MARGIN
 
 
 @dataclass
@@ -44,6 +43,7 @@ class Experiment:
     accuracy: pd.DataFrame
     epochs: pd.DataFrame
     figures: dict[str, Path] = field(default_factory=dict)
+    hints: dict[str, Any] = field(default_factory=dict)
 
 
 def markdown_table(headers: list[str], rows: list[list[Any]]) -> list[str]:
@@ -129,18 +129,36 @@ def _glance(experiment: Experiment) -> list[str]:
         sentences.append(f"on {machine}: " + _machine_gpu_sentence(experiment, group))
     fastest = _headline_fastest(experiment)
     for _, row in fastest.iterrows():
-        size = _size_phrase(experiment, row["size_label"])
-        noise = ("too few samples to judge the noise" if not row["judged"] else
-                 "beyond the noise" if row["significant"] else "within the noise")
-        gap = (f", {format_ratio(row['ratio'])} ahead of {row['runner_up']} ({noise})"
-               if row["runner_up"] else "")
-        variant = (f", variant {row['variant']}" if experiment.stats["variant"].nunique() > 1
-                   else "")
-        sentences.append(f"fastest on {row['machine']}{size}{variant}: {row['best']} "
-                         f"({format_seconds(row['best_median_s'])} per {experiment.unit}){gap}")
+        sentences.append(_fastest_sentence(experiment, row))
     if not sentences:
         sentences.append("no valid measurement")
     return sentences
+
+
+def _fastest_sentence(experiment: Experiment, row: pd.Series) -> str:
+    """The fastest cell at a size, never by the absence of a cell that failed there."""
+    size = _size_phrase(experiment, row["size_label"])
+    noise = ("too few samples to judge the noise" if not row["judged"] else
+             "beyond the noise" if row["significant"] else "within the noise")
+    gap = (f", {format_ratio(row['ratio'])} ahead of {row['runner_up']} ({noise})"
+           if row["runner_up"] else "")
+    variant = (f", variant {row['variant']}" if experiment.stats["variant"].nunique() > 1
+               else "")
+    excluded = list(row.get("excluded") or [])
+    if excluded and not row.get("device_verdict", True):
+        sentence = (f"no verdict on {row['machine']}{size}{variant}: "
+                    f"{'; '.join(excluded)}; fastest of the cells that passed: {row['best']} "
+                    f"({format_seconds(row['best_median_s'])} per {experiment.unit}), which "
+                    "says nothing about the device whose cells failed")
+    else:
+        sentence = (f"fastest on {row['machine']}{size}{variant}: {row['best']} "
+                    f"({format_seconds(row['best_median_s'])} per {experiment.unit}){gap}")
+        if excluded:
+            sentence += f" (not compared: {'; '.join(excluded)})"
+    suspect = list(row.get("suspect") or [])
+    if suspect:
+        sentence += f"; SUSPECT timing: {'; '.join(suspect)}"
+    return sentence
 
 
 def _machine_gpu_sentence(experiment: Experiment, group: pd.DataFrame) -> str:
@@ -158,8 +176,17 @@ def _machine_gpu_sentence(experiment: Experiment, group: pd.DataFrame) -> str:
                      if row["largest_size"] else "")
             text += f" (GPU/CPU speedup {format_ratio(row['speedup_at_largest'])}{where})"
         label = f"variant {row['variant']}: " if group["variant"].nunique() > 1 else ""
-        parts.append(label + text)
+        if row["cpu_is_other_variant"]:
+            text += " vs the best CPU cell of any variant"
+        parts.append(label + text + _excluded_phrase(row))
     return "; ".join(parts) or "no size measured on both CPU and GPU"
+
+
+def _excluded_phrase(row: pd.Series) -> str:
+    excluded = list(row.get("excluded") or [])
+    if not excluded:
+        return ""
+    return f" (no verdict where a cell failed: {'; '.join(excluded)})"
 
 
 def _headline_fastest(experiment: Experiment) -> pd.DataFrame:
@@ -253,7 +280,7 @@ def _gpu_section(experiment: Experiment) -> list[str]:
                 row["speedup_at_largest"]) else "-"
             if speedup != "-" and row["largest_size"]:
                 speedup += f" at {format_size(row['largest_size'], sweep)}"
-            rows.append([machine, variant, who, text, speedup])
+            rows.append([machine, variant, who, text + _excluded_phrase(row), speedup])
     lines = ["### GPU vs CPU", ""]
     if rows:
         lines += markdown_table(["machine", "variant", "compared", "verdict",
@@ -314,8 +341,12 @@ def _fastest_section(experiment: Experiment) -> list[str]:
             cells = [format_size(row["size_label"], sweep) if row["size_label"] else "-",
                      row["best"], (f"{format_seconds(row['best_median_s'])} "
                                    f"({format_seconds(row['best_iqr_s'])})"),
-                     row["runner_up"], format_seconds(row["runner_up_median_s"]),
-                     format_ratio(row["ratio"]), _noise_verdict(row)]
+                     row["runner_up"] or "-", format_seconds(row["runner_up_median_s"])
+                     if row["runner_up"] else "-",
+                     format_ratio(row["ratio"]) if row["runner_up"] else "-",
+                     _noise_verdict(row) if row["runner_up"] else "-"]
+            if row.get("excluded"):
+                cells[1] += " (not compared: " + "; ".join(row["excluded"]) + ")"
             rows.append(([row["machine"]] if several_machines else []) + cells)
         lines += [f"### Fastest framework x device, variant {variant}{machine}", ""]
         lines += markdown_table(headers, rows)
@@ -413,6 +444,11 @@ def _failure_lines(experiment: Experiment) -> list[str]:
 
 def _noisy_lines(experiment: Experiment) -> list[str]:
     lines = []
+    stats = experiment.stats
+    for _, row in stats[stats["valid"] & (stats["suspect"] != "")].iterrows():
+        lines.append(f"- SUSPECT timing: {row['machine']}, {row['framework']} {row['device']} "
+                     f"{row['variant']}{_size_at(row)}: {row['suspect']}; its time may not be "
+                     "what a loop of this call costs on an idle machine.")
     for _, row in experiment.noisy.iterrows():
         sizes = ", ".join(format_size(s, row["sweep"]) for s in row["sizes"] if s) or "-"
         lines.append(f"- noisy (IQR/median > 10%): {row['machine']}, {row['framework']} "
@@ -423,21 +459,33 @@ def _noisy_lines(experiment: Experiment) -> list[str]:
 
 
 def _peak_lines(experiment: Experiment) -> list[str]:
+    """IMPLAUSIBLE above the physical bound; a note where the run beat the probe (probe low)."""
     peaks = experiment.peaks
     if peaks.empty:
         return []
     lines = []
-    for _, row in peaks[peaks["fraction"] > PLAUSIBLE_MARGIN].iterrows():
-        size = (f" at {row['sweep']}={format_size(row['size_label'], row['sweep'])}"
-                if row["size_label"] else "")
+    for _, row in peaks[peaks["kind"] == "implausible"].iterrows():
         why = ("the data stayed in cache (small sizes), a compiler fused or folded the loop so "
                "the counted bytes never moved, or the timing is wrong; not a memory speed"
                if row["metric"] == "GB/s" else "the timing or the FLOP count is wrong")
         lines.append(f"- IMPLAUSIBLE: {row['machine']}, {row['framework']} {row['device']} "
-                     f"{row['variant']}{size} reaches {row['rate']:,.0f} {row['metric']}, "
-                     f"{row['fraction']:.0%} of the machine's measured ceiling "
-                     f"({row['peak']:,.0f}): {why}.")
+                     f"{row['variant']}{_size_at(row)} reaches {row['rate']:,.0f} "
+                     f"{row['metric']}, above the machine's physical bound "
+                     f"({row['bound']:,.0f}; measured probe {row['probe']:,.0f}): {why}.")
+    low = peaks[peaks["kind"] == "probe-low"]
+    for (machine, device, metric), group in low.groupby(["machine", "device", "metric"],
+                                                         sort=False):
+        top = group.sort_values("rate").iloc[-1]
+        lines.append(f"- The ceiling probe was low on {machine} {device}: it measured "
+                     f"{top['probe']:,.0f} {metric}, but {top['framework']} {top['variant']}"
+                     f"{_size_at(top)} reached {top['rate']:,.0f} (below the physical bound "
+                     f"{top['bound']:,.0f}), so that result is used as the ceiling.")
     return lines
+
+
+def _size_at(row: pd.Series) -> str:
+    return (f" at {row['sweep']}={format_size(row['size_label'], row['sweep'])}"
+            if row["size_label"] else "")
 
 
 def _ceiling_section(experiment: Experiment) -> list[str]:
@@ -448,9 +496,9 @@ def _ceiling_section(experiment: Experiment) -> list[str]:
     best = peaks.sort_values("fraction").groupby([*t.CELL_KEYS, "metric"], sort=False).tail(1)
     rows = [[row["machine"], f"{row['framework']} {row['device']} {row['variant']}",
              format_size(row["size_label"], row["sweep"]) if row["size_label"] else "-",
-             f"{row['rate']:,.1f} {row['metric']}", f"{row['peak']:,.1f}",
-             f"{row['fraction']:.0%}"
-             + (" IMPLAUSIBLE" if row["fraction"] > PLAUSIBLE_MARGIN else "")]
+             f"{row['rate']:,.1f} {row['metric']}", f"{row['peak']:,.1f}"
+             + (" (probe low: the run's best)" if row["peak"] > row["probe"] else ""),
+             f"{row['fraction']:.0%}" + (" IMPLAUSIBLE" if row["kind"] == "implausible" else "")]
             for _, row in t.sort_cells(best).iterrows()]
     return ["### Throughput vs the machine's measured ceilings", ""] + markdown_table(
         ["machine", "cell", experiment.sweep or "size", "best rate", "ceiling", "% of ceiling"],

@@ -16,6 +16,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.plausibility import (
+    bandwidth_limits,
+    device_entry,
+    flop_limits,
+    judge_case,
+    precision_of,
+)
 from harness.spec import STATUS_SEVERITY, Status
 from harness.timing import NOISY_IQR_FRACTION
 
@@ -27,8 +34,6 @@ OVERHEAD_PAIRS = [
     ("matmul-copy", "matmul-resident", "host<->device copies"),
     ("as-written", "preloaded", "input pipeline"),
 ]
-# Reduced-precision variants are not held to a float32 peak (bf16 on tensor cores beats it).
-REDUCED_PRECISION_MARKERS = ("tf32", "bf16", "fp16", "half", "int8", "fp8")
 # "Flat" per-call time: the work grows by at least this factor while time less than doubles.
 FLAT_WORK_GROWTH = 8.0
 FLAT_TIME_GROWTH = 2.0
@@ -152,6 +157,9 @@ def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
     Quartiles use linear interpolation, the same 'inclusive' method as harness.timing.iqr.
     """
     cases = prepared[~prepared["cell_level"]]
+    if "suspect" not in cases:  # frames from before the timing guard existed
+        cases = cases.assign(suspect="")
+    cases = cases.assign(suspect=cases["suspect"].fillna("").astype(str))
     keys = [*CASE_KEYS, "workload", "device_kind", "stem"]
     info = cases.groupby(keys, sort=False).agg(
         status=("status", worst), reason=("reason", _first_text),
@@ -160,7 +168,7 @@ def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
         size=("size", "first"), flops=("flops", "max"), bytes=("bytes", "max"),
         steps_per_call=("steps_per_call", "max"), check_passed=("check_passed", "first"),
         check_metric=("check_metric", _first_text), check_value=("check_value", "max"),
-        run_id=("run_id", "first"),
+        run_id=("run_id", "first"), suspect=("suspect", _first_text),
     )
     warm = cases[cases["phase"] == "warm"].groupby(keys, sort=False)
     timing = pd.DataFrame({
@@ -302,18 +310,23 @@ def _curve(stats: pd.DataFrame) -> pd.Series:
     return valid.groupby(valid["size_value"].where(~fixed, 0.0))["median_s"].min()
 
 
-def crossovers(stats: pd.DataFrame) -> pd.DataFrame:
+def crossovers(stats: pd.DataFrame, hints: dict[str, Any] | None = None) -> pd.DataFrame:
     """GPU vs CPU verdicts per experiment, machine and variant.
 
     Pairs: the best GPU cell vs the best CPU cell at each size ('best'), and each framework's
     GPU cell vs its own CPU cell. A device-only variant (tf32, pinned copies) has no CPU cell of
-    its own, so it is compared with the CPU cells of every variant on that machine.
+    its own, and a variant the workload names in `cpu_baseline_any_variant` asks "GPU this way
+    vs the best CPU way" (seed 4: copies on the GPU vs numpy): both are compared with the CPU
+    cells of every variant on that machine. Sizes where a cell failed are not compared; the
+    pair lists them in `excluded` so the summary can say why there is no verdict there.
     """
+    any_variant = set((hints or {}).get("cpu_baseline_any_variant") or [])
     rows = []
     for (experiment, machine, variant), group in stats.groupby(
             ["experiment", "machine", "variant"], sort=False):
         machine_rows = stats[(stats["experiment"] == experiment) & (stats["machine"] == machine)]
-        cpu_pool = group if (group["device_kind"] == "cpu").any() else machine_rows
+        own_cpu = (group["device_kind"] == "cpu").any() and variant not in any_variant
+        cpu_pool = group if own_cpu else machine_rows
         gpu = group[group["device_kind"] == "gpu"]
         cpu = cpu_pool[cpu_pool["device_kind"] == "cpu"]
         sweep = _first_text(group["sweep"])
@@ -333,11 +346,20 @@ def _pair(cpu: pd.Series, gpu: pd.Series, cpu_rows: pd.DataFrame,
     verdict = find_crossover(curves)
     both = curves.dropna()
     largest = both.iloc[-1] if not both.empty else None
-    return {"kind": verdict.kind, "size": verdict.size, "sizes_compared": verdict.sizes_compared,
+    return {"excluded": excluded_cases(pd.concat([cpu_rows, gpu_rows])), "kind": verdict.kind, "size": verdict.size, "sizes_compared": verdict.sizes_compared,
             "verdict": verdict, "has_cpu": cpu_rows["valid"].any(),
             "has_gpu": gpu_rows["valid"].any(),
             "largest_size": None if largest is None else largest["size"],
             "speedup_at_largest": None if largest is None else largest["cpu_s"] / largest["gpu_s"]}
+
+
+def excluded_cases(rows: pd.DataFrame) -> list[str]:
+    """'torch cuda:0 invalid at 8192: reason' for every case that could not be compared."""
+    failed = rows[~rows["valid"]]
+    return [f"{row['framework']} {row['device']} {row['status']}"
+            + (f" at {row['size_label']}" if row["size_label"] else "")
+            + (f": {' '.join(str(row['reason']).split())[:160]}" if row["reason"] else "")
+            for _, row in failed.iterrows()]
 
 
 def headline_sizes(stats: pd.DataFrame) -> pd.DataFrame:
@@ -434,24 +456,35 @@ def fastest_by_size(stats: pd.DataFrame) -> pd.DataFrame:
     the two IQRs are apart.
     """
     rows = []
-    valid = stats[stats["valid"]]
-    for (experiment, machine, variant, size), group in valid.groupby(
+    for (experiment, machine, variant, size), everyone in stats.groupby(
             ["experiment", "machine", "variant", "size_label"], sort=False):
-        if len(group) < 2:
+        group = everyone[everyone["valid"]]
+        excluded = excluded_cases(everyone)
+        if group.empty or (len(group) < 2 and not excluded):
             continue
         ranked = group.sort_values("median_s")
-        best, second = ranked.iloc[0], ranked.iloc[1]
+        best = ranked.iloc[0]
+        second = ranked.iloc[1] if len(ranked) > 1 else None
+        failed_kinds = set(everyone.loc[~everyone["valid"], "device_kind"])
         rows.append({"experiment": experiment, "machine": machine, "variant": variant,
                      "size_label": size, "size_value": best["size_value"],
                      "best": _cell_name(best), "best_median_s": best["median_s"],
                      "best_iqr_s": best["iqr_s"], "cells": len(ranked),
-                     "runner_up": _cell_name(second), "runner_up_median_s": second["median_s"],
-                     "ratio": second["median_s"] / best["median_s"],
-                     **gap_significance(best, second)})
+                     "runner_up": _cell_name(second) if second is not None else "",
+                     "runner_up_median_s": second["median_s"] if second is not None else math.nan,
+                     "ratio": second["median_s"] / best["median_s"] if second is not None
+                     else math.nan,
+                     **(gap_significance(best, second) if second is not None
+                        else {"judged": False, "significant": False}),
+                     "excluded": excluded,
+                     # A device whose every cell failed here cannot lose a race it did not run.
+                     "device_verdict": not (failed_kinds - set(group["device_kind"])),
+                     "suspect": [_cell_name(row) + f": {row['suspect']}"
+                                 for _, row in group.iterrows() if row["suspect"]]})
     frame = pd.DataFrame(rows, columns=[
         "experiment", "machine", "variant", "size_label", "size_value", "best", "best_median_s",
         "best_iqr_s", "cells", "runner_up", "runner_up_median_s", "ratio", "judged",
-        "significant"])
+        "significant", "excluded", "device_verdict", "suspect"])
     return frame.sort_values(["experiment", "machine", "variant", "size_value", "size_label"],
                              key=lambda column: column.map(_variant_rank(stats))
                              if column.name == "variant" else column)
@@ -599,70 +632,50 @@ def failures(stats: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     return sort_cells(frame) if not frame.empty else frame
 
 
-def bandwidth_ceiling_key(workload: str) -> str:
-    """Which measured bandwidth bounds a workload's bytes: host<->device or device memory."""
-    return "h2d_pinned_gbps" if workload == "transfer" else "bandwidth_gbps"
-
-
 def ceiling_for(ceilings: dict[str, Any], device: str, key: str) -> float | None:
-    """A measured ceiling for a device ('cuda:0' falls back to 'cuda', then 'gpu')."""
-    for name in (device, device.split(":")[0], device_kind(device)):
-        value = (ceilings.get(name) or {}).get(key)
-        if isinstance(value, (int, float)) and value > 0:
-            return float(value)
-    return None
+    """A device's measured byte-rate probe (bandwidth_gbps or h2d_pinned_gbps), or None."""
+    return bandwidth_limits(device_entry(ceilings, device), key)[0]
 
 
-def peak_fractions(stats: pd.DataFrame, ceilings_by_machine: dict[str, dict[str, Any]]
-                   ) -> pd.DataFrame:
-    """Throughput of each valid case as a fraction of its machine's measured ceiling.
+def flop_ceiling(ceilings: dict[str, Any], device: str, variant: str) -> float | None:
+    """The measured FLOP/s probe for a variant's precision (a bf16 matmul is never held to the
+    float32 peak), or None."""
+    return flop_limits(device_entry(ceilings, device), precision_of(variant))[0]
 
-    FLOP rates are held to the peak of the variant's precision (flop_ceiling); byte rates to
-    h2d_pinned_gbps for the host<->device transfer workload and to bandwidth_gbps otherwise.
-    Above 1.0 is implausible (or, for bytes on small sizes, served from cache).
+
+PEAK_COLUMNS = [*CASE_KEYS, "sweep", "metric", "rate", "probe", "bound", "kind", "peak",
+                "fraction"]
+
+
+def peak_fractions(stats: pd.DataFrame, ceilings_by_machine: dict[str, dict[str, Any]],
+                   bandwidth_key: str = "bandwidth_gbps") -> pd.DataFrame:
+    """Each valid case's rate, judged (harness.plausibility) and as a share of the ceiling.
+
+    The ceiling is the probe, or the best plausible rate the run itself reached when that beat
+    the probe (the probe was low, and the summary says so); `kind` is ok / probe-low /
+    implausible, decided against the physical bound.
     """
     rows = []
     for _, row in stats[stats["valid"]].iterrows():
         ceilings = ceilings_by_machine.get(row["machine"]) or {}
-        if not ceilings:
-            continue
-        for rate, peak, key in _rate_and_peak(row, ceilings):
-            if peak:
+        gflops = row["gflops"] if pd.notna(row["gflops"]) else None
+        gbps = row["gbps"] if pd.notna(row["gbps"]) else None
+        for verdict in judge_case(gflops, gbps, row["variant"], row["device"], ceilings,
+                                  bandwidth_key):
+            if verdict.kind != "unknown":
                 rows.append({**{k: row[k] for k in CASE_KEYS}, "sweep": row["sweep"],
-                             "metric": key, "rate": rate, "peak": peak, "fraction": rate / peak})
-    return pd.DataFrame(rows, columns=[*CASE_KEYS, "sweep", "metric", "rate", "peak",
-                                       "fraction"])
-
-
-def flop_ceiling(ceilings: dict[str, Any], device: str, variant: str) -> float | None:
-    """The measured FLOP/s peak that applies to a variant's precision, or None.
-
-    A reduced-precision variant (tf32, bf16) is held only to a peak measured in that precision
-    (peak_gflops_by_precision or peak_gflops_<precision>): held to the float32 peak, a correct
-    bf16 matmul would look impossible.
-    """
-    name = str(variant).lower()
-    precision = next((marker for marker in REDUCED_PRECISION_MARKERS if marker in name), "fp32")
-    for key in (device, device.split(":")[0], device_kind(device)):
-        entry = ceilings.get(key) or {}
-        by_precision = entry.get("peak_gflops_by_precision") or {}
-        for value in (by_precision.get(precision), entry.get(f"peak_gflops_{precision}"),
-                      entry.get("peak_gflops") if precision == "fp32" else None):
-            if isinstance(value, (int, float)) and value > 0:
-                return float(value)
-    return None
-
-
-def _rate_and_peak(row: pd.Series, ceilings: dict[str, Any]) -> list[tuple[float, float | None,
-                                                                          str]]:
-    found = []
-    if pd.notna(row["gflops"]):
-        found.append((row["gflops"], flop_ceiling(ceilings, row["device"], row["variant"]),
-                      "GFLOP/s"))
-    if pd.notna(row["gbps"]):
-        key = bandwidth_ceiling_key(row["workload"])
-        found.append((row["gbps"], ceiling_for(ceilings, row["device"], key), "GB/s"))
-    return found
+                             "metric": verdict.metric, "rate": verdict.rate,
+                             "probe": verdict.probe, "bound": verdict.bound,
+                             "kind": verdict.kind, "precision": precision_of(row["variant"])})
+    frame = pd.DataFrame(rows, columns=[*PEAK_COLUMNS[:-2], "precision"])
+    if frame.empty:
+        return frame.reindex(columns=PEAK_COLUMNS)
+    plausible = frame["rate"].where(frame["kind"] != "implausible")
+    best_plausible = plausible.groupby([frame["machine"], frame["device"], frame["metric"],
+                                        frame["precision"]]).transform("max")
+    frame["peak"] = np.fmax(frame["probe"].astype(float), best_plausible.astype(float))
+    frame["fraction"] = frame["rate"] / frame["peak"]
+    return frame.drop(columns=["precision"])
 
 
 # --- explanations -----------------------------------------------------------------------------

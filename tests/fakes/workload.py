@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from harness.spec import Check, Param, WorkloadSpec
 
-FAULTS = ("ok", "error", "segfault", "sigkill", "hang", "child-hang", "oom", "invalid", "slow")
+FAULTS = ("ok", "error", "segfault", "sigkill", "hang", "child-hang", "oom", "invalid", "slow",
+          "bimodal")
 
 
 def make_inputs(case: dict, variant: str) -> dict:

@@ -8,6 +8,26 @@ import subprocess
 import time
 
 
+class AlternatingTask:
+    """Calls alternate 1 ms and 8 ms: two behaviours that a median alone would hide."""
+
+    def __init__(self, values: list[int], device) -> None:
+        self.values, self.device, self.calls, self.total = values, device, 0, None
+
+    def step(self) -> None:
+        self.calls += 1
+        delay_s = 0.001 if self.calls % 2 else 0.008
+
+        def work() -> None:
+            time.sleep(delay_s)
+            self.total = sum(self.values)
+
+        self.device.launch(work)
+
+    def output(self) -> dict:
+        return {"total": self.total}
+
+
 class SumTask:
     def __init__(self, values: list[int], device, offset: int = 0, delay_s: float = 0.0) -> None:
         self.values, self.device, self.offset, self.delay_s = values, device, offset, delay_s
@@ -44,6 +64,8 @@ def make_task(case: dict, variant: str, device, inputs: dict) -> SumTask:
         raise MemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
     if variant == "invalid":
         return SumTask(inputs["values"], device, offset=1)
+    if variant == "bimodal":
+        return AlternatingTask(inputs["values"], device)
     if variant == "slow":
         return SumTask(inputs["values"], device, delay_s=0.5)
     raise AssertionError(variant)

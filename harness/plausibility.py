@@ -1,0 +1,109 @@
+"""One place that decides whether a rate is plausible, for the CLI table and the report alike.
+
+Two limits per rate (see harness/ceilings.py for how each is measured):
+- the probe: the best this machine's own matmul/copy reached. A result above it by more than
+  PROBE_MARGIN means the probe was low (a probe is a sample, not a law): the result becomes the
+  ceiling and the report says so;
+- the physical bound: cores x SIMD x clock on a CPU, the best probe with a margin on a GPU.
+  Above it a result is IMPLAUSIBLE: the data stayed in cache, a compiler folded the work so the
+  counted FLOPs or bytes never happened, or the clock missed the work.
+Older run folders have probes only; then the probe with PROBE_MARGIN is the bound, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# A simple kernel's best case (one large matmul, a 1:1 copy) can be edged past by a few percent
+# by other kernels (3 reads per write beat a copy).
+PROBE_MARGIN = 1.10
+REDUCED_PRECISION_MARKERS = ("tf32", "bf16", "fp16", "half", "int8", "fp8")
+
+
+@dataclass(frozen=True)
+class RateVerdict:
+    """A rate judged against its device's probe and physical bound."""
+
+    metric: str  # "GFLOP/s" or "GB/s"
+    rate: float
+    probe: float | None
+    bound: float | None
+    kind: str  # "ok", "probe-low", "implausible" or "unknown" (no ceilings)
+
+    @property
+    def implausible(self) -> bool:
+        return self.kind == "implausible"
+
+    def text(self) -> str:
+        if self.kind == "implausible":
+            return (f"IMPLAUSIBLE: {self.rate:,.3g} {self.metric} > physical bound "
+                    f"{self.bound:,.3g} (measured probe {self.probe:,.3g})")
+        if self.kind == "probe-low":
+            return (f"above the probe ({self.probe:,.3g} {self.metric}): the probe was low, "
+                    "this result is the ceiling")
+        return ""
+
+
+def precision_of(variant: str) -> str:
+    """The arithmetic precision a variant name implies (fp32 unless it names another)."""
+    name = str(variant).lower()
+    return next((marker for marker in REDUCED_PRECISION_MARKERS if marker in name), "fp32")
+
+
+def device_entry(ceilings: dict[str, Any] | None, device: str) -> dict[str, Any]:
+    """A device's ceilings ('cuda:0' falls back to 'cuda', then 'gpu'); {} when none."""
+    if not ceilings:
+        return {}
+    kind = "cpu" if device == "cpu" else "gpu"
+    for name in (device, device.split(":")[0], kind):
+        entry = ceilings.get(name)
+        if isinstance(entry, dict) and "error" not in entry:
+            return entry
+    return {}
+
+
+def _positive(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def flop_limits(entry: dict[str, Any], precision: str) -> tuple[float | None, float | None]:
+    """(probe, bound) for a FLOP rate at a precision; a precision without a probe has none."""
+    by_precision = entry.get("peak_gflops_by_precision") or {}
+    probe = _positive(by_precision.get(precision)) or _positive(
+        entry.get(f"peak_gflops_{precision}"))
+    if probe is None and precision == "fp32":
+        probe = _positive(entry.get("peak_gflops"))
+    physical = (entry.get("physical") or {}).get("gflops_by_precision") or {}
+    bound = _positive(physical.get(precision))
+    return probe, bound or (probe * PROBE_MARGIN if probe else None)
+
+
+def bandwidth_limits(entry: dict[str, Any], key: str) -> tuple[float | None, float | None]:
+    """(probe, bound) for a byte rate held to ceiling `key` (bandwidth_gbps, h2d_pinned_gbps)."""
+    probe = _positive(entry.get(key))
+    bound = _positive((entry.get("physical") or {}).get(key))
+    return probe, bound or (probe * PROBE_MARGIN if probe else None)
+
+
+def judge(rate: float, metric: str, probe: float | None, bound: float | None) -> RateVerdict:
+    if probe is None and bound is None:
+        return RateVerdict(metric, rate, probe, bound, "unknown")
+    if bound is not None and rate > bound:
+        return RateVerdict(metric, rate, probe, bound, "implausible")
+    if probe is not None and rate > probe * PROBE_MARGIN:
+        return RateVerdict(metric, rate, probe, bound, "probe-low")
+    return RateVerdict(metric, rate, probe, bound, "ok")
+
+
+def judge_case(gflops: float | None, gbps: float | None, variant: str, device: str,
+               ceilings: dict[str, Any] | None,
+               bandwidth_key: str = "bandwidth_gbps") -> list[RateVerdict]:
+    """Every rate a case has, judged; the report and the CLI both call this."""
+    entry = device_entry(ceilings, device)
+    verdicts = []
+    if gflops is not None and gflops == gflops:  # NaN is no rate
+        verdicts.append(judge(gflops, "GFLOP/s", *flop_limits(entry, precision_of(variant))))
+    if gbps is not None and gbps == gbps:
+        verdicts.append(judge(gbps, "GB/s", *bandwidth_limits(entry, bandwidth_key)))
+    return verdicts
