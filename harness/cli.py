@@ -170,13 +170,13 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
         spread = _fmt_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
         note = row.check if row.status == "ok" else (row.check + " " + row.reason).strip()
         flag = implausibility(row, (ceilings or {}).get(row.device), spec.bandwidth_ceiling)
-        if row.suspect:
-            flag = "; ".join(filter(None, [flag, f"SUSPECT: {row.suspect}"]))
-        note = f"{flag}; {note}" if flag else note
+        # The failure reason or check first, the suspicion last: both must stay readable.
+        note = "; ".join(filter(None, [flag, note,
+                                       f"SUSPECT: {row.suspect}" if row.suspect else ""]))
         table.add_row(row.variant, row.framework, row.device,
                       "" if row.size is None else str(row.size), row.status,
                       _fmt_seconds(row.median_s), spread, _fmt_seconds(row.cold_s), rate,
-                      escape(note[:160]))  # reasons hold brackets: 'harness[torch]'
+                      escape(note[:320]))  # reasons hold brackets: 'harness[torch]'
     return table
 
 
