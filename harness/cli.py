@@ -371,6 +371,26 @@ def report(
         console.print(str(path))
 
 
+@app.command()
+def export(
+    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run folders to merge.")],
+    fmt: Annotated[str, typer.Option("--format", help="parquet, csv or json.")] = "csv",
+    out: Annotated[Optional[Path], typer.Option(
+        help="File to write (atomically); csv and json go to stdout without it.")] = None,
+) -> None:
+    """Merge the measurements of several runs into one typed table (one row per sample)."""
+    from harness.export import ExportError, export_runs
+
+    try:
+        data, rows = export_runs(run_dirs, fmt, out)
+    except (ExportError, store.StoreError) as exc:
+        fail_input(str(exc))
+    if data is not None:  # text formats only: Parquet always goes to --out
+        typer.echo(data.decode(), nl=False)
+    else:
+        errors.print(f"{rows} rows from {len(run_dirs)} run(s) -> {out}")
+
+
 def main() -> None:
     app()
 
