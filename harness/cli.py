@@ -22,6 +22,7 @@ from rich.table import Table
 
 from harness import envinfo, registry, store
 from harness.backend import canonical_device, parse_cuda_index
+from harness.memory import memory_text
 from harness.runner import RunOptions, run_json_child, run_matrix
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
 from harness.stats import CaseSummary, implausibility, summarize_result, work_of
@@ -161,7 +162,7 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                   ceilings: dict[str, Any] | None = None) -> Table:
     table = Table(title=f"{spec.name}: median per call (IQR), cold first call apart")
     for column in ("variant", "framework", "device", spec.sweep, "status", "median", "IQR",
-                   "cold", "rate", "check / reason"):
+                   "cold", "rate", "peak mem", "check / reason"):
         table.add_column(column, overflow="fold")
     for row in summaries:
         rates = [f"{row.gflops:.3g} GFLOP/s" if row.gflops is not None else "",
@@ -174,6 +175,7 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
         table.add_row(row.variant, row.framework, row.device,
                       "" if row.size is None else str(row.size), row.status,
                       _fmt_seconds(row.median_s), spread, _fmt_seconds(row.cold_s), rate,
+                      memory_text(row.peak_host_bytes, row.peak_device_bytes),
                       escape(note[:160]))  # reasons hold brackets: 'harness[torch]'
     return table
 
