@@ -393,6 +393,33 @@ def export(
         errors.print(f"{rows} rows from {len(run_dirs)} run(s) -> {out}")
 
 
+@app.command()
+def diff(
+    run_a: Annotated[Path, typer.Argument(help="The baseline run folder (A).")],
+    run_b: Annotated[Path, typer.Argument(help="The run compared against it (B).")],
+    threshold: Annotated[float, typer.Option(
+        help="PCT: a significant change smaller than this is 'same'.")] = 5.0,
+    fail_on_regression: Annotated[Optional[float], typer.Option(
+        help="PCT: exit 1 when a case got significantly slower by more than this, or failed.",
+    )] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Per case: ratio of medians B/A, Mann-Whitney U significance, faster/slower/same."""
+    from harness.diff import diff_runs, print_diff
+
+    if not threshold >= 0 or (fail_on_regression is not None and not fail_on_regression >= 0):
+        fail_input("--threshold and --fail-on-regression take a percentage >= 0")
+    try:
+        result = diff_runs(run_a, run_b, threshold, fail_on_regression)
+    except store.StoreError as exc:
+        fail_input(str(exc))
+    if as_json:
+        typer.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        print_diff(console, result)
+    raise typer.Exit(EXIT_FAILED_CELL if result.regressions else 0)
+
+
 def main() -> None:
     app()
 
