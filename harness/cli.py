@@ -195,7 +195,7 @@ def render_report_safely(run_dir: Path) -> None:
         errors.print(f"report skipped: {exc}")
         return
     try:
-        written = render_report([run_dir], run_dir)
+        written = render_report([run_dir], run_dir, html=True)
         console.print(f"report: {len(written)} files in {run_dir}")
     except Exception as exc:  # noqa: BLE001 - the results are already safe on disk
         errors.print(f"report failed ({type(exc).__name__}: {exc}); results are in {run_dir}")
@@ -354,6 +354,8 @@ def report(
         help="Output folder (default: the first run's).")] = None,
     tensorboard: Annotated[Optional[Path], typer.Option(
         help="Also write TensorBoard scalars to this folder.")] = None,
+    html: Annotated[bool, typer.Option(
+        "--html", help="Also write report.html: one self-contained page.")] = False,
 ) -> None:
     """Re-draw the report (PNGs and summary.md) from stored runs alone."""
     from harness.report import render_report
@@ -366,7 +368,7 @@ def report(
     except (store.StoreError, BadInput) as exc:
         fail_input(str(exc))
     try:
-        written = render_report(run_dirs, target, tensorboard_dir=tensorboard)
+        written = render_report(run_dirs, target, tensorboard_dir=tensorboard, html=html)
     except store.StoreError as exc:
         fail_input(str(exc))
     for path in written:
