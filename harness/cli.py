@@ -23,6 +23,7 @@ from rich.table import Table
 from harness import envinfo, registry, store
 from harness.backend import canonical_device, parse_cuda_index
 from harness.memory import memory_text
+from harness.progress import CellEtaColumn
 from harness.runner import RunOptions, run_json_child, run_matrix
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
 from harness.stats import CaseSummary, implausibility, summarize_result, work_of
@@ -278,7 +279,8 @@ def measure_ceilings(devices: list[str]) -> dict[str, Any]:
 
 def _run_with_progress(cells: list[Cell], options: RunOptions, recorder: RunRecorder) -> bool:
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
-                  "{task.total}"), TimeElapsedColumn(), console=errors, transient=True) as bar:
+                  "{task.total}"), TimeElapsedColumn(), CellEtaColumn(), console=errors,
+                  transient=True) as bar:
         task = bar.add_task("cells", total=len(cells))
 
         def on_result(cell: Cell, result: dict[str, Any]) -> None:
@@ -420,6 +422,30 @@ def diff(
     else:
         print_diff(console, result)
     raise typer.Exit(EXIT_FAILED_CELL if result.regressions else 0)
+
+
+def harness_version() -> str:
+    """The installed package's version (pyproject.toml), or why there is none."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("harness")
+    except PackageNotFoundError:
+        return "unknown (not installed; run `pip install -e .`)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"harness {harness_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the version and exit.")] = False) -> None:
+    """Options that apply before any command."""
+
 
 
 def main() -> None:
