@@ -9,7 +9,7 @@ CONSTRAINTS ?= requirements/constraints.txt
 EXTRAS ?= all,test
 DEMO_ARGS ?= --workload mnist-wide --param epochs=3
 
-.PHONY: demo test venv clean-venv
+.PHONY: demo test venv clean-venv browser
 
 venv: $(STAMP)
 
@@ -21,8 +21,24 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 demo: $(STAMP)
 	$(BIN)/harness compare $(DEMO_ARGS)
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# The report.html test opens the page in headless Chromium. Install Debian's chromium when it
+# is missing and apt is usable (root); otherwise say so and go on: that one test then skips.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium with apt-get (for the report.html browser test)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 \
+		|| { apt-get update -q >/dev/null 2>&1 \
+		     && apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1; } \
+		|| echo "chromium could not be installed: the browser test will skip"; \
+	else \
+		echo "no chromium and no root apt-get: the report.html browser test will skip"; \
+	fi
 
 clean-venv:
 	rm -rf $(VENV)

@@ -22,6 +22,8 @@ from rich.table import Table
 
 from harness import envinfo, registry, store
 from harness.backend import canonical_device, parse_cuda_index
+from harness.memory import memory_text
+from harness.progress import CellEtaColumn
 from harness.runner import RunOptions, run_json_child, run_matrix
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
 from harness.stats import CaseSummary, implausibility, summarize_result, work_of
@@ -161,7 +163,7 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                   ceilings: dict[str, Any] | None = None) -> Table:
     table = Table(title=f"{spec.name}: median per call (IQR), cold first call apart")
     for column in ("variant", "framework", "device", spec.sweep, "status", "median", "IQR",
-                   "cold", "rate", "check / reason"):
+                   "cold", "rate", "peak mem", "check / reason"):
         table.add_column(column, overflow="fold")
     for row in summaries:
         rates = [f"{row.gflops:.3g} GFLOP/s" if row.gflops is not None else "",
@@ -176,6 +178,7 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
         table.add_row(row.variant, row.framework, row.device,
                       "" if row.size is None else str(row.size), row.status,
                       _fmt_seconds(row.median_s), spread, _fmt_seconds(row.cold_s), rate,
+                      memory_text(row.peak_host_bytes, row.peak_device_bytes),
                       escape(note[:320]))  # reasons hold brackets: 'harness[torch]'
     return table
 
@@ -195,7 +198,7 @@ def render_report_safely(run_dir: Path) -> None:
         errors.print(f"report skipped: {exc}")
         return
     try:
-        written = render_report([run_dir], run_dir)
+        written = render_report([run_dir], run_dir, html=True)
         console.print(f"report: {len(written)} files in {run_dir}")
     except Exception as exc:  # noqa: BLE001 - the results are already safe on disk
         errors.print(f"report failed ({type(exc).__name__}: {exc}); results are in {run_dir}")
@@ -289,7 +292,8 @@ def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any
 
 def _run_with_progress(cells: list[Cell], options: RunOptions, recorder: RunRecorder) -> bool:
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
-                  "{task.total}"), TimeElapsedColumn(), console=errors, transient=True) as bar:
+                  "{task.total}"), TimeElapsedColumn(), CellEtaColumn(), console=errors,
+                  transient=True) as bar:
         task = bar.add_task("cells", total=len(cells))
 
         def on_result(cell: Cell, result: dict[str, Any]) -> None:
@@ -365,6 +369,8 @@ def report(
         help="Output folder (default: the first run's).")] = None,
     tensorboard: Annotated[Optional[Path], typer.Option(
         help="Also write TensorBoard scalars to this folder.")] = None,
+    html: Annotated[bool, typer.Option(
+        "--html", help="Also write report.html: one self-contained page.")] = False,
 ) -> None:
     """Re-draw the report (PNGs and summary.md) from stored runs alone."""
     from harness.report import render_report
@@ -377,11 +383,82 @@ def report(
     except (store.StoreError, BadInput) as exc:
         fail_input(str(exc))
     try:
-        written = render_report(run_dirs, target, tensorboard_dir=tensorboard)
+        written = render_report(run_dirs, target, tensorboard_dir=tensorboard, html=html)
     except store.StoreError as exc:
         fail_input(str(exc))
     for path in written:
         console.print(str(path))
+
+
+@app.command()
+def export(
+    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run folders to merge.")],
+    fmt: Annotated[str, typer.Option("--format", help="parquet, csv or json.")] = "csv",
+    out: Annotated[Optional[Path], typer.Option(
+        help="File to write (atomically); csv and json go to stdout without it.")] = None,
+) -> None:
+    """Merge the measurements of several runs into one typed table (one row per sample)."""
+    from harness.export import ExportError, export_runs
+
+    try:
+        data, rows = export_runs(run_dirs, fmt, out)
+    except (ExportError, store.StoreError) as exc:
+        fail_input(str(exc))
+    if data is not None:  # text formats only: Parquet always goes to --out
+        typer.echo(data.decode(), nl=False)
+    else:
+        errors.print(f"{rows} rows from {len(run_dirs)} run(s) -> {out}")
+
+
+@app.command()
+def diff(
+    run_a: Annotated[Path, typer.Argument(help="The baseline run folder (A).")],
+    run_b: Annotated[Path, typer.Argument(help="The run compared against it (B).")],
+    threshold: Annotated[float, typer.Option(
+        help="PCT: a significant change smaller than this is 'same'.")] = 5.0,
+    fail_on_regression: Annotated[Optional[float], typer.Option(
+        help="PCT: exit 1 when a case got significantly slower by more than this, or failed.",
+    )] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Per case: ratio of medians B/A, Mann-Whitney U significance, faster/slower/same."""
+    from harness.diff import diff_runs, print_diff
+
+    if not threshold >= 0 or (fail_on_regression is not None and not fail_on_regression >= 0):
+        fail_input("--threshold and --fail-on-regression take a percentage >= 0")
+    try:
+        result = diff_runs(run_a, run_b, threshold, fail_on_regression)
+    except store.StoreError as exc:
+        fail_input(str(exc))
+    if as_json:
+        typer.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        print_diff(console, result)
+    raise typer.Exit(EXIT_FAILED_CELL if result.regressions else 0)
+
+
+def harness_version() -> str:
+    """The installed package's version (pyproject.toml), or why there is none."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("harness")
+    except PackageNotFoundError:
+        return "unknown (not installed; run `pip install -e .`)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"harness {harness_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the version and exit.")] = False) -> None:
+    """Options that apply before any command."""
+
 
 
 def main() -> None:

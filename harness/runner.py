@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.memory import wait_with_peak_rss, with_peak_host_memory
 from harness.spec import Cell, Status
 from harness.worker import looks_like_oom
 
@@ -117,7 +118,7 @@ def run_cell(cell: Cell, options: RunOptions) -> dict[str, Any]:
                 start_new_session=True,  # its own process group, so a kill reaches its children
             )
             try:
-                returncode = process.wait(timeout=options.timeout_s)
+                returncode, peak_rss = wait_with_peak_rss(process, options.timeout_s)
             except subprocess.TimeoutExpired:
                 _kill_group(process)
                 return _partial(cell, result_path, Status.TIMEOUT,
@@ -130,8 +131,9 @@ def run_cell(cell: Cell, options: RunOptions) -> dict[str, Any]:
         result = _read_result(result_path)
         if returncode != 0 or result is None or result.get("finished") is None:
             reason = _crash_reason(returncode, _stderr_tail(stderr_path))
-            return _partial(cell, result_path, Status.ERROR, reason)
-        return result
+            return with_peak_host_memory(_partial(cell, result_path, Status.ERROR, reason),
+                                         peak_rss)
+        return with_peak_host_memory(result, peak_rss)
 
 
 class CellInterrupted(Exception):

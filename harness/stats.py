@@ -31,6 +31,9 @@ class CaseSummary:
     gbps: float | None
     check: str
     suspect: str = ""
+    # Peak host RSS of the cell's worker (whole cell) and device memory of this case.
+    peak_host_bytes: int | None = None
+    peak_device_bytes: int | None = None
 
 
 def work_of(spec: WorkloadSpec, case: dict[str, Any]) -> dict[str, float]:
@@ -65,6 +68,9 @@ def summarize_case(spec: WorkloadSpec, result: dict[str, Any], case: dict[str, A
         gbps=work["bytes"] / median / 1e9 if "bytes" in work else None,
         check=_check_text(case.get("check")),
         suspect=case.get("suspect") or "",
+        peak_host_bytes=result.get("peak_host_memory_bytes"),
+        peak_device_bytes=case.get("peak_device_reserved_bytes")
+        or case.get("peak_device_allocated_bytes"),
     )
 
 

@@ -21,12 +21,15 @@ from typing import Any
 SCHEMA_VERSION = 1
 RUN_FILE = "run.json"
 MEASUREMENTS_FILE = "measurements.csv"
+PARQUET_FILE = "measurements.parquet"
 
 BASE_COLUMNS = [
     "run_id", "machine", "workload", "variant", "framework", "framework_version", "device",
     "device_name", "status", "reason", "sweep", "size", "phase", "sample", "seconds",
     "calls_per_sample", "check_passed", "check_metric", "check_value", "flops", "bytes",
     "steps_per_call", "suspect",
+    # Peak memory: host RSS of the worker process (whole cell), device memory per case.
+    "peak_host_memory_bytes", "peak_device_allocated_bytes", "peak_device_reserved_bytes",
 ]
 
 
@@ -85,6 +88,7 @@ def case_rows(run_id: str, machine: str, spec_sweep: str, result: dict[str, Any]
         "framework_version": result.get("framework_version") or "",
         "device": cell["device"], "device_name": result.get("device_name") or "",
         "sweep": spec_sweep,
+        "peak_host_memory_bytes": _format(result.get("peak_host_memory_bytes")),
     }
     cases = result.get("cases") or []
     if not cases:
@@ -106,6 +110,9 @@ def case_rows(run_id: str, machine: str, spec_sweep: str, result: dict[str, Any]
             check_value=check.get("value", ""),
             steps_per_call=(case.get("extra") or {}).get("steps_per_call", ""),
             suspect=case.get("suspect") or "",
+            peak_device_allocated_bytes=_format(case.get("peak_device_allocated_bytes",
+                                                         case.get("peak_device_memory_bytes"))),
+            peak_device_reserved_bytes=_format(case.get("peak_device_reserved_bytes")),
         )
         if "cold_seconds" not in case:
             rows.append({**case_base, "phase": "none"})
@@ -130,6 +137,22 @@ def write_measurements(run_dir: Path, rows: Iterable[dict[str, Any]]) -> None:
     writer.writeheader()
     writer.writerows(rows)
     write_bytes_atomic(run_dir / MEASUREMENTS_FILE, buffer.getvalue().encode())
+    write_parquet(run_dir / PARQUET_FILE, rows, BASE_COLUMNS + extra)
+
+
+def write_parquet(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    """The CSV's rows and columns as typed Parquet, written atomically like the CSV.
+
+    The CSV stays the file every reader relies on; without pyarrow the Parquet copy is skipped
+    rather than costing the measurements.
+    """
+    from harness.export import frame_to_parquet_bytes, typed_frame
+
+    try:
+        data = frame_to_parquet_bytes(typed_frame(rows, columns))
+    except ImportError:
+        return
+    write_bytes_atomic(path, data)
 
 
 def write_run(run_dir: Path, run_document: dict[str, Any]) -> None:

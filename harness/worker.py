@@ -51,6 +51,20 @@ def peak_host_memory_bytes() -> int | None:
         return None
 
 
+def _reset_peak_memory(device: Any) -> None:
+    reset = getattr(device, "reset_peak_memory", None)  # optional in the Device contract
+    if reset is not None:
+        reset()
+
+
+def device_memory_record(device: Any) -> dict[str, int | None]:
+    """Peak device memory of the case just run (None on CPU or where the backend cannot tell)."""
+    peaks = getattr(device, "peak_device_memory", None)
+    found = peaks() if peaks is not None else {"allocated": device.peak_memory_bytes()}
+    return {"peak_device_allocated_bytes": found.get("allocated"),
+            "peak_device_reserved_bytes": found.get("reserved")}
+
+
 class CellRun:
     """Accumulates the result document of one cell and saves it after every change."""
 
@@ -86,6 +100,7 @@ def run_case(
     """Prepare, time and check one case; every failure becomes a status in the record."""
     record: dict[str, Any] = {"case": case, "status": Status.OK.value, "reason": ""}
     try:
+        _reset_peak_memory(device)
         inputs = spec.make_inputs(case, cell.variant) if spec.make_inputs else {}
         task = module.make_task(case, cell.variant, device, inputs)
         policy = TimingPolicy.quick() if cell.quick else TimingPolicy()
@@ -118,6 +133,7 @@ def run_case(
                      "seconds": measurement.other_load.seconds}),
         extra=output.get("extra", {}),
         peak_device_memory_bytes=device.peak_memory_bytes(),
+        **device_memory_record(device),
     )
     if not check.passed:
         record.update(status=Status.INVALID.value, reason=f"check failed: {check.detail}")

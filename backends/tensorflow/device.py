@@ -73,6 +73,15 @@ class TensorFlowDevice:
             return None
         return int(tf.config.experimental.get_memory_info(self.handle.strip("/"))["peak"])
 
+    def peak_device_memory(self) -> dict[str, int | None]:
+        """Peak bytes in use by TF's allocator; TF reports no separate reserved figure."""
+        return {"allocated": self.peak_memory_bytes(), "reserved": None}
+
+    def reset_peak_memory(self) -> None:
+        """Start a new peak, so each case reports its own."""
+        if self.is_gpu:
+            tf.config.experimental.reset_memory_stats(self.handle.strip("/"))
+
     @property
     def is_gpu(self) -> bool:
         return self.handle.startswith("/GPU")

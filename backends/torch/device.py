@@ -48,6 +48,21 @@ class TorchDevice:
             return int(torch.cuda.max_memory_allocated(self.handle))
         return None
 
+    def peak_device_memory(self) -> dict[str, int | None]:
+        """Peak bytes held by tensors (allocated) and by the caching allocator (reserved).
+
+        Reserved is what other processes cannot use; allocated is what the tensors needed.
+        """
+        if self.handle.type != "cuda":
+            return {"allocated": None, "reserved": None}
+        return {"allocated": int(torch.cuda.max_memory_allocated(self.handle)),
+                "reserved": int(torch.cuda.max_memory_reserved(self.handle))}
+
+    def reset_peak_memory(self) -> None:
+        """Start a new peak, so each case reports its own."""
+        if self.handle.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.handle)
+
     @property
     def is_gpu(self) -> bool:
         return self.handle.type == "cuda"

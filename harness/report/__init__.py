@@ -14,7 +14,9 @@ from typing import Any
 import pandas as pd
 
 from harness.report import tables as t
+from harness.report.html import write_html_report
 from harness.report.load import DEFAULT_HINTS, RunSet, load_runs
+from harness.report.memory import add_memory_section
 from harness.report.summary import Experiment, render_summary
 from harness.report.tensorboard import export_scalars, scalar_series
 from harness.store import StoreError
@@ -23,7 +25,7 @@ SUMMARY_FILE = "summary.md"
 
 
 def render_report(run_dirs: list[Path], out_dir: Path,
-                  tensorboard_dir: Path | None = None) -> list[Path]:
+                  tensorboard_dir: Path | None = None, html: bool = False) -> list[Path]:
     """Write <experiment>-<figure>.png files and summary.md into out_dir; return their paths.
 
     Raises harness.store.StoreError when a folder is not a readable harness run.
@@ -42,8 +44,11 @@ def render_report(run_dirs: list[Path], out_dir: Path,
     if tensorboard_dir is not None:
         notes.append(_tensorboard(experiments, Path(tensorboard_dir)))
     summary_path = out_dir / SUMMARY_FILE
-    summary_path.write_text(render_summary(experiments, runs, notes, out_dir))
-    return [*written, summary_path]
+    summary, memory_files = add_memory_section(
+        render_summary(experiments, runs, notes, out_dir), prepared, out_dir)
+    summary_path.write_text(summary)
+    html_files = [write_html_report(summary_path)] if html else []
+    return [*written, *memory_files, summary_path, *html_files]
 
 
 def _mismatch_notes(runs: pd.DataFrame) -> list[str]:

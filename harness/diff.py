@@ -1,0 +1,353 @@
+"""`harness diff RUN_A RUN_B`: did each case get faster or slower, beyond the noise?
+
+Per matching case (workload, variant, framework, device, size) it compares the raw warm samples
+of both runs: the ratio of medians B/A says how much, a two-sided Mann-Whitney U test says
+whether the two sets of samples differ at all. The test is rank-based, so one outlier sample
+(a page fault, a GC pause) cannot make a change significant, and it assumes no distribution
+for timings, which are skewed and rarely normal. Runs measured on different machines or
+framework versions are still compared, but every difference is listed first.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePath
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from harness import store
+from harness.export import read_run_table
+from harness.report.load import size_label
+from harness.spec import STATUS_SEVERITY, Status
+
+ALPHA = 0.05
+MIN_SAMPLES = 5  # below this the normal approximation of U is too coarse to trust
+METHOD = ("two-sided Mann-Whitney U test on the raw warm samples (normal approximation with "
+          f"tie and continuity correction), alpha={ALPHA}; cases with fewer than {MIN_SAMPLES} "
+          "samples per run are not judged")
+CASE_KEYS = ("workload", "variant", "framework", "device", "size")
+FAILED = {Status.ERROR.value, Status.INVALID.value, Status.TIMEOUT.value}
+HOST_FIELDS = (("cpu_model", "host CPU"), ("cores", "usable cores"), ("gpus", "GPUs"),
+               ("python", "Python"))
+
+
+@dataclass
+class CaseDiff:
+    """One matching case of both runs and its verdict."""
+
+    workload: str
+    variant: str
+    framework: str
+    device: str
+    size: str
+    status_a: str
+    status_b: str
+    samples_a: int
+    samples_b: int
+    median_a_s: float | None
+    median_b_s: float | None
+    ratio: float | None  # median B / median A: < 1 means B is faster
+    change_pct: float | None
+    p_value: float | None
+    verdict: str  # faster, slower, same, not judged, failed in B, fixed in B, ...
+    regression: bool = False
+
+
+@dataclass
+class RunDiff:
+    """Everything `harness diff` reports."""
+
+    run_a: str
+    run_b: str
+    threshold_pct: float
+    fail_on_regression_pct: float | None
+    cases: list[CaseDiff] = field(default_factory=list)
+    only_in_a: list[dict[str, str]] = field(default_factory=list)
+    only_in_b: list[dict[str, str]] = field(default_factory=list)
+    mismatches: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[CaseDiff]:
+        return [case for case in self.cases if case.regression]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"method": METHOD, "alpha": ALPHA, "run_a": self.run_a, "run_b": self.run_b,
+                "threshold_pct": self.threshold_pct,
+                "fail_on_regression_pct": self.fail_on_regression_pct,
+                "environment_mismatches": self.mismatches,
+                "cases": [asdict(case) for case in self.cases],
+                "only_in_a": self.only_in_a, "only_in_b": self.only_in_b,
+                "regressions": [asdict(case) for case in self.regressions]}
+
+
+# --- statistics -------------------------------------------------------------------------------
+
+def average_ranks(values: list[float]) -> tuple[list[float], list[int]]:
+    """1-based ranks with ties sharing their average rank, and the size of every tie group."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    ties: list[int] = []
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            ranks[order[position]] = (start + end) / 2 + 1
+        ties.append(end - start + 1)
+        start = end + 1
+    return ranks, ties
+
+
+def mann_whitney_u(first: list[float], second: list[float]) -> tuple[float, float]:
+    """U statistic of FIRST and the two-sided p-value (normal approximation).
+
+    The variance is reduced for ties (timings quantised by the clock tie often), and a
+    continuity correction of 0.5 keeps small samples from looking more significant than
+    the discrete U allows. Identical samples give p = 1.
+    """
+    n1, n2 = len(first), len(second)
+    if n1 == 0 or n2 == 0:
+        raise ValueError("both samples need at least one value")
+    ranks, ties = average_ranks([*first, *second])
+    u_first = sum(ranks[:n1]) - n1 * (n1 + 1) / 2
+    total = n1 + n2
+    tie_term = sum(t**3 - t for t in ties) / (total * (total - 1)) if total > 1 else 0.0
+    variance = n1 * n2 / 12 * ((total + 1) - tie_term)
+    if variance <= 0:
+        return u_first, 1.0
+    z = max(abs(u_first - n1 * n2 / 2) - 0.5, 0.0) / math.sqrt(variance)
+    return u_first, min(1.0, math.erfc(z / math.sqrt(2)))
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def verdict_for(change_pct: float, p_value: float, threshold_pct: float) -> str:
+    """'faster'/'slower' only when the change is significant AND beyond the threshold."""
+    if p_value >= ALPHA:
+        return "same"
+    if change_pct > threshold_pct:
+        return "slower"
+    if change_pct < -threshold_pct:
+        return "faster"
+    return "same"
+
+
+# --- reading runs -----------------------------------------------------------------------------
+
+@dataclass
+class RunCases:
+    """One run's document and, per case key, its status and warm samples (seconds per call)."""
+
+    name: str
+    document: dict[str, Any]
+    statuses: dict[tuple[str, ...], str]
+    samples: dict[tuple[str, ...], list[float]]
+
+
+def _severity(status: str) -> int:
+    try:
+        return STATUS_SEVERITY[Status(status)]
+    except ValueError:  # a status this harness does not know ranks as an error
+        return STATUS_SEVERITY[Status.ERROR]
+
+
+def _worst(statuses: pd.Series) -> str:
+    return max((s for s in statuses if s), key=_severity, default="")
+
+
+def load_cases(run_dir: Path) -> RunCases:
+    """Read a run folder (StoreError when it is not one) into its cases."""
+    document = store.read_run(run_dir)
+    table = read_run_table(run_dir)
+    table["size"] = table["size"].map(lambda value: "" if pd.isna(value) else size_label(value))
+    table = table[table["size"] != ""]  # cell-level status rows belong to no case
+    statuses, samples = {}, {}
+    for key, group in table.groupby(list(CASE_KEYS), sort=False):
+        key = tuple(str(part) for part in key)
+        statuses[key] = _worst(group["status"])
+        warm = group[(group["phase"] == "warm") & (group["status"] == Status.OK.value)]
+        samples[key] = [float(s) for s in warm["seconds"].dropna()]
+    return RunCases(str(run_dir), document, statuses, samples)
+
+
+# --- comparing --------------------------------------------------------------------------------
+
+def compare_case(key: tuple[str, ...], a: RunCases, b: RunCases, threshold_pct: float,
+                 fail_pct: float | None) -> CaseDiff:
+    status_a, status_b = a.statuses[key], b.statuses[key]
+    samples_a, samples_b = a.samples.get(key, []), b.samples.get(key, [])
+    median_a = median(samples_a) if samples_a else None
+    median_b = median(samples_b) if samples_b else None
+    diff = CaseDiff(*key, status_a=status_a, status_b=status_b, samples_a=len(samples_a),
+                    samples_b=len(samples_b), median_a_s=median_a, median_b_s=median_b,
+                    ratio=None, change_pct=None, p_value=None, verdict="not judged")
+    if status_a != Status.OK.value or status_b != Status.OK.value:
+        diff.verdict = _status_verdict(status_a, status_b)
+        # A case that worked before and fails now is the worst regression of all.
+        diff.regression = fail_pct is not None and status_a == "ok" and status_b in FAILED
+        return diff
+    if median_a and median_b:
+        diff.ratio = median_b / median_a
+        diff.change_pct = (diff.ratio - 1) * 100
+    if min(len(samples_a), len(samples_b)) < MIN_SAMPLES or diff.change_pct is None:
+        return diff
+    diff.p_value = mann_whitney_u(samples_a, samples_b)[1]
+    diff.verdict = verdict_for(diff.change_pct, diff.p_value, threshold_pct)
+    diff.regression = (fail_pct is not None and diff.p_value < ALPHA
+                       and diff.change_pct > fail_pct)
+    return diff
+
+
+def _status_verdict(status_a: str, status_b: str) -> str:
+    if status_a == Status.OK.value:
+        return f"{status_b} in B"
+    if status_b == Status.OK.value:
+        return f"fixed in B (was {status_a})"
+    return f"{status_a} -> {status_b}" if status_a != status_b else f"{status_a} in both"
+
+
+def _case_dict(key: tuple[str, ...], status: str) -> dict[str, str]:
+    return {**dict(zip(CASE_KEYS, key)), "status": status}
+
+
+def diff_runs(run_a: Path, run_b: Path, threshold_pct: float = 5.0,
+              fail_on_regression_pct: float | None = None) -> RunDiff:
+    """Compare two run folders case by case; StoreError when either is not a run."""
+    a, b = load_cases(Path(run_a)), load_cases(Path(run_b))
+    result = RunDiff(a.name, b.name, threshold_pct, fail_on_regression_pct,
+                     mismatches=environment_mismatches(a.document, b.document))
+    for key in a.statuses:
+        if key in b.statuses:
+            result.cases.append(compare_case(key, a, b, threshold_pct, fail_on_regression_pct))
+        else:
+            result.only_in_a.append(_case_dict(key, a.statuses[key]))
+    result.only_in_b = [_case_dict(key, status) for key, status in b.statuses.items()
+                        if key not in a.statuses]
+    return result
+
+
+# --- environments -----------------------------------------------------------------------------
+
+def _comparable_params(document: dict[str, Any]) -> dict[str, Any]:
+    """Parameters that define the measurement: not the swept one, data files by name only."""
+    sweep = document.get("sweep")
+    params = dict(document.get("params") or {})
+    params.pop(sweep, None)
+    if isinstance(params.get("data"), str):
+        params["data"] = PurePath(params["data"]).name
+    return params
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value)) or "none"
+    return "-" if value in (None, "") else str(value)
+
+
+def _cell_facts(document: dict[str, Any]) -> dict[str, str]:
+    """Framework versions and device names as each run recorded them."""
+    facts: dict[str, str] = {}
+    for result in document.get("cells") or []:
+        cell = result.get("cell") or {}
+        if result.get("framework_version"):
+            facts.setdefault(f"{cell.get('framework')} version", result["framework_version"])
+        if result.get("device_name"):
+            facts.setdefault(f"{cell.get('framework')} {cell.get('device')} device name",
+                             result["device_name"])
+    return facts
+
+
+def environment_mismatches(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
+    """Every recorded fact that differs between the runs: what, A's value, B's value."""
+    found = []
+
+    def note(what: str, value_a: Any, value_b: Any) -> None:
+        if _text(value_a) != _text(value_b):
+            found.append({"what": what, "a": _text(value_a), "b": _text(value_b)})
+
+    note("workload", a.get("workload"), b.get("workload"))
+    params_a, params_b = _comparable_params(a), _comparable_params(b)
+    for name in dict.fromkeys([*params_a, *params_b]):
+        note(f"param {name}", params_a.get(name), params_b.get(name))
+    note("quick", bool(a.get("quick")), bool(b.get("quick")))
+    host_a, host_b = a.get("host") or {}, b.get("host") or {}
+    for key, label in HOST_FIELDS:
+        note(label, host_a.get(key), host_b.get(key))
+    facts_a, facts_b = _cell_facts(a), _cell_facts(b)
+    for what in dict.fromkeys([*facts_a, *facts_b]):
+        if what in facts_a and what in facts_b:  # a cell run on one side only is listed apart
+            note(what, facts_a[what], facts_b[what])
+    return found
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+VERDICT_STYLES = {"faster": "green", "slower": "red", "same": "", "not judged": "dim"}
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"
+
+
+def diff_table(result: RunDiff) -> Table:
+    """The verdict per matching case, B against A."""
+    table = Table(title=f"B/A per case: A = {Path(result.run_a).name}, "
+                        f"B = {Path(result.run_b).name}",
+                  caption=f"significance: {METHOD}; faster/slower only when significant and "
+                          f"the change is beyond {result.threshold_pct:g}%")
+    several = len({case.workload for case in result.cases}) > 1
+    headers = (["workload"] if several else []) + [
+        "variant", "framework", "device", "size", "median A", "median B", "B/A", "change",
+        "p", "samples A/B", "verdict"]
+    for header in headers:
+        table.add_column(header, overflow="fold")
+    for case in result.cases:
+        style = VERDICT_STYLES.get(case.verdict, "yellow")
+        verdict = case.verdict + (" REGRESSION" if case.regression else "")
+        table.add_row(*([case.workload] if several else []), case.variant, case.framework,
+                      case.device, case.size, _seconds(case.median_a_s),
+                      _seconds(case.median_b_s),
+                      "-" if case.ratio is None else f"{case.ratio:.3g}",
+                      "-" if case.change_pct is None else f"{case.change_pct:+.1f}%",
+                      "-" if case.p_value is None else f"{case.p_value:.2g}",
+                      f"{case.samples_a}/{case.samples_b}",
+                      f"[{style}]{escape(verdict)}[/]" if style else escape(verdict))
+    return table
+
+
+def print_diff(console: Console, result: RunDiff) -> None:
+    """Mismatches first (they qualify every number), then the table, then unmatched cases."""
+    if result.mismatches:
+        console.print("[yellow]environments differ (compared anyway, judge with care):[/]")
+        for item in result.mismatches:
+            console.print(f"  {escape(item['what'])}: A {escape(item['a'])}, "
+                          f"B {escape(item['b'])}")
+    if result.cases:
+        console.print(diff_table(result))
+    else:
+        console.print("no case was measured in both runs")
+    for label, cases in (("only in A", result.only_in_a), ("only in B", result.only_in_b)):
+        for case in cases:
+            console.print(f"{label}: {case['workload']} {case['variant']} {case['framework']} "
+                          f"{case['device']} size {case['size']} ({case['status']})")
+    if result.fail_on_regression_pct is not None:
+        regressions = result.regressions
+        console.print(f"regressions beyond {result.fail_on_regression_pct:g}%: "
+                      f"{len(regressions)}" + (": " + ", ".join(
+                          f"{c.framework} {c.device} {c.variant} size {c.size}"
+                          for c in regressions) if regressions else ""))

@@ -1,0 +1,110 @@
+"""Peak memory per cell: a table and a bar chart, appended to summary.md as its own section.
+
+Host memory is the worker's peak RSS (one figure per cell: the process ran every size), device
+memory the framework allocator's peak per case; a cell shows its largest case. Why report it
+beside the times: "GPU slower" often comes with "and it needed 3 GiB more", and a cell that
+died of out-of-memory is easier to explain next to its neighbours' peaks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from harness.memory import format_bytes
+from harness.report import style
+from harness.report.tables import CELL_KEYS, sort_cells
+
+MEMORY_COLUMNS = {"peak_host_memory_bytes": "host peak RSS",
+                  "peak_device_allocated_bytes": "device peak allocated",
+                  "peak_device_reserved_bytes": "device peak reserved"}
+FIGURE_FILE = "memory.png"
+BAR_COLORS = {"peak_host_memory_bytes": "#4D4D4D", "peak_device_allocated_bytes": "#0173B2",
+              "peak_device_reserved_bytes": "#56B4E9"}
+
+
+def memory_table(prepared: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell with the largest figure of each memory column (NaN where unknown)."""
+    present = [column for column in MEMORY_COLUMNS if column in prepared.columns]
+    if prepared.empty or not present:
+        return pd.DataFrame(columns=[*CELL_KEYS, *MEMORY_COLUMNS])
+    numbers = prepared[CELL_KEYS].copy()
+    for column in MEMORY_COLUMNS:
+        values = prepared[column] if column in prepared.columns else pd.Series(dtype=float)
+        numbers[column] = pd.to_numeric(values, errors="coerce")
+    table = numbers.groupby(CELL_KEYS, sort=False).max().reset_index()
+    return sort_cells(table.dropna(how="all", subset=list(MEMORY_COLUMNS)))
+
+
+def memory_figure(table: pd.DataFrame, path: Path) -> Path | None:
+    """Grouped horizontal bars: host RSS and device memory per cell, in MiB."""
+    if table.empty:
+        return None
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    labels = [_cell_label(row) for _, row in table.iterrows()]
+    shown = [c for c in MEMORY_COLUMNS if table[c].notna().any()]
+    height = 0.8 / len(shown)
+    figure, axis = plt.subplots(figsize=(8.0, 1.2 + 0.45 * len(labels) * len(shown)))
+    positions = np.arange(len(labels))
+    for index, column in enumerate(shown):
+        values = table[column].to_numpy(dtype=float) / 2**20
+        axis.barh(positions + index * height, np.nan_to_num(values), height,
+                  color=BAR_COLORS[column], label=MEMORY_COLUMNS[column])
+        for position, value in zip(positions + index * height, table[column]):
+            if pd.notna(value):
+                axis.text(value / 2**20, position, f" {format_bytes(value)}", va="center",
+                          fontsize="small")
+    axis.set_yticks(positions + height * (len(shown) - 1) / 2, labels)
+    axis.invert_yaxis()
+    axis.set_xlabel("peak memory (MiB)")
+    axis.set_title("Peak memory per cell (host: worker RSS; device: framework allocator)")
+    axis.margins(x=0.15)  # room for the value labels
+    axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5 / len(labels) - 0.12),
+                ncol=len(shown), fontsize="small", frameon=False)
+    axis.grid(axis="x", alpha=0.3)
+    figure.savefig(path, dpi=style.DPI, bbox_inches="tight", facecolor="white")
+    plt.close(figure)
+    return path
+
+
+def _cell_label(row: pd.Series) -> str:
+    return f"{row['experiment']}: {row['framework']} {row['device']} {row['variant']}"
+
+
+def memory_section(table: pd.DataFrame, figure: Path | None, out_dir: Path) -> str:
+    """Markdown for summary.md: the figure and one table row per cell ('' when nothing known)."""
+    if table.empty:
+        return ""
+    explanation = ("Host: the worker process's peak resident set size (whole cell, all sizes), "
+                   "read by the runner from the kernel when the worker exits. Device: the "
+                   "framework allocator's peak per case (torch allocated/reserved, TensorFlow "
+                   "peak in use), largest case shown; '-' on CPU cells.")
+    lines = ["## Peak memory", "", explanation, ""]
+    if figure is not None:
+        lines += [f"![peak memory per cell]({figure.relative_to(out_dir).as_posix()})", ""]
+    lines += ["| experiment | machine | cell | " + " | ".join(MEMORY_COLUMNS.values()) + " |",
+              "|" + "---|" * (3 + len(MEMORY_COLUMNS))]
+    for _, row in table.iterrows():
+        cells = [row["experiment"], row["machine"],
+                 f"{row['framework']} {row['device']} {row['variant']}",
+                 *(format_bytes(_number(row[column])) for column in MEMORY_COLUMNS)]
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _number(value: object) -> float | None:
+    return None if pd.isna(value) else float(value)
+
+
+def add_memory_section(summary: str, prepared: pd.DataFrame, out_dir: Path,
+                       draw: bool = True) -> tuple[str, list[Path]]:
+    """summary.md's text with the memory section appended, and the figure written for it."""
+    table = memory_table(prepared)
+    figure = memory_figure(table, out_dir / FIGURE_FILE) if draw else None
+    section = memory_section(table, figure, out_dir)
+    if not section:
+        return summary, []
+    return summary.rstrip() + "\n\n" + section, [figure] if figure else []
