@@ -131,16 +131,6 @@ def rng_for(*key: Any) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(repr(key).encode()))
 
 
-def relative_error(got: np.ndarray, reference: np.ndarray) -> float:
-    """||got - ref|| / ||ref|| in float64; NaN or a shape mismatch is an infinite error."""
-    got64 = np.asarray(got, dtype=np.float64)
-    ref64 = np.asarray(reference, dtype=np.float64)
-    if got64.shape != ref64.shape or not np.all(np.isfinite(got64)):
-        return float("inf")
-    scale = np.linalg.norm(ref64)
-    return float(np.linalg.norm(got64 - ref64) / (scale if scale > 0 else 1.0))
-
-
 # --- the matmul check: probes instead of a float64 matmul ----------------------------------
 
 # Probe columns: enough for a per-element check when m*k*p is small, else at least this many
