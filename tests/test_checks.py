@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from workloads import matmul, transfer
+from workloads import elementwise, jacobian, matmul, mnist, transfer
 from workloads.common import (
     UNIT_ROUNDOFF,
     accumulation_bound,
@@ -244,3 +244,67 @@ def test_workload_checks_use_the_model() -> None:
     assert verdict.passed and verdict.bound == matmul_error_bound(200, "fp32").value
     wrong = plant(good, 5, 5, good[5, 5] * np.float32(1 + 1e-4))
     assert not transfer.check({"n": 200}, "matmul-copy", inputs, {"c": wrong}).passed
+
+
+# --- the other workloads' checks --------------------------------------------------------------
+
+def float32_jacobian(inputs: dict) -> np.ndarray:
+    """The per-sample Jacobian evaluated in float32, as a framework would."""
+    w = {name: value for name, value in inputs.items() if name != "t"}
+    h1 = np.tanh(inputs["t"] @ w["w1"] + w["b1"])
+    h2 = np.tanh(h1 @ w["w2"] + w["b2"])
+    return jacobian.chain(w["w1"], w["w2"], w["w3"], 1 - h1 * h1, 1 - h2 * h2)
+
+
+@pytest.mark.parametrize("batch", (2, 100, 1000))
+def test_jacobian_bound_passes_float32_and_catches_one_wrong_entry(batch: int) -> None:
+    case, inputs = {"batch": batch}, jacobian.make_inputs({"batch": batch}, "per-sample")
+    got = float32_jacobian(inputs)
+    assert got.dtype == np.float32
+    honest = jacobian.check(case, "per-sample", inputs, {"per_sample": got})
+    assert honest.passed and honest.value < honest.bound / 30, honest.detail
+    assert 40 * UNIT_ROUNDOFF["fp32"] < honest.bound < 1e-4  # 2 gamma_20 and the tanh terms
+    largest = np.unravel_index(np.abs(got).argmax(), got.shape)
+    wrong = got.copy()
+    wrong[largest] *= np.float32(1 + 1e-4)
+    assert not jacobian.check(case, "per-sample", inputs, {"per_sample": wrong}).passed
+    leak = {"per_sample": got, "off_diagonal_max": 1e-3 * float(np.abs(got).max())}
+    assert not jacobian.check(case, "as-written", inputs, leak).passed
+    exact_zeros = {"per_sample": got, "off_diagonal_max": 0.0}
+    assert jacobian.check(case, "as-written", inputs, exact_zeros).passed
+
+
+def float32_loop(inputs: dict, iterations: int) -> np.ndarray:
+    result = inputs["a"] * inputs["b"]
+    for _ in range(iterations):
+        result = result + inputs["a"] * inputs["b"]
+    return result
+
+
+@pytest.mark.parametrize("iterations", (10, 100, 1000))
+def test_elementwise_bound_is_gamma_k_and_the_sqrt_law_would_fail(iterations: int) -> None:
+    case = {"elements": 20000, "iterations": iterations, "trailing_shape": (1000, 1000)}
+    inputs = elementwise.make_inputs(case, "as-written")
+    result = float32_loop(inputs, iterations)
+    verdict = elementwise.check(case, "as-written", inputs, {"result": result})
+    bound = elementwise.summation_bound(iterations)
+    assert verdict.passed and verdict.bound == bound
+    assert verdict.value < bound / 2, verdict.detail
+    if iterations >= 1000:  # coherent errors outgrow the sqrt(k) law (lambda = 8 is ~met)
+        assert verdict.value > 4 * math.sqrt(iterations + 1) * UNIT_ROUNDOFF["fp32"]
+    wrong = result.copy()
+    wrong[123] *= np.float32(1 + 2 * bound)
+    assert not elementwise.check(case, "as-written", inputs, {"result": wrong}).passed
+    wrong[123] = np.nan
+    assert not elementwise.check(case, "as-written", inputs, {"result": wrong}).passed
+
+
+def test_mnist_accuracy_is_judged_only_on_enough_steps_and_digits() -> None:
+    case = {**mnist.SMALL.defaults(quick=True), "batch_size": 32}
+    output = {"extra": {"params": mnist.dense_param_count(mnist.SMALL_HIDDEN), "accuracy": 0.2}}
+    assert not mnist.SMALL.check(case, "as-written", {}, output).passed
+    few_digits = {"y_test": np.zeros(mnist.min_test_samples() - 1)}
+    assert mnist.SMALL.check(case, "as-written", few_digits, output).passed
+    assert mnist.min_test_samples() < 1000  # the embedded subset's test digits
+    short = {**case, "train_samples": 64}
+    assert mnist.SMALL.check(short, "as-written", {}, output).passed
