@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import sys
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -121,7 +122,11 @@ def rank_main(case: dict[str, Any], devices: list[str]) -> dict[str, Any] | None
     else:
         dist.init_process_group("gloo", timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
     try:
-        return RankTraining(case, rank, world, handle).run()
+        training = RankTraining(case, rank, world, handle)  # DDP's constructor is a collective
+        # On the worker's stderr (its tail lands in error rows): which rank is which process.
+        print(f"rank {rank} of {world} (pid {os.getpid()}, {handle}): process group up",
+              file=sys.stderr, flush=True)
+        return training.run()
     finally:
         dist.destroy_process_group()
 
