@@ -93,8 +93,8 @@ def test_compare_on_cpu_scales_one_and_two_processes(tmp_path: Path) -> None:
         assert [extra["processes"] for extra in extras] == [1, 2]
         assert [len(extra["rank_devices"]) for extra in extras] == [1, 2]
         # Same total data per epoch; each process does half the steps at 2.
-        assert {extra["samples_per_call"] for extra in extras} == {4096}
-        assert [extra["steps_per_call"] for extra in extras] == [128, 64]
+        assert {extra["samples_per_call"] for extra in extras} == {3200}
+        assert [extra["steps_per_call"] for extra in extras] == [100, 50]
         accuracies = [extra["accuracy"] for extra in extras]
         assert abs(accuracies[0] - accuracies[1]) < mnist_ddp.PARITY_POINTS, accuracies
         assert all(len(c["samples"]) == 2 and c["cold_seconds"] > 0 for c in cell["cases"])

@@ -119,7 +119,7 @@ PARAMS = {
                  minimum=None, choices=tuple(NETS)),
     "batch_size": Param(32, 32, "per-process batch (the global batch is processes x this)"),
     "epochs": Param(5, 3, "timed epochs; the first is the cold one", minimum=2),
-    "train_samples": Param(60000, 4096, "training samples per epoch of the whole job, split "
+    "train_samples": Param(60000, 3200, "training samples per epoch of the whole job, split "
                            "across the processes (small data is repeated)"),
     "steps": Param(0, 0, "cap on optimizer steps per process per timed epoch; 0: whole epoch",
                    minimum=0),
