@@ -176,3 +176,42 @@ def test_killed_rank_is_an_error_row_and_leaves_no_process(
     assert set(pids.values()) <= seen  # the ranks were the worker's descendants
     survivors = [pid for pid in seen if _is_running(pid)]
     assert survivors == [], f"processes left behind: {survivors}"
+
+
+# --- the report's scaling table, from synthetic run documents ---------------------------------
+
+def _case(processes: int, epoch_s: float | None, accuracy: float = 0.9,
+          status: str = "ok") -> dict[str, Any]:
+    extra = {"samples_per_call": 1000, "steps_per_call": 100 // processes,
+             "allreduce_share": 0.2, "accuracy": accuracy, "communication": "nccl"}
+    return {"case": {"processes": processes, "net": "wide", "batch_size": 512},
+            "status": status, "reason": "" if status == "ok" else "needs 4 GPUs; torch sees 2",
+            "samples": [epoch_s] * 3 if epoch_s else [], "extra": extra if epoch_s else {}}
+
+
+def _document(hints: dict[str, Any]) -> dict[str, Any]:
+    cases = [_case(1, 1.0), _case(2, 0.625, accuracy=0.88), _case(4, None, status="unavailable")]
+    cell = {"workload": "mnist-ddp", "framework": "torch", "device": "cuda:0",
+            "variant": "preloaded"}
+    return {"run_id": "r1", "host": {"machine_label": "h200"}, "hints": hints,
+            "cells": [{"cell": cell, "cases": cases}]}
+
+
+def test_scaling_table_computes_efficiency_and_parity_from_stored_data() -> None:
+    from harness.report.scaling import scaling_lines, scaling_table
+
+    table = scaling_table([_document(mnist_ddp.SPEC.hints)]).set_index("processes")
+    assert table.loc[1, "samples_per_s"] == pytest.approx(1000)
+    assert table.loc[2, "samples_per_s"] == pytest.approx(1600)
+    assert table.loc[2, "efficiency"] == pytest.approx(0.8)  # 1600 / (2 x 1000)
+    assert table.loc[2, "step_s"] == pytest.approx(0.625 / 50)
+    assert table.loc[2, "accuracy_vs_one"] == pytest.approx(-0.02)
+    lines = scaling_lines(table.reset_index())
+    assert "efficiency 80%" in lines[1] and "all-reduce 20% of the step" in lines[1]
+    assert "parity" in lines[1] and "unavailable: needs 4 GPUs" in lines[2]
+
+
+def test_runs_without_the_scaling_hint_get_no_scaling_section() -> None:
+    from harness.report.scaling import scaling_table
+
+    assert scaling_table([_document({})]).empty
