@@ -23,6 +23,11 @@ FIGURE_SUFFIX = "scaling"
 COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "setting",
            "processes", "status", "reason", "samples_per_s", "step_s", "allreduce_share",
            "accuracy", "communication", "efficiency", "accuracy_vs_one", "parity_points"]
+EXPLANATION = (
+    "Efficiency = samples/s at N / (N x samples/s at 1 process), same total data per epoch; the "
+    "all-reduce share is 1 - (step under DDP's no_sync()) / (step), i.e. the communication the "
+    "step does not hide behind its backward pass."
+)
 GROUP = ["machine", "workload", "framework", "device", "variant", "setting"]
 
 
@@ -145,10 +150,7 @@ def summary_markdown(table: pd.DataFrame, figures: list[Path], out_dir: Path) ->
     """The '## Data-parallel scaling' section of summary.md ('' when no run has the hint)."""
     if table.empty:
         return ""
-    lines = ["## Data-parallel scaling", "",
-             "Efficiency = samples/s at N / (N x samples/s at 1 process), same total data per "
-             "epoch; the all-reduce share is 1 - (step under DDP's no_sync()) / (step), i.e. "
-             "the communication the step does not hide behind its backward pass.", ""]
+    lines = ["## Data-parallel scaling", "", EXPLANATION, ""]
     for path in figures:
         lines += [f"![data-parallel scaling]({path.relative_to(out_dir).as_posix()})", ""]
     lines += [f"- {line}" for line in scaling_lines(table)]
