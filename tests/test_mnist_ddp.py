@@ -110,31 +110,34 @@ def test_compare_on_cpu_scales_one_and_two_processes(tmp_path: Path) -> None:
 
 # --- a rank that dies mid-run -------------------------------------------------------------
 
-def _descendants(root: int) -> set[int]:
-    """Every live process below `root`, from /proc's parent links."""
-    children: dict[int, list[int]] = {}
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat after the command name: [state, ppid, ...], or None when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _descendants(root: int) -> set[tuple[int, str]]:
+    """Every live process below `root` as (pid, start time): pids alone get reused."""
+    children: dict[int, list[tuple[int, str]]] = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    found, stack = set(), [root]
+        fields = _stat_fields(int(entry.name)) if entry.name.isdigit() else None
+        if fields:
+            children.setdefault(int(fields[1]), []).append((int(entry.name), fields[19]))
+    found: set[tuple[int, str]] = set()
+    stack = [root]
     while stack:
         for child in children.get(stack.pop(), []):
             found.add(child)
-            stack.append(child)
+            stack.append(child[0])
     return found
 
 
-def _is_running(pid: int) -> bool:
-    """Alive and not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+def _is_running(process: tuple[int, str]) -> bool:
+    """The same process (pid and start time) still alive and not a zombie."""
+    fields = _stat_fields(process[0])
+    return fields is not None and fields[19] == process[1] and fields[0] != "Z"
 
 
 def _rank_pids(scratch: Path) -> dict[int, int]:
@@ -159,7 +162,7 @@ def test_killed_rank_is_an_error_row_and_leaves_no_process(
     runner = threading.Thread(target=lambda: outcome.update(
         run_cell(cell, RunOptions(timeout_s=240))))
     runner.start()
-    seen: set[int] = set()
+    seen: set[tuple[int, str]] = set()
     pids: dict[int, int] = {}
     while runner.is_alive() and len(pids) < 2:
         seen |= _descendants(os.getpid())
@@ -173,9 +176,27 @@ def test_killed_rank_is_an_error_row_and_leaves_no_process(
     assert not runner.is_alive()
     assert outcome["status"] == "error", outcome
     assert "rank 1" in outcome["reason"] and "SIGKILL" in outcome["reason"], outcome["reason"]
-    assert set(pids.values()) <= seen  # the ranks were the worker's descendants
-    survivors = [pid for pid in seen if _is_running(pid)]
-    assert survivors == [], f"processes left behind: {survivors}"
+    assert set(pids.values()) <= {pid for pid, _ in seen}  # ranks ran below the worker
+    assert _survivors(seen) == [], "processes left behind"
+
+
+def _survivors(processes: set[tuple[int, str]], grace_s: float = 10.0) -> list[str]:
+    """Command lines of those still alive after a grace period for helpers exiting on EOF
+    (multiprocessing's resource tracker leaves once the worker's pipe closes)."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        alive = [process for process in processes if _is_running(process)]
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    return [f"{pid}: {_cmdline(pid)}" for pid, _ in alive]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+    except OSError:
+        return "?"
 
 
 # --- the report's scaling table, from synthetic run documents ---------------------------------
