@@ -80,7 +80,7 @@ def test_spec_stores_scaling_hints_for_the_report() -> None:
 def test_compare_on_cpu_scales_one_and_two_processes(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, [
         "compare", "--workload", "mnist-ddp", "--quick", "--device", "cpu", "--sizes", "1,2",
-        "--no-ceilings", "--out", str(tmp_path)])
+        "--no-ceilings", "--no-report", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     run_dir = next(tmp_path.iterdir())
     document = json.loads((run_dir / "run.json").read_text())
@@ -102,10 +102,7 @@ def test_compare_on_cpu_scales_one_and_two_processes(tmp_path: Path) -> None:
     assert all(e["communication"].startswith("gloo") for e in torch_extras)
     assert all(0.0 <= e["allreduce_share"] < 1.0 and len(e["no_sync_samples"]) == 2
                for e in torch_extras)
-    summary = (run_dir / "summary.md").read_text()
-    assert "## Data-parallel scaling" in summary
-    assert (run_dir / "mnist-ddp-scaling.png").stat().st_size > 0
-    assert "scaling efficiency" in result.output
+    assert "scaling efficiency" in result.output and "all-reduce" in result.output
 
 
 # --- a rank that dies mid-run -------------------------------------------------------------
@@ -221,7 +218,7 @@ def _document(hints: dict[str, Any]) -> dict[str, Any]:
 def test_scaling_table_computes_efficiency_and_parity_from_stored_data() -> None:
     from harness.report.scaling import scaling_lines, scaling_table
 
-    table = scaling_table([_document(mnist_ddp.SPEC.hints)]).set_index("processes")
+    table = scaling_table([_document(mnist_ddp.SPEC.report_hints())]).set_index("processes")
     assert table.loc[1, "samples_per_s"] == pytest.approx(1000)
     assert table.loc[2, "samples_per_s"] == pytest.approx(1600)
     assert table.loc[2, "efficiency"] == pytest.approx(0.8)  # 1600 / (2 x 1000)
@@ -236,3 +233,13 @@ def test_runs_without_the_scaling_hint_get_no_scaling_section() -> None:
     from harness.report.scaling import scaling_table
 
     assert scaling_table([_document({})]).empty
+
+
+def test_report_draws_the_scaling_figure_and_section(tmp_path: Path) -> None:
+    from harness.report.scaling import render
+
+    figures, markdown = render([_document(mnist_ddp.SPEC.report_hints())], tmp_path)
+    assert [path.name for path in figures] == ["mnist-ddp-scaling.png"]
+    assert figures[0].stat().st_size > 0
+    assert markdown.startswith("## Data-parallel scaling")
+    assert "](mnist-ddp-scaling.png)" in markdown and "efficiency 80%" in markdown

@@ -5,14 +5,14 @@ device, gradients all-reduced across replicas every step. The replica count must
 TensorFlow's runtime starts (logical CPU devices cannot be added later), so each case runs in a
 fresh spawned child process of the worker (same process group: the runner's kill reaches it).
 On a CPU the replicas are logical CPU devices sharing the cores: the code path is the real one,
-the speed-up cannot be. The child times each epoch with the harness's per_call and writes the
-measurement to a JSON file the worker reads.
+the speed-up cannot be. The child times each epoch with the harness's per_call and pickles the
+measurement to a file the worker reads.
 """
 
 from __future__ import annotations
 
-import json
 import multiprocessing
+import pickle
 import signal
 import statistics
 import tempfile
@@ -52,17 +52,16 @@ def measure(case: dict[str, Any], variant: str, device: TensorFlowDevice,
         raise ValueError(f"train_samples={case['train_samples']} is less than one global batch "
                          f"({case['processes']} x {case['batch_size']})")
     with tempfile.TemporaryDirectory(prefix="harness-mirrored-") as scratch:
-        result_path = Path(scratch) / "result.json"
+        result_path = Path(scratch) / "result.pickle"
         child = multiprocessing.get_context("spawn").Process(
             target=child_main, args=(case, devices, str(result_path)))
         child.start()
         child.join()
         if child.exitcode != 0 or not result_path.exists():
             raise RuntimeError(f"MirroredStrategy child process {_exit_text(child.exitcode)}")
-        result = json.loads(result_path.read_text())
+        result = pickle.loads(result_path.read_bytes())  # our own child's file
     result["extra"]["rank_devices"] = devices
-    measurement = Measurement(cold_seconds=result["cold_seconds"], samples=result["samples"])
-    return measurement, {"extra": result["extra"]}
+    return result["measurement"], {"extra": result["extra"]}
 
 
 def _exit_text(exitcode: int | None) -> str:
@@ -85,7 +84,7 @@ def child_main(case: dict[str, Any], devices: list[str], result_path: str) -> No
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration() for _ in devices])
     result = MirroredTraining(case, devices).run()
-    Path(result_path).write_text(json.dumps(result))
+    Path(result_path).write_bytes(pickle.dumps(result))
 
 
 class MirroredTraining:
@@ -128,8 +127,7 @@ class MirroredTraining:
 
     def run(self) -> dict[str, Any]:
         timed = per_call(self.epoch, self.synchronize, self.case["epochs"])
-        return {"cold_seconds": timed.cold_seconds, "samples": timed.samples,
-                "extra": self.extra(timed)}
+        return {"measurement": timed, "extra": self.extra(timed)}
 
     def test_accuracy(self) -> float:
         x_test, y_test = self.inputs["x_test"], self.inputs["y_test"]

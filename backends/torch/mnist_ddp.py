@@ -102,10 +102,9 @@ def measure(case: dict[str, Any], variant: str, device: TorchDevice, inputs: dic
         outputs = elastic_launch(launch_config(processes), rank_main)(case, devices)
     except ChildFailedError as error:
         raise RuntimeError(f"data-parallel job failed: {failure_text(error)}") from None
-    result = outputs[0]
+    result = outputs[0]  # rank 0's return value, pickled back by the launcher
     result["extra"]["rank_devices"] = devices
-    measurement = Measurement(cold_seconds=result["cold_seconds"], samples=result["samples"])
-    return measurement, {"extra": result["extra"]}
+    return result["measurement"], {"extra": result["extra"]}
 
 
 # --- inside each rank (a spawned process) ------------------------------------------------------
@@ -186,8 +185,7 @@ class RankTraining:
         local = per_call(self.epoch_without_allreduce, self.synchronize, epochs)
         if self.rank != 0:
             return None
-        return {"cold_seconds": timed.cold_seconds, "samples": timed.samples,
-                "extra": self.extra(timed, local, accuracy, train_loss)}
+        return {"measurement": timed, "extra": self.extra(timed, local, accuracy, train_loss)}
 
     def test_accuracy(self) -> float:
         self.model.eval()
