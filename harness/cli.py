@@ -12,7 +12,9 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -115,14 +117,41 @@ def resolve_variants(spec: WorkloadSpec, value: str | None) -> list[str]:
 
 
 def check_writable(out: Path) -> None:
-    """Refuse an --out that cannot hold a run folder, before anything is written."""
+    """Refuse an --out that cannot hold a run folder, before any cell runs.
+
+    Why try rather than ask: os.access says yes to root on a read-only mount and knows nothing
+    of pseudo-filesystems such as /proc; creating the folders and a probe file is the honest
+    test. Whatever the probe created is removed again when it fails.
+    """
+    try:
+        missing = _missing_folders(out)
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot be checked ({exc.strerror or exc})") from None
+    created: list[Path] = []
+    try:
+        for folder in missing:
+            folder.mkdir()
+            created.append(folder)
+        handle, probe = tempfile.mkstemp(dir=out, prefix=".harness-probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        for folder in reversed(created):
+            with suppress(OSError):
+                folder.rmdir()
+        raise BadInput(f"--out {out}: not writable ({exc.strerror or exc})") from None
+
+
+def _missing_folders(out: Path) -> list[Path]:
+    """The folders that must be created for `out` to exist, outermost first."""
+    missing = []
     existing = out
     while not existing.exists():
+        missing.append(existing)
         existing = existing.parent
     if not existing.is_dir():
         raise BadInput(f"--out {out}: {existing} is not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise BadInput(f"--out {out}: {existing} is not writable")
+    return missing[::-1]
 
 
 class RunRecorder:
