@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from harness.backend import DeviceUnavailable, VariantUnavailable
+from harness.backend import DeviceUnavailable, ProfileUnavailable, VariantUnavailable
 from harness.registry import backend_module, framework_installed, load_workload
 from harness.spec import Cell, Status, WorkloadSpec, worst_status
 from harness.store import write_json_atomic
@@ -63,6 +63,39 @@ def device_memory_record(device: Any) -> dict[str, int | None]:
     found = peaks() if peaks is not None else {"allocated": device.peak_memory_bytes()}
     return {"peak_device_allocated_bytes": found.get("allocated"),
             "peak_device_reserved_bytes": found.get("reserved")}
+
+
+CPU_PROFILE_REASON = "cpu cell: no device clock; its whole time is host compute"
+
+
+def profile_calls(spec: WorkloadSpec, calls_per_sample: int) -> int:
+    """Calls in the device-busy pass: one epoch-sized call, else one timed sample's worth.
+
+    A sample's worth was calibrated to last a few milliseconds, long enough for the profiler's
+    start-up to be a small part and short enough that its event buffer stays small.
+    """
+    return 1 if spec.timing == "per_call" else max(1, calls_per_sample)
+
+
+def device_profile_record(device: Any, step: Any, calls: int) -> dict[str, Any]:
+    """The device-busy pass: figures per call, or {'reason': why there are none}.
+
+    Runs after the timed samples and the check, so the profiler's own cost never reaches a
+    wall-clock sample and an extra call (one more epoch) never reaches a checked output. A
+    failure here costs the second clock only, never the case.
+    """
+    if not getattr(device, "is_gpu", False):
+        return {"reason": CPU_PROFILE_REASON}
+    profile = getattr(device, "profile", None)
+    if profile is None:
+        return {"reason": f"{type(device).__name__} has no device profiler"}
+    try:
+        return profile(step, calls).as_dict()
+    except ProfileUnavailable as exc:
+        return {"reason": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - the wall-clock result is already safe
+        traceback.print_exc()
+        return {"reason": f"profiling failed: {failure_reason(exc)}"}
 
 
 class CellRun:
@@ -114,6 +147,11 @@ def run_case(
         output.setdefault("seconds_per_call", measurement.median if measurement.samples
                           else measurement.cold_seconds)
         check = spec.check(case, cell.variant, inputs, output)
+        # Read before the busy pass, so the profiler's buffers never count as the case's memory.
+        memory = {"peak_device_memory_bytes": device.peak_memory_bytes(),
+                  **device_memory_record(device)}
+        device_profile = device_profile_record(
+            device, task.step, profile_calls(spec, measurement.calls_per_sample))
     except VariantUnavailable as exc:
         return {**record, "status": Status.UNAVAILABLE.value, "reason": str(exc)}
     except Exception as exc:  # a failed case is data; the next case still runs
@@ -132,8 +170,8 @@ def run_case(
                      "steal_cores": measurement.other_load.steal_cores,
                      "seconds": measurement.other_load.seconds}),
         extra=output.get("extra", {}),
-        peak_device_memory_bytes=device.peak_memory_bytes(),
-        **device_memory_record(device),
+        **memory,
+        device_profile=device_profile,
     )
     if not check.passed:
         record.update(status=Status.INVALID.value, reason=f"check failed: {check.detail}")
