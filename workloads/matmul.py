@@ -37,12 +37,14 @@ SPEC = WorkloadSpec(
     summary="n x n matmul sweep (seed 5); GFLOP/s = 2n^3/s; checked against float64 numpy",
     sweep="n",
     params={"n": Param(DEFAULT_SIZES, QUICK_SIZES, "matrix sizes (set with --sizes)", kind=int)},
-    variants=("fp32", "tf32", "bf16"),
+    variants=("fp32", "tf32", "bf16", "fp32-graph"),
     frameworks=("torch", "tensorflow", "numpy"),
     flops=lambda case: 2.0 * case["n"] ** 3,
     bytes_moved=None,
-    device_only_variants=("tf32", "bf16"),
+    device_only_variants=("tf32", "bf16", "fp32-graph"),
     make_inputs=make_inputs,
     check=check,
-    notes="tf32 and bf16 are explicit, labelled precision changes, checked with looser bounds.",
+    notes=("tf32 and bf16 are explicit, labelled precision changes, checked with looser bounds. "
+           "fp32-graph (torch, GPU): the same fp32 matmul captured once in a CUDA graph and "
+           "replayed per call, so a small call costs one graph launch instead of a dispatch."),
 )
