@@ -134,7 +134,6 @@ def test_host_overhead_variants_train_and_pass_the_check(framework: str, variant
 @pytest.mark.parametrize("framework, variant, reason", [
     ("torch", "steps-per-execution", "Keras fit option"),
     ("tensorflow", "adam-foreach", "PyTorch technique"),
-    ("torch", "cuda-graph", "needs a GPU device"),
 ])
 def test_variants_of_the_other_framework_or_device_are_unavailable(
         framework: str, variant: str, reason: str) -> None:
