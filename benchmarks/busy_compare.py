@@ -73,8 +73,8 @@ def _per(value: float | None, steps: float) -> float | None:
 
 def mnist_lines(cases: dict[tuple[str, ...], dict[str, Any]], reference: dict[str, Any]) -> list[str]:
     lines = ["MNIST, GPU cells, per step: harness (wall, busy, share, kernels) vs hand profiler",
-             f"{'workload':12} {'variant':16} {'status':8} {'wall ms':>8} {'busy ms':>8} "
-             f"{'busy %':>7} {'kern':>6} {'launch':>6} {'acc':>6} {'hand %':>7} {'diff':>6}"]
+             (f"{'workload':12} {'variant':16} {'status':8} {'wall ms':>8} {'busy ms':>8} "
+              f"{'busy %':>7} {'kern':>6} {'launch':>6} {'acc':>6} {'hand %':>7} {'diff':>6}")]
     for (workload, variant, framework, device, size), case in sorted(cases.items()):
         if not workload.startswith("mnist") or device == "cpu":
             continue
@@ -133,10 +133,10 @@ def verdict_lines(cases: dict[tuple[str, ...], dict[str, Any]],
 
 def matmul_lines(cases: dict[tuple[str, ...], dict[str, Any]],
                  reference: dict[str, Any]) -> list[str]:
-    lines = ["", "matmul fp32 on the GPU: device_seconds vs CUDA events per call (no L2 "
-             "clearing) and do_bench (clears L2)",
-             f"{'variant':11} {'n':>5} {'wall us':>9} {'busy us':>9} {'events us':>10} "
-             f"{'do_bench us':>11} {'busy/events':>11} {'busy/do_bench':>13}"]
+    lines = ["", ("matmul fp32 on the GPU: device_seconds vs CUDA events per call (no L2 "
+                  "clearing) and do_bench (clears L2)"),
+             (f"{'variant':11} {'n':>5} {'wall us':>9} {'busy us':>9} {'events us':>10} "
+              f"{'do_bench us':>11} {'busy/events':>11} {'busy/do_bench':>13}")]
     refs = reference.get("matmul") or {}
     for (workload, variant, _, device, size), case in sorted(
             cases.items(), key=lambda item: (item[0][1], _number(item[0][4]) or 0)):
