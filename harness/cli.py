@@ -264,6 +264,11 @@ def compare(
     recorder.save(finished=True, interrupted=not completed)
     summaries = [row for result in recorder.results for row in summarize_result(spec, result)]
     console.print(results_table(spec, summaries, document.get("ceilings")))
+    if spec.scaling:  # data-parallel runs: throughput and efficiency per process
+        from harness.report.scaling import console_lines
+
+        for line in console_lines(document):
+            console.print(line, markup=False)
     if not completed:
         errors.print(f"interrupted: {len(recorder.results)} finished cells saved in {run_dir}")
     elif report:

@@ -26,6 +26,17 @@ STDERR_TAIL_CHARS = 1500
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+# NVLink multicast (NVLS) stays off in NCCL, PyTorch's symmetric memory and NVSHMEM for every
+# cell: on shared multi-GPU hosts a program that uses it can take the host's GPUs out of service,
+# and the data-parallel cells must not depend on it. Forced, not defaulted, and inherited by
+# every process a worker launches (torch's elastic agent copies the environment to its ranks).
+MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+
+
 @dataclass
 class RunOptions:
     timeout_s: float
@@ -44,6 +55,7 @@ def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = ()) -> dict
     env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
     env.setdefault("KERAS_BACKEND", "tensorflow" if cell.framework == "tensorflow" else "torch")
     env["PYTHONUNBUFFERED"] = "1"
+    env.update(MULTICAST_OFF)
     if cell.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     paths = [str(PROJECT_ROOT), *extra_pythonpath]

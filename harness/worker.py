@@ -19,7 +19,7 @@ from harness.backend import DeviceUnavailable, ProfileUnavailable, VariantUnavai
 from harness.registry import backend_module, framework_installed, load_workload
 from harness.spec import Cell, Status, WorkloadSpec, worst_status
 from harness.store import write_json_atomic
-from harness.timing import TimingPolicy, autorange, per_call
+from harness.timing import Measurement, TimingPolicy, autorange, per_call
 
 # Lower-cased, spaces removed: torch says "CUDA out of memory", TF "ResourceExhaustedError: OOM".
 OOM_MARKERS = ("outofmemory", "resourceexhausted", "oomwhenallocating", "memoryerror")
@@ -86,6 +86,8 @@ def device_profile_record(device: Any, step: Any, calls: int) -> dict[str, Any]:
     """
     if not getattr(device, "is_gpu", False):
         return {"reason": CPU_PROFILE_REASON}
+    if step is None:
+        return {"reason": "timed in other processes; no in-process device profile"}
     profile = getattr(device, "profile", None)
     if profile is None:
         return {"reason": f"{type(device).__name__} has no device profiler"}
@@ -127,6 +129,25 @@ class CellRun:
         write_json_atomic(self.result_path, self.document)
 
 
+def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant: str,
+                 device: Any, inputs: dict[str, Any],
+                 policy: TimingPolicy) -> tuple[Measurement, dict[str, Any], Any]:
+    """Time one case in the spec's timing style: the measurement, the output, and the step.
+
+    The step is what the device-busy pass calls again; None where the backend times work in
+    other processes ('measure'), which no in-process profiler can see.
+    """
+    if spec.timing == "measure":  # the backend runs the timing core itself (other processes)
+        return (*module.measure(case, variant, device, inputs, policy), None)
+    task = module.make_task(case, variant, device, inputs)
+    if spec.timing == "per_call":
+        measurement = per_call(task.step, device.synchronize, spec.calls(case))
+    else:
+        measurement = autorange(task.step, device.synchronize, policy)
+    device.synchronize()
+    return measurement, task.output(), task.step
+
+
 def run_case(
     spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any
 ) -> dict[str, Any]:
@@ -135,14 +156,9 @@ def run_case(
     try:
         _reset_peak_memory(device)
         inputs = spec.make_inputs(case, cell.variant) if spec.make_inputs else {}
-        task = module.make_task(case, cell.variant, device, inputs)
         policy = TimingPolicy.quick() if cell.quick else TimingPolicy()
-        if spec.timing == "per_call":
-            measurement = per_call(task.step, device.synchronize, spec.calls(case))
-        else:
-            measurement = autorange(task.step, device.synchronize, policy)
-        device.synchronize()
-        output = task.output()
+        measurement, output, step = measure_case(spec, module, case, cell.variant, device,
+                                                 inputs, policy)
         # A plausibility check (e.g. GB/s above what memory allows) needs the measured time.
         output.setdefault("seconds_per_call", measurement.median if measurement.samples
                           else measurement.cold_seconds)
@@ -151,7 +167,7 @@ def run_case(
         memory = {"peak_device_memory_bytes": device.peak_memory_bytes(),
                   **device_memory_record(device)}
         device_profile = device_profile_record(
-            device, task.step, profile_calls(spec, measurement.calls_per_sample))
+            device, step, profile_calls(spec, measurement.calls_per_sample))
     except VariantUnavailable as exc:
         return {**record, "status": Status.UNAVAILABLE.value, "reason": str(exc)}
     except Exception as exc:  # a failed case is data; the next case still runs
