@@ -12,8 +12,10 @@ set -u
 OUT=${OUT:-results/busy-gpu}
 PYTHON=${PYTHON:-python3}
 EPOCHS=${BUSY_EPOCHS:-3}
-SAMPLES=${BUSY_TRAIN_SAMPLES:-30000}
-BUDGET_S=${BUSY_BUDGET_S:-450}  # stop starting harness runs after this; the rest still runs
+SAMPLES=${BUSY_TRAIN_SAMPLES:-20000}
+# Harness runs end by this many seconds (each is cut to what is left); the reference, report
+# and comparison after them take about a minute more.
+BUDGET_S=${BUSY_BUDGET_S:-390}
 RUNS="$OUT/runs"
 mkdir -p "$RUNS"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
@@ -21,19 +23,21 @@ export MPLCONFIGDIR=/tmp/mpl-busy KERAS_HOME=/tmp/keras-busy HARNESS_CACHE_DIR="
 started=$(date +%s)
 elapsed() { echo $(( $(date +%s) - started )); }
 
-compare() {  # compare LIMIT_S ARGS...: one harness run, cut at LIMIT_S; its folder stays
-  local limit=$1; shift
-  if (( $(elapsed) + 30 > BUDGET_S )); then
+compare() {  # compare LIMIT_S ARGS...: one harness run, cut at LIMIT_S or the budget's end
+  local limit=$1 left=$(( BUDGET_S - $(elapsed) )); shift
+  if (( left < 30 )); then
     echo "=== skipped (budget): harness compare $*"; return
   fi
+  (( limit > left )) && limit=$left
   echo "=== [$(elapsed) s] harness compare $*"
-  timeout "$limit" "$PYTHON" -m harness.cli compare "$@" --device cuda --framework torch \
-    --out "$RUNS" --no-report --timeout 150 2>&1 | tail -n 25
+  # SIGINT, as Ctrl-C: the CLI stops its worker process group and keeps the finished cells.
+  timeout -s INT -k 15 "$limit" "$PYTHON" -m harness.cli compare "$@" --device cuda \
+    --framework torch --out "$RUNS" --no-report --timeout 150 2>&1 | tail -n 25
 }
 
 MNIST_VARIANTS=as-written,preloaded,adam-fused,adam-foreach,cuda-graph,reduce-overhead
 compare 120 --workload matmul --variant fp32,fp32-graph --sizes 256,512,1024,2048,4096,8192
-compare 170 --workload mnist-small --variant "$MNIST_VARIANTS" --sizes 32 --no-ceilings \
+compare 150 --workload mnist-small --variant "$MNIST_VARIANTS" --sizes 32 --no-ceilings \
   --param "epochs=$EPOCHS" --param "train_samples=$SAMPLES"
 compare 170 --workload mnist-wide --variant "$MNIST_VARIANTS" --sizes 32 --no-ceilings \
   --param "epochs=$EPOCHS" --param "train_samples=$SAMPLES"
