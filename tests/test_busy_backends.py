@@ -106,7 +106,9 @@ def test_tensorflow_reads_kernels_and_copies_from_gpu_stream_lines() -> None:
 
 
 def run_mnist(framework: str, variant: str) -> dict[str, Any]:
-    params = {**mnist.SMALL.defaults(quick=True), "epochs": 2}
+    # 2 epochs of 50 steps: the fewest at which the check still judges accuracy.
+    params = {**mnist.SMALL.defaults(quick=True), "epochs": 2,
+              "train_samples": 32 * mnist.MIN_STEPS_TO_JUDGE // 2}
     result = run_cell(Cell("mnist-small", variant, framework, "cpu", params, quick=True),
                       RunOptions(timeout_s=300))
     return result
@@ -131,14 +133,9 @@ def test_host_overhead_variants_train_and_pass_the_check(framework: str, variant
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("framework, variant, reason", [
-    ("torch", "steps-per-execution", "Keras fit option"),
-    ("tensorflow", "adam-foreach", "PyTorch technique"),
-])
-def test_variants_of_the_other_framework_or_device_are_unavailable(
-        framework: str, variant: str, reason: str) -> None:
-    result = run_mnist(framework, variant)
-    assert result["status"] == "unavailable" and reason in result["reason"]
+def test_a_variant_of_the_other_framework_is_unavailable_with_the_reason() -> None:
+    result = run_mnist("torch", "steps-per-execution")
+    assert result["status"] == "unavailable" and "Keras fit option" in result["reason"]
 
 
 def test_gpu_only_variants_are_declared() -> None:
