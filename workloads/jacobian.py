@@ -149,6 +149,8 @@ def check(case: Mapping[str, Any], variant: str, inputs: dict[str, np.ndarray],
 SPEC = WorkloadSpec(
     name="jacobian",
     kind="jacobian",
+    implementations={"torch": "backends.torch.jacobian",
+                     "tensorflow": "backends.tensorflow.jacobian"},
     summary=("Jacobian of Linear(1,20)-tanh-Linear(20,20)-tanh-Linear(20,400) over batch sizes "
              "(seed 1): full (batch,400,batch,1) as written vs per-sample (batch,400,1)"),
     sweep="batch",

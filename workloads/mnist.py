@@ -157,6 +157,8 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
     return WorkloadSpec(
         name=name,
         kind="mnist",
+        implementations={"torch": "backends.torch.mnist",
+                         "tensorflow": "backends.tensorflow.mnist"},
         summary=summary,
         sweep="batch_size",
         params=PARAMS,
@@ -168,6 +170,8 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         check=check_for(hidden_units),
         validate_data=validate_data,
         notes=NOTES,
+        overhead_pairs=(("as-written", "preloaded", "input pipeline"),),
+        epoch_samples_param="train_samples",
         # CUDA graphs exist on a GPU only; on a CPU reduce-overhead would be plain `compiled`.
         device_only_variants=("cuda-graph", "reduce-overhead"),
     )

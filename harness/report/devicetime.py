@@ -48,15 +48,23 @@ def device_numbers(prepared: pd.DataFrame) -> pd.DataFrame:
 
 def attribution_table(stats: pd.DataFrame, prepared: pd.DataFrame,
                       ceilings_by_machine: dict[str, dict[str, Any]],
-                      bandwidth_key: str = "bandwidth_gbps") -> pd.DataFrame:
-    """Per valid case: wall and busy per step, the parts, the cold extra and the diagnosis."""
+                      hints: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Per valid case: wall and busy per step, the parts, the cold extra and the diagnosis.
+
+    `hints` are the workload's run.json hints: which ceiling bounds its byte rate, and each
+    variant's precision (whose FLOP ceiling applies).
+    """
+    hints = hints or {}
+    bandwidth_key = hints.get("bandwidth_ceiling") or "bandwidth_gbps"
+    precisions = hints.get("variant_precision") or {}
     cases = stats[stats["valid"]].merge(device_numbers(prepared), on=CASE_KEYS, how="left")
-    rows = [_attributed(row, ceilings_by_machine.get(row["machine"], {}), bandwidth_key)
-            for _, row in cases.iterrows()]
+    rows = [_attributed(row, ceilings_by_machine.get(row["machine"], {}), bandwidth_key,
+                        precisions) for _, row in cases.iterrows()]
     return sort_cells(pd.DataFrame(rows)) if rows else pd.DataFrame()
 
 
-def _attributed(row: pd.Series, ceilings: dict[str, Any], bandwidth_key: str) -> dict[str, Any]:
+def _attributed(row: pd.Series, ceilings: dict[str, Any], bandwidth_key: str,
+                precisions: dict[str, str]) -> dict[str, Any]:
     steps = row["steps_per_call"] if row["steps_per_call"] > 0 else 1.0
     wall = row["call_median_s"]
     found = {key: row[key] for key in (*CASE_KEYS, "device_kind", "sweep", "size_value")}
@@ -72,7 +80,7 @@ def _attributed(row: pd.Series, ceilings: dict[str, Any], bandwidth_key: str) ->
     parts = attribute(wall, busy, _zero_if_nan(row["device_copy_seconds"]),
                       row["cold_call_s"])
     entry = device_entry(ceilings, row["device"])
-    peak, _ = flop_limits(entry, precision_of(row["variant"]))
+    peak, _ = flop_limits(entry, precision_of(row["variant"], precisions))
     bandwidth, _ = bandwidth_limits(entry, bandwidth_key)
     verdict = diagnose(parts, row["kernels_per_call"], _positive(row["flops"]),
                        _positive(row["bytes"]), peak, bandwidth)
@@ -287,8 +295,7 @@ def add_device_section(summary: str, experiments: list[Any], prepared: pd.DataFr
     ceilings = ceilings_by_machine(runs)
     lines, written = [], []
     for experiment in experiments:
-        bandwidth_key = (experiment.hints or {}).get("bandwidth_ceiling", "bandwidth_gbps")
-        table = attribution_table(experiment.stats, prepared, ceilings, bandwidth_key)
+        table = attribution_table(experiment.stats, prepared, ceilings, experiment.hints)
         if table.empty or "busy_step_s" not in table or table["busy_step_s"].isna().all():
             continue
         shown = at_headline(table, experiment.headline)
