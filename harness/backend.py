@@ -19,8 +19,17 @@ class VariantUnavailable(RuntimeError):
     """This variant cannot run here (e.g. XLA missing); the cell is `unavailable`, not an error."""
 
 
+class ProfileUnavailable(RuntimeError):
+    """This device cannot report its busy time (no profiler, no device clock); reason in message."""
+
+
 class Device(Protocol):
-    """An opened device: a canonical name, what it is, and how to wait for it."""
+    """An opened device: a canonical name, what it is, and how to wait for it.
+
+    Optional (looked up with getattr): `is_gpu`, `reset_peak_memory()`, `peak_device_memory()`
+    and `profile(step, calls) -> harness.devicetime.DeviceProfile`, the device-busy pass the
+    worker runs after timing (raises ProfileUnavailable with the reason where it cannot).
+    """
 
     name: str  # canonical: "cpu", "cuda:0"
     description: str  # e.g. "NVIDIA H100 80GB HBM3" or the CPU model

@@ -18,12 +18,13 @@ import pandas as pd
 from harness import store
 
 FORMATS = ("parquet", "csv", "json")
-FLOAT_COLUMNS = ("seconds", "check_value", "flops", "bytes")
+FLOAT_COLUMNS = ("seconds", "check_value", "flops", "bytes", *store.DEVICE_COLUMNS.values())
 INTEGER_COLUMNS = ("sample", "calls_per_sample", "steps_per_call", "peak_host_memory_bytes",
                    "peak_device_allocated_bytes", "peak_device_reserved_bytes")
 BOOL_COLUMNS = ("check_passed",)
 TEXT_COLUMNS = ("run_id", "machine", "workload", "variant", "framework", "framework_version",
-                "device", "device_name", "status", "reason", "sweep", "phase", "check_metric")
+                "device", "device_name", "status", "reason", "sweep", "phase", "check_metric",
+                "device_reason")
 TRUE_TEXT, FALSE_TEXT = ("true", "True"), ("false", "False")
 
 

@@ -23,6 +23,10 @@ RUN_FILE = "run.json"
 MEASUREMENTS_FILE = "measurements.csv"
 PARQUET_FILE = "measurements.parquet"
 
+# measurements.csv column -> field of the worker's `device_profile` record.
+DEVICE_COLUMNS = {"busy_seconds": "device_seconds", "copy_seconds": "device_copy_seconds",
+                  "kernels_per_call": "kernels_per_call", "launches_per_call": "launches_per_call",
+                  "span_seconds": "device_span_seconds"}
 BASE_COLUMNS = [
     "run_id", "machine", "workload", "variant", "framework", "framework_version", "device",
     "device_name", "status", "reason", "sweep", "size", "phase", "sample", "seconds",
@@ -30,6 +34,10 @@ BASE_COLUMNS = [
     "steps_per_call", "suspect",
     # Peak memory: host RSS of the worker process (whole cell), device memory per case.
     "peak_host_memory_bytes", "peak_device_allocated_bytes", "peak_device_reserved_bytes",
+    # The second clock, per call, from a profiled pass apart from the timed samples (GPU cells;
+    # empty elsewhere, with device_reason saying why): device busy, host<->device copies on
+    # the device, kernels executed, host API calls that enqueued work, CUDA-event span.
+    *DEVICE_COLUMNS.values(), "device_reason",
 ]
 
 
@@ -78,6 +86,18 @@ def _format(value: Any) -> Any:
     return value
 
 
+def device_fields(case: dict[str, Any]) -> dict[str, Any]:
+    """The case's device-busy figures as CSV columns; a reason when there are none."""
+    profile = case.get("device_profile") or {}
+    fields = {column: _format(profile.get(key)) for key, column in DEVICE_COLUMNS.items()}
+    if profile:
+        fields["device_reason"] = profile.get("reason") or ""
+    else:  # a failed case has nothing to profile; a timed one without a record is older
+        fields["device_reason"] = ("not measured (before the device-busy pass existed)"
+                                   if "cold_seconds" in case else "")
+    return fields
+
+
 def case_rows(run_id: str, machine: str, spec_sweep: str, result: dict[str, Any],
               work: dict[str, Any]) -> list[dict[str, Any]]:
     """Tidy rows for one cell's worker result: one per sample, or one status row."""
@@ -113,6 +133,7 @@ def case_rows(run_id: str, machine: str, spec_sweep: str, result: dict[str, Any]
             peak_device_allocated_bytes=_format(case.get("peak_device_allocated_bytes",
                                                          case.get("peak_device_memory_bytes"))),
             peak_device_reserved_bytes=_format(case.get("peak_device_reserved_bytes")),
+            **device_fields(case),
         )
         if "cold_seconds" not in case:
             rows.append({**case_base, "phase": "none"})

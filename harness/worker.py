@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from harness.backend import DeviceUnavailable, VariantUnavailable
+from harness.backend import DeviceUnavailable, ProfileUnavailable, VariantUnavailable
 from harness.registry import (
     backend_module,
     framework_installed,
@@ -71,6 +71,41 @@ def device_memory_record(device: Any) -> dict[str, int | None]:
             "peak_device_reserved_bytes": found.get("reserved")}
 
 
+CPU_PROFILE_REASON = "cpu cell: no device clock; its whole time is host compute"
+
+
+def profile_calls(spec: WorkloadSpec, calls_per_sample: int) -> int:
+    """Calls in the device-busy pass: one epoch-sized call, else one timed sample's worth.
+
+    A sample's worth was calibrated to last a few milliseconds, long enough for the profiler's
+    start-up to be a small part and short enough that its event buffer stays small.
+    """
+    return 1 if spec.timing == "per_call" else max(1, calls_per_sample)
+
+
+def device_profile_record(device: Any, step: Any, calls: int) -> dict[str, Any]:
+    """The device-busy pass: figures per call, or {'reason': why there are none}.
+
+    Runs after the timed samples and the check, so the profiler's own cost never reaches a
+    wall-clock sample and an extra call (one more epoch) never reaches a checked output. A
+    failure here costs the second clock only, never the case.
+    """
+    if not getattr(device, "is_gpu", False):
+        return {"reason": CPU_PROFILE_REASON}
+    if step is None:
+        return {"reason": "timed in other processes; no in-process device profile"}
+    profile = getattr(device, "profile", None)
+    if profile is None:
+        return {"reason": f"{type(device).__name__} has no device profiler"}
+    try:
+        return profile(step, calls).as_dict()
+    except ProfileUnavailable as exc:
+        return {"reason": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - the wall-clock result is already safe
+        traceback.print_exc()
+        return {"reason": f"profiling failed: {failure_reason(exc)}"}
+
+
 class CellRun:
     """Accumulates the result document of one cell and saves it after every change."""
 
@@ -102,10 +137,14 @@ class CellRun:
 
 def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant: str,
                  device: Any, inputs: dict[str, Any], policy: TimingPolicy,
-                 sync_style: str = "device") -> tuple[Measurement, dict[str, Any]]:
-    """Time one case in the spec's timing style; returns the measurement and the output."""
+                 sync_style: str = "device") -> tuple[Measurement, dict[str, Any], Any]:
+    """Time one case in the spec's timing style: the measurement, the output, and the step.
+
+    The step is what the device-busy pass calls again; None where the backend times work in
+    other processes ('measure'), which no in-process profiler can see.
+    """
     if spec.timing == "measure":  # the backend runs the timing core itself (other processes)
-        return module.measure(case, variant, device, inputs, policy)
+        return (*module.measure(case, variant, device, inputs, policy), None)
     task = module.make_task(case, variant, device, inputs)
     step, synchronize = timed_pair(task, device, sync_style)
     if spec.timing == "per_call":
@@ -113,7 +152,7 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant:
     else:
         measurement = autorange(step, synchronize, policy)
     synchronize()
-    return measurement, task.output()
+    return measurement, task.output(), step
 
 
 def timed_pair(task: Any, device: Any, sync_style: str) -> tuple[Any, Any]:
@@ -146,12 +185,18 @@ def run_case(
         _reset_peak_memory(device)
         inputs = spec.make_inputs(case, cell.variant) if spec.make_inputs else {}
         policy = TimingPolicy.quick() if cell.quick else TimingPolicy()
-        measurement, output = measure_case(spec, module, case, cell.variant, device, inputs,
-                                           policy, load_framework(cell.framework).sync)
+        measurement, output, step = measure_case(spec, module, case, cell.variant, device,
+                                                 inputs, policy,
+                                                 load_framework(cell.framework).sync)
         # A plausibility check (e.g. GB/s above what memory allows) needs the measured time.
         output.setdefault("seconds_per_call", measurement.median if measurement.samples
                           else measurement.cold_seconds)
         check = spec.check(case, cell.variant, inputs, output)
+        # Read before the busy pass, so the profiler's buffers never count as the case's memory.
+        memory = {"peak_device_memory_bytes": device.peak_memory_bytes(),
+                  **device_memory_record(device)}
+        device_profile = device_profile_record(
+            device, step, profile_calls(spec, measurement.calls_per_sample))
     except VariantUnavailable as exc:
         return {**record, "status": Status.UNAVAILABLE.value, "reason": str(exc)}
     except Exception as exc:  # a failed case is data; the next case still runs
@@ -170,8 +215,8 @@ def run_case(
                      "steal_cores": measurement.other_load.steal_cores,
                      "seconds": measurement.other_load.seconds}),
         extra=output.get("extra", {}),
-        peak_device_memory_bytes=device.peak_memory_bytes(),
-        **device_memory_record(device),
+        **memory,
+        device_profile=device_profile,
     )
     if not check.passed:
         record.update(status=Status.INVALID.value, reason=f"check failed: {check.detail}")

@@ -156,11 +156,13 @@ SPEC = WorkloadSpec(
     sweep="batch",
     params={"batch": Param([100], [8, 16], "batch sizes (set with --sizes; the seed also ran "
                            "1000)", kind=int)},
-    variants=("as-written", "per-sample", "per-sample-fwd"),
+    variants=("as-written", "per-sample", "per-sample-fwd", "per-sample-graph"),
+    device_only_variants=("per-sample-graph",),
     make_inputs=make_inputs,
     check=check,
     notes=("as-written: torch.autograd.functional.jacobian (vectorize=False) / eager "
            "GradientTape.jacobian (TF's default experimental_use_pfor=True kept). per-sample: "
            "vmap(jacrev) / batch_jacobian in tf.function. per-sample-fwd: vmap(jacfwd) / "
-           "ForwardAccumulator in tf.function."),
+           "ForwardAccumulator in tf.function. per-sample-graph (torch, GPU): vmap(jacrev) captured "
+           "once in a CUDA graph and replayed per call."),
 )

@@ -127,14 +127,29 @@ PARAMS = {
     "data": Param("", "", "MNIST .npz (set with --data); empty: Keras cache, else embedded",
                   kind=str, minimum=None),
 }
-VARIANTS = ("as-written", "preloaded", "compiled")
+# Steps Keras runs inside one tf.function call with steps_per_execution (one host round trip
+# per this many steps instead of per step); a constant, not a parameter, so runs with and
+# without these variants keep the same parameters and merge.
+STEPS_PER_EXECUTION = 32
+VARIANTS = ("as-written", "preloaded", "compiled", "adam-fused", "adam-foreach", "cuda-graph",
+            "reduce-overhead", "steps-per-execution", "compiled-steps")
+# Variants for the host-bound GPU step: each exists in one framework; the other says why not.
+TORCH_ONLY_VARIANTS = ("adam-fused", "adam-foreach", "cuda-graph", "reduce-overhead")
+KERAS_ONLY_VARIANTS = ("steps-per-execution", "compiled-steps")
 NOTES = (
     "as-written: Keras model.fit under tf.device (softmax + sparse CE; Keras 3's default "
     "jit_compile='auto' turns XLA on when a GPU is visible) / torch nn.Sequential with a "
     "DataLoader and .to(device) per batch. preloaded: whole set on the device once, batches "
     "gathered there (torch index slicing; TF tf.function train step). compiled: as-written "
     "plus torch.compile(model) / Keras jit_compile=True (XLA). Each fit call is one epoch "
-    "(shuffle=False over the shared numpy order), so both frameworks see identical batches."
+    "(shuffle=False over the shared numpy order), so both frameworks see identical batches. "
+    "Against the host-bound GPU step (torch, all on preloaded data): adam-fused / adam-foreach: "
+    "Adam(fused=True) / Adam(foreach=True); cuda-graph: gather, forward, backward and "
+    "Adam(capturable=True) captured once in a CUDA graph and replayed per batch (the first "
+    "batches run eagerly to warm up; a short last batch runs eagerly); reduce-overhead: "
+    "torch.compile(model, mode='reduce-overhead') (CUDA graphs of forward and backward) with "
+    f"Adam(fused=True). Keras: steps-per-execution: as-written with steps_per_execution="
+    f"{STEPS_PER_EXECUTION}; compiled-steps: that plus jit_compile=True."
 )
 
 
@@ -157,6 +172,8 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         notes=NOTES,
         overhead_pairs=(("as-written", "preloaded", "input pipeline"),),
         epoch_samples_param="train_samples",
+        # CUDA graphs exist on a GPU only; on a CPU reduce-overhead would be plain `compiled`.
+        device_only_variants=("cuda-graph", "reduce-overhead"),
     )
 
 

@@ -2,18 +2,27 @@
 
 Synchronisation: `tf.test.experimental.sync_devices()` waits for every device's queued work
 (TF >= 2.13); eager ops on the CPU are already synchronous.
+
+Device-busy pass: tf.profiler's trace (an XPlane protobuf) holds every kernel and copy per GPU
+stream; TensorFlow has no CUDA events, so the span is the trace's own first-to-last extent.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
 
-from harness.backend import DeviceUnavailable, parse_cuda_index
+from harness.backend import DeviceUnavailable, ProfileUnavailable, parse_cuda_index
+from harness.devicetime import DeviceEvent, DeviceProfile, classify, summarize
 from harness.envinfo import cpu_model
+
+PROFILE_TOOL = "tf.profiler (XPlane device trace; span from the trace)"
 
 
 def _configure_gpus() -> list[Any]:
@@ -85,6 +94,62 @@ class TensorFlowDevice:
     @property
     def is_gpu(self) -> bool:
         return self.handle.startswith("/GPU")
+
+    def profile(self, step: Callable[[], object], calls: int) -> DeviceProfile:
+        """Per-call busy time, copies and kernels of `calls` warm calls, from tf.profiler."""
+        if not self.is_gpu:
+            raise ProfileUnavailable("cpu: no device clock")
+        space = traced_space(step, calls)
+        events = xspace_device_events(space, int(self.handle.rsplit(":", 1)[1]))
+        if not events:
+            raise ProfileUnavailable("tf.profiler's trace holds no GPU kernels (CUPTI missing?)")
+        span = (max(e.end_ns for e in events) - min(e.start_ns for e in events)) * 1e-9 / calls
+        return summarize(events, calls, None, span, PROFILE_TOOL)
+
+
+def traced_space(step: Callable[[], object], calls: int) -> Any:
+    """Run `calls` calls under tf.profiler and read back the XSpace it wrote."""
+    try:
+        from tensorflow.tsl.profiler.protobuf import xplane_pb2  # where TF 2.x ships it
+    except ImportError as exc:
+        raise ProfileUnavailable(f"tensorflow {tf.__version__} ships no XPlane reader") from exc
+    with tempfile.TemporaryDirectory(prefix="harness-tf-trace-") as log_dir:
+        tf.test.experimental.sync_devices()
+        tf.profiler.experimental.start(log_dir)
+        try:
+            for _ in range(calls):
+                step()
+            tf.test.experimental.sync_devices()
+        finally:
+            tf.profiler.experimental.stop()
+        traces = sorted(Path(log_dir).rglob("*.xplane.pb"))
+        if not traces:
+            raise ProfileUnavailable("tf.profiler wrote no trace")
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(traces[-1].read_bytes())
+    return space
+
+
+def xspace_device_events(space: Any, gpu_index: int) -> list[DeviceEvent]:
+    """Kernels, copies and memsets on the GPU's stream lines of an XSpace.
+
+    Only lines named 'Stream ...' hold device activity; the plane's other lines ('XLA Ops',
+    'TensorFlow Ops', 'Steps') are annotations spanning those kernels and would count twice.
+    """
+    events = []
+    for plane in space.planes:
+        if plane.name != f"/device:GPU:{gpu_index}":
+            continue
+        for line in plane.lines:
+            if not (line.display_name or line.name).startswith("Stream"):
+                continue
+            for item in line.events:
+                name = plane.event_metadata[item.metadata_id].name
+                kind = classify("", name)
+                if kind is not None:
+                    start_ns = line.timestamp_ns + item.offset_ps // 1000
+                    events.append(DeviceEvent(kind, name, start_ns, item.duration_ps // 1000))
+    return events
 
 
 def open_device(name: str) -> TensorFlowDevice:

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from backends.tensorflow.device import TensorFlowDevice
+from harness.backend import VariantUnavailable
 from workloads.jacobian import fingerprint
 
 
@@ -121,4 +122,7 @@ def make_task(case: dict, variant: str, device: TensorFlowDevice,
     if variant == "per-sample-fwd":
         jacobian = per_sample_forward(net)
         return JacobianTask(lambda: jacobian(t), placement, full=False)
+    if variant == "per-sample-graph":
+        raise VariantUnavailable("per-sample-graph replays a PyTorch CUDA graph; TensorFlow's "
+                                 "per-sample form already runs as one tf.function graph")
     raise ValueError(f"unknown jacobian variant {variant!r}")

@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from backends.tensorflow.device import TensorFlowDevice
+from harness.backend import VariantUnavailable
 
 DTYPES = {"fp32": tf.float32, "tf32": tf.float32, "bf16": tf.bfloat16}
 
@@ -26,6 +27,9 @@ class MatmulTask:
 
 
 def make_task(case: dict, variant: str, device: TensorFlowDevice, inputs: dict[str, np.ndarray]):
+    if variant not in DTYPES:
+        raise VariantUnavailable(f"{variant} replays a PyTorch CUDA graph; TensorFlow has no "
+                                 "such call (its graphs are tf.function and XLA)")
     tf.config.experimental.enable_tensor_float_32_execution(variant == "tf32")
     with tf.device(device.handle):
         # tf.identity under the scope makes the copy to the device happen here, not in step().

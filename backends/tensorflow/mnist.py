@@ -5,6 +5,9 @@ as-written: model.fit under `with tf.device(...)`, softmax output, sparse catego
 preloaded: the whole set as tensors on the device once; a tf.function train step gathers each
            batch there (GradientTape + the Keras Adam optimizer).
 compiled:  as-written with model.compile(jit_compile=True): XLA.
+steps-per-execution: as-written with model.compile(steps_per_execution=N): fit runs N steps per
+           call of its tf.function, one host round trip per N batches instead of per batch.
+compiled-steps: both: jit_compile=True and steps_per_execution=N.
 One step() is one epoch: fit(epochs=1, shuffle=False) over the shared numpy order, so TensorFlow
 and torch see the same batches.
 """
@@ -19,6 +22,7 @@ import tensorflow as tf
 
 from backends.tensorflow.device import TensorFlowDevice
 from harness.backend import VariantUnavailable
+from workloads.mnist import STEPS_PER_EXECUTION, TORCH_ONLY_VARIANTS
 
 SEED = 0
 EVAL_BATCH = 1000
@@ -93,7 +97,8 @@ class FitTraining(KerasTraining):
         self.epoch += 1
 
     def extra(self) -> dict[str, Any]:
-        return {"jit_compile": bool(self.model.jit_compile)}
+        return {"jit_compile": bool(self.model.jit_compile),
+                "steps_per_execution": int(self.model.steps_per_execution or 1)}
 
 
 class XlaFitTraining(FitTraining):
@@ -158,11 +163,13 @@ class PreloadedTraining(KerasTraining):
         return super().output()
 
 
-def compiled_model(inputs: dict[str, Any], jit_compile: bool | str) -> keras.Sequential:
+def compiled_model(inputs: dict[str, Any], jit_compile: bool | str,
+                   steps_per_execution: int = 1) -> keras.Sequential:
     """The seed's model.compile; jit_compile is Keras' default "auto" unless asked."""
     model = build_model(tuple(inputs["hidden_units"]), inputs["dropout"])
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"], jit_compile=jit_compile)
+                  metrics=["accuracy"], jit_compile=jit_compile,
+                  steps_per_execution=steps_per_execution)
     if jit_compile is True and not model.jit_compile:
         raise VariantUnavailable("Keras turned jit_compile off: a layer does not support XLA")
     return model
@@ -170,6 +177,9 @@ def compiled_model(inputs: dict[str, Any], jit_compile: bool | str) -> keras.Seq
 
 def make_task(case: dict, variant: str, device: TensorFlowDevice,
               inputs: dict[str, Any]) -> KerasTraining:
+    if variant in TORCH_ONLY_VARIANTS:
+        raise VariantUnavailable(f"{variant} is a PyTorch technique; Keras' counterparts for a "
+                                 "host-bound step are compiled (XLA) and steps-per-execution")
     keras.utils.set_random_seed(SEED)  # same initial weights and dropout masks on every run
     batch_size = case["batch_size"]
     with tf.device(device.handle):  # variables are created on the device, as in the seed
@@ -177,5 +187,11 @@ def make_task(case: dict, variant: str, device: TensorFlowDevice,
             return FitTraining(compiled_model(inputs, "auto"), inputs, device, batch_size)
         if variant == "compiled":
             return XlaFitTraining(compiled_model(inputs, True), inputs, device, batch_size)
+        if variant == "steps-per-execution":
+            model = compiled_model(inputs, "auto", STEPS_PER_EXECUTION)
+            return FitTraining(model, inputs, device, batch_size)
+        if variant == "compiled-steps":
+            model = compiled_model(inputs, True, STEPS_PER_EXECUTION)
+            return XlaFitTraining(model, inputs, device, batch_size)
         model = build_model(tuple(inputs["hidden_units"]), inputs["dropout"])
         return PreloadedTraining(model, inputs, device, batch_size)

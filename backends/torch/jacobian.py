@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from backends.torch.device import TorchDevice
+from backends.torch.device import TorchDevice, capture_cuda_graph, require_cuda
 from workloads.jacobian import fingerprint
 
 
@@ -71,6 +71,11 @@ def make_task(case: dict, variant: str, device: TorchDevice,
     if variant == "per-sample":
         per_sample = torch.func.vmap(torch.func.jacrev(net))
         return JacobianTask(lambda: per_sample(t), full=False)
+    if variant == "per-sample-graph":
+        require_cuda(device, variant)
+        per_sample = torch.func.vmap(torch.func.jacrev(net))
+        graph, static_jacobian = capture_cuda_graph(lambda: per_sample(t), device.handle)
+        return JacobianTask(lambda: (graph.replay(), static_jacobian)[1], full=False)
     if variant == "per-sample-fwd":
         per_sample = torch.func.vmap(torch.func.jacfwd(net))
         return JacobianTask(lambda: per_sample(t), full=False)

@@ -3,13 +3,19 @@
 as-written: a DataLoader over a TensorDataset, each batch moved with `.to(device)`.
 preloaded: the whole set moved to the device once; batches are index slices on the device.
 compiled:   as-written with `torch.compile(model)`.
+Against the host-bound GPU step (each on preloaded data, so only the step itself changes):
+adam-fused / adam-foreach: Adam(fused=True) / Adam(foreach=True).
+cuda-graph: gather, forward, backward and Adam(capturable=True) captured once in a CUDA graph,
+            replayed per batch with the batch's indices copied into a static buffer.
+reduce-overhead: torch.compile(model, mode="reduce-overhead") (CUDA graphs of forward and
+            backward through Inductor) with Adam(fused=True).
 One step() is one epoch over the shared numpy order, so torch and TensorFlow see the same batches.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -17,11 +23,14 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
-from backends.torch.device import TorchDevice
+from backends.torch.device import TorchDevice, capture_cuda_graph, require_cuda
 from harness.backend import VariantUnavailable
+from workloads.mnist import KERAS_ONLY_VARIANTS
 
 SEED = 0
 EVAL_BATCH = 1000
+# Eager steps (real batches, on a side stream) before the training step is captured.
+GRAPH_WARMUP_STEPS = 3
 PIXELS, CLASSES = 28 * 28, 10
 
 
@@ -53,13 +62,16 @@ class MnistTraining:
     """One model, its optimizer and a batch source; step() trains one epoch."""
 
     def __init__(self, model: nn.Module, train_model: nn.Module, inputs: dict[str, Any],
-                 device: TorchDevice, batch_size: int) -> None:
+                 device: TorchDevice, batch_size: int,
+                 adam_options: dict[str, bool] | None = None) -> None:
         self.model = model  # the plain module: parameters and evaluation
         self.train_model = train_model  # what the training loop calls (compiled or not)
         self.device = device.handle
         self.batch_size = batch_size
         self.inputs = inputs
-        self.optimizer = torch.optim.Adam(model.parameters())  # defaults, as Keras' "adam"
+        # Defaults, as Keras' "adam"; the options only choose how the same update is launched.
+        self.adam_options = adam_options or {}
+        self.optimizer = torch.optim.Adam(model.parameters(), **self.adam_options)
         self.loss_fn = nn.CrossEntropyLoss()
         self.epoch = 0
         self.loss_sum = torch.zeros((), device=self.device)
@@ -74,13 +86,17 @@ class MnistTraining:
         self.loss_sum = torch.zeros((), device=self.device)
         self.samples_seen = 0
         for images, labels in self.batches(self.epoch):
-            self.optimizer.zero_grad()
-            loss = self.loss_fn(self.train_model(images), labels)
-            loss.backward()
-            self.optimizer.step()
-            self.loss_sum += loss.detach() * labels.shape[0]
+            self.train_batch(images, labels)
             self.samples_seen += labels.shape[0]
         self.epoch += 1
+
+    def train_batch(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        """One optimizer step; the loss is summed on the device."""
+        self.optimizer.zero_grad()
+        loss = self.loss_fn(self.train_model(images), labels)
+        loss.backward()
+        self.optimizer.step()
+        self.loss_sum += loss.detach() * labels.shape[0]
 
     def test_accuracy(self) -> float:
         self.model.eval()
@@ -104,6 +120,7 @@ class MnistTraining:
             "samples_distinct": self.inputs["samples_distinct"],
             "data_source": self.inputs["data_source"],
             "epochs_run": self.epoch,
+            **{f"adam_{name}": value for name, value in self.adam_options.items()},
         }}
 
 
@@ -140,17 +157,91 @@ class PreloadedTraining(MnistTraining):
             yield self.x_train[batch_index], self.y_train[batch_index]
 
 
+def compile_failures_unavailable(epoch: Callable[[], None]) -> None:
+    """Run an epoch of a compiled model; a compiler that cannot run here means unavailable."""
+    try:
+        epoch()
+    except (torch._dynamo.exc.BackendCompilerFailed,
+            torch._inductor.exc.InductorError) as exc:
+        reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        raise VariantUnavailable(f"torch.compile failed here: {type(exc).__name__}: "
+                                 f"{reason}") from exc
+
+
 class CompiledTraining(DataLoaderTraining):
     """as-written with torch.compile(model); a compiler missing here makes it unavailable."""
 
     def step(self) -> None:
-        try:
-            super().step()
-        except (torch._dynamo.exc.BackendCompilerFailed,
-                torch._inductor.exc.InductorError) as exc:
-            reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-            raise VariantUnavailable(f"torch.compile failed here: {type(exc).__name__}: "
-                                     f"{reason}") from exc
+        compile_failures_unavailable(super().step)
+
+
+class ReduceOverheadTraining(PreloadedTraining):
+    """preloaded, the model under torch.compile(mode="reduce-overhead"), Adam(fused=True)."""
+
+    def step(self) -> None:
+        compile_failures_unavailable(super().step)
+
+    def train_batch(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        # A new iteration: outputs of the previous replay may be overwritten from here on.
+        torch.compiler.cudagraph_mark_step_begin()
+        super().train_batch(images, labels)
+
+
+class GraphTraining(PreloadedTraining):
+    """preloaded, with the whole training step captured in one CUDA graph and replayed.
+
+    Every batch is trained exactly once: the first GRAPH_WARMUP_STEPS batches run eagerly on
+    a side stream (as capture requires), the next batch is captured (capture records without
+    running) and then replayed, and the rest are replays. A short last batch runs eagerly.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.static_index = torch.zeros(self.batch_size, dtype=torch.int64, device=self.device)
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.eager_steps = 0
+
+    def step(self) -> None:
+        self.train_model.train()
+        # Zeroed in place: the captured graph adds into this very tensor.
+        self.loss_sum.zero_()
+        self.samples_seen = 0
+        order = self.orders[self.epoch % len(self.orders)]
+        for start in range(0, len(order), self.batch_size):
+            batch_index = order[start:start + self.batch_size]
+            if len(batch_index) == self.batch_size:
+                self.static_index.copy_(batch_index)
+                self.graph_step()
+            else:
+                self.body(batch_index)
+            self.samples_seen += len(batch_index)
+        self.epoch += 1
+
+    def body(self, batch_index: torch.Tensor) -> None:
+        """The step as captured: gather on the device, forward, backward, Adam, loss sum."""
+        self.optimizer.zero_grad(set_to_none=True)  # Python only: backward makes fresh grads
+        images = self.x_train.index_select(0, batch_index)
+        labels = self.y_train.index_select(0, batch_index)
+        loss = self.loss_fn(self.train_model(images), labels)
+        loss.backward()
+        self.optimizer.step()
+        self.loss_sum.add_(loss.detach() * len(batch_index))
+
+    def graph_step(self) -> None:
+        if self.graph is not None:
+            self.graph.replay()
+            return
+        if self.eager_steps < GRAPH_WARMUP_STEPS:
+            self.eager_steps += 1
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(side):
+                self.body(self.static_index)
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            return
+        self.graph, _ = capture_cuda_graph(lambda: self.body(self.static_index), self.device,
+                                           warmup_calls=0)
+        self.graph.replay()  # the captured batch itself
 
 
 def check_compile_possible(device: TorchDevice) -> None:
@@ -168,15 +259,27 @@ def check_compile_possible(device: TorchDevice) -> None:
 
 
 TRAININGS = {"as-written": DataLoaderTraining, "preloaded": PreloadedTraining,
-             "compiled": CompiledTraining}
+             "compiled": CompiledTraining, "adam-fused": PreloadedTraining,
+             "adam-foreach": PreloadedTraining, "cuda-graph": GraphTraining,
+             "reduce-overhead": ReduceOverheadTraining}
+ADAM_OPTIONS = {"adam-fused": {"fused": True}, "adam-foreach": {"foreach": True},
+                "cuda-graph": {"capturable": True}, "reduce-overhead": {"fused": True}}
 
 
 def make_task(case: dict, variant: str, device: TorchDevice,
               inputs: dict[str, np.ndarray]) -> MnistTraining:
+    if variant in KERAS_ONLY_VARIANTS:
+        raise VariantUnavailable(f"{variant} is a Keras fit option (steps_per_execution); "
+                                 "torch's counterparts are cuda-graph and reduce-overhead")
+    if variant in ("cuda-graph", "reduce-overhead"):
+        require_cuda(device, variant)
     torch.manual_seed(SEED)  # same initial weights and dropout masks on every run
     model = build_model(tuple(inputs["hidden_units"]), inputs["dropout"]).to(device.handle)
     train_model: nn.Module = model
-    if variant == "compiled":
+    if variant in ("compiled", "reduce-overhead"):
         check_compile_possible(device)
-        train_model = torch.compile(model)  # compiled lazily: its cost lands in the cold epoch
-    return TRAININGS[variant](model, train_model, inputs, device, case["batch_size"])
+        # Compiled lazily: its cost lands in the cold epoch.
+        mode = "reduce-overhead" if variant == "reduce-overhead" else None
+        train_model = torch.compile(model, mode=mode)
+    return TRAININGS[variant](model, train_model, inputs, device, case["batch_size"],
+                              ADAM_OPTIONS.get(variant))

@@ -16,6 +16,7 @@ import pandas as pd
 from harness.report import scaling
 from harness.report import style
 from harness.report import tables as t
+from harness.report.devicetime import add_device_section
 from harness.report.html import write_html_report
 from harness.report.load import DEFAULT_HINTS, RunSet, load_runs
 from harness.report.memory import add_memory_section
@@ -49,11 +50,21 @@ def render_report(run_dirs: list[Path], out_dir: Path,
     # Data-parallel runs (a `scaling` hint in run.json) get their own figure and section.
     scaling_figures, scaling_text = scaling.render(run_set.documents, out_dir)
     summary_path = out_dir / SUMMARY_FILE
-    summary, memory_files = add_memory_section(
-        render_summary(experiments, runs, notes, out_dir), prepared, out_dir)
+    summary, device_files = _with_device_section(
+        render_summary(experiments, runs, notes, out_dir), experiments, prepared, runs, out_dir)
+    summary, memory_files = add_memory_section(summary, prepared, out_dir)
     summary_path.write_text(summary + (f"\n{scaling_text}" if scaling_text else ""))
     html_files = [write_html_report(summary_path)] if html else []
-    return [*written, *memory_files, *scaling_figures, summary_path, *html_files]
+    return [*written, *device_files, *memory_files, *scaling_figures, summary_path, *html_files]
+
+
+def _with_device_section(summary: str, experiments: list[Experiment], prepared: pd.DataFrame,
+                         runs: pd.DataFrame, out_dir: Path) -> tuple[str, list[Path]]:
+    """The measured attribution (two clocks) appended after the figures are configured."""
+    from harness.report.style import use_private_matplotlib_config
+
+    use_private_matplotlib_config()
+    return add_device_section(summary, experiments, prepared, runs, out_dir)
 
 
 def framework_colors(documents: list[dict[str, Any]]) -> dict[str, str]:

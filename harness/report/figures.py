@@ -403,7 +403,8 @@ def breakdown(table: pd.DataFrame, title: str, sweep: str, unit: str, call: str,
         tick.set_color(style.framework_color(framework))
     axes[0, 0].invert_yaxis()
     machines = "" if several_machines else f" on {table['machine'].iloc[0]}"
-    figure.suptitle(f"{title}: where the time goes{machines}", fontsize=11)
+    figure.suptitle(f"{title}: where the time goes (cross-check: variant differences)"
+                    f"{machines}", fontsize=11)
     return _save(figure, path)
 
 

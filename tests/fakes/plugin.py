@@ -3,4 +3,5 @@
 WORKLOADS = {"fault": "tests.fakes.workload:SPEC"}
 # "json" stands in for the framework's import name: always installed.
 FRAMEWORKS = {"fake": ("tests.fakes.backend", "json"),
-              "absent": ("tests.fakes.backend", "harness_no_such_package")}
+              "absent": ("tests.fakes.backend", "harness_no_such_package"),
+              "fakegpu": ("tests.fakes.gpubackend", "json")}

@@ -1,0 +1,317 @@
+"""Where the time goes, measured: the two clocks per case, their attribution, the diagnosis.
+
+Reads only columns (device_seconds, device_copy_seconds, kernels_per_call, ..., written by the
+worker's device-busy pass) and run.json's ceilings; names no workload, framework or variant.
+Per GPU case: copies and busy are measured on the device, compute (busy - copies) and host
+overhead (wall - busy) are derived, and harness.devicetime.diagnose names what bounds the cell.
+CPU cases have one part, "compute (host)": nothing measures a split there. Also: a figure per
+experiment, a batch-size (sweep) figure of wall and busy time per step for GPU cells, and the
+best variant per device with the GPU-vs-CPU verdict between the best of each.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.devicetime import attribute, diagnose
+from harness.plausibility import bandwidth_limits, device_entry, flop_limits, precision_of
+from harness.report import style
+from harness.report.tables import CASE_KEYS, format_seconds, sort_cells
+
+DEVICE_NUMBERS = ("device_seconds", "device_copy_seconds", "kernels_per_call",
+                  "launches_per_call", "device_span_seconds")
+PART_LABELS = {"copies_s": "host<->device copies (measured)",
+               "compute_s": "device compute (busy - copies, derived)",
+               "host_s": "host launch/dispatch/Python (wall - busy, derived)",
+               "host_compute_s": "compute (host), not split"}
+PART_COLORS = {"copies_s": "#0173B2", "compute_s": "#4D4D4D", "host_s": "#D55E00",
+               "host_compute_s": "#949494"}
+SWEEP_MIN_SIZES = 2
+
+
+def device_numbers(prepared: pd.DataFrame) -> pd.DataFrame:
+    """One row per case: its device figures (the same on every row of a case) and reason."""
+    present = [column for column in DEVICE_NUMBERS if column in prepared.columns]
+    frame = prepared[~prepared["cell_level"]][CASE_KEYS].copy()
+    for column in DEVICE_NUMBERS:
+        source = prepared[column] if column in present else pd.Series(dtype=float)
+        frame[column] = pd.to_numeric(source, errors="coerce")
+    reasons = prepared["device_reason"] if "device_reason" in prepared.columns else ""
+    frame["device_reason"] = pd.Series(reasons, index=frame.index).fillna("").astype(str)
+    return frame.groupby(CASE_KEYS, sort=False).agg(
+        {**{column: "first" for column in DEVICE_NUMBERS}, "device_reason": "first"}
+    ).reset_index()
+
+
+def attribution_table(stats: pd.DataFrame, prepared: pd.DataFrame,
+                      ceilings_by_machine: dict[str, dict[str, Any]],
+                      hints: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Per valid case: wall and busy per step, the parts, the cold extra and the diagnosis.
+
+    `hints` are the workload's run.json hints: which ceiling bounds its byte rate, and each
+    variant's precision (whose FLOP ceiling applies).
+    """
+    hints = hints or {}
+    bandwidth_key = hints.get("bandwidth_ceiling") or "bandwidth_gbps"
+    precisions = hints.get("variant_precision") or {}
+    cases = stats[stats["valid"]].merge(device_numbers(prepared), on=CASE_KEYS, how="left")
+    rows = [_attributed(row, ceilings_by_machine.get(row["machine"], {}), bandwidth_key,
+                        precisions) for _, row in cases.iterrows()]
+    return sort_cells(pd.DataFrame(rows)) if rows else pd.DataFrame()
+
+
+def _attributed(row: pd.Series, ceilings: dict[str, Any], bandwidth_key: str,
+                precisions: dict[str, str]) -> dict[str, Any]:
+    steps = row["steps_per_call"] if row["steps_per_call"] > 0 else 1.0
+    wall = row["call_median_s"]
+    found = {key: row[key] for key in (*CASE_KEYS, "device_kind", "sweep", "size_value")}
+    found.update(steps=steps, wall_step_s=wall / steps, reason=row.get("device_reason") or "",
+                 cold_in_warm_calls=row["cold_call_s"] / wall if wall else float("nan"),
+                 kernels_per_step=row["kernels_per_call"] / steps,
+                 launches_per_step=row["launches_per_call"] / steps)
+    busy = row["device_seconds"]
+    if row["device_kind"] != "gpu" or pd.isna(busy):
+        found.update(host_compute_s=(wall / steps) if row["device_kind"] != "gpu" else None,
+                     diagnosis="", kind="")
+        return found
+    parts = attribute(wall, busy, _zero_if_nan(row["device_copy_seconds"]),
+                      row["cold_call_s"])
+    entry = device_entry(ceilings, row["device"])
+    peak, _ = flop_limits(entry, precision_of(row["variant"], precisions))
+    bandwidth, _ = bandwidth_limits(entry, bandwidth_key)
+    verdict = diagnose(parts, row["kernels_per_call"], _positive(row["flops"]),
+                       _positive(row["bytes"]), peak, bandwidth)
+    found.update(busy_step_s=parts.busy_s / steps, busy_share=parts.busy_share,
+                 copies_s=parts.copies_s / steps, compute_s=parts.compute_s / steps,
+                 host_s=parts.host_s / steps, cold_extra_s=parts.cold_extra_s,
+                 diagnosis=verdict.text, kind=verdict.kind)
+    return found
+
+
+def _zero_if_nan(value: Any) -> float:
+    return 0.0 if pd.isna(value) else float(value)
+
+
+def _positive(value: Any) -> float | None:
+    return float(value) if pd.notna(value) and value > 0 else None
+
+
+def at_headline(table: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
+    if table.empty:
+        return table
+    return table.merge(headline, on=["experiment", "machine", "variant", "size_label"])
+
+
+# --- best variant per device ------------------------------------------------------------------
+
+def best_variants(stats: pd.DataFrame) -> pd.DataFrame:
+    """Per machine, framework and size: the first variant (as written) and the fastest, per
+    device kind, and the best GPU time against the best CPU time."""
+    rows = []
+    valid = stats[stats["valid"]]
+    first_variant = dict.fromkeys(stats["variant"])
+    for key, group in valid.groupby(["experiment", "machine", "framework", "size_label"],
+                                    sort=False):
+        kinds = {kind: own.sort_values("median_s") for kind, own in
+                 group.groupby("device_kind", sort=False)}
+        row = dict(zip(["experiment", "machine", "framework", "size_label"], key))
+        for kind, own in kinds.items():
+            written = own[own["variant"] == next(iter(first_variant))]
+            row[f"{kind}_written_s"] = written["median_s"].min() if not written.empty else None
+            row[f"{kind}_best_s"] = own["median_s"].iloc[0]
+            row[f"{kind}_best_variant"] = own["variant"].iloc[0]
+        if "gpu" in kinds and "cpu" in kinds:
+            row["gpu_speedup"] = row["cpu_best_s"] / row["gpu_best_s"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+def attribution_figure(table: pd.DataFrame, title: str, unit: str, path: Path) -> Path | None:
+    """Stacked shares of a warm call per case: measured copies, derived compute and host."""
+    if table.empty:
+        return None
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    parts = [part for part in PART_LABELS if part in table and table[part].notna().any()]
+    labels = [f"{row['framework']} {row['device']} {row['variant']} @ {row['size_label']}"
+              for _, row in table.iterrows()]
+    figure, axis = plt.subplots(figsize=(9.0, 1.4 + 0.42 * len(labels)))
+    positions, left = np.arange(len(labels)), np.zeros(len(labels))
+    for part in parts:
+        share = (table[part] / table["wall_step_s"]).fillna(0.0).to_numpy(dtype=float)
+        axis.barh(positions, 100 * share, left=100 * left, color=PART_COLORS[part],
+                  label=PART_LABELS[part])
+        left += share
+    for position, (_, row) in zip(positions, table.iterrows()):
+        cold = row["cold_in_warm_calls"]
+        note = f" {format_seconds(row['wall_step_s'])}/{unit}" + (
+            f", cold = {cold:.3g} warm calls" if pd.notna(cold) else "")
+        axis.text(100 * max(left[position], 0.01), position, note, va="center",
+                  fontsize="small")
+    axis.set_yticks(positions, labels)
+    axis.invert_yaxis()
+    axis.set_xlim(0, 160)
+    axis.set_xticks([0, 25, 50, 75, 100])
+    axis.set_xlabel(f"share of the warm wall time per {unit} (%)")
+    axis.set_title(f"{title}: where the time goes, measured (device profiler + wall clock)",
+                   fontsize=10)
+    axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.6 / len(labels) - 0.15),
+                ncol=2, fontsize="small", frameon=False)
+    return _save(figure, path)
+
+
+def busy_sweep_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
+                      path: Path) -> Path | None:
+    """Wall and device-busy time per step against the sweep size, per GPU cell."""
+    gpu = table[table.get("busy_step_s", pd.Series(dtype=float)).notna()] if not table.empty \
+        else table
+    if gpu.empty:
+        return None
+    series = [(key, group.sort_values("size_value")) for key, group in
+              gpu.groupby(["machine", "framework", "variant", "device"], sort=False)
+              if group["size_value"].nunique() >= SWEEP_MIN_SIZES]
+    if not series:
+        return None
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(8.0, 5.0))
+    several_machines = gpu["machine"].nunique() > 1
+    for index, ((machine, framework, variant, device), group) in enumerate(series):
+        color = style.OTHER_COLORS[index % len(style.OTHER_COLORS)] if index else \
+            style.framework_color(framework)
+        name = f"{framework} {device} {variant}" + (f" ({machine})" if several_machines else "")
+        axis.plot(group["size_value"], group["wall_step_s"], "-o", color=color,
+                  label=f"{name}: wall")
+        axis.plot(group["size_value"], group["busy_step_s"], "--s", color=color,
+                  label=f"{name}: device busy")
+    axis.set_xscale("log", base=2)
+    axis.set_yscale("log")
+    axis.set_xlabel(sweep)
+    axis.set_ylabel(f"seconds per {unit}")
+    axis.set_title(f"{title}: wall vs device-busy time per {unit} (GPU cells)", fontsize=10)
+    axis.grid(alpha=0.3, which="both")
+    axis.legend(fontsize="x-small")
+    return _save(figure, path)
+
+
+def _save(figure: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    figure.savefig(path, dpi=style.DPI, bbox_inches="tight", facecolor="white")
+    plt.close(figure)
+    return path
+
+
+# --- summary.md -------------------------------------------------------------------------------
+
+EXPLANATION = (
+    "Two clocks per case. Measured: the wall time per call (the harness's clock, warm median), "
+    "the device-busy time and the host<->device copies on the device (a separate profiled pass "
+    "after the timed samples: kernels', copies' and memsets' own durations, overlaps counted "
+    "once), the kernels executed, and the cold first call. Derived: device compute = busy - "
+    "copies; host launch/dispatch/Python = wall - busy. CPU cells are 'compute (host)', not "
+    "split. The variant-difference breakdown elsewhere in this report is a cross-check.")
+
+
+def section(name: str, table: pd.DataFrame, best: pd.DataFrame, unit: str,
+            figures: dict[str, Path], out_dir: Path) -> list[str]:
+    """Markdown for one experiment: attribution table, diagnoses, best variants, figures."""
+    if table.empty:
+        return []
+    lines = [f"### {name}: where the time goes, measured", "", EXPLANATION, ""]
+    lines += [f"![{kind}]({path.relative_to(out_dir).as_posix()})" for kind, path in
+              figures.items()]
+    lines += ["", (f"| cell | size | wall / {unit} | busy / {unit} | busy share | copies | "
+                   f"device compute | host overhead | kernels / {unit} | cold / warm | "
+                   "diagnosis |"),
+              "|" + "---|" * 11]
+    for _, row in table.iterrows():
+        lines.append("| " + " | ".join(_row_cells(row)) + " |")
+    return lines + [""] + _best_lines(best) + [""]
+
+
+def _row_cells(row: pd.Series) -> list[str]:
+    cell = f"{row['framework']} {row['device']} {row['variant']}"
+    if pd.isna(row.get("busy_step_s")):
+        what = "compute (host)" if row["device_kind"] != "gpu" else "not measured"
+        return [cell, str(row["size_label"]), format_seconds(row["wall_step_s"]), "-", "-",
+                "-", what, "-", "-", _ratio(row["cold_in_warm_calls"]),
+                (row["reason"] or "").replace("|", "/")]
+    return [cell, str(row["size_label"]), format_seconds(row["wall_step_s"]),
+            format_seconds(row["busy_step_s"]), f"{100 * row['busy_share']:.0f}%",
+            format_seconds(row["copies_s"]), format_seconds(row["compute_s"]),
+            format_seconds(row["host_s"]), f"{row['kernels_per_step']:.3g}",
+            _ratio(row["cold_in_warm_calls"]), row["diagnosis"].replace("|", "/")]
+
+
+def _ratio(value: Any) -> str:
+    return "-" if pd.isna(value) else f"{value:.3g}x"
+
+
+def _best_lines(best: pd.DataFrame) -> list[str]:
+    if best.empty or "gpu_speedup" not in best:
+        return []
+    lines = ["Best variant per device, and GPU vs CPU between the best of each:", "",
+             ("| framework | size | CPU as written | CPU best | GPU as written | GPU best | "
+              "verdict |"), "|" + "---|" * 7]
+    for _, row in best[best["gpu_speedup"].notna()].iterrows():
+        speedup = row["gpu_speedup"]
+        verdict = (f"GPU {speedup:.3g}x faster" if speedup >= 1 else
+                   f"CPU {1 / speedup:.3g}x faster")
+        lines.append(" | ".join([
+            f"| {row['framework']}", str(row["size_label"]),
+            format_seconds(row.get("cpu_written_s")),
+            f"{format_seconds(row['cpu_best_s'])} ({row['cpu_best_variant']})",
+            format_seconds(row.get("gpu_written_s")),
+            f"{format_seconds(row['gpu_best_s'])} ({row['gpu_best_variant']})",
+            verdict]) + " |")
+    return lines
+
+
+# --- the report's entry point -----------------------------------------------------------------
+
+def ceilings_by_machine(runs: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Each machine's latest measured ceilings from any of its runs (a run may skip them)."""
+    found: dict[str, dict[str, Any]] = {}
+    for machine, ceilings in zip(runs["machine"], runs["ceilings"]):
+        if isinstance(ceilings, dict) and ceilings:
+            found[machine] = ceilings
+    return found
+
+
+def add_device_section(summary: str, experiments: list[Any], prepared: pd.DataFrame,
+                       runs: pd.DataFrame, out_dir: Path) -> tuple[str, list[Path]]:
+    """summary.md with the measured attribution appended, and the figures drawn for it.
+
+    Only experiments with at least one GPU case whose device-busy time was measured get a
+    section; a CPU-only report stays as it was.
+    """
+    ceilings = ceilings_by_machine(runs)
+    lines, written = [], []
+    for experiment in experiments:
+        table = attribution_table(experiment.stats, prepared, ceilings, experiment.hints)
+        if table.empty or "busy_step_s" not in table or table["busy_step_s"].isna().all():
+            continue
+        shown = at_headline(table, experiment.headline)
+        figures = {
+            "where the time goes, measured": attribution_figure(
+                shown, experiment.name, experiment.unit,
+                out_dir / f"{experiment.stem}-device-time.png"),
+            "wall vs device busy": busy_sweep_figure(
+                table, experiment.name, experiment.sweep, experiment.unit,
+                out_dir / f"{experiment.stem}-busy-sweep.png"),
+        }
+        figures = {kind: path for kind, path in figures.items() if path is not None}
+        written += figures.values()
+        lines += section(experiment.name, shown, best_variants(experiment.stats),
+                         experiment.unit, figures, out_dir)
+    if not lines:
+        return summary, []
+    header = ["## Where the time goes, measured (two clocks)", ""]
+    return summary.rstrip() + "\n\n" + "\n".join(header + lines) + "\n", written
