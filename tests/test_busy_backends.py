@@ -37,6 +37,15 @@ made_up = [raw("kernel", "sgemm", CUDA, 0, 10_000),
            raw("cuda_runtime", "cudaMemcpyAsync", CPU, 0, 3_000),
            raw("cuda_runtime", "cudaStreamSynchronize", CPU, 0, 3_000)]
 events, launches = device_events(made_up)
+
+def bare(name, device, start, duration):  # torch 2.11: no activity_type on kineto events
+    return types.SimpleNamespace(name=lambda: name, device_type=lambda: device,
+        start_ns=lambda: start, duration_ns=lambda: duration)
+
+old_style, old_launches = device_events([
+    bare("sgemm", CUDA, 0, 10_000), bare("Memcpy HtoD (Pinned -> Device)", CUDA, 10_000, 5_000),
+    bare("cudaLaunchKernel", CPU, 0, 3_000), bare("cudaStreamSynchronize", CPU, 0, 3_000),
+    bare("aten::mm", CPU, 0, 3_000)])
 with profile(activities=[ProfilerActivity.CPU]) as prof:
     torch.ones(8) @ torch.ones(8)
 real_events, real_launches = device_events(prof.profiler.kineto_results.events())
@@ -46,6 +55,7 @@ try:
 except ProfileUnavailable as exc:
     refused = str(exc)
 print(json.dumps({"kinds": [e.kind for e in events], "launches": launches,
+                  "old_kinds": [e.kind for e in old_style], "old_launches": old_launches,
                   "real": len(real_events), "real_launches": real_launches,
                   "refused": refused}))
 """
@@ -92,6 +102,7 @@ def test_torch_reads_device_work_and_launches_from_kineto_events() -> None:
     found = run_script(TORCH_SCRIPT, "torch")
     assert found["kinds"] == ["kernel", "memcpy"]  # the annotation is not device work
     assert found["launches"] == 2  # a launch and a copy; a synchronize enqueues nothing
+    assert found["old_kinds"] == ["kernel", "memcpy"] and found["old_launches"] == 1
     # A real (CPU-only) trace: no device work, and no host launch calls recorded at all.
     assert found["real"] == 0 and found["real_launches"] is None
     assert "no device clock" in found["refused"]

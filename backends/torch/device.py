@@ -25,6 +25,8 @@ from harness.envinfo import cpu_model
 
 PROFILE_TOOL = "torch.profiler (CUPTI kernel and copy times) + CUDA events (span)"
 # Host API calls that put work on a stream; a graph replay is one launch of many kernels.
+# A CUDA runtime or driver API call by name (cudaLaunchKernel, cuLaunchKernel, cudaMemcpyAsync).
+RUNTIME_CALL = re.compile(r"^cu(da)?[A-Z]")
 LAUNCH_CALL = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|"
                          r"Memcpy\w*Async|Memset\w*Async)")
 
@@ -168,13 +170,17 @@ def device_events(raw_events: Any) -> tuple[list[DeviceEvent], int | None]:
     """Kineto events -> device work (kernels, copies, memsets) and a count of launch calls."""
     events, launches, saw_host_calls = [], 0, False
     for raw in raw_events:
-        activity, name = str(raw.activity_type()), str(raw.name())
+        # torch 2.11's kineto events have no activity_type (2.13's do): then names decide,
+        # as for TensorFlow's trace (seen on the H200 machine).
+        activity = str(raw.activity_type()) if hasattr(raw, "activity_type") else ""
+        name = str(raw.name())
         if raw.device_type() == torch.autograd.DeviceType.CUDA:
             kind = classify(activity, name)
             if kind is not None:
                 events.append(DeviceEvent(kind, name, int(raw.start_ns()),
                                           int(raw.duration_ns())))
-        elif activity in ("cuda_runtime", "cuda_driver"):
+        elif activity in ("cuda_runtime", "cuda_driver") or (
+                not activity and RUNTIME_CALL.match(name)):
             saw_host_calls = True
             launches += bool(LAUNCH_CALL.match(name))
     return events, launches if saw_host_calls else None
