@@ -7,8 +7,8 @@ and a framework that is not installed becomes an `unavailable` row, not an Impor
 from __future__ import annotations
 
 import importlib
-import os
 import importlib.util
+import os
 from types import ModuleType
 
 from harness.spec import BadInput, WorkloadSpec
@@ -22,12 +22,22 @@ WORKLOADS: dict[str, str] = {
     "transfer": "workloads.transfer:SPEC",
 }
 
-# Framework name -> (backend package, the distribution's import name).
+# Framework name -> (backend package, the import names it needs, comma-separated).
 FRAMEWORKS: dict[str, tuple[str, str]] = {
     "torch": ("backends.torch", "torch"),
     "tensorflow": ("backends.tensorflow", "tensorflow"),
     "numpy": ("backends.numpy", "numpy"),
+    # --- issue 18: JAX, and Keras 3 on each of its backends (one process per backend) ---
+    "jax": ("backends.jax", "jax,optax"),
+    "keras-jax": ("backends.keras_jax", "keras,jax"),
+    "keras-torch": ("backends.keras_torch", "keras,torch"),
+    "keras-tensorflow": ("backends.keras_tensorflow", "keras,tensorflow"),
 }
+
+# Import name -> the pyproject extra that installs it, for the `unavailable` reason's hint
+# (a framework whose import name is not listed is hinted with its own name).
+INSTALL_EXTRAS: dict[str, str] = {"jax": "jax", "optax": "jax", "keras": "keras",
+                                  "torch": "torch", "tensorflow": "tensorflow"}
 
 # Backends whose folders must mirror each other file for file (numpy is a CPU baseline only).
 MIRRORED_FRAMEWORKS = ("torch", "tensorflow")
@@ -64,10 +74,11 @@ def check_framework_name(name: str) -> None:
 
 
 def framework_installed(name: str) -> tuple[bool, str]:
-    """Whether the framework can be imported, found without importing it."""
-    import_name = FRAMEWORKS[name][1]
-    if importlib.util.find_spec(import_name) is None:
-        return False, f"{import_name} is not installed (pip install 'harness[{name}]')"
+    """Whether every package the framework needs can be imported, found without importing."""
+    for import_name in FRAMEWORKS[name][1].split(","):
+        if importlib.util.find_spec(import_name) is None:
+            extra = INSTALL_EXTRAS.get(import_name, name)
+            return False, f"{import_name} is not installed (pip install 'harness[{extra}]')"
     return True, ""
 
 

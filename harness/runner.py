@@ -33,6 +33,27 @@ class RunOptions:
     extra_pythonpath: tuple[str, ...] = ()
 
 
+# --- issue 18: per-framework environment (JAX, Keras 3 on several backends) --------------
+# Keras picks its backend once, at import, from KERAS_BACKEND: a keras-* cell must get its own
+# whatever the caller's shell says. JAX would otherwise reserve 75% of GPU memory at start, and
+# on a cpu cell it must not look for a GPU plugin at all.
+KERAS_BACKENDS = {"keras-jax": "jax", "keras-torch": "torch", "keras-tensorflow": "tensorflow"}
+JAX_FRAMEWORKS = ("jax", "keras-jax")
+
+
+def framework_environment(cell: Cell) -> dict[str, str]:
+    """Environment variables one framework's cell must run with (empty for most)."""
+    env: dict[str, str] = {}
+    if cell.framework in KERAS_BACKENDS:
+        env["KERAS_BACKEND"] = KERAS_BACKENDS[cell.framework]
+    if cell.framework in JAX_FRAMEWORKS:
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+        if cell.device == "cpu":
+            env["JAX_PLATFORMS"] = "cpu"
+    return env
+# --- end issue 18 -------------------------------------------------------------------------
+
+
 def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = ()) -> dict[str, str]:
     """The environment a worker starts with: GPUs hidden from cpu cells, TF kept quiet and lean.
 
@@ -43,6 +64,7 @@ def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = ()) -> dict
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
     env.setdefault("KERAS_BACKEND", "tensorflow" if cell.framework == "tensorflow" else "torch")
+    env.update(framework_environment(cell))
     env["PYTHONUNBUFFERED"] = "1"
     if cell.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""

@@ -95,10 +95,12 @@ SPEC = WorkloadSpec(
     params={"batch": Param([100], [8, 16], "batch sizes (set with --sizes; the seed also ran "
                            "1000)", kind=int)},
     variants=("as-written", "per-sample", "per-sample-fwd"),
+    frameworks=("torch", "tensorflow", "jax"),
     make_inputs=make_inputs,
     check=check,
     notes=("as-written: torch.autograd.functional.jacobian (vectorize=False) / eager "
            "GradientTape.jacobian (TF's default experimental_use_pfor=True kept). per-sample: "
            "vmap(jacrev) / batch_jacobian in tf.function. per-sample-fwd: vmap(jacfwd) / "
-           "ForwardAccumulator in tf.function."),
+           "ForwardAccumulator in tf.function. jax: jit(jacrev) of the batched net (full), "
+           "jit(vmap(jacrev)) and jit(vmap(jacfwd)) per sample."),
 )

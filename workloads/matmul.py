@@ -38,11 +38,12 @@ SPEC = WorkloadSpec(
     sweep="n",
     params={"n": Param(DEFAULT_SIZES, QUICK_SIZES, "matrix sizes (set with --sizes)", kind=int)},
     variants=("fp32", "tf32", "bf16"),
-    frameworks=("torch", "tensorflow", "numpy"),
+    frameworks=("torch", "tensorflow", "jax", "numpy"),
     flops=lambda case: 2.0 * case["n"] ** 3,
     bytes_moved=None,
     device_only_variants=("tf32", "bf16"),
     make_inputs=make_inputs,
     check=check,
-    notes="tf32 and bf16 are explicit, labelled precision changes, checked with looser bounds.",
+    notes=("tf32 and bf16 are explicit, labelled precision changes, checked with looser bounds. "
+           "jax: jnp.matmul under jax.jit, Precision.HIGHEST for fp32, DEFAULT for tf32."),
 )

@@ -109,7 +109,7 @@ SPEC = WorkloadSpec(
                        "buffer sizes of the bandwidth variants (set with --sizes)", kind=int),
     },
     variants=MATMUL_VARIANTS + BANDWIDTH_VARIANTS,
-    frameworks=("torch", "tensorflow", "numpy"),
+    frameworks=("torch", "tensorflow", "jax", "numpy"),
     flops=flops,
     bytes_moved=bytes_moved,
     device_only_variants=OVERLAP_VARIANTS + BANDWIDTH_VARIANTS,
@@ -121,5 +121,6 @@ SPEC = WorkloadSpec(
     cpu_baseline_any_variant=("matmul-copy", "matmul-overlap"),
     notes=("numpy matmul-resident on cpu is the baseline; matmul-copy on cpu is the same code "
            "with nowhere to copy to (framework conversion overhead only). TensorFlow exposes no "
-           "pinned host buffers, so its *-pinned variants are unavailable."),
+           "pinned host buffers, so its *-pinned variants are unavailable. jax: device_put in, "
+           "np.asarray out; pinned = memory_kind pinned_host; no matmul-overlap (no streams)."),
 )
