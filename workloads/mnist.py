@@ -113,8 +113,14 @@ NOTES = (
     "DataLoader and .to(device) per batch. preloaded: whole set on the device once, batches "
     "gathered there (torch index slicing; TF tf.function train step). compiled: as-written "
     "plus torch.compile(model) / Keras jit_compile=True (XLA). Each fit call is one epoch "
-    "(shuffle=False over the shared numpy order), so both frameworks see identical batches."
+    "(shuffle=False over the shared numpy order), so both frameworks see identical batches. "
+    "keras-jax / keras-torch / keras-tensorflow: the same Keras code on each Keras 3 backend "
+    "(preloaded: fit on device tensors; compiled: jit_compile=True). jax: a jitted step with "
+    "optax Adam (preloaded: batches sliced on the device; compiled: the epoch as one lax.scan). "
+    "tensorflow (on request) is the pre-issue-18 TF cell: Keras fit, TF-native preloaded step."
 )
+# keras-tensorflow took the place of tensorflow here (issue 18): the TF cell was Keras code.
+FRAMEWORKS = ("torch", "jax", "keras-tensorflow", "keras-jax", "keras-torch")
 
 
 def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> WorkloadSpec:
@@ -131,6 +137,7 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         make_inputs=make_inputs_for(hidden_units),
         check=check_for(hidden_units),
         validate_data=validate_data,
+        frameworks=FRAMEWORKS,
         notes=NOTES,
     )
 

@@ -1,0 +1,29 @@
+"""Keras 3 on its JAX backend: JAX's devices and sync, Keras' version in the label.
+
+Keras' JAX backend leaves matmul precision to JAX, whose GPU default for float32 is TF32-like;
+every other cell trains in float32, so this process asks JAX for float32 dots throughout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import keras
+
+from backends.jax import device as jax_device
+from backends.keras.model import require_backend
+
+require_backend("jax")
+jax.config.update("jax_default_matmul_precision", "highest")
+
+list_devices = jax_device.list_devices
+open_device = jax_device.open_device
+
+
+def version() -> str:
+    return f"keras {keras.__version__} on jax {jax_device.version()}"
+
+
+def threads() -> dict[str, Any]:
+    return {**jax_device.threads(), "matmul_precision": "highest"}

@@ -1,0 +1,23 @@
+"""Keras 3 on its TensorFlow backend: TF's devices, memory growth and sync."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from backends.keras.model import require_backend
+from backends.tensorflow import device as tf_device
+
+require_backend("tensorflow")
+
+list_devices = tf_device.list_devices
+open_device = tf_device.open_device
+
+
+def version() -> str:
+    return f"keras {keras.__version__} on tensorflow {tf_device.version()}"
+
+
+def threads() -> dict[str, Any]:
+    return tf_device.threads()
