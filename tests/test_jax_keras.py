@@ -1,0 +1,159 @@
+"""JAX and Keras 3 on several backends (issue 18): registration, cell environment, and real
+cells through the worker process on CPU, with parity against the float64 references and
+between frameworks."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from harness import registry
+from harness.cli import app
+from harness.runner import RunOptions, cell_environment, run_cell
+from harness.spec import Cell
+from workloads import elementwise, matmul, mnist, transfer
+
+WORKER_TIMEOUT_S = 300
+KERAS_FRAMEWORKS = ("keras-jax", "keras-torch", "keras-tensorflow")
+needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None
+                               or importlib.util.find_spec("optax") is None,
+                               reason="jax/optax not installed (pip install 'harness[jax]')")
+
+
+def run(workload: str, variant: str, framework: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One cpu cell through a real worker, as `harness compare` runs it."""
+    cell = Cell(workload, variant, framework, "cpu", params, quick=True)
+    return run_cell(cell, RunOptions(timeout_s=WORKER_TIMEOUT_S))
+
+
+# --- registration and environment: no framework imported ------------------------------------
+
+def test_every_new_framework_is_registered_where_it_applies() -> None:
+    for spec in (matmul.SPEC, elementwise.SPEC, transfer.SPEC, registry.load_workload("jacobian"),
+                 mnist.SMALL, mnist.WIDE):
+        assert "jax" in spec.frameworks, spec.name
+    for framework in KERAS_FRAMEWORKS:
+        assert framework in mnist.SMALL.frameworks and framework in mnist.WIDE.frameworks
+        assert registry.backend_has_module(framework, "device")
+        assert registry.backend_has_module(framework, "mnist")
+    # The MNIST cell that was Keras on TensorFlow is listed under its clear name now.
+    assert "tensorflow" not in mnist.SMALL.frameworks
+
+
+def test_missing_package_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "keras" else real_find_spec(name, *a))
+    installed, reason = registry.framework_installed("keras-jax")
+    assert not installed and reason == "keras is not installed (pip install 'harness[keras]')"
+
+
+@pytest.mark.parametrize("framework,backend", [("keras-jax", "jax"), ("keras-torch", "torch"),
+                                               ("keras-tensorflow", "tensorflow")])
+def test_keras_cells_get_their_backend_whatever_the_shell_says(
+        monkeypatch: pytest.MonkeyPatch, framework: str, backend: str) -> None:
+    monkeypatch.setenv("KERAS_BACKEND", "numpy")
+    env = cell_environment(Cell("mnist-small", "as-written", framework, "cpu"))
+    assert env["KERAS_BACKEND"] == backend
+
+
+def test_jax_cells_do_not_preallocate_and_cpu_cells_skip_the_gpu() -> None:
+    cpu = cell_environment(Cell("matmul", "fp32", "jax", "cpu"))
+    gpu = cell_environment(Cell("matmul", "fp32", "keras-jax", "cuda:0"))
+    assert cpu["XLA_PYTHON_CLIENT_PREALLOCATE"] == gpu["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert cpu["JAX_PLATFORMS"] == "cpu"
+    assert gpu.get("JAX_PLATFORMS") == os.environ.get("JAX_PLATFORMS")  # left as the user set it
+    torch_env = cell_environment(Cell("matmul", "fp32", "torch", "cpu"))
+    assert torch_env.get("JAX_PLATFORMS") == os.environ.get("JAX_PLATFORMS")
+
+
+# --- JAX through the worker ----------------------------------------------------------------
+
+@needs_jax
+@pytest.mark.slow
+def test_jax_matmul_is_float32_exact_and_gpu_variants_are_unavailable_on_cpu() -> None:
+    params = {**matmul.SPEC.defaults(quick=True), "n": [64, 200]}
+    result = run("matmul", "fp32", "jax", params)
+    assert result["status"] == "ok", result["reason"]
+    for case in result["cases"]:
+        assert case["check"]["passed"] and case["samples"] and case["cold_seconds"] > 0
+    assert run("matmul", "bf16", "jax", params)["status"] == "unavailable"
+
+
+@needs_jax
+@pytest.mark.slow
+def test_jax_elementwise_eager_and_jit_keep_every_addition() -> None:
+    params = {**elementwise.SPEC.defaults(quick=True), "elements": [10**4]}
+    for variant in ("as-written", "compiled"):
+        result = run("elementwise", variant, "jax", params)
+        assert result["status"] == "ok", (variant, result["reason"])
+        assert result["cases"][0]["check"]["passed"]
+    extra = result["cases"][0]["extra"]  # compiled: what XLA really runs
+    assert extra["executed_additions"] >= params["iterations"]
+    assert extra["op_count_source"] == "XLA optimized HLO"
+    in_place = run("elementwise", "in-place", "jax", params)
+    assert in_place["status"] == "unavailable" and "immutable" in in_place["cases"][0]["reason"]
+
+
+@needs_jax
+@pytest.mark.slow
+def test_jax_transfer_copies_and_says_why_overlap_has_no_jax_form() -> None:
+    params = transfer.SPEC.defaults(quick=True)
+    for variant in ("matmul-resident", "matmul-copy"):
+        result = run("transfer", variant, "jax", params)
+        assert result["status"] == "ok", (variant, result["reason"])
+        assert result["cases"][0]["check"]["passed"]
+    assert run("transfer", "matmul-overlap", "jax", params)["status"] == "unavailable"
+
+
+@needs_jax
+@pytest.mark.slow
+def test_compare_cli_with_jax_exits_zero(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["compare", "--workload", "transfer", "--quick",
+                                      "--device", "cpu", "--framework", "jax", "--no-ceilings",
+                                      "--no-report", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "jax" in result.output and "ok" in result.output
+
+
+# --- MNIST: the hand-jitted step and Keras on jax and torch agree ---------------------------
+
+@pytest.fixture(scope="module")
+def mnist_cases() -> dict[str, dict[str, Any]]:
+    """mnist-small, quick params, one worker per framework (shared by the tests below)."""
+    params = mnist.SMALL.defaults(quick=True)
+    frameworks = [name for name in ("jax", "keras-jax", "keras-torch")
+                  if registry.framework_installed(name)[0]]
+    return {name: run("mnist-small", "as-written", name, params) for name in frameworks}
+
+
+@needs_jax
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["jax", "keras-jax", "keras-torch"])
+def test_mnist_cell_trains_the_seed_net(mnist_cases: dict, framework: str) -> None:
+    if framework not in mnist_cases:
+        pytest.skip(f"{framework} is not installed")
+    result = mnist_cases[framework]
+    assert result["status"] == "ok", result["reason"]
+    (case,) = result["cases"]
+    extra = case["extra"]
+    assert extra["params"] == 101_770 and extra["steps_per_call"] == 2048 // 32
+    assert extra["accuracy"] > mnist.ACCURACY_BOUND and extra["train_loss"] < 2.0
+    assert len(case["samples"]) == 1 and case["cold_seconds"] > 0  # 2 epochs: cold + warm
+    if framework.startswith("keras-"):
+        assert extra["keras_backend"] == framework.removeprefix("keras-")
+
+
+@needs_jax
+@pytest.mark.slow
+def test_mnist_accuracy_parity_across_jax_and_keras_backends(mnist_cases: dict) -> None:
+    accuracies = {name: result["cases"][0]["extra"]["accuracy"]
+                  for name, result in mnist_cases.items() if result["status"] == "ok"}
+    assert len(accuracies) == len(mnist_cases) >= 2, accuracies
+    # Same data, same order, same net and optimizer; different initial weights per backend.
+    assert max(accuracies.values()) - min(accuracies.values()) < 0.05, accuracies
