@@ -118,8 +118,10 @@ def suspect_reason(measurement: Measurement) -> str:
             break
     predicted = measurement.predicted_call_s
     if predicted and measurement.samples:
+        # Only slower than predicted is suspect: a pool of threads still waking up during
+        # calibration makes the samples faster than predicted, and the samples are right.
         drift = statistics.median(measurement.samples) / predicted
-        if drift > CALIBRATION_DRIFT_FACTOR or drift < 1 / CALIBRATION_DRIFT_FACTOR:
+        if drift > CALIBRATION_DRIFT_FACTOR:
             reasons.append(f"median per call is {drift:.2g}x what calibration measured "
                            f"({predicted * 1e3:.3g} ms)")
     if measurement.other_load is not None and measurement.other_load.contended:

@@ -23,10 +23,9 @@ from typing import Any
 import numpy as np
 
 from harness.spec import Check, Param, WorkloadSpec
-from workloads.common import rng_for
+from workloads.common import UNIT_ROUNDOFF, gamma, rng_for, worst_ratio
 
 FLOAT32_BYTES = 4
-FLOAT32_UNIT_ROUNDOFF = 2.0**-24
 DEFAULT_ELEMENTS = [10**5, 10**6, 10**7, 10**8]
 QUICK_ELEMENTS = [10**4, 10**5]
 SEED_TRAILING_SHAPE = (1000, 1000)
@@ -81,29 +80,36 @@ def make_inputs(case: Mapping[str, Any], variant: str) -> dict[str, np.ndarray]:
 
 
 def summation_bound(iterations: int) -> float:
-    """Worst-case relative error of float32 (k+1)-fold sums of a*b, for any order or FMA.
+    """Relative error bound of the float32 result, per element: gamma_{k+1} (Higham §3.1).
 
-    k additions of same-signed terms err by at most k*u relative (Higham, gamma_k), the product
-    by u more; 1% slack keeps the bound from failing on its own rounding.
+    The loop rounds a*b once (u) and then sums k+1 copies of it, k additions of same-signed
+    terms: |error| <= gamma_k (k+1)|ab| for any order, FMA or not (Higham §4.2), and (1+u)
+    (1+gamma_k) - 1 <= gamma_{k+1} (Lemma 3.3). A folded (k+1)*a*b errs by gamma_2 only.
+
+    The probabilistic sqrt(k) law does not apply: the addend is the same every time, so within
+    a binade of the running sum every addition rounds the same way and the errors add up
+    coherently. Measured on randn data: max error 0.25 (k+1)u at k = 1000, 8 sqrt(k+1) u.
+    The float64 reference's own error (two roundings of 2^-53) is negligible.
     """
-    return 1.01 * (iterations + 2) * FLOAT32_UNIT_ROUNDOFF
+    return gamma(iterations + 1, UNIT_ROUNDOFF["fp32"])
 
 
 def relative_error_chunked(got: np.ndarray, a: np.ndarray, b: np.ndarray, factor: int) -> float:
-    """||got - factor*a*b|| / ||factor*a*b|| in float64, a chunk at a time (10^8 elements fit)."""
+    """max |got - factor*a*b| / |factor*a*b| per element, in float64, a chunk at a time.
+
+    Componentwise, so one wrong element among 10^8 cannot hide in a norm; an element whose
+    reference is 0 (a or b is 0) must be 0 exactly, since 0 * b and 0 + 0 are exact.
+    """
     got_flat, a_flat, b_flat = (np.asarray(x).reshape(-1) for x in (got, a, b))
     if got_flat.shape != a_flat.shape:
-        return float("inf")
-    error_sq, reference_sq = 0.0, 0.0
+        return math.inf
+    worst = 0.0
     for start in range(0, a_flat.size, CHECK_CHUNK):
         window = slice(start, start + CHECK_CHUNK)
         reference = factor * (a_flat[window].astype(np.float64) * b_flat[window])
-        difference = got_flat[window].astype(np.float64) - reference
-        if not np.all(np.isfinite(difference)):
-            return float("inf")
-        error_sq += float(difference @ difference)
-        reference_sq += float(reference @ reference)
-    return math.sqrt(error_sq / reference_sq) if reference_sq > 0 else math.sqrt(error_sq)
+        residual = got_flat[window].astype(np.float64) - reference
+        worst = max(worst, worst_ratio(residual, np.abs(reference)))
+    return worst
 
 
 def folding_evidence(case: Mapping[str, Any], extra: Mapping[str, Any]) -> str:
@@ -157,7 +163,8 @@ def check(case: Mapping[str, Any], variant: str, inputs: dict[str, np.ndarray],
     bound = summation_bound(iterations)
     problems = [text for text in (folding_evidence(case, output.get("extra", {})),
                                   bandwidth_evidence(case, output)) if text]
-    detail = f"{variant} vs float64 (k+1)*a*b: relative error {error:.2e} (bound {bound:.1e})"
+    detail = (f"{variant} vs float64 (k+1)*a*b: max relative error per element {error:.2g}, "
+              f"bound {bound:.2g} = gamma_(k+1), k={iterations}, u = 2^-24")
     if problems:
         detail = "; ".join(problems) + "; " + detail
     return Check(passed=error <= bound and not problems, metric="rel_error", value=error,
