@@ -157,3 +157,45 @@ def test_mnist_accuracy_parity_across_jax_and_keras_backends(mnist_cases: dict) 
     assert len(accuracies) == len(mnist_cases) >= 2, accuracies
     # Same data, same order, same net and optimizer; different initial weights per backend.
     assert max(accuracies.values()) - min(accuracies.values()) < 0.05, accuracies
+
+
+# --- the report: every framework ranked, every pair's ratio (synthetic runs, no framework) ---
+
+def synthetic_three_framework_run(tmp_path: Path) -> Path:
+    """alpha clearly fastest, beta and gamma within each other's noise, all on the cpu."""
+    from tests.synthetic_runs import cell_result, write_run
+
+    def samples(median: float) -> list[float]:
+        return [median * factor for factor in (0.98, 0.99, 1.0, 1.01, 1.02)]
+
+    return write_run(tmp_path / "run", [
+        cell_result("alpha", {64: samples(1e-4)}),
+        cell_result("beta", {64: samples(3e-4)}),
+        cell_result("gamma", {64: samples(3.03e-4)}),
+    ], params={"n": [64]})
+
+
+def test_report_ranks_every_framework_and_compares_every_pair(tmp_path: Path) -> None:
+    from harness.report import render_report
+    from harness.report import tables as t
+    from harness.report.load import load_runs
+
+    run_dir = synthetic_three_framework_run(tmp_path)
+    run_set = load_runs([run_dir])
+    runs = t.assign_experiments(run_set.runs)
+    prepared, _ = t.prepare(run_set.measurements, runs)
+    stats = t.case_stats(prepared)
+    ranking = t.framework_ranking(stats, t.headline_sizes(stats))
+    assert list(ranking["framework"]) == ["alpha", "beta", "gamma"]
+    assert list(ranking["significant"]) == [False, True, False]  # beta/gamma: IQRs overlap
+    assert ranking["times_best"].iloc[1] == pytest.approx(3.0)
+    ratios = t.ratio_table(stats)
+    pairs = set(ratios.loc[ratios["kind"] == "framework_ratio", "label"])
+    assert pairs == {"alpha / beta · cpu fp32", "alpha / gamma · cpu fp32",
+                     "beta / gamma · cpu fp32"}
+    render_report([run_dir], tmp_path / "report")
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "### Framework verdict: every framework ranked per device" in summary
+    assert "1. alpha" in summary and "beyond noise vs #1" in summary
+    assert "within noise vs #2" in summary
+    assert (tmp_path / "report" / "matmul-ratios.png").stat().st_size > 0

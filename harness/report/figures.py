@@ -435,12 +435,12 @@ def _share_bars(axis: Axes, positions: np.ndarray, first: pd.Series, second: pd.
 
 RATIO_TITLES = {
     "gpu_speedup": "GPU speedup = CPU time / GPU time, same framework (>1: GPU faster)",
-    "torch_over_tensorflow": "torch time / tensorflow time, same device (>1: tensorflow faster)",
+    "framework_ratio": "time A / time B, same device and variant (>1: B faster)",
 }
 
 
 def ratios(table: pd.DataFrame, title: str, sweep: str, path: Path) -> Path | None:
-    """Heatmaps of GPU speedup and torch/tensorflow time ratio per size, values written in."""
+    """Heatmaps of GPU speedup and of every framework pair's time ratio per size, values in."""
     kinds = [kind for kind in RATIO_TITLES if (table["kind"] == kind).any()]
     if not kinds:
         return None

@@ -7,6 +7,7 @@ unit-tested on synthetic measurements whose answer is known.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -557,7 +558,7 @@ def breakdown(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
 # --- ratios -----------------------------------------------------------------------------------
 
 def ratio_table(stats: pd.DataFrame) -> pd.DataFrame:
-    """GPU speedup (CPU time / GPU time, same framework) and torch / tensorflow time ratios.
+    """GPU speedup (CPU time / GPU time, same framework) and every framework pair's time ratio.
 
     One row per (kind, row label, size). A GPU-only variant is compared with the same
     framework's CPU cell of another variant, and the row label says which.
@@ -566,7 +567,7 @@ def ratio_table(stats: pd.DataFrame) -> pd.DataFrame:
     valid = stats[stats["valid"]]
     for (experiment, machine), group in valid.groupby(["experiment", "machine"], sort=False):
         rows.extend(_gpu_speedups(experiment, machine, group))
-        rows.extend(_framework_ratios(experiment, machine, group))
+        rows.extend(framework_pair_ratios(experiment, machine, group))
     return pd.DataFrame(rows, columns=["experiment", "machine", "kind", "label", "size_label",
                                        "size_value", "ratio"])
 
@@ -593,17 +594,61 @@ def _gpu_speedups(experiment: str, machine: str, group: pd.DataFrame) -> list[di
     return rows
 
 
-def _framework_ratios(experiment: str, machine: str,
-                      group: pd.DataFrame) -> list[dict[str, Any]]:
-    torch_rows = group[group["framework"] == "torch"]
-    tf_rows = group[group["framework"] == "tensorflow"]
-    merged = torch_rows.merge(tf_rows, on=["variant", "device", "size_label"],
-                              suffixes=("_torch", "_tf"))
-    return [{"experiment": experiment, "machine": machine, "kind": "torch_over_tensorflow",
-             "label": f"{row['device']} {row['variant']}", "size_label": row["size_label"],
-             "size_value": row["size_value_torch"],
-             "ratio": row["median_s_torch"] / row["median_s_tf"]}
-            for _, row in merged.iterrows()]
+def framework_order(frameworks: pd.Series) -> list[str]:
+    """The frameworks present, in the report's fixed order (unknown ones by first appearance)."""
+    order = {name: index for index, name in enumerate(FRAMEWORK_ORDER)}
+    present = list(dict.fromkeys(frameworks))
+    return sorted(present, key=lambda name: (order.get(name, len(order)), present.index(name)))
+
+
+def framework_pair_ratios(experiment: str, machine: str,
+                          group: pd.DataFrame) -> list[dict[str, Any]]:
+    """Time A / time B for every pair of frameworks, same variant, device and size.
+
+    Every pair, not one named pair: a run may hold any set of frameworks (torch, JAX, Keras on
+    three backends...), and each pair is a question a reader may ask.
+    """
+    rows = []
+    for first, second in itertools.combinations(framework_order(group["framework"]), 2):
+        merged = group[group["framework"] == first].merge(
+            group[group["framework"] == second], on=["variant", "device", "size_label"],
+            suffixes=("_a", "_b"))
+        rows += [{"experiment": experiment, "machine": machine, "kind": "framework_ratio",
+                  "label": f"{first} / {second} · {row['device']} {row['variant']}",
+                  "size_label": row["size_label"], "size_value": row["size_value_a"],
+                  "ratio": row["median_s_a"] / row["median_s_b"]}
+                 for _, row in merged.iterrows()]
+    return rows
+
+
+# --- every framework ranked per device --------------------------------------------------------
+
+RANKING_COLUMNS = ["experiment", "machine", "variant", "device", "size_label", "rank",
+                   "framework", "median_s", "times_best", "judged", "significant"]
+
+
+def framework_ranking(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
+    """Per experiment, machine, variant and device, at the headline size: every framework with a
+    valid time, fastest first, with its time over the fastest and whether its gap to the one
+    ranked just above it is beyond the noise (IQRs apart, judged from 3 samples each).
+    """
+    keys = ["experiment", "machine", "variant", "size_label"]
+    at_headline = stats[stats["valid"]].merge(headline, on=keys)
+    rows = []
+    for (experiment, machine, variant, device), group in at_headline.groupby(
+            ["experiment", "machine", "variant", "device"], sort=False):
+        ranked = group.sort_values("median_s")
+        fastest = ranked["median_s"].iloc[0]
+        above = None
+        for rank, (_, row) in enumerate(ranked.iterrows(), start=1):
+            gap = gap_significance(above, row) if above is not None else {
+                "judged": False, "significant": False}
+            rows.append({"experiment": experiment, "machine": machine, "variant": variant,
+                         "device": device, "size_label": row["size_label"], "rank": rank,
+                         "framework": row["framework"], "median_s": row["median_s"],
+                         "times_best": row["median_s"] / fastest, **gap})
+            above = row
+    return pd.DataFrame(rows, columns=RANKING_COLUMNS)
 
 
 # --- warnings ---------------------------------------------------------------------------------
