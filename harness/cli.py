@@ -2,15 +2,19 @@
 
 Never imports a framework: everything framework-specific runs in worker processes.
 Bad input is one line on stderr and exit code 2; a failed cell is exit code 1 with every
-result still written; Ctrl-C saves what finished and exits 130.
+result still written; Ctrl-C, SIGTERM and SIGHUP save what finished, stop the running worker and
+exit 128 + the signal's number (130, 143, 129).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import tempfile
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -20,7 +24,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness import envinfo, registry, store
+from harness import envinfo, interrupt, registry, store
 from harness.backend import canonical_device, parse_cuda_index
 from harness.memory import memory_text
 from harness.progress import CellEtaColumn
@@ -40,7 +44,7 @@ errors = Console(stderr=True)
 
 EXIT_FAILED_CELL = 1
 EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
+EXIT_SIGNAL_BASE = 128  # shells' convention: killed by signal N -> 128 + N
 
 
 def fail_input(message: str) -> None:
@@ -115,14 +119,41 @@ def resolve_variants(spec: WorkloadSpec, value: str | None) -> list[str]:
 
 
 def check_writable(out: Path) -> None:
-    """Refuse an --out that cannot hold a run folder, before anything is written."""
+    """Refuse an --out that cannot hold a run folder, before any cell runs.
+
+    Why try rather than ask: os.access says yes to root on a read-only mount and knows nothing
+    of pseudo-filesystems such as /proc; creating the folders and a probe file is the honest
+    test. Whatever the probe created is removed again when it fails.
+    """
+    try:
+        missing = _missing_folders(out)
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot be checked ({exc.strerror or exc})") from None
+    created: list[Path] = []
+    try:
+        for folder in missing:
+            folder.mkdir()
+            created.append(folder)
+        handle, probe = tempfile.mkstemp(dir=out, prefix=".harness-probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        for folder in reversed(created):
+            with suppress(OSError):
+                folder.rmdir()
+        raise BadInput(f"--out {out}: not writable ({exc.strerror or exc})") from None
+
+
+def _missing_folders(out: Path) -> list[Path]:
+    """The folders that must be created for `out` to exist, outermost first."""
+    missing = []
     existing = out
     while not existing.exists():
+        missing.append(existing)
         existing = existing.parent
     if not existing.is_dir():
         raise BadInput(f"--out {out}: {existing} is not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise BadInput(f"--out {out}: {existing} is not writable")
+    return missing[::-1]
 
 
 class RunRecorder:
@@ -142,10 +173,13 @@ class RunRecorder:
         self.document["cells"].append(result)
         self.save()
 
-    def save(self, finished: bool = False, interrupted: bool = False) -> None:
+    def save(self, finished: bool = False, stopped_by: signal.Signals | None = None) -> None:
+        """Write both files; `finished` stamps the end time, `stopped_by` the stop signal."""
         if finished:
             self.document["finished"] = time.time()
-        self.document["interrupted"] = interrupted
+        self.document["interrupted"] = stopped_by is not None
+        if stopped_by is not None:
+            self.document["interrupted_by"] = stopped_by.name
         store.write_run(self.run_dir, self.document)
         store.write_measurements(self.run_dir, self.rows)
 
@@ -183,9 +217,9 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
     return table
 
 
-def exit_code_for(results: list[dict[str, Any]], interrupted: bool) -> int:
-    if interrupted:
-        return EXIT_INTERRUPTED
+def exit_code_for(results: list[dict[str, Any]], stopped_by: signal.Signals | None) -> int:
+    if stopped_by is not None:
+        return EXIT_SIGNAL_BASE + stopped_by.value
     status = worst_status([Status(result["status"]) for result in results])
     return EXIT_FAILED_CELL if status in (Status.ERROR, Status.TIMEOUT, Status.INVALID) else 0
 
@@ -200,6 +234,8 @@ def render_report_safely(run_dir: Path) -> None:
     try:
         written = render_report([run_dir], run_dir, html=True)
         console.print(f"report: {len(written)} files in {run_dir}")
+    except KeyboardInterrupt:  # the results are complete; only the pictures are missing
+        errors.print(f"report interrupted; results are in {run_dir}")
     except Exception as exc:  # noqa: BLE001 - the results are already safe on disk
         errors.print(f"report failed ({type(exc).__name__}: {exc}); results are in {run_dir}")
 
@@ -248,28 +284,52 @@ def compare(
     except BadInput as exc:
         fail_input(str(exc))
     cells = expand_matrix(spec.name, variants, frameworks, devices, params, quick)
-    run_dir = store.new_run_dir(out, spec.name)
     document = {
-        "run_id": run_dir.name, "command": sys.argv, "started": time.time(), "finished": None,
-        "workload": spec.name, "sweep": spec.sweep, "params": params, "quick": quick,
-        "timeout_s": timeout, "host": envinfo.host_metadata(), "cells": [],
+        "command": sys.argv, "started": time.time(), "finished": None, "workload": spec.name,
+        "sweep": spec.sweep, "params": params, "quick": quick, "timeout_s": timeout,
         "hints": spec.report_hints(),
     }
+    with interrupt.stop_on_signals():
+        run_dir, recorder, stopped_by = run_cells(spec, cells, devices, document, out, timeout,
+                                                  ceilings)
+    # Outside the handlers: the cells are saved, a signal now only stops the drawing.
+    if stopped_by is None and report:
+        render_report_safely(run_dir)
+    console.print(f"results: {run_dir}")
+    raise typer.Exit(exit_code_for(recorder.results, stopped_by))
+
+
+def run_cells(spec: WorkloadSpec, cells: list[Cell], devices: list[str],
+              document: dict[str, Any], out: Path, timeout: float,
+              ceilings: bool) -> tuple[Path, RunRecorder, signal.Signals | None]:
+    """Measure, run and save every cell; a stop signal ends it early with what finished saved.
+
+    Returns the run folder, its recorder and the stop signal (None when every cell ran).
+    """
+    run_dir = store.new_run_dir(out, spec.name)
+    document = {"run_id": run_dir.name, **document, "host": envinfo.host_metadata(),
+                "cells": []}
     recorder = RunRecorder(run_dir, spec, document)
+    recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
     console.print(f"run folder: {run_dir}  ({len(cells)} cells)")
     if ceilings:
         document["ceilings"] = measure_ceilings(devices, largest_square_matmul(spec, cells))
         recorder.save()
-    completed = _run_with_progress(cells, RunOptions(timeout_s=timeout), recorder)
-    recorder.save(finished=True, interrupted=not completed)
+    if interrupt.requested() is None:
+        _run_with_progress(cells, RunOptions(timeout_s=timeout), recorder)
+    stopped_by = interrupt.requested()
+    recorder.save(finished=True, stopped_by=stopped_by)
     summaries = [row for result in recorder.results for row in summarize_result(spec, result)]
     console.print(results_table(spec, summaries, document.get("ceilings")))
-    if not completed:
-        errors.print(f"interrupted: {len(recorder.results)} finished cells saved in {run_dir}")
-    elif report:
-        render_report_safely(run_dir)
-    console.print(f"results: {run_dir}")
-    raise typer.Exit(exit_code_for(recorder.results, not completed))
+    if spec.scaling:  # data-parallel runs: throughput and efficiency per process
+        from harness.report.scaling import console_lines
+
+        for line in console_lines(document):
+            console.print(line, markup=False)
+    if stopped_by is not None:
+        errors.print(f"interrupted by {interrupt.describe(stopped_by)}: "
+                     f"{len(recorder.results)} finished cells saved in {run_dir}")
+    return run_dir, recorder, stopped_by
 
 
 def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:
@@ -286,11 +346,17 @@ def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any
     """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles."""
     from harness import ceilings as ceilings_module
 
+    measured: dict[str, Any] = {}
     with errors.status("measuring the machine's ceilings (--no-ceilings skips this)"):
-        return {device: ceilings_module.measure(device, largest_n) for device in devices}
+        for device in devices:
+            if interrupt.requested() is not None:
+                break
+            measured[device] = ceilings_module.measure(device, largest_n)
+    return measured
 
 
 def _run_with_progress(cells: list[Cell], options: RunOptions, recorder: RunRecorder) -> bool:
+    """run_matrix with a progress bar on stderr; False when a stop signal ended it early."""
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
                   "{task.total}"), TimeElapsedColumn(), CellEtaColumn(), console=errors,
                   transient=True) as bar:
@@ -300,10 +366,7 @@ def _run_with_progress(cells: list[Cell], options: RunOptions, recorder: RunReco
             recorder.add(result)
             bar.update(task, advance=1, description=f"{cell.label}: {result['status']}")
 
-        try:
-            return run_matrix(cells, options, on_result)
-        except KeyboardInterrupt:  # between two workers: what finished is already on disk
-            return False
+        return run_matrix(cells, options, on_result)
 
 
 @app.command("list")

@@ -17,6 +17,7 @@ WORKLOADS: dict[str, str] = {
     "matmul": "workloads.matmul:SPEC",
     "mnist-small": "workloads.mnist:SMALL",
     "mnist-wide": "workloads.mnist:WIDE",
+    "mnist-ddp": "workloads.mnist_ddp:SPEC",
     "jacobian": "workloads.jacobian:SPEC",
     "elementwise": "workloads.elementwise:SPEC",
     "transfer": "workloads.transfer:SPEC",

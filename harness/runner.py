@@ -6,6 +6,7 @@ hands back one JSON file, a timeout kills the worker's whole process group and b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,12 +19,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import interrupt
 from harness.memory import wait_with_peak_rss, with_peak_host_memory
 from harness.spec import Cell, Status
 from harness.worker import looks_like_oom
 
 STDERR_TAIL_CHARS = 1500
+KILL_WAIT_S = 10.0
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+# NVLink multicast (NVLS) stays off in NCCL, PyTorch's symmetric memory and NVSHMEM for every
+# cell: on shared multi-GPU hosts a program that uses it can take the host's GPUs out of service,
+# and the data-parallel cells must not depend on it. Forced, not defaulted, and inherited by
+# every process a worker launches (torch's elastic agent copies the environment to its ranks).
+MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
 
 
 @dataclass
@@ -66,6 +80,7 @@ def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = ()) -> dict
     env.setdefault("KERAS_BACKEND", "tensorflow" if cell.framework == "tensorflow" else "torch")
     env.update(framework_environment(cell))
     env["PYTHONUNBUFFERED"] = "1"
+    env.update(MULTICAST_OFF)
     if cell.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     paths = [str(PROJECT_ROOT), *extra_pythonpath]
@@ -102,12 +117,37 @@ def _crash_reason(returncode: int, stderr_tail: str) -> str:
 
 
 def _kill_group(process: subprocess.Popen) -> None:
-    """Stop the worker and anything it started (its own process group)."""
+    """Stop the worker and anything it started (its own process group), then reap it."""
+    interrupt.kill_group(process.pid)
     try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
+        process.wait(timeout=KILL_WAIT_S)
+    except subprocess.TimeoutExpired:
+        # Why: a KeyboardInterrupt inside Popen.wait can leave Popen's private lock held, and
+        # a plain wait() then blocks for ever; reap the killed child directly instead.
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(process.pid, 0)
+
+
+def _wait_for_child(process: subprocess.Popen,
+                    timeout_s: float) -> tuple[int | None, int | None]:
+    """(return code, peak RSS): code None when it ran past timeout_s (its group is then killed).
+
+    A stop signal kills the group through interrupt's handler, so this wait returns then too.
+    Any exception (KeyboardInterrupt where no handler is installed) kills the group first.
+    """
+    with interrupt.child_group(process.pid):
+        try:
+            return wait_with_peak_rss(process, timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            return None, None
+        except BaseException:
+            _kill_group(process)
+            raise
+
+
+def interrupted_reason(signum: signal.Signals) -> str:
+    return f"interrupted by {interrupt.describe(signum)}; worker stopped"
 
 
 def _read_result(path: Path) -> dict[str, Any] | None:
@@ -125,7 +165,8 @@ def empty_result(cell: Cell, status: Status, reason: str) -> dict[str, Any]:
 def run_cell(cell: Cell, options: RunOptions) -> dict[str, Any]:
     """Run one worker; always returns a result document with a status.
 
-    KeyboardInterrupt is re-raised after the worker is stopped, carrying the partial result.
+    A stop signal (see harness.interrupt) kills the worker; the cell then ends `interrupted`,
+    keeping the cases it finished.
     """
     with tempfile.TemporaryDirectory(prefix="harness-cell-") as scratch:
         scratch_dir = Path(scratch)
@@ -139,31 +180,20 @@ def run_cell(cell: Cell, options: RunOptions) -> dict[str, Any]:
                 env=cell_environment(cell, options.extra_pythonpath), cwd=PROJECT_ROOT,
                 start_new_session=True,  # its own process group, so a kill reaches its children
             )
-            try:
-                returncode, peak_rss = wait_with_peak_rss(process, options.timeout_s)
-            except subprocess.TimeoutExpired:
-                _kill_group(process)
-                return _partial(cell, result_path, Status.TIMEOUT,
-                                f"no result within --timeout {options.timeout_s:g} s; "
-                                "worker killed")
-            except KeyboardInterrupt:
-                _kill_group(process)
-                raise CellInterrupted(_partial(cell, result_path, Status.INTERRUPTED,
-                                               "interrupted by Ctrl-C; worker stopped")) from None
+            returncode, peak_rss = _wait_for_child(process, options.timeout_s)
         result = _read_result(result_path)
-        if returncode != 0 or result is None or result.get("finished") is None:
+        complete = returncode == 0 and result is not None and result.get("finished") is not None
+        stop = interrupt.requested()
+        if stop is not None and not complete:
+            return _partial(cell, result_path, Status.INTERRUPTED, interrupted_reason(stop))
+        if returncode is None:
+            return _partial(cell, result_path, Status.TIMEOUT,
+                            f"no result within --timeout {options.timeout_s:g} s; worker killed")
+        if not complete:
             reason = _crash_reason(returncode, _stderr_tail(stderr_path))
             return with_peak_host_memory(_partial(cell, result_path, Status.ERROR, reason),
                                          peak_rss)
         return with_peak_host_memory(result, peak_rss)
-
-
-class CellInterrupted(Exception):
-    """Ctrl-C arrived while a worker ran; holds that cell's partial result."""
-
-    def __init__(self, result: dict[str, Any]) -> None:
-        super().__init__("interrupted")
-        self.result = result
 
 
 def _partial(cell: Cell, result_path: Path, status: Status, reason: str) -> dict[str, Any]:
@@ -178,19 +208,26 @@ def run_json_child(module: str, args: list[str], cell: Cell,
     """Run `python -m MODULE *ARGS OUT.json` in CELL's environment and read OUT.json.
 
     For the short helper processes (framework probe, ceilings) that, like workers, must keep
-    frameworks out of the parent. Returns (document, "") or (None, why there is none).
+    frameworks out of the parent; like workers they get their own process group, so a timeout
+    or a stop signal kills all of them. Returns (document, "") or (None, why there is none).
     """
     with tempfile.TemporaryDirectory(prefix="harness-child-") as scratch:
-        out_path = Path(scratch) / "out.json"
-        try:
-            completed = subprocess.run(
+        out_path, stderr_path = Path(scratch) / "out.json", Path(scratch) / "stderr.txt"
+        with open(stderr_path, "wb") as stderr_file:
+            process = subprocess.Popen(
                 [sys.executable, "-m", module, *args, str(out_path)], cwd=PROJECT_ROOT,
-                env=cell_environment(cell), capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+                env=cell_environment(cell), stdin=subprocess.DEVNULL, stdout=stderr_file,
+                stderr=stderr_file, start_new_session=True)
+            returncode = _wait_for_child(process, timeout_s)
+        stop = interrupt.requested()
+        if stop is not None:
+            return None, f"interrupted by {interrupt.describe(stop)}"
+        if returncode is None:
             return None, f"timed out after {timeout_s:g} s"
-        if not out_path.exists():
-            return None, " | ".join(completed.stderr.strip().splitlines()[-3:])
-        return json.loads(out_path.read_text()), ""
+        document = _read_result(out_path)
+        if document is None:
+            return None, " | ".join(_stderr_tail(stderr_path).splitlines()[-3:])
+        return document, ""
 
 
 def run_matrix(
@@ -198,12 +235,12 @@ def run_matrix(
     options: RunOptions,
     on_result: Callable[[Cell, dict[str, Any]], None],
 ) -> bool:
-    """Run every cell in order; returns False if Ctrl-C stopped the matrix early."""
+    """Run every cell in order; returns False if a stop signal ended the matrix early."""
     for cell in cells:
-        try:
-            result = run_cell(cell, options)
-        except CellInterrupted as interrupted:
-            on_result(cell, interrupted.result)
+        if interrupt.requested() is not None:  # arrived between two workers
             return False
+        result = run_cell(cell, options)
         on_result(cell, result)
-    return True
+        if result["status"] == Status.INTERRUPTED.value:
+            return False
+    return interrupt.requested() is None

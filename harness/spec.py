@@ -111,8 +111,11 @@ class WorkloadSpec:
 
     `kind` names the module every backend folder must provide (backends/<fw>/<kind>.py).
     `sweep` names the parameter `--sizes` sets; each value becomes one case.
-    `timing` is "autorange" (repeat a call until the spread is known) or "per_call"
-    (each call is one sample, e.g. one training epoch; the first call is the cold one).
+    `timing` is "autorange" (repeat a call until the spread is known), "per_call"
+    (each call is one sample, e.g. one training epoch; the first call is the cold one) or
+    "measure": the backend module exposes `measure(case, variant, device, inputs, policy)`
+    returning `(Measurement, output)` instead of `make_task`, for work that cannot be one
+    in-process call (e.g. several processes); it must still time with harness.timing.
     """
 
     name: str
@@ -148,11 +151,17 @@ class WorkloadSpec:
     # and which variants ask "GPU this way vs the best CPU way of any variant" (seed 4: a GPU
     # matmul with copies vs numpy), rather than vs the same variant's CPU cell.
     cpu_baseline_any_variant: tuple[str, ...] = ()
+    # Data-parallel workloads: which case parameter counts the processes and which case extras
+    # hold the job's samples per call and the all-reduce share (harness/report/scaling.py).
+    scaling: Mapping[str, Any] | None = None
 
     def report_hints(self) -> dict[str, Any]:
         """What the report needs to know about this workload, as plain data for run.json."""
-        return {"bandwidth_ceiling": self.bandwidth_ceiling,
-                "cpu_baseline_any_variant": list(self.cpu_baseline_any_variant)}
+        hints = {"bandwidth_ceiling": self.bandwidth_ceiling,
+                 "cpu_baseline_any_variant": list(self.cpu_baseline_any_variant)}
+        if self.scaling is not None:
+            hints["scaling"] = dict(self.scaling)
+        return hints
 
     @property
     def variants_by_default(self) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ from harness.backend import DeviceUnavailable, VariantUnavailable
 from harness.registry import backend_module, framework_installed, load_workload
 from harness.spec import Cell, Status, WorkloadSpec, worst_status
 from harness.store import write_json_atomic
-from harness.timing import TimingPolicy, autorange, per_call
+from harness.timing import Measurement, TimingPolicy, autorange, per_call
 
 # Lower-cased, spaces removed: torch says "CUDA out of memory", TF "ResourceExhaustedError: OOM".
 OOM_MARKERS = ("outofmemory", "resourceexhausted", "oomwhenallocating", "memoryerror")
@@ -94,6 +94,21 @@ class CellRun:
         write_json_atomic(self.result_path, self.document)
 
 
+def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant: str,
+                 device: Any, inputs: dict[str, Any],
+                 policy: TimingPolicy) -> tuple[Measurement, dict[str, Any]]:
+    """Time one case in the spec's timing style; returns the measurement and the output."""
+    if spec.timing == "measure":  # the backend runs the timing core itself (other processes)
+        return module.measure(case, variant, device, inputs, policy)
+    task = module.make_task(case, variant, device, inputs)
+    if spec.timing == "per_call":
+        measurement = per_call(task.step, device.synchronize, spec.calls(case))
+    else:
+        measurement = autorange(task.step, device.synchronize, policy)
+    device.synchronize()
+    return measurement, task.output()
+
+
 def run_case(
     spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any
 ) -> dict[str, Any]:
@@ -102,14 +117,9 @@ def run_case(
     try:
         _reset_peak_memory(device)
         inputs = spec.make_inputs(case, cell.variant) if spec.make_inputs else {}
-        task = module.make_task(case, cell.variant, device, inputs)
         policy = TimingPolicy.quick() if cell.quick else TimingPolicy()
-        if spec.timing == "per_call":
-            measurement = per_call(task.step, device.synchronize, spec.calls(case))
-        else:
-            measurement = autorange(task.step, device.synchronize, policy)
-        device.synchronize()
-        output = task.output()
+        measurement, output = measure_case(spec, module, case, cell.variant, device, inputs,
+                                           policy)
         # A plausibility check (e.g. GB/s above what memory allows) needs the measured time.
         output.setdefault("seconds_per_call", measurement.median if measurement.samples
                           else measurement.cold_seconds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -14,7 +15,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from harness import cli
 from harness.cli import app
+from harness.spec import BadInput
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -120,19 +123,57 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(out_dir: Path, args: li
     assert not out_dir.exists()
 
 
-def test_unwritable_out_is_bad_input(tmp_path: Path) -> None:
+def assert_one_line_bad_input(result, message: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("harness: error: "), result.output
+    assert message in lines[0], result.output
+
+
+def test_out_under_a_file_is_bad_input(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     result = invoke("compare", "--workload", "matmul", "--out", str(blocker / "sub"))
-    assert result.exit_code == 2 and "not a folder" in result.output
+    assert_one_line_bad_input(result, "not a folder")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
 def test_read_only_out_is_bad_input(tmp_path: Path) -> None:
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
-    result = invoke("compare", "--workload", "matmul", "--out", str(locked))
-    assert result.exit_code == 2 and "not writable" in result.output
+    result = invoke("compare", "--workload", "matmul", "--out", str(locked / "a" / "b"))
+    assert_one_line_bad_input(result, "not writable")
+    assert list(locked.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["compare", "--workload", "matmul"], ["report"]])
+def test_out_on_a_pseudo_filesystem_is_bad_input(tmp_path: Path, command: list[str]) -> None:
+    """/proc refuses new folders even to root, who passes os.access there."""
+    if command == ["report"]:  # the smallest folder `harness report` accepts as a run
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        (run_dir / "run.json").write_text('{"schema_version": 1}')
+        (run_dir / "measurements.csv").write_text("")
+        command = ["report", str(run_dir)]
+    result = invoke(*command, "--out", "/proc/harness-no-such/out")
+    assert_one_line_bad_input(result, "not writable")
+    assert not Path("/proc/harness-no-such").exists()
+
+
+def test_failed_probe_removes_the_folders_it_created(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(cli.tempfile, "mkstemp", refuse)
+    with pytest.raises(BadInput, match="Read-only file system"):
+        cli.check_writable(tmp_path / "new" / "deeper")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writable_out_is_created_and_left_empty(tmp_path: Path) -> None:
+    cli.check_writable(tmp_path / "new" / "deeper")
+    assert list((tmp_path / "new" / "deeper").iterdir()) == []
 
 
 def test_failed_cell_exits_1_and_the_rest_of_the_matrix_completes(out_dir: Path) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.report import scaling
 from harness.report import tables as t
 from harness.report.html import write_html_report
 from harness.report.load import DEFAULT_HINTS, RunSet, load_runs
@@ -43,12 +44,14 @@ def render_report(run_dirs: list[Path], out_dir: Path,
     written = _draw(experiments, runs, out_dir)
     if tensorboard_dir is not None:
         notes.append(_tensorboard(experiments, Path(tensorboard_dir)))
+    # Data-parallel runs (a `scaling` hint in run.json) get their own figure and section.
+    scaling_figures, scaling_text = scaling.render(run_set.documents, out_dir)
     summary_path = out_dir / SUMMARY_FILE
     summary, memory_files = add_memory_section(
         render_summary(experiments, runs, notes, out_dir), prepared, out_dir)
-    summary_path.write_text(summary)
+    summary_path.write_text(summary + (f"\n{scaling_text}" if scaling_text else ""))
     html_files = [write_html_report(summary_path)] if html else []
-    return [*written, *memory_files, summary_path, *html_files]
+    return [*written, *memory_files, *scaling_figures, summary_path, *html_files]
 
 
 def _mismatch_notes(runs: pd.DataFrame) -> list[str]:

@@ -101,6 +101,10 @@ def run_row(run_dir: Path, document: dict[str, Any], order: int) -> dict[str, An
         "ceilings": document.get("ceilings") or {},
         "hints": document.get("hints") or hints_for_old_run(str(document.get("workload") or "")),
         "interrupted": bool(document.get("interrupted")),
+        "interrupted_by": str(document.get("interrupted_by") or ""),
+        # None when the harness never wrote its end time: killed, or still running.
+        "finished": document.get("finished"),
+        "cells_saved": [cell_label(result) for result in document.get("cells") or []],
         "command": " ".join(str(part) for part in document.get("command") or []),
     }
 
@@ -116,6 +120,12 @@ def hints_for_old_run(workload: str) -> dict[str, Any]:
         return registry.load_workload(workload).report_hints()
     except Exception:  # noqa: BLE001 - an unknown or broken workload gets the defaults
         return dict(DEFAULT_HINTS)
+
+
+def cell_label(result: dict[str, Any]) -> str:
+    """'torch cpu fp32': how summaries name a cell of run.json."""
+    cell = result.get("cell") or {}
+    return " ".join(str(cell.get(key, "?")) for key in ("framework", "device", "variant"))
 
 
 def extra_rows(document: dict[str, Any], machine: str) -> list[dict[str, Any]]:

@@ -64,7 +64,7 @@ def render_summary(experiments: list[Experiment], runs: pd.DataFrame, notes: lis
     if notes:
         lines += ["## Notes on the data", ""] + [f"- {note}" for note in notes] + [""]
     for experiment in experiments:
-        lines += _experiment_section(experiment, out_dir)
+        lines += _experiment_section(experiment, out_dir, runs)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -79,10 +79,28 @@ def _runs_section(runs: pd.DataFrame) -> list[str]:
     lines = [f"Drawn from {len(runs)} stored run(s), re-rendered from their CSV/JSON alone:", ""]
     for _, run in runs.iterrows():
         flags = " (quick)" if run["quick"] else ""
-        flags += " (interrupted: some cells never ran)" if run["interrupted"] else ""
+        state = _run_state(run)
+        flags += f"; {state}" if state else ""
         lines.append(f"- `{run['run_id']}`: {run['workload']} on {run['machine']}, "
                      f"{_when(run['started'])}{flags}; command `{run['command'] or '-'}`")
     return lines + [""]
+
+
+def _run_state(run: pd.Series) -> str:
+    """Why a run's cells may be incomplete, in words; '' for a run that ran to its end."""
+    if run["interrupted"]:
+        by = f" by {run['interrupted_by']}" if run.get("interrupted_by") else ""
+        return (f"run `{run['run_id']}` was interrupted{by}: the cell it was running is marked "
+                "interrupted and the cells after it never ran")
+    if not _has_end_time(run.get("finished")):
+        return (f"run `{run['run_id']}` did not finish (no end time): its cells may be "
+                "incomplete (the harness was killed, or is still running)")
+    return ""
+
+
+def _has_end_time(finished: Any) -> bool:
+    """A number; pandas turns a missing end time into NaN when other runs have one."""
+    return isinstance(finished, (int, float)) and not pd.isna(finished)
 
 
 def _machines_section(runs: pd.DataFrame, experiments: list[Experiment]) -> list[str]:
@@ -204,7 +222,8 @@ def _size_phrase(experiment: Experiment, size: str) -> str:
 
 # --- one experiment ---------------------------------------------------------------------------
 
-def _experiment_section(experiment: Experiment, out_dir: Path) -> list[str]:
+def _experiment_section(experiment: Experiment, out_dir: Path,
+                        runs: pd.DataFrame) -> list[str]:
     lines = [f"## {experiment.name}", ""]
     lines += [f"Parameters: {_params_text(experiment)}. Times are medians per "
               f"{experiment.unit}" + (" (epoch time / steps per epoch)"
@@ -221,7 +240,7 @@ def _experiment_section(experiment: Experiment, out_dir: Path) -> list[str]:
     lines += _breakdown_section(experiment)
     lines += _ceiling_section(experiment)
     lines += _accuracy_section(experiment)
-    lines += _warnings_section(experiment)
+    lines += _warnings_section(experiment, runs)
     return lines
 
 
@@ -446,11 +465,25 @@ def _accuracy_section(experiment: Experiment) -> list[str]:
 
 # --- warnings ---------------------------------------------------------------------------------
 
-def _warnings_section(experiment: Experiment) -> list[str]:
-    lines = _failure_lines(experiment) + _noisy_lines(experiment) + _peak_lines(experiment)
+def _warnings_section(experiment: Experiment, runs: pd.DataFrame) -> list[str]:
+    lines = (_incomplete_lines(experiment, runs) + _failure_lines(experiment)
+             + _noisy_lines(experiment) + _peak_lines(experiment))
     if not lines:
         return ["### Warnings", "", "None: every cell ran, passed its check and is steady.", ""]
     return ["### Warnings", ""] + lines + [""]
+
+
+def _incomplete_lines(experiment: Experiment, runs: pd.DataFrame) -> list[str]:
+    """One line per run of this experiment that stopped early, naming the cells it saved."""
+    lines = []
+    for _, run in runs[runs["experiment"] == experiment.name].iterrows():
+        state = _run_state(run)
+        if not state:
+            continue
+        saved = ", ".join(run["cells_saved"]) or "none"
+        status = "interrupted" if run["interrupted"] else "incomplete"
+        lines.append(f"- {status} on {run['machine']}: {state}; cells saved: {saved}")
+    return lines
 
 
 def _failure_lines(experiment: Experiment) -> list[str]:

@@ -1,0 +1,226 @@
+"""Data-parallel scaling: samples/s and efficiency vs processes, all-reduce share, accuracy parity.
+
+Driven by stored data only: a run whose run.json carries a `scaling` hint (written from the
+workload spec's hints by `compare`) gets this section; the hint names the case parameter that
+counts processes and the case extras that hold the job's samples per call and the all-reduce
+share. Efficiency at N processes = (samples/s at N) / (N x samples/s at 1 process) of the same
+(machine, framework, device, variant, parameters), so 100% means N processes do N times the
+work per second; below it, the per-step cost grew (communication, contention).
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.report.tables import format_seconds
+
+HINT = "scaling"
+FIGURE_SUFFIX = "scaling"
+COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "setting",
+           "processes", "status", "reason", "samples_per_s", "step_s", "allreduce_share",
+           "accuracy", "communication", "efficiency", "accuracy_vs_one", "parity_points"]
+EXPLANATION = (
+    "Efficiency = samples/s at N / (N x samples/s at 1 process), same total data per epoch; the "
+    "all-reduce share is 1 - (step under DDP's no_sync()) / (step), i.e. the communication the "
+    "step does not hide behind its backward pass."
+)
+GROUP = ["machine", "workload", "framework", "device", "variant", "setting"]
+
+
+def scaling_rows(document: dict[str, Any], machine: str) -> list[dict[str, Any]]:
+    """One row per case of a run with a scaling hint; [] for any other run."""
+    hint = (document.get("hints") or {}).get(HINT)
+    if not hint:
+        return []
+    rows = []
+    for result in document.get("cells") or []:
+        cell = result.get("cell") or {}
+        for case in result.get("cases") or []:
+            rows.append(_case_row(document, machine, hint, cell, case))
+    return rows
+
+
+def _case_row(document: dict[str, Any], machine: str, hint: dict[str, Any],
+              cell: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+    params = case.get("case") or {}
+    extra = case.get("extra") or {}
+    samples = case.get("samples") or []
+    ok = case.get("status") == "ok" and bool(samples)
+    epoch_s = statistics.median(samples) if ok else None
+    per_call = extra.get(hint.get("samples_per_call", "samples_per_call"))
+    steps = extra.get("steps_per_call") or 1
+    share = extra.get(hint.get("allreduce_share", "allreduce_share"))
+    processes_key = hint.get("processes", "processes")
+    setting = ", ".join(f"{name}={value}" for name, value in sorted(params.items())
+                        if name not in (processes_key, "data"))
+    return {
+        "run_id": str(document.get("run_id") or ""), "machine": machine,
+        "workload": str(cell.get("workload", "")), "framework": str(cell.get("framework", "")),
+        "device": str(cell.get("device", "")), "variant": str(cell.get("variant", "")),
+        "setting": setting, "processes": int(params.get(processes_key, 0)),
+        "status": str(case.get("status", "")), "reason": str(case.get("reason") or ""),
+        "samples_per_s": per_call / epoch_s if ok and per_call else None,
+        "step_s": epoch_s / steps if ok else None,
+        "allreduce_share": share if ok else None,
+        "accuracy": extra.get("accuracy") if ok else None,
+        "communication": str(extra.get("communication") or ""),
+        "parity_points": hint.get("parity_points"),
+    }
+
+
+def scaling_table(documents: list[dict[str, Any]]) -> pd.DataFrame:
+    """Every scaling row of these runs, with efficiency and accuracy vs the 1-process case."""
+    rows = []
+    for document in documents:
+        host = document.get("host") or {}
+        machine = str(host.get("machine_label") or host.get("hostname") or "unknown machine")
+        rows += scaling_rows(document, machine)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    if table.empty:
+        return table
+    # The latest run wins where several measured the same case (as in the other tables).
+    table = table.drop_duplicates([*GROUP, "processes"], keep="last")
+    groups = [_versus_one(group) for _, group in table.groupby(GROUP, sort=False)]
+    return _short_settings(pd.concat(groups, ignore_index=True))
+
+
+def _short_settings(table: pd.DataFrame) -> pd.DataFrame:
+    """Name each series by the parameters that tell the runs apart (all of them if only one)."""
+    parsed = [dict(part.split("=", 1) for part in setting.split(", ") if "=" in part)
+              for setting in table["setting"]]
+    names = sorted({name for params in parsed for name in params})
+    differing = [name for name in names if len({params.get(name) for params in parsed}) > 1]
+    kept = differing or [name for name in ("net", "batch_size") if name in names]
+    table["label"] = [", ".join(f"{name}={params.get(name)}" for name in kept)
+                      for params in parsed]
+    return table
+
+
+def _versus_one(group: pd.DataFrame) -> pd.DataFrame:
+    group = group.sort_values("processes").copy()
+    base = group[(group["processes"] == 1) & group["samples_per_s"].notna()]
+    if base.empty:
+        group["efficiency"], group["accuracy_vs_one"] = None, None
+        return group
+    one = base.iloc[0]
+    group["efficiency"] = group["samples_per_s"] / (group["processes"] * one["samples_per_s"])
+    group["accuracy_vs_one"] = group["accuracy"] - one["accuracy"] \
+        if one["accuracy"] is not None else None
+    return group
+
+
+def _percent(value: Any) -> str:
+    return "-" if value is None or pd.isna(value) else f"{value:.0%}"
+
+
+def scaling_lines(table: pd.DataFrame) -> list[str]:
+    """One sentence per case: 'torch cpu, 2 processes: 9,000 samples/s, efficiency 80%, ...'."""
+    lines = []
+    for _, row in table.iterrows():
+        where = (f"{row['framework']} {row['device']} ({row['label']}), "
+                 f"{row['processes']} process{'es' if row['processes'] != 1 else ''}")
+        if row["samples_per_s"] is None or pd.isna(row["samples_per_s"]):
+            lines.append(f"{where}: {row['status']}: {row['reason'] or 'no time'}")
+            continue
+        share = _percent(row["allreduce_share"])
+        share = f"all-reduce {share} of the step" if share != "-" else "all-reduce not measured"
+        text = (f"{where}: {row['samples_per_s']:,.0f} samples/s, "
+                f"{format_seconds(row['step_s'])} per step, "
+                f"scaling efficiency {_percent(row['efficiency'])}, {share}")
+        lines.append(text + _parity_text(row))
+    return lines
+
+
+def _parity_text(row: pd.Series) -> str:
+    if row["accuracy"] is None or pd.isna(row["accuracy"]):
+        return ""
+    text = f", test accuracy {row['accuracy']:.3f}"
+    delta, bound = row["accuracy_vs_one"], row["parity_points"]
+    if row["processes"] != 1 and delta is not None and not pd.isna(delta):
+        verdict = "parity" if bound is None or abs(delta) <= bound else "NO PARITY"
+        text += f" ({delta:+.3f} vs 1 process: {verdict})"
+    return text
+
+
+def summary_markdown(table: pd.DataFrame, figures: list[Path], out_dir: Path) -> str:
+    """The '## Data-parallel scaling' section of summary.md ('' when no run has the hint)."""
+    if table.empty:
+        return ""
+    lines = ["## Data-parallel scaling", "", EXPLANATION, ""]
+    for path in figures:
+        lines += [f"![data-parallel scaling]({path.relative_to(out_dir).as_posix()})", ""]
+    lines += [f"- {line}" for line in scaling_lines(table)]
+    return "\n".join(lines) + "\n"
+
+
+def draw(table: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """One PNG per workload: samples/s and efficiency vs processes, with the ideal lines."""
+    from harness.report.style import use_private_matplotlib_config
+
+    use_private_matplotlib_config()
+    import matplotlib.pyplot as plt  # after the backend is chosen
+
+    from harness.report import style
+
+    written = []
+    for workload, rows in table.groupby("workload", sort=False):
+        measured = rows[rows["samples_per_s"].notna()]
+        if measured.empty:
+            continue
+        figure, (rate_axis, efficiency_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
+        for key, group in measured.groupby(GROUP, sort=False):
+            _draw_series(rate_axis, efficiency_axis, dict(zip(GROUP, key)), group, style)
+        _finish_axes(rate_axis, efficiency_axis, measured)
+        figure.suptitle(f"{workload}: data-parallel scaling (same total data per epoch)")
+        path = out_dir / f"{workload}-{FIGURE_SUFFIX}.png"
+        figure.savefig(path, dpi=style.DPI, bbox_inches="tight", facecolor="white")
+        plt.close(figure)
+        written.append(path)
+    return written
+
+
+def _draw_series(rate_axis: Any, efficiency_axis: Any, key: dict[str, str],
+                 group: pd.DataFrame, style: Any) -> None:
+    kind = "gpu" if key["device"].startswith("cuda") else "cpu"
+    color = style.framework_color(key["framework"])
+    label = f"{key['framework']} {key['device']} ({group['label'].iloc[0]}), {key['machine']}"
+    marker, line = style.DEVICE_MARKERS[kind], style.DEVICE_LINESTYLES[kind]
+    rate_axis.plot(group["processes"], group["samples_per_s"], marker=marker, linestyle=line,
+                   color=color, label=label)
+    one = group[group["processes"] == 1]
+    if not one.empty:
+        ideal = one["samples_per_s"].iloc[0] * group["processes"]
+        rate_axis.plot(group["processes"], ideal, linestyle=":", color=color, alpha=0.6)
+        efficiency_axis.plot(group["processes"], group["efficiency"] * 100, marker=marker,
+                             linestyle=line, color=color, label=label)
+
+
+def _finish_axes(rate_axis: Any, efficiency_axis: Any, measured: pd.DataFrame) -> None:
+    ticks = sorted(measured["processes"].unique())
+    rate_axis.set(xlabel="processes", ylabel="samples/s of the whole job (log)", yscale="log",
+                  title="throughput (dotted: ideal, N x 1 process)", xticks=ticks)
+    efficiency_axis.axhline(100, linestyle=":", color="#4D4D4D", label="ideal (100%)")
+    # Above 100% happens on a contended CPU, where 1 process with all threads is the slow one.
+    top = max(120.0, float(measured["efficiency"].max(skipna=True) or 0) * 110)
+    efficiency_axis.set(xlabel="processes", ylabel="scaling efficiency (%)", xticks=ticks,
+                        title="efficiency vs 1 process", ylim=(0, top))
+    efficiency_axis.legend(fontsize=7, loc="lower left")
+
+
+def render(documents: list[dict[str, Any]], out_dir: Path) -> tuple[list[Path], str]:
+    """The report hook: (figures written, markdown to append to summary.md)."""
+    table = scaling_table(documents)
+    if table.empty:
+        return [], ""
+    figures = draw(table, out_dir)
+    return figures, summary_markdown(table, figures, out_dir)
+
+
+def console_lines(document: dict[str, Any]) -> list[str]:
+    """The scaling sentences of one run document, for the CLI after its table."""
+    table = scaling_table([document])
+    return scaling_lines(table) if not table.empty else []

@@ -1,0 +1,228 @@
+"""Stop signals end a run cleanly: cells saved, run marked, no process of a worker left alive.
+
+Each test starts the real CLI and looks at the worker's process group through /proc, so an
+orphaned worker (the failure these tests guard against) shows up as a live group member.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+GONE_WITHIN_S = 20.0  # a generous bound for the kernel to finish a SIGKILL under load
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+
+
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent pid, process group) of a live process, or None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return fields[0], int(fields[1]), int(fields[2])
+
+
+def live_members(pgid: int) -> list[int]:
+    """Processes of group pgid that still run (zombies have stopped for good)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            stat = proc_stat(int(entry.name))
+            if stat is not None and stat[2] == pgid and stat[0] not in ("Z", "X"):
+                members.append(int(entry.name))
+    return members
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def assert_group_gone(pgid: int) -> None:
+    deadline = time.monotonic() + GONE_WITHIN_S
+    while live_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert live_members(pgid) == [], f"process group {pgid} outlived the CLI"
+
+
+# Sets the stop signals' dispositions, then becomes the CLI (same pid, dispositions kept).
+LAUNCHER = """
+import os, signal, sys
+ignored = {int(name) for name in sys.argv[1].split(",") if name}
+for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(signum, signal.SIG_IGN if signum in ignored else signal.SIG_DFL)
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers() -> Iterator[None]:
+    """A failed test must not leave its CLI and worker running (the bug it looks for)."""
+    yield
+    while _STARTED:
+        process, group = _STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        with suppress(ProcessLookupError, PermissionError):
+            if group is not None and group != os.getpgrp():  # never the test run's own group
+                os.killpg(group, signal.SIGKILL)
+
+
+_STARTED: list[tuple[subprocess.Popen, int | None]] = []
+
+
+def start_cli(out_dir: Path, args: list[str], ignored: tuple[int, ...] = ()) -> subprocess.Popen:
+    """The CLI with the stop signals at their defaults, except those named in `ignored`.
+
+    Why set them: pytest itself may run under nohup or as a background job, and the CLI would
+    inherit that; these tests state the starting dispositions they mean.
+    """
+    command = [sys.executable, "-c", LAUNCHER, ",".join(str(int(s)) for s in ignored),
+               "-m", "harness.cli", "compare", "--workload", "fault", "--framework", "fake",
+               "--quick", "--no-report", "--out", str(out_dir), *args]
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    _STARTED.append((process, None))
+    return process
+
+
+def start_hanging_worker(out_dir: Path, tmp_path: Path,
+                         ignored: tuple[int, ...] = ()) -> tuple[subprocess.Popen, int]:
+    """A run whose second cell's worker hangs with a child of its own; returns (CLI, group)."""
+    pid_file = tmp_path / "child.pid"
+    process = start_cli(out_dir, ["--variant", "ok,child-hang", "--no-ceilings",
+                                  "--param", f"pid_file={pid_file}"], ignored)
+    wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 120,
+               "the hanging worker's child")
+    stat = proc_stat(int(pid_file.read_text()))
+    assert stat is not None, "the worker's child died before the signal"
+    _STARTED.append((process, stat[2]))
+    return process, stat[2]
+
+
+def run_document(out_dir: Path) -> dict:
+    [run_file] = out_dir.glob("*/run.json")
+    return json.loads(run_file.read_text())
+
+
+@pytest.mark.parametrize("signum, ignored", [
+    (signal.SIGINT, ()),
+    (signal.SIGINT, (signal.SIGINT,)),  # started from a script's background job
+    (signal.SIGTERM, ()),
+    (signal.SIGHUP, ()),
+], ids=["SIGINT", "SIGINT-inherited-ignored", "SIGTERM", "SIGHUP"])
+def test_stop_signal_saves_cells_kills_the_worker_group_and_exits_128_plus_n(
+        out_dir: Path, tmp_path: Path, signum: signal.Signals, ignored: tuple[int, ...]) -> None:
+    process, worker_group = start_hanging_worker(out_dir, tmp_path, ignored)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 128 + signum, stderr
+    assert "Traceback" not in stderr
+    assert_group_gone(worker_group)
+    document = run_document(out_dir)
+    assert document["interrupted"] is True and document["interrupted_by"] == signum.name
+    assert document["finished"] is not None
+    [ok, stopped] = document["cells"]
+    assert ok["status"] == "ok" and stopped["status"] == "interrupted"
+    assert f"interrupted by {signum.name}" in stopped["reason"]
+    assert stopped["cases"][0]["status"] == "ok"  # size 1 finished before the hang
+
+
+def test_sighup_is_ignored_under_nohup(out_dir: Path, tmp_path: Path) -> None:
+    process, worker_group = start_hanging_worker(out_dir, tmp_path, ignored=(signal.SIGHUP,))
+    process.send_signal(signal.SIGHUP)
+    time.sleep(1.0)
+    assert process.poll() is None, "SIGHUP stopped a run started under nohup"
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM
+    assert run_document(out_dir)["interrupted_by"] == "SIGTERM"
+    assert_group_gone(worker_group)
+
+
+def test_two_quick_signals_still_leave_no_worker(out_dir: Path, tmp_path: Path) -> None:
+    process, worker_group = start_hanging_worker(out_dir, tmp_path)
+    process.send_signal(signal.SIGTERM)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert "Traceback" not in stderr
+    assert_group_gone(worker_group)
+
+
+def ceilings_child(parent: int) -> int | None:
+    """The pid of parent's `python -m harness.ceilings` child, if it runs now."""
+    for entry in Path("/proc").iterdir():
+        stat = proc_stat(int(entry.name)) if entry.name.isdigit() else None
+        if stat is None or stat[1] != parent:
+            continue
+        try:
+            command = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"harness.ceilings" in command:
+            return int(entry.name)
+    return None
+
+
+def test_signal_while_measuring_ceilings_leaves_no_child(out_dir: Path) -> None:
+    process = start_cli(out_dir, ["--variant", "ok"])
+    child = wait_until(lambda: ceilings_child(process.pid), 120, "the ceilings child")
+    group = proc_stat(child)[2]
+    assert group == child, "the ceilings child must lead its own process group"
+    _STARTED.append((process, group))
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert_group_gone(group)
+    document = run_document(out_dir)
+    assert document["interrupted_by"] == "SIGTERM" and document["cells"] == []
+    assert "interrupted by SIGTERM" in document["ceilings"]["cpu"]["error"]
+
+
+SECOND_SIGNAL_SCRIPT = """
+import os, signal, subprocess
+from harness import interrupt
+
+with interrupt.stop_on_signals():
+    first = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    with interrupt.child_group(first.pid):
+        os.kill(os.getpid(), signal.SIGTERM)
+        first.wait()  # returns because the handler killed the group
+    print("first stop:", interrupt.requested().name, first.returncode, flush=True)
+    # A child the first kill missed (say, spawned as the signal came): the second must get it.
+    second = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    print(second.pid, flush=True)
+    interrupt._STATE.child_group = second.pid
+    os.kill(os.getpid(), signal.SIGINT)
+    print("still running after the second signal", flush=True)
+"""
+
+
+def test_second_signal_kills_the_child_group_and_exits_at_once() -> None:
+    completed = subprocess.run([sys.executable, "-c", SECOND_SIGNAL_SCRIPT], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, timeout=60, check=False)
+    lines = completed.stdout.splitlines()
+    assert completed.returncode == 128 + signal.SIGINT, completed.stderr
+    assert lines[0] == f"first stop: SIGTERM {-signal.SIGKILL}"
+    assert "second SIGINT, exiting now" in completed.stderr
+    assert "still running" not in completed.stdout
+    assert_group_gone(int(lines[1]))
