@@ -5,6 +5,7 @@ between frameworks."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -102,23 +103,19 @@ def test_jax_elementwise_eager_and_jit_keep_every_addition() -> None:
 
 @needs_jax
 @pytest.mark.slow
-def test_jax_transfer_copies_and_says_why_overlap_has_no_jax_form() -> None:
-    params = transfer.SPEC.defaults(quick=True)
-    for variant in ("matmul-resident", "matmul-copy"):
-        result = run("transfer", variant, "jax", params)
-        assert result["status"] == "ok", (variant, result["reason"])
-        assert result["cases"][0]["check"]["passed"]
-    assert run("transfer", "matmul-overlap", "jax", params)["status"] == "unavailable"
-
-
-@needs_jax
-@pytest.mark.slow
-def test_compare_cli_with_jax_exits_zero(tmp_path: Path) -> None:
+def test_compare_cli_runs_jax_transfer_on_cpu(tmp_path: Path) -> None:
+    """The issue's CI criterion for transfer: exit 0, the matmuls checked, copies unavailable."""
     result = CliRunner().invoke(app, ["compare", "--workload", "transfer", "--quick",
                                       "--device", "cpu", "--framework", "jax", "--no-ceilings",
                                       "--no-report", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert "jax" in result.output and "ok" in result.output
+    (run_dir,) = tmp_path.iterdir()
+    cells = json.loads((run_dir / "run.json").read_text())["cells"]
+    statuses = {cell["cell"]["variant"]: cell["status"] for cell in cells}
+    assert statuses.pop("matmul-resident") == statuses.pop("matmul-copy") == "ok"
+    assert set(statuses.values()) == {"unavailable"}  # overlap and copies need a GPU
+    for cell in cells:
+        assert all(case["check"]["passed"] for case in cell["cases"] if "check" in case)
 
 
 # --- MNIST: the hand-jitted step and Keras on jax and torch agree ---------------------------
