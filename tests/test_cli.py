@@ -100,7 +100,7 @@ def test_parent_process_never_imports_a_framework(tmp_path: Path) -> None:
 
 BAD_INPUTS = [
     (["--workload", "nope"], "unknown workload"),
-    (["--framework", "jax"], "unknown framework"),
+    (["--framework", "mxnet"], "unknown framework"),
     (["--device", "tpu"], "unknown device"),
     (["--sizes", "0"], ">= 1"),
     (["--sizes", "-5"], ">= 1"),
