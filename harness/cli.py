@@ -9,28 +9,20 @@ exit 128 + the signal's number (130, 143, 129).
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sys
-import tempfile
-import time
-from contextlib import suppress
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness import envinfo, interrupt, registry, store
-from harness.backend import canonical_device, parse_cuda_index
+from harness import api, envinfo, interrupt, registry, store
 from harness.memory import memory_text
-from harness.progress import CellEtaColumn
-from harness.runner import RunOptions, run_json_child, run_matrix
-from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
-from harness.stats import CaseSummary, implausibility, summarize_result, work_of
+from harness.runner import run_json_child
+from harness.spec import BadInput, Cell, WorkloadSpec
+from harness.stats import CaseSummary, implausibility, summarize_result
 
 app = typer.Typer(
     help="Run the same workloads in PyTorch and TensorFlow on CPU and GPU, timed honestly.",
@@ -42,9 +34,7 @@ app = typer.Typer(
 console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
 errors = Console(stderr=True)
 
-EXIT_FAILED_CELL = 1
 EXIT_BAD_INPUT = 2
-EXIT_SIGNAL_BASE = 128  # shells' convention: killed by signal N -> 128 + N
 
 
 def fail_input(message: str) -> None:
@@ -84,106 +74,6 @@ def parse_param_overrides(values: list[str] | None) -> dict[str, str]:
     return overrides
 
 
-def resolve_devices(values: list[str] | None) -> list[str]:
-    """Canonical device names; default cpu plus every GPU nvidia-smi lists."""
-    if not values:
-        return ["cpu"] + [f"cuda:{index}" for index in range(len(envinfo.visible_gpus()))]
-    devices = []
-    for name in split_names(values):
-        device = canonical_device(name)
-        if device != "cpu" and parse_cuda_index(device) is None:
-            raise BadInput(f"unknown device {name!r}; valid: cpu, cuda, cuda:N")
-        if device not in devices:
-            devices.append(device)
-    return devices
-
-
-def resolve_frameworks(spec: WorkloadSpec, values: list[str] | None) -> list[str]:
-    names = split_names(values) or list(spec.frameworks)
-    for name in names:
-        registry.check_framework_name(name)
-    return list(dict.fromkeys(names))
-
-
-def resolve_variants(spec: WorkloadSpec, value: str | None) -> list[str]:
-    if value is None:
-        return list(spec.variants_by_default)
-    if value == "all":
-        return list(spec.variants)
-    names = split_names([value])
-    for name in names:
-        if name not in spec.variants:
-            raise BadInput(f"unknown variant {name!r} for {spec.name}; valid: "
-                           f"{', '.join(spec.variants)}, all")
-    return names
-
-
-def check_writable(out: Path) -> None:
-    """Refuse an --out that cannot hold a run folder, before any cell runs.
-
-    Why try rather than ask: os.access says yes to root on a read-only mount and knows nothing
-    of pseudo-filesystems such as /proc; creating the folders and a probe file is the honest
-    test. Whatever the probe created is removed again when it fails.
-    """
-    try:
-        missing = _missing_folders(out)
-    except OSError as exc:
-        raise BadInput(f"--out {out}: cannot be checked ({exc.strerror or exc})") from None
-    created: list[Path] = []
-    try:
-        for folder in missing:
-            folder.mkdir()
-            created.append(folder)
-        handle, probe = tempfile.mkstemp(dir=out, prefix=".harness-probe-")
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as exc:
-        for folder in reversed(created):
-            with suppress(OSError):
-                folder.rmdir()
-        raise BadInput(f"--out {out}: not writable ({exc.strerror or exc})") from None
-
-
-def _missing_folders(out: Path) -> list[Path]:
-    """The folders that must be created for `out` to exist, outermost first."""
-    missing = []
-    existing = out
-    while not existing.exists():
-        missing.append(existing)
-        existing = existing.parent
-    if not existing.is_dir():
-        raise BadInput(f"--out {out}: {existing} is not a folder")
-    return missing[::-1]
-
-
-class RunRecorder:
-    """Keeps run.json and measurements.csv on disk up to date after every cell."""
-
-    def __init__(self, run_dir: Path, spec: WorkloadSpec, document: dict[str, Any]) -> None:
-        self.run_dir, self.spec, self.document = run_dir, spec, document
-        self.results: list[dict[str, Any]] = []
-        self.rows: list[dict[str, Any]] = []
-
-    def add(self, result: dict[str, Any]) -> None:
-        self.results.append(result)
-        work = {index: work_of(self.spec, case["case"])
-                for index, case in enumerate(result.get("cases") or [])}
-        self.rows.extend(store.case_rows(self.document["run_id"], self.document["host"]
-                                         ["machine_label"], self.spec.sweep, result, work))
-        self.document["cells"].append(result)
-        self.save()
-
-    def save(self, finished: bool = False, stopped_by: signal.Signals | None = None) -> None:
-        """Write both files; `finished` stamps the end time, `stopped_by` the stop signal."""
-        if finished:
-            self.document["finished"] = time.time()
-        self.document["interrupted"] = stopped_by is not None
-        if stopped_by is not None:
-            self.document["interrupted_by"] = stopped_by.name
-        store.write_run(self.run_dir, self.document)
-        store.write_measurements(self.run_dir, self.rows)
-
-
 def _fmt_seconds(seconds: float | None) -> str:
     if seconds is None:
         return "-"
@@ -205,7 +95,8 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
         rate = ", ".join(filter(None, rates)) or "-"
         spread = _fmt_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
         note = row.check if row.status == "ok" else (row.check + " " + row.reason).strip()
-        flag = implausibility(row, (ceilings or {}).get(row.device), spec.bandwidth_ceiling)
+        flag = implausibility(row, (ceilings or {}).get(row.device), spec.bandwidth_ceiling,
+                              dict(spec.variant_precision))
         # The failure reason or check first, the suspicion last: both must stay readable.
         note = "; ".join(filter(None, [flag, note,
                                        f"SUSPECT: {row.suspect}" if row.suspect else ""]))
@@ -215,29 +106,6 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                       memory_text(row.peak_host_bytes, row.peak_device_bytes),
                       escape(note[:320]))  # reasons hold brackets: 'harness[torch]'
     return table
-
-
-def exit_code_for(results: list[dict[str, Any]], stopped_by: signal.Signals | None) -> int:
-    if stopped_by is not None:
-        return EXIT_SIGNAL_BASE + stopped_by.value
-    status = worst_status([Status(result["status"]) for result in results])
-    return EXIT_FAILED_CELL if status in (Status.ERROR, Status.TIMEOUT, Status.INVALID) else 0
-
-
-def render_report_safely(run_dir: Path) -> None:
-    """Draw the run's report; a drawing failure must never cost the measurements."""
-    try:
-        from harness.report import render_report
-    except ImportError as exc:
-        errors.print(f"report skipped: {exc}")
-        return
-    try:
-        written = render_report([run_dir], run_dir, html=True)
-        console.print(f"report: {len(written)} files in {run_dir}")
-    except KeyboardInterrupt:  # the results are complete; only the pictures are missing
-        errors.print(f"report interrupted; results are in {run_dir}")
-    except Exception as exc:  # noqa: BLE001 - the results are already safe on disk
-        errors.print(f"report failed ({type(exc).__name__}: {exc}); results are in {run_dir}")
 
 
 @app.command()
@@ -267,106 +135,34 @@ def compare(
 ) -> None:
     """Run WORKLOAD for every framework x device cell, each in its own process."""
     try:
-        spec = registry.load_workload(workload)
-        frameworks = resolve_frameworks(spec, framework)
-        devices = resolve_devices(device)
-        variants = resolve_variants(spec, variant)
-        overrides = parse_param_overrides(param)
-        params = spec.resolve_params(overrides, parse_sizes(sizes), quick)
-        if data is not None:
-            if spec.validate_data is None:
-                raise BadInput(f"--data applies to the MNIST workloads, not {spec.name}")
-            spec.validate_data(data)
-            params["data"] = str(data.resolve())
-        if not timeout > 0:
-            raise BadInput(f"--timeout {timeout:g}: must be > 0 seconds")
-        check_writable(out)
+        run = api.plan(workload, frameworks=split_names(framework), devices=split_names(device),
+                       variants=variant, sizes=parse_sizes(sizes),
+                       params=parse_param_overrides(param), data=data, quick=quick, out=out,
+                       timeout_s=timeout)
     except BadInput as exc:
         fail_input(str(exc))
-    cells = expand_matrix(spec.name, variants, frameworks, devices, params, quick)
-    document = {
-        "command": sys.argv, "started": time.time(), "finished": None, "workload": spec.name,
-        "sweep": spec.sweep, "params": params, "quick": quick, "timeout_s": timeout,
-        "hints": spec.report_hints(),
-    }
     with interrupt.stop_on_signals():
-        run_dir, recorder, stopped_by = run_cells(spec, cells, devices, document, out, timeout,
-                                                  ceilings)
+        result = api.execute(run, ceilings=ceilings, command=sys.argv)
+    print_results(run.spec, result)
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
-    if stopped_by is None and report:
-        render_report_safely(run_dir)
-    console.print(f"results: {run_dir}")
-    raise typer.Exit(exit_code_for(recorder.results, stopped_by))
+    if result.stopped_by is None and report:
+        api.render_report_safely(result.path)
+    console.print(f"results: {result.path}")
+    raise typer.Exit(result.exit_code)
 
 
-def run_cells(spec: WorkloadSpec, cells: list[Cell], devices: list[str],
-              document: dict[str, Any], out: Path, timeout: float,
-              ceilings: bool) -> tuple[Path, RunRecorder, signal.Signals | None]:
-    """Measure, run and save every cell; a stop signal ends it early with what finished saved.
-
-    Returns the run folder, its recorder and the stop signal (None when every cell ran).
-    """
-    run_dir = store.new_run_dir(out, spec.name)
-    document = {"run_id": run_dir.name, **document, "host": envinfo.host_metadata(),
-                "cells": []}
-    recorder = RunRecorder(run_dir, spec, document)
-    recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
-    console.print(f"run folder: {run_dir}  ({len(cells)} cells)")
-    if ceilings:
-        document["ceilings"] = measure_ceilings(devices, largest_square_matmul(spec, cells))
-        recorder.save()
-    if interrupt.requested() is None:
-        _run_with_progress(cells, RunOptions(timeout_s=timeout), recorder)
-    stopped_by = interrupt.requested()
-    recorder.save(finished=True, stopped_by=stopped_by)
-    summaries = [row for result in recorder.results for row in summarize_result(spec, result)]
-    console.print(results_table(spec, summaries, document.get("ceilings")))
+def print_results(spec: WorkloadSpec, result: api.RunResult) -> None:
+    """The results table on stdout, the scaling lines where the workload has them."""
+    summaries = [row for cell in result.cells for row in summarize_result(spec, cell)]
+    console.print(results_table(spec, summaries, result.document.get("ceilings")))
     if spec.scaling:  # data-parallel runs: throughput and efficiency per process
         from harness.report.scaling import console_lines
 
-        for line in console_lines(document):
+        for line in console_lines(result.document):
             console.print(line, markup=False)
-    if stopped_by is not None:
-        errors.print(f"interrupted by {interrupt.describe(stopped_by)}: "
-                     f"{len(recorder.results)} finished cells saved in {run_dir}")
-    return run_dir, recorder, stopped_by
-
-
-def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:
-    """The n of a square matmul doing the run's largest call's FLOPs (2n^3), for the probe."""
-    if spec.flops is None:
-        return None
-    counts = [spec.flops(case) for cell in cells
-              for case in spec.cases_for(cell.params, cell.variant)]
-    largest = max((count for count in counts if count), default=None)
-    return round((largest / 2) ** (1 / 3)) if largest else None
-
-
-def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any]:
-    """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles."""
-    from harness import ceilings as ceilings_module
-
-    measured: dict[str, Any] = {}
-    with errors.status("measuring the machine's ceilings (--no-ceilings skips this)"):
-        for device in devices:
-            if interrupt.requested() is not None:
-                break
-            measured[device] = ceilings_module.measure(device, largest_n)
-    return measured
-
-
-def _run_with_progress(cells: list[Cell], options: RunOptions, recorder: RunRecorder) -> bool:
-    """run_matrix with a progress bar on stderr; False when a stop signal ended it early."""
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
-                  "{task.total}"), TimeElapsedColumn(), CellEtaColumn(), console=errors,
-                  transient=True) as bar:
-        task = bar.add_task("cells", total=len(cells))
-
-        def on_result(cell: Cell, result: dict[str, Any]) -> None:
-            recorder.add(result)
-            bar.update(task, advance=1, description=f"{cell.label}: {result['status']}")
-
-        return run_matrix(cells, options, on_result)
+    if result.stopped_by is not None:
+        errors.print(f"interrupted by {interrupt.describe(result.stopped_by)}: "
+                     f"{len(result.cells)} finished cells saved in {result.path}")
 
 
 @app.command("list")
@@ -375,8 +171,8 @@ def list_workloads() -> None:
     for name in registry.WORKLOADS:
         try:
             spec = registry.load_workload(name)
-        except ImportError as exc:
-            console.print(f"{name}: not available ({exc})")
+        except registry.PluginUnavailable as exc:
+            console.print(f"{name}: unavailable ({exc})", markup=False)
             continue
         console.print(f"[bold]{name}[/bold]: {spec.summary}")
         console.print(f"  frameworks: {', '.join(spec.frameworks)}; variants: "
@@ -442,7 +238,7 @@ def report(
         for run_dir in run_dirs:
             store.read_run(run_dir)
         target = out or run_dirs[0]
-        check_writable(target)
+        api.check_writable(target)
     except (store.StoreError, BadInput) as exc:
         fail_input(str(exc))
     try:
@@ -497,7 +293,7 @@ def diff(
         typer.echo(json.dumps(result.as_dict(), indent=2))
     else:
         print_diff(console, result)
-    raise typer.Exit(EXIT_FAILED_CELL if result.regressions else 0)
+    raise typer.Exit(api.EXIT_FAILED_CELL if result.regressions else 0)
 
 
 def harness_version() -> str:
@@ -521,7 +317,7 @@ def _options(version: Annotated[bool, typer.Option(
         "--version", callback=_print_version, is_eager=True,
         help="Print the version and exit.")] = False) -> None:
     """Options that apply before any command."""
-
+    registry.warn_once()  # a plugin that failed to load: one line each, then carry on
 
 
 def main() -> None:

@@ -45,8 +45,11 @@ class RateVerdict:
         return ""
 
 
-def precision_of(variant: str) -> str:
-    """The arithmetic precision a variant name implies (fp32 unless it names another)."""
+def precision_of(variant: str, declared: dict[str, str] | None = None) -> str:
+    """A variant's arithmetic precision: as its workload declared it (the variant_precision
+    hint), else what its name implies (fp32 unless it names another)."""
+    if declared and variant in declared:
+        return declared[variant]
     name = str(variant).lower()
     return next((marker for marker in REDUCED_PRECISION_MARKERS if marker in name), "fp32")
 
@@ -97,13 +100,14 @@ def judge(rate: float, metric: str, probe: float | None, bound: float | None) ->
 
 
 def judge_case(gflops: float | None, gbps: float | None, variant: str, device: str,
-               ceilings: dict[str, Any] | None,
-               bandwidth_key: str = "bandwidth_gbps") -> list[RateVerdict]:
+               ceilings: dict[str, Any] | None, bandwidth_key: str = "bandwidth_gbps",
+               precisions: dict[str, str] | None = None) -> list[RateVerdict]:
     """Every rate a case has, judged; the report and the CLI both call this."""
     entry = device_entry(ceilings, device)
     verdicts = []
     if gflops is not None and gflops == gflops:  # NaN is no rate
-        verdicts.append(judge(gflops, "GFLOP/s", *flop_limits(entry, precision_of(variant))))
+        precision = precision_of(variant, precisions)
+        verdicts.append(judge(gflops, "GFLOP/s", *flop_limits(entry, precision)))
     if gbps is not None and gbps == gbps:
         verdicts.append(judge(gbps, "GB/s", *bandwidth_limits(entry, bandwidth_key)))
     return verdicts

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import interrupt
+from harness import interrupt, registry
 from harness.memory import wait_with_peak_rss, with_peak_host_memory
-from harness.spec import Cell, Status
+from harness.spec import BadInput, Cell, Status
 from harness.worker import looks_like_oom
 
 STDERR_TAIL_CHARS = 1500
@@ -47,38 +47,27 @@ class RunOptions:
     extra_pythonpath: tuple[str, ...] = ()
 
 
-# --- issue 18: per-framework environment (JAX, Keras 3 on several backends) --------------
-# Keras picks its backend once, at import, from KERAS_BACKEND: a keras-* cell must get its own
-# whatever the caller's shell says. JAX would otherwise reserve 75% of GPU memory at start, and
-# on a cpu cell it must not look for a GPU plugin at all.
-KERAS_BACKENDS = {"keras-jax": "jax", "keras-torch": "torch", "keras-tensorflow": "tensorflow"}
-JAX_FRAMEWORKS = ("jax", "keras-jax")
-
-
-def framework_environment(cell: Cell) -> dict[str, str]:
-    """Environment variables one framework's cell must run with (empty for most)."""
-    env: dict[str, str] = {}
-    if cell.framework in KERAS_BACKENDS:
-        env["KERAS_BACKEND"] = KERAS_BACKENDS[cell.framework]
-    if cell.framework in JAX_FRAMEWORKS:
-        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-        if cell.device == "cpu":
-            env["JAX_PLATFORMS"] = "cpu"
-    return env
-# --- end issue 18 -------------------------------------------------------------------------
+def framework_environment(framework: str, current: dict[str, str]) -> dict[str, str]:
+    """The variables a framework's FrameworkSpec asks for (defaults only where unset)."""
+    try:
+        spec = registry.load_framework(framework)
+    except BadInput:  # unknown or broken: the worker reports it as unavailable
+        return {}
+    wanted = {name: value for name, value in spec.environment_defaults.items()
+              if name not in current}
+    return {**wanted, **spec.environment}
 
 
 def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = ()) -> dict[str, str]:
-    """The environment a worker starts with: GPUs hidden from cpu cells, TF kept quiet and lean.
+    """The environment a worker starts with: the framework's own variables, GPUs hidden from
+    cpu cells, NVLink multicast off.
 
-    Why: TF grabs nearly all GPU memory at start unless memory growth is on, and a cpu cell
-    that can see a GPU may still create a CUDA context; hiding the GPUs makes cpu mean cpu.
+    Why hide GPUs: a cpu cell that can see a GPU may still create a CUDA context; hiding them
+    makes cpu mean cpu. Each framework's variables (TF memory growth, KERAS_BACKEND, JAX
+    preallocation) come from its FrameworkSpec, not from here.
     """
     env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
-    env.setdefault("KERAS_BACKEND", "tensorflow" if cell.framework == "tensorflow" else "torch")
-    env.update(framework_environment(cell))
+    env.update(framework_environment(cell.framework, env))
     env["PYTHONUNBUFFERED"] = "1"
     env.update(MULTICAST_OFF)
     if cell.device == "cpu":

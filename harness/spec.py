@@ -124,7 +124,11 @@ class WorkloadSpec:
     sweep: str
     params: Mapping[str, Param]
     variants: tuple[str, ...]
-    frameworks: tuple[str, ...] = ("torch", "tensorflow")
+    frameworks: tuple[str, ...] = ()
+    # framework -> import string of the module with make_task (or measure); imported only in
+    # that framework's worker. A framework listed in `frameworks` without an entry here uses
+    # its own backend package's `<kind>` module (backends/<fw>/<kind>.py).
+    implementations: Mapping[str, str] = field(default_factory=dict)
     timing: str = "autorange"
     # (case) -> work done by one call; used for GFLOP/s and GB/s.
     flops: Callable[[Mapping[str, Any]], float] | None = None
@@ -154,11 +158,32 @@ class WorkloadSpec:
     # Data-parallel workloads: which case parameter counts the processes and which case extras
     # hold the job's samples per call and the all-reduce share (harness/report/scaling.py).
     scaling: Mapping[str, Any] | None = None
+    # (with the cost, without it, the cost's name): variant pairs whose time difference is one
+    # identifiable cost, drawn as "where the time goes" (e.g. copies, the input pipeline).
+    overhead_pairs: tuple[tuple[str, str, str], ...] = ()
+    # variant -> arithmetic precision ("fp32", "tf32", "bf16"): which FLOP ceiling applies.
+    variant_precision: Mapping[str, str] = field(default_factory=dict)
+    # The parameter holding samples per epoch, when accuracy is measured on repeated data.
+    epoch_samples_param: str = ""
+
+    def __post_init__(self) -> None:
+        # One declaration suffices: frameworks default to the implementations' keys.
+        if not self.frameworks and self.implementations:
+            object.__setattr__(self, "frameworks", tuple(self.implementations))
+
+    def implementation(self, framework: str, backend_package: str) -> str:
+        """The import string of this workload's module for `framework`."""
+        return self.implementations.get(framework) or f"{backend_package}.{self.kind}"
 
     def report_hints(self) -> dict[str, Any]:
         """What the report needs to know about this workload, as plain data for run.json."""
-        hints = {"bandwidth_ceiling": self.bandwidth_ceiling,
-                 "cpu_baseline_any_variant": list(self.cpu_baseline_any_variant)}
+        hints: dict[str, Any] = {
+            "bandwidth_ceiling": self.bandwidth_ceiling,
+            "cpu_baseline_any_variant": list(self.cpu_baseline_any_variant),
+            "overhead_pairs": [list(pair) for pair in self.overhead_pairs],
+            "variant_precision": dict(self.variant_precision),
+            "epoch_samples_param": self.epoch_samples_param,
+        }
         if self.scaling is not None:
             hints["scaling"] = dict(self.scaling)
         return hints
@@ -195,6 +220,44 @@ class WorkloadSpec:
         if self.custom_cases is not None:
             return self.custom_cases(params, variant)
         return self.cases(params)
+
+
+SYNC_STYLES = ("device", "output")
+
+
+@dataclass(frozen=True)
+class FrameworkSpec:
+    """Everything the harness knows about one framework, as plain data (imports nothing).
+
+    package: the backend package; its `device` module opens devices (version(), threads(),
+    list_devices(), open_device(name)). environment: variables every cell of this framework
+    gets (set over the user's); environment_defaults: set only where the user has not.
+    sync: "device" (a device-wide synchronize, torch/TF) or "output" (block on the step's
+    returned output, as JAX needs: the worker keeps the last output of step() and passes it
+    to device.synchronize(output)). cpu_only: the framework has no accelerator devices.
+    """
+
+    name: str
+    import_name: str
+    package: str
+    install_hint: str = ""
+    color: str = "#7F7F7F"
+    label: str = ""
+    environment: Mapping[str, str] = field(default_factory=dict)
+    environment_defaults: Mapping[str, str] = field(default_factory=dict)
+    sync: str = "device"
+    cpu_only: bool = False
+    # Further packages the cell imports (Keras on JAX needs keras and jax); each missing one
+    # makes the cell `unavailable` with the install hint, like a missing import_name.
+    also_requires: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.sync not in SYNC_STYLES:
+            raise ValueError(f"framework {self.name}: sync must be one of {SYNC_STYLES}")
+
+    def style(self) -> dict[str, str]:
+        """What the report needs: stored in run.json, so old runs keep their colours."""
+        return {"color": self.color, "label": self.label or self.name}
 
 
 @dataclass(frozen=True)

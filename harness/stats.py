@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from harness.plausibility import judge_case
+from harness.results import CaseResult, CellResult
 from harness.spec import WorkloadSpec
-from harness.timing import iqr, is_noisy
 
 
 @dataclass(frozen=True)
@@ -53,43 +52,43 @@ def _check_text(check: dict[str, Any] | None) -> str:
     return f"{verdict} {check['metric']}={check['value']:.2g}"
 
 
-def summarize_case(spec: WorkloadSpec, result: dict[str, Any], case: dict[str, Any]) -> CaseSummary:
-    cell = result["cell"]
-    samples = case.get("samples") or []
-    median = statistics.median(samples) if samples else None
-    work = work_of(spec, case["case"]) if median else {}
+def summarize_case(spec: WorkloadSpec, cell: CellResult, case: CaseResult) -> CaseSummary:
+    """One table row; the statistics come from CaseResult.stats (harness.results)."""
+    stats = case.stats
+    median = stats.median
+    work = work_of(spec, case.case) if median else {}
     return CaseSummary(
-        variant=cell["variant"], framework=cell["framework"], device=cell["device"],
-        size=case["case"].get(spec.sweep), status=case["status"], reason=case["reason"],
-        cold_s=case.get("cold_seconds"), median_s=median,
-        iqr_s=iqr(samples) if samples else None, min_s=min(samples) if samples else None,
-        samples=len(samples), noisy=is_noisy(samples),
+        variant=cell.variant, framework=cell.framework, device=cell.device,
+        size=case.case.get(spec.sweep), status=case.status.value, reason=case.reason,
+        cold_s=case.cold_seconds, median_s=median, iqr_s=stats.iqr, min_s=stats.minimum,
+        samples=stats.count, noisy=stats.noisy,
         gflops=work["flops"] / median / 1e9 if "flops" in work else None,
         gbps=work["bytes"] / median / 1e9 if "bytes" in work else None,
-        check=_check_text(case.get("check")),
-        suspect=case.get("suspect") or "",
-        peak_host_bytes=result.get("peak_host_memory_bytes"),
-        peak_device_bytes=case.get("peak_device_reserved_bytes")
-        or case.get("peak_device_allocated_bytes"),
+        check=_check_text(case.check),
+        suspect=case.suspect,
+        peak_host_bytes=cell.extra_fields.get("peak_host_memory_bytes"),
+        peak_device_bytes=case.extra_fields.get("peak_device_reserved_bytes")
+        or case.extra_fields.get("peak_device_allocated_bytes"),
     )
 
 
-def summarize_result(spec: WorkloadSpec, result: dict[str, Any]) -> list[CaseSummary]:
+def summarize_result(spec: WorkloadSpec, result: CellResult | dict[str, Any]) -> list[CaseSummary]:
     """One summary per case, plus a status-only row when the cell stopped short."""
-    summaries = [summarize_case(spec, result, case) for case in result.get("cases") or []]
-    if result["status"] not in {s.status for s in summaries}:
-        cell = result["cell"]
+    cell = result if isinstance(result, CellResult) else CellResult.from_dict(result)
+    summaries = [summarize_case(spec, cell, case) for case in cell.cases]
+    if cell.stopped_short:
         summaries.append(CaseSummary(
-            cell["variant"], cell["framework"], cell["device"], None, result["status"],
-            result["reason"], None, None, None, None, 0, False, None, None, "",
+            cell.variant, cell.framework, cell.device, None, cell.status.value, cell.reason,
+            None, None, None, None, 0, False, None, None, "",
         ))
     return summaries
 
 
 def implausibility(summary: CaseSummary, ceilings: dict[str, Any] | None,
-                   bandwidth_key: str = "bandwidth_gbps") -> str:
+                   bandwidth_key: str = "bandwidth_gbps",
+                   precisions: dict[str, str] | None = None) -> str:
     """The CLI's flag for a case: IMPLAUSIBLE above physics, a note when the probe was low."""
     device_ceilings = {summary.device: ceilings} if ceilings else None
     verdicts = judge_case(summary.gflops, summary.gbps, summary.variant, summary.device,
-                          device_ceilings, bandwidth_key)
+                          device_ceilings, bandwidth_key, precisions)
     return "; ".join(text for text in (verdict.text() for verdict in verdicts) if text)

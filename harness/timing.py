@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harness import hostload
+from harness.results import sample_stats
 
-NOISY_IQR_FRACTION = 0.10
 # Two clusters of per-call times whose gap is at least this factor are two behaviours (a call
 # that sometimes waits for a descheduled thread, a cache that sometimes misses), not noise.
 BIMODAL_GAP_FACTOR = 2.0
@@ -55,7 +55,7 @@ class Measurement:
 
     @property
     def median(self) -> float:
-        return statistics.median(self.samples)
+        return sample_stats(self.samples).median
 
     @property
     def iqr(self) -> float:
@@ -67,19 +67,13 @@ class Measurement:
 
 
 def iqr(values: list[float]) -> float:
-    """Interquartile range (inclusive method, so 2-3 samples still give a number)."""
-    if len(values) < 2:
-        return 0.0
-    quartiles = statistics.quantiles(values, n=4, method="inclusive")
-    return quartiles[2] - quartiles[0]
+    """Interquartile range, from harness.results.sample_stats (the one place it is computed)."""
+    return sample_stats(values).iqr or 0.0
 
 
 def is_noisy(values: list[float]) -> bool:
     """IQR/median above 10%, the threshold torch.utils.benchmark warns at."""
-    if len(values) < 2:
-        return False
-    median = statistics.median(values)
-    return median > 0 and iqr(values) / median > NOISY_IQR_FRACTION
+    return sample_stats(values).noisy
 
 
 def bimodal_split(values: list[float]) -> tuple[float, float, float] | None:

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.backend import DeviceUnavailable, VariantUnavailable
-from harness.registry import backend_module, framework_installed, load_workload
+from harness.registry import (
+    backend_module,
+    framework_installed,
+    implementation_module,
+    load_framework,
+    load_workload,
+)
 from harness.spec import Cell, Status, WorkloadSpec, worst_status
 from harness.store import write_json_atomic
 from harness.timing import Measurement, TimingPolicy, autorange, per_call
@@ -95,18 +101,40 @@ class CellRun:
 
 
 def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant: str,
-                 device: Any, inputs: dict[str, Any],
-                 policy: TimingPolicy) -> tuple[Measurement, dict[str, Any]]:
+                 device: Any, inputs: dict[str, Any], policy: TimingPolicy,
+                 sync_style: str = "device") -> tuple[Measurement, dict[str, Any]]:
     """Time one case in the spec's timing style; returns the measurement and the output."""
     if spec.timing == "measure":  # the backend runs the timing core itself (other processes)
         return module.measure(case, variant, device, inputs, policy)
     task = module.make_task(case, variant, device, inputs)
+    step, synchronize = timed_pair(task, device, sync_style)
     if spec.timing == "per_call":
-        measurement = per_call(task.step, device.synchronize, spec.calls(case))
+        measurement = per_call(step, synchronize, spec.calls(case))
     else:
-        measurement = autorange(task.step, device.synchronize, policy)
-    device.synchronize()
+        measurement = autorange(step, synchronize, policy)
+    synchronize()
     return measurement, task.output()
+
+
+def timed_pair(task: Any, device: Any, sync_style: str) -> tuple[Any, Any]:
+    """(step, synchronize) for the timing core, in the framework's sync style.
+
+    "device": a device-wide wait (torch.cuda.synchronize, TF sync_devices). "output": the
+    framework has no such wait (JAX), so the step's returned output is kept and the device
+    blocks on it (`device.block(output)`, e.g. jax.block_until_ready).
+    """
+    if sync_style != "output":
+        return task.step, device.synchronize
+    last_output: list[Any] = [None]
+
+    def step() -> None:
+        last_output[0] = task.step()
+
+    def synchronize() -> None:
+        if last_output[0] is not None:
+            device.block(last_output[0])
+
+    return step, synchronize
 
 
 def run_case(
@@ -119,7 +147,7 @@ def run_case(
         inputs = spec.make_inputs(case, cell.variant) if spec.make_inputs else {}
         policy = TimingPolicy.quick() if cell.quick else TimingPolicy()
         measurement, output = measure_case(spec, module, case, cell.variant, device, inputs,
-                                           policy)
+                                           policy, load_framework(cell.framework).sync)
         # A plausibility check (e.g. GB/s above what memory allows) needs the measured time.
         output.setdefault("seconds_per_call", measurement.median if measurement.samples
                           else measurement.cold_seconds)
@@ -169,7 +197,7 @@ def run_cell(cell: Cell, result_path: Path) -> None:
     run.document["device_init_seconds"] = getattr(device, "init_seconds", None)
     if cell.device == "cpu" and cell.variant in spec.device_only_variants:
         return run.finish(Status.UNAVAILABLE, f"variant {cell.variant} needs a GPU device")
-    module = backend_module(cell.framework, spec.kind)
+    module = implementation_module(spec, cell.framework)
     for case in spec.cases_for(cell.params, cell.variant):
         run.document["cases"].append(run_case(spec, module, case, cell, device))
         run.save()

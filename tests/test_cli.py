@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from harness import cli
+from harness import api
 from harness.cli import app
 from harness.spec import BadInput
 
@@ -170,14 +170,14 @@ def test_failed_probe_removes_the_folders_it_created(tmp_path: Path,
     def refuse(*args: object, **kwargs: object) -> None:
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(cli.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(api.tempfile, "mkstemp", refuse)
     with pytest.raises(BadInput, match="Read-only file system"):
-        cli.check_writable(tmp_path / "new" / "deeper")
+        api.check_writable(tmp_path / "new" / "deeper")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_writable_out_is_created_and_left_empty(tmp_path: Path) -> None:
-    cli.check_writable(tmp_path / "new" / "deeper")
+    api.check_writable(tmp_path / "new" / "deeper")
     assert list((tmp_path / "new" / "deeper").iterdir()) == []
 
 

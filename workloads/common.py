@@ -24,7 +24,8 @@ STORED_MANTISSA_BITS = {"fp32": 23, "tf32": 10, "bf16": 7}
 
 # lambda of the probabilistic bound (Higham & Mary 2019, "A new approach to probabilistic
 # rounding error analysis"): |error| <= lambda*sqrt(k)*u for a length-k inner product holds with
-# probability >= 1 - 2k*exp(-lambda^2/2) under their model, 1 - 4e-10 at lambda = 8, k = 16384. Measured float32 matmuls stay 10x below it (tests/test_checks.py:
+# probability >= 1 - 2k*exp(-lambda^2/2) under their model, 1 - 4e-10 at lambda = 8,
+# k = 16384. Measured float32 matmuls stay 10x below it (tests/test_checks.py:
 # sequential summation, the worst order, reaches 0.7*sqrt(k)*u per element at k = 32768).
 PROBABILISTIC_LAMBDA = 8.0
 
@@ -43,7 +44,9 @@ def gamma(n: int, u: float) -> float:
 
 
 def probabilistic_gamma(n: int, u: float, lam: float = PROBABILISTIC_LAMBDA) -> float:
-    """Higham & Mary's gamma~_n(lambda) = exp(lambda sqrt(n) u + n u^2/(1-u)) - 1 ~ lambda sqrt(n) u.
+    """Higham & Mary's gamma~_n(lambda) = exp(lambda sqrt(n) u + n u^2/(1-u)) - 1.
+
+    That is about lambda sqrt(n) u.
 
     Holds when the rounding errors are mean-independent (round-to-nearest on data that is not
     specially structured); see accumulation_bound for the deterministic fallback.

@@ -149,13 +149,15 @@ def check(case: Mapping[str, Any], variant: str, inputs: dict[str, np.ndarray],
 SPEC = WorkloadSpec(
     name="jacobian",
     kind="jacobian",
+    implementations={"torch": "backends.torch.jacobian",
+                     "tensorflow": "backends.tensorflow.jacobian",
+                     "jax": "backends.jax.jacobian"},
     summary=("Jacobian of Linear(1,20)-tanh-Linear(20,20)-tanh-Linear(20,400) over batch sizes "
              "(seed 1): full (batch,400,batch,1) as written vs per-sample (batch,400,1)"),
     sweep="batch",
     params={"batch": Param([100], [8, 16], "batch sizes (set with --sizes; the seed also ran "
                            "1000)", kind=int)},
     variants=("as-written", "per-sample", "per-sample-fwd"),
-    frameworks=("torch", "tensorflow", "jax"),
     make_inputs=make_inputs,
     check=check,
     notes=("as-written: torch.autograd.functional.jacobian (vectorize=False) / eager "

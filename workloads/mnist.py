@@ -141,13 +141,19 @@ NOTES = (
     "tensorflow (on request) is the pre-issue-18 TF cell: Keras fit, TF-native preloaded step."
 )
 # keras-tensorflow took the place of tensorflow here (issue 18): the TF cell was Keras code.
-FRAMEWORKS = ("torch", "jax", "keras-tensorflow", "keras-jax", "keras-torch")
+# The three keras-* frameworks run one module; `--framework tensorflow` still finds its own
+# backends/tensorflow/mnist.py (a framework without an entry uses its package's module).
+IMPLEMENTATIONS = {"torch": "backends.torch.mnist", "jax": "backends.jax.mnist",
+                   "keras-tensorflow": "backends.keras.training",
+                   "keras-jax": "backends.keras.training",
+                   "keras-torch": "backends.keras.training"}
 
 
 def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> WorkloadSpec:
     return WorkloadSpec(
         name=name,
         kind="mnist",
+        implementations=IMPLEMENTATIONS,
         summary=summary,
         sweep="batch_size",
         params=PARAMS,
@@ -158,8 +164,9 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         make_inputs=make_inputs_for(hidden_units),
         check=check_for(hidden_units),
         validate_data=validate_data,
-        frameworks=FRAMEWORKS,
         notes=NOTES,
+        overhead_pairs=(("as-written", "preloaded", "input pipeline"),),
+        epoch_samples_param="train_samples",
     )
 
 

@@ -140,6 +140,8 @@ NOTES = (
 SPEC = WorkloadSpec(
     name="mnist-ddp",
     kind="mnist_ddp",
+    implementations={"torch": "backends.torch.mnist_ddp",
+                     "tensorflow": "backends.tensorflow.mnist_ddp"},
     summary="seed 3's nets data-parallel over 1..N processes (torch DDP, TF MirroredStrategy); "
             "one call = one epoch of the whole job",
     sweep="processes",

@@ -1,10 +1,10 @@
 """JAX devices: placement with jax.device_put / jax.default_device, sync on the step's output.
 
 JAX has no device-wide synchronize: work is dispatched asynchronously and a result is a future.
-So a task hands every step's output to `JaxDevice.hold`, and `synchronize()` blocks on the last
-one held. That is enough: one device runs its computations in dispatch order (one compute
-stream on a GPU; on the CPU, jaxlib enqueues a computation only after the previous one), so the
-last output ready means every earlier one is too.
+So the framework's sync style is "output": every task's step() returns its output, and the
+worker blocks on the last one (`JaxDevice.block`). That is enough: one device runs its
+computations in dispatch order (one compute stream on a GPU; on the CPU, jaxlib enqueues a
+computation only after the previous one), so the last output ready means every earlier one is.
 """
 
 from __future__ import annotations
@@ -21,6 +21,12 @@ from harness.backend import DeviceUnavailable, parse_cuda_index
 from harness.envinfo import cpu_model, usable_cores
 
 GPU_PLATFORMS = ("cuda", "rocm", "gpu")
+
+# A cpu cell runs with CUDA_VISIBLE_DEVICES="" (the runner hides GPUs from it); JAX would still
+# try its CUDA plugin and log the failure, so it is told to use the CPU alone, before any
+# backend starts.
+if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+    jax.config.update("jax_platforms", "cpu")
 
 
 def version() -> str:
@@ -62,16 +68,13 @@ class JaxDevice:
     description: str
     handle: Any
     init_seconds: float | None = None
-    last_output: Any = None
 
-    def hold(self, value: Any) -> Any:
-        """Remember a step's output so synchronize() can wait for it; returns it unchanged."""
-        self.last_output = value
-        return value
+    def block(self, output: Any) -> None:
+        """Wait until `output` (any pytree of arrays) is computed: JAX's only way to sync."""
+        jax.block_until_ready(output)
 
     def synchronize(self) -> None:
-        if self.last_output is not None:
-            jax.block_until_ready(self.last_output)
+        """Nothing device-wide to wait for in JAX; the worker blocks on outputs instead."""
 
     def peak_memory_bytes(self) -> int | None:
         """XLA's allocator peak on a GPU (since the process started: JAX cannot reset it)."""

@@ -61,8 +61,9 @@ class JacobianTask:
         self.compute, self.t, self.device, self.full = compute, t, device, full
         self.jacobian: jax.Array | None = None
 
-    def step(self) -> None:
-        self.jacobian = self.device.hold(self.compute(self.t))
+    def step(self) -> jax.Array:
+        self.jacobian = self.compute(self.t)
+        return self.jacobian
 
     def output(self) -> dict[str, Any]:
         shape = "x".join(map(str, self.jacobian.shape))

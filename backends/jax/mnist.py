@@ -103,12 +103,13 @@ class JaxTraining:
     def run_epoch(self) -> None:
         raise NotImplementedError
 
-    def step(self) -> None:
+    def step(self) -> dict[str, Any]:
+        """One epoch; returns the training state, which the worker blocks on (sync='output')."""
         self.state = {**self.state, "loss_sum": jnp.zeros((), jnp.float32),
                       "seen": jnp.zeros((), jnp.int32)}
         self.run_epoch()
         self.epoch += 1
-        self.device.hold(self.state)
+        return self.state
 
     def test_accuracy(self) -> float:
         x_test, y_test = self.inputs["x_test"], self.inputs["y_test"]

@@ -48,8 +48,9 @@ class MemoryKindCopyTask:
         self.source, self.target, self.device = source, target, device
         self.copied: jax.Array | None = None
 
-    def step(self) -> None:
-        self.copied = self.device.hold(jax.device_put(self.source, self.target))
+    def step(self) -> jax.Array:
+        self.copied = jax.device_put(self.source, self.target)
+        return self.copied
 
     def output(self) -> dict[str, Any]:
         return {"copied": np.asarray(self.copied)}

@@ -65,16 +65,16 @@ class KerasTraining:
         # The gather is the shuffle fit would do itself; shuffle=False keeps our order.
         return self.inputs["x_train"][order], self.inputs["y_train"][order]
 
-    def step(self) -> None:
+    def step(self) -> list[Any]:
+        """One epoch; returns the weights, which a sync='output' framework (keras-jax) blocks
+        on; device-synchronised backends ignore it."""
         images, labels = self.epoch_data()
         with self.placed():
             history = self.model.fit(images, labels, batch_size=self.batch_size, epochs=1,
                                      shuffle=False, verbose=0)
         self.train_loss = history.history["loss"][-1]
         self.epoch += 1
-        hold = getattr(self.device, "hold", None)  # JAX: sync means waiting on a result
-        if hold is not None:
-            hold([variable.value for variable in self.model.trainable_variables])
+        return [variable.value for variable in self.model.trainable_variables]
 
     def test_accuracy(self) -> float:
         x_test, y_test = self.inputs["x_test"], self.inputs["y_test"]
@@ -120,7 +120,7 @@ class PreloadedTraining(KerasTraining):
 class CompiledTraining(KerasTraining):
     """as-written with jit_compile=True; a compiler failing in the first epoch: unavailable."""
 
-    def step(self) -> None:
+    def step(self) -> list[Any]:
         if self.epoch > 0:
             return super().step()
         try:

@@ -6,13 +6,21 @@ every other cell trains in float32, so this process asks JAX for float32 dots th
 
 from __future__ import annotations
 
-from typing import Any
+import os
 
-import jax
-import keras
+# Keras reads KERAS_BACKEND once, at its first import. The runner sets it for every cell of
+# this framework; set here too, before that import, for any other process that opens this
+# backend (a contract test, a notebook). require_backend still refuses a Keras already up on
+# another backend.
+os.environ["KERAS_BACKEND"] = "jax"
 
-from backends.jax import device as jax_device
-from backends.keras.model import require_backend
+from typing import Any  # noqa: E402
+
+import jax  # noqa: E402
+import keras  # noqa: E402
+
+from backends.jax import device as jax_device  # noqa: E402
+from backends.keras.model import require_backend  # noqa: E402
 
 require_backend("jax")
 jax.config.update("jax_default_matmul_precision", "highest")

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
 
-import keras
+# Keras reads KERAS_BACKEND once, at its first import. The runner sets it for every cell of
+# this framework; set here too, before that import, for any other process that opens this
+# backend (a contract test, a notebook). require_backend still refuses a Keras already up on
+# another backend.
+os.environ["KERAS_BACKEND"] = "torch"
 
-from backends.keras.model import require_backend
-from backends.torch import device as torch_device
+from typing import Any  # noqa: E402
+
+import keras  # noqa: E402
+
+from backends.keras.model import require_backend  # noqa: E402
+from backends.torch import device as torch_device  # noqa: E402
 
 require_backend("torch")
 

@@ -1,0 +1,18 @@
+"""TensorFlow backend: placement with `tf.device`, sync with sync_devices.
+
+FRAMEWORK is plain data (importing this package does not import tensorflow).
+"""
+
+from harness.spec import FrameworkSpec
+
+FRAMEWORK = FrameworkSpec(
+    name="tensorflow",
+    import_name="tensorflow",
+    package="backends.tensorflow",
+    install_hint="pip install 'harness[tensorflow]'",
+    color="#DE8F05",
+    label="TensorFlow",
+    # Why: TF reserves nearly all GPU memory at start unless memory growth is on.
+    environment={"TF_FORCE_GPU_ALLOW_GROWTH": "true"},
+    environment_defaults={"TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"},
+)

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from harness.report import scaling
+from harness.report import style
 from harness.report import tables as t
 from harness.report.html import write_html_report
 from harness.report.load import DEFAULT_HINTS, RunSet, load_runs
@@ -34,6 +35,7 @@ def render_report(run_dirs: list[Path], out_dir: Path,
     if not run_dirs:
         raise StoreError("no run folders given")
     run_set = load_runs([Path(run_dir) for run_dir in run_dirs])
+    style.set_framework_colors(framework_colors(run_set.documents))
     runs = t.assign_experiments(run_set.runs)
     prepared, notes = t.prepare(run_set.measurements, runs)
     notes = _mismatch_notes(runs) + notes
@@ -52,6 +54,28 @@ def render_report(run_dirs: list[Path], out_dir: Path,
     summary_path.write_text(summary + (f"\n{scaling_text}" if scaling_text else ""))
     html_files = [write_html_report(summary_path)] if html else []
     return [*written, *memory_files, *scaling_figures, summary_path, *html_files]
+
+
+def framework_colors(documents: list[dict[str, Any]]) -> dict[str, str]:
+    """Each framework's colour as its run stored it (older runs: the installed FrameworkSpec)."""
+    colors: dict[str, str] = {}
+    for document in documents:
+        for name, stored in (document.get("frameworks") or {}).items():
+            colors.setdefault(name, (stored or {}).get("color", ""))
+        for result in document.get("cells") or []:
+            name = str((result.get("cell") or {}).get("framework", ""))
+            if name and name not in colors:
+                colors[name] = _installed_color(name)
+    return colors
+
+
+def _installed_color(name: str) -> str:
+    from harness import registry
+
+    try:
+        return registry.load_framework(name).color
+    except Exception:  # noqa: BLE001 - an unknown framework gets a palette colour
+        return ""
 
 
 def _mismatch_notes(runs: pd.DataFrame) -> list[str]:
@@ -84,9 +108,11 @@ def _compute(run_set: RunSet, runs: pd.DataFrame, prepared: pd.DataFrame,
         sweep=own_runs["sweep"].iloc[0], unit=unit, call_name="epoch" if unit == "step" else "call",
         params=_merged_params(own_runs), stats=stats, cells=cells, headline=headline,
         verdicts=verdicts, fastest=t.fastest_by_size(stats),
-        variants=t.variant_table(stats, headline), breakdown=t.breakdown(stats, headline),
+        variants=t.variant_table(stats, headline),
+        breakdown=t.breakdown(stats, headline, hints.get("overhead_pairs")),
         noisy=t.noisy_cells(stats), failures=t.failures(stats, cells),
-        peaks=t.peak_fractions(stats, ceilings, hints["bandwidth_ceiling"]),
+        peaks=t.peak_fractions(stats, ceilings, hints["bandwidth_ceiling"],
+                               hints.get("variant_precision")),
         flat=t.flat_time_below_crossover(stats, verdicts) if not verdicts.empty
         else pd.DataFrame(),
         accuracy=t.accuracy_table(stats, run_set.extras),

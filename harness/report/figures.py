@@ -22,7 +22,6 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocat
 
 from harness.report import style
 from harness.report.tables import (
-    FRAMEWORK_ORDER,
     ceiling_for,
     device_kind,
     flop_ceiling,
@@ -103,9 +102,9 @@ def _legend_handles(cells: pd.DataFrame) -> list[Line2D]:
     """One entry per framework x device kind drawn: colour says framework, line says device."""
     handles = []
     pairs = cells[["framework", "device_kind"]].drop_duplicates().itertuples(index=False)
-    order = {name: index for index, name in enumerate(FRAMEWORK_ORDER)}
-    for framework, kind in sorted(pairs, key=lambda pair: (order.get(pair[0], 99), pair[0],
-                                                           pair[1])):
+    pairs = list(pairs)
+    order = {name: index for index, name in enumerate(dict.fromkeys(p[0] for p in pairs))}
+    for framework, kind in sorted(pairs, key=lambda pair: (order[pair[0]], pair[1])):
         handles.append(Line2D([], [], color=style.framework_color(framework),
                               linestyle=style.DEVICE_LINESTYLES[kind],
                               marker=style.DEVICE_MARKERS[kind],
@@ -435,12 +434,12 @@ def _share_bars(axis: Axes, positions: np.ndarray, first: pd.Series, second: pd.
 
 RATIO_TITLES = {
     "gpu_speedup": "GPU speedup = CPU time / GPU time, same framework (>1: GPU faster)",
-    "framework_ratio": "time A / time B, same device and variant (>1: B faster)",
+    "framework_ratio": "time of A / time of B, same device and variant (>1: B faster)",
 }
 
 
 def ratios(table: pd.DataFrame, title: str, sweep: str, path: Path) -> Path | None:
-    """Heatmaps of GPU speedup and of every framework pair's time ratio per size, values in."""
+    """Heatmaps of GPU speedup and framework-pair time ratios per size, values written in."""
     kinds = [kind for kind in RATIO_TITLES if (table["kind"] == kind).any()]
     if not kinds:
         return None
@@ -496,7 +495,7 @@ def _ratio_heatmap(axis: Axes, grid: pd.DataFrame) -> None:
     axis.tick_params(axis="x", rotation=0)
 
 
-# --- 5. MNIST ---------------------------------------------------------------------------------
+# --- 5. epochs ---------------------------------------------------------------------------------
 
 def epochs(times: pd.DataFrame, accuracy: pd.DataFrame, title: str,
            path: Path) -> Path | None:

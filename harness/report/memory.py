@@ -80,8 +80,8 @@ def memory_section(table: pd.DataFrame, figure: Path | None, out_dir: Path) -> s
         return ""
     explanation = ("Host: the worker process's peak resident set size (whole cell, all sizes), "
                    "read by the runner from the kernel when the worker exits. Device: the "
-                   "framework allocator's peak per case (torch allocated/reserved, TensorFlow "
-                   "peak in use), largest case shown; '-' on CPU cells.")
+                   "framework allocator's peak per case (reserved where the framework reports "
+                   "it, else allocated), largest case shown; '-' on CPU cells.")
     lines = ["## Peak memory", "", explanation, ""]
     if figure is not None:
         lines += [f"![peak memory per cell]({figure.relative_to(out_dir).as_posix()})", ""]

@@ -1,7 +1,8 @@
 """One look for every PNG: a fixed colour per framework, a fixed line and marker per device.
 
-Fixed rather than seaborn's cycling palette so that torch is the same blue in every figure of
-every report, whichever frameworks a run happened to contain (benchopt's get_style does this).
+Fixed rather than seaborn's cycling palette so that a framework has the same colour in every
+figure of every report, whichever frameworks a run happened to contain (benchopt's get_style
+does this); the colour comes from the framework's FrameworkSpec, stored in run.json.
 """
 
 from __future__ import annotations
@@ -9,9 +10,11 @@ from __future__ import annotations
 import os
 import tempfile
 
-# Colour-blind-safe (seaborn's "colorblind" palette), chosen once.
-FRAMEWORK_COLORS = {"torch": "#0173B2", "tensorflow": "#DE8F05", "numpy": "#029E73"}
-OTHER_COLORS = ("#CC78BC", "#CA9161", "#949494", "#56B4E9")
+# Filled from the runs' data (run.json "frameworks": each FrameworkSpec's colour), so the report
+# names no framework and a plugin framework brings its own colour.
+FRAMEWORK_COLORS: dict[str, str] = {}
+# Colour-blind-safe (seaborn's "colorblind" palette) for frameworks that stored none.
+OTHER_COLORS = ("#CC78BC", "#CA9161", "#949494", "#56B4E9", "#D55E00", "#FBAFE4")
 DEVICE_LINESTYLES = {"cpu": "--", "gpu": "-"}
 DEVICE_MARKERS = {"cpu": "o", "gpu": "s"}
 # Bars: GPU cells solid, CPU cells a lighter fill of the same framework colour.
@@ -21,6 +24,11 @@ FAILED_COLOR = "#9A9A9A"
 # Parts of a call in the "where the time goes" bars: neutral colours, not framework ones.
 PART_COLORS = {"compute": "#4D4D4D", "overhead": "#D55E00", "cold": "#E6B422"}
 DPI = 130
+
+
+def set_framework_colors(colors: dict[str, str]) -> None:
+    """Colours for this report, from the stored runs."""
+    FRAMEWORK_COLORS.update({name: color for name, color in colors.items() if color})
 
 
 def framework_color(framework: str) -> str:

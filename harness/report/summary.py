@@ -453,7 +453,7 @@ def _accuracy_section(experiment: Experiment) -> list[str]:
                              experiment.sweep or "size", "test accuracy", "status"], rows)
     sources = sorted({s for s in table["data_source"].dropna() if s})
     distinct = sorted({int(v) for v in table["samples_distinct"].dropna()})
-    train = experiment.params.get("train_samples")
+    train = experiment.params.get(experiment.hints.get("epoch_samples_param") or "")
     lines.append(f"- Data source: {', '.join(sources) or 'not recorded'}.")
     if distinct:
         repeated = isinstance(train, int) and max(distinct) < train

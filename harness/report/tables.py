@@ -7,7 +7,6 @@ unit-tested on synthetic measurements whose answer is known.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -25,16 +24,10 @@ from harness.plausibility import (
     precision_of,
 )
 from harness.spec import STATUS_SEVERITY, Status
-from harness.timing import NOISY_IQR_FRACTION
+from harness.results import NOISY_IQR_FRACTION, sample_stats
 
 CELL_KEYS = ["experiment", "machine", "variant", "framework", "device"]
 CASE_KEYS = [*CELL_KEYS, "size_label"]
-FRAMEWORK_ORDER = ["torch", "tensorflow", "numpy"]
-# Variant pairs whose difference is one identifiable cost: (with the cost, without, its name).
-OVERHEAD_PAIRS = [
-    ("matmul-copy", "matmul-resident", "host<->device copies"),
-    ("as-written", "preloaded", "input pipeline"),
-]
 # "Flat" per-call time: the work grows by at least this factor while time less than doubles.
 FLAT_WORK_GROWTH = 8.0
 FLAT_TIME_GROWTH = 2.0
@@ -172,16 +165,10 @@ def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
         run_id=("run_id", "first"), suspect=("suspect", _first_text),
     )
     warm = cases[cases["phase"] == "warm"].groupby(keys, sort=False)
-    timing = pd.DataFrame({
-        "median_s": warm["time_s"].median(),
-        "q1_s": warm["time_s"].quantile(0.25),
-        "q3_s": warm["time_s"].quantile(0.75),
-        "min_s": warm["time_s"].min(),
-        "samples": warm["time_s"].count(),
-        "call_median_s": warm["seconds"].median(),
-        "call_q1_s": warm["seconds"].quantile(0.25),
-        "call_q3_s": warm["seconds"].quantile(0.75),
-    })
+    timing = warm.apply(_warm_stats, include_groups=False)
+    if timing.empty:  # no warm samples anywhere (only failed or unavailable cells)
+        timing = pd.DataFrame(columns=WARM_COLUMNS, dtype=float,
+                              index=pd.MultiIndex.from_tuples([], names=keys))
     cold = cases[cases["phase"] == "cold"].groupby(keys, sort=False)
     timing["cold_s"] = cold["time_s"].first()
     timing["cold_call_s"] = cold["seconds"].first()
@@ -195,6 +182,20 @@ def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
     stats["gflops"] = stats["flops"] / stats["call_median_s"] / 1e9
     stats["gbps"] = stats["bytes"] / stats["call_median_s"] / 1e9
     return stats
+
+
+WARM_COLUMNS = ["median_s", "q1_s", "q3_s", "min_s", "samples", "call_median_s", "call_q1_s",
+                "call_q3_s"]
+
+
+def _warm_stats(rows: pd.DataFrame) -> pd.Series:
+    """Per-step and per-call statistics of one case, from harness.results.sample_stats, the
+    one place statistics are computed (the CLI table and this report agree by construction)."""
+    per_step, per_call = sample_stats(list(rows["time_s"])), sample_stats(list(rows["seconds"]))
+    return pd.Series({"median_s": per_step.median, "q1_s": per_step.q1, "q3_s": per_step.q3,
+                      "min_s": per_step.minimum, "samples": per_step.count,
+                      "call_median_s": per_call.median, "call_q1_s": per_call.q1,
+                      "call_q3_s": per_call.q3}, dtype=float)
 
 
 def cell_status(prepared: pd.DataFrame) -> pd.DataFrame:
@@ -218,8 +219,8 @@ def time_unit(stats: pd.DataFrame) -> str:
 
 
 def sort_cells(frame: pd.DataFrame) -> pd.DataFrame:
-    """Frameworks in a fixed order (torch, tensorflow, numpy), cpu before gpu."""
-    order = {name: index for index, name in enumerate(FRAMEWORK_ORDER)}
+    """Frameworks in the order the runs list them, cpu before gpu."""
+    order = {name: index for index, name in enumerate(dict.fromkeys(frame["framework"]))}
     machines = {name: index for index, name in enumerate(dict.fromkeys(frame["machine"]))} \
         if "machine" in frame else {}
     return frame.assign(
@@ -347,7 +348,8 @@ def _pair(cpu: pd.Series, gpu: pd.Series, cpu_rows: pd.DataFrame,
     verdict = find_crossover(curves)
     both = curves.dropna()
     largest = both.iloc[-1] if not both.empty else None
-    return {"excluded": excluded_cases(pd.concat([cpu_rows, gpu_rows])), "kind": verdict.kind, "size": verdict.size, "sizes_compared": verdict.sizes_compared,
+    return {"excluded": excluded_cases(pd.concat([cpu_rows, gpu_rows])), "kind": verdict.kind,
+            "size": verdict.size, "sizes_compared": verdict.sizes_compared,
             "verdict": verdict, "has_cpu": cpu_rows["valid"].any(),
             "has_gpu": gpu_rows["valid"].any(),
             "largest_size": None if largest is None else largest["size"],
@@ -523,17 +525,19 @@ def variant_table(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
 
 # --- where the time goes ----------------------------------------------------------------------
 
-def breakdown(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
+def breakdown(stats: pd.DataFrame, headline: pd.DataFrame,
+              overhead_pairs: list[Any] | None = None) -> pd.DataFrame:
     """Per valid cell at the headline size: compute, identified overhead, cold-call extra.
 
-    The overhead of a paired variant (matmul-copy vs matmul-resident, as-written vs preloaded)
-    is the difference of their medians on the same machine, framework and device; the cold
+    The overhead of a paired variant (the workload's `overhead_pairs` hint: with the cost,
+    without it, its name) is the difference of their medians on the same machine, framework
+    and device; the cold
     extra is the first call minus a warm one (context creation, tracing, allocation).
     """
     at_headline = stats.merge(headline, on=["experiment", "machine", "variant", "size_label"])
     valid = at_headline[at_headline["valid"]].copy()
     valid["overhead_s"], valid["overhead_name"] = 0.0, ""
-    for with_cost, without, name in OVERHEAD_PAIRS:
+    for with_cost, without, name in overhead_pairs or []:
         reference = stats[stats["valid"] & (stats["variant"] == without)]
         for index, row in valid[valid["variant"] == with_cost].iterrows():
             match = reference[(reference["experiment"] == row["experiment"])
@@ -567,7 +571,7 @@ def ratio_table(stats: pd.DataFrame) -> pd.DataFrame:
     valid = stats[stats["valid"]]
     for (experiment, machine), group in valid.groupby(["experiment", "machine"], sort=False):
         rows.extend(_gpu_speedups(experiment, machine, group))
-        rows.extend(framework_pair_ratios(experiment, machine, group))
+        rows.extend(_framework_ratios(experiment, machine, group))
     return pd.DataFrame(rows, columns=["experiment", "machine", "kind", "label", "size_label",
                                        "size_value", "ratio"])
 
@@ -594,30 +598,21 @@ def _gpu_speedups(experiment: str, machine: str, group: pd.DataFrame) -> list[di
     return rows
 
 
-def framework_order(frameworks: pd.Series) -> list[str]:
-    """The frameworks present, in the report's fixed order (unknown ones by first appearance)."""
-    order = {name: index for index, name in enumerate(FRAMEWORK_ORDER)}
-    present = list(dict.fromkeys(frameworks))
-    return sorted(present, key=lambda name: (order.get(name, len(order)), present.index(name)))
-
-
-def framework_pair_ratios(experiment: str, machine: str,
-                          group: pd.DataFrame) -> list[dict[str, Any]]:
-    """Time A / time B for every pair of frameworks, same variant, device and size.
-
-    Every pair, not one named pair: a run may hold any set of frameworks (torch, JAX, Keras on
-    three backends...), and each pair is a question a reader may ask.
-    """
+def _framework_ratios(experiment: str, machine: str,
+                      group: pd.DataFrame) -> list[dict[str, Any]]:
+    """Time of framework A / time of framework B for every pair, same device, variant, size."""
+    names = list(dict.fromkeys(group["framework"]))
     rows = []
-    for first, second in itertools.combinations(framework_order(group["framework"]), 2):
-        merged = group[group["framework"] == first].merge(
-            group[group["framework"] == second], on=["variant", "device", "size_label"],
-            suffixes=("_a", "_b"))
-        rows += [{"experiment": experiment, "machine": machine, "kind": "framework_ratio",
-                  "label": f"{first} / {second} · {row['device']} {row['variant']}",
-                  "size_label": row["size_label"], "size_value": row["size_value_a"],
-                  "ratio": row["median_s_a"] / row["median_s_b"]}
-                 for _, row in merged.iterrows()]
+    for position, first in enumerate(names):
+        for second in names[position + 1:]:
+            merged = group[group["framework"] == first].merge(
+                group[group["framework"] == second], on=["variant", "device", "size_label"],
+                suffixes=("_a", "_b"))
+            rows += [{"experiment": experiment, "machine": machine, "kind": "framework_ratio",
+                      "label": f"{first} / {second}: {row['device']} {row['variant']}",
+                      "size_label": row["size_label"], "size_value": row["size_value_a"],
+                      "ratio": row["median_s_a"] / row["median_s_b"]}
+                     for _, row in merged.iterrows()]
     return rows
 
 
@@ -693,7 +688,8 @@ PEAK_COLUMNS = [*CASE_KEYS, "sweep", "metric", "rate", "probe", "bound", "kind",
 
 
 def peak_fractions(stats: pd.DataFrame, ceilings_by_machine: dict[str, dict[str, Any]],
-                   bandwidth_key: str = "bandwidth_gbps") -> pd.DataFrame:
+                   bandwidth_key: str = "bandwidth_gbps",
+                   precisions: dict[str, str] | None = None) -> pd.DataFrame:
     """Each valid case's rate, judged (harness.plausibility) and as a share of the ceiling.
 
     The ceiling is the probe, or the best plausible rate the run itself reached when that beat
@@ -706,12 +702,13 @@ def peak_fractions(stats: pd.DataFrame, ceilings_by_machine: dict[str, dict[str,
         gflops = row["gflops"] if pd.notna(row["gflops"]) else None
         gbps = row["gbps"] if pd.notna(row["gbps"]) else None
         for verdict in judge_case(gflops, gbps, row["variant"], row["device"], ceilings,
-                                  bandwidth_key):
+                                  bandwidth_key, precisions):
             if verdict.kind != "unknown":
                 rows.append({**{k: row[k] for k in CASE_KEYS}, "sweep": row["sweep"],
                              "metric": verdict.metric, "rate": verdict.rate,
                              "probe": verdict.probe, "bound": verdict.bound,
-                             "kind": verdict.kind, "precision": precision_of(row["variant"])})
+                             "kind": verdict.kind,
+                             "precision": precision_of(row["variant"], precisions)})
     frame = pd.DataFrame(rows, columns=[*PEAK_COLUMNS[:-2], "precision"])
     if frame.empty:
         return frame.reindex(columns=PEAK_COLUMNS)
@@ -765,7 +762,7 @@ def _flat_run(gpu: pd.DataFrame) -> dict[str, Any] | None:
             "time_growth": float(time_growth)}
 
 
-# --- MNIST ------------------------------------------------------------------------------------
+# --- epochs ------------------------------------------------------------------------------------
 
 def epoch_times(prepared: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
     """Seconds per epoch by epoch number at the headline batch size (epoch 1 = the cold call).

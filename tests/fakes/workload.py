@@ -29,7 +29,7 @@ SPEC = WorkloadSpec(
                           minimum=None),
     },
     variants=FAULTS,
-    frameworks=("fake",),
+    implementations={"fake": "tests.fakes.backend.fault"},
     make_inputs=make_inputs,
     check=check,
 )

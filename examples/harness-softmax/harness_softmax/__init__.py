@@ -1,0 +1,1 @@
+"""Example harness plugin: a row-wise softmax workload (see README.md)."""

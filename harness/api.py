@@ -1,0 +1,356 @@
+"""The library behind `harness compare`: plan a run, execute it, load stored runs.
+
+    import harness
+    result = harness.compare("matmul", frameworks=["torch", "numpy"], devices=["cpu"],
+                             sizes=[256, 1024], quick=True)
+    result.frame            # tidy DataFrame, one row per sample (measurements.csv)
+    result.path             # the run folder
+    frame = harness.load(["results/RUN_A", "results/RUN_B"])
+
+The CLI only parses text, calls these functions and prints. Progress goes to stderr, never
+into the returned data. Never imports a framework: every cell runs in a worker process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from harness import envinfo, interrupt, registry, store
+from harness.backend import canonical_device, parse_cuda_index
+from harness.progress import CellEtaColumn
+from harness.results import CellResult
+from harness.runner import RunOptions, run_matrix
+from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
+from harness.stats import work_of
+
+EXIT_FAILED_CELL = 1
+EXIT_SIGNAL_BASE = 128  # shells' convention: killed by signal N -> 128 + N
+progress_console = Console(stderr=True)
+
+
+def split_names(values: Sequence[str] | str | None) -> list[str]:
+    """`a`, `[a, "b,c"]` -> [a, b, c]."""
+    if isinstance(values, str):
+        values = [values]
+    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+
+
+def resolve_devices(values: Sequence[str] | str | None) -> list[str]:
+    """Canonical device names; default cpu plus every GPU nvidia-smi lists."""
+    if not values:
+        return ["cpu"] + [f"cuda:{index}" for index in range(len(envinfo.visible_gpus()))]
+    devices = []
+    for name in split_names(values):
+        device = canonical_device(name)
+        if device != "cpu" and parse_cuda_index(device) is None:
+            raise BadInput(f"unknown device {name!r}; valid: cpu, cuda, cuda:N")
+        if device not in devices:
+            devices.append(device)
+    return devices
+
+
+def resolve_frameworks(spec: WorkloadSpec, values: Sequence[str] | str | None) -> list[str]:
+    names = split_names(values) or list(spec.frameworks)
+    for name in names:
+        registry.check_framework_name(name)
+    return list(dict.fromkeys(names))
+
+
+def resolve_variants(spec: WorkloadSpec, value: Sequence[str] | str | None) -> list[str]:
+    if value is None:
+        return list(spec.variants_by_default)
+    if value == "all" or (not isinstance(value, str) and list(value) == ["all"]):
+        return list(spec.variants)
+    names = split_names(value)
+    for name in names:
+        if name not in spec.variants:
+            raise BadInput(f"unknown variant {name!r} for {spec.name}; valid: "
+                           f"{', '.join(spec.variants)}, all")
+    return names
+
+
+def check_writable(out: Path) -> None:
+    """Refuse an --out that cannot hold a run folder, before any cell runs.
+
+    Why try rather than ask: os.access says yes to root on a read-only mount and knows nothing
+    of pseudo-filesystems such as /proc; creating the folders and a probe file is the honest
+    test. Whatever the probe created is removed again when it fails.
+    """
+    try:
+        missing = _missing_folders(out)
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot be checked ({exc.strerror or exc})") from None
+    created: list[Path] = []
+    try:
+        for folder in missing:
+            folder.mkdir()
+            created.append(folder)
+        handle, probe = tempfile.mkstemp(dir=out, prefix=".harness-probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        for folder in reversed(created):
+            with suppress(OSError):
+                folder.rmdir()
+        raise BadInput(f"--out {out}: not writable ({exc.strerror or exc})") from None
+
+
+def _missing_folders(out: Path) -> list[Path]:
+    """The folders that must be created for `out` to exist, outermost first."""
+    missing = []
+    existing = out
+    while not existing.exists():
+        missing.append(existing)
+        existing = existing.parent
+    if not existing.is_dir():
+        raise BadInput(f"--out {out}: {existing} is not a folder")
+    return missing[::-1]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A validated run: the spec, its cells and where the run folder goes."""
+
+    spec: WorkloadSpec
+    cells: list[Cell]
+    devices: list[str]
+    params: dict[str, Any]
+    out: Path
+    timeout_s: float
+    quick: bool
+
+
+def plan(workload: str, *, frameworks: Sequence[str] | str | None = None,
+         devices: Sequence[str] | str | None = None,
+         variants: Sequence[str] | str | None = None, sizes: Sequence[int] | None = None,
+         params: dict[str, Any] | None = None, data: Path | str | None = None,
+         quick: bool = False, out: Path | str = "results",
+         timeout_s: float = 900.0) -> RunPlan:
+    """Validate every input before anything runs; BadInput (one line) otherwise."""
+    spec = registry.load_workload(workload)
+    chosen_frameworks = resolve_frameworks(spec, frameworks)
+    chosen_devices = resolve_devices(devices)
+    chosen_variants = resolve_variants(spec, variants)
+    if sizes is not None and (not list(sizes) or any(int(size) < 1 for size in sizes)):
+        raise BadInput(f"sizes {list(sizes)!r}: sizes must be >= 1 (example: 64,256,1024)")
+    overrides = {name: str(value) for name, value in (params or {}).items()}
+    values = spec.resolve_params(overrides, None if sizes is None else
+                                 [int(size) for size in sizes], quick)
+    if data is not None:
+        if spec.validate_data is None:
+            raise BadInput(f"--data applies to the MNIST workloads, not {spec.name}")
+        spec.validate_data(Path(data))
+        values["data"] = str(Path(data).resolve())
+    if not timeout_s > 0:
+        raise BadInput(f"--timeout {timeout_s:g}: must be > 0 seconds")
+    out = Path(out)
+    check_writable(out)
+    cells = expand_matrix(spec.name, chosen_variants, chosen_frameworks, chosen_devices, values,
+                          quick)
+    return RunPlan(spec, cells, chosen_devices, values, out, timeout_s, quick)
+
+
+class RunRecorder:
+    """Keeps run.json and measurements.csv on disk up to date after every cell."""
+
+    def __init__(self, run_dir: Path, spec: WorkloadSpec, document: dict[str, Any]) -> None:
+        self.run_dir, self.spec, self.document = run_dir, spec, document
+        self.results: list[dict[str, Any]] = []
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, result: dict[str, Any]) -> None:
+        self.results.append(result)
+        work = {index: work_of(self.spec, case["case"])
+                for index, case in enumerate(result.get("cases") or [])}
+        self.rows.extend(store.case_rows(self.document["run_id"], self.document["host"]
+                                         ["machine_label"], self.spec.sweep, result, work))
+        self.document["cells"].append(result)
+        self.save()
+
+    def save(self, finished: bool = False, stopped_by: signal.Signals | None = None) -> None:
+        """Write both files; `finished` stamps the end time, `stopped_by` the stop signal."""
+        if finished:
+            self.document["finished"] = time.time()
+        self.document["interrupted"] = stopped_by is not None
+        if stopped_by is not None:
+            self.document["interrupted_by"] = stopped_by.name
+        store.write_run(self.run_dir, self.document)
+        store.write_measurements(self.run_dir, self.rows)
+
+
+@dataclass
+class RunResult:
+    """What a run produced: its folder, the tidy rows, the typed cells, how it ended."""
+
+    path: Path
+    cells: list[CellResult]
+    document: dict[str, Any]
+    stopped_by: signal.Signals | None = None
+    _frame: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The run's measurements.csv as a DataFrame (one row per sample)."""
+        if self._frame is None:
+            self._frame = load(self.path)
+        return self._frame
+
+    @property
+    def exit_code(self) -> int:
+        """0 ok, 1 a cell failed, 128 + N stopped by signal N (the CLI's exit code)."""
+        if self.stopped_by is not None:
+            return EXIT_SIGNAL_BASE + self.stopped_by.value
+        status = worst_status([cell.status for cell in self.cells])
+        return EXIT_FAILED_CELL if status in (Status.ERROR, Status.TIMEOUT, Status.INVALID) \
+            else 0
+
+
+def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = None,
+            progress: bool = True) -> RunResult:
+    """Measure the ceilings, run every cell, save after each; a stop signal ends it early.
+
+    Stop signals are seen when the caller installed harness.interrupt's handlers (the CLI
+    does); without them Ctrl-C still stops the running worker and the run ends interrupted.
+    """
+    spec = run.spec
+    run_dir = store.new_run_dir(run.out, spec.name)
+    document = {
+        "run_id": run_dir.name, "command": command or sys.argv, "started": time.time(),
+        "finished": None, "workload": spec.name, "sweep": spec.sweep, "params": run.params,
+        "quick": run.quick, "timeout_s": run.timeout_s, "hints": spec.report_hints(),
+        "frameworks": framework_styles(spec, run.cells), "host": envinfo.host_metadata(),
+        "cells": [],
+    }
+    recorder = RunRecorder(run_dir, spec, document)
+    recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
+    progress_console.print(f"run folder: {run_dir}  ({len(run.cells)} cells)")
+    stopped_by = None
+    try:
+        if ceilings:
+            document["ceilings"] = measure_ceilings(run.devices,
+                                                    largest_square_matmul(spec, run.cells))
+            recorder.save()
+        if interrupt.requested() is None:
+            _run_cells(run.cells, RunOptions(timeout_s=run.timeout_s), recorder, progress)
+        stopped_by = interrupt.requested()
+    except KeyboardInterrupt:  # no handlers installed (a notebook): the runner killed the worker
+        stopped_by = signal.SIGINT
+    recorder.save(finished=True, stopped_by=stopped_by)
+    return RunResult(run_dir, [CellResult.from_dict(result) for result in recorder.results],
+                     document, stopped_by)
+
+
+def compare(workload: str, *, frameworks: Sequence[str] | str | None = None,
+            devices: Sequence[str] | str | None = None,
+            variants: Sequence[str] | str | None = None, sizes: Sequence[int] | None = None,
+            params: dict[str, Any] | None = None, data: Path | str | None = None,
+            quick: bool = False, out: Path | str = "results", timeout_s: float = 900.0,
+            ceilings: bool = True, report: bool = True, progress: bool = True) -> RunResult:
+    """Run `workload` for every framework x device x variant cell; see the module docstring.
+
+    Raises BadInput for bad arguments before anything runs or is written.
+    """
+    run = plan(workload, frameworks=frameworks, devices=devices, variants=variants,
+               sizes=sizes, params=params, data=data, quick=quick, out=out,
+               timeout_s=timeout_s)
+    result = execute(run, ceilings=ceilings, progress=progress,
+                     command=["harness.compare", workload])
+    if report and result.stopped_by is None:
+        render_report_safely(result.path)
+    return result
+
+
+def load(paths: Path | str | Sequence[Path | str]) -> pd.DataFrame:
+    """The measurements of one or more stored run folders as one tidy DataFrame.
+
+    Raises harness.store.StoreError (a ValueError) for a folder that is not a harness run.
+    """
+    from harness.report.load import read_measurements
+
+    folders = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    frames = []
+    for folder in map(Path, folders):
+        store.read_run(folder)
+        frames.append(read_measurements(folder))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def render_report_safely(run_dir: Path) -> list[Path]:
+    """Draw the run's report; a drawing failure must never cost the measurements."""
+    try:
+        from harness.report import render_report
+
+        written = render_report([run_dir], run_dir, html=True)
+        progress_console.print(f"report: {len(written)} files in {run_dir}")
+        return written
+    except KeyboardInterrupt:  # the results are complete; only the pictures are missing
+        progress_console.print(f"report interrupted; results are in {run_dir}")
+    except Exception as exc:  # noqa: BLE001 - the results are already safe on disk
+        progress_console.print(f"report failed ({type(exc).__name__}: {exc}); results are in "
+                               f"{run_dir}")
+    return []
+
+
+def framework_styles(spec: WorkloadSpec, cells: list[Cell]) -> dict[str, dict[str, str]]:
+    """Colour and label of each framework in the run, stored so reports need no registry."""
+    styles = {}
+    for name in dict.fromkeys(cell.framework for cell in cells):
+        try:
+            styles[name] = registry.load_framework(name).style()
+        except BadInput as exc:  # its cells become unavailable rows with this reason
+            progress_console.print(f"harness: warning: {exc}", markup=False)
+            styles[name] = {"color": "#7F7F7F", "label": name}
+    return styles
+
+
+def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:
+    """The n of a square matmul doing the run's largest call's FLOPs (2n^3), for the probe."""
+    if spec.flops is None:
+        return None
+    counts = [spec.flops(case) for cell in cells
+              for case in spec.cases_for(cell.params, cell.variant)]
+    largest = max((count for count in counts if count), default=None)
+    return round((largest / 2) ** (1 / 3)) if largest else None
+
+
+def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any]:
+    """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles."""
+    from harness import ceilings as ceilings_module
+
+    measured: dict[str, Any] = {}
+    with progress_console.status("measuring the machine's ceilings (--no-ceilings skips this)"):
+        for device in devices:
+            if interrupt.requested() is not None:
+                break
+            measured[device] = ceilings_module.measure(device, largest_n)
+    return measured
+
+
+def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
+               progress: bool) -> bool:
+    """run_matrix, with a progress bar and ETA on stderr when asked."""
+    if not progress:
+        return run_matrix(cells, options, lambda cell, result: recorder.add(result))
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
+                  "{task.total}"), TimeElapsedColumn(), CellEtaColumn(),
+                  console=progress_console, transient=True) as bar:
+        task = bar.add_task("cells", total=len(cells))
+
+        def on_result(cell: Cell, result: dict[str, Any]) -> None:
+            recorder.add(result)
+            bar.update(task, advance=1, description=f"{cell.label}: {result['status']}")
+
+        return run_matrix(cells, options, on_result)
