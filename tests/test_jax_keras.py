@@ -180,8 +180,8 @@ def test_report_ranks_every_framework_and_compares_every_pair(tmp_path: Path) ->
     assert ranking["times_best"].iloc[1] == pytest.approx(3.0)
     ratios = t.ratio_table(stats)
     pairs = set(ratios.loc[ratios["kind"] == "framework_ratio", "label"])
-    assert pairs == {"alpha / beta · cpu fp32", "alpha / gamma · cpu fp32",
-                     "beta / gamma · cpu fp32"}
+    assert pairs == {"alpha / beta: cpu fp32", "alpha / gamma: cpu fp32",
+                     "beta / gamma: cpu fp32"}
     render_report([run_dir], tmp_path / "report")
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert "### Framework verdict: every framework ranked per device" in summary
