@@ -40,6 +40,10 @@ BUILTIN_FRAMEWORKS: dict[str, str] = {
     "torch": "backends.torch:FRAMEWORK",
     "tensorflow": "backends.tensorflow:FRAMEWORK",
     "numpy": "backends.numpy:FRAMEWORK",
+    "jax": "backends.jax:FRAMEWORK",
+    "keras-jax": "backends.keras_jax:FRAMEWORK",
+    "keras-torch": "backends.keras_torch:FRAMEWORK",
+    "keras-tensorflow": "backends.keras_tensorflow:FRAMEWORK",
 }
 
 WORKLOADS: dict[str, str] = dict(BUILTIN_WORKLOADS)
@@ -137,9 +141,10 @@ def framework_installed(name: str) -> tuple[bool, str]:
         spec = load_framework(name)
     except PluginUnavailable as exc:
         return False, str(exc)
-    if importlib.util.find_spec(spec.import_name) is None:
-        hint = spec.install_hint or f"pip install {spec.import_name}"
-        return False, f"{spec.import_name} is not installed ({hint})"
+    for import_name in (spec.import_name, *spec.also_requires):
+        if importlib.util.find_spec(import_name) is None:
+            hint = spec.install_hint or f"pip install {import_name}"
+            return False, f"{import_name} is not installed ({hint})"
     return True, ""
 
 

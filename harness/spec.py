@@ -247,6 +247,9 @@ class FrameworkSpec:
     environment_defaults: Mapping[str, str] = field(default_factory=dict)
     sync: str = "device"
     cpu_only: bool = False
+    # Further packages the cell imports (Keras on JAX needs keras and jax); each missing one
+    # makes the cell `unavailable` with the install hint, like a missing import_name.
+    also_requires: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.sync not in SYNC_STYLES:

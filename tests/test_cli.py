@@ -54,6 +54,9 @@ def test_env_reports_frameworks_without_importing_them() -> None:
     assert by_name["torch"]["devices"][0]["name"] == "cpu"
     assert document["host"]["cores"] >= 1
     assert "torch" not in sys.modules and "tensorflow" not in sys.modules
+    assert by_name["jax"]["installed"] and by_name["jax"]["devices"][0]["name"] == "cpu"
+    assert by_name["keras-jax"]["version"].startswith("keras 3")
+    assert "jax" not in sys.modules and "keras" not in sys.modules
 
 
 def test_quick_matmul_runs_every_framework_and_marks_cuda_unavailable(out_dir: Path) -> None:
@@ -67,10 +70,12 @@ def test_quick_matmul_runs_every_framework_and_marks_cuda_unavailable(out_dir: P
     assert statuses[("torch", "cpu")] == "ok"
     assert statuses[("tensorflow", "cpu")] == "ok"
     assert statuses[("numpy", "cpu")] == "ok"
+    assert statuses[("jax", "cpu")] == "ok"
     assert statuses[("torch", "cuda:0")] == "unavailable"  # CI has no GPU
+    assert statuses[("jax", "cuda:0")] == "unavailable"
     frame = pd.read_csv(run_dir / "measurements.csv")
     warm = frame[(frame["phase"] == "warm") & (frame["status"] == "ok")]
-    assert set(warm["framework"]) == {"torch", "tensorflow", "numpy"}
+    assert set(warm["framework"]) == {"torch", "tensorflow", "jax", "numpy"}
     assert set(warm["size"]) == {32, 64}
     assert warm["check_passed"].all()
     assert document["schema_version"] == 1 and document["host"]["cpu_model"]
@@ -95,7 +100,7 @@ def test_parent_process_never_imports_a_framework(tmp_path: Path) -> None:
 
 BAD_INPUTS = [
     (["--workload", "nope"], "unknown workload"),
-    (["--framework", "jax"], "unknown framework"),
+    (["--framework", "mxnet"], "unknown framework"),
     (["--device", "tpu"], "unknown device"),
     (["--sizes", "0"], ">= 1"),
     (["--sizes", "-5"], ">= 1"),

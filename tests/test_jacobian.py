@@ -10,7 +10,7 @@ from harness.spec import Cell
 from workloads.jacobian import SPEC, check, make_inputs, per_sample_reference
 
 BATCH = 2  # as-written does 400*batch backward passes: keep it tiny
-FRAMEWORKS = ("torch", "tensorflow")
+FRAMEWORKS = ("torch", "tensorflow", "jax")
 
 
 def test_reference_matches_central_differences() -> None:
@@ -97,7 +97,8 @@ def test_full_jacobian_diagonal_blocks_equal_the_per_sample_jacobian(results: di
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("other", ["tensorflow", "jax"])
 @pytest.mark.parametrize("variant", CPU_VARIANTS)
-def test_torch_and_tensorflow_agree_on_the_same_weights(results: dict, variant: str) -> None:
-    assert_same_jacobian(extra_of(results["torch", variant]),
-                         extra_of(results["tensorflow", variant]))
+def test_frameworks_agree_with_torch_on_the_same_weights(results: dict, variant: str,
+                                                         other: str) -> None:
+    assert_same_jacobian(extra_of(results["torch", variant]), extra_of(results[other, variant]))

@@ -194,7 +194,8 @@ SPEC = WorkloadSpec(
     variants=("as-written", "in-place", "compiled", "graph"),
     implementations={"torch": "backends.torch.elementwise",
                      "tensorflow": "backends.tensorflow.elementwise",
-                     "numpy": "backends.numpy.elementwise"},
+                     "numpy": "backends.numpy.elementwise",
+                     "jax": "backends.jax.elementwise"},
     flops=flops,
     bytes_moved=bytes_moved,
     make_inputs=make_inputs,
@@ -203,5 +204,6 @@ SPEC = WorkloadSpec(
            "Variable.assign_add, numpy out=. compiled: torch.compile / tf.function(jit_compile)"
            "; may fuse iterations, so its GB/s is an effective figure. graph: tf.function with "
            "Grappler's arithmetic optimizer off / torch.jit.script (which hoists the loop-"
-           "invariant a*b out of the loop, and on GPU may fuse unrolled iterations)."),
+           "invariant a*b out of the loop, and on GPU may fuse unrolled iterations). jax: "
+           "as-written op by op, compiled = jax.jit; no in-place or graph form."),
 )

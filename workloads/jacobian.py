@@ -150,7 +150,8 @@ SPEC = WorkloadSpec(
     name="jacobian",
     kind="jacobian",
     implementations={"torch": "backends.torch.jacobian",
-                     "tensorflow": "backends.tensorflow.jacobian"},
+                     "tensorflow": "backends.tensorflow.jacobian",
+                     "jax": "backends.jax.jacobian"},
     summary=("Jacobian of Linear(1,20)-tanh-Linear(20,20)-tanh-Linear(20,400) over batch sizes "
              "(seed 1): full (batch,400,batch,1) as written vs per-sample (batch,400,1)"),
     sweep="batch",
@@ -163,6 +164,7 @@ SPEC = WorkloadSpec(
     notes=("as-written: torch.autograd.functional.jacobian (vectorize=False) / eager "
            "GradientTape.jacobian (TF's default experimental_use_pfor=True kept). per-sample: "
            "vmap(jacrev) / batch_jacobian in tf.function. per-sample-fwd: vmap(jacfwd) / "
-           "ForwardAccumulator in tf.function. per-sample-graph (torch, GPU): vmap(jacrev) captured "
-           "once in a CUDA graph and replayed per call."),
+           "ForwardAccumulator in tf.function. per-sample-graph (torch, GPU): vmap(jacrev) "
+           "captured once in a CUDA graph and replayed per call. jax: jit(jacrev) of the batched "
+           "net (full), jit(vmap(jacrev)) and jit(vmap(jacfwd)) per sample."),
 )

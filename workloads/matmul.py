@@ -44,7 +44,8 @@ SPEC = WorkloadSpec(
     variants=("fp32", "tf32", "bf16", "fp32-graph"),
     implementations={"torch": "backends.torch.matmul",
                      "tensorflow": "backends.tensorflow.matmul",
-                     "numpy": "backends.numpy.matmul"},
+                     "numpy": "backends.numpy.matmul",
+                     "jax": "backends.jax.matmul"},
     variant_precision=PRECISIONS,
     flops=lambda case: 2.0 * case["n"] ** 3,
     bytes_moved=None,
@@ -54,5 +55,6 @@ SPEC = WorkloadSpec(
     notes=("tf32 and bf16 are explicit, labelled precision changes, checked against their own "
            "error models (operand rounding on top of float32 accumulation). fp32-graph (torch, "
            "GPU): the fp32 matmul captured once in a CUDA graph and replayed per call, so a "
-           "small call costs one graph launch instead of a dispatch."),
+           "small call costs one graph launch instead of a dispatch. jax: jnp.matmul under "
+           "jax.jit, Precision.HIGHEST for fp32, DEFAULT for tf32."),
 )

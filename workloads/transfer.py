@@ -112,7 +112,8 @@ SPEC = WorkloadSpec(
     variants=MATMUL_VARIANTS + BANDWIDTH_VARIANTS,
     implementations={"torch": "backends.torch.transfer",
                      "tensorflow": "backends.tensorflow.transfer",
-                     "numpy": "backends.numpy.transfer"},
+                     "numpy": "backends.numpy.transfer",
+                     "jax": "backends.jax.transfer"},
     overhead_pairs=(("matmul-copy", "matmul-resident", "host<->device copies"),),
     flops=flops,
     bytes_moved=bytes_moved,
@@ -125,5 +126,6 @@ SPEC = WorkloadSpec(
     cpu_baseline_any_variant=("matmul-copy", "matmul-overlap"),
     notes=("numpy matmul-resident on cpu is the baseline; matmul-copy on cpu is the same code "
            "with nowhere to copy to (framework conversion overhead only). TensorFlow exposes no "
-           "pinned host buffers, so its *-pinned variants are unavailable."),
+           "pinned host buffers, so its *-pinned variants are unavailable. jax: device_put in, "
+           "np.asarray out; pinned = memory_kind pinned_host; no matmul-overlap (no streams)."),
 )

@@ -1,5 +1,10 @@
 """Seed 3 in TensorFlow as the seed wrote it: a Keras Sequential, compile("adam"), fit, evaluate.
 
+Since issue 18 the MNIST workloads list `keras-tensorflow` (backends/keras/training.py, the
+same Keras code as keras-jax and keras-torch) instead of this module; `--framework tensorflow`
+still runs it, so older runs and command lines stay reproducible. Its preloaded variant is the
+TF-native one (tf.function + GradientTape), which the shared Keras code has no equivalent of.
+
 as-written: model.fit under `with tf.device(...)`, softmax output, sparse categorical CE,
             metrics=["accuracy"]; Keras 3's default jit_compile="auto" (XLA when a GPU is visible).
 preloaded: the whole set as tensors on the device once; a tf.function train step gathers each
@@ -20,24 +25,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from backends.keras.model import build_model
 from backends.tensorflow.device import TensorFlowDevice
 from harness.backend import VariantUnavailable
 from workloads.mnist import STEPS_PER_EXECUTION, TORCH_ONLY_VARIANTS
 
 SEED = 0
 EVAL_BATCH = 1000
-CLASSES = 10
 XLA_ERRORS = (tf.errors.NotFoundError, tf.errors.UnimplementedError,
               tf.errors.InvalidArgumentError, tf.errors.InternalError)
-
-
-def build_model(hidden_units: tuple[int, ...], dropout: float) -> keras.Sequential:
-    """The seed's Sequential: Flatten(28, 28) -> (Dense relu, Dropout)... -> Dense(10, softmax)."""
-    layers: list[Any] = [keras.Input(shape=(28, 28)), keras.layers.Flatten()]
-    for units in hidden_units:
-        layers += [keras.layers.Dense(units, activation="relu"), keras.layers.Dropout(dropout)]
-    layers.append(keras.layers.Dense(CLASSES, activation="softmax"))
-    return keras.Sequential(layers)
 
 
 class KerasTraining:

@@ -128,6 +128,7 @@ def _compute(run_set: RunSet, runs: pd.DataFrame, prepared: pd.DataFrame,
         else pd.DataFrame(),
         accuracy=t.accuracy_table(stats, run_set.extras),
         epochs=t.epoch_times(rows, headline), hints=hints,
+        ranking=t.framework_ranking(stats, headline),
     )
 
 

@@ -44,6 +44,7 @@ class Experiment:
     epochs: pd.DataFrame
     figures: dict[str, Path] = field(default_factory=dict)
     hints: dict[str, Any] = field(default_factory=dict)
+    ranking: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def markdown_table(headers: list[str], rows: list[list[Any]]) -> list[str]:
@@ -234,6 +235,7 @@ def _experiment_section(experiment: Experiment, out_dir: Path,
     lines += _figure_links(experiment, out_dir)
     lines += _gpu_section(experiment)
     lines += _fastest_section(experiment)
+    lines += _framework_verdict_section(experiment)
     lines += _variants_section(experiment)
     lines += _breakdown_section(experiment)
     lines += _ceiling_section(experiment)
@@ -370,6 +372,36 @@ def _fastest_section(experiment: Experiment) -> list[str]:
         lines += [f"### Fastest framework x device, variant {variant}{machine}", ""]
         lines += markdown_table(headers, rows)
     return lines
+
+
+def _framework_verdict_section(experiment: Experiment) -> list[str]:
+    """Every framework ranked on each device, one line per (machine, variant, device)."""
+    ranking = experiment.ranking
+    if ranking.empty or ranking["framework"].nunique() < 2:
+        return []
+    several_machines = ranking["machine"].nunique() > 1
+    lines = ["### Framework verdict: every framework ranked per device", "",
+             ("Fastest first, at the headline size, same variant and device; each gap is "
+              "judged against the framework ranked just above (IQRs apart, from "
+              f"{t.MIN_SAMPLES_TO_JUDGE} samples each)."), ""]
+    for (machine, variant, device), group in ranking.groupby(
+            ["machine", "variant", "device"], sort=False):
+        where = f"{machine}, " if several_machines else ""
+        size = _size_phrase(experiment, group["size_label"].iloc[0])
+        entries = [_ranked_entry(row, experiment.unit) for _, row in group.iterrows()]
+        lines.append(f"- **{device}**, {where}variant {variant}{size}: " + "; ".join(entries))
+    return lines + [""]
+
+
+def _ranked_entry(row: pd.Series, unit: str) -> str:
+    text = f"{row['rank']}. {row['framework']} {format_seconds(row['median_s'])}/{unit}"
+    if row["rank"] == 1:
+        return text
+    if not row["judged"]:
+        gap = f"not judged, < {t.MIN_SAMPLES_TO_JUDGE} samples"
+    else:
+        gap = "beyond noise" if row["significant"] else "within noise"
+    return f"{text} ({format_ratio(row['times_best'])} the fastest; {gap} vs #{row['rank'] - 1})"
 
 
 def _noise_verdict(row: pd.Series) -> str:

@@ -616,6 +616,36 @@ def _framework_ratios(experiment: str, machine: str,
     return rows
 
 
+# --- every framework ranked per device --------------------------------------------------------
+
+RANKING_COLUMNS = ["experiment", "machine", "variant", "device", "size_label", "rank",
+                   "framework", "median_s", "times_best", "judged", "significant"]
+
+
+def framework_ranking(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
+    """Per experiment, machine, variant and device, at the headline size: every framework with a
+    valid time, fastest first, with its time over the fastest and whether its gap to the one
+    ranked just above it is beyond the noise (IQRs apart, judged from 3 samples each).
+    """
+    keys = ["experiment", "machine", "variant", "size_label"]
+    at_headline = stats[stats["valid"]].merge(headline, on=keys)
+    rows = []
+    for (experiment, machine, variant, device), group in at_headline.groupby(
+            ["experiment", "machine", "variant", "device"], sort=False):
+        ranked = group.sort_values("median_s")
+        fastest = ranked["median_s"].iloc[0]
+        above = None
+        for rank, (_, row) in enumerate(ranked.iterrows(), start=1):
+            gap = gap_significance(above, row) if above is not None else {
+                "judged": False, "significant": False}
+            rows.append({"experiment": experiment, "machine": machine, "variant": variant,
+                         "device": device, "size_label": row["size_label"], "rank": rank,
+                         "framework": row["framework"], "median_s": row["median_s"],
+                         "times_best": row["median_s"] / fastest, **gap})
+            above = row
+    return pd.DataFrame(rows, columns=RANKING_COLUMNS)
+
+
 # --- warnings ---------------------------------------------------------------------------------
 
 def noisy_cells(stats: pd.DataFrame) -> pd.DataFrame:

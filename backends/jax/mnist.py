@@ -1,0 +1,214 @@
+"""Seed 3 in JAX as its users write it: a jitted training step, optax's Adam, same nets.
+
+The net is the seed's: Flatten -> (Dense relu, Dropout 0.2) per hidden layer -> Dense(10),
+logits and softmax cross-entropy (as torch's CrossEntropyLoss), Glorot-uniform weights and zero
+biases (Keras' Dense defaults), Adam with its defaults (lr 1e-3). Matmuls ask for float32
+(Precision.HIGHEST): JAX's GPU default is TF32-like, the other frameworks train in float32.
+
+as-written: per batch, the host gathers the batch (numpy) and jax.device_put sends it; one
+            jitted step (forward, grad, Adam update) per batch, as DataLoader + .to(device).
+preloaded:  the set on the device once; the jitted step slices its batch there.
+compiled:   the whole epoch is one jitted computation: lax.scan over the batches of the
+            preloaded set (no Python, no dispatch per step).
+One step() is one epoch over the shared numpy order, so every framework sees the same batches.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from backends.jax.device import JaxDevice
+from harness.backend import VariantUnavailable
+
+SEED = 0
+EVAL_BATCH = 1000
+PIXELS, CLASSES = 28 * 28, 10
+HIGHEST = jax.lax.Precision.HIGHEST
+Params = list[dict[str, jax.Array]]
+
+
+def init_params(key: jax.Array, hidden_units: tuple[int, ...]) -> Params:
+    """Glorot-uniform weights in (in, out) layout and zero biases, as Keras' Dense."""
+    widths = (PIXELS, *hidden_units, CLASSES)
+    params = []
+    for fan_in, fan_out in itertools.pairwise(widths):
+        key, layer_key = jax.random.split(key)
+        limit = float(np.sqrt(6.0 / (fan_in + fan_out)))
+        params.append({"w": jax.random.uniform(layer_key, (fan_in, fan_out), jnp.float32,
+                                               -limit, limit),
+                       "b": jnp.zeros(fan_out, jnp.float32)})
+    return params
+
+
+def forward(params: Params, images: jax.Array, dropout: float,
+            key: jax.Array | None) -> jax.Array:
+    """Logits; dropout (inverted, as Keras and torch scale) only when a key is given."""
+    x = images.reshape(images.shape[0], -1)
+    for index, layer in enumerate(params[:-1]):
+        x = jax.nn.relu(jnp.dot(x, layer["w"], precision=HIGHEST) + layer["b"])
+        if key is not None:
+            keep = jax.random.bernoulli(jax.random.fold_in(key, index), 1.0 - dropout, x.shape)
+            x = jnp.where(keep, x / (1.0 - dropout), 0.0)
+    return jnp.dot(x, params[-1]["w"], precision=HIGHEST) + params[-1]["b"]
+
+
+def make_train_step(optimizer: optax.GradientTransformation, dropout: float) -> Callable:
+    """(state, images, labels) -> state: forward, gradient, Adam update, running loss sum."""
+
+    def loss_fn(params: Params, images: jax.Array, labels: jax.Array, key: jax.Array):
+        logits = forward(params, images, dropout, key)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+    def train_step(state: dict[str, Any], images: jax.Array, labels: jax.Array):
+        key = jax.random.fold_in(state["key"], state["step"])  # a fresh dropout mask per step
+        loss, grads = jax.value_and_grad(loss_fn)(state["params"], images, labels, key)
+        updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
+        return {**state, "params": optax.apply_updates(state["params"], updates),
+                "opt_state": opt_state, "step": state["step"] + 1,
+                "loss_sum": state["loss_sum"] + loss * labels.shape[0],
+                "seen": state["seen"] + labels.shape[0]}
+
+    return train_step
+
+
+class JaxTraining:
+    """Training state on one device; step() trains one epoch, output() evaluates."""
+
+    def __init__(self, inputs: dict[str, Any], device: JaxDevice, batch_size: int) -> None:
+        self.inputs, self.device, self.batch_size = inputs, device, batch_size
+        self.epoch = 0
+        optimizer = optax.adam(1e-3)
+        with jax.default_device(device.handle):
+            params = init_params(jax.random.PRNGKey(SEED), tuple(inputs["hidden_units"]))
+            self.state = jax.device_put({
+                "params": params, "opt_state": optimizer.init(params),
+                "key": jax.random.PRNGKey(SEED + 1), "step": jnp.zeros((), jnp.int32),
+                "loss_sum": jnp.zeros((), jnp.float32), "seen": jnp.zeros((), jnp.int32)},
+                device.handle)
+        self.train_step = make_train_step(optimizer, inputs["dropout"])
+        self.predict = jax.jit(lambda params, images: jnp.argmax(
+            forward(params, images, 0.0, None), axis=1))
+
+    def order(self) -> np.ndarray:
+        orders = self.inputs["orders"]
+        return orders[self.epoch % len(orders)]
+
+    def run_epoch(self) -> None:
+        raise NotImplementedError
+
+    def step(self) -> dict[str, Any]:
+        """One epoch; returns the training state, which the worker blocks on (sync='output')."""
+        self.state = {**self.state, "loss_sum": jnp.zeros((), jnp.float32),
+                      "seen": jnp.zeros((), jnp.int32)}
+        self.run_epoch()
+        self.epoch += 1
+        return self.state
+
+    def test_accuracy(self) -> float:
+        x_test, y_test = self.inputs["x_test"], self.inputs["y_test"]
+        correct = 0
+        for start in range(0, len(y_test), EVAL_BATCH):
+            images = jax.device_put(x_test[start:start + EVAL_BATCH], self.device.handle)
+            predicted = np.asarray(self.predict(self.state["params"], images))
+            correct += int(np.sum(predicted == y_test[start:start + EVAL_BATCH]))
+        return correct / len(y_test)
+
+    def output(self) -> dict[str, Any]:
+        seen = int(self.state["seen"])
+        return {"extra": {
+            "params": sum(int(leaf.size) for leaf in jax.tree.leaves(self.state["params"])),
+            "accuracy": self.test_accuracy(),
+            "train_loss": float(self.state["loss_sum"]) / max(seen, 1),
+            "steps_per_call": -(-len(self.inputs["y_train"]) // self.batch_size),
+            "samples_distinct": self.inputs["samples_distinct"],
+            "data_source": self.inputs["data_source"],
+            "epochs_run": self.epoch,
+            "matmul_precision": "highest (float32)",
+        }}
+
+
+class HostBatchTraining(JaxTraining):
+    """Batches gathered on the host and sent with device_put, one jitted step per batch."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.jitted_step = jax.jit(self.train_step, donate_argnums=0)
+
+    def run_epoch(self) -> None:
+        order, x_train, y_train = self.order(), self.inputs["x_train"], self.inputs["y_train"]
+        for start in range(0, len(order), self.batch_size):
+            index = order[start:start + self.batch_size]
+            images, labels = jax.device_put((x_train[index], y_train[index]), self.device.handle)
+            self.state = self.jitted_step(self.state, images, labels)
+
+
+class PreloadedTraining(JaxTraining):
+    """The set and every epoch's order on the device once; the step slices its batch there."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.data = jax.block_until_ready(jax.device_put(
+            {"x": self.inputs["x_train"], "y": self.inputs["y_train"].astype(np.int32),
+             "orders": self.inputs["orders"].astype(np.int32)}, self.device.handle))
+        self.gathered_step = jax.jit(self._gathered_step, donate_argnums=0,
+                                     static_argnames="size")
+
+    def _gathered_step(self, state: dict[str, Any], data: dict[str, jax.Array],
+                       epoch: jax.Array, start: jax.Array, size: int) -> dict[str, Any]:
+        index = jax.lax.dynamic_slice(data["orders"][epoch], (start,), (size,))
+        return self.train_step(state, data["x"][index], data["y"][index])
+
+    def run_epoch(self) -> None:
+        samples = len(self.inputs["y_train"])
+        epoch = self.epoch % len(self.inputs["orders"])
+        for start in range(0, samples, self.batch_size):
+            size = min(self.batch_size, samples - start)  # the short last batch: one retrace
+            self.state = self.gathered_step(self.state, self.data, epoch, start, size)
+
+
+class ScannedEpochTraining(PreloadedTraining):
+    """The whole epoch as one jitted computation: lax.scan over the full batches, then the
+    short last batch, all inside the same jit (compiled once, in the cold epoch)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.jitted_epoch = jax.jit(partial(self._epoch, batch=self.batch_size),
+                                    donate_argnums=0)
+
+    def _epoch(self, state: dict[str, Any], data: dict[str, jax.Array], epoch: jax.Array,
+               batch: int) -> dict[str, Any]:
+        order = data["orders"][epoch]
+        full = order.shape[0] // batch
+
+        def one_batch(carry: dict[str, Any], index: jax.Array) -> tuple[dict[str, Any], None]:
+            return self.train_step(carry, data["x"][index], data["y"][index]), None
+
+        state, _ = jax.lax.scan(one_batch, state, order[:full * batch].reshape(full, batch))
+        if order.shape[0] > full * batch:
+            rest = order[full * batch:]
+            state = self.train_step(state, data["x"][rest], data["y"][rest])
+        return state
+
+    def run_epoch(self) -> None:
+        epoch = self.epoch % len(self.inputs["orders"])
+        self.state = self.jitted_epoch(self.state, self.data, epoch)
+
+
+TRAININGS = {"as-written": HostBatchTraining, "preloaded": PreloadedTraining,
+             "compiled": ScannedEpochTraining}
+
+
+def make_task(case: dict, variant: str, device: JaxDevice,
+              inputs: dict[str, Any]) -> JaxTraining:
+    if variant not in TRAININGS:  # torch's or Keras' own step variants
+        raise VariantUnavailable(f"variant {variant} is not written for jax (its 'compiled' "
+                                 "variant runs the whole epoch as one jitted scan)")
+    return TRAININGS[variant](inputs, device, case["batch_size"])

@@ -1,0 +1,50 @@
+"""The seed's Keras MNIST model, shared by every framework that runs Keras code.
+
+Not a framework of its own: keras-jax, keras-torch and keras-tensorflow (and the TensorFlow
+backend's MNIST) build the very same model from here, so they differ only in Keras' backend
+(KERAS_BACKEND, set per cell by the runner) and in placement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+CLASSES = 10
+
+
+def build_model(hidden_units: tuple[int, ...], dropout: float,
+                seed: int | None = None) -> keras.Sequential:
+    """The seed's Sequential: Flatten(28, 28) -> (Dense relu, Dropout)... -> Dense(10, softmax).
+
+    With `seed`, every initializer and dropout layer gets its own seed, so the model is
+    reproducible without keras.utils.set_random_seed, which imports TensorFlow whenever it is
+    installed (and TensorFlow must stay out of a keras-jax or keras-torch process).
+    """
+    seeds = iter(range(seed, seed + 2 * len(hidden_units) + 1)) if seed is not None else None
+
+    def dense(units: int, activation: str) -> keras.layers.Dense:
+        if seeds is None:
+            return keras.layers.Dense(units, activation=activation)
+        initializer = keras.initializers.GlorotUniform(seed=next(seeds))
+        return keras.layers.Dense(units, activation=activation, kernel_initializer=initializer)
+
+    layers: list[Any] = [keras.Input(shape=(28, 28)), keras.layers.Flatten()]
+    for units in hidden_units:
+        layers += [dense(units, "relu"),
+                   keras.layers.Dropout(dropout, seed=None if seeds is None else next(seeds))]
+    layers.append(dense(CLASSES, "softmax"))
+    return keras.Sequential(layers)
+
+
+def require_backend(expected: str) -> None:
+    """Refuse to run when Keras came up on another backend than this framework's.
+
+    Why: Keras reads KERAS_BACKEND once, at import; a cell labelled keras-jax that silently ran
+    on torch would put a torch time in the jax row.
+    """
+    found = keras.backend.backend()
+    if found != expected:
+        raise RuntimeError(f"Keras runs on {found!r}, this framework needs {expected!r}: "
+                           f"set KERAS_BACKEND={expected} before Keras is imported")

@@ -1,0 +1,19 @@
+"""Keras 3 on its JAX backend: the shared Keras code (backends/keras/), JAX's devices and sync.
+
+FRAMEWORK is plain data (importing this package imports neither keras nor jax).
+"""
+
+from harness.spec import FrameworkSpec
+
+FRAMEWORK = FrameworkSpec(
+    name="keras-jax",
+    import_name="keras",
+    package="backends.keras_jax",
+    install_hint="pip install 'harness[keras,jax]'",
+    color="#C5B0D5",
+    label="Keras 3 on JAX",
+    # Keras reads its backend once, at import: forced, whatever the shell says.
+    environment={"KERAS_BACKEND": "jax", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+    sync="output",
+    also_requires=("jax",),
+)

@@ -1,0 +1,19 @@
+"""Keras 3 on its TensorFlow backend: the shared Keras code (backends/keras/), TF's devices.
+
+FRAMEWORK is plain data (importing this package imports neither keras nor tensorflow).
+"""
+
+from harness.spec import FrameworkSpec
+
+FRAMEWORK = FrameworkSpec(
+    name="keras-tensorflow",
+    import_name="keras",
+    package="backends.keras_tensorflow",
+    install_hint="pip install 'harness[keras,tensorflow]'",
+    color="#FFB482",
+    label="Keras 3 on TensorFlow",
+    # Why: TF reserves nearly all GPU memory at start unless memory growth is on.
+    environment={"KERAS_BACKEND": "tensorflow", "TF_FORCE_GPU_ALLOW_GROWTH": "true"},
+    environment_defaults={"TF_CPP_MIN_LOG_LEVEL": "2"},
+    also_requires=("tensorflow",),
+)

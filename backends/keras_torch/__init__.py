@@ -1,0 +1,17 @@
+"""Keras 3 on its torch backend: the shared Keras code (backends/keras/), torch's devices.
+
+FRAMEWORK is plain data (importing this package imports neither keras nor torch).
+"""
+
+from harness.spec import FrameworkSpec
+
+FRAMEWORK = FrameworkSpec(
+    name="keras-torch",
+    import_name="keras",
+    package="backends.keras_torch",
+    install_hint="pip install 'harness[keras,torch]'",
+    color="#A1C9F4",
+    label="Keras 3 on PyTorch",
+    environment={"KERAS_BACKEND": "torch"},  # forced: Keras reads it once, at import
+    also_requires=("torch",),
+)
