@@ -43,11 +43,6 @@ def fail_input(message: str) -> None:
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
-def split_names(values: list[str] | None) -> list[str]:
-    """`--x a --x b,c` -> [a, b, c]."""
-    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
-
-
 def parse_sizes(text: str | None) -> list[int] | None:
     if text is None:
         return None
@@ -135,7 +130,8 @@ def compare(
 ) -> None:
     """Run WORKLOAD for every framework x device cell, each in its own process."""
     try:
-        run = api.plan(workload, frameworks=split_names(framework), devices=split_names(device),
+        # api.plan splits `--x a --x b,c` itself, as it does for Python callers.
+        run = api.plan(workload, frameworks=framework, devices=device,
                        variants=variant, sizes=parse_sizes(sizes),
                        params=parse_param_overrides(param), data=data, quick=quick, out=out,
                        timeout_s=timeout)
