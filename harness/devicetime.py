@@ -187,11 +187,13 @@ def diagnose(attribution: Attribution, kernels_per_call: float | None = None,
     byte_fraction = _fraction(nbytes, busy, bandwidth_gbps)
     if flop_fraction is not None and flop_fraction >= NEAR_CEILING:
         return Diagnosis("compute-bound", f"compute-bound near the ceiling: "
-                         f"{_rate(flops / busy / 1e9)} GFLOP/s while busy = {100 * flop_fraction:.0f}% "
+                         f"{_rate(flops / busy / 1e9)} GFLOP/s while busy = "
+                         f"{100 * flop_fraction:.0f}% "
                          f"of the measured {_rate(peak_gflops)}; {figures}")
     if byte_fraction is not None and byte_fraction >= NEAR_CEILING:
         return Diagnosis("memory-bound", f"memory-bound near bandwidth: "
-                         f"{_rate(nbytes / busy / 1e9)} GB/s while busy = {100 * byte_fraction:.0f}% "
+                         f"{_rate(nbytes / busy / 1e9)} GB/s while busy = "
+                         f"{100 * byte_fraction:.0f}% "
                          f"of the measured {_rate(bandwidth_gbps)}; {figures}")
     rates = [f"{100 * fraction:.0f}% of peak {what}" for fraction, what in
              ((flop_fraction, "FLOP/s"), (byte_fraction, "bandwidth")) if fraction is not None]

@@ -21,12 +21,11 @@ from typing import Any
 import keras
 import numpy as np
 
-from backends.keras.model import build_model
+from backends.keras.model import build_model, epoch_extra, test_accuracy
 from harness.backend import VariantUnavailable
 from workloads.mnist import STEPS_PER_EXECUTION
 
 SEED = 0  # seeds every initializer and dropout layer: the same model on every run
-EVAL_BATCH = 1000
 # Words in a first-epoch failure that mean "the compiler is missing or refuses", not a bug.
 COMPILER_WORDS = ("xla", "jit", "compile", "inductor", "dynamo", "triton")
 
@@ -78,24 +77,13 @@ class KerasTraining:
         return [variable.value for variable in self.model.trainable_variables]
 
     def test_accuracy(self) -> float:
-        x_test, y_test = self.inputs["x_test"], self.inputs["y_test"]
-        correct = 0
         with self.placed():
-            for start in range(0, len(y_test), EVAL_BATCH):
-                probabilities = self.model(x_test[start:start + EVAL_BATCH], training=False)
-                predicted = np.argmax(keras.ops.convert_to_numpy(probabilities), axis=1)
-                correct += int(np.sum(predicted == y_test[start:start + EVAL_BATCH]))
-        return correct / len(y_test)
+            return test_accuracy(self.model, self.inputs)
 
     def output(self) -> dict[str, Any]:
         return {"extra": {
-            "params": int(self.model.count_params()),
-            "accuracy": self.test_accuracy(),
-            "train_loss": float(self.train_loss),
-            "steps_per_call": -(-len(self.inputs["y_train"]) // self.batch_size),
-            "samples_distinct": self.inputs["samples_distinct"],
-            "data_source": self.inputs["data_source"],
-            "epochs_run": self.epoch,
+            **epoch_extra(self.model, self.inputs, self.batch_size, self.epoch,
+                          self.train_loss, self.test_accuracy()),
             "keras_backend": keras.backend.backend(),
             "jit_compile": str(self.model.jit_compile),
         }}

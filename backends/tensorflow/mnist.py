@@ -25,13 +25,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from backends.keras.model import build_model
+from backends.keras.model import build_model, epoch_extra, test_accuracy
 from backends.tensorflow.device import TensorFlowDevice
 from harness.backend import VariantUnavailable
 from workloads.mnist import STEPS_PER_EXECUTION, TORCH_ONLY_VARIANTS
 
 SEED = 0
-EVAL_BATCH = 1000
 XLA_ERRORS = (tf.errors.NotFoundError, tf.errors.UnimplementedError,
               tf.errors.InvalidArgumentError, tf.errors.InternalError)
 
@@ -54,27 +53,16 @@ class KerasTraining:
         raise NotImplementedError
 
     def test_accuracy(self) -> float:
-        x_test, y_test = self.inputs["x_test"], self.inputs["y_test"]
-        correct = 0
         with tf.device(self.placement):
-            for start in range(0, len(y_test), EVAL_BATCH):
-                probabilities = self.model(x_test[start:start + EVAL_BATCH], training=False)
-                predicted = np.argmax(np.asarray(probabilities), axis=1)
-                correct += int(np.sum(predicted == y_test[start:start + EVAL_BATCH]))
-        return correct / len(y_test)
+            return test_accuracy(self.model, self.inputs)
 
     def extra(self) -> dict[str, Any]:
         return {}
 
     def output(self) -> dict[str, Any]:
         return {"extra": {
-            "params": int(self.model.count_params()),
-            "accuracy": self.test_accuracy(),
-            "train_loss": float(self.train_loss),
-            "steps_per_call": -(-len(self.inputs["y_train"]) // self.batch_size),
-            "samples_distinct": self.inputs["samples_distinct"],
-            "data_source": self.inputs["data_source"],
-            "epochs_run": self.epoch,
+            **epoch_extra(self.model, self.inputs, self.batch_size, self.epoch,
+                          self.train_loss, self.test_accuracy()),
             **self.extra(),
         }}
 
