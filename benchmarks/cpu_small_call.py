@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from harness.timing import TimingPolicy, autorange  # noqa: E402
+from harness.measure.timing import TimingPolicy, autorange  # noqa: E402
 
 
 def _spin(stop_at: float) -> None:

@@ -3,7 +3,7 @@
     python benchmarks/validate_timing.py [--out DIR] [--gpu-sizes 1024,2048,4096,8192]
                                          [--cpu-sizes 256,512,1024,2048]
 
-For float32 matmul it compares the harness's median (harness.timing.autorange with the torch
+For float32 matmul it compares the harness's median (harness.measure.timing.autorange with the torch
 backend's synchronize) with torch.utils.benchmark.Timer.blocked_autorange (median) and, on a
 GPU, triton.testing.do_bench (median, CUDA events). Goal: GPU ratios within 3%, CPU within 10%.
 It also shows what seed experiment 5's unsynchronised timer would have printed.
@@ -25,7 +25,7 @@ import torch  # noqa: E402
 import torch.utils.benchmark as torch_benchmark  # noqa: E402
 
 from backends.torch.device import open_device  # noqa: E402
-from harness.timing import TimingPolicy, autorange  # noqa: E402
+from harness.measure.timing import TimingPolicy, autorange  # noqa: E402
 
 POLICY = TimingPolicy(min_samples=10, min_time_s=1.0, max_time_s=10.0, warmup_s=0.25)
 

@@ -28,13 +28,16 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness import envinfo, interrupt, registry, store
+from harness.measure import envinfo
+from harness.core import interrupt
+from harness.core import registry
+from harness.data import store
 from harness.backend import canonical_device, parse_cuda_index
-from harness.progress import CellEtaColumn
-from harness.results import CellResult
-from harness.runner import RunOptions, run_matrix
+from harness.run.progress import CellEtaColumn
+from harness.data.results import CellResult
+from harness.run.runner import RunOptions, run_matrix
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
-from harness.stats import work_of
+from harness.analysis.stats import work_of
 
 EXIT_FAILED_CELL = 1
 EXIT_SIGNAL_BASE = 128  # shells' convention: killed by signal N -> 128 + N
@@ -222,7 +225,7 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
             progress: bool = True) -> RunResult:
     """Measure the ceilings, run every cell, save after each; a stop signal ends it early.
 
-    Stop signals are seen when the caller installed harness.interrupt's handlers (the CLI
+    Stop signals are seen when the caller installed harness.core.interrupt's handlers (the CLI
     does); without them Ctrl-C still stops the running worker and the run ends interrupted.
     """
     spec = run.spec
@@ -276,7 +279,7 @@ def compare(workload: str, *, frameworks: Sequence[str] | str | None = None,
 def load(paths: Path | str | Sequence[Path | str]) -> pd.DataFrame:
     """The measurements of one or more stored run folders as one tidy DataFrame.
 
-    Raises harness.store.StoreError (a ValueError) for a folder that is not a harness run.
+    Raises harness.data.store.StoreError (a ValueError) for a folder that is not a harness run.
     """
     from harness.report.load import read_measurements
 
@@ -328,7 +331,7 @@ def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:
 
 def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any]:
     """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles."""
-    from harness import ceilings as ceilings_module
+    from harness.run import ceilings as ceilings_module
 
     measured: dict[str, Any] = {}
     with progress_console.status("measuring the machine's ceilings (--no-ceilings skips this)"):

@@ -27,7 +27,7 @@ class Device(Protocol):
     """An opened device: a canonical name, what it is, and how to wait for it.
 
     Optional (looked up with getattr): `is_gpu`, `reset_peak_memory()`, `peak_device_memory()`
-    and `profile(step, calls) -> harness.devicetime.DeviceProfile`, the device-busy pass the
+    and `profile(step, calls) -> harness.measure.devicetime.DeviceProfile`, the device-busy pass the
     worker runs after timing (raises ProfileUnavailable with the reason where it cannot).
     """
 

@@ -18,11 +18,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness import api, envinfo, interrupt, registry, store
-from harness.memory import memory_text
-from harness.runner import run_json_child
+from harness import api
+from harness.measure import envinfo
+from harness.core import interrupt
+from harness.core import registry
+from harness.data import store
+from harness.measure.memory import memory_text
+from harness.run.runner import run_json_child
+from harness.core.units import format_seconds
 from harness.spec import BadInput, Cell, WorkloadSpec
-from harness.stats import CaseSummary, implausibility, summarize_result
+from harness.analysis.stats import CaseSummary, implausibility, summarize_result
 
 app = typer.Typer(
     help="Run the same workloads in PyTorch and TensorFlow on CPU and GPU, timed honestly.",
@@ -69,15 +74,6 @@ def parse_param_overrides(values: list[str] | None) -> dict[str, str]:
     return overrides
 
 
-def _fmt_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
-
-
 def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                   ceilings: dict[str, Any] | None = None) -> Table:
     table = Table(title=f"{spec.name}: median per call (IQR), cold first call apart")
@@ -88,7 +84,7 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
         rates = [f"{row.gflops:.3g} GFLOP/s" if row.gflops is not None else "",
                  f"{row.gbps:.3g} GB/s" if row.gbps is not None else ""]
         rate = ", ".join(filter(None, rates)) or "-"
-        spread = _fmt_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
+        spread = format_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
         note = row.check if row.status == "ok" else (row.check + " " + row.reason).strip()
         flag = implausibility(row, (ceilings or {}).get(row.device), spec.bandwidth_ceiling,
                               dict(spec.variant_precision))
@@ -97,7 +93,7 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                                        f"SUSPECT: {row.suspect}" if row.suspect else ""]))
         table.add_row(row.variant, row.framework, row.device,
                       "" if row.size is None else str(row.size), row.status,
-                      _fmt_seconds(row.median_s), spread, _fmt_seconds(row.cold_s), rate,
+                      format_seconds(row.median_s), spread, format_seconds(row.cold_s), rate,
                       memory_text(row.peak_host_bytes, row.peak_device_bytes),
                       escape(note[:320]))  # reasons hold brackets: 'harness[torch]'
     return table
@@ -185,7 +181,7 @@ def probe_framework(name: str, timeout_s: float = 120.0) -> dict[str, Any]:
     installed, reason = registry.framework_installed(name)
     if not installed:
         return {"framework": name, "installed": False, "reason": reason}
-    info, why_not = run_json_child("harness.probe", [name], Cell("probe", "-", name, "cuda:0"),
+    info, why_not = run_json_child("harness.measure.probe", [name], Cell("probe", "-", name, "cuda:0"),
                                    timeout_s)
     if info is None:
         return {"framework": name, "installed": True, "reason": f"probe failed: {why_not}"}
@@ -253,7 +249,7 @@ def export(
         help="File to write (atomically); csv and json go to stdout without it.")] = None,
 ) -> None:
     """Merge the measurements of several runs into one typed table (one row per sample)."""
-    from harness.export import ExportError, export_runs
+    from harness.data.export import ExportError, export_runs
 
     try:
         data, rows = export_runs(run_dirs, fmt, out)
@@ -277,7 +273,7 @@ def diff(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Per case: ratio of medians B/A, Mann-Whitney U significance, faster/slower/same."""
-    from harness.diff import diff_runs, print_diff
+    from harness.analysis.diff import diff_runs, print_diff
 
     if not threshold >= 0 or (fail_on_regression is not None and not fail_on_regression >= 0):
         fail_input("--threshold and --fail-on-regression take a percentage >= 0")

@@ -7,10 +7,12 @@ TaskSpec vs Measurement). Nothing here imports a framework.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+from harness.core.units import device_kind
 
 
 class Status(str, Enum):
@@ -41,6 +43,19 @@ STATUS_SEVERITY = {
 def worst_status(statuses: list[Status]) -> Status:
     """The most severe status of a list (ok when empty)."""
     return max(statuses, key=STATUS_SEVERITY.__getitem__, default=Status.OK)
+
+
+def status_severity(name: str) -> int:
+    """How bad a stored status name is; a name this harness does not know ranks as an error."""
+    try:
+        return STATUS_SEVERITY[Status(name)]
+    except ValueError:
+        return STATUS_SEVERITY[Status.ERROR]
+
+
+def worst_status_name(names: Iterable[str], default: str = Status.OK.value) -> str:
+    """The most severe of stored status names (run.json, CSV): the one rule for every reader."""
+    return max(names, key=status_severity, default=default)
 
 
 class BadInput(ValueError):
@@ -106,6 +121,32 @@ class Check:
 
 
 @dataclass(frozen=True)
+class Capability:
+    """What one implementation (a workload in one framework) runs, declared, not discovered.
+
+    The planner reads it to write a cell `unavailable`, with the reason, without starting a
+    worker (Keras' backend folders declare what they implement in the same spirit).
+    variants: the workload's variants this implementation runs; empty means every one.
+    refused: variant -> why this implementation cannot run it on any device.
+    refused_on: device kind ("cpu", "gpu") -> variant -> why not on that kind of device.
+    """
+
+    variants: tuple[str, ...] = ()
+    refused: Mapping[str, str] = field(default_factory=dict)
+    refused_on: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def refusal(self, variant: str, kind: str) -> str | None:
+        """Why `variant` cannot run on a device of `kind`; None when it can."""
+        if variant in self.refused:
+            return self.refused[variant]
+        if variant in self.refused_on.get(kind, {}):
+            return self.refused_on[kind][variant]
+        if self.variants and variant not in self.variants:
+            return f"not implemented (this implementation runs {', '.join(self.variants)})"
+        return None
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """A framework-free description of one workload.
 
@@ -115,7 +156,7 @@ class WorkloadSpec:
     (each call is one sample, e.g. one training epoch; the first call is the cold one) or
     "measure": the backend module exposes `measure(case, variant, device, inputs, policy)`
     returning `(Measurement, output)` instead of `make_task`, for work that cannot be one
-    in-process call (e.g. several processes); it must still time with harness.timing.
+    in-process call (e.g. several processes); it must still time with harness.measure.timing.
     """
 
     name: str
@@ -165,6 +206,9 @@ class WorkloadSpec:
     variant_precision: Mapping[str, str] = field(default_factory=dict)
     # The parameter holding samples per epoch, when accuracy is measured on repeated data.
     epoch_samples_param: str = ""
+    # framework -> what its implementation runs (see Capability); a framework without an
+    # entry runs every variant, as plugins written before declarations did.
+    capabilities: Mapping[str, Capability] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # One declaration suffices: frameworks default to the implementations' keys.
@@ -174,6 +218,14 @@ class WorkloadSpec:
     def implementation(self, framework: str, backend_package: str) -> str:
         """The import string of this workload's module for `framework`."""
         return self.implementations.get(framework) or f"{backend_package}.{self.kind}"
+
+    def refusal(self, variant: str, framework: str, device: str) -> str | None:
+        """Why this cell cannot run, from declarations alone; None when it may run."""
+        kind = device_kind(device)
+        if kind == "cpu" and variant in self.device_only_variants:
+            return f"variant {variant} needs a GPU device"
+        capability = self.capabilities.get(framework)
+        return capability.refusal(variant, kind) if capability is not None else None
 
     def report_hints(self) -> dict[str, Any]:
         """What the report needs to know about this workload, as plain data for run.json."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 _SCRATCH = Path(tempfile.mkdtemp(prefix="harness-tests-"))
-# Set before harness.registry is imported anywhere: plugins load at import, in workers too.
+# Set before harness.core.registry is imported anywhere: plugins load at import, in workers too.
 os.environ["HARNESS_PLUGINS"] = "tests.fakes.plugin"
 os.environ.setdefault("KERAS_HOME", str(_SCRATCH / "keras"))
 os.environ.setdefault("MPLCONFIGDIR", str(_SCRATCH / "mpl"))

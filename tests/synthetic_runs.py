@@ -1,4 +1,4 @@
-"""Run folders written through harness.store from made-up samples, for diff and export tests.
+"""Run folders written through harness.data.store from made-up samples, for diff and export tests.
 
 Real timings are noisy; these have known answers (B is 1.5x slower, a version differs, ...).
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness import store
+from harness.data import store
 
 HOST = {"machine_label": "box (cpu only)", "hostname": "box", "cpu_model": "Test CPU 9000",
         "cores": 2, "memory_bytes": 2**33, "python": "3.11.7", "gpus": [], "os": "Linux"}

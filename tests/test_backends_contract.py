@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import registry
+from harness.core import registry
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PAIRS = [(workload, framework) for workload in registry.WORKLOADS
@@ -25,7 +25,7 @@ FRAMEWORKS = sorted({framework for _, framework in PAIRS} | set(registry.BUILTIN
 # Runs in the child: report, per workload, what its implementation module exposes.
 CHILD = """
 import importlib, json, sys
-from harness import registry
+from harness.core import registry
 framework = sys.argv[1]
 report = {"installed": registry.framework_installed(framework)[0], "modules": {}}
 if report["installed"]:

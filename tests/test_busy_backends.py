@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.runner import PROJECT_ROOT, RunOptions, cell_environment, run_cell
+from harness.run.runner import PROJECT_ROOT, RunOptions, cell_environment, run_cell
 from harness.spec import Cell
 from workloads import mnist
 
@@ -150,7 +150,7 @@ def test_a_variant_of_the_other_framework_is_unavailable_with_the_reason() -> No
 
 
 def test_gpu_only_variants_are_declared() -> None:
-    from harness import registry
+    from harness.core import registry
 
     assert "fp32-graph" in registry.load_workload("matmul").device_only_variants
     assert "per-sample-graph" in registry.load_workload("jacobian").device_only_variants

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from harness import store
-from harness.devicetime import (
+from harness.data import store
+from harness.measure.devicetime import (
     COPY,
     KERNEL,
     MEMSET,
@@ -19,9 +19,9 @@ from harness.devicetime import (
     summarize,
     union_ns,
 )
-from harness.runner import RunOptions, run_cell
+from harness.run.runner import RunOptions, run_cell
 from harness.spec import Cell
-from harness.worker import CPU_PROFILE_REASON
+from harness.run.worker import CPU_PROFILE_REASON
 from tests.fakes.gpubackend import device as fake_gpu
 
 

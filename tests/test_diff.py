@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.diff import average_ranks, diff_runs, mann_whitney_u, verdict_for
+from harness.analysis.diff import average_ranks, diff_runs, mann_whitney_u, verdict_for
 from tests.synthetic_runs import HOST, cell_result, write_run
 
 

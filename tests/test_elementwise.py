@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.runner import RunOptions, run_cell
+from harness.run.runner import RunOptions, run_cell
 from harness.spec import Cell
 from workloads.elementwise import (
     SPEC,

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from harness import store
+from harness.data import store
 from harness.cli import app
-from harness.export import typed_frame
+from harness.data.export import typed_frame
 from tests.synthetic_runs import cell_result, write_run
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.runner import RunOptions, run_cell
+from harness.run.runner import RunOptions, run_cell
 from harness.spec import Cell
 from workloads.jacobian import SPEC, check, make_inputs, per_sample_reference
 

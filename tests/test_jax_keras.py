@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from harness import registry
+from harness.core import registry
 from harness.cli import app
-from harness.runner import RunOptions, cell_environment, run_cell
+from harness.run.runner import RunOptions, cell_environment, run_cell
 from harness.spec import Cell
 from workloads import elementwise, matmul, mnist, transfer
 

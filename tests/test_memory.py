@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from harness.memory import format_bytes, memory_text, wait_with_peak_rss, with_peak_host_memory
+from harness.measure.memory import format_bytes, memory_text, wait_with_peak_rss, with_peak_host_memory
 
 ALLOCATE_MIB = 200
 

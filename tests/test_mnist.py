@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.runner import RunOptions, run_cell
+from harness.run.runner import RunOptions, run_cell
 from harness.spec import BadInput, Cell
 from workloads import mnist, mnist_data
 

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from harness import registry
+from harness.core import registry
 from harness.cli import app
-from harness.runner import MULTICAST_OFF, RunOptions, cell_environment, run_cell
+from harness.run.runner import MULTICAST_OFF, RunOptions, cell_environment, run_cell
 from harness.spec import Cell
 from workloads import mnist_ddp
 

@@ -1,6 +1,6 @@
 """Report: verdicts on synthetic data with known answers, rendering from stored fixture runs.
 
-Fixture run folders are written with harness.store (case_rows, write_run, write_measurements),
+Fixture run folders are written with harness.data.store (case_rows, write_run, write_measurements),
 the same path `harness compare` takes, so the report is tested on the real file layout.
 """
 
@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from harness import store
+from harness.data import store
 from harness.cli import app
 from harness.report import render_report
 from harness.report import tables as t

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner import RunOptions, cell_environment, run_cell
+from harness.run.runner import RunOptions, cell_environment, run_cell
 from harness.spec import Cell
 
 

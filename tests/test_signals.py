@@ -169,7 +169,7 @@ def test_two_quick_signals_still_leave_no_worker(out_dir: Path, tmp_path: Path) 
 
 
 def ceilings_child(parent: int) -> int | None:
-    """The pid of parent's `python -m harness.ceilings` child, if it runs now."""
+    """The pid of parent's `python -m harness.measure.ceilings` child, if it runs now."""
     for entry in Path("/proc").iterdir():
         stat = proc_stat(int(entry.name)) if entry.name.isdigit() else None
         if stat is None or stat[1] != parent:
@@ -178,7 +178,7 @@ def ceilings_child(parent: int) -> int | None:
             command = Path(f"/proc/{entry.name}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"harness.ceilings" in command:
+        if b"harness.measure.ceilings" in command:
             return int(entry.name)
     return None
 
@@ -200,7 +200,7 @@ def test_signal_while_measuring_ceilings_leaves_no_child(out_dir: Path) -> None:
 
 SECOND_SIGNAL_SCRIPT = """
 import os, signal, subprocess
-from harness import interrupt
+from harness.core import interrupt
 
 with interrupt.stop_on_signals():
     first = subprocess.Popen(["sleep", "600"], start_new_session=True)

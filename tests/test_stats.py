@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.stats import CaseSummary, implausibility
+from harness.analysis.stats import CaseSummary, implausibility
 
 CEILINGS = {"peak_gflops": 1000.0, "peak_gflops_by_precision": {"fp32": 1000.0, "bf16": 8000.0},
             "bandwidth_gbps": 100.0}
@@ -41,7 +41,7 @@ def test_no_ceilings_means_no_verdict() -> None:
 
 
 def test_ceilings_keep_the_best_figure_any_library_reached() -> None:
-    from harness.ceilings import _best_of
+    from harness.measure.ceilings import _best_of
 
     best = _best_of([
         {"peak_gflops": 144.0, "peak_gflops_by_precision": {"fp32": 144.0}, "bandwidth_gbps": 9.0,

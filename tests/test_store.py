@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness import store
-from harness.store import StoreError
+from harness.data import store
+from harness.data.store import StoreError
 
 
 def _result(status: str = "ok") -> dict:

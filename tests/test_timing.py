@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from harness import timing
-from harness.timing import TimingPolicy, autorange, iqr, is_noisy, per_call
+from harness.measure import timing
+from harness.measure.timing import TimingPolicy, autorange, iqr, is_noisy, per_call
 
 FAST = TimingPolicy(min_samples=5, min_time_s=0.02, max_time_s=1.0, warmup_s=0.01,
                     target_sample_s=0.002)
@@ -166,7 +166,7 @@ def test_competing_processes_are_measured_and_flagged() -> None:
     import subprocess
     import sys
 
-    from harness import hostload
+    from harness.measure import hostload
 
     if hostload.snapshot() is None:
         pytest.skip("no /proc here: contention is not measured on this OS")
@@ -204,7 +204,7 @@ def test_a_bimodal_cell_is_flagged_through_the_worker(out_dir) -> None:
 
 def test_two_ceiling_probes_agree_within_ten_percent() -> None:
     """A probe that reads 885 one hour and 1,760 the next cannot tell physics from luck."""
-    from harness import ceilings
+    from harness.run import ceilings
 
     first = ceilings.measure("cpu", sizes=[256, 512, 1024])  # in a child, as in a run
     second = ceilings.measure("cpu", sizes=[256, 512, 1024])
@@ -219,7 +219,7 @@ def test_two_ceiling_probes_agree_within_ten_percent() -> None:
 
 
 def test_the_cpu_physical_bound_is_above_what_the_probe_reaches() -> None:
-    from harness import envinfo
+    from harness.measure import envinfo
 
     bound = envinfo.cpu_theoretical_gflops()
     if bound is None:

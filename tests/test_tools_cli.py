@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.progress import eta_seconds, format_eta
+from harness.run.progress import eta_seconds, format_eta
 
 
 def invoke(*args: str):

@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.envinfo import visible_gpus
-from harness.runner import RunOptions, run_cell
+from harness.measure.envinfo import visible_gpus
+from harness.run.runner import RunOptions, run_cell
 from harness.spec import Cell
-from harness.stats import work_of
+from harness.analysis.stats import work_of
 from workloads.transfer import (
     BANDWIDTH_VARIANTS, MATMUL_VARIANTS, OVERLAP_VARIANTS, SPEC, check, custom_cases, make_inputs,
 )

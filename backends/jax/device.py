@@ -18,7 +18,7 @@ import jax
 import jaxlib
 
 from harness.backend import DeviceUnavailable, parse_cuda_index
-from harness.envinfo import cpu_model, usable_cores
+from harness.measure.envinfo import cpu_model, usable_cores
 
 GPU_PLATFORMS = ("cuda", "rocm", "gpu")
 

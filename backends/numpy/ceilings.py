@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from backends.numpy.device import NumpyDevice
-from harness.ceilings import best_seconds, climb
+from harness.measure.ceilings import best_seconds, climb
 
 
 def _rate(device: NumpyDevice, n: int) -> float:

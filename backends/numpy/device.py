@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from harness.backend import DeviceUnavailable
-from harness.envinfo import cpu_model
+from harness.measure.envinfo import cpu_model
 
 
 def version() -> str:

@@ -19,8 +19,8 @@ from typing import Any
 import tensorflow as tf
 
 from harness.backend import DeviceUnavailable, ProfileUnavailable, parse_cuda_index
-from harness.devicetime import DeviceEvent, DeviceProfile, classify, summarize
-from harness.envinfo import cpu_model
+from harness.measure.devicetime import DeviceEvent, DeviceProfile, classify, summarize
+from harness.measure.envinfo import cpu_model
 
 PROFILE_TOOL = "tf.profiler (XPlane device trace; span from the trace)"
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from backends.tensorflow.device import TensorFlowDevice
 from harness.backend import VariantUnavailable
-from harness.timing import Measurement, TimingPolicy, per_call
+from harness.measure.timing import Measurement, TimingPolicy, per_call
 from workloads import mnist_ddp
 
 SEED = 0

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from backends.torch.device import TorchDevice
-from harness.ceilings import best_seconds, climb
+from harness.measure.ceilings import best_seconds, climb
 
 
 def _rate(device: TorchDevice, n: int, dtype: torch.dtype, tf32: bool) -> float:

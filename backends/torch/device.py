@@ -20,8 +20,8 @@ from harness.backend import (
     VariantUnavailable,
     parse_cuda_index,
 )
-from harness.devicetime import DeviceEvent, DeviceProfile, classify, summarize
-from harness.envinfo import cpu_model
+from harness.measure.devicetime import DeviceEvent, DeviceProfile, classify, summarize
+from harness.measure.envinfo import cpu_model
 
 PROFILE_TOOL = "torch.profiler (CUPTI kernel and copy times) + CUDA events (span)"
 # Host API calls that put work on a stream; a graph replay is one launch of many kernels.

@@ -33,7 +33,7 @@ from torch.nn.parallel import DistributedDataParallel
 from backends.torch.device import TorchDevice
 from backends.torch.mnist import SEED, build_model
 from harness.backend import VariantUnavailable
-from harness.timing import Measurement, TimingPolicy, per_call
+from harness.measure.timing import Measurement, TimingPolicy, per_call
 from workloads import mnist_ddp
 
 EVAL_BATCH = 1000

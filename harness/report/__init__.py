@@ -1,6 +1,6 @@
 """Reports: compute tables from stored measurements, then draw them with seaborn.
 
-render_report reads run folders (CSV and JSON only, through harness.store), computes every
+render_report reads run folders (CSV and JSON only, through harness.data.store), computes every
 verdict in tables.py, draws one PNG per figure kind and experiment in figures.py, and writes
 summary.md beside them (summary.py). Several runs merge into one report, each series labelled
 with its machine; runs of one workload whose parameters differ are kept apart.
@@ -22,7 +22,7 @@ from harness.report.load import DEFAULT_HINTS, RunSet, load_runs
 from harness.report.memory import add_memory_section
 from harness.report.summary import Experiment, render_summary
 from harness.report.tensorboard import export_scalars, scalar_series
-from harness.store import StoreError
+from harness.data.store import StoreError
 
 SUMMARY_FILE = "summary.md"
 
@@ -31,7 +31,7 @@ def render_report(run_dirs: list[Path], out_dir: Path,
                   tensorboard_dir: Path | None = None, html: bool = False) -> list[Path]:
     """Write <experiment>-<figure>.png files and summary.md into out_dir; return their paths.
 
-    Raises harness.store.StoreError when a folder is not a readable harness run.
+    Raises harness.data.store.StoreError when a folder is not a readable harness run.
     """
     if not run_dirs:
         raise StoreError("no run folders given")
@@ -81,7 +81,7 @@ def framework_colors(documents: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def _installed_color(name: str) -> str:
-    from harness import registry
+    from harness.core import registry
 
     try:
         return registry.load_framework(name).color

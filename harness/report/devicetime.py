@@ -3,7 +3,7 @@
 Reads only columns (device_seconds, device_copy_seconds, kernels_per_call, ..., written by the
 worker's device-busy pass) and run.json's ceilings; names no workload, framework or variant.
 Per GPU case: copies and busy are measured on the device, compute (busy - copies) and host
-overhead (wall - busy) are derived, and harness.devicetime.diagnose names what bounds the cell.
+overhead (wall - busy) are derived, and harness.measure.devicetime.diagnose names what bounds the cell.
 CPU cases have one part, "compute (host)": nothing measures a split there. Also: a figure per
 experiment, a batch-size (sweep) figure of wall and busy time per step for GPU cells, and the
 best variant per device with the GPU-vs-CPU verdict between the best of each.
@@ -16,10 +16,11 @@ from typing import Any
 
 import pandas as pd
 
-from harness.devicetime import attribute, diagnose
-from harness.plausibility import bandwidth_limits, device_entry, flop_limits, precision_of
+from harness.measure.devicetime import attribute, diagnose
+from harness.analysis.plausibility import bandwidth_limits, device_entry, flop_limits, precision_of
 from harness.report import style
-from harness.report.tables import CASE_KEYS, format_seconds, sort_cells
+from harness.core.units import format_seconds
+from harness.report.tables import CASE_KEYS, sort_cells
 
 DEVICE_NUMBERS = ("device_seconds", "device_copy_seconds", "kernels_per_call",
                   "launches_per_call", "device_span_seconds")

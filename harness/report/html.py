@@ -175,7 +175,7 @@ def write_html_report(summary_path: Path, out_path: Path | None = None) -> Path:
     text = summary_path.read_text()
     first = next((m[2] for m in map(HEADING.match, text.splitlines()) if m), "Benchmark report")
     body = markdown_to_html(text, embedder(summary_path.parent))
-    from harness.store import write_bytes_atomic
+    from harness.data.store import write_bytes_atomic
 
     write_bytes_atomic(out_path, page(body, first).encode())
     return out_path

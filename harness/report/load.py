@@ -1,4 +1,4 @@
-"""Read stored run folders into DataFrames: CSV and JSON only, through harness.store.
+"""Read stored run folders into DataFrames: CSV and JSON only, through harness.data.store.
 
 Nothing here interprets the numbers; tables.py does that. Reading is strict about what a report
 cannot work without (run.json via store.read_run, the CSV's base columns) and lenient about the
@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness import store
+from harness.core.units import size_label
+from harness.data import store
 
 # Columns the report cannot do without; the rest of BASE_COLUMNS may be empty.
 REQUIRED_COLUMNS = ("machine", "workload", "variant", "framework", "device", "status", "phase",
@@ -35,29 +36,6 @@ class RunSet:
     extras: pd.DataFrame
     documents: list[dict[str, Any]] = field(default_factory=list)
 
-
-def size_label(value: Any) -> str:
-    """The sweep value as text, identical whether it came from the CSV or from run.json.
-
-    Why: pandas reads a size column with gaps as float (512.0) while run.json holds 512; both
-    must name the same case.
-    """
-    if value is None:
-        return ""
-    if isinstance(value, (list, tuple)):
-        return "x".join(str(part) for part in value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ""
-        return str(int(value)) if value.is_integer() else f"{value:g}"
-    text = str(value).strip()
-    if text.lower() == "nan":
-        return ""
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return str(int(number)) if number.is_integer() else text
 
 
 def read_measurements(run_dir: Path) -> pd.DataFrame:
@@ -114,7 +92,7 @@ DEFAULT_HINTS = {"bandwidth_ceiling": "bandwidth_gbps", "cpu_baseline_any_varian
 
 def hints_for_old_run(workload: str) -> dict[str, Any]:
     """Runs stored before run.json carried hints: ask the installed spec, else the defaults."""
-    from harness import registry
+    from harness.core import registry
 
     try:
         return registry.load_workload(workload).report_hints()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.memory import format_bytes
+from harness.core.units import format_bytes
 from harness.report import style
 from harness.report.tables import CELL_KEYS, sort_cells
 

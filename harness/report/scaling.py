@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.report.tables import format_seconds
+from harness.core.units import device_kind, format_seconds
 
 HINT = "scaling"
 FIGURE_SUFFIX = "scaling"
@@ -185,7 +185,7 @@ def draw(table: pd.DataFrame, out_dir: Path) -> list[Path]:
 
 def _draw_series(rate_axis: Any, efficiency_axis: Any, key: dict[str, str],
                  group: pd.DataFrame, style: Any) -> None:
-    kind = "gpu" if key["device"].startswith("cuda") else "cpu"
+    kind = device_kind(key["device"])
     color = style.framework_color(key["framework"])
     label = f"{key['framework']} {key['device']} ({group['label'].iloc[0]}), {key['machine']}"
     marker, line = style.DEVICE_MARKERS[kind], style.DEVICE_LINESTYLES[kind]

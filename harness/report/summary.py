@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from harness.report import tables as t
-from harness.report.tables import format_ratio, format_seconds, format_size
+from harness.core.units import format_ratio, format_seconds, format_size
 
 
 @dataclass

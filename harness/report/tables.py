@@ -16,15 +16,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.plausibility import (
+from harness.core.units import (
+    device_kind,
+    format_size,
+)
+from harness.analysis.plausibility import (
     bandwidth_limits,
     device_entry,
     flop_limits,
     judge_case,
     precision_of,
 )
-from harness.spec import STATUS_SEVERITY, Status
-from harness.results import NOISY_IQR_FRACTION, sample_stats
+from harness.spec import Status, worst_status_name
+from harness.data.results import NOISY_IQR_FRACTION, sample_stats
 
 CELL_KEYS = ["experiment", "machine", "variant", "framework", "device"]
 CASE_KEYS = [*CELL_KEYS, "size_label"]
@@ -34,12 +38,6 @@ FLAT_TIME_GROWTH = 2.0
 
 
 # --- preparing the raw rows -------------------------------------------------------------------
-
-def device_kind(device: str) -> str:
-    """'gpu' for accelerators (cuda:N, gpu:N), 'cpu' otherwise."""
-    name = str(device).lower()
-    return "gpu" if name.startswith(("cuda", "gpu", "mps", "xpu", "rocm")) else "cpu"
-
 
 def _comparable(name: str, value: Any) -> Any:
     """A parameter value as compared between runs: data paths by file name only.
@@ -133,12 +131,7 @@ def _latest_run_only(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 def worst(statuses: pd.Series) -> str:
     """The most severe status among the rows (unknown names rank as errors)."""
-    def severity(name: str) -> int:
-        try:
-            return STATUS_SEVERITY[Status(name)]
-        except ValueError:
-            return STATUS_SEVERITY[Status.ERROR]
-    return max(statuses, key=severity, default=Status.OK.value)
+    return worst_status_name(statuses)
 
 
 def _first_text(values: pd.Series) -> str:
@@ -148,7 +141,7 @@ def _first_text(values: pd.Series) -> str:
 def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
     """One row per case: status, median / quartiles of warm samples (per step), cold call, work.
 
-    Quartiles use linear interpolation, the same 'inclusive' method as harness.timing.iqr.
+    Quartiles use linear interpolation, the same 'inclusive' method as harness.measure.timing.iqr.
     """
     cases = prepared[~prepared["cell_level"]]
     if "suspect" not in cases:  # frames from before the timing guard existed
@@ -189,7 +182,7 @@ WARM_COLUMNS = ["median_s", "q1_s", "q3_s", "min_s", "samples", "call_median_s",
 
 
 def _warm_stats(rows: pd.DataFrame) -> pd.Series:
-    """Per-step and per-call statistics of one case, from harness.results.sample_stats, the
+    """Per-step and per-call statistics of one case, from harness.data.results.sample_stats, the
     one place statistics are computed (the CLI table and this report agree by construction)."""
     per_step, per_call = sample_stats(list(rows["time_s"])), sample_stats(list(rows["seconds"]))
     return pd.Series({"median_s": per_step.median, "q1_s": per_step.q1, "q3_s": per_step.q3,
@@ -690,7 +683,7 @@ PEAK_COLUMNS = [*CASE_KEYS, "sweep", "metric", "rate", "probe", "bound", "kind",
 def peak_fractions(stats: pd.DataFrame, ceilings_by_machine: dict[str, dict[str, Any]],
                    bandwidth_key: str = "bandwidth_gbps",
                    precisions: dict[str, str] | None = None) -> pd.DataFrame:
-    """Each valid case's rate, judged (harness.plausibility) and as a share of the ceiling.
+    """Each valid case's rate, judged (harness.analysis.plausibility) and as a share of the ceiling.
 
     The ceiling is the probe, or the best plausible rate the run itself reached when that beat
     the probe (the probe was low, and the summary says so); `kind` is ok / probe-low /
@@ -796,39 +789,3 @@ def accuracy_table(stats: pd.DataFrame, extras: pd.DataFrame) -> pd.DataFrame:
 
 # --- formatting shared by figures and summary --------------------------------------------------
 
-def format_seconds(seconds: float | None) -> str:
-    """3 significant digits in s / ms / us / ns."""
-    if seconds is None or not np.isfinite(seconds):
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(seconds) >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
-
-
-def format_bytes(count: float) -> str:
-    """Binary prefixes: 1 KiB, 64 MiB."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if count >= scale:
-            return f"{count / scale:.3g} {unit}"
-    return f"{count:.0f} B"
-
-
-def format_size(value: Any, sweep: str) -> str:
-    """A sweep value as a reader wants it: bytes with binary prefixes, integers plain."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    number = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
-    if pd.isna(number):
-        return str(value)
-    if sweep == "bytes":
-        return format_bytes(float(number))
-    return str(int(number)) if float(number).is_integer() else f"{number:g}"
-
-
-def format_ratio(ratio: float) -> str:
-    if ratio is None or not np.isfinite(ratio):
-        return "-"
-    if ratio < 1:
-        return f"{ratio:.2g}x"
-    return f"{ratio:.3g}x" if ratio < 100 else f"{ratio:,.0f}x"

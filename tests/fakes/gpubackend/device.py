@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from harness.backend import DeviceUnavailable
-from harness.devicetime import COPY, KERNEL, DeviceEvent, DeviceProfile, summarize
+from harness.measure.devicetime import COPY, KERNEL, DeviceEvent, DeviceProfile, summarize
 from tests.fakes.backend.device import FakeDevice, threads, version  # noqa: F401
 
 # Per call: a 200 us host-to-device copy, a 100 us kernel overlapping it on another stream,

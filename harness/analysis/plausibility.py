@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.units import device_kind
+
 # A simple kernel's best case (one large matmul, a 1:1 copy) can be edged past by a few percent
 # by other kernels (3 reads per write beat a copy).
 PROBE_MARGIN = 1.10
@@ -58,7 +60,7 @@ def device_entry(ceilings: dict[str, Any] | None, device: str) -> dict[str, Any]
     """A device's ceilings ('cuda:0' falls back to 'cuda', then 'gpu'); {} when none."""
     if not ceilings:
         return {}
-    kind = "cpu" if device == "cpu" else "gpu"
+    kind = device_kind(device)
     for name in (device, device.split(":")[0], kind):
         entry = ceilings.get(name)
         if isinstance(entry, dict) and "error" not in entry:

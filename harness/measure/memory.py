@@ -9,12 +9,13 @@ children ever reaped, so a small cell after a large one would read the large one
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
 import time
 from typing import Any
+
+from harness.core.units import format_bytes
 
 POLL_FIRST_S = 0.001
 POLL_MAX_S = 0.05  # adds at most this much to a cell's wall time, never to its measurements
@@ -58,18 +59,6 @@ def with_peak_host_memory(result: dict[str, Any], peak_rss: int | None) -> dict[
         result["peak_host_memory_source"] = "worker getrusage (in-process)"
     result["peak_host_memory_bytes_worker"] = inside
     return result
-
-
-def format_bytes(count: float | None) -> str:
-    """1536 -> '1.5 KiB'; None or NaN -> '-'."""
-    if count is None or math.isnan(count):
-        return "-"
-    units = ("B", "KiB", "MiB", "GiB", "TiB")
-    index = 0
-    while abs(count) >= 1024 and index < len(units) - 1:
-        count /= 1024
-        index += 1
-    return f"{int(count)} B" if index == 0 else f"{count:.3g} {units[index]}"
 
 
 def memory_text(host_bytes: int | None, device_bytes: int | None) -> str:

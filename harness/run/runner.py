@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import interrupt, registry
-from harness.memory import wait_with_peak_rss, with_peak_host_memory
+from harness.core import interrupt
+from harness.core import registry
+from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
 from harness.spec import BadInput, Cell, Status
-from harness.worker import looks_like_oom
+from harness.run.failures import looks_like_oom
 
 STDERR_TAIL_CHARS = 1500
 KILL_WAIT_S = 10.0
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # harness/run/runner.py -> the checkout
 
 
 # NVLink multicast (NVLS) stays off in NCCL, PyTorch's symmetric memory and NVSHMEM for every
@@ -43,7 +44,7 @@ MULTICAST_OFF = {
 @dataclass
 class RunOptions:
     timeout_s: float
-    worker_module: str = "harness.worker"
+    worker_module: str = "harness.run.worker"
     extra_pythonpath: tuple[str, ...] = ()
 
 
@@ -154,7 +155,7 @@ def empty_result(cell: Cell, status: Status, reason: str) -> dict[str, Any]:
 def run_cell(cell: Cell, options: RunOptions) -> dict[str, Any]:
     """Run one worker; always returns a result document with a status.
 
-    A stop signal (see harness.interrupt) kills the worker; the cell then ends `interrupted`,
+    A stop signal (see harness.core.interrupt) kills the worker; the cell then ends `interrupted`,
     keeping the cases it finished.
     """
     with tempfile.TemporaryDirectory(prefix="harness-cell-") as scratch:

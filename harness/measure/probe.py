@@ -1,12 +1,12 @@
-"""`python -m harness.probe FRAMEWORK OUT.json`: what one framework sees, for `harness env`."""
+"""`python -m harness.measure.probe FRAMEWORK OUT.json`: what one framework sees, for `harness env`."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from harness.registry import backend_module
-from harness.store import write_json_atomic
+from harness.core.registry import backend_module
+from harness.data.store import write_json_atomic
 
 
 def main(argv: list[str]) -> int:

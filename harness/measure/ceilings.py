@@ -11,7 +11,7 @@ Three figures per device, each with how it was obtained:
   probe run that lost its cores to another process cannot lower the bar;
 - the physical bound: beyond it a result is impossible, not fast. CPU: cores x SIMD FLOP/cycle x
   clock; GPU: the best probe or cached figure with a margin (no portable theoretical figure).
-Runs in a child process (`python -m harness.ceilings DEVICE SIZES OUT.json`).
+Runs in a child process (`python -m harness.measure.ceilings DEVICE SIZES OUT.json`).
 """
 
 from __future__ import annotations
@@ -23,13 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import envinfo
+from harness.measure import envinfo
 from harness.backend import DeviceUnavailable
-from harness.registry import backend_has_module, backend_module, framework_installed
-from harness.runner import run_json_child
-from harness.spec import Cell
-from harness.store import write_json_atomic
-from harness.timing import TimingPolicy, autorange
+from harness.core.registry import backend_has_module, backend_module, framework_installed
+from harness.data.store import write_json_atomic
+from harness.measure.timing import TimingPolicy, autorange
 
 # First installed provider that has a ceilings module wins (numpy covers cpu-only installs).
 PROVIDERS = ("torch", "numpy")
@@ -52,7 +50,7 @@ CONTENDED_RETRIES = 3
 def best_seconds(step: Callable[[], object], synchronize: Callable[[], None]) -> float:
     """Fastest sample: a ceiling is the best case, and load from elsewhere only slows samples.
 
-    While another process competes for the cores (measured, harness.hostload), the probe is
+    While another process competes for the cores (measured, harness.measure.hostload), the probe is
     repeated, keeping the fastest, so a busy minute does not become the machine's ceiling.
     """
     fastest = float("inf")
@@ -195,22 +193,11 @@ def with_bounds(figures: dict[str, Any]) -> dict[str, Any]:
     return {**figures, "physical": bounds}
 
 
-def measure(device_name: str, largest_run_n: int | None = None, timeout_s: float = 300.0,
-            sizes: list[int] | None = None) -> dict[str, Any]:
-    """Ceilings of one device, measured in a child process; an 'error' key if that failed."""
-    sizes_text = ",".join(map(str, sizes or probe_sizes(largest_run_n)))
-    figures, why_not = run_json_child("harness.ceilings", [device_name, sizes_text],
-                                      Cell("ceilings", "-", "torch", device_name), timeout_s)
-    if figures is None:
-        return {"device": device_name, "error": f"measurement failed: {why_not}"}
-    return with_bounds(remember(figures))
-
-
 def main(argv: list[str]) -> int:
     device_name, sizes, out_path = argv[0], argv[1], Path(argv[2])
     # Through the imported module, not __main__: the backends' probes record their contention
-    # in harness.ceilings, which `python -m` runs as a second copy named __main__.
-    from harness import ceilings as imported
+    # in harness.measure.ceilings, which `python -m` runs as a second copy named __main__.
+    from harness.measure import ceilings as imported
 
     try:
         document = imported.measure_in_process(device_name, [int(n) for n in sizes.split(",")])

@@ -20,10 +20,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness import store
-from harness.export import read_run_table
-from harness.report.load import size_label
-from harness.spec import STATUS_SEVERITY, Status
+from harness.data import store
+from harness.data.export import read_run_table
+from harness.core.units import format_seconds, size_label
+from harness.data.results import sample_stats
+from harness.spec import Status, worst_status_name
 
 ALPHA = 0.05
 MIN_SAMPLES = 5  # below this the normal approximation of U is too coarse to trust
@@ -125,12 +126,6 @@ def mann_whitney_u(first: list[float], second: list[float]) -> tuple[float, floa
     return u_first, min(1.0, math.erfc(z / math.sqrt(2)))
 
 
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def verdict_for(change_pct: float, p_value: float, threshold_pct: float) -> str:
     """'faster'/'slower' only when the change is significant AND beyond the threshold."""
     if p_value >= ALPHA:
@@ -154,15 +149,8 @@ class RunCases:
     samples: dict[tuple[str, ...], list[float]]
 
 
-def _severity(status: str) -> int:
-    try:
-        return STATUS_SEVERITY[Status(status)]
-    except ValueError:  # a status this harness does not know ranks as an error
-        return STATUS_SEVERITY[Status.ERROR]
-
-
 def _worst(statuses: pd.Series) -> str:
-    return max((s for s in statuses if s), key=_severity, default="")
+    return worst_status_name([s for s in statuses if s], default="")
 
 
 def load_cases(run_dir: Path) -> RunCases:
@@ -186,8 +174,8 @@ def compare_case(key: tuple[str, ...], a: RunCases, b: RunCases, threshold_pct: 
                  fail_pct: float | None) -> CaseDiff:
     status_a, status_b = a.statuses[key], b.statuses[key]
     samples_a, samples_b = a.samples.get(key, []), b.samples.get(key, [])
-    median_a = median(samples_a) if samples_a else None
-    median_b = median(samples_b) if samples_b else None
+    median_a = sample_stats(samples_a).median if samples_a else None
+    median_b = sample_stats(samples_b).median if samples_b else None
     diff = CaseDiff(*key, status_a=status_a, status_b=status_b, samples_a=len(samples_a),
                     samples_b=len(samples_b), median_a_s=median_a, median_b_s=median_b,
                     ratio=None, change_pct=None, p_value=None, verdict="not judged")
@@ -295,15 +283,6 @@ def environment_mismatches(a: dict[str, Any], b: dict[str, Any]) -> list[dict[st
 VERDICT_STYLES = {"faster": "green", "slower": "red", "same": "", "not judged": "dim"}
 
 
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
-
-
 def diff_table(result: RunDiff) -> Table:
     """The verdict per matching case, B against A."""
     table = Table(title=f"B/A per case: A = {Path(result.run_a).name}, "
@@ -320,8 +299,8 @@ def diff_table(result: RunDiff) -> Table:
         style = VERDICT_STYLES.get(case.verdict, "yellow")
         verdict = case.verdict + (" REGRESSION" if case.regression else "")
         table.add_row(*([case.workload] if several else []), case.variant, case.framework,
-                      case.device, case.size, _seconds(case.median_a_s),
-                      _seconds(case.median_b_s),
+                      case.device, case.size, format_seconds(case.median_a_s),
+                      format_seconds(case.median_b_s),
                       "-" if case.ratio is None else f"{case.ratio:.3g}",
                       "-" if case.change_pct is None else f"{case.change_pct:+.1f}%",
                       "-" if case.p_value is None else f"{case.p_value:.2g}",

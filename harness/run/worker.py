@@ -1,4 +1,4 @@
-"""`python -m harness.worker CELL.json RESULT.json`: run ONE cell, write ONE JSON document.
+"""`python -m harness.run.worker CELL.json RESULT.json`: run ONE cell, write ONE JSON document.
 
 The only process that imports a framework. The result goes to a file, never stdout, so
 framework logging cannot corrupt it; it is rewritten (atomically) after every case, so a
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backend import DeviceUnavailable, ProfileUnavailable, VariantUnavailable
-from harness.registry import (
+from harness.core.registry import (
     backend_module,
     framework_installed,
     implementation_module,
@@ -24,26 +24,9 @@ from harness.registry import (
     load_workload,
 )
 from harness.spec import Cell, Status, WorkloadSpec, worst_status
-from harness.store import write_json_atomic
-from harness.timing import Measurement, TimingPolicy, autorange, per_call
-
-# Lower-cased, spaces removed: torch says "CUDA out of memory", TF "ResourceExhaustedError: OOM".
-OOM_MARKERS = ("outofmemory", "resourceexhausted", "oomwhenallocating", "memoryerror")
-
-
-def looks_like_oom(text: str) -> bool:
-    """Whether an exception text or a stderr tail reports running out of memory."""
-    squashed = text.lower().replace(" ", "")
-    return any(marker in squashed for marker in OOM_MARKERS)
-
-
-def failure_reason(exc: BaseException) -> str:
-    """One line: 'out of memory: ...' for OOMs, else the exception type and message."""
-    text = f"{type(exc).__name__}: {exc}".strip()
-    first_line = text.splitlines()[0][:400] if text else type(exc).__name__
-    if looks_like_oom(text):
-        return "out of memory: " + first_line
-    return first_line
+from harness.data.store import write_json_atomic
+from harness.measure.timing import Measurement, TimingPolicy, autorange, per_call
+from harness.run.failures import failure_reason
 
 
 def peak_host_memory_bytes() -> int | None:

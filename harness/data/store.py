@@ -18,28 +18,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.data.columns import BASE_COLUMNS, DEVICE_COLUMNS
+
 SCHEMA_VERSION = 1
 RUN_FILE = "run.json"
 MEASUREMENTS_FILE = "measurements.csv"
 PARQUET_FILE = "measurements.parquet"
-
-# measurements.csv column -> field of the worker's `device_profile` record.
-DEVICE_COLUMNS = {"busy_seconds": "device_seconds", "copy_seconds": "device_copy_seconds",
-                  "kernels_per_call": "kernels_per_call", "launches_per_call": "launches_per_call",
-                  "span_seconds": "device_span_seconds"}
-BASE_COLUMNS = [
-    "run_id", "machine", "workload", "variant", "framework", "framework_version", "device",
-    "device_name", "status", "reason", "sweep", "size", "phase", "sample", "seconds",
-    "calls_per_sample", "check_passed", "check_metric", "check_value", "flops", "bytes",
-    "steps_per_call", "suspect",
-    # Peak memory: host RSS of the worker process (whole cell), device memory per case.
-    "peak_host_memory_bytes", "peak_device_allocated_bytes", "peak_device_reserved_bytes",
-    # The second clock, per call, from a profiled pass apart from the timed samples (GPU cells;
-    # empty elsewhere, with device_reason saying why): device busy, host<->device copies on
-    # the device, kernels executed, host API calls that enqueued work, CUDA-event span.
-    *DEVICE_COLUMNS.values(), "device_reason",
-]
-
 
 class StoreError(ValueError):
     """A run folder that cannot be read as a harness run (corrupt, foreign or too new)."""
@@ -167,7 +151,7 @@ def write_parquet(path: Path, rows: list[dict[str, Any]], columns: list[str]) ->
     The CSV stays the file every reader relies on; without pyarrow the Parquet copy is skipped
     rather than costing the measurements.
     """
-    from harness.export import frame_to_parquet_bytes, typed_frame
+    from harness.data.columns import frame_to_parquet_bytes, typed_frame
 
     try:
         data = frame_to_parquet_bytes(typed_frame(rows, columns))

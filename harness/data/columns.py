@@ -1,4 +1,4 @@
-"""Measurements as one typed table: Parquet beside each run's CSV, and merged exports of runs.
+"""The columns of measurements.csv and their types: one declaration for the CSV, Parquet and exports.
 
 The CSV is text; readers (pandas, polars, DuckDB, Spark) want types. Known columns get a fixed
 type, so tables of different runs concatenate cleanly even when one run has no value in a
@@ -8,17 +8,30 @@ column (a CPU-only run has no device memory); other columns (size, param_*) are 
 from __future__ import annotations
 
 import io
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from harness import store
+# measurements.csv column -> field of the worker's `device_profile` record.
+DEVICE_COLUMNS = {"busy_seconds": "device_seconds", "copy_seconds": "device_copy_seconds",
+                  "kernels_per_call": "kernels_per_call", "launches_per_call": "launches_per_call",
+                  "span_seconds": "device_span_seconds"}
+BASE_COLUMNS = [
+    "run_id", "machine", "workload", "variant", "framework", "framework_version", "device",
+    "device_name", "status", "reason", "sweep", "size", "phase", "sample", "seconds",
+    "calls_per_sample", "check_passed", "check_metric", "check_value", "flops", "bytes",
+    "steps_per_call", "suspect",
+    # Peak memory: host RSS of the worker process (whole cell), device memory per case.
+    "peak_host_memory_bytes", "peak_device_allocated_bytes", "peak_device_reserved_bytes",
+    # The second clock, per call, from a profiled pass apart from the timed samples (GPU cells;
+    # empty elsewhere, with device_reason saying why): device busy, host<->device copies on
+    # the device, kernels executed, host API calls that enqueued work, CUDA-event span.
+    *DEVICE_COLUMNS.values(), "device_reason",
+]
 
-FORMATS = ("parquet", "csv", "json")
-FLOAT_COLUMNS = ("seconds", "check_value", "flops", "bytes", *store.DEVICE_COLUMNS.values())
+
+FLOAT_COLUMNS = ("seconds", "check_value", "flops", "bytes", *DEVICE_COLUMNS.values())
 INTEGER_COLUMNS = ("sample", "calls_per_sample", "steps_per_call", "peak_host_memory_bytes",
                    "peak_device_allocated_bytes", "peak_device_reserved_bytes")
 BOOL_COLUMNS = ("check_passed",)
@@ -27,9 +40,6 @@ TEXT_COLUMNS = ("run_id", "machine", "workload", "variant", "framework", "framew
                 "device_reason")
 TRUE_TEXT, FALSE_TEXT = ("true", "True"), ("false", "False")
 
-
-class ExportError(ValueError):
-    """Bad export input: unknown format, unreadable run, missing output file for Parquet."""
 
 
 def _missing(value: Any) -> bool:
@@ -96,72 +106,3 @@ def frame_to_parquet_bytes(frame: pd.DataFrame) -> bytes:
     buffer = io.BytesIO()
     frame.to_parquet(buffer, engine="pyarrow", index=False)
     return buffer.getvalue()
-
-
-def read_run_table(run_dir: Path) -> pd.DataFrame:
-    """One run's measurements.csv, typed, with run_id and machine taken from run.json."""
-    document = store.read_run(run_dir)
-    path = run_dir / store.MEASUREMENTS_FILE
-    try:
-        text = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise store.StoreError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
-    rows = text.to_dict("records")
-    machine = (document.get("host") or {}).get("machine_label") or ""
-    for row in rows:
-        row["run_id"] = str(document.get("run_id") or run_dir.name)
-        row["machine"] = row.get("machine") or machine
-    return typed_frame(rows, _ordered_columns(list(text.columns)))
-
-
-def _ordered_columns(names: list[str]) -> list[str]:
-    extra = sorted(set(names) - set(store.BASE_COLUMNS))
-    return store.BASE_COLUMNS + extra
-
-
-def merged_table(run_dirs: list[Path]) -> pd.DataFrame:
-    """Every run's rows in one table; columns are the union, typed as one."""
-    rows: list[dict[str, Any]] = []
-    names: list[str] = []
-    for run_dir in run_dirs:
-        frame = read_run_table(Path(run_dir)).astype(object)
-        names += list(frame.columns)
-        rows += frame.where(frame.notna(), None).to_dict("records")
-    return typed_frame(rows, _ordered_columns(names))
-
-
-def check_export_request(fmt: str, out: Path | None) -> None:
-    """Refuse what cannot be written, before anything is read or written."""
-    if fmt not in FORMATS:
-        raise ExportError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    if fmt == "parquet" and out is None:
-        raise ExportError("--format parquet needs --out FILE (Parquet is binary, not for a "
-                          "terminal)")
-    if out is not None and out.is_dir():
-        raise ExportError(f"--out {out}: is a folder; give a file name")
-    if out is not None and not out.parent.is_dir():
-        raise ExportError(f"--out {out}: folder {out.parent} does not exist")
-
-
-def table_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
-    """The table in FORMAT: Parquet (typed), CSV (pandas-readable) or JSON (list of records)."""
-    if fmt == "parquet":
-        return frame_to_parquet_bytes(frame)
-    if fmt == "csv":
-        return frame.to_csv(index=False).encode()
-    records = frame.astype(object).where(frame.notna(), None).to_dict("records")
-    return (json.dumps(records, indent=1, default=str) + "\n").encode()
-
-
-def export_runs(run_dirs: list[Path], fmt: str, out: Path | None) -> tuple[bytes | None, int]:
-    """Write the merged table to OUT (atomically) or return its bytes for stdout; and row count.
-
-    Raises ExportError or harness.store.StoreError for bad input.
-    """
-    check_export_request(fmt, out)
-    frame = merged_table(run_dirs)
-    data = table_bytes(frame, fmt)
-    if out is None:
-        return data, len(frame)
-    store.write_bytes_atomic(out, data)
-    return None, len(frame)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.plausibility import judge_case
-from harness.results import CaseResult, CellResult
+from harness.analysis.plausibility import judge_case
+from harness.data.results import CaseResult, CellResult
 from harness.spec import WorkloadSpec
 
 
@@ -53,7 +53,7 @@ def _check_text(check: dict[str, Any] | None) -> str:
 
 
 def summarize_case(spec: WorkloadSpec, cell: CellResult, case: CaseResult) -> CaseSummary:
-    """One table row; the statistics come from CaseResult.stats (harness.results)."""
+    """One table row; the statistics come from CaseResult.stats (harness.data.results)."""
     stats = case.stats
     median = stats.median
     work = work_of(spec, case.case) if median else {}

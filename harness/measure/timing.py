@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness import hostload
-from harness.results import sample_stats
+from harness.measure import hostload
+from harness.data.results import sample_stats
 
 # Two clusters of per-call times whose gap is at least this factor are two behaviours (a call
 # that sometimes waits for a descheduled thread, a cache that sometimes misses), not noise.
@@ -67,7 +67,7 @@ class Measurement:
 
 
 def iqr(values: list[float]) -> float:
-    """Interquartile range, from harness.results.sample_stats (the one place it is computed)."""
+    """Interquartile range, from harness.data.results.sample_stats (the one place it is computed)."""
     return sample_stats(values).iqr or 0.0
 
 
