@@ -21,13 +21,11 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
 from harness.report import style
+from harness.core.units import format_bytes, format_ratio, format_seconds
 from harness.report.tables import (
     ceiling_for,
     device_kind,
     flop_ceiling,
-    format_bytes,
-    format_ratio,
-    format_seconds,
     format_size,
 )
 
