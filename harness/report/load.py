@@ -1,9 +1,9 @@
 """Read stored run folders into DataFrames: CSV and JSON only, through harness.data.store.
 
 Nothing here interprets the numbers; tables.py does that. Reading is strict about what a report
-cannot work without (run.json via store.read_run, the CSV's base columns) and lenient about the
-rest (extra param_ columns, cells that never ran), because merged runs come from different
-harness versions and machines.
+cannot work without (run.json, typed and upgraded by store.load_run; the CSV's base columns) and
+lenient about the rest (extra param_ columns, cells that never ran), because merged runs come
+from different harness versions and machines.
 """
 
 from __future__ import annotations
