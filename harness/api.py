@@ -34,7 +34,7 @@ from harness.core import registry
 from harness.data import store
 from harness.backend import canonical_device, parse_cuda_index
 from harness.run.progress import CellEtaColumn
-from harness.data.results import CellResult
+from harness.data.results import CellResult, RunDocument
 from harness.run.runner import RunOptions, run_matrix
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
 from harness.analysis.stats import work_of
@@ -169,27 +169,29 @@ def plan(workload: str, *, frameworks: Sequence[str] | str | None = None,
 class RunRecorder:
     """Keeps run.json and measurements.csv on disk up to date after every cell."""
 
-    def __init__(self, run_dir: Path, spec: WorkloadSpec, document: dict[str, Any]) -> None:
+    def __init__(self, run_dir: Path, spec: WorkloadSpec, document: RunDocument) -> None:
         self.run_dir, self.spec, self.document = run_dir, spec, document
-        self.results: list[dict[str, Any]] = []
         self.rows: list[dict[str, Any]] = []
 
-    def add(self, result: dict[str, Any]) -> None:
-        self.results.append(result)
-        work = {index: work_of(self.spec, case["case"])
-                for index, case in enumerate(result.get("cases") or [])}
-        self.rows.extend(store.case_rows(self.document["run_id"], self.document["host"]
-                                         ["machine_label"], self.spec.sweep, result, work))
-        self.document["cells"].append(result)
+    @property
+    def results(self) -> list[CellResult]:
+        return self.document.cells
+
+    def add(self, result: CellResult | dict[str, Any]) -> None:
+        cell = result if isinstance(result, CellResult) else CellResult.from_dict(result)
+        work = {index: work_of(self.spec, case.case) for index, case in enumerate(cell.cases)}
+        self.rows.extend(store.case_rows(self.document.run_id, self.document.machine_label,
+                                         self.spec.sweep, cell, work))
+        self.document.cells.append(cell)
         self.save()
 
     def save(self, finished: bool = False, stopped_by: signal.Signals | None = None) -> None:
         """Write both files; `finished` stamps the end time, `stopped_by` the stop signal."""
         if finished:
-            self.document["finished"] = time.time()
-        self.document["interrupted"] = stopped_by is not None
+            self.document.finished = time.time()
+        self.document.interrupted = stopped_by is not None
         if stopped_by is not None:
-            self.document["interrupted_by"] = stopped_by.name
+            self.document.interrupted_by = stopped_by.name
         store.write_run(self.run_dir, self.document)
         store.write_measurements(self.run_dir, self.rows)
 
@@ -200,7 +202,7 @@ class RunResult:
 
     path: Path
     cells: list[CellResult]
-    document: dict[str, Any]
+    document: RunDocument
     stopped_by: signal.Signals | None = None
     _frame: pd.DataFrame | None = field(default=None, repr=False)
 
@@ -230,20 +232,19 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
     """
     spec = run.spec
     run_dir = store.new_run_dir(run.out, spec.name)
-    document = {
-        "run_id": run_dir.name, "command": command or sys.argv, "started": time.time(),
-        "finished": None, "workload": spec.name, "sweep": spec.sweep, "params": run.params,
-        "quick": run.quick, "timeout_s": run.timeout_s, "hints": spec.report_hints(),
-        "frameworks": framework_styles(spec, run.cells), "host": envinfo.host_metadata(),
-        "cells": [],
-    }
+    document = RunDocument(
+        run_id=run_dir.name, command=list(command or sys.argv), started=time.time(),
+        workload=spec.name, sweep=spec.sweep, params=run.params, quick=run.quick,
+        timeout_s=run.timeout_s, hints=spec.report_hints(),
+        frameworks=framework_styles(spec, run.cells), host=envinfo.host_metadata(),
+    )
     recorder = RunRecorder(run_dir, spec, document)
     recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
     progress_console.print(f"run folder: {run_dir}  ({len(run.cells)} cells)")
     stopped_by = None
     try:
         if ceilings:
-            document["ceilings"] = measure_ceilings(run.devices,
+            document.ceilings = measure_ceilings(run.devices,
                                                     largest_square_matmul(spec, run.cells))
             recorder.save()
         if interrupt.requested() is None:
@@ -252,8 +253,7 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
     except KeyboardInterrupt:  # no handlers installed (a notebook): the runner killed the worker
         stopped_by = signal.SIGINT
     recorder.save(finished=True, stopped_by=stopped_by)
-    return RunResult(run_dir, [CellResult.from_dict(result) for result in recorder.results],
-                     document, stopped_by)
+    return RunResult(run_dir, list(recorder.results), document, stopped_by)
 
 
 def compare(workload: str, *, frameworks: Sequence[str] | str | None = None,

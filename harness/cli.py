@@ -22,7 +22,7 @@ from harness import api
 from harness.measure import envinfo
 from harness.core import interrupt
 from harness.core import registry
-from harness.data import store
+from harness.data import fields, store
 from harness.measure.memory import memory_text
 from harness.run.runner import run_json_child
 from harness.core.units import format_seconds
@@ -77,8 +77,12 @@ def parse_param_overrides(values: list[str] | None) -> dict[str, str]:
 def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                   ceilings: dict[str, Any] | None = None) -> Table:
     table = Table(title=f"{spec.name}: median per call (IQR), cold first call apart")
+    # Declared per-case values (harness.data.fields) get a column where any row has one.
+    extras = [item for item in fields.cli_fields()
+              if any(row.extras.get(item.name) is not None for row in summaries)]
     for column in ("variant", "framework", "device", spec.sweep, "status", "median", "IQR",
-                   "cold", "rate", "peak mem", "check / reason"):
+                   "cold", "rate", "peak mem", *(item.cli for item in extras),
+                   "check / reason"):
         table.add_column(column, overflow="fold")
     for row in summaries:
         rates = [f"{row.gflops:.3g} GFLOP/s" if row.gflops is not None else "",
@@ -95,6 +99,7 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                       "" if row.size is None else str(row.size), row.status,
                       format_seconds(row.median_s), spread, format_seconds(row.cold_s), rate,
                       memory_text(row.peak_host_bytes, row.peak_device_bytes),
+                      *(item.text(row.extras.get(item.name)) for item in extras),
                       escape(note[:320]))  # reasons hold brackets: 'harness[torch]'
     return table
 
@@ -146,7 +151,7 @@ def compare(
 def print_results(spec: WorkloadSpec, result: api.RunResult) -> None:
     """The results table on stdout, the scaling lines where the workload has them."""
     summaries = [row for cell in result.cells for row in summarize_result(spec, cell)]
-    console.print(results_table(spec, summaries, result.document.get("ceilings")))
+    console.print(results_table(spec, summaries, result.document.ceilings))
     if spec.scaling:  # data-parallel runs: throughput and efficiency per process
         from harness.report.scaling import console_lines
 

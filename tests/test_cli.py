@@ -78,7 +78,7 @@ def test_quick_matmul_runs_every_framework_and_marks_cuda_unavailable(out_dir: P
     assert set(warm["framework"]) == {"torch", "tensorflow", "jax", "numpy"}
     assert set(warm["size"]) == {32, 64}
     assert warm["check_passed"].all()
-    assert document["schema_version"] == 1 and document["host"]["cpu_model"]
+    assert document["schema_version"] == 2 and document["host"]["cpu_model"]
     assert "GFLOP/s" in result.output
 
 

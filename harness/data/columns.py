@@ -13,31 +13,24 @@ from typing import Any
 
 import pandas as pd
 
-# measurements.csv column -> field of the worker's `device_profile` record.
-DEVICE_COLUMNS = {"busy_seconds": "device_seconds", "copy_seconds": "device_copy_seconds",
-                  "kernels_per_call": "kernels_per_call", "launches_per_call": "launches_per_call",
-                  "span_seconds": "device_span_seconds"}
-BASE_COLUMNS = [
+from harness.data import fields
+
+# The columns every row has: who, what, which sample, how long, the check, the work done.
+CORE_COLUMNS = [
     "run_id", "machine", "workload", "variant", "framework", "framework_version", "device",
     "device_name", "status", "reason", "sweep", "size", "phase", "sample", "seconds",
     "calls_per_sample", "check_passed", "check_metric", "check_value", "flops", "bytes",
-    "steps_per_call", "suspect",
-    # Peak memory: host RSS of the worker process (whole cell), device memory per case.
-    "peak_host_memory_bytes", "peak_device_allocated_bytes", "peak_device_reserved_bytes",
-    # The second clock, per call, from a profiled pass apart from the timed samples (GPU cells;
-    # empty elsewhere, with device_reason saying why): device busy, host<->device copies on
-    # the device, kernels executed, host API calls that enqueued work, CUDA-event span.
-    *DEVICE_COLUMNS.values(), "device_reason",
 ]
+# ... then one column per declared per-case value (harness.data.fields), in declaration order.
+BASE_COLUMNS = [*CORE_COLUMNS, *(item.name for item in fields.csv_fields())]
 
 
-FLOAT_COLUMNS = ("seconds", "check_value", "flops", "bytes", *DEVICE_COLUMNS.values())
-INTEGER_COLUMNS = ("sample", "calls_per_sample", "steps_per_call", "peak_host_memory_bytes",
-                   "peak_device_allocated_bytes", "peak_device_reserved_bytes")
-BOOL_COLUMNS = ("check_passed",)
+FLOAT_COLUMNS = ("seconds", "check_value", "flops", "bytes", *fields.columns_of_kind(float))
+INTEGER_COLUMNS = ("sample", "calls_per_sample", *fields.columns_of_kind(int))
+BOOL_COLUMNS = ("check_passed", *fields.columns_of_kind(bool))
 TEXT_COLUMNS = ("run_id", "machine", "workload", "variant", "framework", "framework_version",
                 "device", "device_name", "status", "reason", "sweep", "phase", "check_metric",
-                "device_reason")
+                *fields.columns_of_kind(str))
 TRUE_TEXT, FALSE_TEXT = ("true", "True"), ("false", "False")
 
 

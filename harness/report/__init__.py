@@ -22,6 +22,7 @@ from harness.report.load import DEFAULT_HINTS, RunSet, load_runs
 from harness.report.memory import add_memory_section
 from harness.report.summary import Experiment, render_summary
 from harness.report.tensorboard import export_scalars, scalar_series
+from harness.data.results import RunDocument
 from harness.data.store import StoreError
 
 SUMMARY_FILE = "summary.md"
@@ -67,26 +68,13 @@ def _with_device_section(summary: str, experiments: list[Experiment], prepared: 
     return add_device_section(summary, experiments, prepared, runs, out_dir)
 
 
-def framework_colors(documents: list[dict[str, Any]]) -> dict[str, str]:
-    """Each framework's colour as its run stored it (older runs: the installed FrameworkSpec)."""
+def framework_colors(documents: list[RunDocument]) -> dict[str, str]:
+    """Each framework's colour as its run stored it ('' where none: a palette colour)."""
     colors: dict[str, str] = {}
     for document in documents:
-        for name, stored in (document.get("frameworks") or {}).items():
-            colors.setdefault(name, (stored or {}).get("color", ""))
-        for result in document.get("cells") or []:
-            name = str((result.get("cell") or {}).get("framework", ""))
-            if name and name not in colors:
-                colors[name] = _installed_color(name)
+        for name in [*document.frameworks, *document.cell_frameworks()]:
+            colors.setdefault(name, document.framework_color(name))
     return colors
-
-
-def _installed_color(name: str) -> str:
-    from harness.core import registry
-
-    try:
-        return registry.load_framework(name).color
-    except Exception:  # noqa: BLE001 - an unknown framework gets a palette colour
-        return ""
 
 
 def _mismatch_notes(runs: pd.DataFrame) -> list[str]:

@@ -10,13 +10,15 @@ work per second; below it, the per-step cost grew (communication, contention).
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from harness.core.units import device_kind, format_seconds
+from harness.data.results import CaseResult, CellResult, RunDocument
+from harness.data.upgrade import as_run_document
+from harness.spec import Status
 
 HINT = "scaling"
 FIGURE_SUFFIX = "scaling"
@@ -31,26 +33,21 @@ EXPLANATION = (
 GROUP = ["machine", "workload", "framework", "device", "variant", "setting"]
 
 
-def scaling_rows(document: dict[str, Any], machine: str) -> list[dict[str, Any]]:
+def scaling_rows(document: RunDocument, machine: str) -> list[dict[str, Any]]:
     """One row per case of a run with a scaling hint; [] for any other run."""
-    hint = (document.get("hints") or {}).get(HINT)
+    hint = document.hints.get(HINT)
     if not hint:
         return []
-    rows = []
-    for result in document.get("cells") or []:
-        cell = result.get("cell") or {}
-        for case in result.get("cases") or []:
-            rows.append(_case_row(document, machine, hint, cell, case))
-    return rows
+    return [_case_row(document, machine, hint, result, case)
+            for result in document.cells for case in result.cases]
 
 
-def _case_row(document: dict[str, Any], machine: str, hint: dict[str, Any],
-              cell: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
-    params = case.get("case") or {}
-    extra = case.get("extra") or {}
-    samples = case.get("samples") or []
-    ok = case.get("status") == "ok" and bool(samples)
-    epoch_s = statistics.median(samples) if ok else None
+def _case_row(document: RunDocument, machine: str, hint: dict[str, Any],
+              result: CellResult, case: CaseResult) -> dict[str, Any]:
+    params = case.case
+    extra = case.extra
+    ok = case.status == Status.OK and bool(case.samples)
+    epoch_s = case.stats.median if ok else None
     per_call = extra.get(hint.get("samples_per_call", "samples_per_call"))
     steps = extra.get("steps_per_call") or 1
     share = extra.get(hint.get("allreduce_share", "allreduce_share"))
@@ -58,11 +55,11 @@ def _case_row(document: dict[str, Any], machine: str, hint: dict[str, Any],
     setting = ", ".join(f"{name}={value}" for name, value in sorted(params.items())
                         if name not in (processes_key, "data"))
     return {
-        "run_id": str(document.get("run_id") or ""), "machine": machine,
-        "workload": str(cell.get("workload", "")), "framework": str(cell.get("framework", "")),
-        "device": str(cell.get("device", "")), "variant": str(cell.get("variant", "")),
+        "run_id": document.run_id, "machine": machine,
+        "workload": result.workload, "framework": result.framework,
+        "device": result.device, "variant": result.variant,
         "setting": setting, "processes": int(params.get(processes_key, 0)),
-        "status": str(case.get("status", "")), "reason": str(case.get("reason") or ""),
+        "status": case.status.value, "reason": case.reason,
         "samples_per_s": per_call / epoch_s if ok and per_call else None,
         "step_s": epoch_s / steps if ok else None,
         "allreduce_share": share if ok else None,
@@ -72,13 +69,11 @@ def _case_row(document: dict[str, Any], machine: str, hint: dict[str, Any],
     }
 
 
-def scaling_table(documents: list[dict[str, Any]]) -> pd.DataFrame:
+def scaling_table(documents: list[RunDocument] | list[dict[str, Any]]) -> pd.DataFrame:
     """Every scaling row of these runs, with efficiency and accuracy vs the 1-process case."""
     rows = []
-    for document in documents:
-        host = document.get("host") or {}
-        machine = str(host.get("machine_label") or host.get("hostname") or "unknown machine")
-        rows += scaling_rows(document, machine)
+    for document in map(as_run_document, documents):
+        rows += scaling_rows(document, document.machine)
     table = pd.DataFrame(rows, columns=COLUMNS)
     if table.empty:
         return table
@@ -211,7 +206,7 @@ def _finish_axes(rate_axis: Any, efficiency_axis: Any, measured: pd.DataFrame) -
     efficiency_axis.legend(fontsize=7, loc="lower left")
 
 
-def render(documents: list[dict[str, Any]], out_dir: Path) -> tuple[list[Path], str]:
+def render(documents: list[RunDocument], out_dir: Path) -> tuple[list[Path], str]:
     """The report hook: (figures written, markdown to append to summary.md)."""
     table = scaling_table(documents)
     if table.empty:
@@ -220,7 +215,7 @@ def render(documents: list[dict[str, Any]], out_dir: Path) -> tuple[list[Path], 
     return figures, summary_markdown(table, figures, out_dir)
 
 
-def console_lines(document: dict[str, Any]) -> list[str]:
+def console_lines(document: RunDocument | dict[str, Any]) -> list[str]:
     """The scaling sentences of one run document, for the CLI after its table."""
     table = scaling_table([document])
     return scaling_lines(table) if not table.empty else []

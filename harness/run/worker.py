@@ -23,7 +23,8 @@ from harness.core.registry import (
     load_framework,
     load_workload,
 )
-from harness.spec import Cell, Status, WorkloadSpec, worst_status
+from harness.spec import Cell, Status, WorkloadSpec
+from harness.data.results import CaseResult, CellResult
 from harness.data.store import write_json_atomic
 from harness.measure.timing import Measurement, TimingPolicy, autorange, per_call
 from harness.run.failures import failure_reason
@@ -94,28 +95,18 @@ class CellRun:
 
     def __init__(self, cell: Cell, result_path: Path) -> None:
         self.result_path = result_path
-        self.document: dict[str, Any] = {
-            "cell": cell.as_dict(),
-            "status": Status.OK.value,
-            "reason": "",
-            "framework_version": None,
-            "device_name": None,
-            "threads": None,
-            "started": time.time(),
-            "finished": None,
-            "cases": [],
-        }
+        self.result = CellResult(cell=cell, started=time.time())
 
     def finish(self, status: Status | None = None, reason: str = "") -> None:
         if status is None:
-            status = worst_status([Status(case["status"]) for case in self.document["cases"]])
-            reason = next((c["reason"] for c in self.document["cases"] if c["reason"]), "")
-        self.document.update(status=status.value, reason=reason, finished=time.time())
-        self.document["peak_host_memory_bytes"] = peak_host_memory_bytes()
+            status, reason = self.result.finished_status(), self.result.first_case_reason()
+        self.result.status, self.result.reason = status, reason
+        self.result.finished = time.time()
+        self.result.peak_host_memory_bytes = peak_host_memory_bytes()
         self.save()
 
     def save(self) -> None:
-        write_json_atomic(self.result_path, self.document)
+        write_json_atomic(self.result_path, self.result.to_dict())
 
 
 def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant: str,
@@ -161,9 +152,8 @@ def timed_pair(task: Any, device: Any, sync_style: str) -> tuple[Any, Any]:
 
 def run_case(
     spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any
-) -> dict[str, Any]:
+) -> CaseResult:
     """Prepare, time and check one case; every failure becomes a status in the record."""
-    record: dict[str, Any] = {"case": case, "status": Status.OK.value, "reason": ""}
     try:
         _reset_peak_memory(device)
         inputs = spec.make_inputs(case, cell.variant) if spec.make_inputs else {}
@@ -176,16 +166,16 @@ def run_case(
                           else measurement.cold_seconds)
         check = spec.check(case, cell.variant, inputs, output)
         # Read before the busy pass, so the profiler's buffers never count as the case's memory.
-        memory = {"peak_device_memory_bytes": device.peak_memory_bytes(),
-                  **device_memory_record(device)}
+        memory = device_memory_record(device)
         device_profile = device_profile_record(
             device, step, profile_calls(spec, measurement.calls_per_sample))
     except VariantUnavailable as exc:
-        return {**record, "status": Status.UNAVAILABLE.value, "reason": str(exc)}
+        return CaseResult(case, Status.UNAVAILABLE, str(exc))
     except Exception as exc:  # a failed case is data; the next case still runs
         traceback.print_exc()
-        return {**record, "status": Status.ERROR.value, "reason": failure_reason(exc)}
-    record.update(
+        return CaseResult(case, Status.ERROR, failure_reason(exc))
+    record = CaseResult(
+        case=case,
         cold_seconds=measurement.cold_seconds,
         samples=measurement.samples,
         calls_per_sample=measurement.calls_per_sample,
@@ -202,7 +192,7 @@ def run_case(
         device_profile=device_profile,
     )
     if not check.passed:
-        record.update(status=Status.INVALID.value, reason=f"check failed: {check.detail}")
+        record.status, record.reason = Status.INVALID, f"check failed: {check.detail}"
     return record
 
 
@@ -214,20 +204,20 @@ def run_cell(cell: Cell, result_path: Path) -> None:
     if not installed:
         return run.finish(Status.UNAVAILABLE, reason)
     device_module = backend_module(cell.framework, "device")
-    run.document["framework_version"] = device_module.version()
-    run.document["threads"] = device_module.threads()
+    run.result.framework_version = device_module.version()
+    run.result.threads = device_module.threads()
     try:
         device = device_module.open_device(cell.device)
     except DeviceUnavailable as exc:
         return run.finish(Status.UNAVAILABLE, str(exc))
-    run.document["device_name"] = device.description
+    run.result.device_name = device.description
     # Context creation happens when the device opens, before any case's cold call.
-    run.document["device_init_seconds"] = getattr(device, "init_seconds", None)
+    run.result.device_init_seconds = getattr(device, "init_seconds", None)
     if cell.device == "cpu" and cell.variant in spec.device_only_variants:
         return run.finish(Status.UNAVAILABLE, f"variant {cell.variant} needs a GPU device")
     module = implementation_module(spec, cell.framework)
     for case in spec.cases_for(cell.params, cell.variant):
-        run.document["cases"].append(run_case(spec, module, case, cell, device))
+        run.result.cases.append(run_case(spec, module, case, cell, device))
         run.save()
     run.finish()
 
@@ -243,7 +233,7 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         partial = CellRun(cell, result_path)
         if result_path.exists():
-            partial.document = json.loads(result_path.read_text())
+            partial.result = CellResult.from_dict(json.loads(result_path.read_text()))
         partial.finish(Status.ERROR, failure_reason(exc))
     return 0
 
