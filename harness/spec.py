@@ -197,7 +197,7 @@ class WorkloadSpec:
     # matmul with copies vs numpy), rather than vs the same variant's CPU cell.
     cpu_baseline_any_variant: tuple[str, ...] = ()
     # Data-parallel workloads: which case parameter counts the processes and which case extras
-    # hold the job's samples per call and the all-reduce share (harness/report/scaling.py).
+    # hold the job's samples per call and the all-reduce share (harness/report/views/scaling.py).
     scaling: Mapping[str, Any] | None = None
     # (with the cost, without it, the cost's name): variant pairs whose time difference is one
     # identifiable cost, drawn as "where the time goes" (e.g. copies, the input pipeline).

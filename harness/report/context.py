@@ -8,16 +8,13 @@ change it; nothing here draws or writes a file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from harness.report import tables as t
-from harness.report.load import DEFAULT_HINTS, RunSet, hints_for_old_run
-
-# Hints that say which optional views a workload asks for and with which labels.
-VIEW_HINTS = ("views", "view_labels")
+from harness.report.load import DEFAULT_HINTS, VIEW_HINTS, RunSet, hints_for_old_run
 
 
 @dataclass(frozen=True)
@@ -63,7 +60,7 @@ class ReportContext:
     notes: list[str]  # notes on the data: runs not merged, cases measured twice
     framework_colors: dict[str, str]
     ceilings: dict[str, dict[str, Any]]  # machine -> latest measured ceilings (any run)
-    experiments: list[ExperimentContext] = field(default_factory=list)
+    experiments: list[ExperimentContext]
 
     @property
     def views(self) -> frozenset[str]:
@@ -90,27 +87,28 @@ def build_context(run_set: RunSet, framework_colors: dict[str, str]) -> ReportCo
     runs["hints"] = [with_views(hints, workload)
                      for hints, workload in zip(runs["hints"], runs["workload"])]
     prepared, notes = t.prepare(run_set.measurements, runs)
-    report = ReportContext(
+    ceilings = ceilings_by_machine(runs)
+    experiments = [experiment_context(runs, prepared, run_set.extras, ceilings, name)
+                   for name in dict.fromkeys(runs["experiment"])]
+    return ReportContext(
         runs=runs, prepared=prepared, extras=run_set.extras, documents=run_set.documents,
         notes=mismatch_notes(runs) + notes, framework_colors=framework_colors,
-        ceilings=ceilings_by_machine(runs))
-    report.experiments.extend(experiment_context(report, name)
-                              for name in dict.fromkeys(runs["experiment"]))
-    return report
+        ceilings=ceilings, experiments=experiments)
 
 
 def with_views(hints: dict[str, Any], workload: str) -> dict[str, Any]:
-    """Stored hints; where they predate the view declarations, those derived for the workload."""
+    """Stored hints; where they predate the view declarations, with those derived for them."""
     if all(key in hints for key in VIEW_HINTS):
         return hints
-    derived = hints_for_old_run(workload)
-    return {**{key: derived[key] for key in VIEW_HINTS if key in derived}, **hints}
+    return hints_for_old_run(workload, hints)
 
 
-def experiment_context(report: ReportContext, name: str) -> ExperimentContext:
+def experiment_context(runs: pd.DataFrame, prepared: pd.DataFrame, extras: pd.DataFrame,
+                       machine_ceilings: dict[str, dict[str, Any]],
+                       name: str) -> ExperimentContext:
     """Every shared table of one experiment, computed before any view runs."""
-    rows = report.prepared[report.prepared["experiment"] == name]
-    own_runs = report.runs[report.runs["experiment"] == name]
+    rows = prepared[prepared["experiment"] == name]
+    own_runs = runs[runs["experiment"] == name]
     stats = t.case_stats(rows)
     unit = t.time_unit(stats) if not stats.empty else "call"
     return ExperimentContext(
@@ -119,8 +117,8 @@ def experiment_context(report: ReportContext, name: str) -> ExperimentContext:
         params=merged_params(own_runs), runs=own_runs, rows=rows, stats=stats,
         cells=t.cell_status(rows), headline=t.headline_sizes(stats),
         hints={**DEFAULT_HINTS, **own_runs["hints"].iloc[0]},
-        ceilings=ceilings_by_machine(own_runs), machine_ceilings=report.ceilings,
-        extras=report.extras)
+        ceilings=ceilings_by_machine(own_runs), machine_ceilings=machine_ceilings,
+        extras=extras)
 
 
 def merged_params(runs: pd.DataFrame) -> dict[str, Any]:

@@ -90,14 +90,26 @@ def run_row(run_dir: Path, document: dict[str, Any], order: int) -> dict[str, An
 DEFAULT_HINTS = {"bandwidth_ceiling": "bandwidth_gbps", "cpu_baseline_any_variant": []}
 
 
-def hints_for_old_run(workload: str) -> dict[str, Any]:
-    """Runs stored before run.json carried hints: ask the installed spec, else the defaults."""
+# Hints that name the report's optional views a workload asks for, and their labels.
+VIEW_HINTS = ("views", "view_labels")
+
+
+def hints_for_old_run(workload: str, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Runs stored before run.json carried hints: ask the installed spec, else the defaults.
+
+    With `stored` (hints written before they named the report's optional views): those hints,
+    with the views and view labels the installed spec declares added; nothing else is filled
+    in, so an older run keeps the hints it was measured with.
+    """
     from harness.core import registry
 
     try:
-        return registry.load_workload(workload).report_hints()
+        installed = registry.load_workload(workload).report_hints()
     except Exception:  # noqa: BLE001 - an unknown or broken workload gets the defaults
-        return dict(DEFAULT_HINTS)
+        installed = dict(DEFAULT_HINTS)
+    if stored is None:
+        return installed
+    return {**{key: installed[key] for key in VIEW_HINTS if key in installed}, **stored}
 
 
 def cell_label(result: dict[str, Any]) -> str:

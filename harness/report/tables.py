@@ -242,7 +242,7 @@ def gap_significance(best: pd.Series, second: pd.Series) -> dict[str, bool]:
 
 
 def excluded_cases(rows: pd.DataFrame) -> list[str]:
-    """'torch cuda:0 invalid at 8192: reason' for every case that could not be compared."""
+    """'<framework> <device> <status> at <size>: <reason>' for every case not compared."""
     failed = rows[~rows["valid"]]
     return [f"{row['framework']} {row['device']} {row['status']}"
             + (f" at {row['size_label']}" if row["size_label"] else "")
@@ -255,9 +255,9 @@ def headline_sizes(stats: pd.DataFrame) -> pd.DataFrame:
 
     Preference order: the experiment-wide size that the most cells (any machine, any variant)
     measured validly, ties to the largest, so merged machines and variants compare at one
-    size; else the machine's such size; else the variant's own (e.g. the transfer workload's
-    buffer sweep vs its fixed-size matmul). Why not simply the largest: comparing cells at a
-    size only some of them reached would compare different work.
+    size; else the machine's such size; else the variant's own (e.g. a variant that sweeps
+    buffer sizes beside one that runs a single fixed case). Why not simply the largest:
+    comparing cells at a size only some of them reached would compare different work.
     """
     rows = []
     for experiment, in_experiment in stats.groupby("experiment", sort=False):
@@ -307,7 +307,7 @@ def ceiling_for(ceilings: dict[str, Any], device: str, key: str) -> float | None
 
 
 def flop_ceiling(ceilings: dict[str, Any], device: str, variant: str) -> float | None:
-    """The measured FLOP/s probe for a variant's precision (a bf16 matmul is never held to the
+    """The measured FLOP/s probe for a variant's precision (bfloat16 work is never held to the
     float32 peak), or None."""
     return flop_limits(device_entry(ceilings, device), precision_of(variant))[0]
 

@@ -33,7 +33,8 @@ class BestVariantView(View):
 def variant_table(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
     """Per framework x device at the headline size: time of each variant and the best one.
 
-    Lets the as-written variant be compared with the best variant of the same cell.
+    Lets the variant as written (the workload's first) be compared with the best variant of
+    the same cell.
     """
     rows = []
     for (experiment, machine, framework, device), group in stats[stats["valid"]].groupby(

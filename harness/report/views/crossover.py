@@ -114,8 +114,8 @@ def find_crossover(curves: pd.DataFrame) -> Crossover:
 def _curve(stats: pd.DataFrame) -> pd.Series:
     """size -> median for valid cases, the fastest row per size.
 
-    A case outside the sweep (size_label "", e.g. the transfer workload's fixed 200x200
-    matmul) counts as one point at size 0, so CPU and GPU still compare there.
+    A case outside the sweep (size_label "", e.g. a variant that runs one fixed case beside
+    a sweep) counts as one point at size 0, so CPU and GPU still compare there.
     """
     valid = stats[stats["valid"]]
     fixed = valid["size_label"] == ""
@@ -127,11 +127,12 @@ def crossovers(stats: pd.DataFrame, hints: dict[str, Any] | None = None) -> pd.D
     """GPU vs CPU verdicts per experiment, machine and variant.
 
     Pairs: the best GPU cell vs the best CPU cell at each size ('best'), and each framework's
-    GPU cell vs its own CPU cell. A device-only variant (tf32, pinned copies) has no CPU cell of
-    its own, and a variant the workload names in `cpu_baseline_any_variant` asks "GPU this way
-    vs the best CPU way" (seed 4: copies on the GPU vs numpy): both are compared with the CPU
-    cells of every variant on that machine. Sizes where a cell failed are not compared; the
-    pair lists them in `excluded` so the summary can say why there is no verdict there.
+    GPU cell vs its own CPU cell. A device-only variant (a GPU precision mode, pinned copies)
+    has no CPU cell of its own, and a variant the workload names in `cpu_baseline_any_variant`
+    asks "GPU this way vs the best CPU way" (seed 4: copies on the GPU vs a plain CPU library):
+    both are compared with the CPU cells of every variant on that machine. Sizes where a cell
+    failed are not compared; the pair lists them in `excluded` so the summary can say why there
+    is no verdict there.
     """
     any_variant = set((hints or {}).get("cpu_baseline_any_variant") or [])
     rows = []
@@ -380,8 +381,9 @@ def _mark_failed(axis: Axes, failed: pd.DataFrame) -> None:
             axis.annotate(f"{row['status']}", (row["size_value"], row["median_s"]),
                           xytext=(4, 4), textcoords="offset points", fontsize=7, color=color)
         else:
+            # x at the case's size, y near the bottom of the axes
             axis.annotate(f"{row['device']} {row['status']}", (row["size_value"], 0.02),
-                          xycoords=("data", "axes fraction"), fontsize=7, color=color,
+                          xycoords=axis.get_xaxis_transform(), fontsize=7, color=color,
                           rotation=90, ha="center")
 
 
@@ -469,5 +471,7 @@ def _rate_panel(axis: Axes, rows: pd.DataFrame, rate: str, ceilings: dict[str, A
         if peak:
             axis.axhline(peak, color="#555555", linestyle=style.DEVICE_LINESTYLES[
                 device_kind(device)], linewidth=0.8)
-            axis.annotate(f"{device} measured peak", (0.02, peak), xycoords=("axes fraction",
-                          "data"), xytext=(0, 2), textcoords="offset points", fontsize=7.5)
+            # x near the left of the axes, y at the peak
+            axis.annotate(f"{device} measured peak", (0.02, peak),
+                          xycoords=axis.get_yaxis_transform(), xytext=(0, 2),
+                          textcoords="offset points", fontsize=7.5)

@@ -82,7 +82,7 @@ def fastest_by_size(stats: pd.DataFrame) -> pd.DataFrame:
 
 
 def _variant_rank(stats: pd.DataFrame) -> dict[str, int]:
-    """Variants in the order they first appear (the as-written one first)."""
+    """Variants in the order they first appear (the one as written first)."""
     return {name: index for index, name in enumerate(dict.fromkeys(stats["variant"]))}
 
 
