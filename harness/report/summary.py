@@ -80,7 +80,7 @@ def _parts(context: Any, shown: dict[str, list[Shown]], report_shown: list[Shown
     for item in report_shown:
         by_view[item.view.name] = (item.view, item.lines(context, out_dir))
     ordered = sorted(by_view.values(), key=lambda pair: (pair[0].order, pair[0].name))
-    return [(view.heading, lines) for view, lines in ordered if lines]
+    return [(view.heading or view.name, lines) for view, lines in ordered if lines]
 
 
 def _when(timestamp: Any) -> str:

@@ -3,8 +3,8 @@
 Reads only columns (device_seconds, device_copy_seconds, kernels_per_call, ..., written by the
 worker's device-busy pass) and run.json's ceilings; names no workload, framework or variant.
 Per GPU case: copies and busy are measured on the device, compute (busy - copies) and host
-overhead (wall - busy) are derived, and harness.measure.devicetime.diagnose names what bounds the cell.
-CPU cases have one part, "compute (host)": nothing measures a split there. Also: a figure per
+overhead (wall - busy) are derived, and harness.measure.devicetime.diagnose names what bounds
+the cell. CPU cases have one part, "compute (host)": nothing measures a split there. Also: a figure per
 experiment, a sweep figure of wall and busy time per step for GPU cells, and the best variant
 per device with the GPU-vs-CPU verdict between the best of each. Shown only for experiments
 with at least one GPU case whose device-busy time was measured: a CPU-only report stays as it
