@@ -134,6 +134,17 @@ def test_the_name_check_catches_what_it_must() -> None:
         "as-written (variant of x)", "mnist-small (workload)"]
 
 
+def test_runs_differing_only_in_a_data_files_folder_are_one_experiment() -> None:
+    """The core compares any path-valued parameter by file name, whatever it is called."""
+    from tests.report_tables import t
+
+    runs = pd.DataFrame({"workload": ["w", "w", "w"], "sweep": ["n", "n", "n"], "params": [
+        {"n": [1], "input": "/home/me/digits.npz"}, {"n": [2], "input": "/srv/digits.npz"},
+        {"n": [1], "input": "/srv/other.npz"}]})
+    experiments = t.assign_experiments(runs)["experiment"]
+    assert experiments[0] == experiments[1] != experiments[2]
+
+
 # --- workloads declare their optional views ---------------------------------------------------
 
 def test_every_view_a_workload_asks_for_is_registered_and_optional() -> None:

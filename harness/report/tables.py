@@ -30,7 +30,6 @@ from harness.data.results import NOISY_IQR_FRACTION, sample_stats
 
 CELL_KEYS = ["experiment", "machine", "variant", "framework", "device"]
 CASE_KEYS = [*CELL_KEYS, "size_label"]
-PATH_SEPARATORS = ("/", "\\")
 
 
 # --- preparing the raw rows -------------------------------------------------------------------
@@ -40,7 +39,7 @@ def _comparable(value: Any) -> Any:
 
     Why: the same data file lives at different absolute paths on a laptop and a GPU server.
     """
-    if isinstance(value, str) and any(separator in value for separator in PATH_SEPARATORS):
+    if isinstance(value, str) and "/" in value:
         return PurePath(value).name
     return value
 
