@@ -153,7 +153,7 @@ def print_results(spec: WorkloadSpec, result: api.RunResult) -> None:
     summaries = [row for cell in result.cells for row in summarize_result(spec, cell)]
     console.print(results_table(spec, summaries, result.document.ceilings))
     if spec.scaling:  # data-parallel runs: throughput and efficiency per process
-        from harness.report.scaling import console_lines
+        from harness.report.views.scaling import console_lines
 
         for line in console_lines(result.document):
             console.print(line, markup=False)

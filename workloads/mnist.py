@@ -164,6 +164,14 @@ IMPLEMENTATIONS = {"torch": "backends.torch.mnist", "jax": "backends.jax.mnist",
                    "keras-torch": "backends.keras.training"}
 
 
+# The report's epochs-and-accuracy view: how the sweep and the accuracy read, chance with 10
+# classes, and the case extras that hold the accuracy and where the data came from.
+EPOCHS_ACCURACY_LABELS = {"size": "batch size", "metric": "test accuracy", "chance": 0.1,
+                          "accuracy_field": "accuracy", "data_source_field": "data_source",
+                          "distinct_samples_field": "samples_distinct",
+                          "accuracy_check": "accuracy"}
+
+
 def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> WorkloadSpec:
     return WorkloadSpec(
         name=name,
@@ -182,6 +190,8 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         notes=NOTES,
         overhead_pairs=(("as-written", "preloaded", "input pipeline"),),
         epoch_samples_param="train_samples",
+        views=("epochs-accuracy",),
+        view_labels={"epochs-accuracy": EPOCHS_ACCURACY_LABELS},
         # CUDA graphs exist on a GPU only; on a CPU reduce-overhead would be plain `compiled`.
         device_only_variants=("cuda-graph", "reduce-overhead"),
     )

@@ -154,5 +154,15 @@ SPEC = WorkloadSpec(
     # Stored in run.json's hints; the report's scaling section reads it from there.
     scaling={"processes": "processes", "samples_per_call": "samples_per_call",
              "allreduce_share": "allreduce_share", "parity_points": PARITY_POINTS},
+    views=("epochs-accuracy", "scaling"),
+    view_labels={
+        "scaling": {"share_explanation": (
+            "the all-reduce share is 1 - (step under DDP's no_sync()) / (step), i.e. the "
+            "communication the step does not hide behind its backward pass"),
+            # A series is named by these when the runs' other parameters agree.
+            "series_params": ["net", "batch_size"]},
+        "epochs-accuracy": {"size": "processes", "metric": "test accuracy", "chance": 0.1,
+                            "accuracy_field": "accuracy", "accuracy_check": "accuracy"},
+    },
     notes=NOTES,
 )

@@ -65,6 +65,15 @@ def format_ratio(ratio: float | None) -> str:
     return f"{ratio:.3g}x" if ratio < 100 else f"{ratio:,.0f}x"
 
 
+# Sweep parameters whose values are byte counts (read with binary prefixes).
+BYTE_SWEEPS = ("bytes",)
+
+
+def counts_bytes(sweep: str) -> bool:
+    """Whether a sweep's values are byte counts."""
+    return sweep in BYTE_SWEEPS
+
+
 def format_size(value: Any, sweep: str) -> str:
     """A sweep value as a reader wants it: bytes with binary prefixes, integers plain."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -75,7 +84,7 @@ def format_size(value: Any, sweep: str) -> str:
         return str(value)
     if math.isnan(number):
         return str(value)
-    if sweep == "bytes":
+    if counts_bytes(sweep):
         return format_bytes(number)
     return str(int(number)) if number.is_integer() else f"{number:g}"
 

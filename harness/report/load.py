@@ -17,7 +17,7 @@ import pandas as pd
 from harness.core.units import size_label
 from harness.data import fields, store
 from harness.data.results import CellResult, RunDocument
-from harness.data.upgrade import DEFAULT_HINTS
+from harness.data.upgrade import DEFAULT_HINTS, hints_for_workload
 
 __all__ = ["DEFAULT_HINTS", "RunSet", "load_runs", "read_measurements", "run_row", "extra_rows"]
 
@@ -87,6 +87,23 @@ def run_row(run_dir: Path, document: RunDocument, order: int) -> dict[str, Any]:
         "cells_saved": [cell_label(result) for result in document.cells],
         "command": " ".join(document.command),
     }
+
+
+# Hints that name the report's optional views a workload asks for, and their labels.
+VIEW_HINTS = ("views", "view_labels")
+
+
+def hints_for_old_run(workload: str, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Runs stored before run.json carried hints: ask the installed spec, else the defaults.
+
+    With `stored` (hints written before they named the report's optional views): those hints,
+    with the views and view labels the installed spec declares added; nothing else is filled
+    in, so an older run keeps the hints it was measured with.
+    """
+    installed = hints_for_workload(workload)
+    if stored is None:
+        return installed
+    return {**{key: installed[key] for key in VIEW_HINTS if key in installed}, **stored}
 
 
 def cell_label(result: CellResult) -> str:

@@ -1,5 +1,9 @@
 """Data-parallel scaling: samples/s and efficiency vs processes, all-reduce share, accuracy parity.
 
+An optional view: a data-parallel workload asks for it by name ("scaling" in WorkloadSpec.views)
+and gives its labels in WorkloadSpec.view_labels["scaling"]: `share_explanation` (how its
+all-reduce share is measured) and `series_params` (the parameters that name a series when the
+runs do not differ; default: all of them).
 Driven by stored data only: a run whose run.json carries a `scaling` hint (written from the
 workload spec's hints by `compare`) gets this section; the hint names the case parameter that
 counts processes and the case extras that hold the job's samples per call and the all-reduce
@@ -19,18 +23,38 @@ from harness.core.units import device_kind, format_seconds
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.data.upgrade import as_run_document
 from harness.spec import Status
+from harness.report.views import REPORT, View
 
 HINT = "scaling"
 FIGURE_SUFFIX = "scaling"
 COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "setting",
            "processes", "status", "reason", "samples_per_s", "step_s", "allreduce_share",
            "accuracy", "communication", "efficiency", "accuracy_vs_one", "parity_points"]
-EXPLANATION = (
-    "Efficiency = samples/s at N / (N x samples/s at 1 process), same total data per epoch; the "
-    "all-reduce share is 1 - (step under DDP's no_sync()) / (step), i.e. the communication the "
-    "step does not hide behind its backward pass."
-)
+EXPLANATION = ("Efficiency = samples/s at N / (N x samples/s at 1 process), same total data "
+               "per epoch")
 GROUP = ["machine", "workload", "framework", "device", "variant", "setting"]
+
+
+class ScalingView(View):
+    """Throughput and efficiency against the number of processes, for data-parallel runs."""
+
+    name = "scaling"
+    order = 400
+    scope = REPORT
+    optional = True
+    heading = "Data-parallel scaling"
+
+    def compute(self, context: Any) -> pd.DataFrame:
+        labels = context.labels(self.name)
+        return scaling_table(context.documents_declaring(self.name),
+                             labels.get("series_params") or ())
+
+    def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
+        return draw(table, out_dir)
+
+    def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
+                 out_dir: Path) -> list[str]:
+        return scaling_section(table, figures, out_dir, context.labels(self.name))
 
 
 def scaling_rows(document: RunDocument, machine: str) -> list[dict[str, Any]]:
@@ -69,7 +93,8 @@ def _case_row(document: RunDocument, machine: str, hint: dict[str, Any],
     }
 
 
-def scaling_table(documents: list[RunDocument] | list[dict[str, Any]]) -> pd.DataFrame:
+def scaling_table(documents: list[RunDocument] | list[dict[str, Any]],
+                  series_params: tuple[str, ...] | list[str] = ()) -> pd.DataFrame:
     """Every scaling row of these runs, with efficiency and accuracy vs the 1-process case."""
     rows = []
     for document in map(as_run_document, documents):
@@ -80,16 +105,18 @@ def scaling_table(documents: list[RunDocument] | list[dict[str, Any]]) -> pd.Dat
     # The latest run wins where several measured the same case (as in the other tables).
     table = table.drop_duplicates([*GROUP, "processes"], keep="last")
     groups = [_versus_one(group) for _, group in table.groupby(GROUP, sort=False)]
-    return _short_settings(pd.concat(groups, ignore_index=True))
+    return _short_settings(pd.concat(groups, ignore_index=True), series_params)
 
 
-def _short_settings(table: pd.DataFrame) -> pd.DataFrame:
-    """Name each series by the parameters that tell the runs apart (all of them if only one)."""
+def _short_settings(table: pd.DataFrame,
+                    series_params: tuple[str, ...] | list[str] = ()) -> pd.DataFrame:
+    """Name each series by the parameters that tell the runs apart; where none do, by the
+    workload's `series_params` label (all of them when it gives none)."""
     parsed = [dict(part.split("=", 1) for part in setting.split(", ") if "=" in part)
               for setting in table["setting"]]
     names = sorted({name for params in parsed for name in params})
     differing = [name for name in names if len({params.get(name) for params in parsed}) > 1]
-    kept = differing or [name for name in ("net", "batch_size") if name in names]
+    kept = differing or [name for name in series_params if name in names] or names
     table["label"] = [", ".join(f"{name}={params.get(name)}" for name in kept)
                       for params in parsed]
     return table
@@ -141,15 +168,23 @@ def _parity_text(row: pd.Series) -> str:
     return text
 
 
-def summary_markdown(table: pd.DataFrame, figures: list[Path], out_dir: Path) -> str:
-    """The '## Data-parallel scaling' section of summary.md ('' when no run has the hint)."""
+def scaling_section(table: pd.DataFrame, figures: list[Path], out_dir: Path,
+                    labels: dict[str, Any] | None = None) -> list[str]:
+    """The lines of the data-parallel scaling section (none when no run has the hint)."""
     if table.empty:
-        return ""
-    lines = ["## Data-parallel scaling", "", EXPLANATION, ""]
+        return []
+    share = (labels or {}).get("share_explanation")
+    lines = [EXPLANATION + (f"; {share}" if share else "") + ".", ""]
     for path in figures:
         lines += [f"![data-parallel scaling]({path.relative_to(out_dir).as_posix()})", ""]
-    lines += [f"- {line}" for line in scaling_lines(table)]
-    return "\n".join(lines) + "\n"
+    return lines + [f"- {line}" for line in scaling_lines(table)]
+
+
+def summary_markdown(table: pd.DataFrame, figures: list[Path], out_dir: Path,
+                     labels: dict[str, Any] | None = None) -> str:
+    """The '## Data-parallel scaling' section of summary.md ('' when no run has the hint)."""
+    lines = scaling_section(table, figures, out_dir, labels)
+    return "\n".join([f"## {ScalingView.heading}", "", *lines]) + "\n" if lines else ""
 
 
 def draw(table: pd.DataFrame, out_dir: Path) -> list[Path]:
@@ -206,16 +241,27 @@ def _finish_axes(rate_axis: Any, efficiency_axis: Any, measured: pd.DataFrame) -
     efficiency_axis.legend(fontsize=7, loc="lower left")
 
 
-def render(documents: list[RunDocument], out_dir: Path) -> tuple[list[Path], str]:
-    """The report hook: (figures written, markdown to append to summary.md)."""
-    table = scaling_table(documents)
+def render(documents: list[RunDocument], out_dir: Path,
+           labels: dict[str, Any] | None = None) -> tuple[list[Path], str]:
+    """The section on its own: (figures written, its markdown with the heading)."""
+    labels = labels if labels is not None else _stored_labels(documents)
+    table = scaling_table(documents, labels.get("series_params") or ())
     if table.empty:
         return [], ""
     figures = draw(table, out_dir)
-    return figures, summary_markdown(table, figures, out_dir)
+    return figures, summary_markdown(table, figures, out_dir, labels)
+
+
+def _stored_labels(documents: list[RunDocument] | list[dict[str, Any]]) -> dict[str, Any]:
+    """This view's labels as the first run stored them in its hints ({} when none did)."""
+    for document in map(as_run_document, documents):
+        labels = (document.hints.get("view_labels") or {}).get(ScalingView.name)
+        if labels:
+            return dict(labels)
+    return {}
 
 
 def console_lines(document: RunDocument | dict[str, Any]) -> list[str]:
     """The scaling sentences of one run document, for the CLI after its table."""
-    table = scaling_table([document])
+    table = scaling_table([document], _stored_labels([document]).get("series_params") or ())
     return scaling_lines(table) if not table.empty else []
