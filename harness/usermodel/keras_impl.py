@@ -112,8 +112,9 @@ def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dt
 
     extra = {"parameters": int(net.count_params()), "what": what,
              "steps_per_call": STEPS_PER_EXECUTION if spe else 1}
-    return ModelTask(placed_call, path, keep or KEPT_RESULTS[what], snapshot, to_numpy,
-                     extra=extra, spe=spe)
+    # One fit call is already STEPS_PER_EXECUTION steps: its loss (their mean) is the result.
+    kept = keep or (1 if spe else KEPT_RESULTS[what])
+    return ModelTask(placed_call, path, kept, snapshot, to_numpy, extra=extra, spe=spe)
 
 
 def _call(net: keras.Model, what: str, spe: bool, arrays: list[np.ndarray],

@@ -114,7 +114,6 @@ def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadS
         variants=VARIANTS,
         frameworks=tuple(frameworks),
         implementations={fw: IMPLEMENTATIONS[fw] for fw in frameworks},
-        device_only_variants=("cuda-graph",),
         make_inputs=make_inputs,
         check=check,
         notes=NOTES,
