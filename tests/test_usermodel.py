@@ -228,3 +228,24 @@ def test_parity_reports_the_largest_difference_against_the_bound() -> None:
     assert "largest difference 4e-06" in failed.detail
     assert not parity(np.array([np.nan, 1.0, 1.0]), reference, 2.0, 1.0, "x").passed
     assert not parity(np.zeros(2), reference, 2.0, 1.0, "x").passed
+
+
+def test_restore_after_a_capture_warm_up_gives_back_the_first_step() -> None:
+    """The CUDA-graph variant's warm-up calls train the model before the capture; restore()
+    must put back the weights and Adam's state in place, so the first replayed step is the
+    first step from the shared weights (checked here with eager calls on the CPU)."""
+    import torch
+
+    from harness.usermodel.torch_impl import restore, training_call
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    x, target = torch.randn(5, 3), torch.randn(5, 2)
+    initial = {name: tensor.detach().clone() for name, tensor in net.state_dict().items()}
+    optimizer = torch.optim.Adam(net.parameters(), capturable=False)
+    call = training_call(net, optimizer, lambda: [x], target)
+    first, second = float(call()), float(call())
+    for _ in range(3):  # the warm-up a capture makes
+        call()
+    restore(net, initial, optimizer)
+    assert [float(call()), float(call())] == [first, second]
