@@ -10,7 +10,8 @@ Three sources, later ones overriding earlier ones:
    test suite's fault-injection backend. A module that fails to import is one warning line and
    a workload of its name that lists as `unavailable` with the reason.
 A workload is known by the name it is registered under (an entry point's name, a WORKLOADS
-key), whatever its spec's `name` says. `model:<stem>` names a user's model file
+key), whatever its spec's `name` says. `model-<stem>`, where no workload of that name is
+registered, names a user's model file
 (`harness compare --model FILE`, harness/usermodel/).
 Lazy on purpose (AlgoPerf's import_workload): the CLI process never imports a framework, and a
 framework or plugin that cannot load becomes an `unavailable` row with its reason, never a
@@ -33,7 +34,7 @@ from harness.spec import BadInput, FrameworkSpec, WorkloadSpec
 WORKLOAD_GROUP = "harness.workloads"
 FRAMEWORK_GROUP = "harness.frameworks"
 PLUGINS_ENV = "HARNESS_PLUGINS"
-MODEL_PREFIX = "model:"
+MODEL_PREFIX = "model-"
 MODEL_SPEC = "harness.usermodel.spec:spec_for_name"
 
 BUILTIN_WORKLOADS: dict[str, str] = {
@@ -144,7 +145,7 @@ def load_workload(name: str) -> WorkloadSpec:
     The spec answers to the registered name even where its own `name` differs (an entry point
     named otherwise), so every cell's worker finds it again by that name.
     """
-    if name.startswith(MODEL_PREFIX):  # a user's model file, described by its cells' params
+    if name.startswith(MODEL_PREFIX) and name not in WORKLOADS:  # a user's model file
         return _load_attribute(MODEL_SPEC)(name)
     if name not in WORKLOADS:
         raise BadInput(f"unknown workload {name!r}; valid: {', '.join(WORKLOADS)}")

@@ -11,7 +11,6 @@ import csv
 import io
 import json
 import os
-import re
 import secrets
 import tempfile
 import time
@@ -59,9 +58,7 @@ def new_run_dir(out: Path, workload: str) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     for _ in range(100):
-        # A user model's workload is "model:<stem>": no colons or slashes in a folder name.
-        label = re.sub(r"[^A-Za-z0-9_.-]+", "-", workload)
-        run_dir = out / f"{stamp}-{label}-{secrets.token_hex(3)}"
+        run_dir = out / f"{stamp}-{workload}-{secrets.token_hex(3)}"
         try:
             run_dir.mkdir()
             return run_dir

@@ -1,6 +1,6 @@
 """The WorkloadSpec of a user's model file: framework-free, rebuilt in every worker by name.
 
-A cell's workload is `model:<file stem>`; the registry hands any such name to `spec_for_name`.
+A cell's workload is `model-<file stem>`; the registry hands any such name to `spec_for_name`.
 Everything that differs between files travels in the cell's parameters (the file's path, what
 is timed, the seed, the prepared folder) or in that folder (weights, inputs, CPU references),
 so a worker needs no inspection of its own. What each framework family runs is declared here
@@ -19,7 +19,7 @@ import numpy as np
 
 from harness.spec import Capability, Check, Param, WorkloadSpec
 
-NAME_PREFIX = "model:"
+NAME_PREFIX = "model-"
 FAMILIES: dict[str, tuple[str, ...]] = {
     "torch": ("torch",),
     "keras": ("keras-jax", "keras-torch", "keras-tensorflow"),
@@ -86,7 +86,7 @@ def family_of(framework: str) -> str | None:
 
 
 def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadSpec:
-    """The spec of `model:<stem>`; `info` (the inspector's report) narrows it for planning.
+    """The spec of `model-<stem>`; `info` (the inspector's report) narrows it for planning.
 
     Without info (in a worker) it accepts every family's frameworks: the cell names one.
     """
