@@ -173,6 +173,7 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
     if not timeout_s > 0:
         raise BadInput(f"--timeout {timeout_s:g}: must be > 0 seconds")
     if model is not None:
+        usermodel_plan.check_frameworks(model_info, chosen_frameworks)
         usermodel_plan.check_what(model_info, values["what"])
 
         def prepare(run_dir: Path, params: dict[str, Any]) -> dict[str, Any]:

@@ -177,6 +177,21 @@ def test_bad_model_files_are_one_line_exit_2_and_nothing_written(
     assert listed.returncode == 2 and expected in listed.stderr
 
 
+def test_a_model_runs_in_its_own_family_only_and_list_says_what_it_understood(
+        tmp_path: Path) -> None:
+    model = write_model(tmp_path, KERAS_MLP)
+    listed = run_cli("list", "--model", str(model))
+    assert listed.returncode == 0, listed.stderr
+    assert "a keras model from model(), 50 parameters" in listed.stdout
+    assert "one timed call: one training step (Adam" in listed.stdout
+    assert "keras-torch: as-written, compiled" in listed.stdout
+    assert "keras-jax: as-written, compiled, steps-per-execution" in listed.stdout
+    out = tmp_path / "out"
+    ran = run_cli("compare", "--model", str(model), "--framework", "torch", "--out", str(out))
+    assert ran.returncode == 2 and "a keras model runs on keras-jax" in ran.stderr
+    assert not out.exists()
+
+
 def test_a_cell_that_differs_from_the_cpu_reference_is_invalid(tmp_path: Path) -> None:
     """The planted model adds 1e-3 inside worker processes only, never in the preparer."""
     model = write_model(tmp_path, TORCH_MLP.replace("import numpy as np", """

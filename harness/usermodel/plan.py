@@ -69,6 +69,15 @@ def model_spec(model: Path | str) -> tuple[WorkloadSpec, dict[str, Any]]:
     return spec_for_name(NAME_PREFIX + Path(info["path"]).stem, info), info
 
 
+def check_frameworks(info: dict[str, Any], chosen: list[str]) -> None:
+    """A model runs in its own family's frameworks only (a Keras file on any Keras backend)."""
+    family_members = FAMILIES[info["family"]]
+    wrong = [name for name in chosen if name not in family_members]
+    if wrong:
+        raise BadInput(f"--model {info['path']}: a {info['family']} model runs on "
+                       f"{', '.join(family_members)}, not {', '.join(wrong)}")
+
+
 def check_what(info: dict[str, Any], what: str) -> None:
     if what == "step" and not info["has_step"]:
         raise BadInput(f"--model {info['path']}: --param what=step needs a step(net, *inputs) "
