@@ -186,6 +186,13 @@ def test_a_model_runs_in_its_own_family_only_and_list_says_what_it_understood(
     assert "one timed call: one training step (Adam" in listed.stdout
     assert "keras-torch: as-written, compiled" in listed.stdout
     assert "keras-jax: as-written, compiled, steps-per-execution" in listed.stdout
+    script = ("import sys\nfrom harness import api\n"
+              f"api.plan(model={str(model)!r}, devices='cpu', out={str(tmp_path / 'planned')!r})\n"
+              "print(sorted(m for m in ('torch', 'tensorflow', 'keras', 'jax') "
+              "if m in sys.modules))\n")
+    planned = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT,
+                             capture_output=True, text=True, timeout=300)
+    assert planned.stdout.strip().splitlines()[-1] == "[]", planned.stderr  # only children did
     out = tmp_path / "out"
     ran = run_cli("compare", "--model", str(model), "--framework", "torch", "--out", str(out))
     assert ran.returncode == 2 and "a keras model runs on keras-jax" in ran.stderr
