@@ -104,12 +104,18 @@ def test_a_torch_module_trains_in_every_cell_from_the_shared_weights(tmp_path: P
 def test_a_keras_builder_runs_on_keras_jax_and_keras_torch(tmp_path: Path) -> None:
     model = write_model(tmp_path, KERAS_MLP)
     ran, document = compare(model, tmp_path / "out", "--sizes", "2",
-                            "--framework", "keras-jax,keras-torch")
+                            "--framework", "keras-jax,keras-torch",
+                            "--variant", "as-written,steps-per-execution")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     found = cases(document)
-    assert set(found) == {("keras-jax", "as-written", 2), ("keras-torch", "as-written", 2)}
+    assert set(found) == {("keras-jax", "as-written", 2), ("keras-torch", "as-written", 2),
+                          ("keras-jax", "steps-per-execution", 2)}
     for case in found.values():  # both backends start from the same arrays: same losses
         assert case["status"] == "ok" and case["check"]["passed"], case
+    assert found[("keras-jax", "steps-per-execution", 2)]["extra"]["steps_per_call"] == 8
+    refused = {cell["cell"]["framework"]: cell["reason"] for cell in document["cells"]
+               if cell["cell"]["variant"] == "steps-per-execution"}
+    assert "refuses steps_per_execution" in refused["keras-torch"]
 
 
 def test_a_jax_pair_trains_as_written_and_jitted(tmp_path: Path) -> None:
