@@ -272,8 +272,8 @@ def test_restore_after_a_capture_warm_up_gives_back_the_first_step() -> None:
     initial = {name: tensor.detach().clone() for name, tensor in net.state_dict().items()}
     optimizer = torch.optim.Adam(net.parameters(), capturable=False)
     call = training_call(net, optimizer, lambda: [x], target)
-    first, second = float(call()), float(call())
+    first, second = float(call().detach()), float(call().detach())
     for _ in range(3):  # the warm-up a capture makes
         call()
     restore(net, initial, optimizer)
-    assert [float(call()), float(call())] == [first, second]
+    assert [float(call().detach()), float(call().detach())] == [first, second]
