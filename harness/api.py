@@ -270,7 +270,7 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
         if run.prepare is not None and interrupt.requested() is None:
             with progress_console.status("preparing the shared weights and CPU references"):
                 added = run.prepare(run_dir, run.params)
-            document["params"] = {**run.params, **added}
+            document.params = {**run.params, **added}
             cells = [replace(cell, params={**cell.params, **added}) for cell in cells]
             recorder.save()
         if interrupt.requested() is None:
