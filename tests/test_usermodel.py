@@ -99,6 +99,7 @@ def test_a_torch_module_trains_in_every_cell_from_the_shared_weights(tmp_path: P
     prepared = json.loads((run_dir / "model" / "prepared.json").read_text())
     assert prepared["nondeterministic"] == "" and set(prepared["sizes"]) == {"2", "3"}
     assert 0 < prepared["sizes"]["2"]["bound"] < 1e-3
+    assert "no float64" not in prepared["sizes"]["2"]["bound_formula"]
 
 
 def test_a_keras_builder_runs_on_keras_jax_and_keras_torch(tmp_path: Path) -> None:
@@ -113,6 +114,9 @@ def test_a_keras_builder_runs_on_keras_jax_and_keras_torch(tmp_path: Path) -> No
     for case in found.values():  # both backends start from the same arrays: same losses
         assert case["status"] == "ok" and case["check"]["passed"], case
     assert found[("keras-jax", "steps-per-execution", 2)]["extra"]["steps_per_call"] == 8
+    prepared = json.loads(next((tmp_path / "out").glob("*/model/prepared.json")).read_text())
+    measured = prepared["sizes"]["2"]
+    assert "no float64" not in measured["bound_formula"] and 0 < measured["bound"] < 1e-3
     refused = {cell["cell"]["framework"]: cell["reason"] for cell in document["cells"]
                if cell["cell"]["variant"] == "steps-per-execution"}
     assert "refuses steps_per_execution" in refused["keras-torch"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -83,12 +84,17 @@ def run_reference(impl: Any, device: Any, case: dict[str, Any], inputs: dict[str
     return task.output()["result"]
 
 
+def runs_on_jax(family: str) -> bool:
+    """JAX computes in float64 only with x64 switched on (Keras on JAX included)."""
+    return family == "jax" or (family == "keras" and os.environ.get("KERAS_BACKEND") == "jax")
+
+
 def float64_options(family: str) -> dict[str, Any]:
     if family == "torch":
         import torch
 
         return {"dtype": torch.float64}
-    if family == "jax":
+    if runs_on_jax(family):
         import jax
 
         jax.config.update("jax_enable_x64", True)
@@ -96,7 +102,7 @@ def float64_options(family: str) -> dict[str, Any]:
 
 
 def float32_again(family: str) -> None:
-    if family == "jax":
+    if runs_on_jax(family):
         import jax
 
         jax.config.update("jax_enable_x64", False)
