@@ -281,3 +281,20 @@ def test_restore_after_a_capture_warm_up_gives_back_the_first_step() -> None:
         call()
     restore(net, initial, optimizer)
     assert [float(call().detach()), float(call().detach())] == [first, second]
+
+
+def test_two_builds_that_differ_are_named_and_an_oom_in_user_code_reads_as_one() -> None:
+    from harness.run.failures import failure_reason
+    from harness.usermodel.prepare import differs
+    from harness.usermodel.source import UserCodeError, user_error_text
+
+    same = {"w": np.ones((2, 2), np.float32)}
+    assert differs(same, {"w": np.ones((2, 2), np.float32)}) == ""
+    moved = differs(same, {"w": np.full((2, 2), 1.5, np.float32)})
+    assert "two builds with the same seed differ (w: largest difference 0.5)" == moved
+    try:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    except RuntimeError as exc:
+        text = user_error_text(exc, __file__, "step")
+    reason = failure_reason(UserCodeError(text))
+    assert reason.startswith("out of memory: ") and "test_usermodel.py:" in reason
