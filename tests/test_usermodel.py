@@ -83,6 +83,7 @@ def cases(document: dict) -> dict[tuple[str, str, int], dict]:
             for cell in document["cells"] for case in cell["cases"]}
 
 
+@pytest.mark.slow  # real framework workers
 def test_a_torch_module_trains_in_every_cell_from_the_shared_weights(tmp_path: Path) -> None:
     model = write_model(tmp_path, TORCH_MLP)
     ran, document = compare(model, tmp_path / "out", "--sizes", "2,3")
@@ -102,6 +103,7 @@ def test_a_torch_module_trains_in_every_cell_from_the_shared_weights(tmp_path: P
     assert "no float64" not in prepared["sizes"]["2"]["bound_formula"]
 
 
+@pytest.mark.slow  # real framework workers
 def test_a_keras_builder_runs_on_keras_jax_and_keras_torch(tmp_path: Path) -> None:
     model = write_model(tmp_path, KERAS_MLP)
     ran, document = compare(model, tmp_path / "out", "--sizes", "2",
@@ -122,6 +124,7 @@ def test_a_keras_builder_runs_on_keras_jax_and_keras_torch(tmp_path: Path) -> No
     assert "refuses steps_per_execution" in refused["keras-torch"]
 
 
+@pytest.mark.slow  # real framework workers
 def test_a_jax_pair_trains_as_written_and_jitted(tmp_path: Path) -> None:
     model = write_model(tmp_path, JAX_PAIR)
     ran, document = compare(model, tmp_path / "out", "--sizes", "2", "--variant",
@@ -132,6 +135,7 @@ def test_a_jax_pair_trains_as_written_and_jitted(tmp_path: Path) -> None:
     assert all(case["status"] == "ok" for case in found.values()), found
 
 
+@pytest.mark.slow  # real framework workers
 def test_a_user_step_is_what_is_timed_and_its_errors_name_the_users_line(tmp_path: Path) -> None:
     """The step raises from its 6th call on: the preparer makes 3, the cell's timing more."""
     model = write_model(tmp_path, TORCH_MLP + """
@@ -209,6 +213,7 @@ def test_a_model_runs_in_its_own_family_only_and_list_says_what_it_understood(
     assert not out.exists()
 
 
+@pytest.mark.slow  # real framework workers
 def test_a_cell_that_differs_from_the_cpu_reference_is_invalid(tmp_path: Path) -> None:
     """The planted model adds 1e-3 inside worker processes only, never in the preparer."""
     model = write_model(tmp_path, TORCH_MLP.replace("import numpy as np", """
@@ -234,6 +239,7 @@ def test_a_cell_that_differs_from_the_cpu_reference_is_invalid(tmp_path: Path) -
     assert case["samples"]  # timed all the same: the times are there, the answer is not
 
 
+@pytest.mark.slow  # real framework workers
 def test_a_model_the_seed_does_not_fix_is_reported_not_compared(tmp_path: Path) -> None:
     model = write_model(tmp_path, TORCH_MLP.replace(
         "nn.Linear(3, 8), nn.Tanh(),", "nn.Linear(3, 8), nn.Dropout(0.5), nn.Tanh(),"))
