@@ -147,6 +147,11 @@ def compare(
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
     if result.stopped_by is None and report:
         api.render_report_safely(result.path)
+        if model is not None:  # the verdicts in words, where a user looks first
+            from harness.usermodel.describe import verdict_lines
+
+            for line in verdict_lines(result.path):
+                console.print(line, markup=False)
     console.print(f"results: {result.path}")
     raise typer.Exit(result.exit_code)
 

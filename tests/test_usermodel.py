@@ -304,3 +304,14 @@ def test_two_builds_that_differ_are_named_and_an_oom_in_user_code_reads_as_one()
         text = user_error_text(exc, __file__, "step")
     reason = failure_reason(UserCodeError(text))
     assert reason.startswith("out of memory: ") and "test_usermodel.py:" in reason
+
+
+def test_a_model_runs_verdicts_are_printed_as_your_model_lines(tmp_path: Path) -> None:
+    from harness.usermodel.describe import verdict_lines
+
+    (tmp_path / "summary.md").write_text(
+        "# Summary\n\n## At a glance\n\n- **model-net**: on h200: GPU faster from batch=100\n"
+        "- **model-net**: fastest at batch=1000: torch cuda:0\n\n## model-net\n\n- **x**: no\n")
+    assert verdict_lines(tmp_path) == ["your model: on h200: GPU faster from batch=100",
+                                       "your model: fastest at batch=1000: torch cuda:0"]
+    assert verdict_lines(tmp_path / "missing") == []

@@ -44,3 +44,18 @@ def model_lines(model: Path | str) -> list[str]:
         lines.append(f"    {framework}: {', '.join(runs)}"
                      + (f" ({', '.join(gpu_only)}: GPU only)" if gpu_only else "") + note)
     return lines
+
+
+def verdict_lines(run_dir: Path) -> list[str]:
+    """The summary's "At a glance" sentences of a model run, as "your model: ..." lines."""
+    try:
+        text = (Path(run_dir) / "summary.md").read_text()
+    except OSError:
+        return []
+    lines, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            inside = line.strip() == "## At a glance"
+        elif inside and line.startswith("- **"):
+            lines.append("your model: " + line.split("**: ", 1)[-1])
+    return lines
