@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.report import energy
 from harness.report import scaling
 from harness.report import style
 from harness.report import tables as t
@@ -53,7 +54,9 @@ def render_report(run_dirs: list[Path], out_dir: Path,
     summary, device_files = _with_device_section(
         render_summary(experiments, runs, notes, out_dir), experiments, prepared, runs, out_dir)
     summary, memory_files = add_memory_section(summary, prepared, out_dir)
-    summary_path.write_text(summary + (f"\n{scaling_text}" if scaling_text else ""))
+    energy_text = energy.render(run_set.documents)  # energy per step, GPU state per case
+    summary_path.write_text(summary + (f"\n{scaling_text}" if scaling_text else "")
+                            + (f"\n{energy_text}" if energy_text else ""))
     html_files = [write_html_report(summary_path)] if html else []
     return [*written, *device_files, *memory_files, *scaling_figures, summary_path, *html_files]
 
