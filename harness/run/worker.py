@@ -55,6 +55,19 @@ def device_memory_record(device: Any) -> dict[str, int | None]:
             "peak_device_reserved_bytes": found.get("reserved")}
 
 
+def reported_device_memory(output: dict[str, Any]) -> dict[str, int | None]:
+    """Peaks a backend measured where its work ran (e.g. in data-parallel ranks), if any.
+
+    The worker's own device holds none of such a job's tensors: its peak would read ~0.
+    """
+    reported = output.get("device_memory")
+    if not reported:
+        return {}
+    return {"peak_device_memory_bytes": reported.get("allocated"),
+            "peak_device_allocated_bytes": reported.get("allocated"),
+            "peak_device_reserved_bytes": reported.get("reserved")}
+
+
 CPU_PROFILE_REASON = "cpu cell: no device clock; its whole time is host compute"
 
 
@@ -193,6 +206,7 @@ def run_case(
         # Read before the busy pass, so the profiler's buffers never count as the case's memory.
         memory = {"peak_device_memory_bytes": device.peak_memory_bytes(),
                   **device_memory_record(device)}
+        memory.update(reported_device_memory(output))
         device_profile = device_profile_record(
             device, step, profile_calls(spec, measurement.calls_per_sample))
         watched, gpu_suspect = watch.finish_case(
