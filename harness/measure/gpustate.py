@@ -149,7 +149,8 @@ class NvmlGpu:
 
 def open_gpu(device_name: str, module_name: str | None = None,
              visible: str | None = None) -> NvmlGpu | str:
-    """The NVML view of the framework's 'cuda:N', or why there is none."""
+    """The NVML view of the framework's 'cuda:N' ('cuda' is cuda:0), or why there is none."""
+    device_name = "cuda:0" if device_name == "cuda" else device_name
     if not device_name.startswith("cuda:"):
         return f"{device_name} is not a CUDA device"
     nvml, reason = load_nvml(module_name)
