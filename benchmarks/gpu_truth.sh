@@ -8,7 +8,8 @@
 # Writes under OUT: runs-<part>.tar.gz (every run folder and the hand readings, rewritten after
 # each job so a cut-short session keeps what finished), summary-<part>.txt (the lines to paste
 # into the issue note), nvidia-smi-<part>-{before,after}.txt and log-<part>.txt.
-# Every job has its own time cap inside one deadline for the whole part.
+# Every job has its own time cap inside one deadline for the whole part; a capped harness run
+# gets one SIGTERM (timeout --foreground), which stops its worker and saves what finished.
 set -u
 out=${1:?usage: benchmarks/gpu_truth.sh OUT [one|ddp]}
 part=${2:-one}
@@ -22,9 +23,9 @@ export PYTHONPATH=${PYTHONPATH:-}${PYTHONPATH:+:}$PWD PYTHONUNBUFFERED=1
 export MPLCONFIGDIR=/tmp/mpl KERAS_HOME=/tmp/keras
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 start=$(date +%s)
-case $part in
-  one) budget=460 ;;
-  ddp) budget=220 ;;
+case $part in  # seconds for the whole part (GPU_TRUTH_BUDGET overrides, e.g. for a dry run)
+  one) budget=${GPU_TRUTH_BUDGET:-460} ;;
+  ddp) budget=${GPU_TRUTH_BUDGET:-220} ;;
   *) echo "part must be one or ddp"; exit 2 ;;
 esac
 exec > >(tee "$out/log-$part.txt") 2>&1
@@ -36,7 +37,7 @@ pack() { tar -czf "$out/runs-$part.tar.gz" -C "$work" "runs-$part"; }
 compare() {  # compare SECONDS ARGS...: one harness run, capped
   local seconds=$1; shift
   echo "=== [$(( $(date +%s) - start )) s] harness compare $* (cap $(cap "$seconds") s)"
-  timeout -k 5 "$(cap "$seconds")" python3 -m harness.cli compare "$@" --no-ceilings \
+  timeout --foreground -k 10 "$(cap "$seconds")" python3 -m harness.cli compare "$@" --no-ceilings \
     --no-report --out "$runs" 2>&1 | tail -n 30
   pack
 }
@@ -62,14 +63,14 @@ if [ "$part" = one ]; then
     done
   done
   pack
-  # 3. jax and keras-jax GPU cells: the false SUSPECT of item 3 (keras-jax needs carried keras).
+  # 3. reduce-overhead (whole step compiled) vs cuda-graph at batch 32, and
+  # 4. the jax and keras-jax GPU cells (false SUSPECT of item 3; keras-jax needs carried keras).
+  compare 150 --workload mnist-small --framework torch --device cuda:0 \
+    --variant reduce-overhead,cuda-graph --sizes 32 --param epochs=3 --timeout 140
   compare 100 --workload mnist-small --framework jax,keras-jax --device cuda:0 \
     --variant as-written --sizes 32 --param epochs=3 --timeout 95
-  # 4. reduce-overhead (whole step compiled) vs cuda-graph, batch 32: whatever time is left.
-  for workload in mnist-small mnist-wide; do
-    compare 150 --workload $workload --framework torch --device cuda:0 \
-      --variant reduce-overhead,cuda-graph --sizes 32 --param epochs=3 --timeout 140
-  done
+  compare 150 --workload mnist-wide --framework torch --device cuda:0 \
+    --variant reduce-overhead,cuda-graph --sizes 32 --param epochs=3 --timeout 140
 else
   # The 117% case (net=small, per-GPU batch 512) and DDP device memory (both nets).
   gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')

@@ -298,3 +298,26 @@ def test_a_throttled_gpu_case_is_suspect_in_run_json_and_the_cli_table(
     summary = energy_view.render([store.read_run(next(out_dir.glob("*/run.json")).parent)])
     assert "## Energy per step" in summary and "NVML total energy counter" in summary
     assert "## GPU state per case" in summary and "SUSPECT: GPU throttled" in summary
+
+
+def test_the_window_spans_the_warm_calls_only() -> None:
+    """per_call: begin() after the cold call, end(calls) after the last; autorange: the samples."""
+    from harness.measure.timing import per_call
+
+    events: list[str] = []
+
+    class Recorder:
+        def begin(self) -> None:
+            events.append("begin")
+
+        def end(self, calls: int) -> None:
+            events.append(f"end {calls}")
+
+    per_call(lambda: events.append("call"), lambda: None, 3, Recorder())
+    assert events == ["call", "begin", "call", "call", "end 2"]
+    events.clear()
+    policy = TimingPolicy(min_samples=3, min_time_s=0.0, warmup_s=0.0, target_sample_s=0.0)
+    measurement = autorange(lambda: events.append("call"), lambda: None, policy, Recorder())
+    timed = len(measurement.samples) * measurement.calls_per_sample
+    assert events[-1] == f"end {timed}"
+    assert events[-timed - 2] == "begin" and events[-timed - 1:-1] == ["call"] * timed
