@@ -290,12 +290,10 @@ def test_a_throttled_gpu_case_is_suspect_in_run_json_and_the_cli_table(
     assert device_energy["status"] == "ok", device_energy
     assert device_energy["idle_watts"] == pytest.approx(WATTS, rel=0.01)
     assert "SUSPECT" in result.output and "GPU throttled" in result.output
-    # The report's view of the stored run (render_report itself is broken on main today:
-    # harness/report/figures.py imports names tables.py no longer has).
-    from harness.data import store
-    from harness.report import energy as energy_view
+    from harness.report import render_report
 
-    summary = energy_view.render([store.read_run(next(out_dir.glob("*/run.json")).parent)])
+    written = render_report([next(out_dir.glob("*/run.json")).parent], out_dir / "report")
+    summary = next(path for path in written if path.name == "summary.md").read_text()
     assert "## Energy per step" in summary and "NVML total energy counter" in summary
     assert "## GPU state per case" in summary and "SUSPECT: GPU throttled" in summary
 
