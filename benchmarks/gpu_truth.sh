@@ -71,6 +71,11 @@ if [ "$part" = one ]; then
     --variant as-written --sizes 32 --param epochs=3 --timeout 95
   compare 150 --workload mnist-wide --framework torch --device cuda:0 \
     --variant reduce-overhead,cuda-graph --sizes 32 --param epochs=3 --timeout 140
+  # 5. The same with torch's compiled autograd (backward traced into one graph), if time is left.
+  export HARNESS_COMPILED_AUTOGRAD=1
+  compare 150 --workload mnist-wide --framework torch --device cuda:0 \
+    --variant reduce-overhead --sizes 32 --param epochs=3 --timeout 140
+  unset HARNESS_COMPILED_AUTOGRAD
 else
   # The 117% case (net=small, per-GPU batch 512) and DDP device memory (both nets).
   gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())')

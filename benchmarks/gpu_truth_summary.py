@@ -80,15 +80,18 @@ def graph_lines(documents: list[dict[str, Any]]) -> list[str]:
         if cell.get("variant") not in ("reduce-overhead", "cuda-graph", "preloaded"):
             continue
         batch = (case.get("case") or {}).get("batch_size")
-        found[(cell["workload"], batch, cell["variant"])] = case
+        variant = cell["variant"]
+        if ((case.get("extra") or {}).get("cuda_graphs") or {}).get("compiled_autograd"):
+            variant += "+compiled-autograd"
+        found[(cell["workload"], batch, variant)] = case
     for (workload, batch, variant), case in sorted(found.items(), key=str):
-        if variant != "reduce-overhead":
+        if not variant.startswith("reduce-overhead"):
             continue
         mine = step_seconds(case)
         graph = found.get((workload, batch, "cuda-graph"))
         eager = found.get((workload, batch, "preloaded"))
         graph_s = step_seconds(graph) if graph else None
-        text = f"- {workload} batch {batch}: reduce-overhead {format_seconds(mine)}/step"
+        text = f"- {workload} batch {batch}: {variant} {format_seconds(mine)}/step"
         if case.get("status") != "ok":
             text += f" ({case.get('status')}: {case.get('reason')})"
         if graph_s:
@@ -97,15 +100,27 @@ def graph_lines(documents: list[dict[str, Any]]) -> list[str]:
                 text += f" ({mine / graph_s:.2f}x cuda-graph's time; target <= 2x)"
         if eager and step_seconds(eager):
             text += f", eager preloaded {format_seconds(step_seconds(eager))}/step"
-        busy = (case.get("device_profile") or {}).get("busy_seconds")
-        if busy and mine:
-            steps = (case.get("extra") or {}).get("steps_per_call") or 1
-            text += f", device busy {busy / steps / mine:.0%}"
+        text += profile_text(case, mine)
+        if graph:
+            text += f"; cuda-graph:{profile_text(graph, graph_s)}"
         graphs = (case.get("extra") or {}).get("cuda_graphs")
         if graphs:
             text += f"; {energy_view.graphs_text(graphs)}"
         lines.append(text)
     return lines
+
+
+def profile_text(case: dict[str, Any], step_s: float | None) -> str:
+    """', device busy 40%, 3.0 launches and 25 kernels per step' from the busy pass."""
+    profile = case.get("device_profile") or {}
+    steps = (case.get("extra") or {}).get("steps_per_call") or 1
+    parts = []
+    if profile.get("busy_seconds") and step_s:
+        parts.append(f"device busy {profile['busy_seconds'] / steps / step_s:.0%}")
+    for name, key in (("launches", "launches_per_call"), ("kernels", "kernels_per_call")):
+        if profile.get(key) is not None:
+            parts.append(f"{profile[key] / steps:.1f} {name}/step")
+    return (", " + ", ".join(parts)) if parts else ""
 
 
 def jax_lines(documents: list[dict[str, Any]]) -> list[str]:

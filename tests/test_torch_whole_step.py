@@ -46,9 +46,11 @@ def trained(kind: type, **options) -> torch_mnist.MnistTraining:
 
 @pytest.mark.skipif(not any(shutil.which(name) for name in ("g++", "c++", "clang++")),
                     reason="torch.compile on CPU needs a C++ compiler")
-def test_the_compiled_whole_step_matches_eager() -> None:
+@pytest.mark.parametrize("compiled_autograd", [False, True])
+def test_the_compiled_whole_step_matches_eager(compiled_autograd: bool) -> None:
     eager = trained(torch_mnist.PreloadedTraining)
-    compiled = trained(torch_mnist.ReduceOverheadTraining, mode="default")
+    compiled = trained(torch_mnist.ReduceOverheadTraining, mode="default",
+                       compiled_autograd=compiled_autograd)
     for mine, theirs in zip(compiled.model.parameters(), eager.model.parameters()):
         torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
     assert float(compiled.loss_sum) == pytest.approx(float(eager.loss_sum), rel=1e-4)
@@ -56,6 +58,7 @@ def test_the_compiled_whole_step_matches_eager() -> None:
     record = compiled.output()["extra"]["cuda_graphs"]
     assert record["graphs"] >= 1 and record["expected"] is False
     assert record["captured"] is False  # mode="default" captures nothing, and says so
+    assert record["compiled_autograd"] is compiled_autograd
 
 
 def test_cuda_graph_record_says_why_not() -> None:

@@ -8,9 +8,13 @@ both while a compiled task runs, so the case's record can say "captured" or why 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+from collections.abc import Iterator
 from typing import Any
 
+import torch
 from torch._dynamo.utils import counters
 
 # Where torch logs a skipped capture: the "cudagraphs" artifact logger (torch >= 2.5) and,
@@ -19,6 +23,21 @@ SKIP_LOGGERS = ("torch._inductor.cudagraph_utils.__cudagraphs",
                 "torch._inductor.cudagraph_utils.__perf_hints",
                 "torch._inductor.cudagraph_trees.__cudagraphs")
 KEPT_REASONS = 5
+COMPILED_AUTOGRAD_ENV = "HARNESS_COMPILED_AUTOGRAD"
+
+
+def compiled_autograd_wanted() -> bool:
+    return os.environ.get(COMPILED_AUTOGRAD_ENV, "") == "1"
+
+
+@contextlib.contextmanager
+def autograd_setting(compiled_autograd: bool) -> Iterator[None]:
+    """torch._dynamo.config.compiled_autograd set for the block (where this torch has it)."""
+    if not compiled_autograd or not hasattr(torch._dynamo.config, "compiled_autograd"):
+        yield
+        return
+    with torch._dynamo.config.patch(compiled_autograd=True):
+        yield
 
 
 class _SkipLog(logging.Handler):

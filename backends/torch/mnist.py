@@ -188,11 +188,16 @@ class ReduceOverheadTraining(PreloadedTraining):
     (the CPU test of the same compiled step).
     """
 
-    def __init__(self, *args: Any, mode: str = "reduce-overhead", **kwargs: Any) -> None:
+    def __init__(self, *args: Any, mode: str = "reduce-overhead",
+                 compiled_autograd: bool | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        from backends.torch.graphs import CompileWatch  # noqa: PLC0415 - compiled variant only
+        from backends.torch.graphs import CompileWatch, compiled_autograd_wanted  # noqa: PLC0415
 
         self.watch = CompileWatch(cuda_graphs_expected=mode == "reduce-overhead")
+        # Backward traced by compiled autograd into one graph of its own (an experiment the
+        # GPU script runs beside the default: HARNESS_COMPILED_AUTOGRAD=1).
+        self.compiled_autograd = (compiled_autograd_wanted() if compiled_autograd is None
+                                  else compiled_autograd)
         for tensor in (self.x_train, self.y_train):
             torch._dynamo.mark_static_address(tensor)
         self.mode = mode
@@ -214,7 +219,10 @@ class ReduceOverheadTraining(PreloadedTraining):
         return loss.detach()
 
     def step(self) -> None:
-        compile_failures_unavailable(self.epoch_of_indices)
+        from backends.torch.graphs import autograd_setting  # noqa: PLC0415
+
+        with autograd_setting(self.compiled_autograd):
+            compile_failures_unavailable(self.epoch_of_indices)
 
     def epoch_of_indices(self) -> None:
         self.train_model.train()
@@ -235,7 +243,8 @@ class ReduceOverheadTraining(PreloadedTraining):
 
     def output(self) -> dict[str, Any]:
         found = super().output()
-        found["extra"]["cuda_graphs"] = self.watch.record()
+        found["extra"]["cuda_graphs"] = {**self.watch.record(),
+                                          "compiled_autograd": self.compiled_autograd}
         return found
 
 
