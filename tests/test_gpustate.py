@@ -319,3 +319,12 @@ def test_the_window_spans_the_warm_calls_only() -> None:
     timed = len(measurement.samples) * measurement.calls_per_sample
     assert events[-1] == f"end {timed}"
     assert events[-timed - 2] == "begin" and events[-timed - 1:-1] == ["call"] * timed
+
+
+def test_an_empty_process_list_says_sharing_cannot_be_seen(
+        fake_nvml: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = opened(fake_nvml)
+    monkeypatch.setattr(gpu, "compute_pids", lambda: [])
+    record = watched_case(gpu)
+    assert "sharing cannot be seen" in record["processes"]["note"]
+    assert record["suspect"] == ""

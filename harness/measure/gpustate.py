@@ -308,6 +308,10 @@ class GpuStateWatch:
         """Compute processes seen while timed: ours, others, and pids this /proc cannot see."""
         if not self.log.processes_readable and not self.log.pids:
             return {"readable": False}
+        if not self.log.pids:
+            return {"readable": True, "ours": [], "others": [], "unseen": [],
+                    "note": "NVML listed no compute process while timed, not even this "
+                            "worker's (hidden, as in some containers): sharing cannot be seen"}
         ours, others, unseen = [], [], []
         for pid in sorted(self.log.pids):
             verdict = is_ours(pid, self.group, self.root_pid, self.proc)

@@ -29,7 +29,9 @@ EXPLANATION = (
     "calls where the timed window was under 1 s): GPU cells read NVML's board energy counter, "
     "CPU cells RAPL's package counters; never an estimate. The figure per step is the total the "
     "counter saw, idle power included; 'above idle' subtracts the idle power measured before "
-    "the cell over the same window. Unavailable counters say why."
+    "the cell over the same window. Both counters cover the whole device (a GPU board, the CPU "
+    "packages): another process's work would be in them too, which the GPU state and the "
+    "host-load check flag. Unavailable counters say why."
 )
 
 
@@ -182,7 +184,8 @@ def state_text(state: dict[str, Any]) -> str:
             f"{after.get('temperature_c')} C, {_watts(before.get('power_w'))} -> "
             f"{_watts(after.get('power_w'))} (limit {_watts(before.get('power_limit_w'))}); "
             f"throttle reasons polled: {throttles}; other compute processes: "
-            f"{len(processes.get('others') or [])}")
+            f"{len(processes.get('others') or [])}"
+            + (f" ({processes['note']})" if processes.get("note") else ""))
     return text + (f"; SUSPECT: {state['suspect']}" if state.get("suspect") else "")
 
 
