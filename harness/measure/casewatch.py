@@ -33,15 +33,22 @@ class CaseWatch:
 
     @classmethod
     def open(cls, device: Any) -> CaseWatch:
-        """NVML for a GPU cell (by its 'cuda:N' name), RAPL for the host, each or a reason."""
+        """NVML for a GPU cell (by its 'cuda:N' name), RAPL for the host, each or a reason.
+
+        Never raises: a watcher that cannot start costs its records, not the cell.
+        """
         is_gpu = bool(getattr(device, "is_gpu", False))
         gpu: gpustate.NvmlGpu | None = None
         gpu_reason = "cpu cell: no GPU to watch"
-        if is_gpu:
-            opened = gpustate.open_gpu(str(getattr(device, "name", "")))
-            gpu, gpu_reason = (opened, "") if not isinstance(opened, str) else (None, opened)
-        rapl = energy.open_rapl()
-        host, host_reason = (rapl, "") if not isinstance(rapl, str) else (None, rapl)
+        try:
+            if is_gpu:
+                opened = gpustate.open_gpu(str(getattr(device, "name", "")))
+                gpu, gpu_reason = (opened, "") if not isinstance(opened, str) else (None, opened)
+            rapl = energy.open_rapl()
+            host, host_reason = (rapl, "") if not isinstance(rapl, str) else (None, rapl)
+        except Exception as exc:  # noqa: BLE001 - the timing must go on without the records
+            gpu, host = None, None
+            gpu_reason = host_reason = f"watcher failed to start: {type(exc).__name__}: {exc}"
         return cls(gpu, gpu_reason, host, host_reason, is_gpu)
 
     def counters(self) -> dict[str, energy.EnergyCounter]:
