@@ -91,3 +91,42 @@ def test_a_real_short_cpu_burning_child_counts_as_ours() -> None:
     assert child_s >= 0.25
     # Tick rounding: at most a couple of ticks short of what the kernel charged the child.
     assert after.group_ticks - before.group_ticks >= child_s * ticks_per_s - 3
+
+
+def test_a_child_spawned_during_the_timed_samples_is_counted_as_ours() -> None:
+    """Through the timing core: one timed call runs a short CPU-burning compiler-like child."""
+    from harness.measure.timing import TimingPolicy, autorange
+
+    if hostload.snapshot() is None:
+        pytest.skip("no /proc here: contention is not measured on this OS")
+    snapshots: dict[str, hostload.LoadSnapshot | None] = {}
+    usage: dict[str, float] = {}
+    burner = ("import time\nend = time.process_time() + 0.3\n"
+              "while time.process_time() < end: pass\n")
+    timed = {"on": False, "spawned": False}
+
+    def children_cpu_s() -> float:
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return used.ru_utime + used.ru_stime
+
+    class Window:
+        def begin(self) -> None:
+            usage["begin"], snapshots["begin"] = children_cpu_s(), hostload.snapshot()
+            timed["on"] = True
+
+        def end(self, calls: int) -> None:
+            timed["on"] = False
+            snapshots["end"], usage["end"] = hostload.snapshot(), children_cpu_s()
+
+    def step() -> None:
+        if timed["on"] and not timed["spawned"]:
+            timed["spawned"] = True
+            subprocess.run([sys.executable, "-c", burner], check=True)
+
+    policy = TimingPolicy(min_samples=3, min_time_s=0.0, warmup_s=0.0, target_sample_s=0.0)
+    autorange(step, lambda: None, policy, Window())
+    assert timed["spawned"]
+    child_ticks = (usage["end"] - usage["begin"]) * os.sysconf("SC_CLK_TCK")
+    assert child_ticks >= 0.25 * os.sysconf("SC_CLK_TCK")
+    own = snapshots["end"].group_ticks - snapshots["begin"].group_ticks
+    assert own >= child_ticks - 3  # the child's whole CPU time is the worker's own
