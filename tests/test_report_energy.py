@@ -75,3 +75,12 @@ def test_gpu_state_suspicion_and_cuda_graph_reasons_reach_the_summary() -> None:
     assert "## GPU state per case" in text
     assert "SUSPECT: GPU throttled (power cap" in text
     assert "CUDA graphs NOT captured" in text and "mutated inputs" in text
+
+
+def test_unmeasured_cases_are_one_line_per_reason() -> None:
+    runs = [document({"cpu": case("cpu", 0.4, None, reason="no /sys/class/powercap"),
+                      "cpu:1": case("cpu:1", 0.4, None, reason="no /sys/class/powercap")})]
+    text = view.render(runs)
+    assert text.count("no /sys/class/powercap") == 1
+    assert "energy unavailable (2 cases: mnist-small torch cpu preloaded, mnist-small torch " \
+           "cpu:1 preloaded): no /sys/class/powercap" in text

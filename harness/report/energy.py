@@ -149,6 +149,18 @@ def case_line(row: pd.Series) -> str:
     return text + (f"; SUSPECT: {row['suspect']}" if row["suspect"] else "")
 
 
+def unmeasured_lines(table: pd.DataFrame) -> list[str]:
+    """One line per reason energy was not measured, naming its cells (not one per case)."""
+    lines = []
+    for (status, reason), group in table.groupby(["energy_status", "energy_reason"],
+                                                  sort=False):
+        cells = sorted({f"{row['workload']} {row['framework']} {row['device']} "
+                        f"{row['variant']}" for _, row in group.iterrows()})
+        lines.append(f"energy {status} ({len(group)} case{'s' if len(group) != 1 else ''}: "
+                     f"{', '.join(cells)}): {reason}")
+    return lines
+
+
 def gpu_state_lines(documents: list[dict[str, Any]]) -> list[str]:
     """Per GPU case: clocks, temperature, power and throttling while timed; CUDA graphs."""
     lines = []
@@ -212,9 +224,11 @@ def summary_markdown(table: pd.DataFrame, documents: list[dict[str, Any]]) -> st
     """The '## Energy per step' and '## GPU state' sections ('' when nothing was recorded)."""
     lines: list[str] = []
     if not table.empty:
+        measured = table["j_per_step"].map(_known)
         lines += ["## Energy per step", "", EXPLANATION, ""]
         lines += [f"- {line}" for line in verdict_lines(table)]
-        lines += [f"- {case_line(row)}" for _, row in table.iterrows()]
+        lines += [f"- {case_line(row)}" for _, row in table[measured].iterrows()]
+        lines += [f"- {line}" for line in unmeasured_lines(table[~measured])]
         lines.append("")
     states = gpu_state_lines(documents)
     if states:
