@@ -2,8 +2,9 @@
 
 The same loop as the harness's mnist `preloaded` variant (nn.Sequential MLP, default Adam,
 CrossEntropyLoss, the whole training set on the GPU, each batch gathered by index there), so
-its joules per step can be held against the harness's extra['energy'] figure. The pixels are
-random: time and energy depend on shapes, not values.
+its joules per step can be held against the harness's extra['energy'] figure. The digits are
+the ones the harness trains on (workloads.mnist_data, data only: a GPU's power depends a little
+on the values it multiplies), else random pixels where that module is not importable.
 
     python3 benchmarks/energy_by_hand.py --net small --batch 32 --seconds 6 --out hand.json
 
@@ -35,6 +36,20 @@ def model_for(net: str) -> nn.Sequential:
     return nn.Sequential(*layers, nn.Linear(width, 10))
 
 
+def training_data(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """60,000 training digits scaled to [0, 1] on the device, and where they came from."""
+    try:
+        from workloads.mnist_data import load_mnist, repeat_to  # noqa: PLC0415
+    except ImportError:
+        return (torch.rand(TRAIN_SAMPLES, 28, 28, device=device),
+                torch.randint(0, 10, (TRAIN_SAMPLES,), device=device), "random pixels")
+    digits = load_mnist()
+    index = repeat_to(TRAIN_SAMPLES, len(digits.y_train), "train")
+    images = torch.from_numpy(digits.x_train[index].astype("float32") / 255).to(device)
+    labels = torch.from_numpy(digits.y_train[index].astype("int64")).to(device)
+    return images, labels, digits.source
+
+
 def energy_j(handle: object) -> float:
     return pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000
 
@@ -53,8 +68,7 @@ def main() -> None:
     handle = pynvml.nvmlDeviceGetHandleByIndex(args.device)
     device = torch.device("cuda", args.device)
     torch.manual_seed(0)
-    x_train = torch.rand(TRAIN_SAMPLES, 28, 28, device=device)
-    y_train = torch.randint(0, 10, (TRAIN_SAMPLES,), device=device)
+    x_train, y_train, data = training_data(device)
     model = model_for(args.net).to(device)
     optimizer = torch.optim.Adam(model.parameters())
     loss_fn = nn.CrossEntropyLoss()
@@ -90,7 +104,8 @@ def main() -> None:
               "step_s": seconds / steps, "joules": joules, "j_per_step": joules / steps,
               "idle_w": idle_w, "watts_mean": joules / seconds,
               "j_per_step_above_idle": (joules - idle_w * seconds) / steps,
-              "gpu": pynvml.nvmlDeviceGetName(handle), "torch": torch.__version__}
+              "gpu": pynvml.nvmlDeviceGetName(handle), "torch": torch.__version__,
+              "data": data}
     args.out.write_text(json.dumps(result, indent=1))
     print(f"hand {args.net} batch {args.batch}: {result['step_s'] * 1e3:.3f} ms/step, "
           f"{result['j_per_step'] * 1e3:.2f} mJ/step total ({result['watts_mean']:.0f} W), "
