@@ -157,6 +157,10 @@ def print_results(spec: WorkloadSpec, result: api.RunResult) -> None:
 
         for line in console_lines(result.document):
             console.print(line, markup=False)
+    from harness.report.views.energy import console_lines as energy_lines  # measured energy only
+
+    for line in energy_lines(result.document):
+        console.print(line, markup=False)
     if result.stopped_by is not None:
         errors.print(f"interrupted by {interrupt.describe(result.stopped_by)}: "
                      f"{len(result.cells)} finished cells saved in {result.path}")

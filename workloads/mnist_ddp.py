@@ -166,3 +166,17 @@ SPEC = WorkloadSpec(
     },
     notes=NOTES,
 )
+
+
+def device_memory_summary(per_rank: list[dict[str, int | None]]) -> dict[str, Any]:
+    """The cell's device memory from every rank's peaks: the largest (what one GPU must hold),
+    the sum over ranks (what the job holds), and each rank's."""
+    def known(key: str) -> list[int]:
+        return [rank[key] for rank in per_rank if rank.get(key) is not None]
+
+    allocated, reserved = known("allocated"), known("reserved")
+    return {"allocated": max(allocated) if allocated else None,
+            "reserved": max(reserved) if reserved else None,
+            "allocated_sum": sum(allocated) if allocated else None,
+            "reserved_sum": sum(reserved) if reserved else None,
+            "per_rank": per_rank, "measured_in": "each rank's process (max over ranks)"}
