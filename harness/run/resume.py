@@ -1,0 +1,62 @@
+"""`--resume RUN_DIR`: which cells of a stored run still need to run, and what is kept.
+
+A cell has a result when run.json holds one whose status is not `interrupted`; a result file
+that a SLURM task left in RUN_DIR/cells after the submitting process died counts too (its
+task finished; nothing finished is lost). Everything else of the stored plan runs again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.spec import BadInput, Cell, Status
+
+TASK_RESULTS_FOLDER = "cells"  # where SLURM tasks write (harness.run.executors.slurm)
+
+
+def cell_key(cell_fields: dict[str, Any]) -> tuple[str, str, str]:
+    """What tells the cells of one run apart: (variant, framework, device)."""
+    return (str(cell_fields.get("variant")), str(cell_fields.get("framework")),
+            str(cell_fields.get("device")))
+
+
+def planned_cells(document: dict[str, Any]) -> list[Cell]:
+    """The cells the run was planned with (stored in run.json since --resume exists)."""
+    planned = document.get("planned_cells")
+    if not planned:
+        raise BadInput(f"run {document.get('run_id')!r} stores no planned cells (written before "
+                       "--resume existed); start a new run instead")
+    return [Cell(**fields) for fields in planned]
+
+
+def _task_results(run_dir: Path) -> list[dict[str, Any]]:
+    found = []
+    for path in sorted((run_dir / TASK_RESULTS_FOLDER).glob("*.json")):
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # half-written by a task killed mid-write: not a result
+        if isinstance(document, dict) and isinstance(document.get("cell"), dict):
+            found.append(document)
+    return found
+
+
+def kept_results(document: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]:
+    """The finished results of a stored run: run.json's, then task files it never recorded."""
+    kept = [result for result in document.get("cells") or []
+            if result.get("status") != Status.INTERRUPTED.value]
+    recorded = {cell_key(result["cell"]) for result in document.get("cells") or []}
+    for result in _task_results(run_dir):
+        if cell_key(result["cell"]) not in recorded and \
+                result.get("status") != Status.INTERRUPTED.value:
+            kept.append(result)
+            recorded.add(cell_key(result["cell"]))
+    return kept
+
+
+def cells_to_run(planned: list[Cell], kept: list[dict[str, Any]]) -> list[Cell]:
+    """The planned cells without a kept result, in the planned order."""
+    done = {cell_key(result["cell"]) for result in kept}
+    return [cell for cell in planned if cell_key(cell.as_dict()) not in done]
