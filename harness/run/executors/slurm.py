@@ -17,24 +17,20 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.backend import parse_cuda_index
 from harness.core import interrupt
 from harness.core.units import device_kind
-from harness.data.store import write_json_atomic
-from harness.measure import envinfo
 from harness.run.executors import slurm_state
 from harness.run.executors.base import CellState, OnResult, OnState, ignore_state
 from harness.run.executors.slurm_state import TaskState
-from harness.run.runner import RunOptions, empty_result, run_cell
+from harness.run.executors.task import pin_gpu, run_task  # noqa: F401 - pin_gpu: API
+from harness.run.runner import RunOptions, empty_result
 from harness.spec import BadInput, Cell, Status
 
 RESULTS_FOLDER = "cells"      # RUN_DIR/cells/<cell id>.json, one per finished task
@@ -59,6 +55,9 @@ WORDS_OF_STATE = {
     "BOOT_FAIL": "its node failed to boot",
     "FAILED": "the SLURM task failed",
 }
+# A task's own document with one of these statuses is a cell that ran to its end: handed on
+# at once. Any other waits for SLURM's word on how the task ended.
+COMPLETE_STATUSES = frozenset({Status.OK.value, Status.INVALID.value, Status.UNAVAILABLE.value})
 # submitit's local executor reports processes, not SLURM states.
 LOCAL_STATES = {"RUNNING": "RUNNING", "FINISHED": "COMPLETED", "INTERRUPTED": "CANCELLED",
                 "QUEUED": "PENDING"}
@@ -85,60 +84,6 @@ def parse_sbatch_settings(values: list[str] | None) -> dict[str, Any]:
                            "account=mylab, constraint=a100, requeue)")
         settings[name] = text.strip() if has_value else True
     return settings
-
-
-# ---------------------------------------------------------------------------------------------
-# In the task, on the node
-
-
-def task_identity() -> dict[str, Any]:
-    """The SLURM job id ('123_4' for an array task) and node this task runs as and on."""
-    array_id, index = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
-    job_id = f"{array_id}_{index}" if array_id and index else os.environ.get("SLURM_JOB_ID")
-    if job_id is None:  # submitit's local executor: no SLURM, its own job ids
-        try:
-            import submitit
-
-            job_id = submitit.JobEnvironment().job_id
-        except (ImportError, RuntimeError):
-            job_id = None
-    return {"job_id": job_id, "node": os.environ.get("SLURMD_NODENAME") or platform.node(),
-            "gpus": os.environ.get("CUDA_VISIBLE_DEVICES")}
-
-
-def pin_gpu(cell: Cell, environ: dict[str, str]) -> tuple[Cell, dict[str, str]]:
-    """(the cell as the worker runs it, variables to set) for the task's one GPU.
-
-    Under SLURM the task's GPU is the one gres gave it, which SLURM exposes through
-    CUDA_VISIBLE_DEVICES: it is cuda:0 inside the task whatever the cell's index. submitit's
-    local executor gives every task the same CUDA_VISIBLE_DEVICES, so there the cell's own
-    index picks its GPU (out of those visible) and becomes the only one the worker sees.
-    """
-    index = parse_cuda_index(cell.device)
-    if device_kind(cell.device) != "gpu" or index is None:
-        return cell, {}
-    if environ.get("SLURM_JOB_ID") and ("SLURM_JOB_GPUS" in environ or
-                                        "SLURM_STEP_GPUS" in environ):
-        return replace(cell, device="cuda:0"), {}
-    visible = [part for part in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if part]
-    physical = visible[index] if index < len(visible) else str(index)
-    return replace(cell, device="cuda:0"), {"CUDA_VISIBLE_DEVICES": physical}
-
-
-def run_task(cell_fields: dict[str, Any], result_path: str, options: RunOptions) -> str:
-    """One array task: run the cell's worker here and write its result where the run lives."""
-    cell = Cell(**cell_fields)
-    host = envinfo.host_metadata()  # before pinning: the node as a whole, as a local run sees it
-    worker_cell, pinned = pin_gpu(cell, dict(os.environ))
-    os.environ.update(pinned)  # this task's own process: the worker inherits it
-    result = run_cell(worker_cell, options)
-    result.update(cell=cell.as_dict(), host=host, slurm=task_identity())
-    write_json_atomic(Path(result_path), result)
-    return result_path
-
-
-# ---------------------------------------------------------------------------------------------
-# In the submitting process
 
 
 def read_result(path: Path) -> dict[str, Any] | None:
@@ -333,10 +278,13 @@ class SlurmExecutor:
     def _ended(self, task: Task, state: TaskState | None) -> dict[str, Any] | None:
         """The task's result once SLURM says it ended (and its file is in), else None.
 
-        Why wait for SLURM rather than the file alone: a task SLURM cancels or times out may
-        still write a file (its worker killed by SLURM's signal); the row must say what SLURM did.
+        Why wait for SLURM when the file says error or timeout: a task SLURM cancels, times out
+        or preempts still writes a file (its worker killed by SLURM's signal), and the row must
+        say what SLURM did.
         """
         document = read_result(task.result_path)
+        if document is not None and document.get("status") in COMPLETE_STATUSES:
+            return document  # the cell ran to its end; how its task exits changes nothing
         if state is None:  # forgotten by SLURM (or never seen): the file is all there is
             if document is not None:
                 return document
