@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
+GPU_PARTITION = "gpu"
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "srun")
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
@@ -40,6 +41,7 @@ class Cluster:
     conf: Path
     node: str
     partition: str
+    gpu_partition: str = GPU_PARTITION
 
     @property
     def environment(self) -> dict[str, str]:
@@ -112,8 +114,13 @@ def slurm_conf(folder: Path, node: str, partition: str) -> str:
         "MinJobAge=600",
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
-        f"NodeName={node} CPUs={os.cpu_count() or 1} RealMemory={memory_mb()} State=UNKNOWN",
+        # One stand-in GPU (gres.conf points it at /dev/null): GPU cells can be routed to a
+        # GPU partition with --gres=gpu:1 and get SLURM's CUDA_VISIBLE_DEVICES, as on a cluster.
+        "GresTypes=gpu",
+        f"NodeName={node} CPUs={os.cpu_count() or 1} RealMemory={memory_mb()} Gres=gpu:1 "
+        "State=UNKNOWN",
         f"PartitionName={partition} Nodes={node} Default=YES MaxTime=INFINITE State=UP",
+        f"PartitionName={GPU_PARTITION} Nodes={node} MaxTime=INFINITE State=UP",
         "",
     ])
 
@@ -171,6 +178,7 @@ def start(folder: Path | None = None, partition: str = "debug") -> Cluster:
         (folder / name).mkdir(parents=True)
     conf = folder / "slurm.conf"
     conf.write_text(slurm_conf(folder, node, partition))
+    (folder / "gres.conf").write_text(f"NodeName={node} Name=gpu File=/dev/null\n")
     cluster = Cluster(folder, conf, node, partition)
     try:
         _start_munged(_munge_folder(folder))
@@ -193,7 +201,7 @@ def _wait_idle(cluster: Cluster) -> None:
     state = ""
     while time.monotonic() < deadline:
         state = _node_state(cluster.environment, cluster.node)
-        if state == "idle":
+        if set(state.split()) == {"idle"}:  # one line per partition the node is in
             return
         time.sleep(0.2)
     raise ClusterUnavailable(f"node {cluster.node} is {state or 'unknown'!r}, not idle, after "

@@ -193,25 +193,39 @@ class SlurmExecutor:
             found["slurm_exclusive"] = True
         return found
 
-    def submit(self, cells: list[Cell], options: RunOptions, run_dir: Path) -> list[Task]:
-        """One array per device kind (partition and resources differ); Task per cell."""
+    def submit(self, cells: list[Cell], options: RunOptions,
+               run_dir: Path) -> tuple[list[Task], list[dict[str, Any]]]:
+        """One array per device kind (partition and resources differ): a Task per cell, and
+        an error result per cell of an array that sbatch refused (no such partition, no GPUs
+        there, an account it does not know...)."""
         import submitit
 
         results = run_dir / RESULTS_FOLDER
         results.mkdir(parents=True, exist_ok=True)
-        executor = submitit.AutoExecutor(folder=run_dir / SUBMITIT_FOLDER / "%j",
-                                         cluster=self.cluster)
         tasks: list[Task] = []
+        refused: list[dict[str, Any]] = []
         for kind in ("cpu", "gpu"):
             group = [cell for cell in cells if device_kind(cell.device) == kind]
             if not group:
                 continue
+            # A fresh executor per kind: submitit keeps parameters across updates, and a GPU
+            # cell must not inherit the CPU cells' --exclusive.
+            executor = submitit.AutoExecutor(folder=run_dir / SUBMITIT_FOLDER / "%j",
+                                             cluster=self.cluster)
             executor.update_parameters(**self.parameters(kind, options))
             paths = [results / f"{cell_id(cell)}.json" for cell in group]
-            jobs = executor.map_array(run_task, [cell.as_dict() for cell in group],
-                                      [str(path) for path in paths], [options] * len(group))
+            try:
+                jobs = executor.map_array(run_task, [cell.as_dict() for cell in group],
+                                          [str(path) for path in paths],
+                                          [options] * len(group))
+            except Exception as exc:  # noqa: BLE001 - a refused submission is a status row
+                said = " | ".join(str(exc).strip().splitlines()[-3:])
+                refused.extend(empty_result(cell, Status.ERROR,
+                                            f"sbatch refused the {kind} cells: {said}")
+                               for cell in group)
+                continue
             tasks.extend(Task(cell, job, path) for cell, job, path in zip(group, jobs, paths))
-        return tasks
+        return tasks, refused
 
     def states(self, tasks: list[Task]) -> dict[str, TaskState]:
         """Task id -> state, from SLURM (or from submitit's local processes)."""
@@ -233,7 +247,11 @@ class SlurmExecutor:
         report_state = on_state or ignore_state
         if not cells:
             return True
-        tasks = self.submit(cells, options, run_dir)
+        tasks, refused = self.submit(cells, options, run_dir)
+        for result in refused:
+            cell = Cell(**result["cell"])
+            on_result(cell, result)
+            report_state(cell, CellState.DONE)
         for task in tasks:
             report_state(task.cell, CellState.QUEUED)
         pending = list(tasks)
@@ -267,8 +285,9 @@ class SlurmExecutor:
             if result is None:
                 still.append(task)
                 continue
-            result.setdefault("slurm", {})
-            result["slurm"].update(job_id=task.job_id, state=(state or TaskState("UNKNOWN")).state)
+            result.setdefault("slurm", {})["job_id"] = task.job_id
+            if state is not None and state.finished:  # a complete cell may beat its task's end
+                result["slurm"]["state"] = state.state
             if state is not None and state.node:
                 result["slurm"]["node"] = state.node
             on_result(task.cell, result)
