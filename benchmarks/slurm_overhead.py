@@ -53,26 +53,28 @@ def main() -> None:
         import os
 
         os.environ.update(cluster.environment)
-        local, slurm, phases = [], [], []
+        totals: dict[str, list[float]] = {"local": [], "slurm": []}
+        phases: dict[str, list[tuple[float, float, float]]] = {"local": [], "slurm": []}
         for repeat in range(args.repeats):
-            seconds, result = time_one(LocalExecutor(), Path(scratch) / f"local{repeat}")
-            assert result["status"] == "ok", result["reason"]
-            local.append(seconds)
-            seconds, result = time_one(SlurmExecutor(poll_s=args.poll),
-                                       Path(scratch) / f"slurm{repeat}")
-            assert result["status"] == "ok", result["reason"]
-            slurm.append(seconds)
-            phases.append((result["started"] - result["submitted"],
-                           result["finished"] - result["started"],
-                           result["handed_on"] - result["finished"]))
-            print(f"repeat {repeat}: local {local[-1]:.2f} s, slurm {slurm[-1]:.2f} s")
-        before, worker, after = (statistics.median(values) for values in zip(*phases))
+            for name, executor in (("local", LocalExecutor()),
+                                   ("slurm", SlurmExecutor(poll_s=args.poll))):
+                seconds, result = time_one(executor, Path(scratch) / f"{name}{repeat}")
+                assert result["status"] == "ok", result["reason"]
+                totals[name].append(seconds)
+                phases[name].append((result["started"] - result["submitted"],
+                                     result["finished"] - result["started"],
+                                     result["handed_on"] - result["finished"]))
+            print(f"repeat {repeat}: local {totals['local'][-1]:.2f} s, "
+                  f"slurm {totals['slurm'][-1]:.2f} s")
         print(f"cell: {CELL.label} n=256 --quick; {args.repeats} repeats, medians; "
               f"poll {args.poll:g} s; node {cluster.node}")
-        print(f"local executor: {statistics.median(local):.2f} s")
-        print(f"slurm executor: {statistics.median(slurm):.2f} s (submit to worker start "
-              f"{before:.2f} s, worker {worker:.2f} s, worker end to result {after:.2f} s)")
-        print(f"overhead per cell: {statistics.median(slurm) - statistics.median(local):.2f} s")
+        for name in ("local", "slurm"):
+            before, worker, after = (statistics.median(values) for values in zip(*phases[name]))
+            print(f"{name} executor: {statistics.median(totals[name]):.2f} s (start to worker "
+                  f"start {before:.2f} s, worker {worker:.2f} s, worker end to result "
+                  f"{after:.2f} s)")
+        overhead = statistics.median(totals["slurm"]) - statistics.median(totals["local"])
+        print(f"overhead per cell: {overhead:.2f} s")
 
 
 if __name__ == "__main__":
