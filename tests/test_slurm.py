@@ -156,6 +156,26 @@ def test_resume_runs_the_cells_without_a_result(tmp_path: Path) -> None:
         planned_cells({"run_id": "old"})
 
 
+def test_resume_works_for_the_local_executor_too(out_dir: Path) -> None:
+    import harness
+    from harness import api
+
+    first = harness.compare("fault", frameworks="fake", devices="cpu", variants="ok,invalid",
+                            quick=True, out=out_dir, ceilings=False,
+                            report=False, progress=False)
+    document = json.loads((first.path / "run.json").read_text())
+    kept_started = document["cells"][0]["started"]
+    document["cells"][1]["status"] = "interrupted"  # as a Ctrl-C leaves the cell it stopped
+    (first.path / "run.json").write_text(json.dumps(document))
+    resumed = api.resume_run(first.path, progress=False)
+    cells = {cell.variant: cell for cell in resumed.cells}
+    assert sorted(cells) == ["invalid", "ok"] and cells["invalid"].status.value == "invalid"
+    assert cells["ok"].extra_fields["started"] == kept_started  # kept, not run again
+    stored = json.loads((first.path / "run.json").read_text())
+    assert len(stored["cells"]) == 2 and stored["resumed"][0]["cells"] == 1
+    assert resumed.exit_code == 1  # the invalid cell still fails the run
+
+
 def test_cell_ids_are_file_names_unique_in_a_run() -> None:
     names = {cell_id(Cell("m", variant, framework, device)) for variant in ("fp32", "bf16")
              for framework in ("torch", "jax") for device in ("cpu", "cuda:0", "cuda:1")}
@@ -300,6 +320,7 @@ def test_a_task_cancelled_with_scancel_is_its_row(cluster: slurm_cluster.Cluster
     cancelled = cells["child-hang"]
     assert cancelled["status"] == "interrupted" and cancelled["slurm"]["job_id"] == job_id
     assert "SLURM state CANCELLED" in cancelled["reason"]
+    assert [case["case"]["size"] for case in cancelled["cases"]] == [1]  # size 1 finished: kept
     assert cells["ok"]["status"] == "ok"  # the other cell still ran and finished
 
 

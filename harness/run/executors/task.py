@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from harness.backend import parse_cuda_index
+from harness.core import interrupt
 from harness.core.units import device_kind
 from harness.measure import envinfo
 from harness.run.runner import RunOptions, run_cell
@@ -61,7 +63,13 @@ def run_task(cell_fields: dict[str, Any], result_path: str, options: RunOptions)
     host = envinfo.host_metadata()  # before pinning: the node as a whole, as a local run sees it
     worker_cell, pinned = pin_gpu(cell, dict(os.environ))
     os.environ.update(pinned)  # this task's own process: the worker inherits it
-    result = run_cell(worker_cell, options)
+    # SLURM ends a task with SIGTERM (scancel, preemption, the time limit): stop the worker as
+    # a local Ctrl-C does, keeping its finished cases, and still write the result. submitit's
+    # handlers would ignore SIGTERM and, on USR2 (its warning before the time limit), requeue
+    # or raise mid-cell; a cell has no checkpoint to resume from, so the warning is ignored.
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    with interrupt.stop_on_signals():
+        result = run_cell(worker_cell, options)
     result.update(cell=cell.as_dict(), host=host, slurm=task_identity())
     _write_atomically(Path(result_path), result)
     return result_path
