@@ -66,6 +66,30 @@ def test_sacct_lines_keep_who_cancelled() -> None:
     assert states["6"].state == "NODE_FAIL"
 
 
+def test_a_controller_that_does_not_answer_is_no_news(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.run.executors import slurm_state
+
+    answers = {"forgotten": (1, "", "slurm_load_jobs error: Invalid job id specified\n"),
+               "down": (1, "", "slurm_load_jobs error: Unable to contact slurm controller\n")}
+    monkeypatch.setattr(slurm_state, "_run", lambda command: answers[command[-1]] if
+                        command[0] == "scontrol" else (1, "", "accounting storage is disabled"))
+    assert slurm_state.query(["forgotten_0"]) == {}
+    with pytest.raises(slurm_state.SlurmUnreachable, match="Unable to contact"):
+        slurm_state.query(["down_0"])
+
+
+def test_no_answer_ends_no_task_but_a_complete_file_still_counts(tmp_path: Path) -> None:
+    from harness.run.executors.slurm import Task
+
+    executor = SlurmExecutor(missing_grace_s=0.0)
+    task = Task(CELL, job=None, result_path=tmp_path / "cell.json")
+    assert executor._ended(task, None, answered=False) is None
+    task.result_path.write_text(json.dumps(PARTIAL))  # error: waits for SLURM's word
+    assert executor._ended(task, None, answered=False) is None
+    task.result_path.write_text(json.dumps({**PARTIAL, "status": "ok"}))
+    assert executor._ended(task, None, answered=False)["status"] == "ok"
+
+
 CELL = Cell("fault", "ok", "fake", "cpu", {"size": [1, 2]}, True)
 PARTIAL = {"cell": CELL.as_dict(), "status": "error", "reason": "killed by SIGTERM",
            "cases": [{"case": {"size": 1}, "status": "ok", "reason": ""}]}

@@ -214,6 +214,8 @@ class SlurmExecutor:
                                              cluster=self.cluster)
             executor.update_parameters(**self.parameters(kind, options))
             paths = [results / f"{cell_id(cell)}.json" for cell in group]
+            for path in paths:  # a --resume: the cut-short run's file must not pass for news
+                path.unlink(missing_ok=True)
             try:
                 jobs = executor.map_array(run_task, [cell.as_dict() for cell in group],
                                           [str(path) for path in paths],
@@ -227,12 +229,15 @@ class SlurmExecutor:
             tasks.extend(Task(cell, job, path) for cell, job, path in zip(group, jobs, paths))
         return tasks, refused
 
-    def states(self, tasks: list[Task]) -> dict[str, TaskState]:
-        """Task id -> state, from SLURM (or from submitit's local processes)."""
+    def states(self, tasks: list[Task]) -> dict[str, TaskState] | None:
+        """Task id -> state, from SLURM (or submitit's local processes); None: no answer now."""
         if self.cluster != "slurm":
             return {task.job_id: TaskState(LOCAL_STATES.get(str(task.job.state), "UNKNOWN"))
                     for task in tasks}
-        return slurm_state.query(task.job_id for task in tasks)
+        try:
+            return slurm_state.query(task.job_id for task in tasks)
+        except slurm_state.SlurmUnreachable:
+            return None
 
     def cancel(self, tasks: list[Task]) -> None:
         if self.cluster == "slurm":
@@ -277,11 +282,11 @@ class SlurmExecutor:
         states = self.states(pending)
         still: list[Task] = []
         for task in pending:
-            state = states.get(task.job_id)
+            state = None if states is None else states.get(task.job_id)
             if state is not None and state.running and not task.running:
                 task.running = True
                 report_state(task.cell, CellState.RUNNING)
-            result = self._ended(task, state)
+            result = self._ended(task, state, answered=states is not None)
             if result is None:
                 still.append(task)
                 continue
@@ -294,8 +299,10 @@ class SlurmExecutor:
             report_state(task.cell, CellState.DONE)
         return still
 
-    def _ended(self, task: Task, state: TaskState | None) -> dict[str, Any] | None:
+    def _ended(self, task: Task, state: TaskState | None,
+               answered: bool = True) -> dict[str, Any] | None:
         """The task's result once SLURM says it ended (and its file is in), else None.
+        answered: whether SLURM answered at all this time (if not, only a complete file counts).
 
         Why wait for SLURM when the file says error or timeout: a task SLURM cancels, times out
         or preempts still writes a file (its worker killed by SLURM's signal), and the row must
@@ -304,6 +311,8 @@ class SlurmExecutor:
         document = read_result(task.result_path)
         if document is not None and document.get("status") in COMPLETE_STATUSES:
             return document  # the cell ran to its end; how its task exits changes nothing
+        if not answered:
+            return None
         if state is None:  # forgotten by SLURM (or never seen): the file is all there is
             if document is not None:
                 return document
@@ -336,11 +345,11 @@ class SlurmExecutor:
         self.cancel(pending)
         deadline = time.monotonic() + (self.cancel_grace_s if wait else 0.0)
         while wait and pending and time.monotonic() < deadline:
-            states = self.states(pending)
-            if all(state.finished for state in states.values()) and len(states) == len(pending):
+            states = self.states(pending) or {}
+            if len(states) == len(pending) and all(state.finished for state in states.values()):
                 break
             time.sleep(min(self.poll_s, 0.5))
-        states = self.states(pending) if wait else {}
+        states = (self.states(pending) or {}) if wait else {}
         for task in pending:
             state = states.get(task.job_id)
             document = written[task.job_id] or read_result(task.result_path)

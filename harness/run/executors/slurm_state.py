@@ -102,27 +102,46 @@ def parse_sacct(text: str) -> dict[str, TaskState]:
     return states
 
 
-def _run(command: list[str]) -> str | None:
+class SlurmUnreachable(RuntimeError):
+    """The controller did not answer (busy, restarting, network): no news, not an end."""
+
+
+def _run(command: list[str]) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr); exit code -1 when the command could not run at all."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S,
                               env=dict(os.environ))
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError) as exc:
+        return -1, "", str(exc)
+    return done.returncode, done.stdout, done.stderr
+
+
+def _scontrol(array: str) -> dict[str, TaskState]:
+    """The array's tasks per scontrol; {} once the controller has forgotten the job."""
+    code, out, err = _run(["scontrol", "-o", "show", "job", array])
+    if code == 0:
+        return parse_scontrol(out)
+    if "invalid job id" in err.lower():
+        return {}
+    raise SlurmUnreachable(f"scontrol show job {array}: {err.strip() or f'exit code {code}'}")
 
 
 def query(job_ids: Iterable[str]) -> dict[str, TaskState]:
-    """The state of each task ('123_4') SLURM still knows; absent ones are simply missing."""
+    """The state of each task ('123_4') SLURM still knows; absent ones are simply missing.
+
+    Raises SlurmUnreachable when scontrol could not ask the controller: a task missing then
+    says nothing about whether it ended.
+    """
     wanted = set(job_ids)
     arrays = sorted({job_id.split("_", 1)[0] for job_id in wanted})
     states: dict[str, TaskState] = {}
     for array in arrays:
-        states.update(parse_scontrol(_run(["scontrol", "-o", "show", "job", array]) or ""))
+        states.update(_scontrol(array))
     forgotten = sorted({job_id.split("_", 1)[0] for job_id in wanted - set(states)})
     if forgotten:
-        accounted = _run(["sacct", "-n", "-P", "-X", "-j", ",".join(forgotten), "-o",
-                          "JobID,State,NodeList,Reason,ExitCode"])
-        for job_id, state in parse_sacct(accounted or "").items():
+        code, accounted, _ = _run(["sacct", "-n", "-P", "-X", "-j", ",".join(forgotten), "-o",
+                                   "JobID,State,NodeList,Reason,ExitCode"])
+        for job_id, state in parse_sacct(accounted if code == 0 else "").items():
             states.setdefault(job_id, state)
     return {job_id: states[job_id] for job_id in wanted if job_id in states}
 
