@@ -143,7 +143,7 @@ def test_sbatch_settings_and_cli_options_are_checked() -> None:
         "account": "lab", "requeue": True, "constraint": "a100"}
     with pytest.raises(BadInput, match="KEY=VALUE"):
         parse_sbatch_settings(["=x"])
-    with pytest.raises(BadInput, match="apply to --executor slurm"):
+    with pytest.raises(BadInput, match="only with --executor slurm"):
         executor_from_options("local", partition_cpu="cpu")
     with pytest.raises(BadInput, match="valid: local, slurm"):
         executor_from_options("kubernetes")
@@ -299,7 +299,12 @@ def test_matrix_runs_as_slurm_job_arrays(cluster: slurm_cluster.Cluster, out_dir
     done = subprocess.run(command, env=cli_environment(cluster), capture_output=True, text=True,
                           timeout=CLI_TIMEOUT_S)
     assert done.returncode == 0, done.stderr
+    typo = subprocess.run(compare_command(out_dir, "ok", "--partition-gpu", "gpus"),
+                          env=cli_environment(cluster), capture_output=True, text=True,
+                          timeout=CLI_TIMEOUT_S)
+    assert typo.returncode == 2 and "--partition-gpu 'gpus': no such partition" in typo.stderr
     run_dir = run_folder(out_dir)
+    assert len(list(out_dir.iterdir())) == 1  # the refused command wrote nothing
     document = json.loads((run_dir / "run.json").read_text())
     cells = {result["cell"]["device"]: result for result in document["cells"]}
     assert sorted(cells) == ["cpu", "cuda:0"]

@@ -43,7 +43,7 @@ def executor_from_options(name: str = "local", *, partition_cpu: str | None = No
     if name == "local":
         given = [option for option, value in slurm_options.items() if value]
         if given:
-            raise BadInput(f"{', '.join(given)} apply to --executor slurm, not local")
+            raise BadInput(f"{', '.join(given)}: only with --executor slurm")
         return LocalExecutor()
     if name != "slurm":
         raise BadInput(f"--executor {name!r}: valid: {', '.join(EXECUTORS)}")
@@ -57,5 +57,26 @@ def executor_from_options(name: str = "local", *, partition_cpu: str | None = No
         raise BadInput("--executor slurm: no sbatch on PATH; run on a SLURM login node")
     if time_limit_min is not None and time_limit_min < 1:
         raise BadInput(f"--time-limit {time_limit_min}: minutes, >= 1")
+    check_partitions({"--partition-cpu": partition_cpu, "--partition-gpu": partition_gpu})
     return SlurmExecutor(partition_cpu=partition_cpu, partition_gpu=partition_gpu,
                          time_limit_min=time_limit_min, sbatch=parse_sbatch_settings(sbatch))
+
+
+def check_partitions(wanted: dict[str, str | None]) -> None:
+    """BadInput unless SLURM answers here and has the partitions asked for, before any run
+    folder exists (a typo would otherwise end as one refused-submission row per cell)."""
+    import subprocess
+
+    try:
+        listing = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True,
+                                 timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise BadInput(f"--executor slurm: sinfo did not run ({exc})") from None
+    if listing.returncode != 0:
+        said = (listing.stderr.strip().splitlines() or ["no message"])[-1]
+        raise BadInput(f"--executor slurm: SLURM does not answer here (sinfo: {said})")
+    partitions = set(listing.stdout.split())
+    for option, name in wanted.items():
+        if name and name not in partitions:
+            raise BadInput(f"{option} {name!r}: no such partition; this cluster has "
+                           f"{', '.join(sorted(partitions)) or 'none'}")
