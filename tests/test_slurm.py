@@ -226,10 +226,12 @@ def test_local_executor_reports_queued_running_done(out_dir: Path) -> None:
     assert tally.text() == "0 queued, 0 running, 2 done"
 
 
-def test_submitit_local_executor_runs_the_matrix_with_pinned_gpus(out_dir: Path) -> None:
+def test_submitit_local_executor_runs_the_matrix_with_pinned_gpus(
+        out_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole submit/watch/collect path without SLURM: submitit's local executor."""
     import harness
 
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")  # submitit would give each task "0"
     executor = SlurmExecutor(cluster="local", poll_s=0.2)
     result = harness.compare("fault", frameworks="fakegpu", devices="cpu,cuda:0,cuda:1",
                              variants="ok", quick=True, out=out_dir, ceilings=False,
@@ -237,7 +239,8 @@ def test_submitit_local_executor_runs_the_matrix_with_pinned_gpus(out_dir: Path)
     by_device = {cell.device: cell for cell in result.cells}
     assert sorted(by_device) == ["cpu", "cuda:0", "cuda:1"]
     assert {cell.status.value for cell in result.cells} == {"ok"}
-    assert by_device["cuda:1"].extra_fields["slurm"]["gpus"] == "1"  # its own GPU, as cuda:0
+    assert by_device["cuda:0"].extra_fields["slurm"]["gpus"] == "5"  # each its own GPU,
+    assert by_device["cuda:1"].extra_fields["slurm"]["gpus"] == "7"  # seen as cuda:0
     assert by_device["cuda:1"].device_name == "fake gpu"
     assert all(cell.extra_fields["host"]["hostname"] for cell in result.cells)
     assert sorted(path.name for path in (result.path / "cells").iterdir()) == [

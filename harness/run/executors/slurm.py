@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import time
 from collections.abc import Callable
@@ -188,7 +189,6 @@ class SlurmExecutor:
             found["slurm_partition"] = partition
         if kind == "gpu":
             found["slurm_gres"] = f"gpu:{self.gpus_per_cell}"
-            found["local_gpus_per_node"] = self.gpus_per_cell
         elif self.exclusive_cpu:
             found["slurm_exclusive"] = True
         return found
@@ -219,7 +219,8 @@ class SlurmExecutor:
             try:
                 jobs = executor.map_array(run_task, [cell.as_dict() for cell in group],
                                           [str(path) for path in paths],
-                                          [options] * len(group))
+                                          [options] * len(group),
+                                          [self.restored_environment()] * len(group))
             except Exception as exc:  # noqa: BLE001 - a refused submission is a status row
                 said = " | ".join(str(exc).strip().splitlines()[-3:])
                 refused.extend(empty_result(cell, Status.ERROR,
@@ -228,6 +229,13 @@ class SlurmExecutor:
                 continue
             tasks.extend(Task(cell, job, path) for cell, job, path in zip(group, jobs, paths))
         return tasks, refused
+
+    def restored_environment(self) -> dict[str, str | None]:
+        """What a task must set back first: submitit's local executor gives every task the
+        same CUDA_VISIBLE_DEVICES; the tasks pin their GPUs out of what this process sees."""
+        if self.cluster != "local":
+            return {}
+        return {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
     def states(self, tasks: list[Task]) -> dict[str, TaskState] | None:
         """Task id -> state, from SLURM (or submitit's local processes); None: no answer now."""

@@ -57,8 +57,18 @@ def pin_gpu(cell: Cell, environ: dict[str, str]) -> tuple[Cell, dict[str, str]]:
     return replace(cell, device="cuda:0"), {"CUDA_VISIBLE_DEVICES": physical}
 
 
-def run_task(cell_fields: dict[str, Any], result_path: str, options: RunOptions) -> str:
-    """One array task: run the cell's worker here and write its result where the run lives."""
+def run_task(cell_fields: dict[str, Any], result_path: str, options: RunOptions,
+             restore: dict[str, str | None] | None = None) -> str:
+    """One array task: run the cell's worker here and write its result where the run lives.
+
+    restore: variables to set (None: unset) first; for submitit's local executor, which
+    overwrites CUDA_VISIBLE_DEVICES, the submitting process's own value.
+    """
+    for name, value in (restore or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     cell = Cell(**cell_fields)
     host = envinfo.host_metadata()  # before pinning: the node as a whole, as a local run sees it
     worker_cell, pinned = pin_gpu(cell, dict(os.environ))
