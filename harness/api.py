@@ -312,13 +312,7 @@ def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
         raise BadInput(f"--resume: {exc}") from None
     spec = registry.load_workload(str(document.get("workload")))
     chosen = make_executor(executor)
-    kept = resume_plan.kept_results(document, run_dir)
-    cells = resume_plan.cells_to_run(resume_plan.planned_cells(document), kept)
-    document.update(cells=[], finished=None, interrupted=False)
-    document.pop("interrupted_by", None)
-    document.setdefault("resumed", []).append(
-        {"started": time.time(), "command": command or sys.argv, "cells": len(cells),
-         "executor": chosen.describe()})
+    kept, cells = resume_plan.reopen(document, run_dir, chosen.describe(), command or sys.argv)
     recorder = RunRecorder(run_dir, spec, document)
     for result in kept:
         recorder.add(result)

@@ -8,6 +8,7 @@ task finished; nothing finished is lost). Everything else of the stored plan run
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,3 +61,19 @@ def cells_to_run(planned: list[Cell], kept: list[dict[str, Any]]) -> list[Cell]:
     """The planned cells without a kept result, in the planned order."""
     done = {cell_key(result["cell"]) for result in kept}
     return [cell for cell in planned if cell_key(cell.as_dict()) not in done]
+
+
+def reopen(document: dict[str, Any], run_dir: Path, executor: dict[str, Any],
+           command: list[str]) -> tuple[list[dict[str, Any]], list[Cell]]:
+    """Ready a stored run's document to go on: (the results kept, the cells to run).
+
+    The document's cells are emptied (the caller records the kept ones again, which rewrites
+    measurements.csv from them), its end and interruption marks cleared, the resume noted.
+    """
+    kept = kept_results(document, run_dir)
+    cells = cells_to_run(planned_cells(document), kept)
+    document.update(cells=[], finished=None, interrupted=False)
+    document.pop("interrupted_by", None)
+    document.setdefault("resumed", []).append(
+        {"started": time.time(), "command": command, "cells": len(cells), "executor": executor})
+    return kept, cells
