@@ -26,8 +26,8 @@ from harness.run.executors.slurm import (
     default_time_limit_min,
     ended_result,
     parse_sbatch_settings,
-    pin_gpu,
 )
+from harness.run.executors.task import pin_gpu
 from harness.run.executors.slurm_state import TaskState, parse_sacct, parse_scontrol
 from harness.run.resume import cells_to_run, kept_results, planned_cells
 from harness.run.runner import RunOptions
@@ -389,3 +389,17 @@ def test_ctrl_c_cancels_the_array_and_resume_runs_the_rest(cluster: slurm_cluste
     assert second["ok"]["slurm"]["job_id"] == first["ok"]["slurm"]["job_id"]  # not re-run
     assert second["slow"]["slurm"]["job_id"] != first["slow"]["slurm"]["job_id"]
     assert json.loads((run_dir / "run.json").read_text())["interrupted"] is False
+
+
+@pytest.mark.skipif(not os.environ.get("HARNESS_SLOW_TESTS"),
+                    reason="takes ~90 s (SLURM's shortest time limit is one minute); set "
+                           "HARNESS_SLOW_TESTS=1 to run it")
+def test_a_task_past_its_time_limit_is_a_timeout_row(cluster: slurm_cluster.Cluster,
+                                                     out_dir: Path) -> None:
+    done = subprocess.run(compare_command(out_dir, "hang", "--time-limit", "1"),
+                          env=cli_environment(cluster), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 1, done.stderr
+    result = cells_by_variant(run_folder(out_dir))["hang"]
+    assert result["status"] == "timeout" and "SLURM state TIMEOUT" in result["reason"]
+    assert [case["case"]["size"] for case in result["cases"]] == [1]  # size 1 finished: kept

@@ -30,11 +30,11 @@ from harness.core.units import device_kind
 from harness.run.executors import slurm_state
 from harness.run.executors.base import CellState, OnResult, OnState, ignore_state
 from harness.run.executors.slurm_state import TaskState
-from harness.run.executors.task import pin_gpu, run_task  # noqa: F401 - pin_gpu: API
+from harness.run.executors.task import run_task
+from harness.run.resume import TASK_RESULTS_FOLDER as RESULTS_FOLDER  # RUN_DIR/cells/<id>.json
 from harness.run.runner import RunOptions, empty_result
 from harness.spec import BadInput, Cell, Status
 
-RESULTS_FOLDER = "cells"      # RUN_DIR/cells/<cell id>.json, one per finished task
 SUBMITIT_FOLDER = "slurm"     # RUN_DIR/slurm/: submitit's scripts, pickles and task logs
 TIME_LIMIT_MARGIN_MIN = 5     # start-up and import time on top of the cell's --timeout
 STDERR_TAIL_CHARS = 1500

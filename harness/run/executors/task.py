@@ -79,10 +79,28 @@ def run_task(cell_fields: dict[str, Any], result_path: str, options: RunOptions,
     # or raise mid-cell; a cell has no checkpoint to resume from, so the warning is ignored.
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     with interrupt.stop_on_signals():
+        _first_sigterm_only()
         result = run_cell(worker_cell, options)
     result.update(cell=cell.as_dict(), host=host, slurm=task_identity())
     _write_atomically(Path(result_path), result)
     return result_path
+
+
+def _first_sigterm_only() -> None:
+    """Let only the first SIGTERM through to the stop handler.
+
+    Why: at the time limit SLURM signals the task twice (srun forwards its SIGTERM, and the
+    step's own arrives too); the handler's 'second signal: exit now' is meant for a user who
+    insists, and here it would cost the result file. SLURM's SIGKILL after KillWait remains
+    the backstop.
+    """
+    stop_handler = signal.getsignal(signal.SIGTERM)
+
+    def first_only(signum: int, frame: Any) -> None:
+        if interrupt.requested() is None and callable(stop_handler):
+            stop_handler(signum, frame)
+
+    signal.signal(signal.SIGTERM, first_only)
 
 
 def _write_atomically(path: Path, document: dict[str, Any]) -> None:
