@@ -18,7 +18,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +33,7 @@ from harness.core import interrupt
 from harness.core import registry
 from harness.data import store
 from harness.backend import canonical_device, parse_cuda_index
+from harness.run.planner import refuse_declared
 from harness.run.progress import CellEtaColumn
 from harness.data.results import CellResult, RunDocument
 from harness.run.runner import RunOptions, run_matrix
@@ -248,7 +249,8 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
                                                     largest_square_matmul(spec, run.cells))
             recorder.save()
         if interrupt.requested() is None:
-            _run_cells(run.cells, RunOptions(timeout_s=run.timeout_s), recorder, progress)
+            _run_cells(run.cells, RunOptions(timeout_s=run.timeout_s), recorder, progress,
+                       refuse_declared(spec))
         stopped_by = interrupt.requested()
     except KeyboardInterrupt:  # no handlers installed (a notebook): the runner killed the worker
         stopped_by = signal.SIGINT
@@ -343,10 +345,12 @@ def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any
 
 
 def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
-               progress: bool) -> bool:
-    """run_matrix, with a progress bar and ETA on stderr when asked."""
+               progress: bool,
+               planned: Callable[[Cell], dict[str, Any] | None] | None = None) -> bool:
+    """run_matrix, with a progress bar and ETA on stderr when asked; `planned` refuses the
+    cells the declarations rule out without a worker (harness.run.planner)."""
     if not progress:
-        return run_matrix(cells, options, lambda cell, result: recorder.add(result))
+        return run_matrix(cells, options, lambda cell, result: recorder.add(result), planned)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
                   "{task.total}"), TimeElapsedColumn(), CellEtaColumn(),
                   console=progress_console, transient=True) as bar:
@@ -356,4 +360,4 @@ def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
             recorder.add(result)
             bar.update(task, advance=1, description=f"{cell.label}: {result['status']}")
 
-        return run_matrix(cells, options, on_result)
+        return run_matrix(cells, options, on_result, planned)

@@ -1,0 +1,100 @@
+"""What a run knows before any worker starts: which cells cannot run, and why.
+
+A cell whose framework is not installed, whose device its cpu-only framework cannot use, or
+whose variant its implementation declares it does not run (WorkloadSpec.capabilities) becomes
+an `unavailable` row with that reason, and no worker process starts for it: a worker costs
+seconds of interpreter start and framework imports only to say the same thing (issue 21: 22 of
+45 cells of `--variant all` on MNIST). Workers keep their own VariantUnavailable checks for
+what only the machine can tell (a compiler, a GPU count, a library version) and as a safety
+net under the declarations. Never imports a framework.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.core import registry
+from harness.core.units import device_kind
+from harness.spec import Cell, Status, WorkloadSpec
+
+# One device per kind stands for every device of that kind in `harness list`'s matrix.
+KIND_DEVICES = {"cpu": "cpu", "gpu": "cuda:0"}
+
+
+def framework_refusal(framework: str, device: str) -> str | None:
+    """Why `framework` cannot run on `device` at all, from its FrameworkSpec; None if it can."""
+    try:
+        spec = registry.load_framework(framework)
+    except registry.BadInput:  # unknown or broken: framework_installed gives the reason
+        return None
+    if spec.cpu_only and device_kind(device) != "cpu":
+        return f"{framework} runs on the cpu only, not {device}"
+    return None
+
+
+def declared_refusal(spec: WorkloadSpec, framework: str, variant: str,
+                     device: str) -> str | None:
+    """Why the declarations say this cell cannot run; None when a worker may try it.
+
+    A framework without a `capabilities` entry (a plugin written before declarations) is
+    refused nothing here: its worker tries every variant, as before.
+    """
+    return (framework_refusal(framework, device)
+            or spec.refusal(variant, framework, device))
+
+
+def cell_refusal(spec: WorkloadSpec, cell: Cell) -> str | None:
+    """Why `cell` cannot run, known without a worker: a missing framework first (its install
+    hint, as the worker gave it), then the declarations."""
+    installed, reason = registry.framework_installed(cell.framework)
+    if not installed:
+        return reason
+    return declared_refusal(spec, cell.framework, cell.variant, cell.device)
+
+
+def refused_result(cell: Cell, reason: str) -> dict[str, Any]:
+    """The result document of a cell no worker ran: unavailable, with the reason, no cases."""
+    now = time.time()
+    return {"cell": cell.as_dict(), "status": Status.UNAVAILABLE.value, "reason": reason,
+            "framework_version": None, "device_name": None, "threads": None,
+            "started": now, "finished": now, "cases": [], "worker_started": False}
+
+
+def refuse_declared(spec: WorkloadSpec) -> Callable[[Cell], dict[str, Any] | None]:
+    """For harness.run.runner.run_matrix: a refused cell's result, or None to start a worker."""
+
+    def planned(cell: Cell) -> dict[str, Any] | None:
+        reason = cell_refusal(spec, cell)
+        return None if reason is None else refused_result(cell, reason)
+
+    return planned
+
+
+@dataclass(frozen=True)
+class MatrixCell:
+    """One workload x framework x variant entry of `harness list`: why not, per device kind."""
+
+    framework: str
+    variant: str
+    refused: dict[str, str | None]  # device kind -> reason, None where it runs
+
+    @property
+    def runs_on(self) -> tuple[str, ...]:
+        return tuple(kind for kind, reason in self.refused.items() if reason is None)
+
+
+def matrix_frameworks(spec: WorkloadSpec) -> list[str]:
+    """The workload's frameworks, then those that only declare (run on request, e.g. tensorflow
+    on MNIST)."""
+    return list(dict.fromkeys([*spec.frameworks, *spec.capabilities]))
+
+
+def capability_matrix(spec: WorkloadSpec) -> list[MatrixCell]:
+    """Every framework x variant of `spec` with where it runs and why not elsewhere."""
+    return [MatrixCell(framework, variant,
+                       {kind: declared_refusal(spec, framework, variant, device)
+                        for kind, device in KIND_DEVICES.items()})
+            for framework in matrix_frameworks(spec) for variant in spec.variants]
