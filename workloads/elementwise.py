@@ -175,9 +175,9 @@ def check(case: Mapping[str, Any], variant: str, inputs: dict[str, np.ndarray],
 CAPABILITIES = {
     "torch": Capability(),
     "tensorflow": Capability(),
-    "numpy": Capability(variants=("as-written", "in-place"), refused={
-        variant: f"numpy has no {variant} mode: it runs each operation as called"
-        for variant in ("compiled", "graph")}),
+    "numpy": Capability(variants=("as-written", "in-place"), refused=dict.fromkeys(
+        ("compiled", "graph"), "numpy has no compiled or graph mode: it runs each operation as "
+        "called")),
     "jax": Capability(variants=("as-written", "compiled"), refused={
         "in-place": "JAX arrays are immutable: no in-place update outside jit (see compiled)",
         "graph": "JAX's only graph mode is jax.jit: see the compiled variant"}),

@@ -25,8 +25,9 @@ CAPABILITIES = {
         framework="TensorFlow", its_graphs="its graphs are tf.function and XLA")}),
     "jax": Capability(refused={"fp32-graph": GRAPH_IS_TORCH.format(
         framework="JAX", its_graphs="jax.jit already runs the call as one XLA executable")}),
-    "numpy": Capability(variants=("fp32",), refused={
-        variant: f"numpy has no {variant} matmul" for variant in ("tf32", "bf16", "fp32-graph")}),
+    "numpy": Capability(variants=("fp32",), refused=dict.fromkeys(
+        ("tf32", "bf16", "fp32-graph"), "numpy's only matmul is plain fp32 (no tf32, bf16 or "
+        "graph)")),
 }
 
 

@@ -170,21 +170,19 @@ IMPLEMENTATIONS = {"torch": "backends.torch.mnist", "jax": "backends.jax.mnist",
 # `unavailable` row without a worker (the backends keep their own checks as a safety net).
 # cuda-graph and reduce-overhead need a GPU everywhere (device_only_variants).
 KERAS_VARIANTS = ("as-written", "preloaded", "compiled") + KERAS_ONLY_VARIANTS
-KERAS_REFUSED = {variant: (f"{variant} is written for native torch, not Keras; Keras' "
-                           "counterparts for a host-bound step are compiled (jit_compile) and "
-                           "steps-per-execution") for variant in TORCH_ONLY_VARIANTS}
+KERAS_REFUSED = dict.fromkeys(TORCH_ONLY_VARIANTS, (
+    "written for native torch, not Keras; Keras' counterparts for a host-bound step are "
+    "compiled (jit_compile) and steps-per-execution"))
 ONE_STEP_PER_CALL = ("Keras' torch backend runs one step per call: steps_per_execution must be "
                      "1 with the PyTorch backend")
 KERAS = Capability(variants=KERAS_VARIANTS, refused=KERAS_REFUSED)
 CAPABILITIES = {
-    "torch": Capability(refused={variant: (f"{variant} is a Keras fit option "
-                                           "(steps_per_execution); torch's counterparts are "
-                                           "cuda-graph and reduce-overhead")
-                                 for variant in KERAS_ONLY_VARIANTS}),
-    "jax": Capability(variants=("as-written", "preloaded", "compiled"), refused={
-        variant: (f"variant {variant} is not written for jax (its 'compiled' variant runs the "
-                  "whole epoch as one jitted scan)")
-        for variant in TORCH_ONLY_VARIANTS + KERAS_ONLY_VARIANTS}),
+    "torch": Capability(refused=dict.fromkeys(KERAS_ONLY_VARIANTS, (
+        "a Keras fit option (steps_per_execution); torch's counterparts are cuda-graph and "
+        "reduce-overhead"))),
+    "jax": Capability(variants=("as-written", "preloaded", "compiled"), refused=dict.fromkeys(
+        TORCH_ONLY_VARIANTS + KERAS_ONLY_VARIANTS,
+        "not written for jax (its 'compiled' variant runs the whole epoch as one jitted scan)")),
     "keras-tensorflow": KERAS,
     "keras-jax": KERAS,
     "keras-torch": Capability(variants=KERAS_VARIANTS[:3], refused={

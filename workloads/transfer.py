@@ -113,10 +113,9 @@ CAPABILITIES = {
     "jax": Capability(refused={"matmul-overlap": (
         "JAX exposes no copy streams or events: XLA schedules transfers itself, so the pinned, "
         "double-buffered overlap has no JAX form")}),
-    "numpy": Capability(variants=("matmul-resident",), refused={
-        variant: (f"numpy has no device to copy to; {variant} needs a framework with one "
-                  "(numpy's matmul-resident is the CPU baseline)")
-        for variant in MATMUL_VARIANTS[1:] + BANDWIDTH_VARIANTS}),
+    "numpy": Capability(variants=("matmul-resident",), refused=dict.fromkeys(
+        MATMUL_VARIANTS[1:] + BANDWIDTH_VARIANTS, (
+            "numpy has no device to copy to: its matmul-resident is the CPU baseline"))),
 }
 
 SPEC = WorkloadSpec(

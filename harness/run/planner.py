@@ -98,3 +98,52 @@ def capability_matrix(spec: WorkloadSpec) -> list[MatrixCell]:
                        {kind: declared_refusal(spec, framework, variant, device)
                         for kind, device in KIND_DEVICES.items()})
             for framework in matrix_frameworks(spec) for variant in spec.variants]
+
+
+@dataclass(frozen=True)
+class MatrixText:
+    """`harness list`'s matrix as plain text: a header, one row per variant, footnotes."""
+
+    header: list[str]
+    rows: list[list[str]]
+    footnotes: list[str]
+
+
+def framework_label(spec: WorkloadSpec, framework: str) -> str:
+    """The column name: the framework, and whether it runs by default and is installed here."""
+    notes = [] if framework in spec.frameworks else ["on request"]
+    if framework_refusal(framework, KIND_DEVICES["gpu"]) is not None:
+        notes.append("cpu only")
+    if not registry.framework_installed(framework)[0]:
+        notes.append("not installed")
+    return f"{framework} ({', '.join(notes)})" if notes else framework
+
+
+def implementation_refusal(spec: WorkloadSpec, framework: str, variant: str,
+                           kind: str) -> str | None:
+    """The implementation's own declared reason, without the device-kind rules (a GPU-only
+    variant, a cpu-only framework), which the matrix shows by the kinds it lists."""
+    capability = spec.capabilities.get(framework)
+    return None if capability is None else capability.refusal(variant, kind)
+
+
+def matrix_text(spec: WorkloadSpec) -> MatrixText:
+    """Each entry names the device kinds a variant runs on ('-' for none) and, in brackets,
+    the footnotes with the implementation's reasons; equal reasons share one footnote."""
+    frameworks = matrix_frameworks(spec)
+    reasons: dict[str, int] = {}
+    entries = {(entry.framework, entry.variant): entry for entry in capability_matrix(spec)}
+    rows = []
+    for variant in spec.variants:
+        row = [variant]
+        for framework in frameworks:
+            why_not = [implementation_refusal(spec, framework, variant, kind)
+                       for kind in KIND_DEVICES]
+            marks = [reasons.setdefault(reason, len(reasons) + 1)
+                     for reason in dict.fromkeys(why_not) if reason is not None]
+            runs = " ".join(entries[(framework, variant)].runs_on) or "-"
+            row.append(runs + (f" [{','.join(map(str, marks))}]" if marks else ""))
+        rows.append(row)
+    footnotes = [f"[{number}] {reason}" for reason, number in reasons.items()]
+    return MatrixText(["variant", *(framework_label(spec, name) for name in frameworks)],
+                      rows, footnotes)
