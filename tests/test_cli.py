@@ -274,3 +274,26 @@ def test_variant_all_starts_no_worker_for_a_refused_cell(out_dir: Path,
     if ("as-written", "keras-torch") in allowed:  # keras installed: the declared reason
         assert "steps_per_execution must be 1" in by_cell[("steps-per-execution",
                                                            "keras-torch")]
+
+
+def test_list_shows_where_each_variant_runs_and_why_not() -> None:
+    """`harness list`: per workload, variant x framework, the device kinds each runs on and
+    numbered reasons for the rest, read from the declarations (no worker, no framework)."""
+    result = invoke("list")
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("mnist-small:"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("mnist-wide:"))
+    block = lines[start:end]
+    header = next(line for line in block if line.strip().startswith("variant "))
+    assert "keras-torch" in header and "tensorflow (on request)" in header
+    row = next(line for line in block if line.strip().startswith("steps-per-execution"))
+    columns = [part for part in row.split("  ") if part.strip()]
+    keras_torch = columns[1:][header.split().index("keras-torch") - 1]
+    number = keras_torch.strip().removeprefix("- [").removesuffix("]")
+    assert keras_torch.strip().startswith("- [") and number.isdigit(), row
+    assert any(line.strip().startswith(f"[{number}]") and "steps_per_execution must be 1" in line
+               for line in block)
+    cuda_graph = next(line for line in block if line.strip().startswith("cuda-graph"))
+    assert cuda_graph.split()[1] == "gpu"  # torch, on a GPU only
+    assert "numpy (cpu only)" in result.output
