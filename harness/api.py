@@ -33,7 +33,7 @@ from harness.core import interrupt
 from harness.core import registry
 from harness.data import store
 from harness.backend import canonical_device, parse_cuda_index
-from harness.run.planner import refuse_declared
+from harness.run.planner import cell_refusal, refuse_declared
 from harness.run.progress import CellEtaColumn
 from harness.data.results import CellResult, RunDocument
 from harness.run.runner import RunOptions, run_matrix
@@ -241,7 +241,9 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
     )
     recorder = RunRecorder(run_dir, spec, document)
     recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
-    progress_console.print(f"run folder: {run_dir}  ({len(run.cells)} cells)")
+    refused = sum(cell_refusal(spec, cell) is not None for cell in run.cells)
+    progress_console.print(f"run folder: {run_dir}  ({len(run.cells)} cells"
+                           + (f"; {refused} unavailable, no worker started)" if refused else ")"))
     stopped_by = None
     try:
         if ceilings:
