@@ -169,7 +169,8 @@ IMPLEMENTATIONS = {"torch": "backends.torch.mnist", "jax": "backends.jax.mnist",
 # What each implementation runs, declared for the planner: a refused cell becomes an
 # `unavailable` row without a worker (the backends keep their own checks as a safety net).
 # cuda-graph and reduce-overhead need a GPU everywhere (device_only_variants).
-KERAS_VARIANTS = ("as-written", "preloaded", "compiled") + KERAS_ONLY_VARIANTS
+SHARED_VARIANTS = ("as-written", "preloaded", "compiled")  # every implementation has these
+KERAS_VARIANTS = SHARED_VARIANTS + KERAS_ONLY_VARIANTS
 KERAS_REFUSED = dict.fromkeys(TORCH_ONLY_VARIANTS, (
     "written for native torch, not Keras; Keras' counterparts for a host-bound step are "
     "compiled (jit_compile) and steps-per-execution"))
@@ -180,12 +181,12 @@ CAPABILITIES = {
     "torch": Capability(refused=dict.fromkeys(KERAS_ONLY_VARIANTS, (
         "a Keras fit option (steps_per_execution); torch's counterparts are cuda-graph and "
         "reduce-overhead"))),
-    "jax": Capability(variants=("as-written", "preloaded", "compiled"), refused=dict.fromkeys(
+    "jax": Capability(variants=SHARED_VARIANTS, refused=dict.fromkeys(
         TORCH_ONLY_VARIANTS + KERAS_ONLY_VARIANTS,
         "not written for jax (its 'compiled' variant runs the whole epoch as one jitted scan)")),
     "keras-tensorflow": KERAS,
     "keras-jax": KERAS,
-    "keras-torch": Capability(variants=KERAS_VARIANTS[:3], refused={
+    "keras-torch": Capability(variants=SHARED_VARIANTS, refused={
         **KERAS_REFUSED, **dict.fromkeys(KERAS_ONLY_VARIANTS, ONE_STEP_PER_CALL)}),
     "tensorflow": KERAS,
 }

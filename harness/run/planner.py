@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.core import registry
 from harness.core.units import device_kind
-from harness.spec import Cell, Status, WorkloadSpec
+from harness.spec import BadInput, Cell, Status, WorkloadSpec
 
 # One device per kind stands for every device of that kind in `harness list`'s matrix.
 KIND_DEVICES = {"cpu": "cpu", "gpu": "cuda:0"}
@@ -28,7 +28,7 @@ def framework_refusal(framework: str, device: str) -> str | None:
     """Why `framework` cannot run on `device` at all, from its FrameworkSpec; None if it can."""
     try:
         spec = registry.load_framework(framework)
-    except registry.BadInput:  # unknown or broken: framework_installed gives the reason
+    except BadInput:  # unknown or broken: framework_installed gives the reason
         return None
     if spec.cpu_only and device_kind(device) != "cpu":
         return f"{framework} runs on the cpu only, not {device}"
