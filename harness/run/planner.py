@@ -114,7 +114,11 @@ def framework_label(spec: WorkloadSpec, framework: str) -> str:
     notes = [] if framework in spec.frameworks else ["on request"]
     if framework_refusal(framework, KIND_DEVICES["gpu"]) is not None:
         notes.append("cpu only")
-    if not registry.framework_installed(framework)[0]:
+    try:
+        installed = registry.framework_installed(framework)[0]
+    except BadInput:  # a name no registry knows: `harness list` must still print the rest
+        installed = False
+    if not installed:
         notes.append("not installed")
     return f"{framework} ({', '.join(notes)})" if notes else framework
 
