@@ -18,7 +18,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +33,7 @@ from harness.core import interrupt
 from harness.core import registry
 from harness.data import store
 from harness.backend import canonical_device, parse_cuda_index
+from harness.run.planner import cell_refusal, refuse_declared
 from harness.run.progress import CellEtaColumn
 from harness.data.results import CellResult, RunDocument
 from harness.run.runner import RunOptions
@@ -249,7 +250,9 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
     )
     recorder = RunRecorder(run_dir, spec, document)
     recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
-    progress_console.print(f"run folder: {run_dir}  ({len(run.cells)} cells)")
+    refused = sum(cell_refusal(spec, cell) is not None for cell in run.cells)
+    progress_console.print(f"run folder: {run_dir}  ({len(run.cells)} cells"
+                           + (f"; {refused} unavailable, no worker started)" if refused else ")"))
     stopped_by = None
     try:
         if ceilings and chosen.runs_cells_here:  # elsewhere they would describe the wrong host
@@ -258,7 +261,7 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
             recorder.save()
         if interrupt.requested() is None:
             _run_cells(run.cells, RunOptions(timeout_s=run.timeout_s), recorder, progress,
-                       chosen)
+                       chosen, refuse_declared(spec))
         stopped_by = interrupt.requested()
     except KeyboardInterrupt:  # no handlers installed (a notebook): the runner killed the worker
         stopped_by = signal.SIGINT
@@ -320,7 +323,7 @@ def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
     stopped_by = None
     try:
         _run_cells(cells, RunOptions(timeout_s=float(document.timeout_s or 900.0)),
-                   recorder, progress, chosen)
+                   recorder, progress, chosen, refuse_declared(spec))
         stopped_by = interrupt.requested()
     except KeyboardInterrupt:
         stopped_by = signal.SIGINT
@@ -395,10 +398,23 @@ def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any
 
 
 def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
-               progress: bool, executor: Executor | None = None) -> bool:
-    """The executor's run, with a progress bar, cell states and ETA on stderr when asked."""
+               progress: bool, executor: Executor | None = None,
+               planned: Callable[[Cell], dict[str, Any] | None] | None = None) -> bool:
+    """The executor's run, with a progress bar, cell states and ETA on stderr when asked.
+
+    `planned` (harness.run.planner.refuse_declared) gives the result of each cell the
+    declarations rule out: it is recorded at once and no worker, local or remote, starts.
+    """
     chosen = executor or make_executor()
     run_dir = recorder.run_dir
+    to_run = []
+    for cell in cells:
+        refused = planned(cell) if planned is not None else None
+        if refused is None:
+            to_run.append(cell)
+        else:
+            recorder.add(refused)
+    cells = to_run
     if not progress:
         return chosen.run(cells, options, run_dir, lambda cell, result: recorder.add(result))
     tally = StateTally()

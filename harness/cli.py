@@ -16,6 +16,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 
 from harness import api
@@ -25,6 +26,7 @@ from harness.core import registry
 from harness.data import fields, store
 from harness.measure.memory import memory_text
 from harness.run.executors import executor_from_options
+from harness.run.planner import matrix_text
 from harness.run.runner import run_json_child
 from harness.core.units import format_seconds
 from harness.spec import BadInput, Cell, WorkloadSpec
@@ -211,6 +213,21 @@ def list_workloads() -> None:
         for param_name, p in spec.params.items():
             console.print(f"  --param {param_name}=  default {p.default!r}, quick {p.quick!r}: "
                           f"{p.help}", markup=False)
+        print_capabilities(spec)
+
+
+def print_capabilities(spec: WorkloadSpec) -> None:
+    """The variant x framework matrix: where each runs (cpu, gpu) and, numbered, why not."""
+    matrix = matrix_text(spec)
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), show_edge=False)
+    for column in matrix.header:
+        table.add_column(column, no_wrap=True)
+    for row in matrix.rows:
+        table.add_row(*row)
+    console.print("  where each variant runs (cpu, gpu; -: nowhere) and why not [n]:", markup=False)
+    console.print(Padding(table, (0, 0, 0, 4), expand=False))
+    for footnote in matrix.footnotes:
+        console.print(f"    {footnote}", markup=False)
 
 
 def probe_framework(name: str, timeout_s: float = 120.0) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.spec import BadInput, Check, Param, WorkloadSpec
+from harness.spec import BadInput, Capability, Check, Param, WorkloadSpec
 from workloads import mnist
 from workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
 
@@ -147,6 +147,9 @@ SPEC = WorkloadSpec(
     sweep="processes",
     params=PARAMS,
     variants=("preloaded",),
+    # Both run the one variant on either device; how many GPUs a case needs is found out in
+    # the worker (it depends on the machine), as is every backend's safety net.
+    capabilities={"torch": Capability(), "tensorflow": Capability()},
     timing="measure",
     flops=training_flops,
     check=check,

@@ -116,7 +116,7 @@ class MirroredTraining:
         import keras  # noqa: PLC0415
         import tensorflow as tf  # noqa: PLC0415
 
-        from backends.tensorflow.mnist import build_model  # noqa: PLC0415
+        from backends.keras.model import build_model  # noqa: PLC0415
 
         self.case, self.tf = case, tf
         self.on_gpu = devices[0].startswith("/GPU")
