@@ -56,6 +56,16 @@ def format_bytes(count: float | None) -> str:
     return f"{int(count)} B" if index == 0 else f"{count:.3g} {units[index]}"
 
 
+def format_joules(joules: float | None) -> str:
+    """3 significant digits in kJ / J / mJ / uJ; '-' for nothing or a non-finite value."""
+    if not _finite(joules):
+        return "-"
+    for unit, scale in (("kJ", 1e3), ("J", 1.0), ("mJ", 1e-3)):
+        if abs(joules) >= scale:
+            return f"{joules / scale:.3g} {unit}"
+    return f"{joules / 1e-6:.3g} uJ"
+
+
 def format_ratio(ratio: float | None) -> str:
     """A speed ratio: '0.52x', '3.9x', '1,234x'."""
     if not _finite(ratio):

@@ -11,9 +11,12 @@ import io
 import math
 from typing import Any
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from harness.data import fields
+
+if TYPE_CHECKING:  # pandas is imported where a table is made: workers write CSV without it
+    import pandas as pd
 
 # The columns every row has: who, what, which sample, how long, the check, the work done.
 CORE_COLUMNS = [
@@ -36,6 +39,8 @@ TRUE_TEXT, FALSE_TEXT = ("true", "True"), ("false", "False")
 
 
 def _missing(value: Any) -> bool:
+    import pandas as pd
+
     if value is None or value is pd.NA:
         return True
     if isinstance(value, float) and math.isnan(value):
@@ -69,6 +74,8 @@ def _as_number(value: Any) -> int | float | None:
 
 def _column(name: str, values: list[Any]) -> pd.Series:
     """One column with a stable type: fixed for known names, inferred for the rest."""
+    import pandas as pd
+
     present = [value for value in values if not _missing(value)]
     if name in TEXT_COLUMNS:
         return pd.Series(["" if _missing(v) else str(v) for v in values], dtype=object)
@@ -88,6 +95,8 @@ def _column(name: str, values: list[Any]) -> pd.Series:
 
 def typed_frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     """Rows (as written to measurements.csv, or read back as text) as a typed DataFrame."""
+    import pandas as pd
+
     return pd.DataFrame({name: _column(name, [row.get(name) for row in rows])
                          for name in columns}, columns=columns)
 

@@ -161,7 +161,7 @@ class CaseResult:
 
 _CELL_KEYS = ("cell", "status", "reason", "framework_version", "device_name", "threads",
               "started", "finished", "cases", "peak_host_memory_bytes", "device_init_seconds",
-              "peak_host_memory_source", "peak_host_memory_bytes_worker")
+              "peak_host_memory_source", "peak_host_memory_bytes_worker", "host", "slurm")
 
 
 def cell_from_dict(document: dict[str, Any]) -> tuple[Cell, dict[str, Any]]:
@@ -192,6 +192,10 @@ class CellResult:
     peak_host_memory_source: str | None = None
     peak_host_memory_bytes_worker: int | None = None
     device_init_seconds: float | None = None
+    # Where the cell ran when not on the run's own host (a SLURM node): its host metadata, and
+    # the scheduler's job id, node and state; None for cells run by the local executor.
+    host: dict[str, Any] | None = None
+    slurm: dict[str, Any] | None = None
     cell_extra: dict[str, Any] = field(default_factory=dict)  # unknown keys of `cell`
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
@@ -233,6 +237,8 @@ class CellResult:
                 value = [case.to_dict() for case in self.cases]
             elif name == "status":
                 value = self.status.value
+            elif name in OPTIONAL_CELL_KEYS and value is None:
+                continue
             document[name] = value
         return {**document, **self.extra_fields}
 
@@ -247,7 +253,10 @@ class CellResult:
 
 _RUN_KEYS = ("run_id", "command", "started", "finished", "workload", "sweep", "params",
              "quick", "timeout_s", "hints", "frameworks", "host", "ceilings", "interrupted",
-             "interrupted_by", "cells")
+             "interrupted_by", "cells", "planned_cells", "executor", "resumed")
+# Keys that only some runs have (resumable plans, SLURM runs): absent rather than empty.
+OPTIONAL_RUN_KEYS = ("planned_cells", "executor", "resumed")
+OPTIONAL_CELL_KEYS = ("host", "slurm")
 UNKNOWN_MACHINE = "unknown machine"
 
 
@@ -272,6 +281,11 @@ class RunDocument:
     interrupted: bool = False
     interrupted_by: str = ""  # the signal's name
     cells: list[CellResult] = field(default_factory=list)
+    # What --resume needs: every planned cell (Cell.as_dict), the executor that ran them, and
+    # one entry per resumption.
+    planned_cells: list[dict[str, Any]] = field(default_factory=list)
+    executor: dict[str, Any] = field(default_factory=dict)
+    resumed: list[dict[str, Any]] = field(default_factory=list)
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -311,6 +325,9 @@ class RunDocument:
         known["quick"] = bool(known.get("quick"))
         known["interrupted"] = bool(known.get("interrupted"))
         known["interrupted_by"] = str(known.get("interrupted_by") or "")
+        for name in ("planned_cells", "resumed"):
+            known[name] = list(known.get(name) or [])
+        known["executor"] = dict(known.get("executor") or {})
         known["cells"] = [result if isinstance(result, CellResult)
                           else CellResult.from_dict(result) for result in known.get("cells") or []]
         return cls(**known, extra_fields=rest)
@@ -320,7 +337,8 @@ class RunDocument:
         for name in _RUN_KEYS:
             document[name] = getattr(self, name)
         document["cells"] = [cell.to_dict() for cell in self.cells]
-        if not self.interrupted_by:
-            del document["interrupted_by"]
+        for name in ("interrupted_by", *OPTIONAL_RUN_KEYS):
+            if not document[name]:  # written only where there is something to say
+                del document[name]
         return {**document, **self.extra_fields}
 

@@ -26,6 +26,7 @@ from harness.core.registry import (
 from harness.spec import Cell, Status, WorkloadSpec
 from harness.data.results import CaseResult, CellResult
 from harness.data.store import write_json_atomic
+from harness.measure.casewatch import CaseWatch
 from harness.measure.timing import Measurement, TimingPolicy, autorange, per_call
 from harness.run.failures import failure_reason
 
@@ -53,6 +54,18 @@ def device_memory_record(device: Any) -> dict[str, int | None]:
     found = peaks() if peaks is not None else {"allocated": device.peak_memory_bytes()}
     return {"peak_device_allocated_bytes": found.get("allocated"),
             "peak_device_reserved_bytes": found.get("reserved")}
+
+
+def reported_device_memory(output: dict[str, Any]) -> dict[str, int | None]:
+    """Peaks a backend measured where its work ran (e.g. in data-parallel ranks), if any.
+
+    The worker's own device holds none of such a job's tensors: its peak would read ~0.
+    """
+    reported = output.get("device_memory")
+    if not reported:
+        return {}
+    return {"peak_device_allocated_bytes": reported.get("allocated"),
+            "peak_device_reserved_bytes": reported.get("reserved")}
 
 
 CPU_PROFILE_REASON = "cpu cell: no device clock; its whole time is host compute"
@@ -111,20 +124,31 @@ class CellRun:
 
 def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant: str,
                  device: Any, inputs: dict[str, Any], policy: TimingPolicy,
-                 sync_style: str = "device") -> tuple[Measurement, dict[str, Any], Any]:
+                 sync_style: str = "device", window: CaseWatch | None = None,
+                 ) -> tuple[Measurement, dict[str, Any], Any]:
     """Time one case in the spec's timing style: the measurement, the output, and the step.
 
     The step is what the device-busy pass calls again; None where the backend times work in
-    other processes ('measure'), which no in-process profiler can see.
+    other processes ('measure'), which no in-process profiler can see. The window (GPU state,
+    energy) spans the timed samples; in 'measure' style, the backend's whole call.
     """
     if spec.timing == "measure":  # the backend runs the timing core itself (other processes)
-        return (*module.measure(case, variant, device, inputs, policy), None)
+        if window is not None:
+            window.begin()
+        try:
+            measured = module.measure(case, variant, device, inputs, policy)
+        finally:
+            if window is not None:
+                window.end(0)
+        return (*measured, None)
     task = module.make_task(case, variant, device, inputs)
     step, synchronize = timed_pair(task, device, sync_style)
+    if window is not None:
+        window.attach(step, synchronize)
     if spec.timing == "per_call":
-        measurement = per_call(step, synchronize, spec.calls(case))
+        measurement = per_call(step, synchronize, spec.calls(case), window)
     else:
-        measurement = autorange(step, synchronize, policy)
+        measurement = autorange(step, synchronize, policy, window)
     synchronize()
     return measurement, task.output(), step
 
@@ -151,24 +175,31 @@ def timed_pair(task: Any, device: Any, sync_style: str) -> tuple[Any, Any]:
 
 
 def run_case(
-    spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any
+    spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any,
+    watch: CaseWatch | None = None,
 ) -> CaseResult:
     """Prepare, time and check one case; every failure becomes a status in the record."""
     try:
         _reset_peak_memory(device)
+        if watch is not None:
+            watch.start_case()
         inputs = spec.make_inputs(case, cell.variant) if spec.make_inputs else {}
         policy = TimingPolicy.quick() if cell.quick else TimingPolicy()
         measurement, output, step = measure_case(spec, module, case, cell.variant, device,
                                                  inputs, policy,
-                                                 load_framework(cell.framework).sync)
+                                                 load_framework(cell.framework).sync, watch)
         # A plausibility check (e.g. GB/s above what memory allows) needs the measured time.
         output.setdefault("seconds_per_call", measurement.median if measurement.samples
                           else measurement.cold_seconds)
         check = spec.check(case, cell.variant, inputs, output)
         # Read before the busy pass, so the profiler's buffers never count as the case's memory.
         memory = device_memory_record(device)
+        memory.update(reported_device_memory(output))
         device_profile = device_profile_record(
             device, step, profile_calls(spec, measurement.calls_per_sample))
+        watched, gpu_suspect = watch.finish_case(
+            output["seconds_per_call"], output.get("extra", {}).get("steps_per_call")
+        ) if watch is not None else ({}, "")
     except VariantUnavailable as exc:
         return CaseResult(case, Status.UNAVAILABLE, str(exc))
     except Exception as exc:  # a failed case is data; the next case still runs
@@ -181,13 +212,14 @@ def run_case(
         calls_per_sample=measurement.calls_per_sample,
         timer_overhead_s=measurement.timer_overhead_s,
         check=check.as_dict(),
-        suspect=measurement.suspect,
+        suspect="; ".join(text for text in (measurement.suspect, gpu_suspect) if text),
         predicted_call_s=measurement.predicted_call_s,
         other_load=(None if measurement.other_load is None else
                     {"other_cores": measurement.other_load.other_cores,
                      "steal_cores": measurement.other_load.steal_cores,
-                     "seconds": measurement.other_load.seconds}),
-        extra=output.get("extra", {}),
+                     "seconds": measurement.other_load.seconds,
+                     "interrupt_cores": measurement.other_load.interrupt_cores}),
+        extra={**output.get("extra", {}), **watched},
         **memory,
         device_profile=device_profile,
     )
@@ -219,8 +251,10 @@ def run_cell(cell: Cell, result_path: Path) -> None:
     if cell.device == "cpu" and cell.variant in spec.device_only_variants:
         return run.finish(Status.UNAVAILABLE, f"variant {cell.variant} needs a GPU device")
     module = implementation_module(spec, cell.framework)
+    watch = CaseWatch.open(device)  # NVML and RAPL, each or the reason it is unavailable
+    watch.measure_idle()
     for case in spec.cases_for(cell.params, cell.variant):
-        run.result.cases.append(run_case(spec, module, case, cell, device))
+        run.result.cases.append(run_case(spec, module, case, cell, device, watch))
         run.save()
     run.finish()
 

@@ -29,10 +29,16 @@ HINT = "scaling"
 FIGURE_SUFFIX = "scaling"
 COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "setting",
            "processes", "status", "reason", "samples_per_s", "step_s", "allreduce_share",
-           "accuracy", "communication", "efficiency", "accuracy_vs_one", "parity_points"]
+           "accuracy", "communication", "efficiency", "accuracy_vs_one", "parity_points",
+           "device_busy_share"]
 EXPLANATION = ("Efficiency = samples/s at N / (N x samples/s at 1 process), same total data "
                "per epoch")
 GROUP = ["machine", "workload", "framework", "device", "variant", "setting"]
+# Above this efficiency N processes did more than N times one process's work per second,
+# which the devices cannot do; below FAR_BELOW more than half of each added device is lost.
+ABOVE_IDEAL, FAR_BELOW = 1.02, 0.5
+# A one-process step that keeps the device busy less than this share of its time is host-bound.
+HOST_BOUND_BUSY = 0.5
 
 
 class ScalingView(View):
@@ -90,6 +96,7 @@ def _case_row(document: RunDocument, machine: str, hint: dict[str, Any],
         "accuracy": extra.get("accuracy") if ok else None,
         "communication": str(extra.get("communication") or ""),
         "parity_points": hint.get("parity_points"),
+        "device_busy_share": extra.get("device_busy_share") if ok else None,
     }
 
 
@@ -127,8 +134,10 @@ def _versus_one(group: pd.DataFrame) -> pd.DataFrame:
     base = group[(group["processes"] == 1) & group["samples_per_s"].notna()]
     if base.empty:
         group["efficiency"], group["accuracy_vs_one"] = None, None
+        group["one_busy_share"] = None
         return group
     one = base.iloc[0]
+    group["one_busy_share"] = one["device_busy_share"]
     group["efficiency"] = group["samples_per_s"] / (group["processes"] * one["samples_per_s"])
     group["accuracy_vs_one"] = group["accuracy"] - one["accuracy"] \
         if one["accuracy"] is not None else None
@@ -152,9 +161,36 @@ def scaling_lines(table: pd.DataFrame) -> list[str]:
         share = f"all-reduce {share} of the step" if share != "-" else "all-reduce not measured"
         text = (f"{where}: {row['samples_per_s']:,.0f} samples/s, "
                 f"{format_seconds(row['step_s'])} per step, "
-                f"scaling efficiency {_percent(row['efficiency'])}, {share}")
+                f"scaling efficiency {_percent(row['efficiency'])}{efficiency_note(row)}, "
+                f"{share}")
         lines.append(text + _parity_text(row))
     return lines
+
+
+def _known(value: Any) -> bool:
+    return value is not None and not pd.isna(value)
+
+
+def efficiency_note(row: pd.Series) -> str:
+    """Why an efficiency above 100% (or far below) is not a GPU scaling figure, or a flag."""
+    efficiency = row.get("efficiency")
+    if row["processes"] == 1 or not _known(efficiency):
+        return ""
+    if FAR_BELOW <= efficiency <= ABOVE_IDEAL:
+        return ""
+    how = "above 100%" if efficiency > ABOVE_IDEAL else "this far below 100%"
+    busy = row.get("one_busy_share")
+    if device_kind(str(row["device"])) == "cpu":
+        return (f" (a host effect: CPU ranks share one machine's cores and memory bandwidth, "
+                f"so {how} compares thread layouts, not devices)")
+    if _known(busy) and busy < HOST_BOUND_BUSY:
+        return (f" (a host effect: the 1-process step kept its GPU busy {busy:.0%} of the "
+                "time, host-bound, so the step time is the host's launch path (CPU clocks, "
+                f"caches, threads per rank) and {how} says nothing about GPU scaling)")
+    if _known(busy):
+        return (f" (FLAGGED: {how} with a device-bound 1-process step (GPU busy {busy:.0%}): "
+                "check the runs)")
+    return f" (FLAGGED: {how}; the 1-process step's device-busy share was not measured)"
 
 
 def _parity_text(row: pd.Series) -> str:
