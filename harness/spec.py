@@ -184,6 +184,10 @@ class WorkloadSpec:
     check: Callable[..., Check] | None = None
     # (case) -> number of calls for per_call timing (e.g. epochs).
     calls: Callable[[Mapping[str, Any]], int] | None = None
+    # (case) -> timed blocks of steps per call for per_call timing, where the task reports its
+    # steps (harness.measure.blocks: each block after the first is a warm sample); None or 1:
+    # one sample per call.
+    call_blocks: Callable[[Mapping[str, Any]], int] | None = None
     # (params, variant) -> cases, for workloads whose variants sweep different things.
     custom_cases: Callable[[Mapping[str, Any], str], list[dict[str, Any]]] | None = None
     # (path) -> None or BadInput: validates a --data file before anything runs.

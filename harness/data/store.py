@@ -124,14 +124,30 @@ def case_rows(run_id: str, machine: str, spec_sweep: str, result: dict[str, Any]
             continue
         rows.append({**case_base, "phase": "cold", "sample": 0, "seconds": case["cold_seconds"],
                      "calls_per_sample": 1})
+        block_steps = case.get("sample_steps") or []
         for sample, seconds in enumerate(case["samples"], start=1):
             rows.append({**case_base, "phase": "warm", "sample": sample, "seconds": seconds,
-                         "calls_per_sample": case["calls_per_sample"]})
+                         "calls_per_sample": case["calls_per_sample"],
+                         **({"block_steps": block_steps[sample - 1]}
+                            if sample <= len(block_steps) else {})})
+        rows += epoch_rows(case_base, case)
     if result["status"] not in {case["status"] for case in cases}:
         # The cell stopped after these cases (timeout, crash, Ctrl-C): say so in its own row.
         rows.append({**base, "status": result["status"], "reason": result["reason"],
                      "phase": "none"})
     return rows
+
+
+def epoch_rows(case_base: dict[str, Any], case: dict[str, Any]) -> list[dict[str, Any]]:
+    """The whole calls (epochs) of a case timed in blocks of steps (harness.measure.blocks).
+
+    Its warm rows are blocks scaled to seconds per call, each with `block_steps`, the steps
+    its block ran; every whole call is kept as a row of phase "epoch" (sample = the epoch's
+    number, 1 the cold one), which the epoch figure draws.
+    """
+    return [{**case_base, "phase": "epoch", "sample": number, "seconds": seconds,
+             "calls_per_sample": 1}
+            for number, seconds in enumerate(case.get("call_seconds") or [], start=1)]
 
 
 def write_measurements(run_dir: Path, rows: Iterable[dict[str, Any]]) -> None:

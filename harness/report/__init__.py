@@ -197,3 +197,16 @@ def _tensorboard(experiments: list[Experiment], log_dir: Path) -> str:
     series = [item for experiment in experiments
               for item in scalar_series(experiment.stats, experiment.epochs)]
     return export_scalars(series, log_dir)
+
+
+def verdict_lines(run_dirs: list[Path]) -> list[str]:
+    """The verdicts of summary.md as plain terminal lines (summary.verdict_lines), from stored
+    runs alone: the same tables the report draws from, phrased by the same functions."""
+    from harness.report.summary import verdict_lines as phrase_verdicts
+
+    run_set = load_runs([Path(run_dir) for run_dir in run_dirs])
+    runs = t.assign_experiments(run_set.runs)
+    prepared, _ = t.prepare(run_set.measurements, runs)
+    experiments = [_compute(run_set, runs, prepared, name)
+                   for name in dict.fromkeys(runs["experiment"])]
+    return phrase_verdicts(experiments, runs)

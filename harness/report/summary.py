@@ -570,3 +570,37 @@ def _ceiling_section(experiment: Experiment) -> list[str]:
     return ["### Throughput vs the machine's measured ceilings", ""] + markdown_table(
         ["machine", "cell", experiment.sweep or "size", "best rate", "ceiling", "% of ceiling"],
         rows)
+
+
+# --- the verdicts for the terminal ------------------------------------------------------------
+
+def verdict_lines(experiments: list[Experiment], runs: pd.DataFrame) -> list[str]:
+    """summary.md's answer in plain lines, for the end of `harness compare`.
+
+    Per experiment: GPU vs CPU per machine, the fastest cell, the framework ranking per device
+    and the warnings, each the very sentence summary.md writes (markdown emphasis dropped).
+    """
+    lines = []
+    for experiment in experiments:
+        lines.append(f"{experiment.name}:")
+        if experiment.cells.empty:
+            lines.append("  no cell results stored (interrupted before any cell finished)")
+            continue
+        best = experiment.verdicts[experiment.verdicts["framework"] == "best"] \
+            if not experiment.verdicts.empty else experiment.verdicts
+        for machine, group in (best.groupby("machine", sort=False) if not best.empty else []):
+            lines.append(f"  GPU vs CPU on {machine}: "
+                         + _machine_gpu_sentence(experiment, group))
+        lines += [f"  {_fastest_sentence(experiment, row)}"
+                  for _, row in _headline_fastest(experiment).iterrows()]
+        lines += [f"  ranking on {_plain(line)}" for line in
+                  _framework_verdict_section(experiment) if line.startswith("- ")]
+        warnings = [_plain(line) for line in _warnings_section(experiment, runs)
+                    if line.startswith("- ")]
+        lines += [f"  warning: {line}" for line in warnings] or ["  warnings: none"]
+    return lines
+
+
+def _plain(markdown_bullet: str) -> str:
+    """A summary.md bullet as terminal text: no leading '- ', no bold, no code marks."""
+    return markdown_bullet.removeprefix("- ").replace("**", "").replace("`", "")

@@ -25,7 +25,8 @@ from harness.core.registry import (
 )
 from harness.spec import Cell, Status, WorkloadSpec, worst_status
 from harness.data.store import write_json_atomic
-from harness.measure.timing import Measurement, TimingPolicy, autorange, per_call
+from harness.measure import blocks
+from harness.measure.timing import Measurement, TimingPolicy, autorange
 from harness.run.failures import failure_reason
 
 
@@ -130,8 +131,10 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant:
         return (*module.measure(case, variant, device, inputs, policy), None)
     task = module.make_task(case, variant, device, inputs)
     step, synchronize = timed_pair(task, device, sync_style)
-    if spec.timing == "per_call":
-        measurement = per_call(step, synchronize, spec.calls(case))
+    if spec.timing == "per_call":  # blocks of steps within each call where the task has them
+        measurement = blocks.per_call_in_blocks(
+            task, step, synchronize, spec.calls(case), blocks.boundary_wait(device, sync_style),
+            spec.call_blocks(case) if spec.call_blocks else 1)
     else:
         measurement = autorange(step, synchronize, policy)
     synchronize()
@@ -200,6 +203,7 @@ def run_case(
         extra=output.get("extra", {}),
         **memory,
         device_profile=device_profile,
+        **blocks.record_fields(measurement),
     )
     if not check.passed:
         record.update(status=Status.INVALID.value, reason=f"check failed: {check.detail}")
