@@ -326,7 +326,7 @@ def draw_report(run_dir: Path) -> ReportOutcome:
         outcome = ReportOutcome([], f"report failed ({type(exc).__name__}: "
                                     f"{' '.join(str(exc).split())}); results are in {run_dir}",
                                 EXIT_REPORT_FAILED)
-    progress_console.print(outcome.failure, markup=False)
+    progress_console.print(outcome.failure, markup=False, highlight=False, soft_wrap=True)
     return outcome
 
 

@@ -21,15 +21,14 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
 from harness.report import style
-from harness.report.tables import (
-    ceiling_for,
+from harness.core.units import (
     device_kind,
-    flop_ceiling,
     format_bytes,
     format_ratio,
     format_seconds,
     format_size,
 )
+from harness.report.tables import ceiling_for, flop_ceiling
 
 STATUS_TEXT_CHARS = 66
 PANEL_WIDTH = 6.0
