@@ -153,7 +153,8 @@ class WorkloadSpec:
     `kind` names the module every backend folder must provide (backends/<fw>/<kind>.py).
     `sweep` names the parameter `--sizes` sets; each value becomes one case.
     `timing` is "autorange" (repeat a call until the spread is known), "per_call"
-    (each call is one sample, e.g. one training epoch; the first call is the cold one) or
+    (each call is one sample, e.g. one training epoch; the first call is the cold one; with
+    `call_blocks`, blocks of the call's steps are the samples) or
     "measure": the backend module exposes `measure(case, variant, device, inputs, policy)`
     returning `(Measurement, output)` instead of `make_task`, for work that cannot be one
     in-process call (e.g. several processes); it must still time with harness.measure.timing.

@@ -226,8 +226,8 @@ def _experiment_section(experiment: Experiment, out_dir: Path,
                         runs: pd.DataFrame) -> list[str]:
     lines = [f"## {experiment.name}", ""]
     lines += [f"Parameters: {_params_text(experiment)}. Times are medians per "
-              f"{experiment.unit}" + (" (epoch time / steps per epoch)"
-                                      if experiment.unit == "step" else "")
+              f"{experiment.unit}" + (" (the time of an epoch, or of a timed block of its "
+                                      "steps, / its steps)" if experiment.unit == "step" else "")
               + "; the first (cold) call is kept apart.", ""]
     if experiment.cells.empty:
         return lines + [("No cell results are stored for this experiment (the run may have "
