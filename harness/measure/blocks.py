@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.backend import StepMarks
 from harness.measure import hostload, timing
-from harness.measure.timing import Measurement, per_call, suspect_reason
+from harness.measure.timing import Measurement, TimedWindow, per_call, suspect_reason
 
 # Blocks per call unless the workload says otherwise: one epoch then gives BLOCKS_PER_CALL - 1
 # warm samples (the first block is cold), enough for quartiles that mean something; fewer when
@@ -112,33 +112,38 @@ def supports_blocks(task: Any) -> bool:
 
 def per_call_in_blocks(task: Any, step: Callable[[], object], synchronize: Callable[[], None],
                        count: int, wait: BoundaryWait,
-                       blocks_per_call: int = BLOCKS_PER_CALL) -> Measurement:
+                       blocks_per_call: int = BLOCKS_PER_CALL,
+                       window: TimedWindow | None = None) -> Measurement:
     """Time `count` calls (epochs) of `task`, sampling `blocks_per_call` blocks within each.
 
     With one block per call, or a task that does not report its steps, this is
     harness.measure.timing.per_call: one sample per call after the cold one. The clock is taken
     off the task afterwards, so a later call (the device-busy pass) runs without block waits.
+    The window (GPU state, energy), as in per_call, spans the whole warm calls: energy is
+    counted per call, and a block is no call.
     """
     if blocks_per_call <= 1 or not supports_blocks(task):
-        return per_call(step, synchronize, count)
+        return per_call(step, synchronize, count, window)
     clock = BlockClock(int(task.steps_per_call), wait, blocks_per_call)
     own_marks = task.step_marks
     task.step_marks = clock
     try:
-        measurement = _timed_blocks(step, synchronize, count, clock)
+        measurement = _timed_blocks(step, synchronize, count, clock, window)
     finally:
         task.step_marks = own_marks
     return measurement
 
 
 def _timed_blocks(step: Callable[[], object], synchronize: Callable[[], None], count: int,
-                  clock: BlockClock) -> BlockMeasurement:
+                  clock: BlockClock, window: TimedWindow | None = None) -> BlockMeasurement:
     load_before = hostload.snapshot()
     call_seconds: list[float] = []
     samples: list[float] = []
     sample_steps: list[int] = []
     for call in range(count):
         synchronize()
+        if call == 1 and window is not None:
+            window.begin()
         clock.start_call()
         step()
         synchronize()
@@ -147,6 +152,10 @@ def _timed_blocks(step: Callable[[], object], synchronize: Callable[[], None], c
         for steps, seconds in blocks[1:] if call == 0 else blocks:
             samples.append(seconds * clock.steps_per_call / steps)
             sample_steps.append(steps)
+    if window is not None:
+        if count < 2:  # no warm call: an empty window, which says so (as in per_call)
+            window.begin()
+        window.end(count - 1)
     measurement = BlockMeasurement(cold_seconds=call_seconds[0], samples=samples,
                                    call_seconds=call_seconds, sample_steps=sample_steps,
                                    steps_per_call=clock.steps_per_call)
