@@ -44,6 +44,8 @@ from harness.analysis.stats import work_of
 from harness.usermodel import plan as usermodel_plan
 
 EXIT_FAILED_CELL = 1
+# The measurements are saved but the report could not be written (disk full, permissions).
+EXIT_REPORT_FAILED = 3
 EXIT_SIGNAL_BASE = 128  # shells' convention: killed by signal N -> 128 + N
 progress_console = Console(stderr=True)
 
@@ -376,18 +378,39 @@ def load(paths: Path | str | Sequence[Path | str]) -> pd.DataFrame:
 
 def render_report_safely(run_dir: Path) -> list[Path]:
     """Draw the run's report; a drawing failure must never cost the measurements."""
+    return draw_report(run_dir).written
+
+
+@dataclass(frozen=True)
+class ReportOutcome:
+    """What drawing a run's report gave: its files, or one line saying why there are none."""
+
+    written: list[Path]
+    failure: str = ""
+    exit_code: int = 0  # EXIT_REPORT_FAILED, or 130 when Ctrl-C stopped the drawing
+
+
+def draw_report(run_dir: Path) -> ReportOutcome:
+    """Draw the run's report into its folder; a failure is printed and returned, not raised.
+
+    A drawing failure (disk full, no permission, a bug) never costs the measurements, which
+    are already on disk; the CLI exits with the outcome's code so scripts can tell.
+    """
     try:
         from harness.report import render_report
 
         written = render_report([run_dir], run_dir, html=True)
         progress_console.print(f"report: {len(written)} files in {run_dir}")
-        return written
+        return ReportOutcome(written)
     except KeyboardInterrupt:  # the results are complete; only the pictures are missing
-        progress_console.print(f"report interrupted; results are in {run_dir}")
+        outcome = ReportOutcome([], f"report interrupted; results are in {run_dir}",
+                                EXIT_SIGNAL_BASE + signal.SIGINT.value)
     except Exception as exc:  # noqa: BLE001 - the results are already safe on disk
-        progress_console.print(f"report failed ({type(exc).__name__}: {exc}); results are in "
-                               f"{run_dir}")
-    return []
+        outcome = ReportOutcome([], f"report failed ({type(exc).__name__}: "
+                                    f"{' '.join(str(exc).split())}); results are in {run_dir}",
+                                EXIT_REPORT_FAILED)
+    progress_console.print(outcome.failure, markup=False, highlight=False, soft_wrap=True)
+    return outcome
 
 
 def framework_styles(spec: WorkloadSpec, cells: list[Cell]) -> dict[str, dict[str, str]]:

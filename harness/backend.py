@@ -8,6 +8,7 @@ says how to run one call and how to wait for the device.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -45,6 +46,20 @@ class Task(Protocol):
     def step(self) -> object: ...
 
     def output(self) -> dict[str, Any]: ...
+
+
+class StepMarks:
+    """Where a task whose call runs many steps (an epoch) says "step `index` starts now".
+
+    Optional in the Task contract: a task with a `step_marks` attribute (this no-op by default)
+    and `steps_per_call` is timed in blocks of steps (harness.measure.blocks), the harness
+    putting its clock in place of this object for the timed calls. A task of a framework that
+    waits on outputs (JAX) passes `current_output`, a zero-argument function returning the
+    state to wait on; it is only called at a block boundary.
+    """
+
+    def before_step(self, index: int, current_output: Callable[[], Any] | None = None) -> None:
+        """Outside the harness's timed calls nothing is timed, so nothing happens."""
 
 
 def canonical_device(name: str) -> str:

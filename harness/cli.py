@@ -1,9 +1,11 @@
-"""The `harness` command line: compare, list, env, report.
+"""The `harness` command line: compare, list, env, report, export, diff.
 
 Never imports a framework: everything framework-specific runs in worker processes.
-Bad input is one line on stderr and exit code 2; a failed cell is exit code 1 with every
-result still written; Ctrl-C, SIGTERM and SIGHUP save what finished, stop the running worker and
-exit 128 + the signal's number (130, 143, 129).
+Bad input is one line on stderr and exit code 2 (so is `diff` of runs that share no case); a
+failed cell is exit code 1 with every result still written; a report that cannot be written
+after the measurements were saved is exit code 3 with its one-line reason; Ctrl-C, SIGTERM and
+SIGHUP save what finished, stop the running worker and exit 128 + the signal's number (130,
+143, 129).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from harness.spec import BadInput, Cell, WorkloadSpec
 from harness.analysis.stats import CaseSummary, implausibility, summarize_result
 
 app = typer.Typer(
-    help="Run the same workloads in PyTorch and TensorFlow on CPU and GPU, timed honestly.",
+    help="Run the same workloads in every installed framework (torch, TensorFlow, JAX, Keras 3, "
+         "numpy, plugins) on CPU and GPU, timed honestly.",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -114,24 +117,30 @@ def compare(
     model: Annotated[Optional[Path], typer.Option(
         help="Your own model file instead of a workload (see README: Your own model).")] = None,
     framework: Annotated[Optional[list[str]], typer.Option(
-        help="torch, tensorflow, numpy; repeat or comma-separate. Default: all for the workload.",
+        help=f"{', '.join(registry.FRAMEWORKS)}; repeat or comma-separate. Default: every one "
+             "the workload implements (see `harness list`).",
     )] = None,
     device: Annotated[Optional[list[str]], typer.Option(
         help="cpu, cuda, cuda:N; repeat or comma-separate. Default: cpu plus every visible GPU.",
     )] = None,
     variant: Annotated[Optional[str], typer.Option(
-        help="Variant name(s), comma-separated, or 'all'. Default: the as-written one.")] = None,
+        help="Variant name(s), comma-separated, or 'all'. Default: the workload's default "
+             "variants (see `harness list`), usually the as-written one.")] = None,
     sizes: Annotated[Optional[str], typer.Option(
         help="Comma list for the workload's sweep parameter (matmul: n).")] = None,
     param: Annotated[Optional[list[str]], typer.Option(
         help="NAME=VALUE workload parameter; repeatable (see `harness list`).")] = None,
-    data: Annotated[Optional[Path], typer.Option(help="MNIST .npz file to use.")] = None,
-    quick: Annotated[bool, typer.Option(help="CI-sized sizes and a short timing budget.")] = False,
+    data: Annotated[Optional[Path], typer.Option(
+        help="MNIST .npz file to use (mnist-* workloads).")] = None,
+    quick: Annotated[bool, typer.Option(
+        help="CI-sized parameters (the quick column of `harness list`) and a short timing "
+             "budget.")] = False,
     out: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = Path(
         "results"),
     timeout: Annotated[float, typer.Option(
         help="Seconds before a cell's worker is killed.")] = 900.0,
-    report: Annotated[bool, typer.Option(help="Draw the report into the run folder.")] = True,
+    report: Annotated[bool, typer.Option(
+        help="Draw the report (PNGs, summary.md, report.html) into the run folder.")] = True,
     ceilings: Annotated[bool, typer.Option(
         help="Measure each device's peak FLOP/s and bandwidth first (for plausibility).")] = True,
     executor: Annotated[str, typer.Option(
@@ -175,15 +184,11 @@ def compare(
             fail_input(str(exc))
     print_results(spec, result)
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
-    if result.stopped_by is None and report:
-        api.render_report_safely(result.path)
-        if model is not None:  # the verdicts in words, where a user looks first
-            from harness.usermodel.describe import verdict_lines
-
-            for line in verdict_lines(result.path):
-                console.print(line, markup=False)
+    drawn = api.draw_report(result.path) if result.stopped_by is None and report else None
     console.print(f"results: {result.path}")
-    raise typer.Exit(result.exit_code)
+    print_verdict(result, drawn)
+    # A failed cell says more than a failed drawing; either way the measurements are saved.
+    raise typer.Exit(result.exit_code or (drawn.exit_code if drawn else 0))
 
 
 def print_results(spec: WorkloadSpec, result: api.RunResult) -> None:
@@ -202,6 +207,25 @@ def print_results(spec: WorkloadSpec, result: api.RunResult) -> None:
     if result.stopped_by is not None:
         errors.print(f"interrupted by {interrupt.describe(result.stopped_by)}: "
                      f"{len(result.cells)} finished cells saved in {result.path}")
+
+
+def print_verdict(result: api.RunResult, drawn: api.ReportOutcome | None) -> None:
+    """The summary's verdict lines, then report.html's path: the last lines a run prints."""
+    if result.stopped_by is not None:
+        return
+    from harness.report import verdict_lines
+
+    try:
+        lines = verdict_lines([result.path])
+    except Exception as exc:  # noqa: BLE001 - the measurements are saved; only the words are lost
+        lines = [f"no verdict: {type(exc).__name__}: {exc}"]
+    console.print("verdict:", markup=False, highlight=False)
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    html = next((path for path in (drawn.written if drawn else []) if path.suffix == ".html"),
+                None)
+    if html is not None:
+        console.print(f"report: {html}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("list")
@@ -345,7 +369,10 @@ def diff(
     )] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Per case: ratio of medians B/A, Mann-Whitney U significance, faster/slower/same."""
+    """Per case: ratio of medians B/A, Mann-Whitney U significance, faster/slower/same.
+
+    Exit 2 when the runs share no case (the message says what each holds).
+    """
     from harness.analysis.diff import diff_runs, print_diff
 
     if not threshold >= 0 or (fail_on_regression is not None and not fail_on_regression >= 0):
@@ -354,6 +381,10 @@ def diff(
         result = diff_runs(run_a, run_b, threshold, fail_on_regression)
     except store.StoreError as exc:
         fail_input(str(exc))
+    if not result.cases:  # nothing to compare: as much a usage error as a wrong folder
+        from harness.analysis.diff import no_shared_case
+
+        fail_input(no_shared_case(result))
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2))
     else:

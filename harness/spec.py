@@ -155,7 +155,8 @@ class WorkloadSpec:
     lists every framework's module in `implementations` never needs it.
     `sweep` names the parameter `--sizes` sets; each value becomes one case.
     `timing` is "autorange" (repeat a call until the spread is known), "per_call"
-    (each call is one sample, e.g. one training epoch; the first call is the cold one) or
+    (each call is one sample, e.g. one training epoch; the first call is the cold one; with
+    `call_blocks`, blocks of the call's steps are the samples) or
     "measure": the backend module exposes `measure(case, variant, device, inputs, policy)`
     returning `(Measurement, output)` instead of `make_task`, for work that cannot be one
     in-process call (e.g. several processes); it must still time with harness.measure.timing.
@@ -185,6 +186,10 @@ class WorkloadSpec:
     check: Callable[..., Check] | None = None
     # (case) -> number of calls for per_call timing (e.g. epochs).
     calls: Callable[[Mapping[str, Any]], int] | None = None
+    # (case) -> timed blocks of steps per call for per_call timing, where the task reports its
+    # steps (harness.measure.blocks: each block after the first is a warm sample); None or 1:
+    # one sample per call.
+    call_blocks: Callable[[Mapping[str, Any]], int] | None = None
     # (params, variant) -> cases, for workloads whose variants sweep different things.
     custom_cases: Callable[[Mapping[str, Any], str], list[dict[str, Any]]] | None = None
     # (path) -> None or BadInput: validates a --data file before anything runs.

@@ -26,7 +26,7 @@ import numpy as np
 import optax
 
 from backends.jax.device import JaxDevice
-from harness.backend import VariantUnavailable
+from harness.backend import StepMarks, VariantUnavailable
 
 SEED = 0
 EVAL_BATCH = 1000
@@ -85,6 +85,10 @@ class JaxTraining:
     def __init__(self, inputs: dict[str, Any], device: JaxDevice, batch_size: int) -> None:
         self.inputs, self.device, self.batch_size = inputs, device, batch_size
         self.epoch = 0
+        # The harness times blocks of an epoch's steps through these (harness.backend); a
+        # variant whose epoch is one jitted call reports no steps and is timed per epoch.
+        self.steps_per_call = -(-len(inputs["y_train"]) // batch_size)
+        self.step_marks = StepMarks()
         optimizer = optax.adam(1e-3)
         with jax.default_device(device.handle):
             params = init_params(jax.random.PRNGKey(SEED), tuple(inputs["hidden_units"]))
@@ -103,6 +107,10 @@ class JaxTraining:
 
     def run_epoch(self) -> None:
         raise NotImplementedError
+
+    def current_state(self) -> dict[str, Any]:
+        """The latest training state: what a block boundary blocks on (JAX has no device sync)."""
+        return self.state
 
     def step(self) -> dict[str, Any]:
         """One epoch; returns the training state, which the worker blocks on (sync='output')."""
@@ -127,7 +135,7 @@ class JaxTraining:
             "params": sum(int(leaf.size) for leaf in jax.tree.leaves(self.state["params"])),
             "accuracy": self.test_accuracy(),
             "train_loss": float(self.state["loss_sum"]) / max(seen, 1),
-            "steps_per_call": -(-len(self.inputs["y_train"]) // self.batch_size),
+            "steps_per_call": self.steps_per_call,
             "samples_distinct": self.inputs["samples_distinct"],
             "data_source": self.inputs["data_source"],
             "epochs_run": self.epoch,
@@ -145,6 +153,7 @@ class HostBatchTraining(JaxTraining):
     def run_epoch(self) -> None:
         order, x_train, y_train = self.order(), self.inputs["x_train"], self.inputs["y_train"]
         for start in range(0, len(order), self.batch_size):
+            self.step_marks.before_step(start // self.batch_size, self.current_state)
             index = order[start:start + self.batch_size]
             images, labels = jax.device_put((x_train[index], y_train[index]), self.device.handle)
             self.state = self.jitted_step(self.state, images, labels)
@@ -170,6 +179,7 @@ class PreloadedTraining(JaxTraining):
         samples = len(self.inputs["y_train"])
         epoch = self.epoch % len(self.inputs["orders"])
         for start in range(0, samples, self.batch_size):
+            self.step_marks.before_step(start // self.batch_size, self.current_state)
             size = min(self.batch_size, samples - start)  # the short last batch: one retrace
             self.state = self.gathered_step(self.state, self.data, epoch, start, size)
 

@@ -29,7 +29,7 @@ import keras
 import numpy as np
 
 from backends.keras.model import build_model, epoch_extra, test_accuracy
-from harness.backend import VariantUnavailable
+from harness.backend import StepMarks, VariantUnavailable
 from workloads.mnist import ONE_STEP_PER_CALL, STEPS_PER_EXECUTION
 
 SEED = 0  # seeds every initializer and dropout layer: the same model on every run
@@ -51,6 +51,21 @@ def keras_device_name(device: Any) -> Any:
     return "gpu:" + device.name.split(":", 1)[1]
 
 
+class StepMarksCallback(keras.callbacks.Callback):
+    """Tells the harness where each step (or steps_per_execution group) of fit starts.
+
+    Only on_train_batch_begin is overridden: a callback with its own on_train_batch_end would
+    turn off Keras' asynchronous batch-end dispatch and so change what fit costs.
+    """
+
+    def __init__(self, training: KerasTraining) -> None:
+        super().__init__()
+        self.training = training
+
+    def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+        self.training.step_marks.before_step(batch, self.training.current_output)
+
+
 class KerasTraining:
     """One Keras model on one device; step() trains one epoch, output() evaluates."""
 
@@ -60,6 +75,10 @@ class KerasTraining:
         self.batch_size = batch_size
         self.epoch = 0
         self.train_loss = float("nan")
+        # The harness times blocks of an epoch's steps through these (harness.backend).
+        self.steps_per_call = -(-len(inputs["y_train"]) // batch_size)
+        self.step_marks = StepMarks()
+        self.callbacks = [StepMarksCallback(self)]
 
     @contextmanager
     def placed(self) -> Iterator[None]:
@@ -78,9 +97,20 @@ class KerasTraining:
         images, labels = self.epoch_data()
         with self.placed():
             history = self.model.fit(images, labels, batch_size=self.batch_size, epochs=1,
-                                     shuffle=False, verbose=0)
+                                     shuffle=False, verbose=0, callbacks=self.callbacks)
         self.train_loss = history.history["loss"][-1]
         self.epoch += 1
+        return self.current_output()
+
+    def current_output(self) -> list[Any]:
+        """The trained weights as of now, for a sync='output' framework to block on.
+
+        Keras' JAX trainer keeps its state apart from the variables during fit;
+        jax_state_sync (the hook Keras offers callbacks) writes it back first. A no-op after
+        fit, which syncs itself.
+        """
+        if keras.backend.backend() == "jax":
+            self.model.jax_state_sync()
         return [variable.value for variable in self.model.trainable_variables]
 
     def test_accuracy(self) -> float:

@@ -24,7 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
 from backends.torch.device import TorchDevice, capture_cuda_graph, require_cuda
-from harness.backend import VariantUnavailable
+from harness.backend import StepMarks, VariantUnavailable
 from workloads.mnist import KERAS_ONLY_VARIANTS
 
 SEED = 0
@@ -76,6 +76,9 @@ class MnistTraining:
         self.epoch = 0
         self.loss_sum = torch.zeros((), device=self.device)
         self.samples_seen = 0
+        # The harness times blocks of an epoch's steps through these (harness.backend).
+        self.steps_per_call = -(-len(inputs["y_train"]) // batch_size)
+        self.step_marks = StepMarks()
 
     def batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         raise NotImplementedError
@@ -85,7 +88,8 @@ class MnistTraining:
         # Summed on the device: a .item() per batch would add a sync the Keras loop does not have.
         self.loss_sum = torch.zeros((), device=self.device)
         self.samples_seen = 0
-        for images, labels in self.batches(self.epoch):
+        for index, (images, labels) in enumerate(self.batches(self.epoch)):
+            self.step_marks.before_step(index)
             self.train_batch(images, labels)
             self.samples_seen += labels.shape[0]
         self.epoch += 1
@@ -116,7 +120,7 @@ class MnistTraining:
             "params": sum(p.numel() for p in self.model.parameters()),
             "accuracy": self.test_accuracy(),
             "train_loss": train_loss,
-            "steps_per_call": -(-len(self.inputs["y_train"]) // self.batch_size),
+            "steps_per_call": self.steps_per_call,
             "samples_distinct": self.inputs["samples_distinct"],
             "data_source": self.inputs["data_source"],
             "epochs_run": self.epoch,
@@ -269,6 +273,7 @@ class GraphTraining(PreloadedTraining):
         self.samples_seen = 0
         order = self.orders[self.epoch % len(self.orders)]
         for start in range(0, len(order), self.batch_size):
+            self.step_marks.before_step(start // self.batch_size)
             batch_index = order[start:start + self.batch_size]
             if len(batch_index) == self.batch_size:
                 self.static_index.copy_(batch_index)

@@ -224,6 +224,33 @@ def diff_runs(run_a: Path, run_b: Path, threshold_pct: float = 5.0,
     return result
 
 
+def holdings(cases: list[dict[str, str]]) -> str:
+    """What a run measured, in one phrase per workload: its variants, cells and sizes.
+
+    For `harness diff` of two runs that share no case, so the user sees why at a glance.
+    """
+    if not cases:
+        return "no case"
+    phrases = []
+    for workload in dict.fromkeys(case["workload"] for case in cases):
+        own = [case for case in cases if case["workload"] == workload]
+
+        def listed(key: str, own: list[dict[str, str]] = own) -> str:
+            return ", ".join(dict.fromkeys(case[key] for case in own))
+
+        phrases.append(f"{workload} ({len(own)} case{'s' if len(own) != 1 else ''}: variant "
+                       f"{listed('variant')}; {listed('framework')} on {listed('device')}; "
+                       f"size {listed('size')})")
+    return "; ".join(phrases)
+
+
+def no_shared_case(result: RunDiff) -> str:
+    """One line for two runs without a case in common: what each of them holds."""
+    return (f"the runs share no case (workload, variant, framework, device and size must all "
+            f"match): A {Path(result.run_a).name} holds {holdings(result.only_in_a)}; "
+            f"B {Path(result.run_b).name} holds {holdings(result.only_in_b)}")
+
+
 # --- environments -----------------------------------------------------------------------------
 
 def _comparable_params(document: RunDocument) -> dict[str, Any]:

@@ -91,7 +91,10 @@ def _split(document: dict[str, Any], names: tuple[str, ...]) -> tuple[dict[str, 
 _MEASURED_KEYS = ("cold_seconds", "samples", "calls_per_sample", "timer_overhead_s", "check",
                   "suspect", "predicted_call_s", "other_load", "extra",
                   "peak_device_allocated_bytes", "peak_device_reserved_bytes", "device_profile")
-_CASE_KEYS = ("case", "status", "reason", *_MEASURED_KEYS)
+# Keys only a case timed in blocks of steps carries (harness.measure.blocks): written where
+# set, so a case timed call by call keeps its layout.
+_BLOCK_KEYS = ("call_seconds", "sample_steps")
+_CASE_KEYS = ("case", "status", "reason", *_MEASURED_KEYS, *_BLOCK_KEYS)
 
 
 @dataclass
@@ -120,6 +123,11 @@ class CaseResult:
     peak_device_reserved_bytes: int | None = None
     # The device-busy pass: figures per call, or {"reason": why there are none}.
     device_profile: dict[str, Any] | None = None
+    # Timed in blocks of steps within each call: every whole call's seconds (the cold one
+    # first), and the steps of the block behind each warm sample (samples[i] ran
+    # sample_steps[i] steps, scaled to a whole call). Empty for a case timed call by call.
+    call_seconds: list[float] = field(default_factory=list)
+    sample_steps: list[int] = field(default_factory=list)
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -144,6 +152,8 @@ class CaseResult:
         known["suspect"] = known.get("suspect") or ""
         known["extra"] = dict(known.get("extra") or {})
         known["samples"] = list(known.get("samples") or [])
+        for name in _BLOCK_KEYS:
+            known[name] = list(known.get(name) or [])
         if known.get("calls_per_sample") is None:
             known.pop("calls_per_sample", None)
         return cls(**known, extra_fields=rest)
@@ -156,7 +166,13 @@ class CaseResult:
             value = getattr(self, name)
             if self.measured or value != defaults[name]:
                 document[name] = value
+        document.update({name: getattr(self, name) for name in _BLOCK_KEYS
+                         if getattr(self, name)})
         return {**document, **self.extra_fields}
+
+    def block_steps(self, sample: int) -> int | None:
+        """The steps of the block behind warm sample `sample` (1-based); None: a whole call."""
+        return self.sample_steps[sample - 1] if 0 < sample <= len(self.sample_steps) else None
 
 
 _CELL_KEYS = ("cell", "status", "reason", "framework_version", "device_name", "threads",

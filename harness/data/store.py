@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.data import fields
 from harness.data.columns import BASE_COLUMNS
-from harness.data.results import SCHEMA_VERSION, CellResult, RunDocument
+from harness.data.results import SCHEMA_VERSION, CaseResult, CellResult, RunDocument
 from harness.data.upgrade import UpgradeError, as_run_document, upgrade
 
 __all__ = ["SCHEMA_VERSION", "BASE_COLUMNS", "StoreError", "case_rows", "load_run", "read_run",
@@ -112,13 +112,28 @@ def case_rows(run_id: str, machine: str, spec_sweep: str, result: CellResult | d
         rows.append({**case_base, "phase": "cold", "sample": 0, "seconds": case.cold_seconds,
                      "calls_per_sample": 1})
         for sample, seconds in enumerate(case.samples, start=1):
+            block_steps = case.block_steps(sample)
             rows.append({**case_base, "phase": "warm", "sample": sample, "seconds": seconds,
-                         "calls_per_sample": case.calls_per_sample})
+                         "calls_per_sample": case.calls_per_sample,
+                         **({"block_steps": block_steps} if block_steps is not None else {})})
+        rows += epoch_rows(case_base, case)
     if cell.stopped_short:
         # The cell stopped after these cases (timeout, crash, Ctrl-C): say so in its own row.
         rows.append({**base, "status": cell.status.value, "reason": cell.reason,
                      "phase": "none"})
     return rows
+
+
+def epoch_rows(case_base: dict[str, Any], case: CaseResult) -> list[dict[str, Any]]:
+    """The whole calls (epochs) of a case timed in blocks of steps (harness.measure.blocks).
+
+    Its warm rows are blocks scaled to seconds per call, each with `block_steps`, the steps
+    its block ran; every whole call is kept as a row of phase "epoch" (sample = the epoch's
+    number, 1 the cold one), which the epoch figure draws.
+    """
+    return [{**case_base, "phase": "epoch", "sample": number, "seconds": seconds,
+             "calls_per_sample": 1}
+            for number, seconds in enumerate(case.call_seconds, start=1)]
 
 
 def write_measurements(run_dir: Path, rows: Iterable[dict[str, Any]]) -> None:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Where a GPU-state record keeps the compute processes seen on the device.
+PROCESSES_KEY = "processes"
 NVML_MODULE_ENV = "HARNESS_NVML_MODULE"
 # How often the watcher reads throttle reasons and processes while a case is timed: fine
 # enough to see a throttle that lasts a fraction of a second, and ~100 us of NVML calls in a
@@ -292,7 +294,7 @@ class GpuStateWatch:
         }
         if self.log.polls:
             record["while_timed"] = self._while_timed()
-        record["processes"] = self._processes()
+        record[PROCESSES_KEY] = self._processes()
         record["suspect"] = suspect_text(record)
         return record
 
@@ -329,7 +331,7 @@ def suspect_text(record: dict[str, Any]) -> str:
         if name in SLOWING_THROTTLES:
             reasons.append(f"GPU throttled ({SLOWING_THROTTLES[name]}, {name}) in {count} of "
                            f"{polls} polls while timed")
-    processes = record.get("processes") or {}
+    processes = record.get(PROCESSES_KEY) or {}
     if processes.get("others"):
         pids = ", ".join(str(pid) for pid in processes["others"][:5])
         reasons.append(f"GPU shared: other compute processes on the device while timed "

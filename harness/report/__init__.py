@@ -19,9 +19,9 @@ from harness.report.context import ExperimentContext, ReportContext, build_conte
 from harness.report.html import write_html_report
 from harness.report.load import load_runs
 from harness.report.summary import Shown, render_summary
-from harness.report.tables import epoch_times
 from harness.report.tensorboard import export_scalars, scalar_series
 from harness.report.views import EXPERIMENT, REPORT, View, registered
+from harness.report.views.epochs import epoch_times
 
 SUMMARY_FILE = "summary.md"
 
@@ -56,14 +56,15 @@ def render_report(run_dirs: list[Path], out_dir: Path,
 
 
 def show(views: list[View], scope: str, context: ExperimentContext | ReportContext,
-         out_dir: Path) -> list[Shown]:
-    """Every applicable view of this scope: its table, and its figures where it has rows."""
+         out_dir: Path, draw: bool = True) -> list[Shown]:
+    """Every applicable view of this scope: its table, and its figures where it has rows
+    (none drawn when DRAW is false: only the lines are wanted)."""
     shown = []
     for view in views:
         if view.scope != scope or not view.applies(context):
             continue
         table = view.compute(context)
-        figures = view.draw(table, context, out_dir) if not table.empty else []
+        figures = view.draw(table, context, out_dir) if draw and not table.empty else []
         shown.append(Shown(view, table, figures))
     return shown
 
@@ -82,3 +83,17 @@ def _tensorboard(experiments: list[ExperimentContext], log_dir: Path) -> str:
               for item in scalar_series(experiment.stats,
                                         epoch_times(experiment.rows, experiment.headline))]
     return export_scalars(series, log_dir)
+
+
+def verdict_lines(run_dirs: list[Path]) -> list[str]:
+    """The verdict lines `harness compare` ends with (summary.verdict_lines), from stored runs
+    alone: the same context and views summary.md is assembled from, with nothing drawn."""
+    from harness.report.summary import verdict_lines as assemble_verdicts
+
+    run_dirs = [Path(run_dir) for run_dir in run_dirs]
+    run_set = load_runs(run_dirs)
+    context = build_context(run_set, framework_colors(run_set.documents))
+    views = registered()
+    shown = {experiment.name: show(views, EXPERIMENT, experiment, run_dirs[0], draw=False)
+             for experiment in context.experiments}
+    return assemble_verdicts(context, shown, run_dirs[0])

@@ -149,11 +149,16 @@ def _versions(experiments: list[Any], machine: str) -> str:
 def _glance_section(experiments: list[Any], shown: dict[str, list[Shown]]) -> list[str]:
     lines = ["## At a glance", ""]
     for experiment in experiments:
-        sentences = [sentence for item in shown[experiment.name] if not item.table.empty
-                     for sentence in item.view.glance(item.table, experiment)]
-        for sentence in sentences or ["no valid measurement"]:
+        for _, sentence in glance_sentences(experiment, shown[experiment.name]):
             lines.append(f"- **{experiment.name}**: {sentence}")
     return lines + [""]
+
+
+def glance_sentences(experiment: Any, shown: list[Shown]) -> list[tuple[str, str]]:
+    """(view name, sentence) of every view's "At a glance" sentences, in view order."""
+    sentences = [(item.view.name, sentence) for item in shown if not item.table.empty
+                 for sentence in item.view.glance(item.table, experiment)]
+    return sentences or [("", "no valid measurement")]
 
 
 # --- one experiment ---------------------------------------------------------------------------
@@ -161,8 +166,8 @@ def _glance_section(experiments: list[Any], shown: dict[str, list[Shown]]) -> li
 def _experiment_section(experiment: Any, shown: list[Shown], out_dir: Path) -> list[str]:
     lines = [f"## {experiment.name}", ""]
     lines += [f"Parameters: {_params_text(experiment)}. Times are medians per "
-              f"{experiment.unit}" + (" (epoch time / steps per epoch)"
-                                      if experiment.unit == "step" else "")
+              f"{experiment.unit}" + (" (the time of an epoch, or of a timed block of its "
+                                      "steps, / its steps)" if experiment.unit == "step" else "")
               + "; the first (cold) call is kept apart.", ""]
     if experiment.cells.empty:
         return lines + [("No cell results are stored for this experiment (the run may have "
@@ -196,3 +201,44 @@ def _figure_links(experiment: Any, item: Shown, out_dir: Path) -> list[str]:
         caption = item.view.caption or item.view.name
         lines += [f"![{experiment.name}: {caption}]({link.as_posix()})", ""]
     return lines
+
+
+# --- the verdicts for the terminal ------------------------------------------------------------
+
+# What a verdict line taken from a view says it is: the glance sentences of the crossover view
+# name the GPU/CPU question; the bullets of the ranking and warnings views follow the glance.
+GLANCE_LABELS = {"crossover": "GPU vs CPU "}
+BULLET_LABELS = {"framework-ranking": "ranking on ", "warnings": "warning: "}
+
+
+def verdict_lines(context: Any, shown: dict[str, list[Shown]], out_dir: Path) -> list[str]:
+    """summary.md's answer in plain lines, for the end of `harness compare`.
+
+    Per experiment: the views' "At a glance" sentences (GPU vs CPU per machine, the fastest
+    cell), then the ranking's and the warnings' bullets: the very lines summary.md writes from
+    the same context (markdown emphasis dropped), never a second phrasing.
+    """
+    lines = []
+    for experiment in context.experiments:
+        lines.append(f"{experiment.name}:")
+        if experiment.cells.empty:
+            lines.append("  no cell results stored (interrupted before any cell finished)")
+            continue
+        items = shown[experiment.name]
+        lines += [f"  {GLANCE_LABELS.get(name, '')}{sentence}"
+                  for name, sentence in glance_sentences(experiment, items)]
+        for item in items:
+            label = BULLET_LABELS.get(item.view.name)
+            if label is None:
+                continue
+            bullets = [_plain(line) for line in item.lines(experiment, out_dir)
+                       if line.startswith("- ")]
+            if item.view.name == "warnings" and not bullets:
+                bullets, label = ["none"], "warnings: "
+            lines += [f"  {label}{bullet}" for bullet in bullets]
+    return lines
+
+
+def _plain(markdown_bullet: str) -> str:
+    """A summary.md bullet as terminal text: no leading '- ', no bold, no code marks."""
+    return markdown_bullet.removeprefix("- ").replace("**", "").replace("`", "")

@@ -284,20 +284,6 @@ def _most_measured_size(group: pd.DataFrame) -> str:
 
 # --- per-epoch workloads ---------------------------------------------------------------------
 
-def epoch_times(prepared: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
-    """Seconds per epoch by epoch number at the headline size (epoch 1 = the cold call).
-
-    Only for per-epoch workloads (steps_per_call > 1) and cases whose time can be trusted.
-    """
-    rows = prepared[~prepared["cell_level"] & prepared["phase"].isin(["cold", "warm"])
-                    & (prepared["steps_per_call"] > 1) & (prepared["status"] == "ok")]
-    rows = rows.merge(headline, on=["experiment", "machine", "variant", "size_label"])
-    frame = rows[[*CASE_KEYS, "device_kind", "phase", "sample", "seconds"]].copy()
-    # per_call timing: the cold call is epoch 1 and warm sample k is epoch k + 1.
-    frame["epoch"] = np.where(frame["phase"] == "cold", 1, frame["sample"].fillna(0) + 1)
-    return frame.sort_values([*CASE_KEYS, "epoch"])
-
-
 # --- rates against the machine's ceilings -----------------------------------------------------
 
 def ceiling_for(ceilings: dict[str, Any], device: str, key: str) -> float | None:

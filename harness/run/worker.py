@@ -26,8 +26,9 @@ from harness.core.registry import (
 from harness.spec import Cell, Status, WorkloadSpec
 from harness.data.results import CaseResult, CellResult
 from harness.data.store import write_json_atomic
+from harness.measure import blocks
 from harness.measure.casewatch import CaseWatch
-from harness.measure.timing import Measurement, TimingPolicy, autorange, per_call
+from harness.measure.timing import Measurement, TimingPolicy, autorange
 from harness.run.failures import failure_reason
 
 
@@ -145,8 +146,10 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant:
     step, synchronize = timed_pair(task, device, sync_style)
     if window is not None:
         window.attach(step, synchronize)
-    if spec.timing == "per_call":
-        measurement = per_call(step, synchronize, spec.calls(case), window)
+    if spec.timing == "per_call":  # blocks of steps within each call where the task has them
+        measurement = blocks.per_call_in_blocks(
+            task, step, synchronize, spec.calls(case), blocks.boundary_wait(device, sync_style),
+            spec.call_blocks(case) if spec.call_blocks else 1, window)
     else:
         measurement = autorange(step, synchronize, policy, window)
     synchronize()
@@ -222,6 +225,7 @@ def run_case(
         extra={**output.get("extra", {}), **watched},
         **memory,
         device_profile=device_profile,
+        **blocks.record_fields(measurement),
     )
     if not check.passed:
         record.status, record.reason = Status.INVALID, f"check failed: {check.detail}"

@@ -20,6 +20,7 @@ import pandas as pd
 from harness.core.units import device_kind, format_joules, format_ratio, format_seconds, size_label
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.data.upgrade import as_run_document
+from harness.measure.gpustate import PROCESSES_KEY
 from harness.report.views import REPORT, View
 from harness.spec import Status
 
@@ -170,7 +171,7 @@ def verdict_lines(table: pd.DataFrame) -> list[str]:
 
 
 def case_line(row: pd.Series) -> str:
-    """'torch cuda:0 preloaded, size 32: 0.41 ms and 62 mJ per step (...)'."""
+    """'<framework> cuda:0 <variant>, size 32: 0.41 ms and 62 mJ per step (...)'."""
     where = f"{row['workload']} {row['framework']} {row['device']} {row['variant']}, " \
             f"size {row['size']}"
     if not _known(row["j_per_step"]):
@@ -224,7 +225,7 @@ def state_text(state: dict[str, Any]) -> str:
     before, after = state.get("before") or {}, state.get("after") or {}
     throttles = ", ".join(f"{name} {count}/{timed.get('polls')}" for name, count in
                           (timed.get("throttle_reasons") or {}).items()) or "none"
-    processes = state.get("processes") or {}
+    processes = state.get(PROCESSES_KEY) or {}
     text = (f"SM clock {timed.get('sm_clock_mhz_min')}-{timed.get('sm_clock_mhz_max')} MHz "
             f"while timed (max {state.get('max_sm_clock_mhz')}), memory clock "
             f"{before.get('memory_clock_mhz')} MHz, {before.get('temperature_c')} -> "
@@ -241,14 +242,14 @@ def _watts(value: Any) -> str:
 
 
 def graphs_text(graphs: dict[str, Any]) -> str:
-    """Whether torch.compile's CUDA graphs were captured, and if not, torch's own reasons."""
+    """Whether a compiled step's CUDA graphs were captured, and if not, the compiler's reasons."""
     breaks = graphs.get("graph_breaks") or {}
     skips = graphs.get("skips") or []
     head = ("CUDA graphs captured" if graphs.get("captured") else "CUDA graphs NOT captured")
     text = f"{head} ({graphs.get('graphs', '?')} compiled graphs, {sum(breaks.values())} " \
            "graph breaks)"
     if skips:
-        text += "; torch skipped cudagraphs: " + "; ".join(skips[:3])
+        text += "; the compiler skipped CUDA graphs: " + "; ".join(skips[:3])
     if breaks:
         text += "; graph breaks: " + "; ".join(f"{reason} (x{count})" for reason, count in
                                               list(breaks.items())[:3])

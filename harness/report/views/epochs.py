@@ -26,7 +26,7 @@ import pandas as pd
 from harness.core.units import device_kind, format_seconds, format_size
 from harness.report import style
 from harness.report.summary import markdown_table
-from harness.report.tables import CASE_KEYS, epoch_times, sort_cells
+from harness.report.tables import CASE_KEYS, sort_cells
 from harness.report.views import View
 
 if TYPE_CHECKING:
@@ -84,6 +84,25 @@ def split(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 # --- the tables --------------------------------------------------------------------------------
+
+def epoch_times(prepared: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
+    """Seconds per epoch by epoch number at the headline size (epoch 1 = the cold call).
+
+    Only for per-epoch workloads (steps_per_call > 1) and cases whose time can be trusted.
+    """
+    rows = prepared[~prepared["cell_level"] & prepared["phase"].isin(["cold", "warm", "epoch"])
+                    & (prepared["steps_per_call"] > 1) & (prepared["status"] == "ok")]
+    rows = rows.merge(headline, on=["experiment", "machine", "variant", "size_label"])
+    # A case timed in blocks of steps (harness.measure.blocks) keeps its whole epochs as
+    # "epoch" rows (sample = epoch number); its warm rows are blocks, not epochs.
+    blocked = rows.groupby(CASE_KEYS)["phase"].transform(lambda phase: (phase == "epoch").any())
+    rows = rows[(rows["phase"] == "epoch") == blocked]
+    frame = rows[[*CASE_KEYS, "device_kind", "phase", "sample", "seconds"]].copy()
+    # per_call timing: the cold call is epoch 1 and warm sample k is epoch k + 1.
+    frame["epoch"] = np.where(frame["phase"] == "cold", 1, frame["sample"].fillna(0) + 1)
+    frame["epoch"] = frame["epoch"].where(frame["phase"] != "epoch", frame["sample"])
+    return frame.sort_values([*CASE_KEYS, "epoch"])
+
 
 def accuracy_table(stats: pd.DataFrame, extras: pd.DataFrame,
                    labels: dict[str, Any] | None = None) -> pd.DataFrame:

@@ -1,0 +1,103 @@
+"""What a first run shows and what scripts can trust: the verdict at the end of `compare`, the
+exit codes of a report that cannot be written and of a diff with nothing to compare, and help
+texts that say what the code does. Fake frameworks only (tests/fakes): no framework imported.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import harness.report
+from harness import api
+from harness.cli import app
+from harness.core import registry
+
+# Two fake frameworks on cpu and cuda:0: fake has no GPU (an unavailable cell, a warning),
+# fakegpu has one, so the run has a GPU/CPU verdict, a fastest cell and a ranking on cpu.
+TWO_FRAMEWORKS = ["compare", "--workload", "fault", "--variant", "ok", "--quick",
+                  "--framework", "fake,fakegpu", "--device", "cpu,cuda:0", "--no-ceilings"]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def only_run_dir(out_dir: Path) -> Path:
+    (run_dir,) = [path for path in out_dir.iterdir() if path.is_dir()]
+    return run_dir
+
+
+def test_compare_ends_with_the_summary_verdict_and_the_report_path(out_dir: Path) -> None:
+    result = invoke(*TWO_FRAMEWORKS, "--out", str(out_dir))
+    assert result.exit_code == 0, result.output
+    run_dir = only_run_dir(out_dir)
+    lines = result.output.rstrip().splitlines()
+    assert lines[-1] == f"report: {run_dir / 'report.html'}"
+    assert (run_dir / "report.html").is_file()
+    verdict = lines[lines.index("verdict:") + 1:-1]
+    assert verdict[0] == "fault:"
+    assert any(line.startswith("  GPU vs CPU on ") for line in verdict), verdict
+    assert any(line.startswith("  fastest on ") for line in verdict), verdict
+    ranking = [line for line in verdict if line.startswith("  ranking on cpu, ")]
+    assert ranking and "1. fake" in ranking[0] and "2. fake" in ranking[0]
+    warnings = [line for line in verdict if line.startswith("  warning: ")]
+    assert any("unavailable" in line and "fake cuda:0" in line for line in warnings), verdict
+    # The very sentences of summary.md, not a second phrasing of the numbers.
+    summary = (run_dir / "summary.md").read_text().replace("**", "").replace("`", "")
+    for line in verdict[1:]:
+        sentence = line.strip().removeprefix("warning: ").removeprefix("ranking on ")
+        sentence = sentence.removeprefix("GPU vs CPU on ").split(": ", 1)[-1]
+        assert sentence in summary, line
+
+
+def test_a_report_that_cannot_be_written_exits_3_with_one_line(
+        out_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def disk_full(*args: object, **kwargs: object) -> list[Path]:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(harness.report, "render_report", disk_full)
+    result = invoke(*TWO_FRAMEWORKS, "--out", str(out_dir))
+    assert result.exit_code == api.EXIT_REPORT_FAILED == 3, result.output
+    failures = [line for line in result.output.splitlines() if "report failed" in line]
+    assert len(failures) == 1 and "No space left on device" in failures[0], result.output
+    run_dir = only_run_dir(out_dir)
+    assert str(run_dir) in failures[0]
+    # The measurements were saved before the drawing failed, and the verdict still printed.
+    assert len(json.loads((run_dir / "run.json").read_text())["cells"]) == 4
+    assert (run_dir / "measurements.csv").is_file() and "verdict:" in result.output
+    assert "report: " not in result.output
+
+
+def test_diff_of_runs_without_a_shared_case_exits_2_and_says_what_each_holds(
+        tmp_path: Path) -> None:
+    runs = []
+    for framework in ("fake", "fakegpu"):
+        out = tmp_path / framework
+        ran = invoke("compare", "--workload", "fault", "--variant", "ok", "--quick",
+                     "--framework", framework, "--device", "cpu", "--no-ceilings",
+                     "--no-report", "--out", str(out))
+        assert ran.exit_code == 0, ran.output
+        assert "verdict:" in ran.output and "report: " not in ran.output  # no report drawn
+        runs.append(only_run_dir(out))
+    for extra in ([], ["--json"]):
+        result = invoke("diff", str(runs[0]), str(runs[1]), *extra)
+        assert result.exit_code == 2, result.output
+        (line,) = result.output.strip().splitlines()
+        assert line.startswith("harness: error: the runs share no case")
+        assert f"A {runs[0].name} holds fault (2 cases: variant ok; fake on cpu; size 1, 2)" \
+            in line
+        assert f"B {runs[1].name} holds fault (2 cases: variant ok; fakegpu on cpu" in line
+
+
+def test_framework_help_lists_every_registered_framework() -> None:
+    result = CliRunner().invoke(app, ["compare", "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0
+    words = " ".join(result.output.replace("│", " ").split())
+    listed = ", ".join(registry.FRAMEWORKS)
+    assert listed in words, words
+    assert {"fakegpu", "keras-jax", "jax"} <= set(registry.FRAMEWORKS)  # plugins and builtins

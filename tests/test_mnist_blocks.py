@@ -1,0 +1,50 @@
+"""MNIST timed in blocks of steps: one epoch gives several warm samples in every framework.
+
+Through the worker subprocess, as users run it, on tiny parameters (8 steps per epoch).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.core import registry
+from harness.run.runner import RunOptions, run_cell
+from harness.spec import Cell
+from workloads import mnist
+
+TINY = {"epochs": 1, "train_samples": 256, "test_samples": 50, "blocks": 16}  # 8 steps
+# keras-torch runs the same callback as keras-tensorflow; left out to keep the suite short.
+FRAMEWORKS = ("torch", "jax", "keras-jax", "keras-tensorflow")
+
+
+def run_one_case(framework: str, variant: str = "as-written", **params: object) -> dict:
+    cell_params = {**mnist.WIDE.defaults(quick=True), **TINY, **params}
+    result = run_cell(Cell("mnist-wide", variant, framework, "cpu", cell_params, quick=True),
+                      RunOptions(timeout_s=300))
+    assert result["status"] == "ok", result["reason"]
+    (case,) = result["cases"]
+    return case
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_one_epoch_gives_warm_block_samples(framework: str) -> None:
+    if not registry.framework_installed(framework)[0]:
+        pytest.skip(f"{framework} is not installed")
+    case = run_one_case(framework)
+    assert case["extra"]["steps_per_call"] == 8 and case["extra"]["epochs_run"] >= 1
+    # 8 steps in 8 blocks of one step; the first is cold, the other 7 are warm samples.
+    assert len(case["samples"]) >= 3 and case["sample_steps"] == [1] * len(case["samples"])
+    assert all(seconds > 0 for seconds in case["samples"])
+    # The epoch itself is still reported, as the cold call.
+    assert case["call_seconds"] == [case["cold_seconds"]]
+
+
+@pytest.mark.slow
+def test_an_epoch_in_one_jitted_call_stays_one_sample_per_epoch() -> None:
+    """jax 'compiled' runs the epoch as one lax.scan: no steps to cut, one sample per epoch."""
+    if not registry.framework_installed("jax")[0]:
+        pytest.skip("jax is not installed")
+    case = run_one_case("jax", "compiled", epochs=2)
+    assert len(case["samples"]) == 1 and case["sample_steps"] == [8]
+    assert len(case["call_seconds"]) == 2
