@@ -20,16 +20,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
+from harness.core.units import device_kind, format_bytes, format_ratio, format_seconds, format_size
 from harness.report import style
-from harness.report.tables import (
-    ceiling_for,
-    device_kind,
-    flop_ceiling,
-    format_bytes,
-    format_ratio,
-    format_seconds,
-    format_size,
-)
+from harness.report.tables import ceiling_for, flop_ceiling
 
 STATUS_TEXT_CHARS = 66
 PANEL_WIDTH = 6.0
