@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Mutation testing of the code that decides numbers and verdicts: how many planted faults the fast
+# unit tests notice. A benchmark of the suite's strength, not a CI step (it takes 10-40 minutes).
+#
+#   bash benchmarks/mutation.sh                 (from the repository root; needs mutmut 3:
+#                                                pip install mutmut==3.8.1)
+#   PYTHON=/path/to/python  MUTATION_DIR=/tmp/mut  MUTATION_JOBS=2  bash benchmarks/mutation.sh
+#
+# What it does: copies the checkout's tracked and untracked-but-not-ignored files into
+# $MUTATION_DIR (default: a fresh temp folder; mutmut writes its mutants/ tree there, never into
+# the checkout), writes mutmut's [mutmut] section into that copy's setup.cfg, runs mutmut on the
+# functions listed in SCOPE below with only the fast unit tests in TESTS as its test command, and
+# prints the killed share per module (benchmarks/mutation_score.py; also written to
+# $MUTATION_DIR/score.txt). "killed" counts mutants a test failed on or that timed out; mutants no
+# selected test reaches count as survivors.
+#
+# Scope (issue 26): statistics (harness/data/results.py sample_stats, harness/analysis/stats.py),
+# plausibility and ceilings (harness/analysis/plausibility.py, ceilings.with_bounds/_best_of),
+# diff (harness/analysis/diff.py), device-time attribution (devicetime.attribute/diagnose) and the
+# verdict tables of harness/report/tables.py (significance, crossover, fastest, flat time,
+# ratios, peak fractions).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
+[ -x "$PYTHON" ] || PYTHON=python3
+WORK=${MUTATION_DIR:-$(mktemp -d -t harness-mutation-XXXXXX)}
+JOBS=${MUTATION_JOBS:-2}
+
+SOURCES="harness/data/results.py harness/analysis/stats.py harness/analysis/plausibility.py
+harness/measure/ceilings.py harness/analysis/diff.py harness/measure/devicetime.py
+harness/report/tables.py"
+# mutmut mutant-name patterns (module.x_function__mutmut_N): whole modules, or the named functions.
+SCOPE="harness.data.results.x_sample_stats*
+harness.analysis.stats.*
+harness.analysis.plausibility.*
+harness.measure.ceilings.x_with_bounds*
+harness.measure.ceilings.x__best_of*
+harness.analysis.diff.*
+harness.measure.devicetime.x_attribute*
+harness.measure.devicetime.x_diagnose*
+harness.report.tables.x_iqrs_overlap*
+harness.report.tables.x_gap_significance*
+harness.report.tables.x_find_crossover*
+harness.report.tables.xǁCrossoverǁ*
+harness.report.tables.x_crossovers*
+harness.report.tables.x__pair*
+harness.report.tables.x_fastest_by_size*
+harness.report.tables.x_flat_time_below_crossover*
+harness.report.tables.x__flat_run*
+harness.report.tables.x_ratio_table*
+harness.report.tables.x__gpu_speedups*
+harness.report.tables.x_peak_fractions*
+harness.report.tables.x_flop_ceiling*
+harness.report.tables.x_ceiling_for*"
+# The fast unit tests that cover those functions (no framework workers; seconds each).
+TESTS="tests/test_stats.py tests/test_diff.py tests/test_devicetime.py tests/test_report.py
+tests/test_report_devicetime.py tests/test_bounds.py tests/test_verdicts.py"
+
+mkdir -p "$WORK"
+# A copy of the checkout as git sees it (tracked + new files), without ignored build outputs.
+(cd "$ROOT" && git ls-files -co --exclude-standard -z | xargs -0 tar cf -) | (cd "$WORK" && tar xf -)
+cd "$WORK"
+rm -rf mutants
+existing_tests=$(for file in $TESTS; do if [ -f "$file" ]; then echo "$file"; fi; done)
+{
+  echo "[mutmut]"
+  echo "source_paths = harness"
+  echo "only_mutate ="
+  for file in $SOURCES; do echo "    $file"; done
+  echo "also_copy ="
+  echo "    backends"
+  echo "    workloads"
+  echo "pytest_add_cli_args_test_selection ="
+  for file in $existing_tests; do echo "    $file"; done
+  echo "    -m"
+  echo "    not slow"
+  echo "    -p"
+  echo "    no:cacheprovider"
+} > setup.cfg
+# conftest.py points frameworks' home-folder writes at temp folders; keep workers quiet too.
+export MPLBACKEND=Agg TF_CPP_MIN_LOG_LEVEL=3
+patterns=()
+while IFS= read -r pattern; do patterns+=("$pattern"); done <<< "$SCOPE"
+started=$(date +%s)
+"$PYTHON" -m mutmut run --max-children "$JOBS" "${patterns[@]}" > mutmut-run.log 2>&1 || {
+  echo "mutmut failed; the end of $WORK/mutmut-run.log:"; tail -30 mutmut-run.log; exit 1; }
+echo "mutmut ran $(( $(date +%s) - started )) s in $WORK"
+"$PYTHON" -m mutmut results --all true > mutmut-results.txt
+"$PYTHON" "$ROOT/benchmarks/mutation_score.py" mutmut-results.txt "${patterns[@]}" | tee score.txt
