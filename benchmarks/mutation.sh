@@ -5,6 +5,10 @@
 #   bash benchmarks/mutation.sh                 (from the repository root; needs mutmut 3:
 #                                                pip install mutmut==3.8.1)
 #   PYTHON=/path/to/python  MUTATION_DIR=/tmp/mut  MUTATION_JOBS=2  bash benchmarks/mutation.sh
+#   MUTATION_DIR=/tmp/mut bash benchmarks/mutation.sh --survivors
+#       (after adding tests: re-copies the checkout's tests and unmutated code into that earlier
+#        run's folder and re-tests only the mutants it left alive; killed ones stay killed, since
+#        adding tests cannot revive a mutant. The 7 mutated modules must be unchanged since.)
 #
 # What it does: copies the checkout's tracked and untracked-but-not-ignored files into
 # $MUTATION_DIR (default: a fresh temp folder; mutmut writes its mutants/ tree there, never into
@@ -35,7 +39,20 @@ harness.analysis.stats.*
 harness.analysis.plausibility.*
 harness.measure.ceilings.x_with_bounds*
 harness.measure.ceilings.x__best_of*
-harness.analysis.diff.*
+harness.analysis.diff.x_average_ranks*
+harness.analysis.diff.x_mann_whitney_u*
+harness.analysis.diff.x_verdict_for*
+harness.analysis.diff.x__worst*
+harness.analysis.diff.x_load_cases*
+harness.analysis.diff.x_compare_case*
+harness.analysis.diff.x__status_verdict*
+harness.analysis.diff.x__case_dict*
+harness.analysis.diff.x_diff_runs*
+harness.analysis.diff.x__comparable_params*
+harness.analysis.diff.x__text*
+harness.analysis.diff.x__cell_facts*
+harness.analysis.diff.x_environment_mismatches*
+harness.analysis.diff.xǁRunDiffǁ*
 harness.measure.devicetime.x_attribute*
 harness.measure.devicetime.x_diagnose*
 harness.report.tables.x_iqrs_overlap*
@@ -56,33 +73,53 @@ harness.report.tables.x_ceiling_for*"
 TESTS="tests/test_stats.py tests/test_diff.py tests/test_devicetime.py tests/test_report.py
 tests/test_report_devicetime.py tests/test_bounds.py tests/test_verdicts.py"
 
-mkdir -p "$WORK"
 # A copy of the checkout as git sees it (tracked + new files), without ignored build outputs.
-(cd "$ROOT" && git ls-files -co --exclude-standard -z | xargs -0 tar cf -) | (cd "$WORK" && tar xf -)
+copy_checkout() { (cd "$ROOT" && git ls-files -co --exclude-standard -z | xargs -0 tar cf -); }
+mkdir -p "$WORK"
+copy_checkout | (cd "$WORK" && tar xf -)
 cd "$WORK"
-rm -rf mutants
-existing_tests=$(for file in $TESTS; do if [ -f "$file" ]; then echo "$file"; fi; done)
-{
-  echo "[mutmut]"
-  echo "source_paths = harness"
-  echo "only_mutate ="
-  for file in $SOURCES; do echo "    $file"; done
-  echo "also_copy ="
-  echo "    backends"
-  echo "    workloads"
-  echo "pytest_add_cli_args_test_selection ="
-  for file in $existing_tests; do echo "    $file"; done
-  echo "    -m"
-  echo "    not slow"
-  echo "    -p"
-  echo "    no:cacheprovider"
-} > setup.cfg
 # conftest.py points frameworks' home-folder writes at temp folders; keep workers quiet too.
 export MPLBACKEND=Agg TF_CPP_MIN_LOG_LEVEL=3
 patterns=()
 while IFS= read -r pattern; do patterns+=("$pattern"); done <<< "$SCOPE"
+if [ "${1:-}" = "--survivors" ]; then
+  [ -f mutmut-results.txt ] || { echo "no earlier run in $WORK"; exit 2; }
+  # mutmut never overwrites files in mutants/: bring the new tests and unmutated code in.
+  excludes=()
+  for file in $SOURCES; do excludes+=("--exclude=$file"); done
+  copy_checkout | (cd mutants && tar xf - "${excludes[@]}")
+  for file in $SOURCES; do
+    cmp -s "$ROOT/$file" "$file" || echo "warning: $file changed since the first run"
+  done
+  cp mutmut-results.txt mutmut-results-before.txt
+  mapfile -t survivors < <("$PYTHON" "$ROOT/benchmarks/mutation_score.py" --names \
+    mutmut-results.txt "${patterns[@]}")
+  echo "re-testing ${#survivors[@]} surviving mutants"
+  run_names=("${survivors[@]}")
+else
+  rm -rf mutants
+  {
+    echo "[mutmut]"
+    echo "source_paths = harness"
+    echo "only_mutate ="
+    for file in $SOURCES; do echo "    $file"; done
+    echo "also_copy ="
+    echo "    backends"
+    echo "    workloads"
+    echo "pytest_add_cli_args_test_selection ="
+    for file in $TESTS; do echo "    $file"; done
+    echo "    -m"
+    echo "    not slow"
+    echo "    -p"
+    echo "    no:cacheprovider"
+  } > setup.cfg
+  # The same test selection before and after tests are added (mutmut re-tests everything when
+  # it changes): a test file the checkout does not have yet is an empty one.
+  for file in $TESTS; do [ -f "$file" ] || : > "$file"; done
+  run_names=("${patterns[@]}")
+fi
 started=$(date +%s)
-"$PYTHON" -m mutmut run --max-children "$JOBS" "${patterns[@]}" > mutmut-run.log 2>&1 || {
+"$PYTHON" -m mutmut run --max-children "$JOBS" "${run_names[@]}" > mutmut-run.log 2>&1 || {
   echo "mutmut failed; the end of $WORK/mutmut-run.log:"; tail -30 mutmut-run.log; exit 1; }
 echo "mutmut ran $(( $(date +%s) - started )) s in $WORK"
 "$PYTHON" -m mutmut results --all true > mutmut-results.txt

@@ -1,6 +1,7 @@
 """The killed share per module from `mutmut results --all true`, restricted to the scope patterns.
 
-Used by benchmarks/mutation.sh:  python mutation_score.py RESULTS.txt PATTERN...
+Used by benchmarks/mutation.sh:  python mutation_score.py [--names] RESULTS.txt PATTERN...
+(--names: print only the names of the mutants in scope that were not killed, one a line.)
 A mutant counts as killed when a test failed on it or it timed out (an endless loop is noticed);
 survived, no-tests and suspicious ones count against the suite.
 """
@@ -21,6 +22,8 @@ def module_of(mutant: str) -> str:
 
 
 def main(argv: list[str]) -> int:
+    names_only = argv[:1] == ["--names"]
+    argv = argv[1:] if names_only else argv
     results_path, patterns = argv[0], argv[1:]
     by_module: dict[str, Counter[str]] = defaultdict(Counter)
     survivors: list[str] = []
@@ -32,7 +35,10 @@ def main(argv: list[str]) -> int:
         counts["total"] += 1
         counts["killed"] += status in KILLED
         if status not in KILLED:
-            survivors.append(f"{name}: {status}")
+            survivors.append(name if names_only else f"{name}: {status}")
+    if names_only:
+        print("\n".join(survivors))
+        return 0
     total = Counter[str]()
     print(f"{'module':40} {'killed':>7} {'total':>6} {'share':>6}")
     for module in sorted(by_module):
