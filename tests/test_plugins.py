@@ -88,6 +88,10 @@ def test_a_broken_entry_point_is_one_warning_and_an_unavailable_row(tmp_path: Pa
                 for cell in document["cells"]}
     assert statuses["numpy"][0] == "ok"
     assert statuses["ghost"][0] == "unavailable" and "failed to load" in statuses["ghost"][1]
+    # One warning for the broken framework the run asked for; none for the unused workload.
+    warnings = [line for line in ran.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "'ghost'" in warnings[0], ran.stderr
+    assert "no_such_module_anywhere" not in ran.stderr and "warning" not in listed.stderr
 
 
 @pytest.mark.parametrize("module", ["no_such_plugin_module"])
