@@ -1,0 +1,461 @@
+"""The functions that decide numbers and verdicts, on hand-computed inputs: sample statistics,
+the CLI's case summary, the U test and diff verdicts, environment mismatches, device-time
+attribution and diagnosis, plausibility. Written against what mutation testing
+(benchmarks/mutation.sh) showed the other tests let through: boundaries, defaults, messages."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from harness.analysis import diff, plausibility
+from harness.analysis.stats import CaseSummary, implausibility, summarize_case, \
+    summarize_result, work_of
+from harness.core.registry import load_workload
+from harness.data.results import CaseResult, CellResult, sample_stats
+from harness.measure.devicetime import attribute, diagnose
+from tests.synthetic_runs import HOST, cell_result, write_run
+
+MATMUL = load_workload("matmul")
+ELEMENTWISE = load_workload("elementwise")
+
+# --- sample_stats ------------------------------------------------------------------------------
+
+
+def test_sample_stats_on_known_samples() -> None:
+    stats = sample_stats([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (stats.count, stats.median, stats.q1, stats.q3, stats.minimum) == (5, 3.0, 2.0, 4.0,
+                                                                               1.0)
+    assert stats.iqr == 2.0 and stats.noise == pytest.approx(2 / 3) and stats.noisy
+    two = sample_stats([1.0, 2.0])  # 'inclusive' quartiles still give numbers for two samples
+    assert (two.median, two.q1, two.q3) == (1.5, 1.25, 1.75)
+    one = sample_stats([7.0])
+    assert (one.count, one.median, one.q1, one.q3, one.minimum, one.iqr) == (1, 7.0, 7.0, 7.0,
+                                                                             7.0, 0.0)
+    assert not one.noisy
+    nan = float("nan")
+    assert sample_stats([nan, 2.0, nan, 4.0]).count == 2
+    empty = sample_stats([nan])
+    assert (empty.count, empty.median, empty.iqr, empty.noise, empty.noisy) == (
+        0, None, None, None, False)
+
+
+def test_the_noise_threshold_is_ten_percent_exclusive() -> None:
+    # median 2.5, IQR 0.25: exactly 10%, not noisy; a little above: noisy.
+    exactly = sample_stats([2.25, 2.375, 2.5, 2.625, 2.75])
+    assert exactly.noise == 0.1 and not exactly.noisy
+    assert sample_stats([2.25, 2.37, 2.5, 2.63, 2.75]).noisy
+    assert sample_stats([0.0, 0.0, 0.0]).noise is None  # median 0: no fraction
+
+
+# --- the CLI's per-case summary ----------------------------------------------------------------
+
+def matmul_cell(warm: list[float], **case_fields: object) -> tuple[CellResult, CaseResult]:
+    document = cell_result("torch", {512: warm})
+    document["cases"][0].update(case_fields)
+    document["peak_host_memory_bytes"] = 3 * 2**20
+    cell = CellResult.from_dict(document)
+    return cell, cell.cases[0]
+
+
+def test_summarize_case_derives_rates_from_the_median() -> None:
+    cell, case = matmul_cell([2e-3, 1e-3, 3e-3], peak_device_allocated_bytes=5,
+                             peak_device_reserved_bytes=9, suspect="drift")
+    summary = summarize_case(MATMUL, cell, case)
+    assert (summary.variant, summary.framework, summary.device, summary.size) == (
+        "fp32", "torch", "cpu", 512)
+    assert (summary.status, summary.reason) == ("ok", "")
+    assert summary.median_s == 2e-3 and summary.min_s == 1e-3 and summary.samples == 3
+    assert summary.iqr_s == pytest.approx(1e-3) and summary.noisy
+    assert summary.cold_s == pytest.approx(2e-2)
+    assert summary.gflops == pytest.approx(2 * 512**3 / 2e-3 / 1e9)
+    assert summary.gbps is None  # matmul counts no bytes
+    assert summary.check == "pass rel_error=1e-07"
+    assert summary.suspect == "drift"
+    assert summary.peak_host_bytes == 3 * 2**20
+    assert summary.peak_device_bytes == 9  # reserved before allocated
+    _, allocated_only = matmul_cell([1e-3], peak_device_allocated_bytes=5)
+    assert summarize_case(MATMUL, cell, allocated_only).peak_device_bytes == 5
+
+
+def test_summarize_case_without_samples_has_no_rate() -> None:
+    cell, case = matmul_cell([1.0], samples=[])  # a case with its cold call only
+    summary = summarize_case(MATMUL, cell, case)
+    assert summary.median_s is None and summary.gflops is None and summary.samples == 0
+
+
+def test_summarize_case_gives_both_rates_where_both_are_counted() -> None:
+    case_params = {"elements": 2**20, "iterations": 4, "trailing_shape": [1]}
+    document = {"cell": {"workload": "elementwise", "variant": "eager", "framework": "torch",
+                         "device": "cpu", "params": {}}, "status": "ok", "reason": "",
+                "cases": [{"case": case_params, "status": "ok", "reason": "",
+                           "samples": [1e-3], "cold_seconds": 2e-3,
+                           "check": {"passed": False, "metric": "abs_error", "value": 0.123}}]}
+    cell = CellResult.from_dict(document)
+    summary = summarize_case(ELEMENTWISE, cell, cell.cases[0])
+    work = work_of(ELEMENTWISE, case_params)
+    assert summary.gflops == pytest.approx(work["flops"] / 1e-3 / 1e9)
+    assert summary.gbps == pytest.approx(work["bytes"] / 1e-3 / 1e9)
+    assert summary.check == "FAIL abs_error=0.12"
+    assert work_of(MATMUL, {"n": 4}) == {"flops": 128.0}
+
+
+def test_a_cell_that_stopped_short_gets_a_status_row() -> None:
+    document = cell_result("torch", {64: [1e-3, 1e-3]})
+    document.update(status="timeout", reason="killed after 900 s")
+    summaries = summarize_result(MATMUL, document)
+    assert len(summaries) == 2
+    assert summaries[0].status == "ok" and summaries[0].size == 64
+    last = summaries[1]
+    assert (last.status, last.reason, last.size, last.samples, last.median_s) == (
+        "timeout", "killed after 900 s", None, 0, None)
+    assert len(summarize_result(MATMUL, cell_result("torch", {64: [1e-3]}))) == 1
+
+
+def test_implausibility_reads_the_cases_own_device() -> None:
+    summary = CaseSummary("fp32", "torch", "cpu", 64, "ok", "", 1.0, 1.0, 0.0, 1.0, 3, False,
+                          500.0, None, "pass")
+    ceilings = {"peak_gflops_by_precision": {"fp32": 100.0},
+                "physical": {"gflops_by_precision": {"fp32": 400.0}}}
+    assert implausibility(summary, ceilings).startswith("IMPLAUSIBLE: 500 GFLOP/s > physical "
+                                                        "bound 400")
+    assert "probe was low" in implausibility(summary, {**ceilings, "physical": {
+        "gflops_by_precision": {"fp32": 600.0}}})
+
+
+# --- the U test and the diff verdicts ----------------------------------------------------------
+
+def test_u_test_needs_both_samples_and_treats_one_value_each() -> None:
+    with pytest.raises(ValueError, match="both samples need at least one value"):
+        diff.mann_whitney_u([], [1.0])
+    with pytest.raises(ValueError):
+        diff.mann_whitney_u([1.0], [])
+    # One value each: U = 0, variance 1*1/12*3 = 0.25, z = (0.5 - 0.5) / 0.5 = 0, p = 1.
+    assert diff.mann_whitney_u([1.0], [2.0]) == (0.0, 1.0)
+
+
+def test_u_test_tie_correction_on_a_hand_computed_case() -> None:
+    # [1, 2, 2] vs [2, 3, 3]: ranks 1, 3, 3 | 3, 5.5, 5.5; U1 = 7 - 6 = 1;
+    # ties (3 and 2): (24 + 6) / (6 * 5) = 1.0; variance = 9/12 * (7 - 1) = 4.5;
+    # z = (|1 - 4.5| - 0.5) / sqrt(4.5) = 1.41421; p = erfc(z / sqrt 2) = 0.157299.
+    u_stat, p_value = diff.mann_whitney_u([1.0, 2.0, 2.0], [2.0, 3.0, 3.0])
+    assert u_stat == 1.0
+    assert p_value == pytest.approx(math.erfc(3 / math.sqrt(4.5) / math.sqrt(2)), rel=1e-12)
+    # Far apart samples: p well below 1 and never above it.
+    assert diff.mann_whitney_u([1.0] * 2, [5.0] * 2)[1] == pytest.approx(
+        math.erfc((2 - 0.5) / math.sqrt(4 / 12 * (5 - 1.0)) / math.sqrt(2)))
+
+
+def test_u_test_p_is_capped_at_one() -> None:
+    # [2] vs [1, 3]: U = 1 = its mean; the continuity correction clamps z to 0, p = 1.
+    assert diff.mann_whitney_u([2.0], [1.0, 3.0]) == (1.0, 1.0)
+    assert diff.mann_whitney_u([1.0, 3.0], [2.0, 4.0])[1] == pytest.approx(
+        math.erfc(0.5 / math.sqrt(4 / 12 * 5) / math.sqrt(2)))
+
+
+def test_verdict_boundaries() -> None:
+    assert diff.verdict_for(50.0, diff.ALPHA, 5.0) == "same"  # p must be below alpha
+    assert diff.verdict_for(50.0, diff.ALPHA * 0.99, 5.0) == "slower"
+    assert diff.verdict_for(5.0, 0.001, 5.0) == "same"  # exactly the threshold: same
+    assert diff.verdict_for(-5.0, 0.001, 5.0) == "same"
+    assert diff.verdict_for(5.01, 0.001, 5.0) == "slower"
+    assert diff.verdict_for(-5.01, 0.001, 5.0) == "faster"
+
+
+def cases(statuses: dict[tuple[str, ...], str],
+          samples: dict[tuple[str, ...], list[float]]) -> diff.RunCases:
+    return diff.RunCases("run", {}, statuses, samples)
+
+
+KEY = ("matmul", "fp32", "torch", "cpu", "64")
+
+
+def test_compare_case_with_known_samples() -> None:
+    a = cases({KEY: "ok"}, {KEY: [1.0, 1.01, 0.99, 1.0, 1.02]})
+    b = cases({KEY: "ok"}, {KEY: [2.0, 2.02, 1.98, 2.0, 2.04]})
+    result = diff.compare_case(KEY, a, b, 5.0, 10.0)
+    assert (result.workload, result.variant, result.framework, result.device, result.size) == KEY
+    assert (result.samples_a, result.samples_b) == (5, 5)
+    assert (result.median_a_s, result.median_b_s) == (1.0, 2.0)
+    assert result.ratio == 2.0 and result.change_pct == pytest.approx(100.0)
+    assert result.p_value == pytest.approx(diff.mann_whitney_u(a.samples[KEY], b.samples[KEY])[1])
+    assert result.verdict == "slower" and result.regression
+    assert not diff.compare_case(KEY, a, b, 5.0, None).regression  # no limit, no regression
+    assert not diff.compare_case(KEY, a, b, 5.0, 100.0).regression  # 100% is not above 100%
+    assert diff.compare_case(KEY, b, a, 5.0, 10.0).verdict == "faster"
+
+
+def test_compare_case_needs_five_samples_each() -> None:
+    four = cases({KEY: "ok"}, {KEY: [1.0, 1.0, 1.0, 1.0]})
+    five = cases({KEY: "ok"}, {KEY: [2.0] * 5})
+    result = diff.compare_case(KEY, four, five, 5.0, 10.0)
+    assert result.verdict == "not judged" and result.p_value is None and not result.regression
+    assert result.ratio == 2.0  # the ratio is still shown
+    assert diff.compare_case(KEY, five, four, 5.0, 10.0).verdict == "not judged"
+
+
+def test_compare_case_on_failed_cases() -> None:
+    ok = cases({KEY: "ok"}, {KEY: [1.0] * 5})
+    for status in ("error", "invalid", "timeout"):
+        failed = cases({KEY: status}, {})
+        newly = diff.compare_case(KEY, ok, failed, 5.0, 10.0)
+        assert newly.verdict == f"{status} in B" and newly.regression
+        assert newly.median_b_s is None and newly.samples_b == 0 and newly.ratio is None
+        assert not diff.compare_case(KEY, ok, failed, 5.0, None).regression
+        fixed = diff.compare_case(KEY, failed, ok, 5.0, 10.0)
+        assert fixed.verdict == f"fixed in B (was {status})" and not fixed.regression
+    unavailable = cases({KEY: "unavailable"}, {})
+    assert not diff.compare_case(KEY, ok, unavailable, 5.0, 10.0).regression
+    both = diff.compare_case(KEY, cases({KEY: "error"}, {}), cases({KEY: "error"}, {}), 5, None)
+    assert both.verdict == "error in both"
+    assert diff.compare_case(KEY, cases({KEY: "error"}, {}), cases({KEY: "timeout"}, {}), 5,
+                             None).verdict == "error -> timeout"
+
+
+def test_worst_status_of_a_case_ignores_blanks() -> None:
+    import pandas as pd
+
+    assert diff._worst(pd.Series(["ok", "", "invalid", "ok"])) == "invalid"
+    assert diff._worst(pd.Series(["", ""])) == ""
+
+
+def test_diff_runs_lists_cases_on_one_side_only_and_serialises(tmp_path: Path) -> None:
+    run_a = write_run(tmp_path / "a", [cell_result("torch", {64: [1.0] * 5, 128: [2.0] * 5})])
+    run_b = write_run(tmp_path / "b", [cell_result("torch", {64: [1.0] * 5, 256: [3.0] * 5})])
+    result = diff.diff_runs(run_a, run_b, threshold_pct=7.0, fail_on_regression_pct=12.0)
+    assert (result.run_a, result.run_b) == (str(run_a), str(run_b))
+    assert [case.size for case in result.cases] == ["64"]
+    assert result.cases[0].verdict == "same" and result.cases[0].p_value == 1.0
+    key = {"workload": "matmul", "variant": "fp32", "framework": "torch", "device": "cpu"}
+    assert result.only_in_a == [{**key, "size": "128", "status": "ok"}]
+    assert result.only_in_b == [{**key, "size": "256", "status": "ok"}]
+    document = result.as_dict()
+    assert document["method"] == diff.METHOD and document["alpha"] == diff.ALPHA
+    assert (document["run_a"], document["run_b"]) == (str(run_a), str(run_b))
+    assert document["threshold_pct"] == 7.0 and document["fail_on_regression_pct"] == 12.0
+    assert document["environment_mismatches"] == [{"what": "param n", "a": "64, 128",
+                                                  "b": "64, 256"}] or \
+        document["environment_mismatches"] == []
+    assert document["cases"][0]["size"] == "64" and document["cases"][0]["verdict"] == "same"
+    assert document["only_in_a"] == result.only_in_a and document["only_in_b"] == \
+        result.only_in_b
+    assert document["regressions"] == []
+    assert set(document) == {"method", "alpha", "run_a", "run_b", "threshold_pct",
+                             "fail_on_regression_pct", "environment_mismatches", "cases",
+                             "only_in_a", "only_in_b", "regressions"}
+
+
+def test_regressions_are_listed_in_the_document(tmp_path: Path) -> None:
+    run_a = write_run(tmp_path / "a", [cell_result("torch", {64: [1.0, 1.01, 0.99, 1.0, 1.02]})])
+    run_b = write_run(tmp_path / "b", [cell_result("torch", {64: [2.0, 2.02, 1.98, 2.0, 2.04]})])
+    document = diff.diff_runs(run_a, run_b, fail_on_regression_pct=10.0).as_dict()
+    assert [case["size"] for case in document["regressions"]] == ["64"]
+    assert document["regressions"][0]["regression"] is True
+
+
+# --- environment mismatches ------------------------------------------------------------------
+
+def run_document(**changes: object) -> dict:
+    document = {"workload": "mnist-small", "sweep": "batch_size", "quick": True,
+                "params": {"batch_size": [32], "epochs": 2, "data": "/home/a/mnist.npz"},
+                "host": dict(HOST),
+                "cells": [{"cell": {"framework": "torch", "device": "cpu"},
+                           "framework_version": "2.13.0", "device_name": "Test CPU 9000"}]}
+    document.update(changes)
+    return document
+
+
+def test_identical_environments_have_no_mismatch() -> None:
+    assert diff.environment_mismatches(run_document(), run_document()) == []
+
+
+def test_each_recorded_difference_is_named_with_both_values() -> None:
+    other_host = {**HOST, "cpu_model": "Other CPU", "cores": 8, "gpus": ["H100", "H100"],
+                  "python": "3.12.1"}
+    b = run_document(
+        workload="mnist-wide", quick=False, host=other_host,
+        params={"batch_size": [64], "epochs": 3, "data": "/elsewhere/mnist.npz", "seed": 1},
+        cells=[{"cell": {"framework": "torch", "device": "cpu"},
+                "framework_version": "2.14.0", "device_name": "Other CPU"},
+               {"cell": {"framework": "jax", "device": "cpu"}, "framework_version": "0.5"}])
+    found = {item["what"]: (item["a"], item["b"])
+             for item in diff.environment_mismatches(run_document(), b)}
+    assert found == {
+        "workload": ("mnist-small", "mnist-wide"),
+        "param epochs": ("2", "3"),  # the swept batch size and the data folder do not count
+        "param seed": ("-", "1"),
+        "quick": ("True", "False"),
+        "host CPU": ("Test CPU 9000", "Other CPU"),
+        "usable cores": ("2", "8"),
+        "GPUs": ("none", "H100, H100"),
+        "Python": ("3.11.7", "3.12.1"),
+        "torch version": ("2.13.0", "2.14.0"),
+        "torch cpu device name": ("Test CPU 9000", "Other CPU"),
+    }
+
+
+def test_a_different_data_file_name_is_a_mismatch() -> None:
+    b = run_document(params={"batch_size": [32], "epochs": 2, "data": "/home/a/fashion.npz"})
+    assert diff.environment_mismatches(run_document(), b) == [
+        {"what": "param data", "a": "mnist.npz", "b": "fashion.npz"}]
+
+
+def test_cell_facts_keep_the_first_value_per_framework() -> None:
+    document = {"cells": [
+        {"cell": {"framework": "torch", "device": "cpu"}, "framework_version": "2.13",
+         "device_name": "cpu A"},
+        {"cell": {"framework": "torch", "device": "cpu"}, "framework_version": "9.9",
+         "device_name": "cpu B"},
+        {"cell": {"framework": "numpy", "device": "cpu"}, "framework_version": "",
+         "device_name": ""}]}
+    assert diff._cell_facts(document) == {"torch version": "2.13",
+                                          "torch cpu device name": "cpu A"}
+    assert diff._cell_facts({}) == {}
+
+
+def test_text_of_recorded_values() -> None:
+    assert diff._text([]) == "none" and diff._text(("a", 1)) == "a, 1"
+    assert diff._text(None) == "-" and diff._text("") == "-" and diff._text(0) == "0"
+    assert diff._text(False) == "False"
+
+
+def test_comparable_params_drop_the_sweep_and_keep_data_by_name() -> None:
+    document = {"sweep": "n", "params": {"n": [1, 2], "dtype": "float32", "data": "/x/y.npz"}}
+    assert diff._comparable_params(document) == {"dtype": "float32", "data": "y.npz"}
+    assert diff._comparable_params({"params": {"data": 3}}) == {"data": 3}
+    assert diff._comparable_params({}) == {}
+    assert document["params"]["n"] == [1, 2]  # the document itself is left alone
+
+
+# --- device-time attribution and diagnosis ------------------------------------------------------
+
+def test_attribution_caps_copies_and_busy() -> None:
+    capped = attribute(wall_s=1e-3, busy_s=0.5e-3, copies_s=0.8e-3)
+    assert capped.copies_s == 0.5e-3 and capped.compute_s == 0.0
+    assert capped.host_s == pytest.approx(0.5e-3) and capped.cold_extra_s is None
+    assert attribute(1e-3, 0.5e-3, 0.0, cold_s=0.5e-3).cold_extra_s == 0.0  # never negative
+    zero_wall = attribute(0.0, 2e-3, 1e-3)
+    assert zero_wall.busy_s == 2e-3 and zero_wall.host_s == 0.0
+    assert math.isnan(zero_wall.busy_share)
+    assert capped.parts() == {"copies": 0.5e-3, "compute": 0.0, "host": capped.host_s}
+
+
+def test_diagnosis_thresholds() -> None:
+    # Busy share exactly 60% is not launch-bound; just under is.
+    assert diagnose(attribute(1e-3, 0.6e-3, 0.0)).kind == "device-bound"
+    assert diagnose(attribute(1e-3, 0.59e-3, 0.0)).kind == "launch-bound"
+    # Copies exactly half of busy: transfer-bound; just under: not.
+    assert diagnose(attribute(1e-3, 1e-3, 0.5e-3)).kind == "transfer-bound"
+    assert diagnose(attribute(1e-3, 1e-3, 0.49e-3)).kind == "device-bound"
+    # Half the FLOP ceiling while busy: compute-bound; just under: device-bound.
+    assert diagnose(attribute(1e-3, 1e-3, 0.0), flops=50e9, peak_gflops=100_000).kind == \
+        "compute-bound"
+    assert diagnose(attribute(1e-3, 1e-3, 0.0), flops=49e9, peak_gflops=100_000).kind == \
+        "device-bound"
+    assert diagnose(attribute(1e-3, 1e-3, 0.0), nbytes=1.5e9, bandwidth_gbps=3000).kind == \
+        "memory-bound"
+    assert diagnose(attribute(1e-3, 1e-3, 0.0), nbytes=1.4e9, bandwidth_gbps=3000).kind == \
+        "device-bound"
+
+
+def test_diagnosis_texts_carry_the_figures() -> None:
+    launch = diagnose(attribute(2e-3, 0.5e-3, 0.0))
+    assert launch.text == ("launch-bound: busy 500 us of 2 ms wall (25%); the host's launch, "
+                           "dispatch and Python take 1.5 ms per call")
+    transfer = diagnose(attribute(1e-3, 1e-3, 0.75e-3), kernels_per_call=3)
+    assert transfer.text == ("transfer-bound: copies 750 us of 1 ms busy (75%); busy 1 ms of "
+                             "1 ms wall (100%), 3 kernels per call")
+    compute = diagnose(attribute(1e-3, 1e-3, 0.0), flops=80e9, peak_gflops=100_000)
+    assert compute.text == ("compute-bound near the ceiling: 80,000 GFLOP/s while busy = 80% of "
+                            "the measured 100,000; busy 1 ms of 1 ms wall (100%)")
+    memory = diagnose(attribute(1e-3, 1e-3, 0.0), nbytes=2.4e9, bandwidth_gbps=3000)
+    assert memory.text == ("memory-bound near bandwidth: 2,400 GB/s while busy = 80% of the "
+                           "measured 3,000; busy 1 ms of 1 ms wall (100%)")
+    both = diagnose(attribute(1e-3, 1e-3, 0.0), flops=10e9, nbytes=3e8, peak_gflops=100_000,
+                    bandwidth_gbps=3000)
+    assert both.text == ("device-bound below its ceilings (10% of peak FLOP/s, 10% of peak "
+                         "bandwidth): busy 1 ms of 1 ms wall (100%)")
+    bare = diagnose(attribute(1e-3, 0.9e-3, 0.0))
+    assert bare.text == ("device-bound below its ceilings (no ceiling to compare with): "
+                         "busy 900 us of 1 ms wall (90%)")
+    slow = diagnose(attribute(1e-3, 1e-3, 0.0), flops=5e7, peak_gflops=99)
+    assert "50 GFLOP/s while busy = 51% of the measured 99;" in slow.text
+
+
+def test_no_busy_time_means_no_rate() -> None:
+    idle = diagnose(attribute(1e-3, 0.0, 0.0), flops=1e9, peak_gflops=10)
+    assert idle.kind == "launch-bound"
+
+
+# --- plausibility ---------------------------------------------------------------------------
+
+def test_precision_of_a_variant() -> None:
+    assert plausibility.precision_of("fp32") == "fp32"
+    assert plausibility.precision_of("matmul-TF32") == "tf32"
+    assert plausibility.precision_of("bf16-autocast") == "bf16"
+    assert plausibility.precision_of("mixed", {"mixed": "fp16"}) == "fp16"
+    assert plausibility.precision_of("bf16", {"other": "fp16"}) == "bf16"
+
+
+def test_device_entry_falls_back_from_index_to_kind() -> None:
+    ceilings = {"cuda": {"bandwidth_gbps": 1.0}, "cpu": {"bandwidth_gbps": 2.0}}
+    assert plausibility.device_entry(ceilings, "cuda:1") == {"bandwidth_gbps": 1.0}
+    assert plausibility.device_entry({"gpu": {"x": 1}}, "cuda:0") == {"x": 1}
+    assert plausibility.device_entry({"cuda:0": {"error": "no"}, "cuda": {"y": 2}},
+                                     "cuda:0") == {"y": 2}
+    assert plausibility.device_entry({"cuda:0": "broken"}, "cuda:0") == {}
+    assert plausibility.device_entry(None, "cpu") == {} and \
+        plausibility.device_entry({}, "cpu") == {}
+
+
+def test_flop_and_bandwidth_limits() -> None:
+    entry = {"peak_gflops_by_precision": {"fp32": 100.0, "bf16": 0},
+             "peak_gflops_fp16": 400.0, "peak_gflops": 90.0, "bandwidth_gbps": 10.0,
+             "physical": {"gflops_by_precision": {"fp32": 300.0}, "bandwidth_gbps": 20.0}}
+    assert plausibility.flop_limits(entry, "fp32") == (100.0, 300.0)
+    assert plausibility.flop_limits(entry, "fp16") == (400.0, pytest.approx(440.0))
+    assert plausibility.flop_limits(entry, "bf16") == (None, None)  # 0 is no probe
+    assert plausibility.flop_limits({"peak_gflops": 90.0}, "fp32") == (90.0, pytest.approx(99.0))
+    assert plausibility.flop_limits({"peak_gflops": 90.0}, "tf32") == (None, None)
+    assert plausibility.bandwidth_limits(entry, "bandwidth_gbps") == (10.0, 20.0)
+    assert plausibility.bandwidth_limits({"bandwidth_gbps": 10}, "bandwidth_gbps") == (
+        10.0, pytest.approx(11.0))
+    assert plausibility.bandwidth_limits(entry, "h2d_pinned_gbps") == (None, None)
+    assert plausibility.bandwidth_limits({"bandwidth_gbps": "fast"}, "bandwidth_gbps") == (
+        None, None)
+
+
+def test_judge_boundaries_and_texts() -> None:
+    assert plausibility.judge(5.0, "GB/s", None, None).kind == "unknown"
+    assert plausibility.judge(110.0, "GB/s", 100.0, 200.0).kind == "ok"  # exactly probe x 1.1
+    assert plausibility.judge(110.1, "GB/s", 100.0, 200.0).kind == "probe-low"
+    assert plausibility.judge(200.0, "GB/s", 100.0, 200.0).kind == "probe-low"  # at the bound
+    assert plausibility.judge(200.1, "GB/s", 100.0, 200.0).kind == "implausible"
+    assert plausibility.judge(300.0, "GB/s", None, 200.0).kind == "implausible"
+    assert plausibility.judge(300.0, "GB/s", 100.0, None).kind == "probe-low"
+    verdict = plausibility.judge(250.0, "GFLOP/s", 100.0, 125.0)
+    assert verdict.implausible and verdict.text() == (
+        "IMPLAUSIBLE: 250 GFLOP/s > physical bound 125 (measured probe 100)")
+    low = plausibility.judge(120.0, "GFLOP/s", 100.0, 125.0)
+    assert not low.implausible and low.text() == (
+        "above the probe (100 GFLOP/s): the probe was low, this result is the ceiling")
+    assert plausibility.judge(1.0, "GB/s", 100.0, 200.0).text() == ""
+
+
+def test_judge_case_judges_every_rate_it_has() -> None:
+    ceilings = {"cuda:0": {"peak_gflops_by_precision": {"fp32": 100.0, "bf16": 400.0},
+                           "bandwidth_gbps": 10.0, "h2d_pinned_gbps": 5.0}}
+    both = plausibility.judge_case(90.0, 9.0, "fp32", "cuda:0", ceilings)
+    assert [(v.metric, v.kind) for v in both] == [("GFLOP/s", "ok"), ("GB/s", "ok")]
+    bf16 = plausibility.judge_case(300.0, None, "bf16", "cuda:0", ceilings)
+    assert [(v.metric, v.probe, v.kind) for v in bf16] == [("GFLOP/s", 400.0, "ok")]
+    declared = plausibility.judge_case(300.0, None, "fast", "cuda:0", ceilings,
+                                       precisions={"fast": "bf16"})
+    assert declared[0].probe == 400.0
+    pinned = plausibility.judge_case(None, 7.0, "fp32", "cuda:0", ceilings, "h2d_pinned_gbps")
+    assert [(v.probe, v.kind) for v in pinned] == [(5.0, "implausible")]
+    assert plausibility.judge_case(float("nan"), float("nan"), "fp32", "cuda:0", ceilings) == []
+    assert plausibility.judge_case(None, None, "fp32", "cuda:0", ceilings) == []
+    assert plausibility.judge_case(90.0, None, "fp32", "cpu", ceilings)[0].kind == "unknown"
