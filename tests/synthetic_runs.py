@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from harness.data import store
 
 HOST = {"machine_label": "box (cpu only)", "hostname": "box", "cpu_model": "Test CPU 9000",
@@ -161,3 +163,14 @@ def cpu_machine_results() -> list[dict[str, Any]]:
         make_result("matmul", "numpy", "cpu",
                     [make_case({"n": n}, cpu_seconds(n) * 2) for n in SIZES]),
     ]
+
+
+def stats_of(*run_dirs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-case statistics and per-cell statuses of stored runs, as the report computes them."""
+    from harness.report import tables
+    from harness.report.load import load_runs
+
+    run_set = load_runs(list(run_dirs))
+    runs = tables.assign_experiments(run_set.runs)
+    prepared, _ = tables.prepare(run_set.measurements, runs)
+    return tables.case_stats(prepared), tables.cell_status(prepared)

@@ -31,6 +31,7 @@ from tests.synthetic_runs import (
     make_case,
     make_result,
     spread_samples,
+    stats_of,
     write_fixture_run,
 )
 
@@ -53,13 +54,6 @@ def gpu_run(tmp_path: Path) -> Path:
 def cpu_run(tmp_path: Path) -> Path:
     return write_fixture_run(tmp_path / "runs" / "20260101-000100-matmul-cpu", CPU_MACHINE,
                              cpu_machine_results())
-
-
-def stats_of(*run_dirs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    run_set = load_runs(list(run_dirs))
-    runs = t.assign_experiments(run_set.runs)
-    prepared, _ = t.prepare(run_set.measurements, runs)
-    return t.case_stats(prepared), t.cell_status(prepared)
 
 
 # --- verdicts on known answers ----------------------------------------------------------------

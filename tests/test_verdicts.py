@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 
 from harness.analysis import diff, plausibility
@@ -16,7 +18,23 @@ from harness.analysis.stats import CaseSummary, implausibility, summarize_case, 
 from harness.core.registry import load_workload
 from harness.data.results import CaseResult, CellResult, sample_stats
 from harness.measure.devicetime import attribute, diagnose
-from tests.synthetic_runs import HOST, cell_result, write_run
+from harness.report import tables as t
+from tests.synthetic_runs import (
+    CPU_MACHINE,
+    GPU_MACHINE,
+    HOST,
+    SIZES,
+    cell_result,
+    cpu_machine_results,
+    cpu_seconds,
+    gpu_machine_results,
+    gpu_seconds,
+    make_case,
+    make_result,
+    stats_of,
+    write_fixture_run,
+    write_run,
+)
 
 MATMUL = load_workload("matmul")
 ELEMENTWISE = load_workload("elementwise")
@@ -215,8 +233,6 @@ def test_compare_case_on_failed_cases() -> None:
 
 
 def test_worst_status_of_a_case_ignores_blanks() -> None:
-    import pandas as pd
-
     assert diff._worst(pd.Series(["ok", "", "invalid", "ok"])) == "invalid"
     assert diff._worst(pd.Series(["", ""])) == ""
 
@@ -459,3 +475,253 @@ def test_judge_case_judges_every_rate_it_has() -> None:
     assert plausibility.judge_case(float("nan"), float("nan"), "fp32", "cuda:0", ceilings) == []
     assert plausibility.judge_case(None, None, "fp32", "cuda:0", ceilings) == []
     assert plausibility.judge_case(90.0, None, "fp32", "cpu", ceilings)[0].kind == "unknown"
+
+
+# --- the verdict tables (harness.report.tables), without drawing a report -----------------------
+
+def gpu_fixture(tmp_path: Path) -> pd.DataFrame:
+    run = write_fixture_run(tmp_path / "gpu", GPU_MACHINE, gpu_machine_results())
+    return stats_of(run)[0]
+
+
+def test_iqr_overlap_is_inclusive_at_the_edges() -> None:
+    assert t.iqrs_overlap(1.0, 2.0, 2.0, 3.0) and t.iqrs_overlap(2.0, 3.0, 1.0, 2.0)
+    assert not t.iqrs_overlap(1.0, 2.0, 2.001, 3.0)
+    assert not t.iqrs_overlap(2.001, 3.0, 1.0, 2.0)
+
+
+def test_gap_significance_needs_three_samples_each() -> None:
+    def case(samples: int, q1: float, q3: float) -> pd.Series:
+        return pd.Series({"samples": samples, "q1_s": q1, "q3_s": q3})
+    assert t.gap_significance(case(3, 1.0, 1.1), case(3, 2.0, 2.1)) == {
+        "judged": True, "significant": True}
+    assert t.gap_significance(case(3, 1.0, 2.0), case(3, 1.5, 2.1)) == {
+        "judged": True, "significant": False}
+    assert t.gap_significance(case(2, 1.0, 1.1), case(9, 2.0, 2.1)) == {
+        "judged": False, "significant": False}
+    assert t.gap_significance(case(9, 1.0, 1.1), case(2, 2.0, 2.1)) == {
+        "judged": False, "significant": False}
+
+
+def test_find_crossover_counts_and_orders_the_sizes() -> None:
+    curves = pd.DataFrame({"size": [1024, 64, 256, 512, 128],
+                           "cpu_s": [9.0, 1.0, 9.0, 9.0, 2.0],
+                           "gpu_s": [5.0, 5.0, 5.0, float("nan"), 5.0]})
+    verdict = t.find_crossover(curves)
+    assert (verdict.kind, verdict.size, verdict.sizes_compared) == ("crossover", 256, 4)
+    always = t.find_crossover(pd.DataFrame({"size": [8, 4], "cpu_s": [9.0, 9.0],
+                                            "gpu_s": [1.0, 1.0]}))
+    assert (always.kind, always.size, always.sizes_compared) == ("gpu-always", 4, 2)
+    never = t.find_crossover(pd.DataFrame({"size": [4], "cpu_s": [1.0], "gpu_s": [1.0]}))
+    assert (never.kind, never.size, never.sizes_compared) == ("cpu-always", None, 1)  # a tie
+    mixed = t.find_crossover(pd.DataFrame({"size": [4, 8], "cpu_s": [9.0, 1.0],
+                                           "gpu_s": [1.0, 9.0]}))
+    assert (mixed.kind, mixed.size, mixed.sizes_compared) == ("mixed", None, 2)
+    assert t.find_crossover(pd.DataFrame({"size": [4], "cpu_s": [1.0],
+                                          "gpu_s": [float("nan")]})).sizes_compared == 0
+
+
+def test_crossover_texts() -> None:
+    assert t.Crossover("gpu-always", 4, 1).text("n") == "GPU faster at the one size measured"
+    assert t.Crossover("cpu-always", None, 1).text("n") == "CPU faster at the one size measured"
+    assert t.Crossover("gpu-always", 4, 2).text("n") == "GPU faster at every n measured"
+    assert t.Crossover("cpu-always", None, 3).text("batch_size") == (
+        "no crossover in range: CPU faster at every batch_size measured")
+    assert t.Crossover("crossover", 4096, 3).text("n") == "GPU faster from n=4096 up"
+    assert t.Crossover("crossover", 256, 1).text("n") == "GPU faster from n=256 up"
+    assert t.Crossover("mixed", None, 1).text("n") == (
+        "no crossover in range: GPU leads only at some sizes, not the largest")
+    assert t.Crossover("no-overlap").text("n") == "no sizes measured on both CPU and GPU"
+
+
+def test_crossovers_pair_the_best_cells_and_each_framework(tmp_path: Path) -> None:
+    verdicts = t.crossovers(gpu_fixture(tmp_path)).set_index("framework")
+    assert list(verdicts.index) == ["best", "torch", "tensorflow"]
+    best = verdicts.loc["best"]
+    assert (best["experiment"], best["machine"], best["variant"], best["sweep"]) == (
+        "matmul", GPU_MACHINE, "fp32", "n")
+    assert (best["kind"], best["size"], best["sizes_compared"]) == ("crossover", 256, 4)
+    assert best["has_cpu"] and best["has_gpu"] and not best["cpu_is_other_variant"]
+    assert best["largest_size"] == 4096
+    assert best["speedup_at_largest"] == pytest.approx(cpu_seconds(4096) / gpu_seconds(4096))
+    assert best["excluded"] == ["tensorflow cuda:0 invalid at 4096: check failed: relative "
+                                "error 5e-01"]
+    assert best["verdict"].text("n") == "GPU faster from n=256 up"
+    tensorflow = verdicts.loc["tensorflow"]
+    assert (tensorflow["kind"], tensorflow["size"], tensorflow["sizes_compared"]) == (
+        "crossover", 256, 3)  # its 4096 case is invalid: not compared
+    assert tensorflow["largest_size"] == 1024
+    assert tensorflow["speedup_at_largest"] == pytest.approx(
+        cpu_seconds(1024) / (1.5 * gpu_seconds(1024)))
+    assert verdicts.loc["torch", "excluded"] == []
+
+
+def test_a_machine_without_gpu_cells_has_no_overlap(tmp_path: Path) -> None:
+    run = write_fixture_run(tmp_path / "cpu", CPU_MACHINE, cpu_machine_results())
+    [best] = t.crossovers(stats_of(run)[0]).to_dict("records")
+    assert best["kind"] == "no-overlap" and best["has_cpu"] and not best["has_gpu"]
+    assert best["largest_size"] is None and best["speedup_at_largest"] is None
+
+
+def test_fastest_by_size_names_the_winner_runner_up_and_gap(tmp_path: Path) -> None:
+    fastest = t.fastest_by_size(gpu_fixture(tmp_path))
+    assert list(fastest["size_label"]) == ["64", "256", "1024", "4096"]
+    row = fastest.set_index("size_label").loc["4096"]
+    assert (row["experiment"], row["machine"], row["variant"]) == ("matmul", GPU_MACHINE, "fp32")
+    assert row["best"] == "torch cuda:0" and row["size_value"] == 4096
+    assert row["best_median_s"] == pytest.approx(gpu_seconds(4096))
+    assert row["best_iqr_s"] == pytest.approx(0.02 * gpu_seconds(4096))
+    assert row["cells"] == 3 and row["runner_up"].endswith(" cpu")
+    assert row["runner_up_median_s"] == pytest.approx(cpu_seconds(4096))
+    assert row["ratio"] == pytest.approx(cpu_seconds(4096) / gpu_seconds(4096))
+    assert row["judged"] and row["significant"] and row["device_verdict"]
+    assert row["excluded"] == ["tensorflow cuda:0 invalid at 4096: check failed: relative "
+                               "error 5e-01"]
+    assert row["suspect"] == []
+    small = fastest.set_index("size_label").loc["64"]
+    assert small["cells"] == 4 and small["best"].endswith(" cpu") and small["excluded"] == []
+
+
+def one_size_stats(tmp_path: Path, results: list) -> pd.DataFrame:
+    run = write_fixture_run(tmp_path / "one", GPU_MACHINE, results, params={"n": [64]})
+    return stats_of(run)[0]
+
+
+def test_a_lone_valid_cell_is_shown_only_beside_a_failure(tmp_path: Path) -> None:
+    alone = [make_result("matmul", "torch", "cpu", [make_case({"n": 64}, 1e-3)])]
+    assert t.fastest_by_size(one_size_stats(tmp_path / "a", alone)).empty
+    failed_gpu = [*alone, make_result("matmul", "torch", "cuda:0", [make_case(
+        {"n": 64}, 1e-4, status="invalid", reason="check failed", passed=False)])]
+    [row] = t.fastest_by_size(one_size_stats(tmp_path / "b", failed_gpu)).to_dict("records")
+    assert row["best"] == "torch cpu" and row["cells"] == 1 and row["runner_up"] == ""
+    assert math.isnan(row["ratio"]) and math.isnan(row["runner_up_median_s"])
+    assert not row["judged"] and not row["significant"]
+    assert not row["device_verdict"]  # the GPU did not run this race
+    assert row["excluded"] == ["torch cuda:0 invalid at 64: check failed"]
+
+
+def test_a_suspect_cell_is_listed_with_its_reason(tmp_path: Path) -> None:
+    results = [make_result("matmul", "torch", "cpu", [make_case({"n": 64}, 1e-3,
+                                                               suspect="drift")]),
+               make_result("matmul", "numpy", "cpu", [make_case({"n": 64}, 2e-3)])]
+    [row] = t.fastest_by_size(one_size_stats(tmp_path, results)).to_dict("records")
+    assert row["suspect"] == ["torch cpu: drift"] and row["ratio"] == pytest.approx(2.0)
+
+
+def gpu_curve(medians: dict[int, float], flops: dict[int, float] | None = None,
+              nbytes: dict[int, float] | None = None) -> pd.DataFrame:
+    sizes = list(medians)
+    return pd.DataFrame({"size_value": sizes, "median_s": [medians[n] for n in sizes],
+                         "flops": [(flops or {}).get(n, float("nan")) for n in sizes],
+                         "bytes": [(nbytes or {}).get(n, float("nan")) for n in sizes]})
+
+
+def test_flat_run_thresholds() -> None:
+    flat = t._flat_run(gpu_curve({1: 1.0, 2: 1.5, 8: 1.99}, flops={1: 1.0, 2: 2.0, 8: 8.0}))
+    assert flat == {"from_size": 1, "to_size": 8, "level_s": 1.5, "work_growth": 8.0,
+                    "time_growth": 1.99}
+    assert t._flat_run(gpu_curve({1: 1.0, 8: 2.0}, flops={1: 1.0, 8: 8.0})) is None
+    assert t._flat_run(gpu_curve({1: 1.0, 8: 1.0}, flops={1: 1.0, 8: 7.9})) is None
+    assert t._flat_run(gpu_curve({1: 1.0})) is None
+    # Work from bytes where no FLOPs are counted, else from the size itself.
+    assert t._flat_run(gpu_curve({1: 1.0, 2: 1.0}, nbytes={1: 1.0, 2: 10.0}))["work_growth"] \
+        == 10.0
+    assert t._flat_run(gpu_curve({1: 1.0, 2: 1.0}, flops={1: 0.0, 2: 0.0},
+                                 nbytes={1: 1.0, 2: 10.0}))["work_growth"] == 10.0
+    assert t._flat_run(gpu_curve({1: 1.0, 16: 1.0}))["work_growth"] == 16.0
+    assert t._flat_run(gpu_curve({1: 1.0, 16: 1.0}, flops={1: 0.0, 16: 0.0},
+                                 nbytes={1: 0.0, 16: 0.0}))["work_growth"] == 16.0
+
+
+def test_flat_time_is_looked_for_where_the_cpu_wins_only(tmp_path: Path) -> None:
+    sizes = [16, 32, 64, 128, 1024]
+    def run_with(gpu: Any, name: str) -> pd.DataFrame:
+        results = [make_result("matmul", "torch", "cpu", [make_case({"n": n}, cpu_seconds(n))
+                                                          for n in sizes]),
+                   make_result("matmul", "torch", "cuda:0", [make_case({"n": n}, gpu(n))
+                                                             for n in sizes])]
+        return stats_of(write_fixture_run(tmp_path / name, GPU_MACHINE, results,
+                                          params={"n": sizes}))[0]
+    stats = run_with(gpu_seconds, "crossover")
+    [row] = t.flat_time_below_crossover(stats, t.crossovers(stats)).to_dict("records")
+    assert (row["experiment"], row["machine"], row["variant"], row["framework"],
+            row["sweep"]) == ("matmul", GPU_MACHINE, "fp32", "torch", "n")
+    assert (row["from_size"], row["to_size"]) == (16, 64)  # below the crossover at 128 only
+    assert row["work_growth"] == pytest.approx(64.0)
+    # A GPU that loses everywhere on a flat floor: its whole curve is the explanation.
+    always_slower = run_with(lambda n: 0.5, "cpu-always")
+    [row] = t.flat_time_below_crossover(always_slower,
+                                        t.crossovers(always_slower)).to_dict("records")
+    assert (row["from_size"], row["to_size"], row["level_s"]) == (16, 1024, 0.5)
+    # A GPU faster everywhere needs no explanation, flat or not.
+    always_faster = run_with(lambda n: 1e-9, "gpu-always")
+    assert t.flat_time_below_crossover(always_faster, t.crossovers(always_faster)).empty
+
+
+def test_ratio_table_speedups_and_framework_pairs(tmp_path: Path) -> None:
+    ratios = t.ratio_table(gpu_fixture(tmp_path))
+    assert list(ratios.columns) == ["experiment", "machine", "kind", "label", "size_label",
+                                    "size_value", "ratio"]
+    speedups = ratios[ratios["kind"] == "gpu_speedup"].set_index(["label", "size_label"])
+    assert speedups.loc[("torch fp32", "4096"), "ratio"] == pytest.approx(
+        cpu_seconds(4096) / gpu_seconds(4096))
+    assert speedups.loc[("torch fp32", "4096"), "size_value"] == 4096
+    assert speedups.loc[("tensorflow fp32", "64"), "ratio"] == pytest.approx(
+        cpu_seconds(64) / (1.5 * gpu_seconds(64)))
+    assert ("tensorflow fp32", "4096") not in speedups.index  # invalid there
+    assert len(speedups) == 4 + 3
+    pairs = ratios[ratios["kind"] == "framework_ratio"].set_index(["label", "size_label"])
+    assert pairs.loc[("torch / tensorflow: cuda:0 fp32", "256"), "ratio"] == pytest.approx(
+        1 / 1.5)
+    assert pairs.loc[("torch / tensorflow: cpu fp32", "256"), "ratio"] == pytest.approx(1.0)
+    assert set(ratios["experiment"]) == {"matmul"} and set(ratios["machine"]) == {GPU_MACHINE}
+
+
+def test_gpu_only_variants_and_other_devices_are_labelled(tmp_path: Path) -> None:
+    results = [make_result("matmul", "torch", "cpu", [make_case({"n": 64}, 4e-3)]),
+               make_result("matmul", "torch", "cuda:0", [make_case({"n": 64}, 1e-3)],
+                           variant="tf32"),
+               make_result("matmul", "torch", "cuda:1", [make_case({"n": 64}, 2e-3)])]
+    ratios = t.ratio_table(one_size_stats(tmp_path, results))
+    speedups = dict(zip(ratios.loc[ratios["kind"] == "gpu_speedup", "label"],
+                        ratios.loc[ratios["kind"] == "gpu_speedup", "ratio"]))
+    assert speedups == {"torch tf32 (vs cpu fp32)": pytest.approx(4.0),
+                        "torch fp32 cuda:1": pytest.approx(2.0)}
+
+
+def test_peak_fractions_judge_each_rate_and_raise_a_low_probe(tmp_path: Path) -> None:
+    results = [make_result("matmul", "torch", "cpu", [make_case({"n": n}, cpu_seconds(n))
+                                                      for n in SIZES])]
+    stats = stats_of(write_fixture_run(tmp_path / "cpu", CPU_MACHINE, results))[0]
+    rates = {n: 2.0 * n**3 / cpu_seconds(n) / 1e9 for n in SIZES}
+    ceilings = {CPU_MACHINE: {"cpu": {"peak_gflops_by_precision": {"fp32": 60.0},
+                                      "physical": {"gflops_by_precision": {"fp32": 99.0}}}}}
+    frame = t.peak_fractions(stats, ceilings).set_index("size_label")
+    assert list(frame.columns) == [c for c in t.PEAK_COLUMNS if c != "size_label"]
+    assert frame.loc["4096", "kind"] == "implausible"  # ~100 GFLOP/s > the 99 bound
+    assert frame.loc["64", "kind"] == "probe-low" and frame.loc["4096", "metric"] == "GFLOP/s"
+    assert frame.loc["64", "probe"] == 60.0 and frame.loc["64", "bound"] == 99.0
+    best_plausible = max(rate for rate in rates.values() if rate <= 99.0)
+    assert frame.loc["64", "peak"] == pytest.approx(best_plausible)
+    assert frame.loc["64", "fraction"] == pytest.approx(rates[64] / best_plausible)
+    assert frame.loc["4096", "rate"] == pytest.approx(rates[4096])
+    assert frame.loc["4096", "sweep"] == "n"
+    # With a high probe, the probe is the peak.
+    high = {CPU_MACHINE: {"cpu": {"peak_gflops_by_precision": {"fp32": 200.0}}}}
+    frame = t.peak_fractions(stats, high).set_index("size_label")
+    assert set(frame["kind"]) == {"ok"} and set(frame["peak"]) == {200.0}
+    assert frame.loc["1024", "fraction"] == pytest.approx(rates[1024] / 200.0)
+    # No ceilings for this machine: nothing to judge, an empty frame with the columns.
+    empty = t.peak_fractions(stats, {"elsewhere": high[CPU_MACHINE]})
+    assert empty.empty and list(empty.columns) == t.PEAK_COLUMNS
+
+
+def test_ceiling_lookups_per_device_and_precision() -> None:
+    ceilings = {"cuda:0": {"peak_gflops_by_precision": {"fp32": 50.0, "bf16": 800.0},
+                           "h2d_pinned_gbps": 25.0}}
+    assert t.flop_ceiling(ceilings, "cuda:0", "bf16-autocast") == 800.0
+    assert t.flop_ceiling(ceilings, "cuda:0", "fp32") == 50.0
+    assert t.flop_ceiling(ceilings, "cuda:0", "fp16") is None
+    assert t.flop_ceiling(ceilings, "cpu", "fp32") is None
+    assert t.ceiling_for(ceilings, "cuda:0", "h2d_pinned_gbps") == 25.0
+    assert t.ceiling_for(ceilings, "cuda:0", "bandwidth_gbps") is None
