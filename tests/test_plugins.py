@@ -41,6 +41,7 @@ def run_cli(*args: str, pythonpath: Path | None = None, plugins: str = "",
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_an_installed_workload_plugin_is_listed_and_runs(tmp_path: Path) -> None:
     site = installed_like_pip(tmp_path / "site")
     listed = run_cli("list", pythonpath=site)
