@@ -248,3 +248,15 @@ def test_the_cpu_physical_bound_is_above_what_the_probe_reaches() -> None:
     assert "cores x" in bound["how"]
     probe_gflops = _rate(open_device("cpu"), 512)
     assert 0 < probe_gflops <= bound["gflops"], (probe_gflops, bound)
+
+
+def test_best_of_keeps_small_rates_and_the_first_non_rate() -> None:
+    best = ceilings._best_of([
+        {"peak_gflops_by_precision": {"fp32": 0.5}, "bandwidth_gbps": 0.25, "matmul_n": 64,
+         "device": "cpu"},
+        {"peak_gflops_by_precision": {"fp32": 0.25, "bf16": 0.75}, "bandwidth_gbps": 0.125,
+         "matmul_n": 128, "device": "other"},
+    ])
+    assert best == {"peak_gflops_by_precision": {"fp32": 0.5, "bf16": 0.75},
+                    "bandwidth_gbps": 0.25, "matmul_n": 64, "device": "cpu"}
+    assert ceilings._best_of([]) == {"peak_gflops_by_precision": {}}

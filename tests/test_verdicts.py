@@ -725,3 +725,25 @@ def test_ceiling_lookups_per_device_and_precision() -> None:
     assert t.flop_ceiling(ceilings, "cpu", "fp32") is None
     assert t.ceiling_for(ceilings, "cuda:0", "h2d_pinned_gbps") == 25.0
     assert t.ceiling_for(ceilings, "cuda:0", "bandwidth_gbps") is None
+
+
+def test_load_cases_keeps_file_order_and_skips_cell_level_rows(tmp_path: Path) -> None:
+    failed = cell_result("numpy", {64: [1.0]}, status="error")
+    failed["cases"] = []  # a cell that died before its first case: one cell-level row
+    run = write_run(tmp_path / "run", [cell_result("torch", {128: [2.0] * 3, 64: [1.0] * 3}),
+                                       failed])
+    loaded = diff.load_cases(run)
+    assert loaded.name == str(run)
+    keys = list(loaded.statuses)
+    assert keys == [("matmul", "fp32", "torch", "cpu", "128"),
+                    ("matmul", "fp32", "torch", "cpu", "64")]
+    assert loaded.samples[keys[0]] == [2.0] * 3 and loaded.statuses[keys[1]] == "ok"
+
+
+def test_diff_runs_default_threshold_is_five_percent(tmp_path: Path) -> None:
+    a = [1.0, 1.001, 0.999, 1.0005, 0.9995, 1.0, 1.0002, 0.9998]
+    run_a = write_run(tmp_path / "a", [cell_result("torch", {64: a})])
+    run_b = write_run(tmp_path / "b", [cell_result("torch", {64: [1.055 * x for x in a]})])
+    assert diff.diff_runs(run_a, run_b).cases[0].verdict == "slower"  # 5.5% > 5%
+    assert diff.diff_runs(run_a, run_b, threshold_pct=6.0).cases[0].verdict == "same"
+    assert diff.diff_runs(run_a, run_b).fail_on_regression_pct is None
