@@ -747,3 +747,33 @@ def test_diff_runs_default_threshold_is_five_percent(tmp_path: Path) -> None:
     assert diff.diff_runs(run_a, run_b).cases[0].verdict == "slower"  # 5.5% > 5%
     assert diff.diff_runs(run_a, run_b, threshold_pct=6.0).cases[0].verdict == "same"
     assert diff.diff_runs(run_a, run_b).fail_on_regression_pct is None
+
+
+def test_fastest_keeps_variants_in_run_order_past_a_lone_cell(tmp_path: Path) -> None:
+    results = [make_result("matmul", "torch", "cpu", [make_case({"n": 64}, 1e-3)],
+                           variant="fp32"),  # alone in its race: no row
+               make_result("matmul", "torch", "cpu", [make_case({"n": 64}, 1e-3)],
+                           variant="bf16"),
+               make_result("matmul", "numpy", "cpu", [make_case({"n": 64}, 3e-3)],
+                           variant="bf16"),
+               make_result("matmul", "torch", "cpu", [make_case({"n": 64}, 2e-3)],
+                           variant="as-written"),
+               make_result("matmul", "numpy", "cpu", [make_case({"n": 64}, 1e-3)],
+                           variant="as-written")]
+    fastest = t.fastest_by_size(one_size_stats(tmp_path, results))
+    assert list(fastest["variant"]) == ["bf16", "as-written"]  # run order, not alphabetical
+    assert list(fastest["best"]) == ["torch cpu", "numpy cpu"]
+
+
+def test_peak_fractions_judge_byte_rates_against_bandwidth(tmp_path: Path) -> None:
+    results = [make_result("matmul", "torch", "cpu", [make_case({"n": 64}, 0.1)])]
+    run = write_fixture_run(tmp_path / "bytes", CPU_MACHINE, results, params={"n": [64]},
+                            work=lambda case: {"bytes": 2e9})
+    stats = stats_of(run)[0]
+    [row] = t.peak_fractions(stats, {CPU_MACHINE: {"cpu": {"bandwidth_gbps": 40.0}}}).to_dict(
+        "records")
+    assert (row["metric"], row["rate"], row["probe"], row["kind"]) == ("GB/s", 20.0, 40.0, "ok")
+    assert row["fraction"] == pytest.approx(0.5)
+    pinned = t.peak_fractions(stats, {CPU_MACHINE: {"cpu": {"h2d_pinned_gbps": 10.0}}},
+                              bandwidth_key="h2d_pinned_gbps")
+    assert list(pinned["kind"]) == ["implausible"]  # 20 GB/s over a 10 GB/s copy, +10% margin
