@@ -103,7 +103,7 @@ if [ "${1:-}" = "--survivors" ]; then
   for file in $SOURCES; do
     cmp -s "$ROOT/$file" "$file" || echo "warning: $file changed since the first run"
   done
-  cp mutmut-results.txt mutmut-results-before.txt
+  [ -f mutmut-results-first.txt ] || cp mutmut-results.txt mutmut-results-first.txt
   mapfile -t survivors < <("$PYTHON" "$ROOT/benchmarks/mutation_score.py" --names \
     mutmut-results.txt "${patterns[@]}")
   echo "re-testing ${#survivors[@]} surviving mutants"
