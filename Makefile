@@ -9,7 +9,7 @@ CONSTRAINTS ?= requirements/constraints.txt
 EXTRAS ?= all,test
 DEMO_ARGS ?= --workload mnist-wide --param epochs=3
 
-.PHONY: demo test venv clean-venv browser
+.PHONY: demo test venv clean-venv browser slurm
 
 venv: $(STAMP)
 
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 demo: $(STAMP)
 	$(BIN)/harness compare $(DEMO_ARGS)
 
-test: $(STAMP) browser
+test: $(STAMP) browser slurm
 	$(BIN)/python -m pytest -q
 
 # The report.html test opens the page in headless Chromium. Install Debian's chromium when it
@@ -38,6 +38,24 @@ browser:
 		|| echo "chromium could not be installed: the browser test will skip"; \
 	else \
 		echo "no chromium and no root apt-get: the report.html browser test will skip"; \
+	fi
+
+# The SLURM tests start a one-node cluster (munged, slurmctld, slurmd) for this host. Install
+# Debian's slurm-wlm and munge when missing and apt is usable (root; ~10 s); otherwise say so and
+# go on: those tests then skip and say why.
+slurm:
+	@if command -v slurmctld >/dev/null 2>&1 && command -v slurmd >/dev/null 2>&1 \
+		&& command -v munged >/dev/null 2>&1; then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing slurm-wlm and munge with apt-get (for the SLURM executor tests)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q --no-install-recommends slurm-wlm munge >/dev/null 2>&1 \
+		|| { apt-get update -q >/dev/null 2>&1 \
+		     && apt-get install -y -q --no-install-recommends slurm-wlm munge >/dev/null 2>&1; } \
+		|| echo "slurm-wlm could not be installed: the SLURM cluster tests will skip"; \
+	else \
+		echo "no SLURM and no root apt-get: the SLURM cluster tests will skip"; \
 	fi
 
 clean-venv:

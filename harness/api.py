@@ -18,7 +18,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,9 +33,12 @@ from harness.core import interrupt
 from harness.core import registry
 from harness.data import store
 from harness.backend import canonical_device, parse_cuda_index
+from harness.run.planner import cell_refusal, refuse_declared
 from harness.run.progress import CellEtaColumn
-from harness.data.results import CellResult
-from harness.run.runner import RunOptions, run_matrix
+from harness.data.results import CellResult, RunDocument
+from harness.run.runner import RunOptions
+from harness.run import resume as resume_plan
+from harness.run.executors import CellState, Executor, StateTally, make_executor
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
 from harness.analysis.stats import work_of
 
@@ -169,27 +172,31 @@ def plan(workload: str, *, frameworks: Sequence[str] | str | None = None,
 class RunRecorder:
     """Keeps run.json and measurements.csv on disk up to date after every cell."""
 
-    def __init__(self, run_dir: Path, spec: WorkloadSpec, document: dict[str, Any]) -> None:
+    def __init__(self, run_dir: Path, spec: WorkloadSpec, document: RunDocument) -> None:
         self.run_dir, self.spec, self.document = run_dir, spec, document
-        self.results: list[dict[str, Any]] = []
         self.rows: list[dict[str, Any]] = []
 
-    def add(self, result: dict[str, Any]) -> None:
-        self.results.append(result)
-        work = {index: work_of(self.spec, case["case"])
-                for index, case in enumerate(result.get("cases") or [])}
-        self.rows.extend(store.case_rows(self.document["run_id"], self.document["host"]
-                                         ["machine_label"], self.spec.sweep, result, work))
-        self.document["cells"].append(result)
+    @property
+    def results(self) -> list[CellResult]:
+        return self.document.cells
+
+    def add(self, result: CellResult | dict[str, Any]) -> None:
+        cell = result if isinstance(result, CellResult) else CellResult.from_dict(result)
+        work = {index: work_of(self.spec, case.case) for index, case in enumerate(cell.cases)}
+        # A cell that ran elsewhere (a SLURM node) carries its own host: its rows name it.
+        host = cell.host or self.document.host
+        self.rows.extend(store.case_rows(self.document.run_id, str(host.get("machine_label") or ""),
+                                         self.spec.sweep, cell, work))
+        self.document.cells.append(cell)
         self.save()
 
     def save(self, finished: bool = False, stopped_by: signal.Signals | None = None) -> None:
         """Write both files; `finished` stamps the end time, `stopped_by` the stop signal."""
         if finished:
-            self.document["finished"] = time.time()
-        self.document["interrupted"] = stopped_by is not None
+            self.document.finished = time.time()
+        self.document.interrupted = stopped_by is not None
         if stopped_by is not None:
-            self.document["interrupted_by"] = stopped_by.name
+            self.document.interrupted_by = stopped_by.name
         store.write_run(self.run_dir, self.document)
         store.write_measurements(self.run_dir, self.rows)
 
@@ -200,7 +207,7 @@ class RunResult:
 
     path: Path
     cells: list[CellResult]
-    document: dict[str, Any]
+    document: RunDocument
     stopped_by: signal.Signals | None = None
     _frame: pd.DataFrame | None = field(default=None, repr=False)
 
@@ -217,43 +224,50 @@ class RunResult:
         if self.stopped_by is not None:
             return EXIT_SIGNAL_BASE + self.stopped_by.value
         status = worst_status([cell.status for cell in self.cells])
-        return EXIT_FAILED_CELL if status in (Status.ERROR, Status.TIMEOUT, Status.INVALID) \
-            else 0
+        # INTERRUPTED without a stop signal here: a cell cancelled elsewhere (scancel, preempted).
+        return EXIT_FAILED_CELL if status in (Status.ERROR, Status.TIMEOUT, Status.INVALID,
+                                              Status.INTERRUPTED) else 0
 
 
 def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = None,
-            progress: bool = True) -> RunResult:
+            progress: bool = True, executor: str | Executor | None = None) -> RunResult:
     """Measure the ceilings, run every cell, save after each; a stop signal ends it early.
 
     Stop signals are seen when the caller installed harness.core.interrupt's handlers (the CLI
     does); without them Ctrl-C still stops the running worker and the run ends interrupted.
+    `executor`: where the cells run ('local', the default, or a harness.run.executors one).
     """
+    chosen = make_executor(executor)
     spec = run.spec
     run_dir = store.new_run_dir(run.out, spec.name)
-    document = {
-        "run_id": run_dir.name, "command": command or sys.argv, "started": time.time(),
-        "finished": None, "workload": spec.name, "sweep": spec.sweep, "params": run.params,
-        "quick": run.quick, "timeout_s": run.timeout_s, "hints": spec.report_hints(),
-        "frameworks": framework_styles(spec, run.cells), "host": envinfo.host_metadata(),
-        "cells": [],
-    }
+    document = RunDocument(
+        run_id=run_dir.name, command=list(command or sys.argv), started=time.time(),
+        workload=spec.name, sweep=spec.sweep, params=run.params, quick=run.quick,
+        timeout_s=run.timeout_s, hints=spec.report_hints(),
+        frameworks=framework_styles(spec, run.cells), host=envinfo.host_metadata(),
+        # What --resume needs: the whole plan, and where it ran.
+        planned_cells=[cell.as_dict() for cell in run.cells], executor=chosen.describe(),
+    )
     recorder = RunRecorder(run_dir, spec, document)
     recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
-    progress_console.print(f"run folder: {run_dir}  ({len(run.cells)} cells)")
+    refused = sum(cell_refusal(spec, cell) is not None for cell in run.cells)
+    progress_console.print(f"run folder: {run_dir}  ({len(run.cells)} cells"
+                           + (f"; {refused} unavailable, no worker started)" if refused else ")"))
     stopped_by = None
     try:
-        if ceilings and has_rates(spec):
-            document["ceilings"] = measure_ceilings(run.devices,
+        # Elsewhere the probe would describe the wrong host; without a rate, nothing to judge.
+        if ceilings and chosen.runs_cells_here and has_rates(spec):
+            document.ceilings = measure_ceilings(run.devices,
                                                     largest_square_matmul(spec, run.cells))
             recorder.save()
         if interrupt.requested() is None:
-            _run_cells(run.cells, RunOptions(timeout_s=run.timeout_s), recorder, progress)
+            _run_cells(run.cells, RunOptions(timeout_s=run.timeout_s), recorder, progress,
+                       chosen, refuse_declared(spec))
         stopped_by = interrupt.requested()
     except KeyboardInterrupt:  # no handlers installed (a notebook): the runner killed the worker
         stopped_by = signal.SIGINT
     recorder.save(finished=True, stopped_by=stopped_by)
-    return RunResult(run_dir, [CellResult.from_dict(result) for result in recorder.results],
-                     document, stopped_by)
+    return RunResult(run_dir, list(recorder.results), document, stopped_by)
 
 
 def compare(workload: str, *, frameworks: Sequence[str] | str | None = None,
@@ -261,19 +275,61 @@ def compare(workload: str, *, frameworks: Sequence[str] | str | None = None,
             variants: Sequence[str] | str | None = None, sizes: Sequence[int] | None = None,
             params: dict[str, Any] | None = None, data: Path | str | None = None,
             quick: bool = False, out: Path | str = "results", timeout_s: float = 900.0,
-            ceilings: bool = True, report: bool = True, progress: bool = True) -> RunResult:
+            ceilings: bool = True, report: bool = True, progress: bool = True,
+            executor: str | Executor | None = None,
+            resume: Path | str | None = None) -> RunResult:
     """Run `workload` for every framework x device x variant cell; see the module docstring.
 
+    executor: 'local' (default), 'slurm', or an executor such as
+    harness.run.executors.slurm.SlurmExecutor(partition_cpu=..., partition_gpu=...).
+    resume: a stored run folder; only its cells without a result run (the other arguments
+    but executor, progress and report are then taken from the folder).
     Raises BadInput for bad arguments before anything runs or is written.
     """
+    if resume is not None:
+        result = resume_run(resume, executor=executor, progress=progress,
+                            command=["harness.compare", "--resume", str(resume)])
+        if report and result.stopped_by is None:
+            render_report_safely(result.path)
+        return result
     run = plan(workload, frameworks=frameworks, devices=devices, variants=variants,
                sizes=sizes, params=params, data=data, quick=quick, out=out,
                timeout_s=timeout_s)
-    result = execute(run, ceilings=ceilings, progress=progress,
+    result = execute(run, ceilings=ceilings, progress=progress, executor=executor,
                      command=["harness.compare", workload])
     if report and result.stopped_by is None:
         render_report_safely(result.path)
     return result
+
+
+def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
+               progress: bool = True, command: list[str] | None = None) -> RunResult:
+    """Run the cells of a stored run that have no result yet, into the same folder.
+
+    Kept: every result that is not `interrupted`, and results SLURM tasks wrote after the
+    submitting process had gone. BadInput when the folder is no run or stores no plan.
+    """
+    run_dir = Path(run_dir)
+    try:
+        document = store.load_run(run_dir)
+    except store.StoreError as exc:
+        raise BadInput(f"--resume: {exc}") from None
+    spec = registry.load_workload(document.workload)
+    chosen = make_executor(executor)
+    kept, cells = resume_plan.reopen(document, run_dir, chosen.describe(), command or sys.argv)
+    recorder = RunRecorder(run_dir, spec, document)
+    for result in kept:
+        recorder.add(result)
+    progress_console.print(f"resuming {run_dir}: {len(kept)} cells kept, {len(cells)} to run")
+    stopped_by = None
+    try:
+        _run_cells(cells, RunOptions(timeout_s=float(document.timeout_s or 900.0)),
+                   recorder, progress, chosen, refuse_declared(spec))
+        stopped_by = interrupt.requested()
+    except KeyboardInterrupt:
+        stopped_by = signal.SIGINT
+    recorder.save(finished=True, stopped_by=stopped_by)
+    return RunResult(run_dir, list(recorder.results), document, stopped_by)
 
 
 def load(paths: Path | str | Sequence[Path | str]) -> pd.DataFrame:
@@ -349,17 +405,37 @@ def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any
 
 
 def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
-               progress: bool) -> bool:
-    """run_matrix, with a progress bar and ETA on stderr when asked."""
+               progress: bool, executor: Executor | None = None,
+               planned: Callable[[Cell], dict[str, Any] | None] | None = None) -> bool:
+    """The executor's run, with a progress bar, cell states and ETA on stderr when asked.
+
+    `planned` (harness.run.planner.refuse_declared) gives the result of each cell the
+    declarations rule out: it is recorded at once and no worker, local or remote, starts.
+    """
+    chosen = executor or make_executor()
+    run_dir = recorder.run_dir
+    to_run = []
+    for cell in cells:
+        refused = planned(cell) if planned is not None else None
+        if refused is None:
+            to_run.append(cell)
+        else:
+            recorder.add(refused)
+    cells = to_run
     if not progress:
-        return run_matrix(cells, options, lambda cell, result: recorder.add(result))
+        return chosen.run(cells, options, run_dir, lambda cell, result: recorder.add(result))
+    tally = StateTally()
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
-                  "{task.total}"), TimeElapsedColumn(), CellEtaColumn(),
-                  console=progress_console, transient=True) as bar:
-        task = bar.add_task("cells", total=len(cells))
+                  "{task.total}"), TextColumn("{task.fields[states]}"), TimeElapsedColumn(),
+                  CellEtaColumn(), console=progress_console, transient=True) as bar:
+        task = bar.add_task("cells", total=len(cells), states="")
 
         def on_result(cell: Cell, result: dict[str, Any]) -> None:
             recorder.add(result)
             bar.update(task, advance=1, description=f"{cell.label}: {result['status']}")
 
-        return run_matrix(cells, options, on_result)
+        def on_state(cell: Cell, state: CellState) -> None:
+            tally.update(cell, state)
+            bar.update(task, states=tally.text())
+
+        return chosen.run(cells, options, run_dir, on_result, on_state)

@@ -16,14 +16,17 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 
 from harness import api
 from harness.measure import envinfo
 from harness.core import interrupt
 from harness.core import registry
-from harness.data import store
+from harness.data import fields, store
 from harness.measure.memory import memory_text
+from harness.run.executors import executor_from_options
+from harness.run.planner import matrix_text
 from harness.run.runner import run_json_child
 from harness.core.units import format_seconds
 from harness.spec import BadInput, Cell, WorkloadSpec
@@ -77,8 +80,12 @@ def parse_param_overrides(values: list[str] | None) -> dict[str, str]:
 def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                   ceilings: dict[str, Any] | None = None) -> Table:
     table = Table(title=f"{spec.name}: median per call (IQR), cold first call apart")
+    # Declared per-case values (harness.data.fields) get a column where any row has one.
+    extras = [item for item in fields.cli_fields()
+              if any(row.extras.get(item.name) is not None for row in summaries)]
     for column in ("variant", "framework", "device", spec.sweep, "status", "median", "IQR",
-                   "cold", "rate", "peak mem", "check / reason"):
+                   "cold", "rate", "peak mem", *(item.cli for item in extras),
+                   "check / reason"):
         table.add_column(column, overflow="fold")
     for row in summaries:
         rates = [f"{row.gflops:.3g} GFLOP/s" if row.gflops is not None else "",
@@ -95,6 +102,7 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                       "" if row.size is None else str(row.size), row.status,
                       format_seconds(row.median_s), spread, format_seconds(row.cold_s), rate,
                       memory_text(row.peak_host_bytes, row.peak_device_bytes),
+                      *(item.text(row.extras.get(item.name)) for item in extras),
                       escape(note[:320]))  # reasons hold brackets: 'harness[torch]'
     return table
 
@@ -123,19 +131,46 @@ def compare(
     report: Annotated[bool, typer.Option(help="Draw the report into the run folder.")] = True,
     ceilings: Annotated[bool, typer.Option(
         help="Measure each device's peak FLOP/s and bandwidth first (for plausibility).")] = True,
+    executor: Annotated[str, typer.Option(
+        help="Where cells run: local (here, one after another) or slurm (one SLURM job-array "
+             "task per cell, through submitit).")] = "local",
+    partition_cpu: Annotated[Optional[str], typer.Option(
+        help="slurm: partition for CPU cells (each gets a whole node, --exclusive).")] = None,
+    partition_gpu: Annotated[Optional[str], typer.Option(
+        help="slurm: partition for GPU cells (each gets one GPU, --gres=gpu:1).")] = None,
+    time_limit: Annotated[Optional[int], typer.Option(
+        help="slurm: minutes per task (default: --timeout plus 5 minutes).")] = None,
+    sbatch: Annotated[Optional[list[str]], typer.Option(
+        help="slurm: KEY=VALUE (or KEY) sbatch setting for every task; repeatable "
+             "(account=mylab, constraint=a100, qos=short).")] = None,
+    resume: Annotated[Optional[Path], typer.Option(
+        help="Run folder to complete: run only its cells without a result (its own workload "
+             "and parameters; other options but --executor are ignored).")] = None,
 ) -> None:
     """Run WORKLOAD for every framework x device cell, each in its own process."""
     try:
-        # api.plan splits `--x a --x b,c` itself, as it does for Python callers.
-        run = api.plan(workload, frameworks=framework, devices=device,
-                       variants=variant, sizes=parse_sizes(sizes),
-                       params=parse_param_overrides(param), data=data, quick=quick, out=out,
-                       timeout_s=timeout)
-    except BadInput as exc:
+        chosen = executor_from_options(executor, partition_cpu=partition_cpu,
+                                       partition_gpu=partition_gpu, time_limit_min=time_limit,
+                                       sbatch=sbatch)
+        if resume is not None:
+            spec = registry.load_workload(str(store.read_run(resume).get("workload")))
+        else:
+            # api.plan splits `--x a --x b,c` itself, as it does for Python callers.
+            run = api.plan(workload, frameworks=framework, devices=device,
+                           variants=variant, sizes=parse_sizes(sizes),
+                           params=parse_param_overrides(param), data=data, quick=quick,
+                           out=out, timeout_s=timeout)
+            spec = run.spec
+    except (BadInput, store.StoreError) as exc:
         fail_input(str(exc))
     with interrupt.stop_on_signals():
-        result = api.execute(run, ceilings=ceilings, command=sys.argv)
-    print_results(run.spec, result)
+        try:
+            result = api.resume_run(resume, executor=chosen, command=sys.argv) \
+                if resume is not None else \
+                api.execute(run, ceilings=ceilings, command=sys.argv, executor=chosen)
+        except BadInput as exc:
+            fail_input(str(exc))
+    print_results(spec, result)
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
     if result.stopped_by is None and report:
         api.render_report_safely(result.path)
@@ -146,12 +181,16 @@ def compare(
 def print_results(spec: WorkloadSpec, result: api.RunResult) -> None:
     """The results table on stdout, the scaling lines where the workload has them."""
     summaries = [row for cell in result.cells for row in summarize_result(spec, cell)]
-    console.print(results_table(spec, summaries, result.document.get("ceilings")))
+    console.print(results_table(spec, summaries, result.document.ceilings))
     if spec.scaling:  # data-parallel runs: throughput and efficiency per process
-        from harness.report.scaling import console_lines
+        from harness.report.views.scaling import console_lines
 
         for line in console_lines(result.document):
             console.print(line, markup=False)
+    from harness.report.views.energy import console_lines as energy_lines  # measured energy only
+
+    for line in energy_lines(result.document):
+        console.print(line, markup=False)
     if result.stopped_by is not None:
         errors.print(f"interrupted by {interrupt.describe(result.stopped_by)}: "
                      f"{len(result.cells)} finished cells saved in {result.path}")
@@ -174,6 +213,21 @@ def list_workloads() -> None:
         for param_name, p in spec.params.items():
             console.print(f"  --param {param_name}=  default {p.default!r}, quick {p.quick!r}: "
                           f"{p.help}", markup=False)
+        print_capabilities(spec)
+
+
+def print_capabilities(spec: WorkloadSpec) -> None:
+    """The variant x framework matrix: where each runs (cpu, gpu) and, numbered, why not."""
+    matrix = matrix_text(spec)
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), show_edge=False)
+    for column in matrix.header:
+        table.add_column(column, no_wrap=True)
+    for row in matrix.rows:
+        table.add_row(*row)
+    console.print("  where each variant runs (cpu, gpu; -: nowhere) and why not [n]:", markup=False)
+    console.print(Padding(table, (0, 0, 0, 4), expand=False))
+    for footnote in matrix.footnotes:
+        console.print(f"    {footnote}", markup=False)
 
 
 def probe_framework(name: str, timeout_s: float = 120.0) -> dict[str, Any]:

@@ -197,7 +197,7 @@ class WorkloadSpec:
     # matmul with copies vs numpy), rather than vs the same variant's CPU cell.
     cpu_baseline_any_variant: tuple[str, ...] = ()
     # Data-parallel workloads: which case parameter counts the processes and which case extras
-    # hold the job's samples per call and the all-reduce share (harness/report/scaling.py).
+    # hold the job's samples per call and the all-reduce share (harness/report/views/scaling.py).
     scaling: Mapping[str, Any] | None = None
     # (with the cost, without it, the cost's name): variant pairs whose time difference is one
     # identifiable cost, drawn as "where the time goes" (e.g. copies, the input pipeline).
@@ -206,6 +206,10 @@ class WorkloadSpec:
     variant_precision: Mapping[str, str] = field(default_factory=dict)
     # The parameter holding samples per epoch, when accuracy is measured on repeated data.
     epoch_samples_param: str = ""
+    # Optional report views this workload asks for by name (harness/report/views/, e.g.
+    # "epochs-accuracy", "scaling"), and per view the labels it uses (axis names, fields).
+    views: tuple[str, ...] = ()
+    view_labels: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # framework -> what its implementation runs (see Capability); a framework without an
     # entry runs every variant, as plugins written before declarations did.
     capabilities: Mapping[str, Capability] = field(default_factory=dict)
@@ -238,6 +242,8 @@ class WorkloadSpec:
         }
         if self.scaling is not None:
             hints["scaling"] = dict(self.scaling)
+        hints["views"] = list(self.views)
+        hints["view_labels"] = {view: dict(labels) for view, labels in self.view_labels.items()}
         return hints
 
     @property

@@ -1,4 +1,6 @@
-"""The plugin contract: every declared implementation resolves and has what the worker calls.
+"""The plugin contract: every declared implementation resolves and has what the worker calls,
+and every declared capability holds: what the planner lets through, the worker runs; what it
+refuses, it refuses with the declared reason and without starting a worker.
 
 Parametrized over every registered workload x framework (built-ins, entry points and the test
 plugin alike). Each framework's modules are imported in a child process of their own, as in a
@@ -12,10 +14,14 @@ import subprocess
 import sys
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.core import registry
+from harness.run import planner, runner
+from harness.run.runner import RunOptions, cell_environment
+from harness.spec import Cell, WorkloadSpec
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PAIRS = [(workload, framework) for workload in registry.WORKLOADS
@@ -83,3 +89,159 @@ def test_every_spec_is_complete(workload: str) -> None:
     spec = registry.load_workload(workload)
     assert spec.frameworks and spec.check is not None and spec.sweep in spec.params
     assert set(spec.variants_by_default) <= set(spec.variants)
+
+
+# --- declared capabilities: what the planner reads is what the workers do ------------------
+
+def declared_pairs() -> list[tuple[str, str]]:
+    """Every workload x framework with a declaration (built-ins declare all; a plugin may not)."""
+    return [(workload, framework) for workload in registry.WORKLOADS
+            for framework in planner.matrix_frameworks(registry.load_workload(workload))
+            if framework in registry.load_workload(workload).capabilities]
+
+
+# The smallest case of each built-in workload (one sweep value, tiny data): the contract test
+# asks whether the worker accepts a variant, not how fast it is.
+SMALLEST: dict[str, dict[str, Any]] = {
+    "matmul": {"n": [16]},
+    "mnist-small": {"epochs": 1, "train_samples": 64, "test_samples": 20},
+    "mnist-wide": {"epochs": 1, "train_samples": 64, "test_samples": 20},
+    "mnist-ddp": {"processes": [1], "epochs": 2, "train_samples": 64, "steps": 2,
+                  "test_samples": 20},
+    "jacobian": {"batch": [1]},
+    "elementwise": {"elements": [10_000], "iterations": 2},
+    "transfer": {"bytes": [1024]},
+}
+
+
+def smallest_params(spec: WorkloadSpec) -> dict[str, Any]:
+    """--quick defaults, the sweep cut to its first value, then SMALLEST's overrides."""
+    params = spec.defaults(quick=True)
+    if isinstance(params[spec.sweep], list):
+        params[spec.sweep] = params[spec.sweep][:1]
+    return {**params, **SMALLEST.get(spec.name, {})}
+
+
+def runnable_on_cpu(framework: str) -> list[Cell]:
+    """Every cpu cell of `framework` that the declarations let a worker run, once per code path:
+    a workload whose implementation module and declaration equal an earlier one's (mnist-wide
+    is mnist-small's code and declaration with wider layers) adds nothing new to the test."""
+    cells, seen = [], set()
+    for workload in (workload for workload, declared in declared_pairs()
+                     if declared == framework):
+        spec = registry.load_workload(workload)
+        code_path = (registry.implementation_name(spec, framework),
+                     repr(spec.capabilities[framework]))
+        if code_path in seen:
+            continue
+        seen.add(code_path)
+        cells += [Cell(workload, variant, framework, "cpu", smallest_params(spec), quick=True)
+                  for variant in spec.variants
+                  if planner.declared_refusal(spec, framework, variant, "cpu") is None]
+    return cells
+
+
+# Runs in the child: the worker's own run_cell for each cell, one framework per process, so
+# the framework is imported once for all its cells rather than once per cell.
+WORKER_CHILD = """
+import json, pathlib, sys, tempfile, time, traceback
+from harness.run.worker import run_cell
+from harness.spec import Cell
+cells, out = json.loads(pathlib.Path(sys.argv[1]).read_text()), pathlib.Path(sys.argv[2])
+results = {}
+with tempfile.TemporaryDirectory() as scratch:
+    for index, fields in enumerate(cells):
+        cell, path = Cell(**fields), pathlib.Path(scratch) / f"{index}.json"
+        key, started = fields["workload"] + "/" + fields["variant"], time.perf_counter()
+        try:
+            run_cell(cell, path)
+            document = json.loads(path.read_text())
+            results[key] = {"status": document["status"], "reason": document["reason"],
+                            "cases": [case["status"] for case in document["cases"]]}
+        except Exception as exc:
+            traceback.print_exc()
+            results[key] = {"status": "error", "reason": repr(exc), "cases": []}
+        results[key]["seconds"] = round(time.perf_counter() - started, 1)  # to see what is slow
+        out.write_text(json.dumps(results))
+"""
+
+
+@cache
+def worker_report(framework: str, scratch: Path) -> dict[str, Any]:
+    cells = runnable_on_cpu(framework)
+    cells_path, out_path = scratch / f"{framework}-cells.json", scratch / f"{framework}.json"
+    cells_path.write_text(json.dumps([cell.as_dict() for cell in cells]))
+    env = cell_environment(Cell("contract", "-", framework, "cpu"))
+    # torch.compile stays in the code path but compiles nothing: the contract asks whether the
+    # worker accepts the variant, and Inductor's C++ build takes minutes on a busy CPU.
+    env["TORCH_COMPILE_DISABLE"] = "1"
+    completed = subprocess.run([sys.executable, "-c", WORKER_CHILD, str(cells_path),
+                                str(out_path)], cwd=PROJECT_ROOT, capture_output=True,
+                               text=True, timeout=900, env=env)
+    assert out_path.exists(), completed.stderr[-3000:]
+    return json.loads(out_path.read_text())
+
+
+@pytest.fixture(scope="module")
+def worker_scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("contract-workers")
+
+
+@pytest.mark.parametrize("workload, framework", declared_pairs())
+def test_every_declaration_names_the_workloads_variants(workload: str, framework: str) -> None:
+    spec = registry.load_workload(workload)
+    capability = spec.capabilities[framework]
+    named = [*capability.variants, *capability.refused,
+             *(variant for refused in capability.refused_on.values() for variant in refused)]
+    assert set(named) <= set(spec.variants), set(named) - set(spec.variants)
+    assert set(capability.refused_on) <= set(planner.KIND_DEVICES)
+    # Each refusal is a reason a person can read, not an empty string.
+    for variant in spec.variants:
+        for device in planner.KIND_DEVICES.values():
+            reason = spec.refusal(variant, framework, device)
+            assert reason is None or len(reason) > 10, (variant, device, reason)
+
+
+@pytest.mark.parametrize("workload", list(registry.BUILTIN_WORKLOADS))
+def test_every_builtin_workload_declares_every_framework(workload: str) -> None:
+    spec = registry.load_workload(workload)
+    assert set(spec.frameworks) <= set(spec.capabilities), (
+        f"{workload}: no declaration for {set(spec.frameworks) - set(spec.capabilities)}")
+
+
+@pytest.mark.parametrize("workload, framework", declared_pairs())
+def test_every_undeclared_variant_is_refused_by_the_planner_without_a_worker(
+        workload: str, framework: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = registry.load_workload(workload)
+    refused = [Cell(workload, variant, framework, device, smallest_params(spec), quick=True)
+               for variant in spec.variants for device in planner.KIND_DEVICES.values()
+               if planner.declared_refusal(spec, framework, variant, device) is not None]
+
+    def no_worker(cell: Cell, options: RunOptions) -> dict[str, Any]:
+        raise AssertionError(f"a worker started for refused cell {cell.label}")
+
+    monkeypatch.setattr(runner, "run_cell", no_worker)
+    results: list[dict[str, Any]] = []
+    runner.run_matrix(refused, RunOptions(timeout_s=1), lambda cell, result:
+                      results.append(result), planner.refuse_declared(spec))
+    assert len(results) == len(refused)
+    installed, install_hint = registry.framework_installed(framework)
+    for cell, result in zip(refused, results):
+        expected = (planner.declared_refusal(spec, framework, cell.variant, cell.device)
+                    if installed else install_hint)
+        assert (result["status"], result["reason"]) == ("unavailable", expected), cell.label
+        assert result["worker_started"] is False and result["cases"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cell", [cell for framework in FRAMEWORKS
+                                  for cell in runnable_on_cpu(framework)],
+                         ids=lambda cell: f"{cell.workload}-{cell.framework}-{cell.variant}")
+def test_every_declared_variant_is_accepted_by_the_worker(cell: Cell,
+                                                          worker_scratch: Path) -> None:
+    """The declared cpu cells run through the worker's run_cell on their smallest case."""
+    if not registry.framework_installed(cell.framework)[0]:
+        pytest.skip(f"{cell.framework} is not installed here")
+    result = worker_report(cell.framework, worker_scratch)[f"{cell.workload}/{cell.variant}"]
+    assert result["status"] == "ok", result
+    assert result["cases"] and set(result["cases"]) == {"ok"}, result

@@ -17,7 +17,9 @@ from typer.testing import CliRunner
 
 from harness import api
 from harness.cli import app
-from harness.spec import BadInput
+from harness.run import planner, runner
+from harness.spec import BadInput, Cell
+from workloads import mnist
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,7 +83,7 @@ def test_quick_matmul_runs_every_framework_and_marks_cuda_unavailable(out_dir: P
     assert set(warm["framework"]) == {"torch", "tensorflow", "jax", "numpy"}
     assert set(warm["size"]) == {32, 64}
     assert warm["check_passed"].all()
-    assert document["schema_version"] == 1 and document["host"]["cpu_model"]
+    assert document["schema_version"] == 2 and document["host"]["cpu_model"]
     assert "GFLOP/s" in result.output
 
 
@@ -244,3 +246,58 @@ def test_missing_framework_is_unavailable_with_its_install_hint(out_dir: Path) -
     assert "'harness[absent]')" in result.output  # brackets survive the table
     document = json.loads((only_run_dir(out_dir) / "run.json").read_text())
     assert [c["status"] for c in document["cells"]] == ["unavailable", "ok"]
+
+
+def test_variant_all_starts_no_worker_for_a_refused_cell(out_dir: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21: `--variant all` on MNIST. The declarations refuse 24 of the 45 cpu cells
+    (torch-only, Keras-only, GPU-only variants; keras-torch's steps_per_execution); those become
+    unavailable rows with their reason and no worker, the others reach a worker, exit 0."""
+    started: list[Cell] = []
+
+    def counting_worker(cell: Cell, options: runner.RunOptions) -> dict:
+        started.append(cell)
+        return {"cell": cell.as_dict(), "status": "ok", "reason": "", "cases": [],
+                "framework_version": None, "device_name": None}
+
+    monkeypatch.setattr(runner, "run_cell", counting_worker)
+    result = invoke("compare", "--workload", "mnist-small", "--variant", "all", "--quick",
+                    "--device", "cpu", "--no-ceilings", "--no-report", "--out", str(out_dir))
+    assert result.exit_code == 0, result.output
+    cells = json.loads((only_run_dir(out_dir) / "run.json").read_text())["cells"]
+    spec = mnist.SMALL
+    assert len(cells) == len(spec.variants) * len(spec.frameworks) == 45
+    allowed = {(variant, framework) for variant in spec.variants for framework in spec.frameworks
+               if planner.cell_refusal(spec, Cell(spec.name, variant, framework, "cpu")) is None}
+    assert {(cell.variant, cell.framework) for cell in started} == allowed
+    assert len(started) == len(allowed) <= 45 - 24
+    refused = [cell for cell in cells if cell.get("worker_started") is False]
+    assert len(refused) == 45 - len(started)
+    assert all(cell["status"] == "unavailable" and cell["reason"] for cell in refused)
+    by_cell = {(c["cell"]["variant"], c["cell"]["framework"]): c["reason"] for c in cells}
+    if ("as-written", "keras-torch") in allowed:  # keras installed: the declared reason
+        assert "steps_per_execution must be 1" in by_cell[("steps-per-execution",
+                                                           "keras-torch")]
+
+
+def test_list_shows_where_each_variant_runs_and_why_not() -> None:
+    """`harness list`: per workload, variant x framework, the device kinds each runs on and
+    numbered reasons for the rest, read from the declarations (no worker, no framework)."""
+    result = invoke("list")
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("mnist-small:"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("mnist-wide:"))
+    block = lines[start:end]
+    header = next(line for line in block if line.strip().startswith("variant "))
+    assert "keras-torch" in header and "tensorflow (on request)" in header
+    row = next(line for line in block if line.strip().startswith("steps-per-execution"))
+    columns = [part for part in row.split("  ") if part.strip()]
+    keras_torch = columns[1:][header.split().index("keras-torch") - 1]
+    number = keras_torch.strip().removeprefix("- [").removesuffix("]")
+    assert keras_torch.strip().startswith("- [") and number.isdigit(), row
+    assert any(line.strip().startswith(f"[{number}]") and "steps_per_execution must be 1" in line
+               for line in block)
+    cuda_graph = next(line for line in block if line.strip().startswith("cuda-graph"))
+    assert cuda_graph.split()[1] == "gpu"  # torch, on a GPU only
+    assert "numpy (cpu only)" in result.output

@@ -166,7 +166,7 @@ def synthetic_three_framework_run(tmp_path: Path) -> Path:
 
 def test_report_ranks_every_framework_and_compares_every_pair(tmp_path: Path) -> None:
     from harness.report import render_report
-    from harness.report import tables as t
+    from tests.report_tables import t
     from harness.report.load import load_runs
 
     run_dir = synthetic_three_framework_run(tmp_path)

@@ -216,7 +216,7 @@ def _document(hints: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_scaling_table_computes_efficiency_and_parity_from_stored_data() -> None:
-    from harness.report.scaling import scaling_lines, scaling_table
+    from harness.report.views.scaling import scaling_lines, scaling_table
 
     table = scaling_table([_document(mnist_ddp.SPEC.report_hints())]).set_index("processes")
     assert table.loc[1, "samples_per_s"] == pytest.approx(1000)
@@ -230,13 +230,13 @@ def test_scaling_table_computes_efficiency_and_parity_from_stored_data() -> None
 
 
 def test_runs_without_the_scaling_hint_get_no_scaling_section() -> None:
-    from harness.report.scaling import scaling_table
+    from harness.report.views.scaling import scaling_table
 
     assert scaling_table([_document({})]).empty
 
 
 def test_report_draws_the_scaling_figure_and_section(tmp_path: Path) -> None:
-    from harness.report.scaling import render
+    from harness.report.views.scaling import render
 
     figures, markdown = render([_document(mnist_ddp.SPEC.report_hints())], tmp_path)
     assert [path.name for path in figures] == ["mnist-ddp-scaling.png"]

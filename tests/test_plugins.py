@@ -102,3 +102,24 @@ def test_a_plugin_module_that_fails_to_import_is_one_warning_line(module: str) -
     warnings = [line for line in listed.stderr.splitlines() if "warning" in line]
     assert len(warnings) == 1 and module in warnings[0]
     assert "Traceback" not in listed.stderr and "matmul" in listed.stdout
+
+
+def test_a_plugin_without_declarations_has_every_variant_tried(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A workload written before declarations (no `capabilities`, like the test plugin's fault
+    workload) keeps working: the planner refuses none of its cells, each reaches a worker."""
+    from harness.core import registry
+    from harness.run import planner, runner
+    from harness.spec import Cell
+
+    spec = registry.load_workload("fault")  # tests/fakes/plugin.py, loaded by conftest
+    assert not spec.capabilities
+    cells = [Cell("fault", variant, "fake", device) for variant in spec.variants
+             for device in ("cpu", "cuda:0")]
+    started: list[Cell] = []
+    monkeypatch.setattr(runner, "run_cell", lambda cell, options: started.append(cell) or {
+        "cell": cell.as_dict(), "status": "ok", "reason": "", "cases": []})
+    runner.run_matrix(cells, runner.RunOptions(timeout_s=1), lambda cell, result: None,
+                      planner.refuse_declared(spec))
+    assert started == cells
+    assert all(entry.runs_on == ("cpu", "gpu") for entry in planner.capability_matrix(spec))

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from harness.data import store
 from harness.cli import app
 from harness.report import render_report
-from harness.report import tables as t
+from tests.report_tables import t
 from harness.report.load import load_runs
 from tests.synthetic_runs import (
     CPU_MACHINE,
@@ -424,12 +424,16 @@ def test_copies_on_the_gpu_are_judged_against_the_best_cpu_way(tmp_path: Path) -
 
 
 def _experiment(run: Path) -> Any:
-    from harness.report import _compute
+    """The crossover and fastest-cell tables of the run's one experiment, as its views compute."""
+    from types import SimpleNamespace
 
-    run_set = load_runs([run])
-    runs = t.assign_experiments(run_set.runs)
-    prepared, _ = t.prepare(run_set.measurements, runs)
-    return _compute(run_set, runs, prepared, runs["experiment"].iloc[0])
+    from harness.report.context import build_context
+    from harness.report.views.crossover import CrossoverView
+    from harness.report.views.fastest import FastestView
+
+    experiment = build_context(load_runs([run]), {}).experiments[0]
+    return SimpleNamespace(verdicts=CrossoverView().compute(experiment),
+                           fastest=FastestView().compute(experiment))
 
 
 def test_tensorboard_missing_is_a_note(gpu_run: Path, tmp_path: Path) -> None:
@@ -503,7 +507,7 @@ def test_cli_report_on_folder_without_run_json_exits_2(tmp_path: Path) -> None:
 
 def test_report_code_imports_no_framework() -> None:
     source = "\n".join(path.read_text() for path in
-                       (Path(__file__).parent.parent / "harness" / "report").glob("*.py"))
+                       (Path(__file__).parent.parent / "harness" / "report").rglob("*.py"))
     assert "import torch" not in source and "import tensorflow" not in source
     assert "pickle" not in source
     assert os.environ.get("MPLCONFIGDIR")

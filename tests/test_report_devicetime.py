@@ -9,7 +9,7 @@ import pytest
 
 from harness.report import render_report
 from harness.report import tables as t
-from harness.report.devicetime import attribution_table
+from harness.report.views.devicetime import attribution_table
 from harness.report.load import load_runs
 from tests.synthetic_runs import cell_result, write_run
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.spec import Check, Param, WorkloadSpec
+from harness.spec import Capability, Check, Param, WorkloadSpec
 from workloads.common import UNIT_ROUNDOFF, gamma, rng_for, worst_ratio
 
 FLOAT32_BYTES = 4
@@ -171,6 +171,18 @@ def check(case: Mapping[str, Any], variant: str, inputs: dict[str, np.ndarray],
                  bound=bound, detail=detail)
 
 
+# Declared for the planner (no worker starts for a refused cell).
+CAPABILITIES = {
+    "torch": Capability(),
+    "tensorflow": Capability(),
+    "numpy": Capability(variants=("as-written", "in-place"), refused=dict.fromkeys(
+        ("compiled", "graph"), "numpy has no compiled or graph mode: it runs each operation as "
+        "called")),
+    "jax": Capability(variants=("as-written", "compiled"), refused={
+        "in-place": "JAX arrays are immutable: no in-place update outside jit (see compiled)",
+        "graph": "JAX's only graph mode is jax.jit: see the compiled variant"}),
+}
+
 SPEC = WorkloadSpec(
     name="elementwise",
     kind="elementwise",
@@ -198,6 +210,7 @@ SPEC = WorkloadSpec(
                      "jax": "backends.jax.elementwise"},
     flops=flops,
     bytes_moved=bytes_moved,
+    capabilities=CAPABILITIES,
     make_inputs=make_inputs,
     check=check,
     notes=("as-written: eager loop (torch under no_grad). in-place: torch addcmul_, TF "

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.spec import Check, Param, WorkloadSpec
+from harness.spec import Capability, Check, Param, WorkloadSpec
 from workloads.common import UNIT_ROUNDOFF, ErrorBound, gamma, rng_for
 
 LAYER_SIZES = (1, 20, 20, 400)  # input, hidden, hidden, output
@@ -146,6 +146,18 @@ def check(case: Mapping[str, Any], variant: str, inputs: dict[str, np.ndarray],
                  bound=bound.value, detail=detail)
 
 
+# Declared for the planner (no worker starts for a refused cell); per-sample-graph needs a GPU
+# everywhere (device_only_variants) and is torch's alone.
+CAPABILITIES = {
+    "torch": Capability(),
+    "tensorflow": Capability(refused={"per-sample-graph": (
+        "per-sample-graph replays a PyTorch CUDA graph; TensorFlow's per-sample form already "
+        "runs as one tf.function graph")}),
+    "jax": Capability(refused={"per-sample-graph": (
+        "per-sample-graph replays a PyTorch CUDA graph; JAX's per-sample forms already run as "
+        "one jitted XLA program")}),
+}
+
 SPEC = WorkloadSpec(
     name="jacobian",
     kind="jacobian",
@@ -159,6 +171,7 @@ SPEC = WorkloadSpec(
                            "1000)", kind=int)},
     variants=("as-written", "per-sample", "per-sample-fwd", "per-sample-graph"),
     device_only_variants=("per-sample-graph",),
+    capabilities=CAPABILITIES,
     make_inputs=make_inputs,
     check=check,
     notes=("as-written: torch.autograd.functional.jacobian (vectorize=False) / eager "

@@ -7,13 +7,28 @@ from typing import Any
 
 import numpy as np
 
-from harness.spec import Check, Param, WorkloadSpec
+from harness.spec import Capability, Check, Param, WorkloadSpec
 from workloads.common import matmul_check, rng_for
 
 # Each variant's arithmetic; a graph replays the fp32 call unchanged.
 PRECISIONS = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp32-graph": "fp32"}
 DEFAULT_SIZES = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 QUICK_SIZES = [64, 128, 256]
+GRAPH_IS_TORCH = ("fp32-graph replays a PyTorch CUDA graph; {framework} has no such call "
+                  "({its_graphs})")
+# Declared, so the planner writes a refused cell without starting a worker (the backends keep
+# their own checks as a safety net). tf32, bf16 and fp32-graph need a GPU everywhere
+# (device_only_variants); numpy runs on the cpu only (its FrameworkSpec).
+CAPABILITIES = {
+    "torch": Capability(),
+    "tensorflow": Capability(refused={"fp32-graph": GRAPH_IS_TORCH.format(
+        framework="TensorFlow", its_graphs="its graphs are tf.function and XLA")}),
+    "jax": Capability(refused={"fp32-graph": GRAPH_IS_TORCH.format(
+        framework="JAX", its_graphs="jax.jit already runs the call as one XLA executable")}),
+    "numpy": Capability(variants=("fp32",), refused=dict.fromkeys(
+        ("tf32", "bf16", "fp32-graph"), "numpy's only matmul is plain fp32 (no tf32, bf16 or "
+        "graph)")),
+}
 
 
 def make_inputs(case: Mapping[str, Any], variant: str) -> dict[str, np.ndarray]:
@@ -50,6 +65,7 @@ SPEC = WorkloadSpec(
     flops=lambda case: 2.0 * case["n"] ** 3,
     bytes_moved=None,
     device_only_variants=("tf32", "bf16", "fp32-graph"),
+    capabilities=CAPABILITIES,
     make_inputs=make_inputs,
     check=check,
     notes=("tf32 and bf16 are explicit, labelled precision changes, checked against their own "

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.spec import Check, Param, WorkloadSpec
+from harness.spec import Capability, Check, Param, WorkloadSpec
 from workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
 
 SMALL_HIDDEN = (128,)
@@ -147,28 +147,67 @@ NOTES = (
     "Adam(fused=True) / Adam(foreach=True); cuda-graph: gather, forward, backward and "
     "Adam(capturable=True) captured once in a CUDA graph and replayed per batch (the first "
     "batches run eagerly to warm up; a short last batch runs eagerly); reduce-overhead: "
-    "torch.compile(model, mode='reduce-overhead') (CUDA graphs of forward and backward) with "
-    f"Adam(fused=True). Keras: steps-per-execution: as-written with steps_per_execution="
-    f"{STEPS_PER_EXECUTION}; compiled-steps: that plus jit_compile=True. "
+    "the whole training step (gather, forward, backward, Adam(capturable=True)) under "
+    "torch.compile(mode='reduce-overhead'): Inductor's CUDA graphs (captured, or torch's "
+    "reasons not to, in extra['cuda_graphs']). Keras: steps-per-execution: as-written with "
+    f"steps_per_execution={STEPS_PER_EXECUTION}; compiled-steps: that plus jit_compile=True. "
     "keras-jax / keras-torch / keras-tensorflow: the same Keras code on each Keras 3 backend "
     "(preloaded: fit on device tensors; compiled: jit_compile=True). jax: a jitted step with "
     "optax Adam (preloaded: batches sliced on the device; compiled: the epoch as one lax.scan). "
-    "tensorflow (on request) is the pre-issue-18 TF cell: Keras fit, TF-native preloaded step."
+    "tensorflow (on request) runs keras-tensorflow's code on TensorFlow's devices: placement "
+    "with keras.device, which on that backend is tf.device, as the seed placed it."
 )
 # keras-tensorflow took the place of tensorflow here (issue 18): the TF cell was Keras code.
-# The three keras-* frameworks run one module; `--framework tensorflow` still finds its own
-# backends/tensorflow/mnist.py (a framework without an entry uses its package's module).
+# The three keras-* frameworks run one module, and so does `--framework tensorflow` (on request,
+# not by default): its own Keras trainer, a copy of this one, is retired (issue 21). Keras'
+# device scope on its TensorFlow backend is tf.device, so the seed's placement (variables
+# created and fit run under `with tf.device(...)`) holds for both.
+FRAMEWORKS = ("torch", "jax", "keras-tensorflow", "keras-jax", "keras-torch")
+KERAS_MODULE = "backends.keras.training"
 IMPLEMENTATIONS = {"torch": "backends.torch.mnist", "jax": "backends.jax.mnist",
-                   "keras-tensorflow": "backends.keras.training",
-                   "keras-jax": "backends.keras.training",
-                   "keras-torch": "backends.keras.training"}
+                   "keras-tensorflow": KERAS_MODULE, "keras-jax": KERAS_MODULE,
+                   "keras-torch": KERAS_MODULE, "tensorflow": KERAS_MODULE}
+# What each implementation runs, declared for the planner: a refused cell becomes an
+# `unavailable` row without a worker (the backends keep their own checks as a safety net).
+# cuda-graph and reduce-overhead need a GPU everywhere (device_only_variants).
+SHARED_VARIANTS = ("as-written", "preloaded", "compiled")  # every implementation has these
+KERAS_VARIANTS = SHARED_VARIANTS + KERAS_ONLY_VARIANTS
+KERAS_REFUSED = dict.fromkeys(TORCH_ONLY_VARIANTS, (
+    "written for native torch, not Keras; Keras' counterparts for a host-bound step are "
+    "compiled (jit_compile) and steps-per-execution"))
+ONE_STEP_PER_CALL = ("Keras' torch backend runs one step per call: steps_per_execution must be "
+                     "1 with the PyTorch backend")
+KERAS = Capability(variants=KERAS_VARIANTS, refused=KERAS_REFUSED)
+CAPABILITIES = {
+    "torch": Capability(refused=dict.fromkeys(KERAS_ONLY_VARIANTS, (
+        "a Keras fit option (steps_per_execution); torch's counterparts are cuda-graph and "
+        "reduce-overhead"))),
+    "jax": Capability(variants=SHARED_VARIANTS, refused=dict.fromkeys(
+        TORCH_ONLY_VARIANTS + KERAS_ONLY_VARIANTS,
+        "not written for jax (its 'compiled' variant runs the whole epoch as one jitted scan)")),
+    "keras-tensorflow": KERAS,
+    "keras-jax": KERAS,
+    "keras-torch": Capability(variants=SHARED_VARIANTS, refused={
+        **KERAS_REFUSED, **dict.fromkeys(KERAS_ONLY_VARIANTS, ONE_STEP_PER_CALL)}),
+    "tensorflow": KERAS,
+}
+
+
+# The report's epochs-and-accuracy view: how the sweep and the accuracy read, chance with 10
+# classes, and the case extras that hold the accuracy and where the data came from.
+EPOCHS_ACCURACY_LABELS = {"size": "batch size", "metric": "test accuracy", "chance": 0.1,
+                          "accuracy_field": "accuracy", "data_source_field": "data_source",
+                          "distinct_samples_field": "samples_distinct",
+                          "accuracy_check": "accuracy"}
 
 
 def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> WorkloadSpec:
     return WorkloadSpec(
         name=name,
         kind="mnist",
+        frameworks=FRAMEWORKS,
         implementations=IMPLEMENTATIONS,
+        capabilities=CAPABILITIES,
         summary=summary,
         sweep="batch_size",
         params=PARAMS,
@@ -182,6 +221,8 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         notes=NOTES,
         overhead_pairs=(("as-written", "preloaded", "input pipeline"),),
         epoch_samples_param="train_samples",
+        views=("epochs-accuracy",),
+        view_labels={"epochs-accuracy": EPOCHS_ACCURACY_LABELS},
         # CUDA graphs exist on a GPU only; on a CPU reduce-overhead would be plain `compiled`.
         device_only_variants=("cuda-graph", "reduce-overhead"),
     )

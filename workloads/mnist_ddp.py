@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.spec import BadInput, Check, Param, WorkloadSpec
+from harness.spec import BadInput, Capability, Check, Param, WorkloadSpec
 from workloads import mnist
 from workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
 
@@ -147,6 +147,9 @@ SPEC = WorkloadSpec(
     sweep="processes",
     params=PARAMS,
     variants=("preloaded",),
+    # Both run the one variant on either device; how many GPUs a case needs is found out in
+    # the worker (it depends on the machine), as is every backend's safety net.
+    capabilities={"torch": Capability(), "tensorflow": Capability()},
     timing="measure",
     flops=training_flops,
     check=check,
@@ -154,5 +157,29 @@ SPEC = WorkloadSpec(
     # Stored in run.json's hints; the report's scaling section reads it from there.
     scaling={"processes": "processes", "samples_per_call": "samples_per_call",
              "allreduce_share": "allreduce_share", "parity_points": PARITY_POINTS},
+    views=("epochs-accuracy", "scaling"),
+    view_labels={
+        "scaling": {"share_explanation": (
+            "the all-reduce share is 1 - (step under DDP's no_sync()) / (step), i.e. the "
+            "communication the step does not hide behind its backward pass"),
+            # A series is named by these when the runs' other parameters agree.
+            "series_params": ["net", "batch_size"]},
+        "epochs-accuracy": {"size": "processes", "metric": "test accuracy", "chance": 0.1,
+                            "accuracy_field": "accuracy", "accuracy_check": "accuracy"},
+    },
     notes=NOTES,
 )
+
+
+def device_memory_summary(per_rank: list[dict[str, int | None]]) -> dict[str, Any]:
+    """The cell's device memory from every rank's peaks: the largest (what one GPU must hold),
+    the sum over ranks (what the job holds), and each rank's."""
+    def known(key: str) -> list[int]:
+        return [rank[key] for rank in per_rank if rank.get(key) is not None]
+
+    allocated, reserved = known("allocated"), known("reserved")
+    return {"allocated": max(allocated) if allocated else None,
+            "reserved": max(reserved) if reserved else None,
+            "allocated_sum": sum(allocated) if allocated else None,
+            "reserved_sum": sum(reserved) if reserved else None,
+            "per_rank": per_rank, "measured_in": "each rank's process (max over ranks)"}

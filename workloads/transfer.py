@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.spec import Check, Param, WorkloadSpec
+from harness.spec import Capability, Check, Param, WorkloadSpec
 from workloads.common import matmul_check, rng_for
 
 MATMUL_VARIANTS = ("matmul-resident", "matmul-copy", "matmul-overlap")
@@ -98,6 +98,26 @@ def bytes_moved(case: Mapping[str, Any]) -> float | None:
     return float(case["copy_bytes"]) if "copy_bytes" in case else None
 
 
+PINNED_VARIANTS = tuple(variant for variant in BANDWIDTH_VARIANTS if variant.endswith("-pinned"))
+# Declared for the planner (no worker starts for a refused cell); the overlap and bandwidth
+# variants need a GPU everywhere (device_only_variants), numpy the cpu (its FrameworkSpec).
+# jax's pinned memory depends on its version and device, so its worker finds that out.
+CAPABILITIES = {
+    "torch": Capability(),
+    "tensorflow": Capability(refused={
+        "matmul-overlap": ("tensorflow exposes no user streams or pinned host buffers to "
+                           "overlap copies with (tf.data's prefetch_to_device is the closest "
+                           "analogue)"),
+        **{variant: "tensorflow exposes no pinned host buffers" for variant in PINNED_VARIANTS},
+    }),
+    "jax": Capability(refused={"matmul-overlap": (
+        "JAX exposes no copy streams or events: XLA schedules transfers itself, so the pinned, "
+        "double-buffered overlap has no JAX form")}),
+    "numpy": Capability(variants=("matmul-resident",), refused=dict.fromkeys(
+        MATMUL_VARIANTS[1:] + BANDWIDTH_VARIANTS, (
+            "numpy has no device to copy to: its matmul-resident is the CPU baseline"))),
+}
+
 SPEC = WorkloadSpec(
     name="transfer",
     kind="transfer",
@@ -118,6 +138,7 @@ SPEC = WorkloadSpec(
     flops=flops,
     bytes_moved=bytes_moved,
     device_only_variants=OVERLAP_VARIANTS + BANDWIDTH_VARIANTS,
+    capabilities=CAPABILITIES,
     default_variants=MATMUL_VARIANTS + BANDWIDTH_VARIANTS,
     make_inputs=make_inputs,
     check=check,

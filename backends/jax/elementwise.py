@@ -21,11 +21,10 @@ import numpy as np
 
 from backends.jax.device import JaxDevice
 from harness.backend import VariantUnavailable
+from workloads.elementwise import CAPABILITIES
 
-UNAVAILABLE = {
-    "in-place": "JAX arrays are immutable: no in-place update outside jit (see compiled)",
-    "graph": "JAX's only graph mode is jax.jit: see the compiled variant",
-}
+# The declared reasons (the planner refuses these cells first; this is the safety net).
+UNAVAILABLE = CAPABILITIES["jax"].refused
 
 def loop_as_written(a: jax.Array, b: jax.Array, iterations: int) -> jax.Array:
     """The seed's loop, written the same way in every framework."""

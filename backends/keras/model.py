@@ -1,8 +1,9 @@
 """The seed's Keras MNIST model, shared by every framework that runs Keras code.
 
-Not a framework of its own: keras-jax, keras-torch and keras-tensorflow (and the TensorFlow
-backend's MNIST) build the very same model from here, so they differ only in Keras' backend
-(KERAS_BACKEND, set per cell by the runner) and in placement.
+Not a framework of its own: keras-jax, keras-torch, keras-tensorflow and tensorflow (its MNIST
+cells run backends/keras/training.py, its data-parallel cell backends/tensorflow/mnist_ddp.py)
+build the very same model from here, so they differ only in Keras' backend (KERAS_BACKEND, set
+per cell by the runner) and in placement.
 """
 
 from __future__ import annotations

@@ -9,6 +9,13 @@ compiled:   as-written with jit_compile=True (jax: jit, tensorflow: XLA, torch: 
 One step() is one epoch: fit(epochs=1, shuffle=False) over the shared numpy order, so every
 framework sees the same batches. Placement is Keras' own device scope, which each backend maps
 to its mechanism (jax.default_device, the torch device Keras creates tensors on, tf.device).
+
+TensorFlow placement, as the seed wrote it: the model is built and compiled, and every fit
+and evaluation runs, inside `with tf.device(...)` (on Keras' TensorFlow backend keras.device
+*is* tf.device): variables are created on the cell's device, and with jit_compile="auto" Keras
+turns XLA on only when a GPU is visible. The `tensorflow` framework runs this same module on
+MNIST (its own copy, backends/tensorflow/mnist.py, is retired; its TF-native preloaded step,
+tf.function + GradientTape, went with it: preloaded here is fit on device tensors).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import numpy as np
 
 from backends.keras.model import build_model, epoch_extra, test_accuracy
 from harness.backend import VariantUnavailable
-from workloads.mnist import STEPS_PER_EXECUTION
+from workloads.mnist import ONE_STEP_PER_CALL, STEPS_PER_EXECUTION
 
 SEED = 0  # seeds every initializer and dropout layer: the same model on every run
 # Words in a first-epoch failure that mean "the compiler is missing or refuses", not a bug.
@@ -157,6 +164,8 @@ def make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any]) -> 
     """The same task on every backend; the framework's device module chose the backend."""
     if variant not in TRAININGS:  # torch's own step variants (CUDA graphs, fused Adam)
         raise VariantUnavailable(f"variant {variant} is written for native torch, not Keras")
+    if variant in MULTI_STEP_VARIANTS and keras.backend.backend() == "torch":
+        raise VariantUnavailable(ONE_STEP_PER_CALL)  # declared too; Keras would raise in fit
     if variant in JIT_VARIANTS:
         check_compile_possible(device)
     jit_compile: bool | str = True if variant in JIT_VARIANTS else "auto"

@@ -61,7 +61,10 @@ def measure(case: dict[str, Any], variant: str, device: TensorFlowDevice,
             raise RuntimeError(f"MirroredStrategy child process {_exit_text(child.exitcode)}")
         result = pickle.loads(result_path.read_bytes())  # our own child's file
     result["extra"]["rank_devices"] = devices
-    return result["measurement"], {"extra": result["extra"]}
+    result["extra"]["device_memory"] = result["device_memory"]
+    # Measured in the child: the worker's own process holds none of the job's tensors.
+    return result["measurement"], {"extra": result["extra"],
+                                   "device_memory": result["device_memory"]}
 
 
 def _exit_text(exitcode: int | None) -> str:
@@ -71,6 +74,17 @@ def _exit_text(exitcode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-exitcode}"
     return f"exited with code {exitcode} without a result (traceback on stderr)"
+
+
+def replica_device_memory(tf: Any, devices: list[str]) -> dict[str, Any]:
+    """Each replica GPU's peak bytes in this child, where the training ran."""
+    per_replica = []
+    for rank, device in enumerate(devices):
+        peak = None
+        if device.startswith("/GPU"):
+            peak = int(tf.config.experimental.get_memory_info(device.strip("/"))["peak"])
+        per_replica.append({"rank": rank, "allocated": peak, "reserved": None})
+    return mnist_ddp.device_memory_summary(per_replica)
 
 
 # --- inside the spawned child --------------------------------------------------------------
@@ -83,7 +97,11 @@ def child_main(case: dict[str, Any], devices: list[str], result_path: str) -> No
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration() for _ in devices])
+    else:  # as the worker's device module does: else TF takes every GPU's memory at start
+        for gpu in tf.config.list_physical_devices("GPU"):
+            tf.config.experimental.set_memory_growth(gpu, True)
     result = MirroredTraining(case, devices).run()
+    result["device_memory"] = replica_device_memory(tf, devices)
     Path(result_path).write_bytes(pickle.dumps(result))
 
 
@@ -98,7 +116,7 @@ class MirroredTraining:
         import keras  # noqa: PLC0415
         import tensorflow as tf  # noqa: PLC0415
 
-        from backends.tensorflow.mnist import build_model  # noqa: PLC0415
+        from backends.keras.model import build_model  # noqa: PLC0415
 
         self.case, self.tf = case, tf
         self.on_gpu = devices[0].startswith("/GPU")

@@ -104,7 +104,10 @@ def measure(case: dict[str, Any], variant: str, device: TorchDevice, inputs: dic
         raise RuntimeError(f"data-parallel job failed: {failure_text(error)}") from None
     result = outputs[0]  # rank 0's return value, pickled back by the launcher
     result["extra"]["rank_devices"] = devices
-    return result["measurement"], {"extra": result["extra"]}
+    result["extra"]["device_memory"] = result["device_memory"]
+    # Measured in the ranks: the worker's own process holds none of the job's tensors.
+    return result["measurement"], {"extra": result["extra"],
+                                   "device_memory": result["device_memory"]}
 
 
 # --- inside each rank (a spawned process) ------------------------------------------------------
@@ -116,6 +119,7 @@ def rank_main(case: dict[str, Any], devices: list[str]) -> dict[str, Any] | None
     torch.set_num_threads(threads_per_rank(world))
     if handle.type == "cuda":
         torch.cuda.set_device(handle)
+        torch.cuda.reset_peak_memory_stats(handle)
         dist.init_process_group("nccl", timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S),
                                 device_id=handle)
     else:
@@ -183,9 +187,57 @@ class RankTraining:
         # After the timed epochs and the accuracy: no_sync lets the replicas drift apart.
         # Its first epoch is dropped like a cold one; the rest match the timed epochs' count.
         local = per_call(self.epoch_without_allreduce, self.synchronize, epochs)
+        busy_share = self.device_busy_share(float(np.median(timed.samples)))
+        peaks: list[Any] = [None] * self.world
+        dist.all_gather_object(peaks, self.peak_device_memory())  # a collective: every rank
         if self.rank != 0:
             return None
-        return {"measurement": timed, "extra": self.extra(timed, local, accuracy, train_loss)}
+        extra = self.extra(timed, local, accuracy, train_loss)
+        extra["device_busy_share"] = busy_share
+        return {"measurement": timed, "extra": extra,
+                "device_memory": mnist_ddp.device_memory_summary(peaks)}
+
+    def device_busy_share(self, epoch_s: float) -> float | None:
+        """Rank 0's device-busy time over one more epoch, as a share of the timed epoch.
+
+        Low means host-bound: the step's time is the host's launch path, so scaling
+        efficiency compares hosts, not GPUs (issue 24). Every rank runs the epoch (its
+        all-reduces are collectives); only rank 0 records it. None on CPU ranks.
+        """
+        if self.handle.type != "cuda":
+            return None
+        if self.rank != 0:
+            self.epoch()
+            self.synchronize()
+            return None
+        from backends.torch.device import PROFILE_TOOL, profiled_events  # noqa: PLC0415
+        from harness.measure.devicetime import summarize  # noqa: PLC0415
+
+        ran: list[bool] = []
+
+        def epoch() -> None:
+            ran.append(True)
+            self.epoch()
+
+        try:
+            events, launches = profiled_events(epoch, 1, self.handle)
+        except Exception:  # noqa: BLE001 - no profile is no share, never a hung collective
+            events, launches = [], None
+        if not ran:  # the other ranks' all-reduces wait for this epoch
+            self.epoch()
+        self.synchronize()
+        if not events:
+            return None
+        busy = summarize(events, 1, launches, epoch_s, PROFILE_TOOL).busy_seconds
+        return min(1.0, busy / epoch_s) if epoch_s > 0 else None
+
+    def peak_device_memory(self) -> dict[str, int | None]:
+        """This rank's peak bytes on its GPU since it started (None on a CPU rank)."""
+        if self.handle.type != "cuda":
+            return {"rank": self.rank, "allocated": None, "reserved": None}
+        return {"rank": self.rank,
+                "allocated": int(torch.cuda.max_memory_allocated(self.handle)),
+                "reserved": int(torch.cuda.max_memory_reserved(self.handle))}
 
     def test_accuracy(self) -> float:
         self.model.eval()

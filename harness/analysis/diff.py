@@ -23,7 +23,7 @@ from rich.table import Table
 from harness.data import store
 from harness.data.export import read_run_table
 from harness.core.units import format_seconds, size_label
-from harness.data.results import sample_stats
+from harness.data.results import RunDocument, sample_stats
 from harness.spec import Status, worst_status_name
 
 ALPHA = 0.05
@@ -144,7 +144,7 @@ class RunCases:
     """One run's document and, per case key, its status and warm samples (seconds per call)."""
 
     name: str
-    document: dict[str, Any]
+    document: RunDocument
     statuses: dict[tuple[str, ...], str]
     samples: dict[tuple[str, ...], list[float]]
 
@@ -155,7 +155,7 @@ def _worst(statuses: pd.Series) -> str:
 
 def load_cases(run_dir: Path) -> RunCases:
     """Read a run folder (StoreError when it is not one) into its cases."""
-    document = store.read_run(run_dir)
+    document = store.load_run(run_dir)
     table = read_run_table(run_dir)
     table["size"] = table["size"].map(lambda value: "" if pd.isna(value) else size_label(value))
     table = table[table["size"] != ""]  # cell-level status rows belong to no case
@@ -226,11 +226,10 @@ def diff_runs(run_a: Path, run_b: Path, threshold_pct: float = 5.0,
 
 # --- environments -----------------------------------------------------------------------------
 
-def _comparable_params(document: dict[str, Any]) -> dict[str, Any]:
+def _comparable_params(document: RunDocument) -> dict[str, Any]:
     """Parameters that define the measurement: not the swept one, data files by name only."""
-    sweep = document.get("sweep")
-    params = dict(document.get("params") or {})
-    params.pop(sweep, None)
+    params = dict(document.params)
+    params.pop(document.sweep, None)
     if isinstance(params.get("data"), str):
         params["data"] = PurePath(params["data"]).name
     return params
@@ -242,20 +241,19 @@ def _text(value: Any) -> str:
     return "-" if value in (None, "") else str(value)
 
 
-def _cell_facts(document: dict[str, Any]) -> dict[str, str]:
+def _cell_facts(document: RunDocument) -> dict[str, str]:
     """Framework versions and device names as each run recorded them."""
     facts: dict[str, str] = {}
-    for result in document.get("cells") or []:
-        cell = result.get("cell") or {}
-        if result.get("framework_version"):
-            facts.setdefault(f"{cell.get('framework')} version", result["framework_version"])
-        if result.get("device_name"):
-            facts.setdefault(f"{cell.get('framework')} {cell.get('device')} device name",
-                             result["device_name"])
+    for result in document.cells:
+        if result.framework_version:
+            facts.setdefault(f"{result.framework} version", result.framework_version)
+        if result.device_name:
+            facts.setdefault(f"{result.framework} {result.device} device name",
+                             result.device_name)
     return facts
 
 
-def environment_mismatches(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, str]]:
+def environment_mismatches(a: RunDocument, b: RunDocument) -> list[dict[str, str]]:
     """Every recorded fact that differs between the runs: what, A's value, B's value."""
     found = []
 
@@ -263,14 +261,13 @@ def environment_mismatches(a: dict[str, Any], b: dict[str, Any]) -> list[dict[st
         if _text(value_a) != _text(value_b):
             found.append({"what": what, "a": _text(value_a), "b": _text(value_b)})
 
-    note("workload", a.get("workload"), b.get("workload"))
+    note("workload", a.workload, b.workload)
     params_a, params_b = _comparable_params(a), _comparable_params(b)
     for name in dict.fromkeys([*params_a, *params_b]):
         note(f"param {name}", params_a.get(name), params_b.get(name))
-    note("quick", bool(a.get("quick")), bool(b.get("quick")))
-    host_a, host_b = a.get("host") or {}, b.get("host") or {}
+    note("quick", a.quick, b.quick)
     for key, label in HOST_FIELDS:
-        note(label, host_a.get(key), host_b.get(key))
+        note(label, a.host_fact(key), b.host_fact(key))
     facts_a, facts_b = _cell_facts(a), _cell_facts(b)
     for what in dict.fromkeys([*facts_a, *facts_b]):
         if what in facts_a and what in facts_b:  # a cell run on one side only is listed apart

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analysis.plausibility import judge_case
+from harness.data import fields
 from harness.data.results import CaseResult, CellResult
 from harness.spec import WorkloadSpec
 
@@ -33,6 +34,8 @@ class CaseSummary:
     # Peak host RSS of the cell's worker (whole cell) and device memory of this case.
     peak_host_bytes: int | None = None
     peak_device_bytes: int | None = None
+    # The declared per-case values the CLI shows (harness.data.fields), by field name.
+    extras: dict[str, Any] = field(default_factory=dict)
 
 
 def work_of(spec: WorkloadSpec, case: dict[str, Any]) -> dict[str, float]:
@@ -66,9 +69,9 @@ def summarize_case(spec: WorkloadSpec, cell: CellResult, case: CaseResult) -> Ca
         gbps=work["bytes"] / median / 1e9 if "bytes" in work else None,
         check=_check_text(case.check),
         suspect=case.suspect,
-        peak_host_bytes=cell.extra_fields.get("peak_host_memory_bytes"),
-        peak_device_bytes=case.extra_fields.get("peak_device_reserved_bytes")
-        or case.extra_fields.get("peak_device_allocated_bytes"),
+        peak_host_bytes=cell.peak_host_memory_bytes,
+        peak_device_bytes=case.peak_device_bytes,
+        extras=fields.cli_values(cell, case),
     )
 
 

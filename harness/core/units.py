@@ -56,6 +56,16 @@ def format_bytes(count: float | None) -> str:
     return f"{int(count)} B" if index == 0 else f"{count:.3g} {units[index]}"
 
 
+def format_joules(joules: float | None) -> str:
+    """3 significant digits in kJ / J / mJ / uJ; '-' for nothing or a non-finite value."""
+    if not _finite(joules):
+        return "-"
+    for unit, scale in (("kJ", 1e3), ("J", 1.0), ("mJ", 1e-3)):
+        if abs(joules) >= scale:
+            return f"{joules / scale:.3g} {unit}"
+    return f"{joules / 1e-6:.3g} uJ"
+
+
 def format_ratio(ratio: float | None) -> str:
     """A speed ratio: '0.52x', '3.9x', '1,234x'."""
     if not _finite(ratio):
@@ -63,6 +73,15 @@ def format_ratio(ratio: float | None) -> str:
     if ratio < 1:
         return f"{ratio:.2g}x"
     return f"{ratio:.3g}x" if ratio < 100 else f"{ratio:,.0f}x"
+
+
+# Sweep parameters whose values are byte counts (read with binary prefixes).
+BYTE_SWEEPS = ("bytes",)
+
+
+def counts_bytes(sweep: str) -> bool:
+    """Whether a sweep's values are byte counts."""
+    return sweep in BYTE_SWEEPS
 
 
 def format_size(value: Any, sweep: str) -> str:
@@ -75,7 +94,7 @@ def format_size(value: Any, sweep: str) -> str:
         return str(value)
     if math.isnan(number):
         return str(value)
-    if sweep == "bytes":
+    if counts_bytes(sweep):
         return format_bytes(number)
     return str(int(number)) if number.is_integer() else f"{number:g}"
 

@@ -11,38 +11,36 @@ import io
 import math
 from typing import Any
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
-# measurements.csv column -> field of the worker's `device_profile` record.
-DEVICE_COLUMNS = {"busy_seconds": "device_seconds", "copy_seconds": "device_copy_seconds",
-                  "kernels_per_call": "kernels_per_call", "launches_per_call": "launches_per_call",
-                  "span_seconds": "device_span_seconds"}
-BASE_COLUMNS = [
+from harness.data import fields
+
+if TYPE_CHECKING:  # pandas is imported where a table is made: workers write CSV without it
+    import pandas as pd
+
+# The columns every row has: who, what, which sample, how long, the check, the work done.
+CORE_COLUMNS = [
     "run_id", "machine", "workload", "variant", "framework", "framework_version", "device",
     "device_name", "status", "reason", "sweep", "size", "phase", "sample", "seconds",
     "calls_per_sample", "check_passed", "check_metric", "check_value", "flops", "bytes",
-    "steps_per_call", "suspect",
-    # Peak memory: host RSS of the worker process (whole cell), device memory per case.
-    "peak_host_memory_bytes", "peak_device_allocated_bytes", "peak_device_reserved_bytes",
-    # The second clock, per call, from a profiled pass apart from the timed samples (GPU cells;
-    # empty elsewhere, with device_reason saying why): device busy, host<->device copies on
-    # the device, kernels executed, host API calls that enqueued work, CUDA-event span.
-    *DEVICE_COLUMNS.values(), "device_reason",
 ]
+# ... then one column per declared per-case value (harness.data.fields), in declaration order.
+BASE_COLUMNS = [*CORE_COLUMNS, *(item.name for item in fields.csv_fields())]
 
 
-FLOAT_COLUMNS = ("seconds", "check_value", "flops", "bytes", *DEVICE_COLUMNS.values())
-INTEGER_COLUMNS = ("sample", "calls_per_sample", "steps_per_call", "peak_host_memory_bytes",
-                   "peak_device_allocated_bytes", "peak_device_reserved_bytes")
-BOOL_COLUMNS = ("check_passed",)
+FLOAT_COLUMNS = ("seconds", "check_value", "flops", "bytes", *fields.columns_of_kind(float))
+INTEGER_COLUMNS = ("sample", "calls_per_sample", *fields.columns_of_kind(int))
+BOOL_COLUMNS = ("check_passed", *fields.columns_of_kind(bool))
 TEXT_COLUMNS = ("run_id", "machine", "workload", "variant", "framework", "framework_version",
                 "device", "device_name", "status", "reason", "sweep", "phase", "check_metric",
-                "device_reason")
+                *fields.columns_of_kind(str))
 TRUE_TEXT, FALSE_TEXT = ("true", "True"), ("false", "False")
 
 
 
 def _missing(value: Any) -> bool:
+    import pandas as pd
+
     if value is None or value is pd.NA:
         return True
     if isinstance(value, float) and math.isnan(value):
@@ -76,6 +74,8 @@ def _as_number(value: Any) -> int | float | None:
 
 def _column(name: str, values: list[Any]) -> pd.Series:
     """One column with a stable type: fixed for known names, inferred for the rest."""
+    import pandas as pd
+
     present = [value for value in values if not _missing(value)]
     if name in TEXT_COLUMNS:
         return pd.Series(["" if _missing(v) else str(v) for v in values], dtype=object)
@@ -95,6 +95,8 @@ def _column(name: str, values: list[Any]) -> pd.Series:
 
 def typed_frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     """Rows (as written to measurements.csv, or read back as text) as a typed DataFrame."""
+    import pandas as pd
+
     return pd.DataFrame({name: _column(name, [row.get(name) for row in rows])
                          for name in columns}, columns=columns)
 

@@ -25,16 +25,16 @@ class ExportError(ValueError):
 
 def read_run_table(run_dir: Path) -> pd.DataFrame:
     """One run's measurements.csv, typed, with run_id and machine taken from run.json."""
-    document = store.read_run(run_dir)
+    document = store.load_run(run_dir)
     path = run_dir / store.MEASUREMENTS_FILE
     try:
         text = pd.read_csv(path, dtype=str, keep_default_na=False)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise store.StoreError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
     rows = text.to_dict("records")
-    machine = (document.get("host") or {}).get("machine_label") or ""
+    machine = document.machine_label
     for row in rows:
-        row["run_id"] = str(document.get("run_id") or run_dir.name)
+        row["run_id"] = document.run_id or run_dir.name
         row["machine"] = row.get("machine") or machine
     return typed_frame(rows, _ordered_columns(list(text.columns)))
 

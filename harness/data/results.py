@@ -4,16 +4,17 @@ The worker writes a cell's result as JSON (the only thing that crosses the proce
 everything that reads it back (the CLI table, the store's tidy rows, the report) goes through
 these classes, so a median, a quartile, an IQR or a noise flag is computed by one function:
 `sample_stats`. Unknown keys in the JSON are kept in `extra_fields` so a newer worker's fields
-survive a round trip through an older reader.
+survive a round trip through an older reader. RunDocument is run.json itself: harness.data.store
+reads and writes it, harness.data.upgrade brings older layouts up to SCHEMA_VERSION.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from harness.spec import Status, worst_status
+from harness.spec import Cell, Status, worst_status
 
 NOISY_IQR_FRACTION = 0.10
 
@@ -58,13 +59,49 @@ def sample_stats(samples: list[float]) -> SampleStats:
                        min(values))
 
 
-_CASE_FIELDS = ("case", "status", "reason", "cold_seconds", "samples", "calls_per_sample",
-                "check", "suspect", "extra")
+# --- the run document: run.json and the worker's result file, typed ---------------------------
+#
+# Layout version of run.json. 2: typed documents (every cell and case key named here; no
+# `peak_device_memory_bytes`, hints and framework styles always present). Older layouts are
+# brought up to this one by harness.data.upgrade when read; nothing else knows old key names.
+SCHEMA_VERSION = 2
+
+
+def _defaults(cls: type) -> dict[str, Any]:
+    """Each dataclass field's default value (fields without one are left out)."""
+    found = {}
+    for item in fields(cls):
+        if item.default is not MISSING:
+            found[item.name] = item.default
+        elif item.default_factory is not MISSING:
+            found[item.name] = item.default_factory()
+    return found
+
+
+def _split(document: dict[str, Any], names: tuple[str, ...]) -> tuple[dict[str, Any],
+                                                                        dict[str, Any]]:
+    """(the keys this class knows, every other key) of one JSON object."""
+    known = {name: document[name] for name in names if name in document}
+    rest = {key: value for key, value in document.items() if key not in names}
+    return known, rest
+
+
+# Keys of a case that only a timed case carries; a failed case holds case, status and reason
+# (and any of these that are set), so a reader can tell "not measured" from "measured as 0".
+_MEASURED_KEYS = ("cold_seconds", "samples", "calls_per_sample", "timer_overhead_s", "check",
+                  "suspect", "predicted_call_s", "other_load", "extra",
+                  "peak_device_allocated_bytes", "peak_device_reserved_bytes", "device_profile")
+_CASE_KEYS = ("case", "status", "reason", *_MEASURED_KEYS)
 
 
 @dataclass
 class CaseResult:
-    """One case of a cell: its parameters, status, raw samples (seconds per call) and check."""
+    """One case of a cell: its parameters, status, raw samples (seconds per call) and check.
+
+    Every key the worker writes has a field here; keys a newer worker adds land in
+    `extra_fields` and are written back unchanged. Workload-specific values (accuracy, steps
+    per call, ...) live in `extra` and are read through harness.data.fields.
+    """
 
     case: dict[str, Any]
     status: Status = Status.OK
@@ -72,9 +109,17 @@ class CaseResult:
     cold_seconds: float | None = None
     samples: list[float] = field(default_factory=list)
     calls_per_sample: int = 1
+    timer_overhead_s: float | None = None
     check: dict[str, Any] | None = None
     suspect: str = ""
+    predicted_call_s: float | None = None
+    # Load of other processes while the samples ran: other_cores, steal_cores, seconds.
+    other_load: dict[str, float] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    peak_device_allocated_bytes: int | None = None
+    peak_device_reserved_bytes: int | None = None
+    # The device-busy pass: figures per call, or {"reason": why there are none}.
+    device_profile: dict[str, Any] | None = None
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -85,56 +130,90 @@ class CaseResult:
     def measured(self) -> bool:
         return self.cold_seconds is not None
 
+    @property
+    def peak_device_bytes(self) -> int | None:
+        """The device memory the case held: reserved where known, else allocated."""
+        return self.peak_device_reserved_bytes or self.peak_device_allocated_bytes
+
     @classmethod
     def from_dict(cls, document: dict[str, Any]) -> CaseResult:
-        known = {key: document[key] for key in _CASE_FIELDS if key in document}
+        known, rest = _split(document, _CASE_KEYS)
+        known["case"] = dict(known.get("case") or {})
         known["status"] = Status(known.get("status", Status.OK.value))
         known["reason"] = known.get("reason") or ""
         known["suspect"] = known.get("suspect") or ""
-        known["extra"] = known.get("extra") or {}
+        known["extra"] = dict(known.get("extra") or {})
         known["samples"] = list(known.get("samples") or [])
-        rest = {key: value for key, value in document.items() if key not in _CASE_FIELDS}
+        if known.get("calls_per_sample") is None:
+            known.pop("calls_per_sample", None)
         return cls(**known, extra_fields=rest)
 
     def to_dict(self) -> dict[str, Any]:
-        document = {"case": self.case, "status": self.status.value, "reason": self.reason}
-        if self.measured:
-            document.update(cold_seconds=self.cold_seconds, samples=self.samples,
-                            calls_per_sample=self.calls_per_sample, check=self.check,
-                            suspect=self.suspect, extra=self.extra)
+        document: dict[str, Any] = {"case": self.case, "status": self.status.value,
+                                    "reason": self.reason}
+        defaults = _defaults(CaseResult)
+        for name in _MEASURED_KEYS:
+            value = getattr(self, name)
+            if self.measured or value != defaults[name]:
+                document[name] = value
         return {**document, **self.extra_fields}
 
 
-_CELL_FIELDS = ("cell", "status", "reason", "framework_version", "device_name", "cases")
+_CELL_KEYS = ("cell", "status", "reason", "framework_version", "device_name", "threads",
+              "started", "finished", "cases", "peak_host_memory_bytes", "device_init_seconds",
+              "peak_host_memory_source", "peak_host_memory_bytes_worker", "host", "slurm")
+
+
+def cell_from_dict(document: dict[str, Any]) -> tuple[Cell, dict[str, Any]]:
+    """The Cell of a stored `cell` object, and its keys that Cell does not know."""
+    known, rest = _split(document, ("workload", "variant", "framework", "device", "params",
+                                    "quick"))
+    cell = Cell(workload=str(known.get("workload", "")), variant=str(known.get("variant", "")),
+                framework=str(known.get("framework", "")), device=str(known.get("device", "")),
+                params=dict(known.get("params") or {}), quick=bool(known.get("quick", False)))
+    return cell, rest
 
 
 @dataclass
 class CellResult:
     """One (workload, variant, framework, device) cell: status, reason, environment, cases."""
 
-    cell: dict[str, Any]
+    cell: Cell
     status: Status = Status.OK
     reason: str = ""
     framework_version: str | None = None
     device_name: str | None = None
+    threads: dict[str, Any] | None = None
+    started: float | None = None
+    finished: float | None = None
     cases: list[CaseResult] = field(default_factory=list)
+    # Peak RSS of the worker (whole cell): who measured it, and the worker's own figure.
+    peak_host_memory_bytes: int | None = None
+    peak_host_memory_source: str | None = None
+    peak_host_memory_bytes_worker: int | None = None
+    device_init_seconds: float | None = None
+    # Where the cell ran when not on the run's own host (a SLURM node): its host metadata, and
+    # the scheduler's job id, node and state; None for cells run by the local executor.
+    host: dict[str, Any] | None = None
+    slurm: dict[str, Any] | None = None
+    cell_extra: dict[str, Any] = field(default_factory=dict)  # unknown keys of `cell`
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
     def workload(self) -> str:
-        return str(self.cell.get("workload", ""))
+        return self.cell.workload
 
     @property
     def variant(self) -> str:
-        return str(self.cell.get("variant", ""))
+        return self.cell.variant
 
     @property
     def framework(self) -> str:
-        return str(self.cell.get("framework", ""))
+        return self.cell.framework
 
     @property
     def device(self) -> str:
-        return str(self.cell.get("device", ""))
+        return self.cell.device
 
     @property
     def stopped_short(self) -> bool:
@@ -143,22 +222,123 @@ class CellResult:
 
     @classmethod
     def from_dict(cls, document: dict[str, Any]) -> CellResult:
-        return cls(
-            cell=dict(document.get("cell") or {}),
-            status=Status(document.get("status", Status.OK.value)),
-            reason=document.get("reason") or "",
-            framework_version=document.get("framework_version"),
-            device_name=document.get("device_name"),
-            cases=[CaseResult.from_dict(case) for case in document.get("cases") or []],
-            extra_fields={key: value for key, value in document.items()
-                          if key not in _CELL_FIELDS},
-        )
+        known, rest = _split(document, _CELL_KEYS)
+        cell, cell_extra = cell_from_dict(known.pop("cell", None) or {})
+        known["status"] = Status(known.get("status", Status.OK.value))
+        known["reason"] = known.get("reason") or ""
+        known["cases"] = [CaseResult.from_dict(case) for case in known.get("cases") or []]
+        return cls(cell=cell, **known, cell_extra=cell_extra, extra_fields=rest)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cell": self.cell, "status": self.status.value, "reason": self.reason,
-                "framework_version": self.framework_version, "device_name": self.device_name,
-                "cases": [case.to_dict() for case in self.cases], **self.extra_fields}
+        document: dict[str, Any] = {"cell": {**self.cell.as_dict(), **self.cell_extra}}
+        for name in _CELL_KEYS[1:]:
+            value = getattr(self, name)
+            if name == "cases":
+                value = [case.to_dict() for case in self.cases]
+            elif name == "status":
+                value = self.status.value
+            elif name in OPTIONAL_CELL_KEYS and value is None:
+                continue
+            document[name] = value
+        return {**document, **self.extra_fields}
 
     def finished_status(self) -> Status:
         """The worst status among the cases (ok when there are none)."""
         return worst_status([case.status for case in self.cases])
+
+    def first_case_reason(self) -> str:
+        """The first reason a case gave (why the cell is not ok), or ''."""
+        return next((case.reason for case in self.cases if case.reason), "")
+
+
+_RUN_KEYS = ("run_id", "command", "started", "finished", "workload", "sweep", "params",
+             "quick", "timeout_s", "hints", "frameworks", "host", "ceilings", "interrupted",
+             "interrupted_by", "cells", "planned_cells", "executor", "resumed")
+# Keys that only some runs have (resumable plans, SLURM runs): absent rather than empty.
+OPTIONAL_RUN_KEYS = ("planned_cells", "executor", "resumed")
+OPTIONAL_CELL_KEYS = ("host", "slurm")
+UNKNOWN_MACHINE = "unknown machine"
+
+
+@dataclass
+class RunDocument:
+    """run.json: what ran (command, workload, parameters), where (host, ceilings), how it
+    ended (finished, interrupted) and every cell's result. The only reader and writer of it."""
+
+    run_id: str = ""
+    command: list[str] = field(default_factory=list)
+    started: float | None = None
+    finished: float | None = None  # None: the run was killed, or is still running
+    workload: str = ""
+    sweep: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+    quick: bool = False
+    timeout_s: float | None = None
+    hints: dict[str, Any] = field(default_factory=dict)  # the spec's report hints
+    frameworks: dict[str, dict[str, str]] = field(default_factory=dict)  # colour and label
+    host: dict[str, Any] = field(default_factory=dict)  # harness.measure.envinfo.host_metadata
+    ceilings: dict[str, Any] = field(default_factory=dict)  # per device: peak FLOP/s, GB/s
+    interrupted: bool = False
+    interrupted_by: str = ""  # the signal's name
+    cells: list[CellResult] = field(default_factory=list)
+    # What --resume needs: every planned cell (Cell.as_dict), the executor that ran them, and
+    # one entry per resumption.
+    planned_cells: list[dict[str, Any]] = field(default_factory=list)
+    executor: dict[str, Any] = field(default_factory=dict)
+    resumed: list[dict[str, Any]] = field(default_factory=list)
+    extra_fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def machine(self) -> str:
+        """How reports name the machine: its label, else its hostname."""
+        return str(self.host.get("machine_label") or self.host.get("hostname")
+                   or UNKNOWN_MACHINE)
+
+    @property
+    def machine_label(self) -> str:
+        """The label as recorded ('' when the host did not give one)."""
+        return str(self.host.get("machine_label") or "")
+
+    def host_fact(self, name: str) -> Any:
+        """One recorded fact of the host (cpu_model, cores, gpus, ...), None when absent."""
+        return self.host.get(name)
+
+    def framework_color(self, name: str) -> str:
+        """The colour the run stored for a framework ('' when it stored none)."""
+        return str((self.frameworks.get(name) or {}).get("color", ""))
+
+    def cell_frameworks(self) -> list[str]:
+        """The frameworks of the cells, in order, each once."""
+        return list(dict.fromkeys(cell.framework for cell in self.cells if cell.framework))
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> RunDocument:
+        """A document in the current layout (see harness.data.upgrade for older ones)."""
+        known, rest = _split(document, _RUN_KEYS)
+        rest.pop("schema_version", None)  # always written as SCHEMA_VERSION
+        for name in ("params", "hints", "frameworks", "host", "ceilings"):
+            known[name] = dict(known.get(name) or {})
+        known["run_id"] = str(known.get("run_id") or "")
+        known["command"] = [str(part) for part in known.get("command") or []]
+        known["workload"] = str(known.get("workload") or "")
+        known["sweep"] = str(known.get("sweep") or "")
+        known["quick"] = bool(known.get("quick"))
+        known["interrupted"] = bool(known.get("interrupted"))
+        known["interrupted_by"] = str(known.get("interrupted_by") or "")
+        for name in ("planned_cells", "resumed"):
+            known[name] = list(known.get(name) or [])
+        known["executor"] = dict(known.get("executor") or {})
+        known["cells"] = [result if isinstance(result, CellResult)
+                          else CellResult.from_dict(result) for result in known.get("cells") or []]
+        return cls(**known, extra_fields=rest)
+
+    def to_dict(self) -> dict[str, Any]:
+        document: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+        for name in _RUN_KEYS:
+            document[name] = getattr(self, name)
+        document["cells"] = [cell.to_dict() for cell in self.cells]
+        for name in ("interrupted_by", *OPTIONAL_RUN_KEYS):
+            if not document[name]:  # written only where there is something to say
+                del document[name]
+        return {**document, **self.extra_fields}
+

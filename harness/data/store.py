@@ -18,9 +18,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.data.columns import BASE_COLUMNS, DEVICE_COLUMNS
+from harness.data import fields
+from harness.data.columns import BASE_COLUMNS
+from harness.data.results import SCHEMA_VERSION, CellResult, RunDocument
+from harness.data.upgrade import UpgradeError, as_run_document, upgrade
 
-SCHEMA_VERSION = 1
+__all__ = ["SCHEMA_VERSION", "BASE_COLUMNS", "StoreError", "case_rows", "load_run", "read_run",
+           "write_run", "write_measurements", "new_run_dir", "write_json_atomic",
+           "write_bytes_atomic", "as_run_document"]
 RUN_FILE = "run.json"
 MEASUREMENTS_FILE = "measurements.csv"
 PARQUET_FILE = "measurements.parquet"
@@ -70,66 +75,48 @@ def _format(value: Any) -> Any:
     return value
 
 
-def device_fields(case: dict[str, Any]) -> dict[str, Any]:
-    """The case's device-busy figures as CSV columns; a reason when there are none."""
-    profile = case.get("device_profile") or {}
-    fields = {column: _format(profile.get(key)) for key, column in DEVICE_COLUMNS.items()}
-    if profile:
-        fields["device_reason"] = profile.get("reason") or ""
-    else:  # a failed case has nothing to profile; a timed one without a record is older
-        fields["device_reason"] = ("not measured (before the device-busy pass existed)"
-                                   if "cold_seconds" in case else "")
-    return fields
+def case_rows(run_id: str, machine: str, spec_sweep: str, result: CellResult | dict[str, Any],
+              work: dict[int, dict[str, float]]) -> list[dict[str, Any]]:
+    """Tidy rows for one cell's worker result: one per sample, or one status row.
 
-
-def case_rows(run_id: str, machine: str, spec_sweep: str, result: dict[str, Any],
-              work: dict[str, Any]) -> list[dict[str, Any]]:
-    """Tidy rows for one cell's worker result: one per sample, or one status row."""
-    cell = result["cell"]
+    WORK holds each case's FLOPs and bytes by case index (harness.analysis.stats.work_of).
+    """
+    cell = result if isinstance(result, CellResult) else CellResult.from_dict(result)
     base = {
-        "run_id": run_id, "machine": machine, "workload": cell["workload"],
-        "variant": cell["variant"], "framework": cell["framework"],
-        "framework_version": result.get("framework_version") or "",
-        "device": cell["device"], "device_name": result.get("device_name") or "",
-        "sweep": spec_sweep,
-        "peak_host_memory_bytes": _format(result.get("peak_host_memory_bytes")),
+        "run_id": run_id, "machine": machine, "workload": cell.workload,
+        "variant": cell.variant, "framework": cell.framework,
+        "framework_version": cell.framework_version or "",
+        "device": cell.device, "device_name": cell.device_name or "",
+        "sweep": spec_sweep, **fields.csv_values(cell, None),
     }
-    cases = result.get("cases") or []
-    if not cases:
-        return [{**base, "status": result["status"], "reason": result["reason"], "phase": "none",
-                 **{f"param_{k}": _format(v) for k, v in cell["params"].items()}}]
+    if not cell.cases:
+        return [{**base, "status": cell.status.value, "reason": cell.reason, "phase": "none",
+                 **{f"param_{k}": _format(v) for k, v in cell.cell.params.items()}}]
     rows: list[dict[str, Any]] = []
-    for index, case in enumerate(cases):
+    for index, case in enumerate(cell.cases):
+        check = case.check or {}
         case_base = {
             **base,
-            "status": case["status"],
-            "reason": case["reason"] or "",
-            "size": _format(case["case"].get(spec_sweep)),
-            **{f"param_{k}": _format(v) for k, v in case["case"].items()},
+            "status": case.status.value,
+            "reason": case.reason,
+            "size": _format(case.case.get(spec_sweep)),
+            **{f"param_{k}": _format(v) for k, v in case.case.items()},
             **work.get(index, {}),
+            "check_passed": check.get("passed", ""), "check_metric": check.get("metric", ""),
+            "check_value": check.get("value", ""),
+            **fields.csv_values(cell, case),
         }
-        check = case.get("check") or {}
-        case_base.update(
-            check_passed=check.get("passed", ""), check_metric=check.get("metric", ""),
-            check_value=check.get("value", ""),
-            steps_per_call=(case.get("extra") or {}).get("steps_per_call", ""),
-            suspect=case.get("suspect") or "",
-            peak_device_allocated_bytes=_format(case.get("peak_device_allocated_bytes",
-                                                         case.get("peak_device_memory_bytes"))),
-            peak_device_reserved_bytes=_format(case.get("peak_device_reserved_bytes")),
-            **device_fields(case),
-        )
-        if "cold_seconds" not in case:
+        if not case.measured:
             rows.append({**case_base, "phase": "none"})
             continue
-        rows.append({**case_base, "phase": "cold", "sample": 0, "seconds": case["cold_seconds"],
+        rows.append({**case_base, "phase": "cold", "sample": 0, "seconds": case.cold_seconds,
                      "calls_per_sample": 1})
-        for sample, seconds in enumerate(case["samples"], start=1):
+        for sample, seconds in enumerate(case.samples, start=1):
             rows.append({**case_base, "phase": "warm", "sample": sample, "seconds": seconds,
-                         "calls_per_sample": case["calls_per_sample"]})
-    if result["status"] not in {case["status"] for case in cases}:
+                         "calls_per_sample": case.calls_per_sample})
+    if cell.stopped_short:
         # The cell stopped after these cases (timeout, crash, Ctrl-C): say so in its own row.
-        rows.append({**base, "status": result["status"], "reason": result["reason"],
+        rows.append({**base, "status": cell.status.value, "reason": cell.reason,
                      "phase": "none"})
     return rows
 
@@ -160,12 +147,16 @@ def write_parquet(path: Path, rows: list[dict[str, Any]], columns: list[str]) ->
     write_bytes_atomic(path, data)
 
 
-def write_run(run_dir: Path, run_document: dict[str, Any]) -> None:
-    write_json_atomic(run_dir / RUN_FILE, {"schema_version": SCHEMA_VERSION, **run_document})
+def write_run(run_dir: Path, document: RunDocument | dict[str, Any]) -> None:
+    """run.json in the current layout; a dict is typed first (upgraded when it is older)."""
+    write_json_atomic(run_dir / RUN_FILE, as_run_document(document).to_dict())
 
 
 def read_run(run_dir: Path) -> dict[str, Any]:
-    """run.json of a harness run folder, or StoreError saying why it is not one."""
+    """run.json of a harness run folder in the current layout, or StoreError saying why not.
+
+    Older layouts are upgraded (harness.data.upgrade); load_run gives the typed document.
+    """
     run_file = run_dir / RUN_FILE
     if not run_dir.is_dir():
         raise StoreError(f"{run_dir}: not a folder")
@@ -177,12 +168,19 @@ def read_run(run_dir: Path) -> dict[str, Any]:
         raise StoreError(f"{run_file}: corrupt JSON ({exc})") from None
     if not isinstance(document, dict) or "schema_version" not in document:
         raise StoreError(f"{run_file}: no schema_version; not written by harness")
-    version = document["schema_version"]
-    if not isinstance(version, int) or version > SCHEMA_VERSION:
-        raise StoreError(
-            f"{run_file}: schema_version {version!r} is newer than this harness reads "
-            f"({SCHEMA_VERSION}); upgrade harness"
-        )
+    try:
+        upgraded = upgrade(document)
+    except UpgradeError as exc:
+        raise StoreError(f"{run_file}: {exc}") from None
     if not (run_dir / MEASUREMENTS_FILE).is_file():
         raise StoreError(f"{run_dir}: no {MEASUREMENTS_FILE}")
-    return document
+    return upgraded
+
+
+def load_run(run_dir: Path) -> RunDocument:
+    """The typed run document of a run folder (StoreError when it is not one)."""
+    document = read_run(Path(run_dir))
+    try:
+        return RunDocument.from_dict(document)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise StoreError(f"{run_dir / RUN_FILE}: not a harness run document ({exc})") from None

@@ -13,6 +13,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from harness.measure import hostload
 from harness.data.results import sample_stats
@@ -123,6 +124,18 @@ def suspect_reason(measurement: Measurement) -> str:
     return "; ".join(reasons)
 
 
+class TimedWindow(Protocol):
+    """Read right before the first and right after the last timed call (GPU state, energy).
+
+    Synchronised on both sides like every clock read: begin() follows a synchronize, end()
+    follows the last sample's synchronize, and `calls` is how many calls ran in between.
+    """
+
+    def begin(self) -> None: ...
+
+    def end(self, calls: int) -> None: ...
+
+
 def _clock() -> float:
     return time.perf_counter()
 
@@ -146,6 +159,7 @@ def autorange(
     step: Callable[[], object],
     synchronize: Callable[[], None],
     policy: TimingPolicy,
+    window: TimedWindow | None = None,
 ) -> Measurement:
     """Time `step` the way a steady-state user sees it, plus its cold first call.
 
@@ -160,6 +174,8 @@ def autorange(
     measurement = Measurement(cold, calls_per_sample=calls, timer_overhead_s=overhead,
                               predicted_call_s=predicted, single_calls=singles)
     load_before = hostload.snapshot()
+    if window is not None:
+        window.begin()
     started = _clock()
     while True:
         measurement.samples.append(_timed_calls(step, synchronize, calls) / calls)
@@ -167,6 +183,8 @@ def autorange(
         enough = len(measurement.samples) >= policy.min_samples and elapsed >= policy.min_time_s
         out_of_budget = elapsed >= policy.max_time_s and len(measurement.samples) >= 3
         if enough or out_of_budget:
+            if window is not None:
+                window.end(len(measurement.samples) * calls)
             measurement.other_load = hostload.other_load(load_before, hostload.snapshot())
             measurement.suspect = suspect_reason(measurement)
             return measurement
@@ -208,10 +226,19 @@ def per_call(
     step: Callable[[], object],
     synchronize: Callable[[], None],
     count: int,
+    window: TimedWindow | None = None,
 ) -> Measurement:
-    """Time `count` calls one by one; the first is the cold one (e.g. epoch 1 of training)."""
+    """Time `count` calls one by one; the first is the cold one (e.g. epoch 1 of training).
+
+    The window (if any) spans the warm calls only: the cold one is not a user's steady state.
+    """
     load_before = hostload.snapshot()
-    seconds = [_timed_calls(step, synchronize, 1) for _ in range(count)]
+    seconds = [_timed_calls(step, synchronize, 1)]
+    if window is not None:
+        window.begin()
+    seconds += [_timed_calls(step, synchronize, 1) for _ in range(count - 1)]
+    if window is not None:
+        window.end(count - 1)
     measurement = Measurement(cold_seconds=seconds[0], samples=seconds[1:])
     measurement.other_load = hostload.other_load(load_before, hostload.snapshot())
     measurement.suspect = suspect_reason(measurement)

@@ -1,14 +1,13 @@
 """Read stored run folders into DataFrames: CSV and JSON only, through harness.data.store.
 
 Nothing here interprets the numbers; tables.py does that. Reading is strict about what a report
-cannot work without (run.json via store.read_run, the CSV's base columns) and lenient about the
-rest (extra param_ columns, cells that never ran), because merged runs come from different
-harness versions and machines.
+cannot work without (run.json, typed and upgraded by store.load_run; the CSV's base columns) and
+lenient about the rest (extra param_ columns, cells that never ran), because merged runs come
+from different harness versions and machines.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,11 @@ from typing import Any
 import pandas as pd
 
 from harness.core.units import size_label
-from harness.data import store
+from harness.data import fields, store
+from harness.data.results import CellResult, RunDocument
+from harness.data.upgrade import DEFAULT_HINTS, hints_for_workload
+
+__all__ = ["DEFAULT_HINTS", "RunSet", "load_runs", "read_measurements", "run_row", "extra_rows"]
 
 # Columns the report cannot do without; the rest of BASE_COLUMNS may be empty.
 REQUIRED_COLUMNS = ("machine", "workload", "variant", "framework", "device", "status", "phase",
@@ -34,7 +37,7 @@ class RunSet:
     measurements: pd.DataFrame
     runs: pd.DataFrame
     extras: pd.DataFrame
-    documents: list[dict[str, Any]] = field(default_factory=list)
+    documents: list[RunDocument] = field(default_factory=list)  # run.json of each run, typed
 
 
 
@@ -62,77 +65,70 @@ def read_measurements(run_dir: Path) -> pd.DataFrame:
     return frame
 
 
-def run_row(run_dir: Path, document: dict[str, Any], order: int) -> dict[str, Any]:
+def run_row(run_dir: Path, document: RunDocument, order: int) -> dict[str, Any]:
     """One line describing a run: who, where, when, with which parameters."""
-    host = document.get("host") or {}
     return {
-        "run_id": str(document.get("run_id") or run_dir.name),
+        "run_id": document.run_id or run_dir.name,
         "run_dir": str(run_dir),
         "order": order,
-        "workload": str(document.get("workload") or ""),
-        "sweep": str(document.get("sweep") or ""),
-        "params": document.get("params") or {},
-        "quick": bool(document.get("quick")),
-        "started": document.get("started"),
-        "machine": str(host.get("machine_label") or host.get("hostname") or "unknown machine"),
-        "host": host,
-        "ceilings": document.get("ceilings") or {},
-        "hints": document.get("hints") or hints_for_old_run(str(document.get("workload") or "")),
-        "interrupted": bool(document.get("interrupted")),
-        "interrupted_by": str(document.get("interrupted_by") or ""),
+        "workload": document.workload,
+        "sweep": document.sweep,
+        "params": document.params,
+        "quick": document.quick,
+        "started": document.started,
+        "machine": document.machine,
+        "host": document.host,
+        "ceilings": document.ceilings,
+        "hints": document.hints,
+        "interrupted": document.interrupted,
+        "interrupted_by": document.interrupted_by,
         # None when the harness never wrote its end time: killed, or still running.
-        "finished": document.get("finished"),
-        "cells_saved": [cell_label(result) for result in document.get("cells") or []],
-        "command": " ".join(str(part) for part in document.get("command") or []),
+        "finished": document.finished,
+        "cells_saved": [cell_label(result) for result in document.cells],
+        "command": " ".join(document.command),
     }
 
 
-DEFAULT_HINTS = {"bandwidth_ceiling": "bandwidth_gbps", "cpu_baseline_any_variant": []}
+# Hints that name the report's optional views a workload asks for, and their labels.
+VIEW_HINTS = ("views", "view_labels")
 
 
-def hints_for_old_run(workload: str) -> dict[str, Any]:
-    """Runs stored before run.json carried hints: ask the installed spec, else the defaults."""
-    from harness.core import registry
+def hints_for_old_run(workload: str, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Runs stored before run.json carried hints: ask the installed spec, else the defaults.
 
-    try:
-        return registry.load_workload(workload).report_hints()
-    except Exception:  # noqa: BLE001 - an unknown or broken workload gets the defaults
-        return dict(DEFAULT_HINTS)
+    With `stored` (hints written before they named the report's optional views): those hints,
+    with the views and view labels the installed spec declares added; nothing else is filled
+    in, so an older run keeps the hints it was measured with.
+    """
+    installed = hints_for_workload(workload)
+    if stored is None:
+        return installed
+    return {**{key: installed[key] for key in VIEW_HINTS if key in installed}, **stored}
 
 
-def cell_label(result: dict[str, Any]) -> str:
+def cell_label(result: CellResult) -> str:
     """'torch cpu fp32': how summaries name a cell of run.json."""
-    cell = result.get("cell") or {}
-    return " ".join(str(cell.get(key, "?")) for key in ("framework", "device", "variant"))
+    return " ".join(part or "?" for part in (result.framework, result.device, result.variant))
 
 
-def extra_rows(document: dict[str, Any], machine: str) -> list[dict[str, Any]]:
-    """Per-case extras of run.json (accuracy, data source, memory) keyed like the CSV rows."""
-    sweep = str(document.get("sweep") or "")
+EXTRA_KEYS = ["run_id", "machine", "workload", "variant", "framework", "device", "size_label"]
+EXTRA_COLUMNS = [*EXTRA_KEYS, *(item.name for item in fields.report_fields())]
+
+
+def extra_rows(document: RunDocument, machine: str) -> list[dict[str, Any]]:
+    """Per-case values of run.json declared for the report (harness.data.fields: accuracy,
+    data source, memory, ...), keyed like the CSV rows."""
     rows = []
-    for result in document.get("cells") or []:
-        cell = result.get("cell") or {}
-        for case in result.get("cases") or []:
-            extra = case.get("extra") or {}
+    for result in document.cells:
+        for case in result.cases:
             rows.append({
-                "run_id": str(document.get("run_id") or ""), "machine": machine,
-                "workload": str(cell.get("workload", "")), "variant": str(cell.get("variant", "")),
-                "framework": str(cell.get("framework", "")), "device": str(cell.get("device", "")),
-                "size_label": size_label((case.get("case") or {}).get(sweep)),
-                "accuracy": _number(extra.get("accuracy")),
-                "data_source": str(extra.get("data_source") or ""),
-                "samples_distinct": _number(extra.get("samples_distinct")),
-                "peak_device_memory_bytes": _number(case.get("peak_device_memory_bytes")),
-                "threads": str(result.get("threads") or ""),
+                "run_id": document.run_id, "machine": machine, "workload": result.workload,
+                "variant": result.variant, "framework": result.framework,
+                "device": result.device,
+                "size_label": size_label(case.case.get(document.sweep)),
+                **fields.report_values(result, case),
             })
     return rows
-
-
-def _number(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def load_runs(run_dirs: list[Path]) -> RunSet:
@@ -140,7 +136,7 @@ def load_runs(run_dirs: list[Path]) -> RunSet:
     frames, run_rows, extras, documents = [], [], [], []
     for order, run_dir in enumerate(run_dirs):
         run_dir = Path(run_dir)
-        document = store.read_run(run_dir)
+        document = store.load_run(run_dir)
         frame = read_measurements(run_dir)
         row = run_row(run_dir, document, order)
         # The CSV carries run_id per row; a hand-copied folder may not, so run.json decides.
@@ -154,8 +150,5 @@ def load_runs(run_dirs: list[Path]) -> RunSet:
     measurements = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=[*store.BASE_COLUMNS, "size_label", "run_order"])
     return RunSet(measurements=measurements, runs=pd.DataFrame(run_rows),
-                  extras=pd.DataFrame(extras, columns=[
-                      "run_id", "machine", "workload", "variant", "framework", "device",
-                      "size_label", "accuracy", "data_source", "samples_distinct",
-                      "peak_device_memory_bytes", "threads"]),
+                  extras=pd.DataFrame(extras, columns=EXTRA_COLUMNS),
                   documents=documents)

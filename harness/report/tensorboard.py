@@ -1,8 +1,9 @@
 """Optional TensorBoard export of the medians, as seed experiment 5 logged its sweep.
 
-Uses the `tensorboard` package's own event writer (what torch.utils.tensorboard wraps), so no
-framework is imported into the CLI process. Without the package this is a clean no-op with a
-note, never an error: the PNGs and summary.md are the report; TensorBoard is a convenience.
+Uses the `tensorboard` package's own event writer (the one the frameworks' TensorBoard
+loggers wrap), so no framework is imported into the CLI process. Without the package this is
+a clean no-op with a note, never an error: the PNGs and summary.md are the report;
+TensorBoard is a convenience.
 """
 
 from __future__ import annotations

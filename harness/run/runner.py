@@ -224,12 +224,19 @@ def run_matrix(
     cells: list[Cell],
     options: RunOptions,
     on_result: Callable[[Cell, dict[str, Any]], None],
+    planned: Callable[[Cell], dict[str, Any] | None] | None = None,
 ) -> bool:
-    """Run every cell in order; returns False if a stop signal ended the matrix early."""
+    """Run every cell in order; returns False if a stop signal ended the matrix early.
+
+    `planned` (harness.run.planner.refuse_declared) gives the result of a cell known not to
+    run, so no worker starts for it; None from it, or no `planned`, starts the worker.
+    """
     for cell in cells:
         if interrupt.requested() is not None:  # arrived between two workers
             return False
-        result = run_cell(cell, options)
+        result = planned(cell) if planned is not None else None
+        if result is None:
+            result = run_cell(cell, options)
         on_result(cell, result)
         if result["status"] == Status.INTERRUPTED.value:
             return False

@@ -23,8 +23,10 @@ from harness.core.registry import (
     load_framework,
     load_workload,
 )
-from harness.spec import Cell, Status, WorkloadSpec, worst_status
+from harness.spec import Cell, Status, WorkloadSpec
+from harness.data.results import CaseResult, CellResult
 from harness.data.store import write_json_atomic
+from harness.measure.casewatch import CaseWatch
 from harness.measure.timing import Measurement, TimingPolicy, autorange, per_call
 from harness.run.failures import failure_reason
 
@@ -52,6 +54,18 @@ def device_memory_record(device: Any) -> dict[str, int | None]:
     found = peaks() if peaks is not None else {"allocated": device.peak_memory_bytes()}
     return {"peak_device_allocated_bytes": found.get("allocated"),
             "peak_device_reserved_bytes": found.get("reserved")}
+
+
+def reported_device_memory(output: dict[str, Any]) -> dict[str, int | None]:
+    """Peaks a backend measured where its work ran (e.g. in data-parallel ranks), if any.
+
+    The worker's own device holds none of such a job's tensors: its peak would read ~0.
+    """
+    reported = output.get("device_memory")
+    if not reported:
+        return {}
+    return {"peak_device_allocated_bytes": reported.get("allocated"),
+            "peak_device_reserved_bytes": reported.get("reserved")}
 
 
 CPU_PROFILE_REASON = "cpu cell: no device clock; its whole time is host compute"
@@ -94,46 +108,47 @@ class CellRun:
 
     def __init__(self, cell: Cell, result_path: Path) -> None:
         self.result_path = result_path
-        self.document: dict[str, Any] = {
-            "cell": cell.as_dict(),
-            "status": Status.OK.value,
-            "reason": "",
-            "framework_version": None,
-            "device_name": None,
-            "threads": None,
-            "started": time.time(),
-            "finished": None,
-            "cases": [],
-        }
+        self.result = CellResult(cell=cell, started=time.time())
 
     def finish(self, status: Status | None = None, reason: str = "") -> None:
         if status is None:
-            status = worst_status([Status(case["status"]) for case in self.document["cases"]])
-            reason = next((c["reason"] for c in self.document["cases"] if c["reason"]), "")
-        self.document.update(status=status.value, reason=reason, finished=time.time())
-        self.document["peak_host_memory_bytes"] = peak_host_memory_bytes()
+            status, reason = self.result.finished_status(), self.result.first_case_reason()
+        self.result.status, self.result.reason = status, reason
+        self.result.finished = time.time()
+        self.result.peak_host_memory_bytes = peak_host_memory_bytes()
         self.save()
 
     def save(self) -> None:
-        write_json_atomic(self.result_path, self.document)
+        write_json_atomic(self.result_path, self.result.to_dict())
 
 
 def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant: str,
                  device: Any, inputs: dict[str, Any], policy: TimingPolicy,
-                 sync_style: str = "device") -> tuple[Measurement, dict[str, Any], Any]:
+                 sync_style: str = "device", window: CaseWatch | None = None,
+                 ) -> tuple[Measurement, dict[str, Any], Any]:
     """Time one case in the spec's timing style: the measurement, the output, and the step.
 
     The step is what the device-busy pass calls again; None where the backend times work in
-    other processes ('measure'), which no in-process profiler can see.
+    other processes ('measure'), which no in-process profiler can see. The window (GPU state,
+    energy) spans the timed samples; in 'measure' style, the backend's whole call.
     """
     if spec.timing == "measure":  # the backend runs the timing core itself (other processes)
-        return (*module.measure(case, variant, device, inputs, policy), None)
+        if window is not None:
+            window.begin()
+        try:
+            measured = module.measure(case, variant, device, inputs, policy)
+        finally:
+            if window is not None:
+                window.end(0)
+        return (*measured, None)
     task = module.make_task(case, variant, device, inputs)
     step, synchronize = timed_pair(task, device, sync_style)
+    if window is not None:
+        window.attach(step, synchronize)
     if spec.timing == "per_call":
-        measurement = per_call(step, synchronize, spec.calls(case))
+        measurement = per_call(step, synchronize, spec.calls(case), window)
     else:
-        measurement = autorange(step, synchronize, policy)
+        measurement = autorange(step, synchronize, policy, window)
     synchronize()
     return measurement, task.output(), step
 
@@ -160,49 +175,56 @@ def timed_pair(task: Any, device: Any, sync_style: str) -> tuple[Any, Any]:
 
 
 def run_case(
-    spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any
-) -> dict[str, Any]:
+    spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any,
+    watch: CaseWatch | None = None,
+) -> CaseResult:
     """Prepare, time and check one case; every failure becomes a status in the record."""
-    record: dict[str, Any] = {"case": case, "status": Status.OK.value, "reason": ""}
     try:
         _reset_peak_memory(device)
+        if watch is not None:
+            watch.start_case()
         inputs = spec.make_inputs(case, cell.variant) if spec.make_inputs else {}
         policy = TimingPolicy.quick() if cell.quick else TimingPolicy()
         measurement, output, step = measure_case(spec, module, case, cell.variant, device,
                                                  inputs, policy,
-                                                 load_framework(cell.framework).sync)
+                                                 load_framework(cell.framework).sync, watch)
         # A plausibility check (e.g. GB/s above what memory allows) needs the measured time.
         output.setdefault("seconds_per_call", measurement.median if measurement.samples
                           else measurement.cold_seconds)
         check = spec.check(case, cell.variant, inputs, output)
         # Read before the busy pass, so the profiler's buffers never count as the case's memory.
-        memory = {"peak_device_memory_bytes": device.peak_memory_bytes(),
-                  **device_memory_record(device)}
+        memory = device_memory_record(device)
+        memory.update(reported_device_memory(output))
         device_profile = device_profile_record(
             device, step, profile_calls(spec, measurement.calls_per_sample))
+        watched, gpu_suspect = watch.finish_case(
+            output["seconds_per_call"], output.get("extra", {}).get("steps_per_call")
+        ) if watch is not None else ({}, "")
     except VariantUnavailable as exc:
-        return {**record, "status": Status.UNAVAILABLE.value, "reason": str(exc)}
+        return CaseResult(case, Status.UNAVAILABLE, str(exc))
     except Exception as exc:  # a failed case is data; the next case still runs
         traceback.print_exc()
-        return {**record, "status": Status.ERROR.value, "reason": failure_reason(exc)}
-    record.update(
+        return CaseResult(case, Status.ERROR, failure_reason(exc))
+    record = CaseResult(
+        case=case,
         cold_seconds=measurement.cold_seconds,
         samples=measurement.samples,
         calls_per_sample=measurement.calls_per_sample,
         timer_overhead_s=measurement.timer_overhead_s,
         check=check.as_dict(),
-        suspect=measurement.suspect,
+        suspect="; ".join(text for text in (measurement.suspect, gpu_suspect) if text),
         predicted_call_s=measurement.predicted_call_s,
         other_load=(None if measurement.other_load is None else
                     {"other_cores": measurement.other_load.other_cores,
                      "steal_cores": measurement.other_load.steal_cores,
-                     "seconds": measurement.other_load.seconds}),
-        extra=output.get("extra", {}),
+                     "seconds": measurement.other_load.seconds,
+                     "interrupt_cores": measurement.other_load.interrupt_cores}),
+        extra={**output.get("extra", {}), **watched},
         **memory,
         device_profile=device_profile,
     )
     if not check.passed:
-        record.update(status=Status.INVALID.value, reason=f"check failed: {check.detail}")
+        record.status, record.reason = Status.INVALID, f"check failed: {check.detail}"
     return record
 
 
@@ -214,20 +236,22 @@ def run_cell(cell: Cell, result_path: Path) -> None:
     if not installed:
         return run.finish(Status.UNAVAILABLE, reason)
     device_module = backend_module(cell.framework, "device")
-    run.document["framework_version"] = device_module.version()
-    run.document["threads"] = device_module.threads()
+    run.result.framework_version = device_module.version()
+    run.result.threads = device_module.threads()
     try:
         device = device_module.open_device(cell.device)
     except DeviceUnavailable as exc:
         return run.finish(Status.UNAVAILABLE, str(exc))
-    run.document["device_name"] = device.description
+    run.result.device_name = device.description
     # Context creation happens when the device opens, before any case's cold call.
-    run.document["device_init_seconds"] = getattr(device, "init_seconds", None)
+    run.result.device_init_seconds = getattr(device, "init_seconds", None)
     if cell.device == "cpu" and cell.variant in spec.device_only_variants:
         return run.finish(Status.UNAVAILABLE, f"variant {cell.variant} needs a GPU device")
     module = implementation_module(spec, cell.framework)
+    watch = CaseWatch.open(device)  # NVML and RAPL, each or the reason it is unavailable
+    watch.measure_idle()
     for case in spec.cases_for(cell.params, cell.variant):
-        run.document["cases"].append(run_case(spec, module, case, cell, device))
+        run.result.cases.append(run_case(spec, module, case, cell, device, watch))
         run.save()
     run.finish()
 
@@ -243,7 +267,7 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         partial = CellRun(cell, result_path)
         if result_path.exists():
-            partial.document = json.loads(result_path.read_text())
+            partial.result = CellResult.from_dict(json.loads(result_path.read_text()))
         partial.finish(Status.ERROR, failure_reason(exc))
     return 0
 

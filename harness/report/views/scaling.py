@@ -1,5 +1,9 @@
 """Data-parallel scaling: samples/s and efficiency vs processes, all-reduce share, accuracy parity.
 
+An optional view: a data-parallel workload asks for it by name ("scaling" in WorkloadSpec.views)
+and gives its labels in WorkloadSpec.view_labels["scaling"]: `share_explanation` (how its
+all-reduce share is measured) and `series_params` (the parameters that name a series when the
+runs do not differ; default: all of them).
 Driven by stored data only: a run whose run.json carries a `scaling` hint (written from the
 workload spec's hints by `compare`) gets this section; the hint names the case parameter that
 counts processes and the case extras that hold the job's samples per call and the all-reduce
@@ -10,47 +14,70 @@ work per second; below it, the per-step cost grew (communication, contention).
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from harness.core.units import device_kind, format_seconds
+from harness.data.results import CaseResult, CellResult, RunDocument
+from harness.data.upgrade import as_run_document
+from harness.spec import Status
+from harness.report.views import REPORT, View
 
 HINT = "scaling"
 FIGURE_SUFFIX = "scaling"
 COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "setting",
            "processes", "status", "reason", "samples_per_s", "step_s", "allreduce_share",
-           "accuracy", "communication", "efficiency", "accuracy_vs_one", "parity_points"]
-EXPLANATION = (
-    "Efficiency = samples/s at N / (N x samples/s at 1 process), same total data per epoch; the "
-    "all-reduce share is 1 - (step under DDP's no_sync()) / (step), i.e. the communication the "
-    "step does not hide behind its backward pass."
-)
+           "accuracy", "communication", "efficiency", "accuracy_vs_one", "parity_points",
+           "device_busy_share"]
+EXPLANATION = ("Efficiency = samples/s at N / (N x samples/s at 1 process), same total data "
+               "per epoch")
 GROUP = ["machine", "workload", "framework", "device", "variant", "setting"]
+# Above this efficiency N processes did more than N times one process's work per second,
+# which the devices cannot do; below FAR_BELOW more than half of each added device is lost.
+ABOVE_IDEAL, FAR_BELOW = 1.02, 0.5
+# A one-process step that keeps the device busy less than this share of its time is host-bound.
+HOST_BOUND_BUSY = 0.5
 
 
-def scaling_rows(document: dict[str, Any], machine: str) -> list[dict[str, Any]]:
+class ScalingView(View):
+    """Throughput and efficiency against the number of processes, for data-parallel runs."""
+
+    name = "scaling"
+    order = 400
+    scope = REPORT
+    optional = True
+    heading = "Data-parallel scaling"
+
+    def compute(self, context: Any) -> pd.DataFrame:
+        labels = context.labels(self.name)
+        return scaling_table(context.documents_declaring(self.name),
+                             labels.get("series_params") or ())
+
+    def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
+        return draw(table, out_dir)
+
+    def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
+                 out_dir: Path) -> list[str]:
+        return scaling_section(table, figures, out_dir, context.labels(self.name))
+
+
+def scaling_rows(document: RunDocument, machine: str) -> list[dict[str, Any]]:
     """One row per case of a run with a scaling hint; [] for any other run."""
-    hint = (document.get("hints") or {}).get(HINT)
+    hint = document.hints.get(HINT)
     if not hint:
         return []
-    rows = []
-    for result in document.get("cells") or []:
-        cell = result.get("cell") or {}
-        for case in result.get("cases") or []:
-            rows.append(_case_row(document, machine, hint, cell, case))
-    return rows
+    return [_case_row(document, machine, hint, result, case)
+            for result in document.cells for case in result.cases]
 
 
-def _case_row(document: dict[str, Any], machine: str, hint: dict[str, Any],
-              cell: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
-    params = case.get("case") or {}
-    extra = case.get("extra") or {}
-    samples = case.get("samples") or []
-    ok = case.get("status") == "ok" and bool(samples)
-    epoch_s = statistics.median(samples) if ok else None
+def _case_row(document: RunDocument, machine: str, hint: dict[str, Any],
+              result: CellResult, case: CaseResult) -> dict[str, Any]:
+    params = case.case
+    extra = case.extra
+    ok = case.status == Status.OK and bool(case.samples)
+    epoch_s = case.stats.median if ok else None
     per_call = extra.get(hint.get("samples_per_call", "samples_per_call"))
     steps = extra.get("steps_per_call") or 1
     share = extra.get(hint.get("allreduce_share", "allreduce_share"))
@@ -58,43 +85,45 @@ def _case_row(document: dict[str, Any], machine: str, hint: dict[str, Any],
     setting = ", ".join(f"{name}={value}" for name, value in sorted(params.items())
                         if name not in (processes_key, "data"))
     return {
-        "run_id": str(document.get("run_id") or ""), "machine": machine,
-        "workload": str(cell.get("workload", "")), "framework": str(cell.get("framework", "")),
-        "device": str(cell.get("device", "")), "variant": str(cell.get("variant", "")),
+        "run_id": document.run_id, "machine": machine,
+        "workload": result.workload, "framework": result.framework,
+        "device": result.device, "variant": result.variant,
         "setting": setting, "processes": int(params.get(processes_key, 0)),
-        "status": str(case.get("status", "")), "reason": str(case.get("reason") or ""),
+        "status": case.status.value, "reason": case.reason,
         "samples_per_s": per_call / epoch_s if ok and per_call else None,
         "step_s": epoch_s / steps if ok else None,
         "allreduce_share": share if ok else None,
         "accuracy": extra.get("accuracy") if ok else None,
         "communication": str(extra.get("communication") or ""),
         "parity_points": hint.get("parity_points"),
+        "device_busy_share": extra.get("device_busy_share") if ok else None,
     }
 
 
-def scaling_table(documents: list[dict[str, Any]]) -> pd.DataFrame:
+def scaling_table(documents: list[RunDocument] | list[dict[str, Any]],
+                  series_params: tuple[str, ...] | list[str] = ()) -> pd.DataFrame:
     """Every scaling row of these runs, with efficiency and accuracy vs the 1-process case."""
     rows = []
-    for document in documents:
-        host = document.get("host") or {}
-        machine = str(host.get("machine_label") or host.get("hostname") or "unknown machine")
-        rows += scaling_rows(document, machine)
+    for document in map(as_run_document, documents):
+        rows += scaling_rows(document, document.machine)
     table = pd.DataFrame(rows, columns=COLUMNS)
     if table.empty:
         return table
     # The latest run wins where several measured the same case (as in the other tables).
     table = table.drop_duplicates([*GROUP, "processes"], keep="last")
     groups = [_versus_one(group) for _, group in table.groupby(GROUP, sort=False)]
-    return _short_settings(pd.concat(groups, ignore_index=True))
+    return _short_settings(pd.concat(groups, ignore_index=True), series_params)
 
 
-def _short_settings(table: pd.DataFrame) -> pd.DataFrame:
-    """Name each series by the parameters that tell the runs apart (all of them if only one)."""
+def _short_settings(table: pd.DataFrame,
+                    series_params: tuple[str, ...] | list[str] = ()) -> pd.DataFrame:
+    """Name each series by the parameters that tell the runs apart; where none do, by the
+    workload's `series_params` label (all of them when it gives none)."""
     parsed = [dict(part.split("=", 1) for part in setting.split(", ") if "=" in part)
               for setting in table["setting"]]
     names = sorted({name for params in parsed for name in params})
     differing = [name for name in names if len({params.get(name) for params in parsed}) > 1]
-    kept = differing or [name for name in ("net", "batch_size") if name in names]
+    kept = differing or [name for name in series_params if name in names] or names
     table["label"] = [", ".join(f"{name}={params.get(name)}" for name in kept)
                       for params in parsed]
     return table
@@ -105,8 +134,10 @@ def _versus_one(group: pd.DataFrame) -> pd.DataFrame:
     base = group[(group["processes"] == 1) & group["samples_per_s"].notna()]
     if base.empty:
         group["efficiency"], group["accuracy_vs_one"] = None, None
+        group["one_busy_share"] = None
         return group
     one = base.iloc[0]
+    group["one_busy_share"] = one["device_busy_share"]
     group["efficiency"] = group["samples_per_s"] / (group["processes"] * one["samples_per_s"])
     group["accuracy_vs_one"] = group["accuracy"] - one["accuracy"] \
         if one["accuracy"] is not None else None
@@ -130,9 +161,36 @@ def scaling_lines(table: pd.DataFrame) -> list[str]:
         share = f"all-reduce {share} of the step" if share != "-" else "all-reduce not measured"
         text = (f"{where}: {row['samples_per_s']:,.0f} samples/s, "
                 f"{format_seconds(row['step_s'])} per step, "
-                f"scaling efficiency {_percent(row['efficiency'])}, {share}")
+                f"scaling efficiency {_percent(row['efficiency'])}{efficiency_note(row)}, "
+                f"{share}")
         lines.append(text + _parity_text(row))
     return lines
+
+
+def _known(value: Any) -> bool:
+    return value is not None and not pd.isna(value)
+
+
+def efficiency_note(row: pd.Series) -> str:
+    """Why an efficiency above 100% (or far below) is not a GPU scaling figure, or a flag."""
+    efficiency = row.get("efficiency")
+    if row["processes"] == 1 or not _known(efficiency):
+        return ""
+    if FAR_BELOW <= efficiency <= ABOVE_IDEAL:
+        return ""
+    how = "above 100%" if efficiency > ABOVE_IDEAL else "this far below 100%"
+    busy = row.get("one_busy_share")
+    if device_kind(str(row["device"])) == "cpu":
+        return (f" (a host effect: CPU ranks share one machine's cores and memory bandwidth, "
+                f"so {how} compares thread layouts, not devices)")
+    if _known(busy) and busy < HOST_BOUND_BUSY:
+        return (f" (a host effect: the 1-process step kept its GPU busy {busy:.0%} of the "
+                "time, host-bound, so the step time is the host's launch path (CPU clocks, "
+                f"caches, threads per rank) and {how} says nothing about GPU scaling)")
+    if _known(busy):
+        return (f" (FLAGGED: {how} with a device-bound 1-process step (GPU busy {busy:.0%}): "
+                "check the runs)")
+    return f" (FLAGGED: {how}; the 1-process step's device-busy share was not measured)"
 
 
 def _parity_text(row: pd.Series) -> str:
@@ -146,15 +204,23 @@ def _parity_text(row: pd.Series) -> str:
     return text
 
 
-def summary_markdown(table: pd.DataFrame, figures: list[Path], out_dir: Path) -> str:
-    """The '## Data-parallel scaling' section of summary.md ('' when no run has the hint)."""
+def scaling_section(table: pd.DataFrame, figures: list[Path], out_dir: Path,
+                    labels: dict[str, Any] | None = None) -> list[str]:
+    """The lines of the data-parallel scaling section (none when no run has the hint)."""
     if table.empty:
-        return ""
-    lines = ["## Data-parallel scaling", "", EXPLANATION, ""]
+        return []
+    share = (labels or {}).get("share_explanation")
+    lines = [EXPLANATION + (f"; {share}" if share else "") + ".", ""]
     for path in figures:
         lines += [f"![data-parallel scaling]({path.relative_to(out_dir).as_posix()})", ""]
-    lines += [f"- {line}" for line in scaling_lines(table)]
-    return "\n".join(lines) + "\n"
+    return lines + [f"- {line}" for line in scaling_lines(table)]
+
+
+def summary_markdown(table: pd.DataFrame, figures: list[Path], out_dir: Path,
+                     labels: dict[str, Any] | None = None) -> str:
+    """The '## Data-parallel scaling' section of summary.md ('' when no run has the hint)."""
+    lines = scaling_section(table, figures, out_dir, labels)
+    return "\n".join([f"## {ScalingView.heading}", "", *lines]) + "\n" if lines else ""
 
 
 def draw(table: pd.DataFrame, out_dir: Path) -> list[Path]:
@@ -211,16 +277,27 @@ def _finish_axes(rate_axis: Any, efficiency_axis: Any, measured: pd.DataFrame) -
     efficiency_axis.legend(fontsize=7, loc="lower left")
 
 
-def render(documents: list[dict[str, Any]], out_dir: Path) -> tuple[list[Path], str]:
-    """The report hook: (figures written, markdown to append to summary.md)."""
-    table = scaling_table(documents)
+def render(documents: list[RunDocument], out_dir: Path,
+           labels: dict[str, Any] | None = None) -> tuple[list[Path], str]:
+    """The section on its own: (figures written, its markdown with the heading)."""
+    labels = labels if labels is not None else _stored_labels(documents)
+    table = scaling_table(documents, labels.get("series_params") or ())
     if table.empty:
         return [], ""
     figures = draw(table, out_dir)
-    return figures, summary_markdown(table, figures, out_dir)
+    return figures, summary_markdown(table, figures, out_dir, labels)
 
 
-def console_lines(document: dict[str, Any]) -> list[str]:
+def _stored_labels(documents: list[RunDocument] | list[dict[str, Any]]) -> dict[str, Any]:
+    """This view's labels as the first run stored them in its hints ({} when none did)."""
+    for document in map(as_run_document, documents):
+        labels = (document.hints.get("view_labels") or {}).get(ScalingView.name)
+        if labels:
+            return dict(labels)
+    return {}
+
+
+def console_lines(document: RunDocument | dict[str, Any]) -> list[str]:
     """The scaling sentences of one run document, for the CLI after its table."""
-    table = scaling_table([document])
+    table = scaling_table([document], _stored_labels([document]).get("series_params") or ())
     return scaling_lines(table) if not table.empty else []

@@ -3,10 +3,12 @@
 Reads only columns (device_seconds, device_copy_seconds, kernels_per_call, ..., written by the
 worker's device-busy pass) and run.json's ceilings; names no workload, framework or variant.
 Per GPU case: copies and busy are measured on the device, compute (busy - copies) and host
-overhead (wall - busy) are derived, and harness.measure.devicetime.diagnose names what bounds the cell.
-CPU cases have one part, "compute (host)": nothing measures a split there. Also: a figure per
-experiment, a batch-size (sweep) figure of wall and busy time per step for GPU cells, and the
-best variant per device with the GPU-vs-CPU verdict between the best of each.
+overhead (wall - busy) are derived, and harness.measure.devicetime.diagnose names what bounds
+the cell. CPU cases have one part, "compute (host)": nothing measures a split there. Also: a figure per
+experiment, a sweep figure of wall and busy time per step for GPU cells, and the best variant
+per device with the GPU-vs-CPU verdict between the best of each. Shown only for experiments
+with at least one GPU case whose device-busy time was measured: a CPU-only report stays as it
+was.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from harness.analysis.plausibility import bandwidth_limits, device_entry, flop_l
 from harness.report import style
 from harness.core.units import format_seconds
 from harness.report.tables import CASE_KEYS, sort_cells
+from harness.report.views import View
 
 DEVICE_NUMBERS = ("device_seconds", "device_copy_seconds", "kernels_per_call",
                   "launches_per_call", "device_span_seconds")
@@ -31,6 +34,38 @@ PART_LABELS = {"copies_s": "host<->device copies (measured)",
 PART_COLORS = {"copies_s": "#0173B2", "compute_s": "#4D4D4D", "host_s": "#D55E00",
                "host_compute_s": "#949494"}
 SWEEP_MIN_SIZES = 2
+# Figure file suffix -> what it shows (its alt text in summary.md).
+FIGURES = {"device-time": "where the time goes, measured", "busy-sweep": "wall vs device busy"}
+
+
+class MeasuredTimeView(View):
+    """Where the time goes, measured: the two clocks per case and what bounds each GPU cell."""
+
+    name = "measured-time"
+    order = 200
+    heading = "Where the time goes, measured (two clocks)"
+
+    def compute(self, context: Any) -> pd.DataFrame:
+        table = attribution_table(context.stats, context.rows, context.machine_ceilings,
+                                  context.hints)
+        if table.empty or "busy_step_s" not in table or table["busy_step_s"].isna().all():
+            return pd.DataFrame()
+        return table
+
+    def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
+        paths = [attribution_figure(at_headline(table, context.headline), context.name,
+                                    context.unit, out_dir / f"{context.stem}-device-time.png"),
+                 busy_sweep_figure(table, context.name, context.sweep, context.unit,
+                                   out_dir / f"{context.stem}-busy-sweep.png")]
+        return [path for path in paths if path is not None]
+
+    def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
+                 out_dir: Path) -> list[str]:
+        kinds = {path: kind for suffix, kind in FIGURES.items()
+                 for path in figures if path.name == f"{context.stem}-{suffix}.png"}
+        return section(context.name, at_headline(table, context.headline),
+                       best_variants(context.stats), context.unit,
+                       {kind: path for path, kind in kinds.items()}, out_dir)
 
 
 def device_numbers(prepared: pd.DataFrame) -> pd.DataFrame:
@@ -273,46 +308,3 @@ def _best_lines(best: pd.DataFrame) -> list[str]:
             f"{format_seconds(row['gpu_best_s'])} ({row['gpu_best_variant']})",
             verdict]) + " |")
     return lines
-
-
-# --- the report's entry point -----------------------------------------------------------------
-
-def ceilings_by_machine(runs: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """Each machine's latest measured ceilings from any of its runs (a run may skip them)."""
-    found: dict[str, dict[str, Any]] = {}
-    for machine, ceilings in zip(runs["machine"], runs["ceilings"]):
-        if isinstance(ceilings, dict) and ceilings:
-            found[machine] = ceilings
-    return found
-
-
-def add_device_section(summary: str, experiments: list[Any], prepared: pd.DataFrame,
-                       runs: pd.DataFrame, out_dir: Path) -> tuple[str, list[Path]]:
-    """summary.md with the measured attribution appended, and the figures drawn for it.
-
-    Only experiments with at least one GPU case whose device-busy time was measured get a
-    section; a CPU-only report stays as it was.
-    """
-    ceilings = ceilings_by_machine(runs)
-    lines, written = [], []
-    for experiment in experiments:
-        table = attribution_table(experiment.stats, prepared, ceilings, experiment.hints)
-        if table.empty or "busy_step_s" not in table or table["busy_step_s"].isna().all():
-            continue
-        shown = at_headline(table, experiment.headline)
-        figures = {
-            "where the time goes, measured": attribution_figure(
-                shown, experiment.name, experiment.unit,
-                out_dir / f"{experiment.stem}-device-time.png"),
-            "wall vs device busy": busy_sweep_figure(
-                table, experiment.name, experiment.sweep, experiment.unit,
-                out_dir / f"{experiment.stem}-busy-sweep.png"),
-        }
-        figures = {kind: path for kind, path in figures.items() if path is not None}
-        written += figures.values()
-        lines += section(experiment.name, shown, best_variants(experiment.stats),
-                         experiment.unit, figures, out_dir)
-    if not lines:
-        return summary, []
-    header = ["## Where the time goes, measured (two clocks)", ""]
-    return summary.rstrip() + "\n\n" + "\n".join(header + lines) + "\n", written

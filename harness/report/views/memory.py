@@ -9,12 +9,14 @@ died of out-of-memory is easier to explain next to its neighbours' peaks.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from harness.core.units import format_bytes
 from harness.report import style
 from harness.report.tables import CELL_KEYS, sort_cells
+from harness.report.views import REPORT, View
 
 MEMORY_COLUMNS = {"peak_host_memory_bytes": "host peak RSS",
                   "peak_device_allocated_bytes": "device peak allocated",
@@ -22,6 +24,26 @@ MEMORY_COLUMNS = {"peak_host_memory_bytes": "host peak RSS",
 FIGURE_FILE = "memory.png"
 BAR_COLORS = {"peak_host_memory_bytes": "#4D4D4D", "peak_device_allocated_bytes": "#0173B2",
               "peak_device_reserved_bytes": "#56B4E9"}
+
+
+class MemoryView(View):
+    """Peak host and device memory per cell, for the whole report."""
+
+    name = "memory"
+    order = 300
+    scope = REPORT
+    heading = "Peak memory"
+
+    def compute(self, context: Any) -> pd.DataFrame:
+        return memory_table(context.prepared)
+
+    def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
+        figure = memory_figure(table, out_dir / FIGURE_FILE)
+        return [figure] if figure is not None else []
+
+    def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
+                 out_dir: Path) -> list[str]:
+        return memory_lines(table, figures[0] if figures else None, out_dir)
 
 
 def memory_table(prepared: pd.DataFrame) -> pd.DataFrame:
@@ -74,15 +96,15 @@ def _cell_label(row: pd.Series) -> str:
     return f"{row['experiment']}: {row['framework']} {row['device']} {row['variant']}"
 
 
-def memory_section(table: pd.DataFrame, figure: Path | None, out_dir: Path) -> str:
-    """Markdown for summary.md: the figure and one table row per cell ('' when nothing known)."""
+def memory_lines(table: pd.DataFrame, figure: Path | None, out_dir: Path) -> list[str]:
+    """Lines for summary.md: the figure and one table row per cell (none when nothing known)."""
     if table.empty:
-        return ""
+        return []
     explanation = ("Host: the worker process's peak resident set size (whole cell, all sizes), "
                    "read by the runner from the kernel when the worker exits. Device: the "
                    "framework allocator's peak per case (reserved where the framework reports "
                    "it, else allocated), largest case shown; '-' on CPU cells.")
-    lines = ["## Peak memory", "", explanation, ""]
+    lines = [explanation, ""]
     if figure is not None:
         lines += [f"![peak memory per cell]({figure.relative_to(out_dir).as_posix()})", ""]
     lines += ["| experiment | machine | cell | " + " | ".join(MEMORY_COLUMNS.values()) + " |",
@@ -92,19 +114,8 @@ def memory_section(table: pd.DataFrame, figure: Path | None, out_dir: Path) -> s
                  f"{row['framework']} {row['device']} {row['variant']}",
                  *(format_bytes(_number(row[column])) for column in MEMORY_COLUMNS)]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _number(value: object) -> float | None:
     return None if pd.isna(value) else float(value)
-
-
-def add_memory_section(summary: str, prepared: pd.DataFrame, out_dir: Path,
-                       draw: bool = True) -> tuple[str, list[Path]]:
-    """summary.md's text with the memory section appended, and the figure written for it."""
-    table = memory_table(prepared)
-    figure = memory_figure(table, out_dir / FIGURE_FILE) if draw else None
-    section = memory_section(table, figure, out_dir)
-    if not section:
-        return summary, []
-    return summary.rstrip() + "\n\n" + section, [figure] if figure else []

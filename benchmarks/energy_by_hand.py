@@ -1,0 +1,116 @@
+"""An independent reading of energy per training step: plain torch + pynvml, no harness code.
+
+The same loop as the harness's mnist `preloaded` variant (nn.Sequential MLP, default Adam,
+CrossEntropyLoss, the whole training set on the GPU, each batch gathered by index there), so
+its joules per step can be held against the harness's extra['energy'] figure. The digits are
+the ones the harness trains on (workloads.mnist_data, data only: a GPU's power depends a little
+on the values it multiplies), else random pixels where that module is not importable.
+
+    python3 benchmarks/energy_by_hand.py --net small --batch 32 --seconds 6 --out hand.json
+
+Reports the NVML board counter's total over whole epochs (idle included, the figure the
+harness reports) and the share above the idle power read first with nothing running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import pynvml
+import torch
+from torch import nn
+
+HIDDEN = {"small": (128,), "wide": (1000, 1000)}
+TRAIN_SAMPLES, DROPOUT = 60000, 0.2
+
+
+def model_for(net: str) -> nn.Sequential:
+    layers: list[nn.Module] = [nn.Flatten()]
+    width = 28 * 28
+    for units in HIDDEN[net]:
+        layers += [nn.Linear(width, units), nn.ReLU(), nn.Dropout(DROPOUT)]
+        width = units
+    return nn.Sequential(*layers, nn.Linear(width, 10))
+
+
+def training_data(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """60,000 training digits scaled to [0, 1] on the device, and where they came from."""
+    try:
+        from workloads.mnist_data import load_mnist, repeat_to  # noqa: PLC0415
+    except ImportError:
+        return (torch.rand(TRAIN_SAMPLES, 28, 28, device=device),
+                torch.randint(0, 10, (TRAIN_SAMPLES,), device=device), "random pixels")
+    digits = load_mnist()
+    index = repeat_to(TRAIN_SAMPLES, len(digits.y_train), "train")
+    images = torch.from_numpy(digits.x_train[index].astype("float32") / 255).to(device)
+    labels = torch.from_numpy(digits.y_train[index].astype("int64")).to(device)
+    return images, labels, digits.source
+
+
+def energy_j(handle: object) -> float:
+    return pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--net", choices=sorted(HIDDEN), default="small")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--idle-seconds", type=float, default=3.0)
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(args.device)
+    device = torch.device("cuda", args.device)
+    torch.manual_seed(0)
+    x_train, y_train, data = training_data(device)
+    model = model_for(args.net).to(device)
+    optimizer = torch.optim.Adam(model.parameters())
+    loss_fn = nn.CrossEntropyLoss()
+    loss_sum = torch.zeros((), device=device)
+
+    def epoch() -> int:
+        nonlocal loss_sum
+        order = torch.randperm(TRAIN_SAMPLES, device=device)
+        steps = 0
+        for start in range(0, TRAIN_SAMPLES, args.batch):
+            index = order[start:start + args.batch]
+            optimizer.zero_grad()
+            loss = loss_fn(model(x_train[index]), y_train[index])
+            loss.backward()
+            optimizer.step()
+            loss_sum += loss.detach() * len(index)
+            steps += 1
+        return steps
+
+    torch.cuda.synchronize(device)
+    idle_start, idle_t0 = energy_j(handle), time.perf_counter()
+    time.sleep(args.idle_seconds)
+    idle_w = (energy_j(handle) - idle_start) / (time.perf_counter() - idle_t0)
+    model.train()
+    epoch()  # warm-up: allocator, cuBLAS handles, kernels' first launches
+    torch.cuda.synchronize(device)
+    steps, start_j, t0 = 0, energy_j(handle), time.perf_counter()
+    while time.perf_counter() - t0 < args.seconds:
+        steps += epoch()
+        torch.cuda.synchronize(device)
+    seconds, joules = time.perf_counter() - t0, energy_j(handle) - start_j
+    result = {"net": args.net, "batch": args.batch, "steps": steps, "seconds": seconds,
+              "step_s": seconds / steps, "joules": joules, "j_per_step": joules / steps,
+              "idle_w": idle_w, "watts_mean": joules / seconds,
+              "j_per_step_above_idle": (joules - idle_w * seconds) / steps,
+              "gpu": pynvml.nvmlDeviceGetName(handle), "torch": torch.__version__,
+              "data": data}
+    args.out.write_text(json.dumps(result, indent=1))
+    print(f"hand {args.net} batch {args.batch}: {result['step_s'] * 1e3:.3f} ms/step, "
+          f"{result['j_per_step'] * 1e3:.2f} mJ/step total ({result['watts_mean']:.0f} W), "
+          f"{result['j_per_step_above_idle'] * 1e3:.2f} mJ/step above {idle_w:.0f} W idle")
+
+
+if __name__ == "__main__":
+    main()

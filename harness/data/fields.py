@@ -1,0 +1,170 @@
+"""Per-case values beyond the timings, each declared once: name, type, unit, where it is stored,
+how a person reads it, and which tables show it.
+
+The declaration drives measurements.csv and its Parquet copy (harness.data.columns: the column
+and its type), the CLI's results table (a column when any row has a value) and the report's
+per-case extras table. A new value that a workload or backend stores under the case's `extra`
+dict (energy, GPU clocks, ...) is one line in FIELDS, for example:
+
+    CaseField("energy_joules", float, extra_value("energy_joules"), unit="J", cli="energy"),
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.core.units import format_bytes, format_seconds
+from harness.data.results import CaseResult, CellResult
+
+# Where a value lives: read from the cell and the case (None for a cell-level value).
+Reader = Callable[[CellResult, "CaseResult | None"], Any]
+
+
+def extra_value(key: str) -> Reader:
+    """A value the workload's output stored in the case's `extra` dict."""
+    return lambda cell, case: None if case is None else case.extra.get(key)
+
+
+def case_value(name: str) -> Reader:
+    """A field of CaseResult."""
+    return lambda cell, case: None if case is None else getattr(case, name)
+
+
+def cell_value(name: str) -> Reader:
+    """A field of CellResult (one value for every case of the cell)."""
+    return lambda cell, case: getattr(cell, name)
+
+
+def profile_value(key: str) -> Reader:
+    """A figure of the case's device-busy pass (harness.measure.devicetime)."""
+    return lambda cell, case: None if case is None else (case.device_profile or {}).get(key)
+
+
+def profile_reason(cell: CellResult, case: CaseResult | None) -> str | None:
+    """Why the case has no device-busy figures ('' when it has them; None: not a timed case)."""
+    if case is None or not case.device_profile:
+        return None
+    return str(case.device_profile.get("reason") or "")
+
+
+def _plain(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _fraction(value: Any) -> str:
+    return f"{float(value):.3f}"
+
+
+@dataclass(frozen=True)
+class CaseField:
+    """One declared per-case value."""
+
+    name: str  # column in measurements.csv / Parquet / the report's extras table
+    kind: type  # float, int, str or bool: the column's type
+    read: Reader
+    unit: str = ""  # "s", "bytes", "" (a count or a fraction)
+    format: Callable[[Any], str] = _plain
+    csv: bool = True  # a column of measurements.csv (and Parquet)
+    report: bool = False  # a column of the report's extras table (RunSet.extras)
+    cli: str = ""  # the CLI results table's header; "" keeps it out of that table
+    per_cell: bool = False  # one value per cell (it is also on the cell's status row)
+    help: str = ""
+
+    def value(self, cell: CellResult, case: CaseResult | None) -> Any:
+        """The stored value, None when there is none."""
+        value = self.read(cell, case)
+        return None if value is None or value == "" else value
+
+    def text(self, value: Any) -> str:
+        """How a person reads it: '-' for no value."""
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "-"
+        return self.format(value)
+
+    def csv_value(self, value: Any) -> Any:
+        """The CSV cell: '' for none, shapes as 64x64, numbers and text as they are."""
+        if value is None:
+            return ""
+        if isinstance(value, (list, tuple)):
+            return "x".join(str(part) for part in value)
+        return value
+
+    def table_value(self, value: Any) -> Any:
+        """The report table's cell: a float (NaN for none) for numbers, text ('' for none)."""
+        if self.kind in (int, float):
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                return math.nan
+        return "" if value is None else str(value)
+
+
+FIELDS: tuple[CaseField, ...] = (
+    CaseField("steps_per_call", int, extra_value("steps_per_call"),
+              help="training steps in one timed call (an epoch)"),
+    CaseField("suspect", str, case_value("suspect"), help="why the timing guard doubts it"),
+    CaseField("peak_host_memory_bytes", int, cell_value("peak_host_memory_bytes"), unit="bytes",
+              format=format_bytes, per_cell=True, help="peak RSS of the worker (whole cell)"),
+    CaseField("peak_device_allocated_bytes", int, case_value("peak_device_allocated_bytes"),
+              unit="bytes", format=format_bytes, help="peak device memory held by tensors"),
+    CaseField("peak_device_reserved_bytes", int, case_value("peak_device_reserved_bytes"),
+              unit="bytes", format=format_bytes,
+              help="peak device memory held by the framework's allocator"),
+    # The second clock, per call, from a profiled pass apart from the timed samples (GPU cells;
+    # empty elsewhere, with device_reason saying why): device busy, host<->device copies on
+    # the device, kernels executed, host API calls that enqueued work, CUDA-event span.
+    CaseField("device_seconds", float, profile_value("busy_seconds"), unit="s",
+              format=format_seconds),
+    CaseField("device_copy_seconds", float, profile_value("copy_seconds"), unit="s",
+              format=format_seconds),
+    CaseField("kernels_per_call", float, profile_value("kernels_per_call")),
+    CaseField("launches_per_call", float, profile_value("launches_per_call")),
+    CaseField("device_span_seconds", float, profile_value("span_seconds"), unit="s",
+              format=format_seconds),
+    CaseField("device_reason", str, profile_reason),
+    # Training workloads (MNIST): what the trained model scored and which data it saw.
+    CaseField("accuracy", float, extra_value("accuracy"), format=_fraction, report=True,
+              cli="accuracy", help="test accuracy after the timed epochs"),
+    CaseField("data_source", str, extra_value("data_source"), report=True),
+    CaseField("samples_distinct", int, extra_value("samples_distinct"), report=True),
+    # The report's extras table keeps its first names for these two.
+    CaseField("peak_device_memory_bytes", int, case_value("peak_device_allocated_bytes"),
+              unit="bytes", format=format_bytes, csv=False, report=True),
+    CaseField("threads", str, cell_value("threads"), csv=False, report=True, per_cell=True),
+)
+
+
+def csv_fields() -> list[CaseField]:
+    return [item for item in FIELDS if item.csv]
+
+
+def report_fields() -> list[CaseField]:
+    return [item for item in FIELDS if item.report]
+
+
+def cli_fields() -> list[CaseField]:
+    return [item for item in FIELDS if item.cli]
+
+
+def columns_of_kind(kind: type) -> tuple[str, ...]:
+    """The CSV columns declared with this type."""
+    return tuple(item.name for item in csv_fields() if item.kind is kind)
+
+
+def csv_values(cell: CellResult, case: CaseResult | None) -> dict[str, Any]:
+    """The declared CSV columns of one case (of the cell alone when CASE is None)."""
+    return {item.name: item.csv_value(item.value(cell, case)) for item in csv_fields()
+            if case is not None or item.per_cell}
+
+
+def report_values(cell: CellResult, case: CaseResult) -> dict[str, Any]:
+    """The declared report columns of one case."""
+    return {item.name: item.table_value(item.value(cell, case)) for item in report_fields()}
+
+
+def cli_values(cell: CellResult, case: CaseResult | None) -> dict[str, Any]:
+    """The declared CLI columns of one case, raw (CaseField.text formats them)."""
+    return {item.name: item.value(cell, case) for item in cli_fields()}

@@ -1,0 +1,105 @@
+"""Older run.json layouts, brought up to the current one: the only place old key names live.
+
+Each step turns a document of version N into version N + 1 and knows nothing else; `upgrade`
+chains them, so a run folder written by any earlier harness loads as the current layout. Steps
+work on plain dicts (the JSON as stored) and never change the caller's copy.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from harness.data.results import SCHEMA_VERSION, RunDocument
+
+# A document without schema_version: built in memory as an untyped dict (the layout of 1).
+UNTYPED_VERSION = 1
+# The report's hints for a workload whose spec cannot be loaded (renamed, broken, foreign).
+DEFAULT_HINTS: dict[str, Any] = {"bandwidth_ceiling": "bandwidth_gbps",
+                                 "cpu_baseline_any_variant": []}
+# The device-busy pass came after the first runs: their timed cases say so rather than nothing.
+NO_DEVICE_PROFILE = "not measured (before the device-busy pass existed)"
+
+
+class UpgradeError(ValueError):
+    """A document this harness cannot bring to its layout (too new, or no version number)."""
+
+
+def hints_for_workload(workload: str) -> dict[str, Any]:
+    """Runs stored before run.json carried hints: ask the installed spec, else the defaults."""
+    from harness.core import registry
+
+    try:
+        return registry.load_workload(workload).report_hints()
+    except Exception:  # noqa: BLE001 - an unknown or broken workload gets the defaults
+        return dict(DEFAULT_HINTS)
+
+
+def installed_style(framework: str) -> dict[str, str]:
+    """Colour and label of a framework as installed now ('' colour: the report picks one)."""
+    from harness.core import registry
+
+    try:
+        return registry.load_framework(framework).style()
+    except Exception:  # noqa: BLE001 - an unknown framework gets a palette colour
+        return {"color": "", "label": framework}
+
+
+def _upgrade_case_1(case: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 wrote the allocated peak twice, once as peak_device_memory_bytes (the first
+    name); timed cases from before the device-busy pass have no device_profile."""
+    legacy = case.pop("peak_device_memory_bytes", None)
+    if case.get("peak_device_allocated_bytes") is None and legacy is not None:
+        case["peak_device_allocated_bytes"] = legacy
+    if "cold_seconds" in case and not case.get("device_profile"):
+        case["device_profile"] = {"reason": NO_DEVICE_PROFILE}
+    return case
+
+
+def upgrade_1_to_2(document: dict[str, Any]) -> dict[str, Any]:
+    """1 -> 2: hints and framework styles always present, one name per device-memory peak."""
+    if not document.get("hints"):
+        document["hints"] = hints_for_workload(str(document.get("workload") or ""))
+    styles = dict(document.get("frameworks") or {})
+    for result in document.get("cells") or []:
+        name = str((result.get("cell") or {}).get("framework") or "")
+        if name and name not in styles:
+            styles[name] = installed_style(name)
+        result["cases"] = [_upgrade_case_1(case) for case in result.get("cases") or []]
+    document["frameworks"] = styles
+    document["schema_version"] = 2
+    return document
+
+
+# version N -> the step that makes it N + 1
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: upgrade_1_to_2}
+
+
+def document_version(document: dict[str, Any]) -> int:
+    """The layout version a stored document says it has; UpgradeError when it cannot be read."""
+    version = document.get("schema_version", UNTYPED_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise UpgradeError(f"schema_version {version!r} is not a layout version")
+    if version > SCHEMA_VERSION:
+        raise UpgradeError(f"schema_version {version!r} is newer than this harness reads "
+                           f"({SCHEMA_VERSION}); upgrade harness")
+    return version
+
+
+def upgrade(document: dict[str, Any]) -> dict[str, Any]:
+    """A copy of DOCUMENT in the current layout (SCHEMA_VERSION), every step applied in turn."""
+    version = document_version(document)
+    upgraded = copy.deepcopy(document)
+    while version < SCHEMA_VERSION:
+        upgraded = UPGRADES[version](upgraded)
+        version += 1
+    upgraded["schema_version"] = SCHEMA_VERSION
+    return upgraded
+
+
+def as_run_document(document: RunDocument | dict[str, Any]) -> RunDocument:
+    """A RunDocument as is; a stored or hand-built dict upgraded to the current layout, typed."""
+    if isinstance(document, RunDocument):
+        return document
+    return RunDocument.from_dict(upgrade(document))

@@ -1,0 +1,136 @@
+"""What the worker reads around each case besides the clock: the GPU's state and energy.
+
+One CaseWatch per cell: it opens NVML (GPU cells) and RAPL (where readable), measures idle
+power before the first case, and per case hands the timing core a window (begin/end around
+the timed samples) and then writes extra['gpu_state'] and extra['energy'] plus the GPU-state
+part of the case's SUSPECT text. Every failure becomes a status and a reason in the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from harness.measure import energy, gpustate
+
+MEASURE_STYLE_REASON = ("timed inside the backend's own processes (e.g. data-parallel ranks): "
+                        "no window around the warm calls")
+
+
+class CaseWatch:
+    """The cell's counters and GPU watcher; a TimedWindow for the case being timed."""
+
+    def __init__(self, gpu: gpustate.NvmlGpu | None, gpu_reason: str,
+                 host: energy.EnergyCounter | None, host_reason: str, is_gpu: bool) -> None:
+        self.gpu, self.gpu_reason = gpu, gpu_reason
+        self.host, self.host_reason = host, host_reason
+        self.is_gpu = is_gpu
+        self.state = gpustate.GpuStateWatch(gpu) if gpu is not None else None
+        self.device_counter = energy.NvmlEnergy(gpu) if gpu is not None else None
+        self.idle: dict[str, dict[str, Any]] = {}
+        self.windows: dict[str, energy.EnergyWindow] = {}
+        self.pair: tuple[Callable[[], object], Callable[[], None]] | None = None
+
+    @classmethod
+    def open(cls, device: Any) -> CaseWatch:
+        """NVML for a GPU cell (by its 'cuda:N' name), RAPL for the host, each or a reason.
+
+        Never raises: a watcher that cannot start costs its records, not the cell.
+        """
+        is_gpu = bool(getattr(device, "is_gpu", False))
+        gpu: gpustate.NvmlGpu | None = None
+        gpu_reason = "cpu cell: no GPU to watch"
+        try:
+            if is_gpu:
+                opened = gpustate.open_gpu(str(getattr(device, "name", "")))
+                gpu, gpu_reason = (opened, "") if not isinstance(opened, str) else (None, opened)
+            rapl = energy.open_rapl()
+            host, host_reason = (rapl, "") if not isinstance(rapl, str) else (None, rapl)
+        except Exception as exc:  # noqa: BLE001 - the timing must go on without the records
+            gpu, host = None, None
+            gpu_reason = host_reason = f"watcher failed to start: {type(exc).__name__}: {exc}"
+        return cls(gpu, gpu_reason, host, host_reason, is_gpu)
+
+    def counters(self) -> dict[str, energy.EnergyCounter]:
+        """'device' (NVML, GPU cells) and 'host' (RAPL) where each exists."""
+        found: dict[str, energy.EnergyCounter] = {}
+        if self.device_counter is not None:
+            found["device"] = self.device_counter
+        if self.host is not None:
+            found["host"] = self.host
+        return found
+
+    def measure_idle(self) -> None:
+        """Idle power before the cell's first case, on every counter at once."""
+        if self.counters():
+            self.idle = energy.measure_idle(self.counters())
+
+    # --- per case ------------------------------------------------------------------------------
+
+    def start_case(self) -> None:
+        self.windows, self.pair = {}, None
+        if self.state is not None:
+            self.state.before_case()
+
+    def attach(self, step: Callable[[], object], synchronize: Callable[[], None]) -> None:
+        """The case's timed step and its sync: an energy pass may need more of its calls."""
+        self.pair = (step, synchronize)
+
+    def begin(self) -> None:
+        if self.state is not None:
+            self.state.begin()
+        self.windows = {name: energy.EnergyWindow(counter)
+                        for name, counter in self.counters().items()}
+        for window in self.windows.values():
+            window.begin()
+
+    def end(self, calls: int) -> None:
+        for window in self.windows.values():
+            window.end(calls)
+        if self.state is not None:
+            self.state.end(calls)
+
+    def finish_case(self, seconds_per_call: float | None,
+                    steps_per_call: float | None) -> tuple[dict[str, Any], str]:
+        """(extras to merge into the case's extra, GPU-state suspect text).
+
+        A failure here costs these records only, never the case's time.
+        """
+        try:
+            extras: dict[str, Any] = {"energy": self._energy(seconds_per_call, steps_per_call)}
+            suspect = ""
+            if self.state is not None:
+                extras["gpu_state"] = self.state.after_case()
+                suspect = extras["gpu_state"]["suspect"]
+            elif self.is_gpu:
+                extras["gpu_state"] = gpustate.unavailable(self.gpu_reason)
+            return extras, suspect
+        except Exception as exc:  # noqa: BLE001 - the wall-clock result is already safe
+            failed = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+            return {"energy": failed, "gpu_state": failed}, ""
+
+    def _energy(self, seconds_per_call: float | None,
+                steps_per_call: float | None) -> dict[str, Any]:
+        """Per counter: from the timed samples, from an energy pass, or why not."""
+        records = {"host": energy.unavailable(self.host_reason)}
+        if self.is_gpu:
+            records["device"] = energy.unavailable(self.gpu_reason)
+        windows, source = self.windows, "the timed samples"
+        short = any(w.calls < 1 or w.seconds < energy.MIN_WINDOW_S for w in windows.values())
+        if windows and short and self.pair is not None and seconds_per_call:
+            timed_s = next(iter(windows.values())).seconds
+            windows = self._energy_pass(seconds_per_call)
+            source = (f"an energy pass after the check (the timed samples lasted "
+                      f"{timed_s:.2g} s, too short for the counter)")
+        for name in self.counters():
+            window = windows.get(name)
+            records[name] = (energy.not_measured(MEASURE_STYLE_REASON) if window is None else
+                             energy.window_record(window, steps_per_call, self.idle.get(name),
+                                                  source))
+        return records
+
+    def _energy_pass(self, seconds_per_call: float) -> dict[str, energy.EnergyWindow]:
+        """Repeat the case's calls until the window is long enough; every counter at once."""
+        assert self.pair is not None
+        step, synchronize = self.pair
+        return energy.energy_pass(self.counters(), step, synchronize, seconds_per_call)

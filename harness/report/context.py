@@ -1,0 +1,161 @@
+"""The report context: everything the views compute from, built once per report.
+
+render_report reads the runs (harness.report.load), then build_context prepares them once: the
+runs grouped into experiments, the prepared samples (latest run per case), and per experiment
+its case stats, cell statuses, headline sizes, hints and ceilings. Views read this and never
+change it; nothing here draws or writes a file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from harness.data.results import RunDocument
+from harness.report import tables as t
+from harness.report.load import DEFAULT_HINTS, VIEW_HINTS, RunSet, hints_for_old_run
+
+
+@dataclass(frozen=True)
+class ExperimentContext:
+    """One experiment (a workload with one set of parameters): what its views compute from."""
+
+    name: str
+    stem: str  # file-name stem of its figures: <stem>-<figure>.png
+    workload: str
+    sweep: str
+    unit: str  # "step" for workloads whose calls are epochs of several steps, else "call"
+    call_name: str
+    params: dict[str, Any]
+    runs: pd.DataFrame  # this experiment's runs
+    rows: pd.DataFrame  # its prepared samples
+    stats: pd.DataFrame  # one row per case (tables.case_stats)
+    cells: pd.DataFrame  # one row per cell (tables.cell_status)
+    headline: pd.DataFrame  # the size each (machine, variant) is compared at
+    hints: dict[str, Any]  # the workload's report hints, as stored in run.json
+    ceilings: dict[str, dict[str, Any]]  # machine -> measured ceilings, from this experiment's runs
+    # machine -> measured ceilings from any run of the report (a run may skip the probe).
+    machine_ceilings: dict[str, dict[str, Any]]
+    extras: pd.DataFrame  # per-case extras of run.json (harness.report.load.extra_rows)
+
+    @property
+    def views(self) -> frozenset[str]:
+        """The optional views this experiment's workload asks for."""
+        return frozenset(self.hints.get("views") or ())
+
+    def labels(self, view: str) -> dict[str, Any]:
+        """The labels the workload gives one view ({} when it gives none)."""
+        return dict((self.hints.get("view_labels") or {}).get(view) or {})
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    """Every run of one report, prepared once, and its experiments."""
+
+    runs: pd.DataFrame  # one row per run, with `experiment` and `stem` assigned
+    prepared: pd.DataFrame  # one row per sample of every run (latest run per case)
+    extras: pd.DataFrame
+    documents: list[RunDocument]  # run.json of each run, typed, in the order given
+    notes: list[str]  # notes on the data: runs not merged, cases measured twice
+    framework_colors: dict[str, str]
+    ceilings: dict[str, dict[str, Any]]  # machine -> latest measured ceilings (any run)
+    experiments: list[ExperimentContext]
+
+    @property
+    def views(self) -> frozenset[str]:
+        """The optional views any run of the report asks for."""
+        return frozenset(name for run_hints in self.runs["hints"]
+                         for name in run_hints.get("views") or ())
+
+    def labels(self, view: str) -> dict[str, Any]:
+        """The labels of the first run that asks for this view."""
+        for run_hints in self.runs["hints"]:
+            if view in (run_hints.get("views") or ()):
+                return dict((run_hints.get("view_labels") or {}).get(view) or {})
+        return {}
+
+    def documents_declaring(self, view: str) -> list[RunDocument]:
+        """run.json of every run whose workload asks for this view."""
+        return [document for document, run_hints in zip(self.documents, self.runs["hints"])
+                if view in (run_hints.get("views") or ())]
+
+
+def build_context(run_set: RunSet, framework_colors: dict[str, str]) -> ReportContext:
+    """Prepare the runs once: experiments, latest samples per case, and each experiment's stats."""
+    runs = t.assign_experiments(run_set.runs)
+    runs["hints"] = [with_views(hints, workload)
+                     for hints, workload in zip(runs["hints"], runs["workload"])]
+    prepared, notes = t.prepare(run_set.measurements, runs)
+    ceilings = ceilings_by_machine(runs)
+    experiments = [experiment_context(runs, prepared, run_set.extras, ceilings, name)
+                   for name in dict.fromkeys(runs["experiment"])]
+    return ReportContext(
+        runs=runs, prepared=prepared, extras=run_set.extras, documents=run_set.documents,
+        notes=mismatch_notes(runs) + notes, framework_colors=framework_colors,
+        ceilings=ceilings, experiments=experiments)
+
+
+def with_views(hints: dict[str, Any], workload: str) -> dict[str, Any]:
+    """Stored hints; where they predate the view declarations, with those derived for them."""
+    if all(key in hints for key in VIEW_HINTS):
+        return hints
+    return hints_for_old_run(workload, hints)
+
+
+def experiment_context(runs: pd.DataFrame, prepared: pd.DataFrame, extras: pd.DataFrame,
+                       machine_ceilings: dict[str, dict[str, Any]],
+                       name: str) -> ExperimentContext:
+    """Every shared table of one experiment, computed before any view runs."""
+    rows = prepared[prepared["experiment"] == name]
+    own_runs = runs[runs["experiment"] == name]
+    stats = t.case_stats(rows)
+    unit = t.time_unit(stats) if not stats.empty else "call"
+    return ExperimentContext(
+        name=name, stem=own_runs["stem"].iloc[0], workload=own_runs["workload"].iloc[0],
+        sweep=own_runs["sweep"].iloc[0], unit=unit, call_name="epoch" if unit == "step" else "call",
+        params=merged_params(own_runs), runs=own_runs, rows=rows, stats=stats,
+        cells=t.cell_status(rows), headline=t.headline_sizes(stats),
+        hints={**DEFAULT_HINTS, **own_runs["hints"].iloc[0]},
+        ceilings=ceilings_by_machine(own_runs), machine_ceilings=machine_ceilings,
+        extras=extras)
+
+
+def merged_params(runs: pd.DataFrame) -> dict[str, Any]:
+    """The experiment's parameters; the swept one as the union of every run's values."""
+    params = dict(runs["params"].iloc[0])
+    sweep = runs["sweep"].iloc[0]
+    values: list[Any] = []
+    for run_params in runs["params"]:
+        value = run_params.get(sweep)
+        values += value if isinstance(value, list) else ([] if value is None else [value])
+    if values:
+        try:
+            params[sweep] = sorted(set(values))
+        except TypeError:  # unorderable (e.g. shapes as lists): keep first-seen order
+            params[sweep] = list(dict.fromkeys(map(str, values)))
+    return params
+
+
+def ceilings_by_machine(runs: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """The latest run's measured ceilings per machine (absent in older runs: then none)."""
+    found: dict[str, dict[str, Any]] = {}
+    for machine, ceilings in zip(runs["machine"], runs["ceilings"]):
+        if isinstance(ceilings, dict) and ceilings:
+            found[machine] = ceilings
+    return found
+
+
+def mismatch_notes(runs: pd.DataFrame) -> list[str]:
+    """One note per workload whose runs used different parameters (drawn apart, not merged)."""
+    notes = []
+    for workload, group in runs.groupby("workload", sort=False):
+        if group["experiment"].nunique() < 2:
+            continue
+        parts = [f"{name} from {', '.join(f'`{r}`' for r in rows['run_id'])}"
+                 for name, rows in group.groupby("experiment", sort=False)]
+        notes.append(f"Runs of {workload} used different parameters, so they are not drawn as "
+                     f"one experiment: {'; '.join(parts)}. Each has its own section and "
+                     "figures.")
+    return notes

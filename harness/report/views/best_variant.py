@@ -1,0 +1,66 @@
+"""Best variant: each framework x device's variants side by side at the headline size.
+
+Table: per framework x device with two or more variants measured at one headline size, the
+time of each variant and the best one. Lines: as written vs the best variant of the same cell.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.core.units import format_ratio, format_seconds, format_size
+from harness.report.summary import markdown_table
+from harness.report.views import View
+
+
+class BestVariantView(View):
+    """How much faster the best variant of a cell is than the one as written."""
+
+    name = "best-variant"
+    order = 50
+
+    def compute(self, context: Any) -> pd.DataFrame:
+        return variant_table(context.stats, context.headline)
+
+    def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
+                 out_dir: Path) -> list[str]:
+        return variants_section(context, table)
+
+
+def variant_table(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
+    """Per framework x device at the headline size: time of each variant and the best one.
+
+    Lets the variant as written (the workload's first) be compared with the best variant of
+    the same cell.
+    """
+    rows = []
+    for (experiment, machine, framework, device), group in stats[stats["valid"]].groupby(
+            ["experiment", "machine", "framework", "device"], sort=False):
+        at_size = group.merge(headline, on=["experiment", "machine", "variant", "size_label"])
+        if at_size["variant"].nunique() < 2 or at_size["size_label"].nunique() > 1:
+            continue
+        best = at_size.sort_values("median_s").iloc[0]
+        for _, row in at_size.iterrows():
+            rows.append({"experiment": experiment, "machine": machine, "framework": framework,
+                         "device": device, "variant": row["variant"],
+                         "size_label": row["size_label"], "median_s": row["median_s"],
+                         "vs_best": row["median_s"] / best["median_s"],
+                         "best_variant": best["variant"]})
+    return pd.DataFrame(rows)
+
+
+def variants_section(context: Any, table: pd.DataFrame) -> list[str]:
+    if table.empty:
+        return []
+    lines = ["### Variants compared (as written vs the best variant of the same cell)", ""]
+    rows = [[row["machine"], f"{row['framework']} {row['device']}", row["variant"],
+             format_size(row["size_label"], context.sweep) if row["size_label"] else "-",
+             format_seconds(row["median_s"]),
+             "best" if row["variant"] == row["best_variant"] else
+             f"{format_ratio(row['vs_best'])} slower than {row['best_variant']}"]
+            for _, row in table.iterrows()]
+    return lines + markdown_table(["machine", "cell", "variant", context.sweep or "size",
+                                   "median", "vs best"], rows)

@@ -1,0 +1,274 @@
+"""Energy per step beside time per step, the GPU's state per case, and CUDA-graph capture.
+
+Driven by run.json only: each case's extra['energy'] (harness.measure.energy: NVML's board
+counter on GPU cells, RAPL packages on CPU cells, each with its status and reason) and
+extra['gpu_state'] (harness.measure.gpustate). The figure reported is the total the counter
+saw, idle included, per step; the share above the idle power measured before the cell is
+shown beside it. A verdict compares a GPU cell with the CPU cell of the same framework,
+variant and size: "GPU 3.9x faster and 2.1x less energy per step" - the GPU's board against
+the CPU's packages, which is what each device itself drew (the host under a GPU cell is not
+in the GPU's figure; it is shown apart where RAPL was readable).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.core.units import device_kind, format_joules, format_ratio, format_seconds, size_label
+from harness.data.results import CaseResult, CellResult, RunDocument
+from harness.data.upgrade import as_run_document
+from harness.report.views import REPORT, View
+from harness.spec import Status
+
+COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "size",
+           "status", "step_s", "energy_status", "energy_reason", "j_per_step",
+           "j_per_step_above_idle", "idle_watts", "watts_mean", "window_s", "counter",
+           "source", "host_j_per_step", "suspect"]
+KEYS = ["machine", "workload", "framework", "variant", "size"]
+EXPLANATION = (
+    "Energy from the hardware's counters over the timed calls (or an energy pass of the same "
+    "calls where the timed window was under 1 s): GPU cells read NVML's board energy counter, "
+    "CPU cells RAPL's package counters; never an estimate. The figure per step is the total the "
+    "counter saw, idle power included; 'above idle' subtracts the idle power measured before "
+    "the cell over the same window. Both counters cover the whole device (a GPU board, the CPU "
+    "packages): another process's work would be in them too, which the GPU state and the "
+    "host-load check flag. Unavailable counters say why."
+)
+
+
+class EnergyView(View):
+    """Energy per step beside time per step, and the GPU-vs-CPU verdict in both."""
+
+    name = "energy"
+    order = 450
+    scope = REPORT
+    heading = "Energy per step"
+
+    def compute(self, context: Any) -> pd.DataFrame:
+        return energy_table(context.documents)
+
+    def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
+                 out_dir: Path) -> list[str]:
+        measured = table["j_per_step"].map(_known)
+        return [EXPLANATION, "", *[f"- {line}" for line in verdict_lines(table)],
+                *[f"- {case_line(row)}" for _, row in table[measured].iterrows()],
+                *[f"- {line}" for line in unmeasured_lines(table[~measured])]]
+
+
+class GpuStateView(View):
+    """Per GPU case: clocks, temperature, power, throttling and CUDA-graph capture."""
+
+    name = "gpu-state"
+    order = 460
+    scope = REPORT
+    heading = "GPU state per case"
+
+    def compute(self, context: Any) -> pd.DataFrame:
+        return pd.DataFrame({"line": gpu_state_lines(context.documents)})
+
+    def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
+                 out_dir: Path) -> list[str]:
+        return [GPU_STATE_EXPLANATION, "", *[f"- {line}" for line in table["line"]]]
+
+
+GPU_STATE_EXPLANATION = (
+    "From NVML before, during (polled every 0.1 s while timed) and after each case; a case "
+    "timed while throttled by power or temperature, or shared with another compute process, "
+    "is SUSPECT.")
+
+
+def energy_rows(document: RunDocument, machine: str) -> list[dict[str, Any]]:
+    """One row per case of one run document."""
+    return [_case_row(document, machine, result, case)
+            for result in document.cells for case in result.cases]
+
+
+def _case_row(document: RunDocument, machine: str, result: CellResult,
+              case: CaseResult) -> dict[str, Any]:
+    extra = case.extra
+    device = result.device
+    energy = extra.get("energy") or {}
+    primary = energy.get("device" if device_kind(device) == "gpu" else "host") or {}
+    host = energy.get("host") or {}
+    steps = extra.get("steps_per_call") or 1
+    median = case.stats.median
+    ok = primary.get("status") == "ok"
+    return {
+        "run_id": document.run_id, "machine": machine,
+        "workload": result.workload, "framework": result.framework,
+        "device": device, "variant": result.variant,
+        "size": size_label(case.case.get(document.sweep)),
+        "status": case.status.value,
+        "step_s": median / steps if median is not None and case.status == Status.OK else None,
+        "energy_status": str(primary.get("status") or "not recorded"),
+        "energy_reason": str(primary.get("reason") or ""),
+        "j_per_step": primary.get("joules_per_step") if ok else None,
+        "j_per_step_above_idle": primary.get("joules_per_step_above_idle") if ok else None,
+        "idle_watts": primary.get("idle_watts") if ok else None,
+        "watts_mean": primary.get("watts_mean") if ok else None,
+        "window_s": primary.get("window_s") if ok else None,
+        "counter": str(primary.get("counter") or ""), "source": str(primary.get("source") or ""),
+        "host_j_per_step": (host.get("joules_per_step") if device_kind(device) == "gpu"
+                            and host.get("status") == "ok" else None),
+        "suspect": str((extra.get("gpu_state") or {}).get("suspect") or ""),
+    }
+
+
+def energy_table(documents: list[RunDocument] | list[dict[str, Any]]) -> pd.DataFrame:
+    """Every case of these runs with its time and energy per step (latest run wins)."""
+    rows = []
+    for document in map(as_run_document, documents):
+        rows += energy_rows(document, document.machine)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    if table.empty:
+        return table
+    table = table.drop_duplicates([*KEYS, "device"], keep="last")
+    recorded = table["energy_status"] != "not recorded"
+    return table[recorded].reset_index(drop=True) if recorded.any() else table.iloc[0:0]
+
+
+def _known(value: Any) -> bool:
+    return value is not None and not pd.isna(value)
+
+
+def verdict(gpu: pd.Series, cpu: pd.Series) -> str:
+    """'GPU 3.9x faster and 2.1x less energy per step' (or why the energy half is missing)."""
+    if not (_known(gpu["step_s"]) and _known(cpu["step_s"])):
+        return ""
+    speed = cpu["step_s"] / gpu["step_s"]
+    text = (f"GPU {format_ratio(speed)} faster" if speed >= 1
+            else f"GPU {format_ratio(1 / speed)} slower")
+    if _known(gpu["j_per_step"]) and _known(cpu["j_per_step"]) and gpu["j_per_step"] > 0:
+        ratio = cpu["j_per_step"] / gpu["j_per_step"]
+        text += (f" and {format_ratio(ratio)} less energy per step" if ratio >= 1
+                 else f" and {format_ratio(1 / ratio)} more energy per step")
+        return text + (f" ({format_joules(gpu['j_per_step'])} GPU board vs "
+                       f"{format_joules(cpu['j_per_step'])} CPU packages)")
+    missing = [f"{kind} energy {row['energy_status']}: {row['energy_reason']}"
+               for kind, row in (("GPU", gpu), ("CPU", cpu)) if not _known(row["j_per_step"])]
+    return text + "; " + "; ".join(missing)
+
+
+def verdict_lines(table: pd.DataFrame) -> list[str]:
+    """One verdict per (machine, workload, framework, variant, size) with a GPU and a CPU cell."""
+    lines = []
+    kinds = table.assign(kind=table["device"].map(device_kind))
+    for key, group in kinds.groupby(KEYS, sort=False):
+        gpus, cpus = group[group["kind"] == "gpu"], group[group["kind"] == "cpu"]
+        if gpus.empty or cpus.empty:
+            continue
+        for _, gpu in gpus.iterrows():
+            text = verdict(gpu, cpus.iloc[0])
+            if text:
+                machine, workload, framework, variant, size = key
+                lines.append(f"{workload} {framework} {variant}, size {size} ({machine}): "
+                             f"{gpu['device']} vs {cpus.iloc[0]['device']}: {text}")
+    return lines
+
+
+def case_line(row: pd.Series) -> str:
+    """'torch cuda:0 preloaded, size 32: 0.41 ms and 62 mJ per step (...)'."""
+    where = f"{row['workload']} {row['framework']} {row['device']} {row['variant']}, " \
+            f"size {row['size']}"
+    if not _known(row["j_per_step"]):
+        return (f"{where}: {format_seconds(row['step_s'])} per step; energy "
+                f"{row['energy_status']}: {row['energy_reason']}")
+    text = (f"{where}: {format_seconds(row['step_s'])} and {format_joules(row['j_per_step'])} "
+            f"per step ({row['counter']}, idle included")
+    if _known(row["j_per_step_above_idle"]):
+        text += (f"; {format_joules(row['j_per_step_above_idle'])} above the "
+                 f"{row['idle_watts']:.0f} W idle")
+    text += f"), {row['watts_mean']:.0f} W mean over {row['window_s']:.2g} s"
+    if _known(row["host_j_per_step"]):
+        text += f"; host CPU packages {format_joules(row['host_j_per_step'])} per step"
+    return text + (f"; SUSPECT: {row['suspect']}" if row["suspect"] else "")
+
+
+def unmeasured_lines(table: pd.DataFrame) -> list[str]:
+    """One line per reason energy was not measured, naming its cells (not one per case)."""
+    lines = []
+    for (status, reason), group in table.groupby(["energy_status", "energy_reason"],
+                                                  sort=False):
+        cells = sorted({f"{row['workload']} {row['framework']} {row['device']} "
+                        f"{row['variant']}" for _, row in group.iterrows()})
+        lines.append(f"energy {status} ({len(group)} case{'s' if len(group) != 1 else ''}: "
+                     f"{', '.join(cells)}): {reason}")
+    return lines
+
+
+def gpu_state_lines(documents: list[RunDocument] | list[dict[str, Any]]) -> list[str]:
+    """Per GPU case: clocks, temperature, power and throttling while timed; CUDA graphs."""
+    lines = []
+    for document in map(as_run_document, documents):
+        for result in document.cells:
+            name = f"{result.workload} {result.framework} {result.device} {result.variant}"
+            for case in result.cases:
+                extra = case.extra
+                where = f"{name}, size {size_label(case.case.get(document.sweep))}"
+                state = extra.get("gpu_state")
+                if state:
+                    lines.append(f"{where}: {state_text(state)}")
+                graphs = extra.get("cuda_graphs")
+                if graphs:
+                    lines.append(f"{where}: {graphs_text(graphs)}")
+    return lines
+
+
+def state_text(state: dict[str, Any]) -> str:
+    if state.get("status") != "ok":
+        return f"GPU state {state.get('status')}: {state.get('reason', '')}"
+    timed = state.get("while_timed") or {}
+    before, after = state.get("before") or {}, state.get("after") or {}
+    throttles = ", ".join(f"{name} {count}/{timed.get('polls')}" for name, count in
+                          (timed.get("throttle_reasons") or {}).items()) or "none"
+    processes = state.get("processes") or {}
+    text = (f"SM clock {timed.get('sm_clock_mhz_min')}-{timed.get('sm_clock_mhz_max')} MHz "
+            f"while timed (max {state.get('max_sm_clock_mhz')}), memory clock "
+            f"{before.get('memory_clock_mhz')} MHz, {before.get('temperature_c')} -> "
+            f"{after.get('temperature_c')} C, {_watts(before.get('power_w'))} -> "
+            f"{_watts(after.get('power_w'))} (limit {_watts(before.get('power_limit_w'))}); "
+            f"throttle reasons polled: {throttles}; other compute processes: "
+            f"{len(processes.get('others') or [])}"
+            + (f" ({processes['note']})" if processes.get("note") else ""))
+    return text + (f"; SUSPECT: {state['suspect']}" if state.get("suspect") else "")
+
+
+def _watts(value: Any) -> str:
+    return "-" if value is None else f"{value:.0f} W"
+
+
+def graphs_text(graphs: dict[str, Any]) -> str:
+    """Whether torch.compile's CUDA graphs were captured, and if not, torch's own reasons."""
+    breaks = graphs.get("graph_breaks") or {}
+    skips = graphs.get("skips") or []
+    head = ("CUDA graphs captured" if graphs.get("captured") else "CUDA graphs NOT captured")
+    text = f"{head} ({graphs.get('graphs', '?')} compiled graphs, {sum(breaks.values())} " \
+           "graph breaks)"
+    if skips:
+        text += "; torch skipped cudagraphs: " + "; ".join(skips[:3])
+    if breaks:
+        text += "; graph breaks: " + "; ".join(f"{reason} (x{count})" for reason, count in
+                                              list(breaks.items())[:3])
+    return text
+
+
+def render(documents: list[RunDocument] | list[dict[str, Any]]) -> str:
+    """Both sections on their own, with their headings ('' when nothing was recorded)."""
+    parts = []
+    for view, table in ((EnergyView(), energy_table(documents)),
+                        (GpuStateView(), pd.DataFrame({"line": gpu_state_lines(documents)}))):
+        if not table.empty:
+            parts += [f"## {view.heading}", "", *view.markdown(table, None, [], Path()), ""]
+    return "\n".join(parts) + "\n" if parts else ""
+
+
+def console_lines(document: RunDocument | dict[str, Any]) -> list[str]:
+    """For the CLI after its table: verdicts and each case with a measured energy, else none."""
+    table = energy_table([document])
+    if table.empty:
+        return []
+    measured = table[table["j_per_step"].map(_known)]
+    return verdict_lines(table) + [case_line(row) for _, row in measured.iterrows()]

@@ -1,0 +1,225 @@
+"""Epochs and accuracy: seconds per epoch by epoch number, and the accuracy each cell reached.
+
+An optional view: a training workload asks for it by name ("epochs-accuracy" in
+WorkloadSpec.views) and gives its labels in WorkloadSpec.view_labels["epochs-accuracy"]:
+
+- size: how the sweep reads in titles (e.g. "batch size"; default: the sweep's name);
+- metric: what the accuracy is called (e.g. "test accuracy"; default "accuracy");
+- chance: the accuracy of guessing, drawn as a dotted line (default: none);
+- accuracy_field, data_source_field, distinct_samples_field: the per-case extras that hold the
+  accuracy, where the data came from and how many distinct samples it had;
+- accuracy_check: a check metric whose value is the accuracy, used where no extra holds it.
+
+Table: epoch rows (part "epoch": per-epoch seconds at the headline size, epoch 1 = the cold
+call) and accuracy rows (part "accuracy": one per case with an accuracy). Figure: both panels.
+Lines: the accuracy table, the data source and the distinct samples.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from harness.core.units import device_kind, format_seconds, format_size
+from harness.report import style
+from harness.report.summary import markdown_table
+from harness.report.tables import CASE_KEYS, epoch_times, sort_cells
+from harness.report.views import View
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+EPOCH_COLUMNS = [*CASE_KEYS, "device_kind", "phase", "sample", "seconds", "epoch"]
+ACCURACY_COLUMNS = [*CASE_KEYS, "device_kind", "status", "accuracy", "data_source",
+                    "samples_distinct", "check_passed"]
+DEFAULT_LABELS = {"metric": "accuracy", "chance": None, "accuracy_field": "accuracy",
+                  "data_source_field": "data_source",
+                  "distinct_samples_field": "samples_distinct", "accuracy_check": "accuracy"}
+
+
+class EpochsAccuracyView(View):
+    """Per-epoch times (the cold first epoch marked) and the accuracy each cell reached."""
+
+    name = "epochs-accuracy"
+    order = 90
+    optional = True
+    caption = "epoch times and accuracy"
+
+    def compute(self, context: Any) -> pd.DataFrame:
+        labels = view_labels(context)
+        times = epoch_times(context.rows, context.headline)
+        accuracy = accuracy_table(context.stats, context.extras, labels)
+        if times.empty and accuracy.empty:
+            return pd.DataFrame(columns=["part"])
+        return pd.concat([times.assign(part="epoch"), accuracy.assign(part="accuracy")],
+                         ignore_index=True)
+
+    def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
+        times, accuracy = split(table)
+        at_headline = accuracy.merge(context.headline,
+                                     on=["experiment", "machine", "variant", "size_label"])
+        path = epochs_figure(times, at_headline, context.name, view_labels(context),
+                             out_dir / f"{context.stem}-epochs.png")
+        return [path] if path is not None else []
+
+    def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
+                 out_dir: Path) -> list[str]:
+        return accuracy_section(context, split(table)[1], view_labels(context))
+
+
+def view_labels(context: Any) -> dict[str, Any]:
+    """The workload's labels for this view over the defaults; the sweep names the size."""
+    return {**DEFAULT_LABELS, "size": context.sweep or "size",
+            **context.labels(EpochsAccuracyView.name)}
+
+
+def split(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The view's table back as (epoch times, accuracy), each with its own columns."""
+    times = table[table["part"] == "epoch"].reindex(columns=EPOCH_COLUMNS)
+    accuracy = table[table["part"] == "accuracy"].reindex(columns=ACCURACY_COLUMNS)
+    return times.astype({"epoch": int}) if not times.empty else times, accuracy
+
+
+# --- the tables --------------------------------------------------------------------------------
+
+def accuracy_table(stats: pd.DataFrame, extras: pd.DataFrame,
+                   labels: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Accuracy per case: run.json's extra (the `accuracy_field` label), else the value of a
+    check whose metric names the `accuracy_check` label."""
+    labels = {**DEFAULT_LABELS, **(labels or {})}
+    keys = ["run_id", "variant", "framework", "device", "size_label"]
+    fields = {"accuracy": labels["accuracy_field"], "data_source": labels["data_source_field"],
+              "samples_distinct": labels["distinct_samples_field"]}
+    keyed = extras.drop_duplicates(keys)
+    picked = keyed[keys].assign(**{column: keyed[field] if field in keyed else np.nan
+                                   for column, field in fields.items()})
+    merged = stats.merge(picked, on=keys, how="left")
+    from_check = merged["check_value"].where(
+        merged["check_metric"].str.contains(labels["accuracy_check"], na=False, regex=False))
+    merged["accuracy"] = merged["accuracy"].fillna(from_check)
+    has = merged["accuracy"].notna()
+    return sort_cells(merged.loc[has, ACCURACY_COLUMNS])
+
+
+# --- summary.md -------------------------------------------------------------------------------
+
+def accuracy_section(context: Any, table: pd.DataFrame, labels: dict[str, Any]) -> list[str]:
+    """The accuracy per case, where the data came from and how many distinct samples it had."""
+    if table.empty:
+        return []
+    lines = ["### Accuracy and data", ""]
+    rows = [[row["machine"], row["variant"], row["framework"], row["device"],
+             format_size(row["size_label"], context.sweep) if row["size_label"] else "-",
+             f"{row['accuracy']:.4f}", row["status"]] for _, row in table.iterrows()]
+    lines += markdown_table(["machine", "variant", "framework", "device",
+                             context.sweep or "size", labels["metric"], "status"], rows)
+    sources = sorted({s for s in table["data_source"].dropna() if s})
+    distinct = sorted({int(v) for v in table["samples_distinct"].dropna()})
+    train = context.params.get(context.hints.get("epoch_samples_param") or "")
+    lines.append(f"- Data source: {', '.join(sources) or 'not recorded'}.")
+    if distinct:
+        repeated = isinstance(train, int) and max(distinct) < train
+        lines.append(f"- Distinct training samples: {', '.join(map(str, distinct))}"
+                     + (f" (repeated to {train} per epoch: times are real, accuracy is on a "
+                        "small set)" if repeated else "") + ".")
+    return lines + [""]
+
+
+# --- the figure --------------------------------------------------------------------------------
+
+def epochs_figure(times: pd.DataFrame, accuracy: pd.DataFrame, title: str,
+                  labels: dict[str, Any], path: Path) -> Path | None:
+    """Seconds per epoch with epoch 1 (the cold one) marked, and the accuracy per cell."""
+    if times.empty and accuracy.empty:
+        return None
+    import matplotlib.pyplot as plt
+
+    from harness.report.figures import legend_handles, save
+
+    panels = list(times.groupby(["machine", "variant"], sort=False)) if not times.empty else []
+    rows = max(len(panels), 1)
+    figure = plt.figure(figsize=(13.0, max(3.4 * rows, 0.3 * len(accuracy) + 2.5)),
+                        layout="constrained")
+    grid = figure.add_gridspec(rows, 2, width_ratios=[1.25, 1.0])
+    several_machines = times["machine"].nunique() > 1 if not times.empty else False
+    for index, ((machine, variant), group) in enumerate(panels):
+        axis = figure.add_subplot(grid[index, 0])
+        _epoch_panel(axis, group)
+        size = group["size_label"].iloc[0]
+        axis.set_title((f"{machine} · " if several_machines else "")
+                       + f"variant {variant}, {labels['size']} {size}: seconds per epoch",
+                       fontsize=10)
+    if not panels:
+        axis = figure.add_subplot(grid[0, 0])
+        axis.text(0.5, 0.5, "no trusted epoch times", ha="center", transform=axis.transAxes)
+        axis.set_axis_off()
+    _accuracy_panel(figure.add_subplot(grid[:, 1]), accuracy, labels)
+    machines = "" if several_machines or times.empty else f" on {times['machine'].iloc[0]}"
+    figure.suptitle(f"{title}: training epochs{machines}", fontsize=11)
+    legend_cells = pd.concat([times[["framework", "device_kind"]],
+                              accuracy[["framework", "device_kind"]]]).drop_duplicates()
+    figure.legend(handles=legend_handles(legend_cells), loc="outside lower center",
+                  ncol=min(len(legend_cells), 6), frameon=False)
+    return save(figure, path)
+
+
+def _epoch_panel(axis: Axes, group: pd.DataFrame) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    from harness.report.figures import seconds_axis
+
+    for (framework, device), line in group.groupby(["framework", "device"], sort=False):
+        kind = device_kind(device)
+        color = style.framework_color(framework)
+        axis.plot(line["epoch"], line["seconds"], color=color,
+                  linestyle=style.DEVICE_LINESTYLES[kind], marker=style.DEVICE_MARKERS[kind],
+                  markersize=4)
+        first = line[line["epoch"] == 1]
+        axis.scatter(first["epoch"], first["seconds"], marker="*", s=140, color=color,
+                     edgecolor="black", linewidth=0.6, zorder=3)
+    axis.axvspan(0.5, 1.5, color="#eeeeee", zorder=0)
+    spread = group["seconds"].max() / max(group["seconds"].min(), 1e-12)
+    if spread > 20:
+        axis.set_yscale("log")
+        seconds_axis(axis.yaxis)
+    else:  # linear: keep matplotlib's ticks, only say them in seconds
+        axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: format_seconds(value)))
+    axis.set_xlabel("epoch (1, starred = cold call: tracing, allocation)")
+    axis.set_ylabel("seconds per epoch")
+    epochs_run = sorted(int(epoch) for epoch in group["epoch"].unique())
+    axis.set_xticks(epochs_run, ["1\ncold" if epoch == 1 else str(epoch) for epoch in epochs_run])
+    axis.grid(alpha=0.3)
+
+
+def _accuracy_panel(axis: Axes, accuracy: pd.DataFrame, labels: dict[str, Any]) -> None:
+    if accuracy.empty:
+        axis.text(0.5, 0.5, "no accuracy recorded", ha="center", transform=axis.transAxes)
+        axis.set_axis_off()
+        return
+    several_machines = accuracy["machine"].nunique() > 1
+    tick_labels = [(f"{m}\n" if several_machines else "") + f"{v} · {f} · {d}"
+                   for m, v, f, d in zip(accuracy["machine"], accuracy["variant"],
+                                         accuracy["framework"], accuracy["device"])]
+    positions = np.arange(len(accuracy))
+    for position, (_, row) in zip(positions, accuracy.iterrows()):
+        ok = row["status"] == "ok"
+        color = style.framework_color(row["framework"])
+        axis.barh(position, row["accuracy"], color=color if ok else "none",
+                  alpha=style.DEVICE_BAR_ALPHA[row["device_kind"]], height=0.7,
+                  hatch=None if ok else "///", edgecolor=color)
+        note = f"{row['accuracy']:.3f}" + ("" if ok else f" ({row['status']})")
+        axis.text(min(row["accuracy"], 1.0) + 0.01, position, note, va="center", fontsize=8)
+    if labels["chance"] is not None:  # the accuracy of guessing, for scale
+        axis.axvline(labels["chance"], color="#777777", linestyle=":", linewidth=1)
+        axis.text(labels["chance"], 0.005, " chance", transform=axis.get_xaxis_transform(),
+                  fontsize=7.5, va="bottom", color="#555555")
+    axis.set_xlim(0, 1.15)
+    axis.set_yticks(positions, tick_labels, fontsize=8.5)
+    axis.invert_yaxis()
+    axis.set_xlabel(labels["metric"])
+    sizes = sorted(set(accuracy["size_label"]) - {""})
+    at = f" ({labels['size']} {', '.join(sizes)})" if sizes else ""
+    axis.set_title(f"{labels['metric']} after the last epoch{at}", fontsize=10)

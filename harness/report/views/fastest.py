@@ -1,0 +1,152 @@
+"""The fastest framework x device at each size, its runner-up and whether the gap is real.
+
+Table: per experiment, machine, variant and size, the fastest valid cell, the runner-up and the
+ratio, judged against the noise (IQRs apart). Lines: one table per variant, and at a glance the
+fastest cell at the headline size.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.core.units import format_ratio, format_seconds, format_size
+from harness.report.summary import markdown_table, size_phrase
+from harness.report.tables import MIN_SAMPLES_TO_JUDGE, excluded_cases, gap_significance
+from harness.report.views import View
+
+
+class FastestView(View):
+    """Which framework x device is fastest at each size, and by how much."""
+
+    name = "fastest"
+    order = 30
+
+    def compute(self, context: Any) -> pd.DataFrame:
+        return fastest_by_size(context.stats)
+
+    def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
+                 out_dir: Path) -> list[str]:
+        return fastest_section(context, table)
+
+    def glance(self, table: pd.DataFrame, context: Any) -> list[str]:
+        at_headline = table.merge(context.headline,
+                                  on=["experiment", "machine", "variant", "size_label"])
+        return [fastest_sentence(context, row) for _, row in at_headline.iterrows()]
+
+
+def fastest_by_size(stats: pd.DataFrame) -> pd.DataFrame:
+    """Per experiment, machine, variant and size: the fastest valid cell, the runner-up, the gap.
+
+    Cells compete within one variant (same code, same precision), so the answer is a choice of
+    framework and device; variants are compared separately (variant_table). Groups with a
+    single valid cell have nothing to compare and are left out. `significant` says whether
+    the two IQRs are apart.
+    """
+    rows = []
+    for (experiment, machine, variant, size), everyone in stats.groupby(
+            ["experiment", "machine", "variant", "size_label"], sort=False):
+        group = everyone[everyone["valid"]]
+        excluded = excluded_cases(everyone)
+        if group.empty or (len(group) < 2 and not excluded):
+            continue
+        ranked = group.sort_values("median_s")
+        best = ranked.iloc[0]
+        second = ranked.iloc[1] if len(ranked) > 1 else None
+        failed_kinds = set(everyone.loc[~everyone["valid"], "device_kind"])
+        rows.append({"experiment": experiment, "machine": machine, "variant": variant,
+                     "size_label": size, "size_value": best["size_value"],
+                     "best": _cell_name(best), "best_median_s": best["median_s"],
+                     "best_iqr_s": best["iqr_s"], "cells": len(ranked),
+                     "runner_up": _cell_name(second) if second is not None else "",
+                     "runner_up_median_s": second["median_s"] if second is not None else math.nan,
+                     "ratio": second["median_s"] / best["median_s"] if second is not None
+                     else math.nan,
+                     **(gap_significance(best, second) if second is not None
+                        else {"judged": False, "significant": False}),
+                     "excluded": excluded,
+                     # A device whose every cell failed here cannot lose a race it did not run.
+                     "device_verdict": not (failed_kinds - set(group["device_kind"])),
+                     "suspect": [_cell_name(row) + f": {row['suspect']}"
+                                 for _, row in group.iterrows() if row["suspect"]]})
+    frame = pd.DataFrame(rows, columns=[
+        "experiment", "machine", "variant", "size_label", "size_value", "best", "best_median_s",
+        "best_iqr_s", "cells", "runner_up", "runner_up_median_s", "ratio", "judged",
+        "significant", "excluded", "device_verdict", "suspect"])
+    return frame.sort_values(["experiment", "machine", "variant", "size_value", "size_label"],
+                             key=lambda column: column.map(_variant_rank(stats))
+                             if column.name == "variant" else column)
+
+
+def _variant_rank(stats: pd.DataFrame) -> dict[str, int]:
+    """Variants in the order they first appear (the one as written first)."""
+    return {name: index for index, name in enumerate(dict.fromkeys(stats["variant"]))}
+
+
+def _cell_name(row: pd.Series) -> str:
+    return f"{row['framework']} {row['device']}"
+
+
+# --- summary.md -------------------------------------------------------------------------------
+
+def fastest_sentence(context: Any, row: pd.Series) -> str:
+    """The fastest cell at a size, never by the absence of a cell that failed there."""
+    size = size_phrase(context, row["size_label"])
+    noise = ("too few samples to judge the noise" if not row["judged"] else
+             "beyond the noise" if row["significant"] else "within the noise")
+    gap = (f", {format_ratio(row['ratio'])} ahead of {row['runner_up']} ({noise})"
+           if row["runner_up"] else "")
+    variant = (f", variant {row['variant']}" if context.stats["variant"].nunique() > 1
+               else "")
+    excluded = list(row.get("excluded") or [])
+    if excluded and not row.get("device_verdict", True):
+        sentence = (f"no verdict on {row['machine']}{size}{variant}: "
+                    f"{'; '.join(excluded)}; fastest of the cells that passed: {row['best']} "
+                    f"({format_seconds(row['best_median_s'])} per {context.unit}), which "
+                    "says nothing about the device whose cells failed")
+    else:
+        sentence = (f"fastest on {row['machine']}{size}{variant}: {row['best']} "
+                    f"({format_seconds(row['best_median_s'])} per {context.unit}){gap}")
+        if excluded:
+            sentence += f" (not compared: {'; '.join(excluded)})"
+    suspect = list(row.get("suspect") or [])
+    if suspect:
+        sentence += f"; SUSPECT timing: {'; '.join(suspect)}"
+    return sentence
+
+
+def fastest_section(context: Any, fastest: pd.DataFrame) -> list[str]:
+    if fastest.empty:
+        return []
+    several_machines = fastest["machine"].nunique() > 1
+    sweep = context.sweep or "size"
+    headers = (["machine"] if several_machines else []) + [
+        sweep, "fastest", f"median per {context.unit} (IQR)", "runner-up",
+        "runner-up median", "faster by", "beyond noise (IQRs apart)?"]
+    machine = "" if several_machines else f" on {fastest['machine'].iloc[0]}"
+    lines = []
+    for variant, group in fastest.groupby("variant", sort=False):
+        rows = []
+        for _, row in group.iterrows():
+            cells = [format_size(row["size_label"], sweep) if row["size_label"] else "-",
+                     row["best"], (f"{format_seconds(row['best_median_s'])} "
+                                   f"({format_seconds(row['best_iqr_s'])})"),
+                     row["runner_up"] or "-", format_seconds(row["runner_up_median_s"])
+                     if row["runner_up"] else "-",
+                     format_ratio(row["ratio"]) if row["runner_up"] else "-",
+                     _noise_verdict(row) if row["runner_up"] else "-"]
+            if row.get("excluded"):
+                cells[1] += " (not compared: " + "; ".join(row["excluded"]) + ")"
+            rows.append(([row["machine"]] if several_machines else []) + cells)
+        lines += [f"### Fastest framework x device, variant {variant}{machine}", ""]
+        lines += markdown_table(headers, rows)
+    return lines
+
+
+def _noise_verdict(row: pd.Series) -> str:
+    if not row["judged"]:
+        return f"not judged (< {MIN_SAMPLES_TO_JUDGE} samples)"
+    return "yes" if row["significant"] else "no"

@@ -1,0 +1,190 @@
+"""Overview: every cell at its variant's headline size, the time or why there is none.
+
+Table: one row per cell (framework x device) per machine and variant, at the headline size;
+cells without a trusted time keep their row with their status and reason, and cells that never
+ran where the same framework and device ran elsewhere show as 'not run'. Figure: one bar panel
+per machine and variant. No lines of its own: the figure opens the experiment's section.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from harness.core.units import device_kind, format_seconds, format_size
+from harness.report import style
+from harness.report.tables import sort_cells
+from harness.report.views import View
+from harness.spec import Status
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+
+class OverviewView(View):
+    """Time per cell at the headline size, failed cells included."""
+
+    name = "overview"
+    order = 10
+    caption = "time per cell at the headline size"
+
+    def compute(self, context: Any) -> pd.DataFrame:
+        return overview_table(context.stats, context.cells, context.headline)
+
+    def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
+        path = overview_figure(table, context.name, context.sweep, context.unit,
+                               out_dir / f"{context.stem}-overview.png")
+        return [path] if path is not None else []
+
+
+def overview_table(stats: pd.DataFrame, cells: pd.DataFrame,
+                   headline: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell at its variant's headline size: the time, or why there is none.
+
+    Cells that never ran on a machine where the same framework and device ran elsewhere appear
+    as 'not run', so an interrupted run shows its holes.
+    """
+    rows = []
+    for (experiment, machine, variant), group in cells.groupby(
+            ["experiment", "machine", "variant"], sort=False):
+        size = _headline(headline, experiment, machine, variant)
+        machine_cells = cells[(cells["experiment"] == experiment) & (cells["machine"] == machine)]
+        grid = machine_cells[["framework", "device"]].drop_duplicates()
+        for framework, device in grid.itertuples(index=False):
+            rows.append(_overview_row(stats, group, experiment, machine, variant, framework,
+                                      device, size))
+    frame = pd.DataFrame(rows)
+    return sort_cells(frame) if not frame.empty else frame
+
+
+def _headline(headline: pd.DataFrame, experiment: str, machine: str, variant: str) -> str:
+    match = headline[(headline["experiment"] == experiment) & (headline["machine"] == machine)
+                     & (headline["variant"] == variant)]
+    return match["size_label"].iloc[0] if not match.empty else ""
+
+
+def _overview_row(stats: pd.DataFrame, cells: pd.DataFrame, experiment: str, machine: str,
+                  variant: str, framework: str, device: str, size: str) -> dict[str, Any]:
+    base = {"experiment": experiment, "machine": machine, "variant": variant,
+            "framework": framework, "device": device, "device_kind": device_kind(device),
+            "size_label": size}
+    case = stats[(stats["experiment"] == experiment) & (stats["machine"] == machine)
+                 & (stats["variant"] == variant) & (stats["framework"] == framework)
+                 & (stats["device"] == device) & (stats["size_label"] == size)]
+    if not case.empty:
+        row = case.iloc[0]
+        shown = bool(row["valid"])
+        return {**base, "status": row["status"], "reason": row["reason"], "shown": shown,
+                "median_s": row["median_s"] if shown else math.nan,
+                "q1_s": row["q1_s"] if shown else math.nan,
+                "q3_s": row["q3_s"] if shown else math.nan, "noisy": bool(row["noisy"])}
+    cell = cells[(cells["framework"] == framework) & (cells["device"] == device)]
+    if cell.empty:
+        status, reason = "not run", "no result for this cell in the run folder(s)"
+    else:
+        status, reason = cell["status"].iloc[0], cell["reason"].iloc[0]
+        if status == Status.OK.value:
+            status, reason = "not run", f"not measured at this size ({size})"
+    return {**base, "status": status, "reason": reason, "shown": False, "median_s": math.nan,
+            "q1_s": math.nan, "q3_s": math.nan, "noisy": False}
+
+
+# --- the figure --------------------------------------------------------------------------------
+
+def overview_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
+                    path: Path) -> Path | None:
+    """Median time per call (or per step) of every cell at the headline size, IQR as error bar.
+
+    Cells without a trusted time (unavailable, error, invalid, not run) keep their row: an
+    empty hatched bar with the status and reason written on it.
+    """
+    if table.empty:
+        return None
+    import matplotlib.pyplot as plt
+
+    from harness.report.figures import PANEL_WIDTH, save
+
+    panels = list(table.groupby(["machine", "variant"], sort=False))
+    variants_per_machine = table.groupby("machine", sort=False)["variant"].nunique()
+    columns = min(int(variants_per_machine.max()), 3)
+    # Each machine starts a new row, so a variant sits in the same column for every machine.
+    places, row = [], 0
+    for machine, count in variants_per_machine.items():
+        places += [(row + index // columns, index % columns) for index in range(count)]
+        row += math.ceil(count / columns)
+    rows = row
+    cells_per_panel = max(len(group) for _, group in panels)
+    figure, grid = plt.subplots(rows, columns, figsize=(PANEL_WIDTH * columns,
+                                                        (0.55 * cells_per_panel + 1.3) * rows),
+                                squeeze=False, sharex=True, layout="constrained")
+    axes = grid
+    limits = _time_limits(table)
+    several_machines = table["machine"].nunique() > 1
+    used = set()
+    for (row_index, column_index), ((machine, variant), group) in zip(places, panels):
+        axis = axes[row_index, column_index]
+        used.add((row_index, column_index))
+        _overview_panel(axis, group, limits)
+        size = group["size_label"].iloc[0]
+        where = f" at {sweep}={format_size(size, sweep)}" if size else ""
+        axis.set_title((f"{machine}\n" if several_machines else "") + f"variant {variant}{where}",
+                       fontsize=10)
+    for row_index in range(rows):
+        for column_index in range(columns):
+            if (row_index, column_index) not in used:
+                axes[row_index, column_index].set_visible(False)
+    for column in range(columns):
+        lowest = [axis for axis in axes[:, column] if axis.get_visible()][-1]
+        lowest.tick_params(labelbottom=True)
+        lowest.set_xlabel(f"median time per {unit} (log scale)")
+    machines = "" if several_machines else f" on {table['machine'].iloc[0]}"
+    figure.suptitle(f"{title}: time per {unit}{machines}\nbars: median; whiskers: IQR "
+                    "(25th-75th percentile of the samples); lighter bars: CPU", fontsize=11)
+    return save(figure, path)
+
+
+def _time_limits(table: pd.DataFrame) -> tuple[float, float]:
+    shown = table[table["shown"]]
+    if shown.empty:
+        return 1e-6, 1.0
+    low = float(shown["q1_s"].fillna(shown["median_s"]).min())
+    high = float(shown["q3_s"].fillna(shown["median_s"]).max())
+    # Room on the right for the value labels, below for the bars to start visibly.
+    return 10 ** math.floor(math.log10(low) - 0.3), 10 ** (math.log10(high) + 1.2)
+
+
+def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float]) -> None:
+    from harness.report.figures import cell_label, seconds_axis, short
+
+    axis.set_xscale("log")
+    axis.set_xlim(*limits)
+    seconds_axis(axis.xaxis)
+    positions = np.arange(len(group))
+    for position, (_, row) in zip(positions, group.iterrows()):
+        color = style.framework_color(row["framework"])
+        if row["shown"]:
+            error = [[row["median_s"] - row["q1_s"]], [row["q3_s"] - row["median_s"]]]
+            axis.barh(position, row["median_s"] - limits[0], left=limits[0], color=color,
+                      alpha=style.DEVICE_BAR_ALPHA[row["device_kind"]], height=0.7,
+                      edgecolor=color)
+            axis.errorbar(row["median_s"], position, xerr=error, fmt="none", ecolor="black",
+                          capsize=3, linewidth=1)
+            label = format_seconds(row["median_s"]) + ("  (noisy)" if row["noisy"] else "")
+            axis.text(max(row["q3_s"], row["median_s"]) * 1.25, position, label, va="center",
+                      fontsize=8.5)
+        else:
+            axis.barh(position, limits[1] - limits[0], left=limits[0], height=0.7, fill=False,
+                      hatch="///", edgecolor=style.FAILED_COLOR, linewidth=0.6)
+            axis.text(limits[0] * 1.3, position, short(f"{row['status']}: {row['reason']}"),
+                      va="center", fontsize=8, style="italic",
+                      bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0})
+    axis.set_yticks(positions, [cell_label(f, d) for f, d in zip(group["framework"],
+                                                                   group["device"])])
+    for tick, framework in zip(axis.get_yticklabels(), group["framework"]):
+        tick.set_color(style.framework_color(framework))
+    axis.invert_yaxis()
+    axis.grid(axis="x", which="major", alpha=0.3)

@@ -1,0 +1,146 @@
+"""Warnings: what a reader must know before trusting the numbers of an experiment.
+
+Table: one row per warning, in the order they are read: runs that stopped early, cells or
+cases that failed (invalid, error, timeout, unavailable), suspect or noisy timings, rates that
+are implausible or beat a low ceiling probe. Lines: one per row; "None" when the table is empty.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.core.units import format_size
+from harness.report.summary import run_state
+from harness.report.tables import CASE_KEYS, CELL_KEYS, experiment_peaks, sort_cells
+from harness.report.views import View
+from harness.spec import Status
+
+
+class WarningsView(View):
+    """Stopped runs, failed cells, suspect or noisy timings, implausible rates."""
+
+    name = "warnings"
+    order = 100
+
+    def compute(self, context: Any) -> pd.DataFrame:
+        lines = (_incomplete_lines(context) + _failure_lines(context, failures(
+            context.stats, context.cells)) + _noisy_lines(context, noisy_cells(context.stats))
+            + _peak_lines(experiment_peaks(context)))
+        return pd.DataFrame({"warning": lines}, columns=["warning"])
+
+    def when_empty(self, context: Any) -> list[str]:
+        return ["### Warnings", "", "None: every cell ran, passed its check and is steady.", ""]
+
+    def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
+                 out_dir: Path) -> list[str]:
+        return ["### Warnings", ""] + list(table["warning"]) + [""]
+
+
+# --- the cells and cases to warn about ---------------------------------------------------------
+
+def noisy_cells(stats: pd.DataFrame) -> pd.DataFrame:
+    """Noisy valid cases grouped per cell: which sizes and the worst IQR/median."""
+    noisy = stats[stats["noisy"] & stats["valid"]]
+    rows = []
+    for key, group in noisy.groupby(CELL_KEYS, sort=False):
+        ordered = group.sort_values(["size_value", "size_label"])
+        rows.append({**dict(zip(CELL_KEYS, key)), "sizes": list(ordered["size_label"]),
+                     "worst_noise": float(group["noise"].max()), "sweep": group["sweep"].iloc[0]})
+    return pd.DataFrame(rows, columns=[*CELL_KEYS, "sizes", "worst_noise", "sweep"])
+
+
+def failures(stats: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+    """Every case or cell that is not ok, with its status and reason (invalid included)."""
+    failed_cases = stats[stats["status"] != Status.OK.value][
+        [*CASE_KEYS, "status", "reason"]].copy()
+    covered = set(map(tuple, failed_cases[CELL_KEYS].itertuples(index=False)))
+    failed_cells = cells[(cells["status"] != Status.OK.value)
+                         & ~cells[CELL_KEYS].apply(tuple, axis=1).isin(covered)].copy()
+    failed_cells["size_label"] = ""
+    frame = pd.concat([failed_cases, failed_cells[[*CASE_KEYS, "status", "reason"]]],
+                      ignore_index=True)
+    return sort_cells(frame) if not frame.empty else frame
+
+
+# --- one line per warning ----------------------------------------------------------------------
+
+def _incomplete_lines(context: Any) -> list[str]:
+    """One line per run of this experiment that stopped early, naming the cells it saved."""
+    lines = []
+    for _, run in context.runs.iterrows():
+        state = run_state(run)
+        if not state:
+            continue
+        saved = ", ".join(run["cells_saved"]) or "none"
+        status = "interrupted" if run["interrupted"] else "incomplete"
+        lines.append(f"- {status} on {run['machine']}: {state}; cells saved: {saved}")
+    return lines
+
+
+def _failure_lines(context: Any, failed: pd.DataFrame) -> list[str]:
+    """One line per (machine, status, reason), naming every cell it applies to."""
+    lines = []
+    sweep = context.sweep
+    failures = failed.assign(
+        reason_text=failed["reason"].map(lambda r: " ".join(str(r).split())
+                                                       or "no reason recorded"))
+    for (machine, status, reason), group in failures.groupby(
+            ["machine", "status", "reason_text"], sort=False):
+        where = ", ".join(
+            f"{row['framework']} {row['device']} {row['variant']}"
+            + (f" at {sweep}={format_size(row['size_label'], sweep)}" if row["size_label"] else "")
+            for _, row in group.iterrows())
+        if status == "invalid":
+            lines.append(f"- INVALID, failed its correctness check (its time is not shown as a "
+                         f"result) on {machine}: {where}: {reason}")
+        else:
+            lines.append(f"- {status} on {machine}: {where}: {reason}")
+    return lines
+
+
+def _noisy_lines(context: Any, noisy: pd.DataFrame) -> list[str]:
+    lines = []
+    stats = context.stats
+    for _, row in stats[stats["valid"] & (stats["suspect"] != "")].iterrows():
+        lines.append(f"- SUSPECT timing: {row['machine']}, {row['framework']} {row['device']} "
+                     f"{row['variant']}{_size_at(row)}: {row['suspect']}; its time may not be "
+                     "what a loop of this call costs on an idle machine.")
+    for _, row in noisy.iterrows():
+        sizes = ", ".join(format_size(s, row["sweep"]) for s in row["sizes"] if s) or "-"
+        lines.append(f"- noisy (IQR/median > 10%): {row['machine']}, {row['framework']} "
+                     f"{row['device']} {row['variant']} at {row['sweep'] or 'size'}={sizes} "
+                     f"(worst {row['worst_noise']:.0%}); gaps smaller than the spread there are "
+                     "not meaningful.")
+    return lines
+
+
+def _peak_lines(peaks: pd.DataFrame) -> list[str]:
+    """IMPLAUSIBLE above the physical bound; a note where the run beat the probe (probe low)."""
+    if peaks.empty:
+        return []
+    lines = []
+    for _, row in peaks[peaks["kind"] == "implausible"].iterrows():
+        why = ("the data stayed in cache (small sizes), a compiler fused or folded the loop so "
+               "the counted bytes never moved, or the timing is wrong; not a memory speed"
+               if row["metric"] == "GB/s" else "the timing or the FLOP count is wrong")
+        lines.append(f"- IMPLAUSIBLE: {row['machine']}, {row['framework']} {row['device']} "
+                     f"{row['variant']}{_size_at(row)} reaches {row['rate']:,.0f} "
+                     f"{row['metric']}, above the machine's physical bound "
+                     f"({row['bound']:,.0f}; measured probe {row['probe']:,.0f}): {why}.")
+    low = peaks[peaks["kind"] == "probe-low"]
+    for (machine, device, metric), group in low.groupby(["machine", "device", "metric"],
+                                                         sort=False):
+        top = group.sort_values("rate").iloc[-1]
+        lines.append(f"- The ceiling probe was low on {machine} {device}: it measured "
+                     f"{top['probe']:,.0f} {metric}, but {top['framework']} {top['variant']}"
+                     f"{_size_at(top)} reached {top['rate']:,.0f} (below the physical bound "
+                     f"{top['bound']:,.0f}), so that result is used as the ceiling.")
+    return lines
+
+
+def _size_at(row: pd.Series) -> str:
+    return (f" at {row['sweep']}={format_size(row['size_label'], row['sweep'])}"
+            if row["size_label"] else "")

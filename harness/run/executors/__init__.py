@@ -1,0 +1,82 @@
+"""Where cells run: `local` (default: one worker process after another on this machine) or
+`slurm` (tasks of SLURM job arrays through submitit). See base.py for the seam."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.run.executors.base import CellState, Executor, StateTally
+from harness.run.executors.local import LocalExecutor
+from harness.spec import BadInput
+
+EXECUTORS = ("local", "slurm")
+
+__all__ = ["EXECUTORS", "CellState", "Executor", "LocalExecutor", "StateTally",
+           "executor_from_options", "make_executor"]
+
+
+def make_executor(executor: str | Executor | None = None, **settings: Any) -> Executor:
+    """An executor from its name (settings go to its constructor) or as given; None: local."""
+    if executor is None or executor == "local":
+        if settings:
+            raise BadInput(f"the local executor takes no settings ({', '.join(settings)}); "
+                           "they apply to --executor slurm")
+        return LocalExecutor()
+    if executor == "slurm":
+        from harness.run.executors.slurm import SlurmExecutor
+
+        return SlurmExecutor(**settings)
+    if isinstance(executor, str):
+        raise BadInput(f"unknown executor {executor!r}; valid: {', '.join(EXECUTORS)}")
+    return executor
+
+
+def executor_from_options(name: str = "local", *, partition_cpu: str | None = None,
+                          partition_gpu: str | None = None, time_limit_min: int | None = None,
+                          sbatch: list[str] | None = None) -> Executor:
+    """The executor the CLI's --executor and its options describe; BadInput (one line) when
+    they do not fit together or SLURM cannot be reached from here."""
+    import shutil
+
+    slurm_options = {"--partition-cpu": partition_cpu, "--partition-gpu": partition_gpu,
+                     "--time-limit": time_limit_min, "--sbatch": sbatch}
+    if name == "local":
+        given = [option for option, value in slurm_options.items() if value]
+        if given:
+            raise BadInput(f"{', '.join(given)}: only with --executor slurm")
+        return LocalExecutor()
+    if name != "slurm":
+        raise BadInput(f"--executor {name!r}: valid: {', '.join(EXECUTORS)}")
+    from harness.run.executors.slurm import SlurmExecutor, parse_sbatch_settings
+
+    try:
+        import submitit  # noqa: F401 - only asked whether it is there
+    except ImportError:
+        raise BadInput("--executor slurm needs submitit: pip install 'harness[slurm]'") from None
+    if shutil.which("sbatch") is None:
+        raise BadInput("--executor slurm: no sbatch on PATH; run on a SLURM login node")
+    if time_limit_min is not None and time_limit_min < 1:
+        raise BadInput(f"--time-limit {time_limit_min}: minutes, >= 1")
+    check_partitions({"--partition-cpu": partition_cpu, "--partition-gpu": partition_gpu})
+    return SlurmExecutor(partition_cpu=partition_cpu, partition_gpu=partition_gpu,
+                         time_limit_min=time_limit_min, sbatch=parse_sbatch_settings(sbatch))
+
+
+def check_partitions(wanted: dict[str, str | None]) -> None:
+    """BadInput unless SLURM answers here and has the partitions asked for, before any run
+    folder exists (a typo would otherwise end as one refused-submission row per cell)."""
+    import subprocess
+
+    try:
+        listing = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True,
+                                 timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise BadInput(f"--executor slurm: sinfo did not run ({exc})") from None
+    if listing.returncode != 0:
+        said = (listing.stderr.strip().splitlines() or ["no message"])[-1]
+        raise BadInput(f"--executor slurm: SLURM does not answer here (sinfo: {said})")
+    partitions = set(listing.stdout.split())
+    for option, name in wanted.items():
+        if name and name not in partitions:
+            raise BadInput(f"{option} {name!r}: no such partition; this cluster has "
+                           f"{', '.join(sorted(partitions)) or 'none'}")

@@ -1,0 +1,76 @@
+"""`--resume RUN_DIR`: which cells of a stored run still need to run, and what is kept.
+
+A cell has a result when run.json holds one whose status is not `interrupted`; a result file
+that a SLURM task left in RUN_DIR/cells after the submitting process died counts too (its
+task finished; nothing finished is lost). Everything else of the stored plan runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.data.results import CellResult, RunDocument
+from harness.spec import BadInput, Cell, Status
+
+TASK_RESULTS_FOLDER = "cells"  # where SLURM tasks write (harness.run.executors.slurm)
+
+
+def cell_key(cell: Cell) -> tuple[str, str, str]:
+    """What tells the cells of one run apart: (variant, framework, device)."""
+    return (cell.variant, cell.framework, cell.device)
+
+
+def planned_cells(document: RunDocument) -> list[Cell]:
+    """The cells the run was planned with (stored in run.json since --resume exists)."""
+    if not document.planned_cells:
+        raise BadInput(f"run {document.run_id!r} stores no planned cells (written before "
+                       "--resume existed); start a new run instead")
+    return [Cell(**fields) for fields in document.planned_cells]
+
+
+def _task_results(run_dir: Path) -> list[CellResult]:
+    found = []
+    for path in sorted((run_dir / TASK_RESULTS_FOLDER).glob("*.json")):
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # half-written by a task killed mid-write: not a result
+        if isinstance(document, dict) and isinstance(document.get("cell"), dict):
+            found.append(CellResult.from_dict(document))
+    return found
+
+
+def kept_results(document: RunDocument, run_dir: Path) -> list[CellResult]:
+    """The finished results of a stored run: run.json's, then task files it never recorded."""
+    kept = [result for result in document.cells if result.status != Status.INTERRUPTED]
+    recorded = {cell_key(result.cell) for result in document.cells}
+    for result in _task_results(run_dir):
+        if cell_key(result.cell) not in recorded and result.status != Status.INTERRUPTED:
+            kept.append(result)
+            recorded.add(cell_key(result.cell))
+    return kept
+
+
+def cells_to_run(planned: list[Cell], kept: list[CellResult]) -> list[Cell]:
+    """The planned cells without a kept result, in the planned order."""
+    done = {cell_key(result.cell) for result in kept}
+    return [cell for cell in planned if cell_key(cell) not in done]
+
+
+def reopen(document: RunDocument, run_dir: Path, executor: dict[str, Any],
+           command: list[str]) -> tuple[list[CellResult], list[Cell]]:
+    """Ready a stored run's document to go on: (the results kept, the cells to run).
+
+    The document's cells are emptied (the caller records the kept ones again, which rewrites
+    measurements.csv from them), its end and interruption marks cleared, the resume noted.
+    """
+    kept = kept_results(document, run_dir)
+    cells = cells_to_run(planned_cells(document), kept)
+    document.cells, document.finished, document.interrupted = [], None, False
+    document.interrupted_by = ""
+    document.resumed.append(
+        {"started": time.time(), "command": command, "cells": len(cells), "executor": executor})
+    return kept, cells

@@ -1,0 +1,132 @@
+"""The host-load check counts the worker's short-lived children as its own (issue 24, item 3)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.measure import hostload
+
+WORKER, CHILD, STRANGER = 100, 101, 200
+
+
+def write_proc(root: Path, busy: int, irq: int, processes: dict[int, tuple[int, int, int]]) -> None:
+    """A fake /proc: the cpu line and one stat file per pid (pid -> group, own, children)."""
+    if root.exists():
+        for stat in root.glob("*/stat"):
+            stat.unlink()
+            stat.parent.rmdir()
+    root.mkdir(parents=True, exist_ok=True)
+    # user nice system idle iowait irq softirq steal
+    (root / "stat").write_text(f"cpu  {busy} 0 0 5000 0 {irq} 0 0\ncpu0 0 0 0 0 0 0 0 0\n")
+    for pid, (group, own, children) in processes.items():
+        (root / str(pid)).mkdir()
+        # fields after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt
+        # cmajflt utime stime cutime cstime ...
+        (root / str(pid) / "stat").write_text(
+            f"{pid} (proc {pid}) S 1 {group} {group} 0 -1 0 0 0 0 0 {own} 0 {children} 0 20 0\n")
+
+
+def at(snapshot: hostload.LoadSnapshot | None, wall_s: float) -> hostload.LoadSnapshot:
+    assert snapshot is not None
+    return dataclasses.replace(snapshot, wall_s=wall_s)
+
+
+def test_a_child_that_came_and_went_is_the_workers_own(tmp_path: Path) -> None:
+    """The child ran 40 ticks between the snapshots, then exited and was reaped by the worker.
+
+    Its time is in the machine's busy total and, once reaped, in the worker's cutime; the old
+    check (group members' utime + stime only) called those 40 ticks "other processes".
+    """
+    proc = tmp_path / "proc"
+    write_proc(proc, busy=1000, irq=0, processes={WORKER: (WORKER, 50, 0), CHILD: (WORKER, 10, 0)})
+    before = at(hostload.snapshot(proc, group=WORKER), 0.0)
+    # The worker ran 30 more ticks; the child 40 more, then it was reaped (10 + 40 = 50).
+    write_proc(proc, busy=1070, irq=0, processes={WORKER: (WORKER, 80, 50)})
+    ticks_per_s = os.sysconf("SC_CLK_TCK")
+    after = at(hostload.snapshot(proc, group=WORKER), 70 / ticks_per_s)
+    load = hostload.other_load(before, after)
+    assert load is not None and load.other_cores == pytest.approx(0.0)
+    assert not load.contended
+    without_children = dataclasses.replace(after, group_ticks=80)  # the pre-fix sum
+    assert hostload.other_load(before, without_children).other_cores > 0.5
+
+
+def test_a_stranger_is_still_other_and_named(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    ticks_per_s = os.sysconf("SC_CLK_TCK")
+    write_proc(proc, busy=1000, irq=0,
+               processes={WORKER: (WORKER, 50, 0), STRANGER: (STRANGER, 0, 0)})
+    before = at(hostload.snapshot(proc, group=WORKER), 0.0)
+    write_proc(proc, busy=1000 + 2 * ticks_per_s, irq=ticks_per_s // 2,
+               processes={WORKER: (WORKER, 50 + ticks_per_s, 0),
+                          STRANGER: (STRANGER, ticks_per_s, 0)})
+    load = hostload.other_load(before, at(hostload.snapshot(proc, group=WORKER), 1.0))
+    assert load.other_cores == pytest.approx(1.0)
+    assert load.interrupt_cores == pytest.approx(0.5, abs=0.02)  # apart, not "other"
+    assert load.top_others == ((f"proc {STRANGER} ({STRANGER})", pytest.approx(1.0)),)
+    assert load.contended and f"proc {STRANGER} ({STRANGER}) 1.0" in load.reason()
+
+
+def test_a_real_short_cpu_burning_child_counts_as_ours() -> None:
+    """A child in our group burns CPU and exits between the snapshots: its time is ours."""
+    if hostload.snapshot() is None:
+        pytest.skip("no /proc here: contention is not measured on this OS")
+    usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = hostload.snapshot()
+    burner = ("import time\nend = time.process_time() + 0.3\n"
+              "while time.process_time() < end: pass\n")
+    subprocess.run([sys.executable, "-c", burner], check=True)  # same process group, reaped
+    after = hostload.snapshot()
+    usage_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    child_s = (usage_after.ru_utime + usage_after.ru_stime
+               - usage_before.ru_utime - usage_before.ru_stime)
+    ticks_per_s = os.sysconf("SC_CLK_TCK")
+    assert child_s >= 0.25
+    # Tick rounding: at most a couple of ticks short of what the kernel charged the child.
+    assert after.group_ticks - before.group_ticks >= child_s * ticks_per_s - 3
+
+
+def test_a_child_spawned_during_the_timed_samples_is_counted_as_ours() -> None:
+    """Through the timing core: one timed call runs a short CPU-burning compiler-like child."""
+    from harness.measure.timing import TimingPolicy, autorange
+
+    if hostload.snapshot() is None:
+        pytest.skip("no /proc here: contention is not measured on this OS")
+    snapshots: dict[str, hostload.LoadSnapshot | None] = {}
+    usage: dict[str, float] = {}
+    burner = ("import time\nend = time.process_time() + 0.3\n"
+              "while time.process_time() < end: pass\n")
+    timed = {"on": False, "spawned": False}
+
+    def children_cpu_s() -> float:
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return used.ru_utime + used.ru_stime
+
+    class Window:
+        def begin(self) -> None:
+            usage["begin"], snapshots["begin"] = children_cpu_s(), hostload.snapshot()
+            timed["on"] = True
+
+        def end(self, calls: int) -> None:
+            timed["on"] = False
+            snapshots["end"], usage["end"] = hostload.snapshot(), children_cpu_s()
+
+    def step() -> None:
+        if timed["on"] and not timed["spawned"]:
+            timed["spawned"] = True
+            subprocess.run([sys.executable, "-c", burner], check=True)
+
+    policy = TimingPolicy(min_samples=3, min_time_s=0.0, warmup_s=0.0, target_sample_s=0.0)
+    autorange(step, lambda: None, policy, Window())
+    assert timed["spawned"]
+    child_ticks = (usage["end"] - usage["begin"]) * os.sysconf("SC_CLK_TCK")
+    assert child_ticks >= 0.25 * os.sysconf("SC_CLK_TCK")
+    own = snapshots["end"].group_ticks - snapshots["begin"].group_ticks
+    assert own >= child_ticks - 3  # the child's whole CPU time is the worker's own

@@ -1,0 +1,86 @@
+"""The report's energy view: energy per step beside time per step, and the two-part verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.report.views import energy as view
+
+
+def case(device: str, seconds_per_epoch: float, joules_per_step: float | None,
+         reason: str = "", steps: int = 100, suspect: str = "") -> dict[str, Any]:
+    record: dict[str, Any] = (
+        {"status": "ok", "joules_per_step": joules_per_step, "joules_per_call":
+         joules_per_step * steps, "joules_per_step_above_idle": joules_per_step / 2,
+         "idle_watts": 80.0, "watts_mean": 160.0, "window_s": 2.0, "counter": "counter",
+         "source": "the timed samples"}
+        if joules_per_step is not None else {"status": "unavailable", "reason": reason})
+    kind = "device" if device.startswith("cuda") else "host"
+    extra: dict[str, Any] = {"steps_per_call": steps, "energy": {kind: record}}
+    if kind == "device":
+        extra["gpu_state"] = {"status": "ok", "suspect": suspect, "before": {}, "after": {},
+                              "while_timed": {"polls": 3, "throttle_reasons": {}}}
+    return {"case": {"batch_size": 32}, "status": "ok", "samples": [seconds_per_epoch] * 3,
+            "extra": extra}
+
+
+def document(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"run_id": "r1", "sweep": "batch_size", "host": {"machine_label": "box"},
+            "cells": [{"cell": {"workload": "mnist-small", "framework": "torch",
+                                "device": device, "variant": "preloaded"},
+                       "cases": [record]} for device, record in cases.items()]}
+
+
+def test_verdict_says_time_and_energy_per_step() -> None:
+    # GPU: 0.1 s per 100-step epoch and 0.5 J per step; CPU: 0.4 s and 1.0 J per step.
+    runs = [document({"cuda:0": case("cuda:0", 0.1, 0.5), "cpu": case("cpu", 0.4, 1.0)})]
+    table = view.energy_table(runs)
+    assert len(table) == 2
+    gpu = table[table["device"] == "cuda:0"].iloc[0]
+    assert gpu["step_s"] == 0.001 and gpu["j_per_step"] == 0.5
+    lines = view.verdict_lines(table)
+    assert lines == ["mnist-small torch preloaded, size 32 (box): cuda:0 vs cpu: GPU 4x faster "
+                     "and 2x less energy per step (500 mJ GPU board vs 1 J CPU packages)"]
+    text = view.render(runs)
+    assert "## Energy per step" in text and "idle included" in text
+    assert "250 mJ above the 80 W idle" in text
+
+
+def test_more_energy_and_slower_are_said_as_such() -> None:
+    runs = [document({"cuda:0": case("cuda:0", 0.2, 2.0), "cpu": case("cpu", 0.1, 1.0)})]
+    (line,) = view.verdict_lines(view.energy_table(runs))
+    assert "GPU 2x slower and 2x more energy per step" in line
+
+
+def test_missing_cpu_energy_keeps_the_speed_verdict_and_says_why() -> None:
+    runs = [document({"cuda:0": case("cuda:0", 0.1, 0.5),
+                      "cpu": case("cpu", 0.4, None, reason="no /sys/class/powercap")})]
+    (line,) = view.verdict_lines(view.energy_table(runs))
+    assert "GPU 4x faster; CPU energy unavailable: no /sys/class/powercap" in line
+
+
+def test_runs_without_energy_records_add_no_section() -> None:
+    bare = document({"cpu": {"case": {"batch_size": 32}, "status": "ok", "samples": [0.1],
+                             "extra": {}}})
+    assert view.energy_table([bare]).empty and view.render([bare]) == ""
+    assert view.console_lines(bare) == []
+
+
+def test_gpu_state_suspicion_and_cuda_graph_reasons_reach_the_summary() -> None:
+    gpu = case("cuda:0", 0.1, 0.5, suspect="GPU throttled (power cap, sw_power_cap) in 2 of 3 "
+               "polls while timed")
+    gpu["extra"]["cuda_graphs"] = {"captured": False, "graphs": 2, "skips": [
+        "skipping cudagraphs due to mutated inputs (1 instances)"], "graph_breaks": {}}
+    text = view.render([document({"cuda:0": gpu})])
+    assert "## GPU state per case" in text
+    assert "SUSPECT: GPU throttled (power cap" in text
+    assert "CUDA graphs NOT captured" in text and "mutated inputs" in text
+
+
+def test_unmeasured_cases_are_one_line_per_reason() -> None:
+    runs = [document({"cpu": case("cpu", 0.4, None, reason="no /sys/class/powercap"),
+                      "cpu:1": case("cpu:1", 0.4, None, reason="no /sys/class/powercap")})]
+    text = view.render(runs)
+    assert text.count("no /sys/class/powercap") == 1
+    assert "energy unavailable (2 cases: mnist-small torch cpu preloaded, mnist-small torch " \
+           "cpu:1 preloaded): no /sys/class/powercap" in text
