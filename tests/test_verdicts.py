@@ -16,9 +16,12 @@ from harness.analysis import diff, plausibility
 from harness.analysis.stats import CaseSummary, implausibility, summarize_case, \
     summarize_result, work_of
 from harness.core.registry import load_workload
-from harness.data.results import CaseResult, CellResult, sample_stats
+from harness.data.results import CaseResult, CellResult, RunDocument, sample_stats
 from harness.measure.devicetime import attribute, diagnose
 from harness.report import tables as t
+from harness.report.views import crossover as xo
+from harness.report.views import fastest as fx
+from harness.report.views import ratios as rx
 from tests.synthetic_runs import (
     CPU_MACHINE,
     GPU_MACHINE,
@@ -273,6 +276,12 @@ def test_regressions_are_listed_in_the_document(tmp_path: Path) -> None:
 
 # --- environment mismatches ------------------------------------------------------------------
 
+def as_run(document: dict) -> RunDocument:
+    """A stored run document as harness.data.results reads it."""
+    return RunDocument.from_dict({"run_id": "r", "workload": "matmul", "sweep": "n",
+                                  "params": {}, "cells": [], **document})
+
+
 def run_document(**changes: object) -> dict:
     document = {"workload": "mnist-small", "sweep": "batch_size", "quick": True,
                 "params": {"batch_size": [32], "epochs": 2, "data": "/home/a/mnist.npz"},
@@ -284,7 +293,7 @@ def run_document(**changes: object) -> dict:
 
 
 def test_identical_environments_have_no_mismatch() -> None:
-    assert diff.environment_mismatches(run_document(), run_document()) == []
+    assert diff.environment_mismatches(as_run(run_document()), as_run(run_document())) == []
 
 
 def test_each_recorded_difference_is_named_with_both_values() -> None:
@@ -297,7 +306,7 @@ def test_each_recorded_difference_is_named_with_both_values() -> None:
                 "framework_version": "2.14.0", "device_name": "Other CPU"},
                {"cell": {"framework": "jax", "device": "cpu"}, "framework_version": "0.5"}])
     found = {item["what"]: (item["a"], item["b"])
-             for item in diff.environment_mismatches(run_document(), b)}
+             for item in diff.environment_mismatches(as_run(run_document()), as_run(b))}
     assert found == {
         "workload": ("mnist-small", "mnist-wide"),
         "param epochs": ("2", "3"),  # the swept batch size and the data folder do not count
@@ -314,7 +323,7 @@ def test_each_recorded_difference_is_named_with_both_values() -> None:
 
 def test_a_different_data_file_name_is_a_mismatch() -> None:
     b = run_document(params={"batch_size": [32], "epochs": 2, "data": "/home/a/fashion.npz"})
-    assert diff.environment_mismatches(run_document(), b) == [
+    assert diff.environment_mismatches(as_run(run_document()), as_run(b)) == [
         {"what": "param data", "a": "mnist.npz", "b": "fashion.npz"}]
 
 
@@ -326,9 +335,9 @@ def test_cell_facts_keep_the_first_value_per_framework() -> None:
          "device_name": "cpu B"},
         {"cell": {"framework": "numpy", "device": "cpu"}, "framework_version": "",
          "device_name": ""}]}
-    assert diff._cell_facts(document) == {"torch version": "2.13",
+    assert diff._cell_facts(as_run(document)) == {"torch version": "2.13",
                                           "torch cpu device name": "cpu A"}
-    assert diff._cell_facts({}) == {}
+    assert diff._cell_facts(as_run({})) == {}
 
 
 def test_text_of_recorded_values() -> None:
@@ -339,9 +348,9 @@ def test_text_of_recorded_values() -> None:
 
 def test_comparable_params_drop_the_sweep_and_keep_data_by_name() -> None:
     document = {"sweep": "n", "params": {"n": [1, 2], "dtype": "float32", "data": "/x/y.npz"}}
-    assert diff._comparable_params(document) == {"dtype": "float32", "data": "y.npz"}
-    assert diff._comparable_params({"params": {"data": 3}}) == {"data": 3}
-    assert diff._comparable_params({}) == {}
+    assert diff._comparable_params(as_run(document)) == {"dtype": "float32", "data": "y.npz"}
+    assert diff._comparable_params(as_run({"params": {"data": 3}})) == {"data": 3}
+    assert diff._comparable_params(as_run({})) == {}
     assert document["params"]["n"] == [1, 2]  # the document itself is left alone
 
 
@@ -507,35 +516,35 @@ def test_find_crossover_counts_and_orders_the_sizes() -> None:
     curves = pd.DataFrame({"size": [1024, 64, 256, 512, 128],
                            "cpu_s": [9.0, 1.0, 9.0, 9.0, 2.0],
                            "gpu_s": [5.0, 5.0, 5.0, float("nan"), 5.0]})
-    verdict = t.find_crossover(curves)
+    verdict = xo.find_crossover(curves)
     assert (verdict.kind, verdict.size, verdict.sizes_compared) == ("crossover", 256, 4)
-    always = t.find_crossover(pd.DataFrame({"size": [8, 4], "cpu_s": [9.0, 9.0],
+    always = xo.find_crossover(pd.DataFrame({"size": [8, 4], "cpu_s": [9.0, 9.0],
                                             "gpu_s": [1.0, 1.0]}))
     assert (always.kind, always.size, always.sizes_compared) == ("gpu-always", 4, 2)
-    never = t.find_crossover(pd.DataFrame({"size": [4], "cpu_s": [1.0], "gpu_s": [1.0]}))
+    never = xo.find_crossover(pd.DataFrame({"size": [4], "cpu_s": [1.0], "gpu_s": [1.0]}))
     assert (never.kind, never.size, never.sizes_compared) == ("cpu-always", None, 1)  # a tie
-    mixed = t.find_crossover(pd.DataFrame({"size": [4, 8], "cpu_s": [9.0, 1.0],
+    mixed = xo.find_crossover(pd.DataFrame({"size": [4, 8], "cpu_s": [9.0, 1.0],
                                            "gpu_s": [1.0, 9.0]}))
     assert (mixed.kind, mixed.size, mixed.sizes_compared) == ("mixed", None, 2)
-    assert t.find_crossover(pd.DataFrame({"size": [4], "cpu_s": [1.0],
+    assert xo.find_crossover(pd.DataFrame({"size": [4], "cpu_s": [1.0],
                                           "gpu_s": [float("nan")]})).sizes_compared == 0
 
 
 def test_crossover_texts() -> None:
-    assert t.Crossover("gpu-always", 4, 1).text("n") == "GPU faster at the one size measured"
-    assert t.Crossover("cpu-always", None, 1).text("n") == "CPU faster at the one size measured"
-    assert t.Crossover("gpu-always", 4, 2).text("n") == "GPU faster at every n measured"
-    assert t.Crossover("cpu-always", None, 3).text("batch_size") == (
+    assert xo.Crossover("gpu-always", 4, 1).text("n") == "GPU faster at the one size measured"
+    assert xo.Crossover("cpu-always", None, 1).text("n") == "CPU faster at the one size measured"
+    assert xo.Crossover("gpu-always", 4, 2).text("n") == "GPU faster at every n measured"
+    assert xo.Crossover("cpu-always", None, 3).text("batch_size") == (
         "no crossover in range: CPU faster at every batch_size measured")
-    assert t.Crossover("crossover", 4096, 3).text("n") == "GPU faster from n=4096 up"
-    assert t.Crossover("crossover", 256, 1).text("n") == "GPU faster from n=256 up"
-    assert t.Crossover("mixed", None, 1).text("n") == (
+    assert xo.Crossover("crossover", 4096, 3).text("n") == "GPU faster from n=4096 up"
+    assert xo.Crossover("crossover", 256, 1).text("n") == "GPU faster from n=256 up"
+    assert xo.Crossover("mixed", None, 1).text("n") == (
         "no crossover in range: GPU leads only at some sizes, not the largest")
-    assert t.Crossover("no-overlap").text("n") == "no sizes measured on both CPU and GPU"
+    assert xo.Crossover("no-overlap").text("n") == "no sizes measured on both CPU and GPU"
 
 
 def test_crossovers_pair_the_best_cells_and_each_framework(tmp_path: Path) -> None:
-    verdicts = t.crossovers(gpu_fixture(tmp_path)).set_index("framework")
+    verdicts = xo.crossovers(gpu_fixture(tmp_path)).set_index("framework")
     assert list(verdicts.index) == ["best", "torch", "tensorflow"]
     best = verdicts.loc["best"]
     assert (best["experiment"], best["machine"], best["variant"], best["sweep"]) == (
@@ -558,13 +567,13 @@ def test_crossovers_pair_the_best_cells_and_each_framework(tmp_path: Path) -> No
 
 def test_a_machine_without_gpu_cells_has_no_overlap(tmp_path: Path) -> None:
     run = write_fixture_run(tmp_path / "cpu", CPU_MACHINE, cpu_machine_results())
-    [best] = t.crossovers(stats_of(run)[0]).to_dict("records")
+    [best] = xo.crossovers(stats_of(run)[0]).to_dict("records")
     assert best["kind"] == "no-overlap" and best["has_cpu"] and not best["has_gpu"]
     assert best["largest_size"] is None and best["speedup_at_largest"] is None
 
 
 def test_fastest_by_size_names_the_winner_runner_up_and_gap(tmp_path: Path) -> None:
-    fastest = t.fastest_by_size(gpu_fixture(tmp_path))
+    fastest = fx.fastest_by_size(gpu_fixture(tmp_path))
     assert list(fastest["size_label"]) == ["64", "256", "1024", "4096"]
     row = fastest.set_index("size_label").loc["4096"]
     assert (row["experiment"], row["machine"], row["variant"]) == ("matmul", GPU_MACHINE, "fp32")
@@ -589,10 +598,10 @@ def one_size_stats(tmp_path: Path, results: list) -> pd.DataFrame:
 
 def test_a_lone_valid_cell_is_shown_only_beside_a_failure(tmp_path: Path) -> None:
     alone = [make_result("matmul", "torch", "cpu", [make_case({"n": 64}, 1e-3)])]
-    assert t.fastest_by_size(one_size_stats(tmp_path / "a", alone)).empty
+    assert fx.fastest_by_size(one_size_stats(tmp_path / "a", alone)).empty
     failed_gpu = [*alone, make_result("matmul", "torch", "cuda:0", [make_case(
         {"n": 64}, 1e-4, status="invalid", reason="check failed", passed=False)])]
-    [row] = t.fastest_by_size(one_size_stats(tmp_path / "b", failed_gpu)).to_dict("records")
+    [row] = fx.fastest_by_size(one_size_stats(tmp_path / "b", failed_gpu)).to_dict("records")
     assert row["best"] == "torch cpu" and row["cells"] == 1 and row["runner_up"] == ""
     assert math.isnan(row["ratio"]) and math.isnan(row["runner_up_median_s"])
     assert not row["judged"] and not row["significant"]
@@ -604,7 +613,7 @@ def test_a_suspect_cell_is_listed_with_its_reason(tmp_path: Path) -> None:
     results = [make_result("matmul", "torch", "cpu", [make_case({"n": 64}, 1e-3,
                                                                suspect="drift")]),
                make_result("matmul", "numpy", "cpu", [make_case({"n": 64}, 2e-3)])]
-    [row] = t.fastest_by_size(one_size_stats(tmp_path, results)).to_dict("records")
+    [row] = fx.fastest_by_size(one_size_stats(tmp_path, results)).to_dict("records")
     assert row["suspect"] == ["torch cpu: drift"] and row["ratio"] == pytest.approx(2.0)
 
 
@@ -617,19 +626,19 @@ def gpu_curve(medians: dict[int, float], flops: dict[int, float] | None = None,
 
 
 def test_flat_run_thresholds() -> None:
-    flat = t._flat_run(gpu_curve({1: 1.0, 2: 1.5, 8: 1.99}, flops={1: 1.0, 2: 2.0, 8: 8.0}))
+    flat = xo._flat_run(gpu_curve({1: 1.0, 2: 1.5, 8: 1.99}, flops={1: 1.0, 2: 2.0, 8: 8.0}))
     assert flat == {"from_size": 1, "to_size": 8, "level_s": 1.5, "work_growth": 8.0,
                     "time_growth": 1.99}
-    assert t._flat_run(gpu_curve({1: 1.0, 8: 2.0}, flops={1: 1.0, 8: 8.0})) is None
-    assert t._flat_run(gpu_curve({1: 1.0, 8: 1.0}, flops={1: 1.0, 8: 7.9})) is None
-    assert t._flat_run(gpu_curve({1: 1.0})) is None
+    assert xo._flat_run(gpu_curve({1: 1.0, 8: 2.0}, flops={1: 1.0, 8: 8.0})) is None
+    assert xo._flat_run(gpu_curve({1: 1.0, 8: 1.0}, flops={1: 1.0, 8: 7.9})) is None
+    assert xo._flat_run(gpu_curve({1: 1.0})) is None
     # Work from bytes where no FLOPs are counted, else from the size itself.
-    assert t._flat_run(gpu_curve({1: 1.0, 2: 1.0}, nbytes={1: 1.0, 2: 10.0}))["work_growth"] \
+    assert xo._flat_run(gpu_curve({1: 1.0, 2: 1.0}, nbytes={1: 1.0, 2: 10.0}))["work_growth"] \
         == 10.0
-    assert t._flat_run(gpu_curve({1: 1.0, 2: 1.0}, flops={1: 0.0, 2: 0.0},
+    assert xo._flat_run(gpu_curve({1: 1.0, 2: 1.0}, flops={1: 0.0, 2: 0.0},
                                  nbytes={1: 1.0, 2: 10.0}))["work_growth"] == 10.0
-    assert t._flat_run(gpu_curve({1: 1.0, 16: 1.0}))["work_growth"] == 16.0
-    assert t._flat_run(gpu_curve({1: 1.0, 16: 1.0}, flops={1: 0.0, 16: 0.0},
+    assert xo._flat_run(gpu_curve({1: 1.0, 16: 1.0}))["work_growth"] == 16.0
+    assert xo._flat_run(gpu_curve({1: 1.0, 16: 1.0}, flops={1: 0.0, 16: 0.0},
                                  nbytes={1: 0.0, 16: 0.0}))["work_growth"] == 16.0
 
 
@@ -643,23 +652,23 @@ def test_flat_time_is_looked_for_where_the_cpu_wins_only(tmp_path: Path) -> None
         return stats_of(write_fixture_run(tmp_path / name, GPU_MACHINE, results,
                                           params={"n": sizes}))[0]
     stats = run_with(gpu_seconds, "crossover")
-    [row] = t.flat_time_below_crossover(stats, t.crossovers(stats)).to_dict("records")
+    [row] = xo.flat_time_below_crossover(stats, xo.crossovers(stats)).to_dict("records")
     assert (row["experiment"], row["machine"], row["variant"], row["framework"],
             row["sweep"]) == ("matmul", GPU_MACHINE, "fp32", "torch", "n")
     assert (row["from_size"], row["to_size"]) == (16, 64)  # below the crossover at 128 only
     assert row["work_growth"] == pytest.approx(64.0)
     # A GPU that loses everywhere on a flat floor: its whole curve is the explanation.
     always_slower = run_with(lambda n: 0.5, "cpu-always")
-    [row] = t.flat_time_below_crossover(always_slower,
-                                        t.crossovers(always_slower)).to_dict("records")
+    [row] = xo.flat_time_below_crossover(always_slower,
+                                        xo.crossovers(always_slower)).to_dict("records")
     assert (row["from_size"], row["to_size"], row["level_s"]) == (16, 1024, 0.5)
     # A GPU faster everywhere needs no explanation, flat or not.
     always_faster = run_with(lambda n: 1e-9, "gpu-always")
-    assert t.flat_time_below_crossover(always_faster, t.crossovers(always_faster)).empty
+    assert xo.flat_time_below_crossover(always_faster, xo.crossovers(always_faster)).empty
 
 
 def test_ratio_table_speedups_and_framework_pairs(tmp_path: Path) -> None:
-    ratios = t.ratio_table(gpu_fixture(tmp_path))
+    ratios = rx.ratio_table(gpu_fixture(tmp_path))
     assert list(ratios.columns) == ["experiment", "machine", "kind", "label", "size_label",
                                     "size_value", "ratio"]
     speedups = ratios[ratios["kind"] == "gpu_speedup"].set_index(["label", "size_label"])
@@ -682,7 +691,7 @@ def test_gpu_only_variants_and_other_devices_are_labelled(tmp_path: Path) -> Non
                make_result("matmul", "torch", "cuda:0", [make_case({"n": 64}, 1e-3)],
                            variant="tf32"),
                make_result("matmul", "torch", "cuda:1", [make_case({"n": 64}, 2e-3)])]
-    ratios = t.ratio_table(one_size_stats(tmp_path, results))
+    ratios = rx.ratio_table(one_size_stats(tmp_path, results))
     speedups = dict(zip(ratios.loc[ratios["kind"] == "gpu_speedup", "label"],
                         ratios.loc[ratios["kind"] == "gpu_speedup", "ratio"]))
     assert speedups == {"torch tf32 (vs cpu fp32)": pytest.approx(4.0),
@@ -760,7 +769,7 @@ def test_fastest_keeps_variants_in_run_order_past_a_lone_cell(tmp_path: Path) ->
                            variant="as-written"),
                make_result("matmul", "numpy", "cpu", [make_case({"n": 64}, 1e-3)],
                            variant="as-written")]
-    fastest = t.fastest_by_size(one_size_stats(tmp_path, results))
+    fastest = fx.fastest_by_size(one_size_stats(tmp_path, results))
     assert list(fastest["variant"]) == ["bf16", "as-written"]  # run order, not alphabetical
     assert list(fastest["best"]) == ["torch cpu", "numpy cpu"]
 
