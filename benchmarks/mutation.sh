@@ -21,8 +21,8 @@
 # Scope (issue 26): statistics (harness/data/results.py sample_stats, harness/analysis/stats.py),
 # plausibility and ceilings (harness/analysis/plausibility.py, ceilings.with_bounds/_best_of),
 # diff (harness/analysis/diff.py), device-time attribution (devicetime.attribute/diagnose) and the
-# verdict tables of harness/report/tables.py (significance, crossover, fastest, flat time,
-# ratios, peak fractions).
+# verdict tables (harness/report/tables.py: significance, peak fractions; the crossover, fastest
+# and ratios views under harness/report/views/: crossover, flat time, fastest cell, ratios).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
@@ -32,7 +32,8 @@ JOBS=${MUTATION_JOBS:-2}
 
 SOURCES="harness/data/results.py harness/analysis/stats.py harness/analysis/plausibility.py
 harness/measure/ceilings.py harness/analysis/diff.py harness/measure/devicetime.py
-harness/report/tables.py"
+harness/report/tables.py harness/report/views/crossover.py harness/report/views/fastest.py
+harness/report/views/ratios.py"
 # mutmut mutant-name patterns (module.x_function__mutmut_N): whole modules, or the named functions.
 SCOPE="harness.data.results.x_sample_stats*
 harness.analysis.stats.*
@@ -57,18 +58,18 @@ harness.measure.devicetime.x_attribute*
 harness.measure.devicetime.x_diagnose*
 harness.report.tables.x_iqrs_overlap*
 harness.report.tables.x_gap_significance*
-harness.report.tables.x_find_crossover*
-harness.report.tables.xǁCrossoverǁ*
-harness.report.tables.x_crossovers*
-harness.report.tables.x__pair*
-harness.report.tables.x_fastest_by_size*
-harness.report.tables.x_flat_time_below_crossover*
-harness.report.tables.x__flat_run*
-harness.report.tables.x_ratio_table*
-harness.report.tables.x__gpu_speedups*
 harness.report.tables.x_peak_fractions*
 harness.report.tables.x_flop_ceiling*
-harness.report.tables.x_ceiling_for*"
+harness.report.tables.x_ceiling_for*
+harness.report.views.crossover.x_find_crossover*
+harness.report.views.crossover.xǁCrossoverǁ*
+harness.report.views.crossover.x_crossovers*
+harness.report.views.crossover.x__pair*
+harness.report.views.crossover.x_flat_time_below_crossover*
+harness.report.views.crossover.x__flat_run*
+harness.report.views.fastest.x_fastest_by_size*
+harness.report.views.ratios.x_ratio_table*
+harness.report.views.ratios.x__gpu_speedups*"
 # The fast unit tests that cover those functions: no framework workers, no report rendering
 # (a report test runs every table function for a second or more; per mutant that adds up to
 # hours). The list is the same before and after tests are added: mutmut re-tests everything
