@@ -276,7 +276,8 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
                            + (f"; {refused} unavailable, no worker started)" if refused else ")"))
     stopped_by = None
     try:
-        if ceilings and chosen.runs_cells_here:  # elsewhere they would describe the wrong host
+        # Elsewhere the probe would describe the wrong host; without a rate, nothing to judge.
+        if ceilings and chosen.runs_cells_here and has_rates(spec):
             document.ceilings = measure_ceilings(run.devices,
                                                     largest_square_matmul(spec, run.cells))
             recorder.save()
@@ -423,6 +424,12 @@ def framework_styles(spec: WorkloadSpec, cells: list[Cell]) -> dict[str, dict[st
             progress_console.print(f"harness: warning: {exc}", markup=False)
             styles[name] = {"color": "#7F7F7F", "label": name}
     return styles
+
+
+def has_rates(spec: WorkloadSpec) -> bool:
+    """Whether the workload counts FLOPs or bytes, so the ceilings have a rate to judge: a probe
+    costs seconds to a minute, and without a rate nothing is held against it."""
+    return spec.flops is not None or spec.bytes_moved is not None
 
 
 def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:

@@ -46,6 +46,7 @@ def test_list_names_workloads_and_parameters() -> None:
     assert "matmul" in result.output and "--sizes sets: n" in result.output
 
 
+@pytest.mark.slow
 def test_env_reports_frameworks_without_importing_them() -> None:
     result = invoke("env", "--json")
     assert result.exit_code == 0
@@ -61,9 +62,11 @@ def test_env_reports_frameworks_without_importing_them() -> None:
     assert "jax" not in sys.modules and "keras" not in sys.modules
 
 
+@pytest.mark.slow
 def test_quick_matmul_runs_every_framework_and_marks_cuda_unavailable(out_dir: Path) -> None:
+    # --no-ceilings: nothing here is judged against the machine's ceilings (a probe is ~30 s).
     result = invoke("compare", "--workload", "matmul", "--quick", "--device", "cpu,cuda",
-                    "--sizes", "32,64", "--out", str(out_dir), "--no-report")
+                    "--sizes", "32,64", "--out", str(out_dir), "--no-report", "--no-ceilings")
     assert result.exit_code == 0, result.output
     run_dir = only_run_dir(out_dir)
     document = json.loads((run_dir / "run.json").read_text())
@@ -84,13 +87,14 @@ def test_quick_matmul_runs_every_framework_and_marks_cuda_unavailable(out_dir: P
     assert "GFLOP/s" in result.output
 
 
+@pytest.mark.slow
 def test_parent_process_never_imports_a_framework(tmp_path: Path) -> None:
     script = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
         "from harness.cli import app\n"
         f"r = CliRunner().invoke(app, ['compare', '--workload', 'matmul', '--quick', '--sizes', "
-        f"'16', '--out', {str(tmp_path)!r}, '--no-report'])\n"
+        f"'16', '--out', {str(tmp_path)!r}, '--no-report', '--no-ceilings'])\n"
         "assert r.exit_code == 0, r.output\n"
         "print(sorted(m for m in ('torch', 'tensorflow', 'keras') if m in sys.modules))\n"
     )

@@ -41,6 +41,7 @@ def run_cli(*args: str, pythonpath: Path | None = None, plugins: str = "",
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_an_installed_workload_plugin_is_listed_and_runs(tmp_path: Path) -> None:
     site = installed_like_pip(tmp_path / "site")
     listed = run_cli("list", pythonpath=site)
@@ -88,6 +89,10 @@ def test_a_broken_entry_point_is_one_warning_and_an_unavailable_row(tmp_path: Pa
                 for cell in document["cells"]}
     assert statuses["numpy"][0] == "ok"
     assert statuses["ghost"][0] == "unavailable" and "failed to load" in statuses["ghost"][1]
+    # One warning for the broken framework the run asked for; none for the unused workload.
+    warnings = [line for line in ran.stderr.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "'ghost'" in warnings[0], ran.stderr
+    assert "no_such_module_anywhere" not in ran.stderr and "warning" not in listed.stderr
 
 
 @pytest.mark.parametrize("module", ["no_such_plugin_module"])

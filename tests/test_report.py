@@ -20,10 +20,20 @@ from harness.cli import app
 from harness.report import render_report
 from tests.report_tables import t
 from harness.report.load import load_runs
-
-GPU_MACHINE = "gpubox (NVIDIA H100 80GB HBM3)"
-CPU_MACHINE = "laptop (cpu only)"
-SIZES = [64, 256, 1024, 4096]
+from tests.synthetic_runs import (
+    CPU_MACHINE,
+    GPU_MACHINE,
+    SIZES,
+    cpu_machine_results,
+    cpu_seconds,
+    gpu_machine_results,
+    gpu_seconds,
+    make_case,
+    make_result,
+    spread_samples,
+    stats_of,
+    write_fixture_run,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -32,102 +42,7 @@ def private_matplotlib(tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path_factory.mktemp("mpl")))
 
 
-# --- building fixture runs ------------------------------------------------------------------
-
-def spread_samples(median: float, spread: float = 0.02) -> list[float]:
-    """Five samples whose median is `median` and whose IQR/median is exactly `spread`."""
-    return [median * (1 + spread * step) for step in (-1.0, -0.5, 0.0, 0.5, 1.0)]
-
-
-def cpu_seconds(n: int) -> float:
-    return 2.0 * n**3 / 100e9 + 2e-6  # 100 GFLOP/s plus 2 us per call
-
-
-def gpu_seconds(n: int) -> float:
-    return 2.0 * n**3 / 10e12 + 20e-6  # 10 TFLOP/s plus a 20 us launch/sync floor
-
-
-def make_case(case: dict[str, Any], median: float | None, spread: float = 0.02,
-              status: str = "ok", reason: str = "", passed: bool = True,
-              extra: dict[str, Any] | None = None, cold: float | None = None) -> dict[str, Any]:
-    if median is None:
-        return {"case": case, "status": status, "reason": reason}
-    return {"case": case, "status": status, "reason": reason,
-            "cold_seconds": cold if cold is not None else median * 50,
-            "samples": spread_samples(median, spread), "calls_per_sample": 10,
-            "check": {"passed": passed, "metric": "rel_error", "value": 1e-7 if passed else 0.5,
-                      "bound": 1e-5, "detail": "synthetic"},
-            "extra": extra or {}, "peak_device_memory_bytes": None}
-
-
-def make_result(workload: str, framework: str, device: str, cases: list[dict[str, Any]],
-                variant: str = "fp32", status: str = "ok", reason: str = "",
-                params: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"cell": {"workload": workload, "variant": variant, "framework": framework,
-                     "device": device, "params": params or {}, "quick": True},
-            "status": status, "reason": reason, "framework_version": f"{framework}-9.9",
-            "device_name": "Synthetic GPU" if device != "cpu" else "Synthetic CPU",
-            "cases": cases}
-
-
-def write_fixture_run(run_dir: Path, machine: str, results: list[dict[str, Any]],
-                      workload: str = "matmul", sweep: str = "n",
-                      params: dict[str, Any] | None = None,
-                      work: Any = None, extra_doc: dict[str, Any] | None = None) -> Path:
-    """A run folder as `harness compare` writes it, from worker-result documents."""
-    run_dir.mkdir(parents=True)
-    work = work or (lambda case: {"flops": 2.0 * case["n"] ** 3} if "n" in case else {})
-    rows = []
-    for result in results:
-        result["cell"]["params"] = params or {sweep: SIZES}
-        per_case = {index: work(case["case"]) for index, case in enumerate(result["cases"])}
-        rows += store.case_rows(run_dir.name, machine, sweep, result, per_case)
-    document = {
-        "run_id": run_dir.name, "command": ["harness", "compare"], "started": 1.0e9,
-        "finished": 1.0e9 + 60, "workload": workload, "sweep": sweep,
-        "params": params or {sweep: SIZES}, "quick": True,
-        "host": {"hostname": machine.split()[0], "machine_label": machine, "cpu_model": "Synth",
-                 "cores": 8, "memory_bytes": 16 * 2**30, "os": "Linux", "python": "3.11",
-                 "gpus": ["NVIDIA H100 80GB HBM3"] if "H100" in machine else []},
-        "cells": results, "interrupted": False, **(extra_doc or {}),
-    }
-    store.write_run(run_dir, document)
-    store.write_measurements(run_dir, rows)
-    return run_dir
-
-
-def gpu_machine_results() -> list[dict[str, Any]]:
-    """torch and tensorflow on cpu and cuda, numpy on cpu; one noisy, one invalid, one error,
-    one unavailable cell."""
-    def sweep_cases(seconds: Any, spread: float = 0.02) -> list[dict[str, Any]]:
-        return [make_case({"n": n}, seconds(n), spread) for n in SIZES]
-
-    tensorflow_gpu = sweep_cases(lambda n: gpu_seconds(n) * 1.5)
-    tensorflow_gpu[-1] = make_case({"n": 4096}, gpu_seconds(4096), status="invalid",
-                                   reason="check failed: relative error 5e-01", passed=False)
-    return [
-        make_result("matmul", "torch", "cpu", sweep_cases(cpu_seconds)),
-        make_result("matmul", "torch", "cuda:0", sweep_cases(gpu_seconds)),
-        make_result("matmul", "tensorflow", "cpu", sweep_cases(cpu_seconds, spread=0.4)),
-        make_result("matmul", "tensorflow", "cuda:0", tensorflow_gpu, status="invalid",
-                    reason="check failed: relative error 5e-01"),
-        make_result("matmul", "numpy", "cpu", [], status="error",
-                    reason="RuntimeError: synthetic crash"),
-        make_result("matmul", "numpy", "cuda:0", [], status="unavailable",
-                    reason="numpy runs on the cpu only, not cuda:0"),
-    ]
-
-
-def cpu_machine_results() -> list[dict[str, Any]]:
-    return [
-        make_result("matmul", "torch", "cpu",
-                    [make_case({"n": n}, cpu_seconds(n) * 3) for n in SIZES]),
-        make_result("matmul", "torch", "cuda:0", [], status="unavailable",
-                    reason="torch sees no CUDA device (a CPU-only build)"),
-        make_result("matmul", "numpy", "cpu",
-                    [make_case({"n": n}, cpu_seconds(n) * 2) for n in SIZES]),
-    ]
-
+# --- fixture runs (built by tests/synthetic_runs.py) ------------------------------------
 
 @pytest.fixture
 def gpu_run(tmp_path: Path) -> Path:
@@ -139,13 +54,6 @@ def gpu_run(tmp_path: Path) -> Path:
 def cpu_run(tmp_path: Path) -> Path:
     return write_fixture_run(tmp_path / "runs" / "20260101-000100-matmul-cpu", CPU_MACHINE,
                              cpu_machine_results())
-
-
-def stats_of(*run_dirs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    run_set = load_runs(list(run_dirs))
-    runs = t.assign_experiments(run_set.runs)
-    prepared, _ = t.prepare(run_set.measurements, runs)
-    return t.case_stats(prepared), t.cell_status(prepared)
 
 
 # --- verdicts on known answers ----------------------------------------------------------------
@@ -181,9 +89,56 @@ def test_crossover_from_synthetic_measurements(gpu_run: Path) -> None:
     assert best["kind"] == "crossover" and best["size"] == 256
     torch = verdicts[verdicts["framework"] == "torch"].iloc[0]
     assert torch["size"] == 256
+
+
+FINE_SIZES = [16, 32, 64, 128, 1024]
+
+
+@pytest.fixture
+def fine_run(tmp_path: Path) -> Path:
+    """torch on cpu and cuda:0 at sizes fine enough to have three GPU sizes below the crossover
+    (n=128): there the GPU sits on its 20 us floor while the work grows 64x."""
+    results = [make_result("matmul", "torch", device, [make_case({"n": n}, seconds(n))
+                                                       for n in FINE_SIZES])
+               for device, seconds in (("cpu", cpu_seconds), ("cuda:0", gpu_seconds))]
+    return write_fixture_run(tmp_path / "fine", GPU_MACHINE, results,
+                             params={"n": FINE_SIZES})
+
+
+def test_flat_gpu_time_below_the_crossover_is_explained(fine_run: Path, tmp_path: Path) -> None:
+    stats, _ = stats_of(fine_run)
+    verdicts = t.crossovers(stats)
+    assert set(verdicts["size"]) == {128}
     flat = t.flat_time_below_crossover(stats, verdicts)
-    # Below n=256 torch's GPU curve is the 20 us floor, so the explanation must find it.
-    assert flat.empty or (flat["framework"] == "torch").any()
+    assert len(flat) == 1  # torch's own pair; the "best" pair is not explained twice
+    row = flat.iloc[0]
+    assert row["framework"] == "torch" and row["variant"] == "fp32"
+    assert (row["from_size"], row["to_size"]) == (16, 64)
+    assert row["work_growth"] == pytest.approx(64.0)
+    assert row["time_growth"] == pytest.approx(gpu_seconds(64) / gpu_seconds(16))
+    assert row["level_s"] == pytest.approx(gpu_seconds(32))
+    render_report([fine_run], tmp_path / "out")
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    why = [line for line in summary.splitlines() if "Why the GPU loses at small sizes" in line]
+    assert len(why) == 1, summary
+    assert f"(torch, fp32, {GPU_MACHINE}): from n=16 to 64 the work grows 64x" in why[0]
+    assert "~flat at 20" in why[0] and "fixed per-call cost" in why[0]
+
+
+def test_a_gpu_that_scales_with_the_work_is_not_called_flat(tmp_path: Path) -> None:
+    """Control: the same sizes with a GPU time that grows with n^3 get no explanation."""
+    def scaling_gpu(n: int) -> float:
+        return 2.0 * n**3 / 10e9  # 10 GFLOP/s, no floor: slower than the cpu below n=1024
+    results = [make_result("matmul", "torch", "cpu", [make_case({"n": n}, cpu_seconds(n))
+                                                      for n in FINE_SIZES]),
+               make_result("matmul", "torch", "cuda:0", [make_case({"n": n}, scaling_gpu(n))
+                                                         for n in FINE_SIZES])]
+    run = write_fixture_run(tmp_path / "scaling", GPU_MACHINE, results, params={"n": FINE_SIZES})
+    stats, _ = stats_of(run)
+    verdicts = t.crossovers(stats)
+    assert t.flat_time_below_crossover(stats, verdicts).empty
+    render_report([run], tmp_path / "out")
+    assert "Why the GPU loses" not in (tmp_path / "out" / "summary.md").read_text()
 
 
 def test_iqr_overlap_decides_significance() -> None:
@@ -228,9 +183,15 @@ def test_invalid_time_is_not_a_result(gpu_run: Path) -> None:
     invalid = stats[(stats["framework"] == "tensorflow") & (stats["device"] == "cuda:0")
                     & (stats["size_label"] == "4096")].iloc[0]
     assert invalid["status"] == "invalid" and not invalid["valid"]
-    fastest = t.fastest_by_size(stats)
-    assert not fastest["best"].str.contains("tensorflow cuda").any() or \
-        "4096" not in set(fastest.loc[fastest["best"] == "tensorflow cuda:0", "size_label"])
+    # The invalid case reads twice as fast as torch cuda:0: were it counted, it would win.
+    torch_gpu = stats[(stats["framework"] == "torch") & (stats["device"] == "cuda:0")
+                      & (stats["size_label"] == "4096")].iloc[0]
+    assert invalid["median_s"] < torch_gpu["median_s"] / 1.5
+    at_4096 = t.fastest_by_size(stats).set_index("size_label").loc["4096"]
+    assert at_4096["best"] == "torch cuda:0"
+    assert at_4096["best_median_s"] == pytest.approx(torch_gpu["median_s"])
+    assert "tensorflow cuda:0" not in at_4096["runner_up"]
+    assert any(text.startswith("tensorflow cuda:0 invalid at 4096") for text in at_4096["excluded"])
 
 
 # --- rendering ----------------------------------------------------------------------------------
@@ -267,6 +228,21 @@ def test_merge_cpu_and_gpu_machines(gpu_run: Path, cpu_run: Path, tmp_path: Path
     verdicts = t.crossovers(stats)
     laptop = verdicts[verdicts["machine"] == CPU_MACHINE].iloc[0]
     assert not laptop["has_gpu"]
+    # Each machine keeps its own numbers: the laptop's torch cpu is 3x the box's at every size.
+    ok = stats[stats["valid"] & (stats["framework"] == "torch") & (stats["device"] == "cpu")]
+    by_machine = ok.pivot(index="size_label", columns="machine", values="median_s")
+    assert list(by_machine[CPU_MACHINE] / by_machine[GPU_MACHINE]) == pytest.approx([3.0] * 4)
+    # ...and its own verdicts: cells race only on their own machine.
+    fastest = t.fastest_by_size(stats)
+    on_laptop = fastest[fastest["machine"] == CPU_MACHINE]
+    assert len(on_laptop) == len(SIZES)
+    assert set(on_laptop["best"]) == {"numpy cpu"} and set(on_laptop["runner_up"]) == {"torch cpu"}
+    assert list(on_laptop["ratio"]) == pytest.approx([1.5] * 4)
+    on_box = fastest[fastest["machine"] == GPU_MACHINE].set_index("size_label")
+    assert on_box.loc["4096", "best"] == "torch cuda:0"
+    box = verdicts[(verdicts["machine"] == GPU_MACHINE) & (verdicts["framework"] == "best")]
+    assert box.iloc[0]["size"] == 256 and laptop["kind"] == "no-overlap"
+    assert "GPU faster from n=256 up" in summary
 
 
 def test_missing_cells_still_render(tmp_path: Path) -> None:

@@ -5,15 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.report import render_report
-from tests.test_report import (
-    CPU_MACHINE,
-    SIZES,
-    cpu_seconds,
-    make_case,
-    make_result,
-    private_matplotlib,  # noqa: F401 - autouse fixture: keeps matplotlib's cache in tmp
-    write_fixture_run,
-)
+from tests.synthetic_runs import CPU_MACHINE, SIZES, cpu_seconds, make_case, make_result, \
+    write_fixture_run
+from tests.test_report import private_matplotlib  # noqa: F401 - autouse: matplotlib cache in tmp
 
 
 def cpu_cell(framework: str, status: str = "ok", reason: str = "") -> dict:

@@ -83,10 +83,18 @@ def test_unavailable_device_is_a_status_not_an_error() -> None:
     assert "no cuda:0" in result["reason"]
 
 
-def test_cpu_cells_hide_gpus_and_keep_tensorflow_quiet() -> None:
+def test_cpu_cells_hide_gpus_and_keep_tensorflow_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    # conftest sets TF_CPP_MIN_LOG_LEVEL for the suite: unset, the value must come from the
+    # tensorflow backend's own defaults, not be read back from the test's environment.
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
     cpu_env = cell_environment(Cell("matmul", "fp32", "tensorflow", "cpu"))
     gpu_env = cell_environment(Cell("matmul", "fp32", "tensorflow", "cuda:0"))
     assert cpu_env["CUDA_VISIBLE_DEVICES"] == ""
     assert gpu_env.get("CUDA_VISIBLE_DEVICES") != ""
     assert gpu_env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
     assert cpu_env["TF_CPP_MIN_LOG_LEVEL"] in ("2", "3")
+    assert gpu_env["TF_CPP_MIN_LOG_LEVEL"] in ("2", "3")
+    # A user's own choice wins over the default.
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
+    assert cell_environment(Cell("matmul", "fp32", "tensorflow", "cpu"))[
+        "TF_CPP_MIN_LOG_LEVEL"] == "0"

@@ -89,14 +89,15 @@ def _no_leftovers() -> Iterator[None]:
 _STARTED: list[tuple[subprocess.Popen, int | None]] = []
 
 
-def start_cli(out_dir: Path, args: list[str], ignored: tuple[int, ...] = ()) -> subprocess.Popen:
+def start_cli(out_dir: Path, args: list[str], ignored: tuple[int, ...] = (),
+              workload: str = "fault") -> subprocess.Popen:
     """The CLI with the stop signals at their defaults, except those named in `ignored`.
 
     Why set them: pytest itself may run under nohup or as a background job, and the CLI would
     inherit that; these tests state the starting dispositions they mean.
     """
     command = [sys.executable, "-c", LAUNCHER, ",".join(str(int(s)) for s in ignored),
-               "-m", "harness.cli", "compare", "--workload", "fault", "--framework", "fake",
+               "-m", "harness.cli", "compare", "--workload", workload, "--framework", "fake",
                "--quick", "--no-report", "--out", str(out_dir), *args]
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
@@ -184,7 +185,7 @@ def ceilings_child(parent: int) -> int | None:
 
 
 def test_signal_while_measuring_ceilings_leaves_no_child(out_dir: Path) -> None:
-    process = start_cli(out_dir, ["--variant", "ok"])
+    process = start_cli(out_dir, ["--variant", "ok"], workload="fault-rated")
     child = wait_until(lambda: ceilings_child(process.pid), 120, "the ceilings child")
     group = proc_stat(child)[2]
     assert group == child, "the ceilings child must lead its own process group"

@@ -202,26 +202,4 @@ def test_a_bimodal_cell_is_flagged_through_the_worker(out_dir) -> None:
     assert "SUSPECT" in result.output
 
 
-def test_two_ceiling_probes_agree_within_ten_percent() -> None:
-    """A probe that reads 885 one hour and 1,760 the next cannot tell physics from luck."""
-    from harness.run import ceilings
-
-    first = ceilings.measure("cpu", sizes=[256, 512, 1024])  # in a child, as in a run
-    second = ceilings.measure("cpu", sizes=[256, 512, 1024])
-    rates = [first["peak_gflops_by_precision"]["fp32"], second["peak_gflops_by_precision"]["fp32"]]
-    busy = max(first["probe_contended_cores"], second["probe_contended_cores"])
-    if busy > 0 and max(rates) / min(rates) >= 1.10:
-        pytest.skip(f"other processes took {busy:.1f} cores during the probes: stability is "
-                    "only promised on a machine the probe has to itself")
-    assert max(rates) / min(rates) < 1.10, rates
-    assert second["cached"]["figures"]["peak_gflops_by_precision"]["fp32"] >= min(rates)
-    assert second["physical"]["gflops_by_precision"]["fp32"] >= max(rates)
-
-
-def test_the_cpu_physical_bound_is_above_what_the_probe_reaches() -> None:
-    from harness.measure import envinfo
-
-    bound = envinfo.cpu_theoretical_gflops()
-    if bound is None:
-        pytest.skip("no /proc/cpuinfo here")
-    assert "cores x" in bound["how"] and bound["gflops"] > 0
+# The ceilings probe's stability and the CPU's physical bound: tests/test_bounds.py.

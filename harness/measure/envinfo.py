@@ -102,13 +102,14 @@ SIMD_FP32_FLOPS_PER_CYCLE = (("avx512f", 64), ("avx2", 32), ("avx", 16), ("sse2"
 ASSUMED_MAX_GHZ = 4.0
 
 
-def cpu_theoretical_gflops() -> dict[str, Any] | None:
+def cpu_theoretical_gflops(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any] | None:
     """An upper bound on fp32 FLOP/s from cores x SIMD width x clock, with how it was derived.
 
-    Not a target: a physical limit that no honest CPU result can pass (Linux only).
+    Not a target: a physical limit that no honest CPU result can pass (Linux only; `cpuinfo`
+    is another file in that format, for tests).
     """
     try:
-        text = Path("/proc/cpuinfo").read_text()
+        text = cpuinfo.read_text()
     except OSError:
         return None
     flags = set(next((line.split(":", 1)[1].split() for line in text.splitlines()

@@ -9,7 +9,9 @@ TensorBoard is a convenience.
 from __future__ import annotations
 
 import importlib.util
+import sys
 import time
+import types
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +21,13 @@ INSTALL_HINT = "pip install tensorboard (or pip install 'harness[tensorboard]')"
 
 def tensorboard_available() -> bool:
     return importlib.util.find_spec("tensorboard") is not None
+
+
+def _use_tensorboards_own_stub() -> None:
+    """Keep TensorFlow out of the report's process: tensorboard's writer imports it when it is
+    installed (~10-20 s, and log noise) unless a module named tensorboard.compat.notf exists,
+    tensorboard's own switch (its no_tensorflow target) to the built-in stub, enough to write."""
+    sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
 
 
 def scalar_series(stats: pd.DataFrame, epochs: pd.DataFrame) -> list[tuple[str, int, float]]:
@@ -42,6 +51,7 @@ def export_scalars(series: list[tuple[str, int, float]], log_dir: Path) -> str:
     if not tensorboard_available():
         return ("TensorBoard export skipped: the tensorboard package is not installed "
                 f"({INSTALL_HINT}).")
+    _use_tensorboards_own_stub()
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.compat.proto.summary_pb2 import Summary
     from tensorboard.summary.writer.event_file_writer import EventFileWriter

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from harness.spec import Check, Param, WorkloadSpec
 
 FAULTS = ("ok", "error", "segfault", "sigkill", "hang", "child-hang", "oom", "invalid", "slow",
@@ -33,3 +35,7 @@ SPEC = WorkloadSpec(
     make_inputs=make_inputs,
     check=check,
 )
+
+# The same faults with a FLOP count, so a run measures the machine's ceilings first (the fault
+# workload itself counts nothing, and a run skips a probe nothing could be judged against).
+RATED = replace(SPEC, name="fault-rated", flops=lambda case: 1e3 * case["size"])

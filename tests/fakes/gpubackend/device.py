@@ -18,6 +18,9 @@ from tests.fakes.backend.device import FakeDevice, threads, version  # noqa: F40
 CALL_PERIOD_NS = 1_000_000
 BUSY_S, COPY_S, KERNELS, LAUNCHES = 600e-6, 200e-6, 5, 6
 SPAN_S = 900e-6
+# Peak device memory of every case, as the allocator would report it after a reset; before the
+# worker's first reset the device reports none, so a missing reset shows up as no figure.
+PEAK_ALLOCATED, PEAK_RESERVED = 96 * 2**20, 128 * 2**20
 
 
 def events_of_call(index: int) -> list[DeviceEvent]:
@@ -37,6 +40,18 @@ def list_devices() -> list[dict]:
 @dataclass
 class FakeGpuDevice(FakeDevice):
     profiled_calls: int = 0
+    peak_resets: int = 0
+
+    def reset_peak_memory(self) -> None:
+        self.peak_resets += 1
+
+    def peak_memory_bytes(self) -> int | None:
+        return PEAK_ALLOCATED if self.peak_resets else None
+
+    def peak_device_memory(self) -> dict[str, int | None]:
+        if not self.peak_resets:
+            return {"allocated": None, "reserved": None}
+        return {"allocated": PEAK_ALLOCATED, "reserved": PEAK_RESERVED}
 
     def profile(self, step: Callable[[], object], calls: int) -> DeviceProfile:
         events = []

@@ -1,0 +1,35 @@
+"""MNIST's `preloaded` and `compiled` variants train on a CPU through the worker: the data set
+on the device once with batches gathered there (torch), the whole epoch as one jitted lax.scan
+(JAX). Tiny params (2 epochs of 1,600 digits) keep the accuracy bound judged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from harness.core import registry
+from harness.run.runner import RunOptions, run_cell
+from harness.spec import Cell
+from workloads import mnist
+
+TINY = {"epochs": 2, "train_samples": 1600, "test_samples": 200}
+SMALL_PARAMS = 101_770
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework, variant", [("torch", "preloaded"), ("jax", "compiled")])
+def test_variant_trains_the_small_net(framework: str, variant: str) -> None:
+    if not registry.framework_installed(framework)[0]:
+        pytest.skip(f"{framework} is not installed")
+    params = {**mnist.SMALL.defaults(quick=True), **TINY}
+    result = run_cell(Cell("mnist-small", variant, framework, "cpu", params, quick=True),
+                      RunOptions(timeout_s=300))
+    assert result["status"] == "ok", result["reason"]
+    assert result["cell"]["variant"] == variant
+    (case,) = result["cases"]
+    extra = case["extra"]
+    assert extra["params"] == SMALL_PARAMS and extra["steps_per_call"] == 1600 // 32
+    assert case["check"]["passed"] and case["check"]["bound"] == mnist.ACCURACY_BOUND
+    assert extra["accuracy"] > mnist.ACCURACY_BOUND
+    assert np.isfinite(extra["train_loss"]) and extra["train_loss"] < 2.0
+    assert len(case["samples"]) == 1 and case["cold_seconds"] > 0
