@@ -35,7 +35,7 @@ def main() -> int:
                              report=False, executor=SlurmExecutor(cluster="local", poll_s=0.5))
     pinned_right = True
     for cell in result.cells:
-        slurm = cell.extra_fields.get("slurm") or {}
+        slurm = cell.slurm or {}
         expected = cell.device.split(":")[1] if cell.device.startswith("cuda:") else None
         right = expected is None or (slurm.get("gpus") == expected and cell.status.value == "ok")
         pinned_right &= right

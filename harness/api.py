@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from harness.run import resume as resume_plan
 from harness.run.executors import CellState, Executor, StateTally, make_executor
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
 from harness.analysis.stats import work_of
+from harness.usermodel import plan as usermodel_plan
 
 EXIT_FAILED_CELL = 1
 EXIT_SIGNAL_BASE = 128  # shells' convention: killed by signal N -> 128 + N
@@ -137,16 +138,28 @@ class RunPlan:
     out: Path
     timeout_s: float
     quick: bool
+    # (run folder, params) -> parameters every cell gets, run once the folder exists (a user
+    # model's shared weights and CPU references are made there before any cell).
+    prepare: Callable[[Path, dict[str, Any]], dict[str, Any]] | None = None
 
 
-def plan(workload: str, *, frameworks: Sequence[str] | str | None = None,
+def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None = None,
          devices: Sequence[str] | str | None = None,
          variants: Sequence[str] | str | None = None, sizes: Sequence[int] | None = None,
          params: dict[str, Any] | None = None, data: Path | str | None = None,
          quick: bool = False, out: Path | str = "results",
-         timeout_s: float = 900.0) -> RunPlan:
-    """Validate every input before anything runs; BadInput (one line) otherwise."""
-    spec = registry.load_workload(workload)
+         timeout_s: float = 900.0, model: Path | str | None = None) -> RunPlan:
+    """Validate every input before anything runs; BadInput (one line) otherwise.
+
+    `model`: a user's model file (harness/usermodel/) instead of a registered workload.
+    """
+    prepare = None
+    if model is not None:
+        if workload is not None:
+            raise BadInput("give a workload or a model file (--model), not both")
+        spec, model_info = usermodel_plan.model_spec(model)
+    else:
+        spec = registry.load_workload(workload or "matmul")
     chosen_frameworks = resolve_frameworks(spec, frameworks)
     chosen_devices = resolve_devices(devices)
     chosen_variants = resolve_variants(spec, variants)
@@ -162,11 +175,17 @@ def plan(workload: str, *, frameworks: Sequence[str] | str | None = None,
         values["data"] = str(Path(data).resolve())
     if not timeout_s > 0:
         raise BadInput(f"--timeout {timeout_s:g}: must be > 0 seconds")
+    if model is not None:
+        usermodel_plan.check_frameworks(model_info, chosen_frameworks)
+        usermodel_plan.check_what(model_info, values["what"])
+
+        def prepare(run_dir: Path, params: dict[str, Any]) -> dict[str, Any]:
+            return usermodel_plan.prepare_run(run_dir, spec, params, timeout_s)
     out = Path(out)
     check_writable(out)
     cells = expand_matrix(spec.name, chosen_variants, chosen_frameworks, chosen_devices, values,
                           quick)
-    return RunPlan(spec, cells, chosen_devices, values, out, timeout_s, quick)
+    return RunPlan(spec, cells, chosen_devices, values, out, timeout_s, quick, prepare)
 
 
 class RunRecorder:
@@ -259,8 +278,16 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
             document.ceilings = measure_ceilings(run.devices,
                                                     largest_square_matmul(spec, run.cells))
             recorder.save()
+        cells = run.cells
+        if run.prepare is not None and interrupt.requested() is None:
+            with progress_console.status("preparing the shared weights and CPU references"):
+                added = run.prepare(run_dir, run.params)
+            document.params = {**run.params, **added}
+            cells = [replace(cell, params={**cell.params, **added}) for cell in cells]
+            document.planned_cells = [cell.as_dict() for cell in cells]  # --resume finds them
+            recorder.save()
         if interrupt.requested() is None:
-            _run_cells(run.cells, RunOptions(timeout_s=run.timeout_s), recorder, progress,
+            _run_cells(cells, RunOptions(timeout_s=run.timeout_s), recorder, progress,
                        chosen, refuse_declared(spec))
         stopped_by = interrupt.requested()
     except KeyboardInterrupt:  # no handlers installed (a notebook): the runner killed the worker
@@ -269,20 +296,21 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
     return RunResult(run_dir, list(recorder.results), document, stopped_by)
 
 
-def compare(workload: str, *, frameworks: Sequence[str] | str | None = None,
+def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | None = None,
             devices: Sequence[str] | str | None = None,
             variants: Sequence[str] | str | None = None, sizes: Sequence[int] | None = None,
             params: dict[str, Any] | None = None, data: Path | str | None = None,
             quick: bool = False, out: Path | str = "results", timeout_s: float = 900.0,
             ceilings: bool = True, report: bool = True, progress: bool = True,
             executor: str | Executor | None = None,
-            resume: Path | str | None = None) -> RunResult:
+            resume: Path | str | None = None, model: Path | str | None = None) -> RunResult:
     """Run `workload` for every framework x device x variant cell; see the module docstring.
 
     executor: 'local' (default), 'slurm', or an executor such as
     harness.run.executors.slurm.SlurmExecutor(partition_cpu=..., partition_gpu=...).
     resume: a stored run folder; only its cells without a result run (the other arguments
     but executor, progress and report are then taken from the folder).
+    model: a file with your own model instead of a workload (harness.compare(model="m.py")).
     Raises BadInput for bad arguments before anything runs or is written.
     """
     if resume is not None:
@@ -293,9 +321,9 @@ def compare(workload: str, *, frameworks: Sequence[str] | str | None = None,
         return result
     run = plan(workload, frameworks=frameworks, devices=devices, variants=variants,
                sizes=sizes, params=params, data=data, quick=quick, out=out,
-               timeout_s=timeout_s)
+               timeout_s=timeout_s, model=model)
     result = execute(run, ceilings=ceilings, progress=progress, executor=executor,
-                     command=["harness.compare", workload])
+                     command=["harness.compare", str(workload or f"--model={model}")])
     if report and result.stopped_by is None:
         render_report_safely(result.path)
     return result

@@ -109,7 +109,10 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
 
 @app.command()
 def compare(
-    workload: Annotated[str, typer.Option(help="Workload name (see `harness list`).")] = "matmul",
+    workload: Annotated[Optional[str], typer.Option(
+        help="Workload name (see `harness list`). Default: matmul.")] = None,
+    model: Annotated[Optional[Path], typer.Option(
+        help="Your own model file instead of a workload (see README: Your own model).")] = None,
     framework: Annotated[Optional[list[str]], typer.Option(
         help="torch, tensorflow, numpy; repeat or comma-separate. Default: all for the workload.",
     )] = None,
@@ -159,7 +162,7 @@ def compare(
             run = api.plan(workload, frameworks=framework, devices=device,
                            variants=variant, sizes=parse_sizes(sizes),
                            params=parse_param_overrides(param), data=data, quick=quick,
-                           out=out, timeout_s=timeout)
+                           out=out, timeout_s=timeout, model=model)
             spec = run.spec
     except (BadInput, store.StoreError) as exc:
         fail_input(str(exc))
@@ -174,6 +177,11 @@ def compare(
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
     if result.stopped_by is None and report:
         api.render_report_safely(result.path)
+        if model is not None:  # the verdicts in words, where a user looks first
+            from harness.usermodel.describe import verdict_lines
+
+            for line in verdict_lines(result.path):
+                console.print(line, markup=False)
     console.print(f"results: {result.path}")
     raise typer.Exit(result.exit_code)
 
@@ -197,8 +205,19 @@ def print_results(spec: WorkloadSpec, result: api.RunResult) -> None:
 
 
 @app.command("list")
-def list_workloads() -> None:
+def list_workloads(model: Annotated[Optional[Path], typer.Option(
+        help="Show what the harness understood of this model file instead.")] = None) -> None:
     """Workloads, their variants and parameters (default / --quick)."""
+    if model is not None:
+        from harness.usermodel.describe import model_lines
+
+        try:
+            lines = model_lines(model)
+        except BadInput as exc:
+            fail_input(str(exc))
+        for line in lines:
+            console.print(line, markup=False)
+        return
     for name in registry.WORKLOADS:
         try:
             spec = registry.load_workload(name)

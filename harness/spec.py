@@ -150,7 +150,9 @@ class Capability:
 class WorkloadSpec:
     """A framework-free description of one workload.
 
-    `kind` names the module every backend folder must provide (backends/<fw>/<kind>.py).
+    `kind` (optional, default: the name) names the module a backend folder provides for a
+    framework without an entry in `implementations` (backends/<fw>/<kind>.py); a plugin that
+    lists every framework's module in `implementations` never needs it.
     `sweep` names the parameter `--sizes` sets; each value becomes one case.
     `timing` is "autorange" (repeat a call until the spread is known), "per_call"
     (each call is one sample, e.g. one training epoch; the first call is the cold one) or
@@ -160,7 +162,6 @@ class WorkloadSpec:
     """
 
     name: str
-    kind: str
     summary: str
     sweep: str
     params: Mapping[str, Param]
@@ -213,8 +214,11 @@ class WorkloadSpec:
     # framework -> what its implementation runs (see Capability); a framework without an
     # entry runs every variant, as plugins written before declarations did.
     capabilities: Mapping[str, Capability] = field(default_factory=dict)
+    kind: str = field(default="", kw_only=True)
 
     def __post_init__(self) -> None:
+        if not self.kind:
+            object.__setattr__(self, "kind", self.name)
         # One declaration suffices: frameworks default to the implementations' keys.
         if not self.frameworks and self.implementations:
             object.__setattr__(self, "frameworks", tuple(self.implementations))

@@ -4,8 +4,15 @@ Three sources, later ones overriding earlier ones:
 1. the built-in tables below (so a source checkout works without `pip install`);
 2. Python entry points, groups `harness.workloads` and `harness.frameworks`: how an installed
    plugin package adds its own (see examples/harness-softmax), as pytest and benchopt do;
-3. modules named in $HARNESS_PLUGINS (comma-separated) with WORKLOADS / FRAMEWORKS dicts: for
-   quick experiments and the test suite's fault-injection backend.
+3. modules named in $HARNESS_PLUGINS (comma-separated module names, importable from PYTHONPATH,
+   or paths of .py files) with WORKLOADS / FRAMEWORKS dicts, whose values are "module:attribute"
+   strings or the WorkloadSpec / FrameworkSpec objects themselves: for quick experiments and the
+   test suite's fault-injection backend. A module that fails to import is one warning line and
+   a workload of its name that lists as `unavailable` with the reason.
+A workload is known by the name it is registered under (an entry point's name, a WORKLOADS
+key), whatever its spec's `name` says. `model-<stem>`, where no workload of that name is
+registered, names a user's model file
+(`harness compare --model FILE`, harness/usermodel/).
 Lazy on purpose (AlgoPerf's import_workload): the CLI process never imports a framework, and a
 framework or plugin that cannot load becomes an `unavailable` row with its reason, never a
 traceback. Loading a FrameworkSpec or WorkloadSpec imports plain data only.
@@ -13,6 +20,7 @@ traceback. Loading a FrameworkSpec or WorkloadSpec imports plain data only.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
@@ -26,6 +34,8 @@ from harness.spec import BadInput, FrameworkSpec, WorkloadSpec
 WORKLOAD_GROUP = "harness.workloads"
 FRAMEWORK_GROUP = "harness.frameworks"
 PLUGINS_ENV = "HARNESS_PLUGINS"
+MODEL_PREFIX = "model-"
+MODEL_SPEC = "harness.usermodel.spec:spec_for_name"
 
 BUILTIN_WORKLOADS: dict[str, str] = {
     "matmul": "workloads.matmul:SPEC",
@@ -46,7 +56,8 @@ BUILTIN_FRAMEWORKS: dict[str, str] = {
     "keras-tensorflow": "backends.keras_tensorflow:FRAMEWORK",
 }
 
-WORKLOADS: dict[str, str] = dict(BUILTIN_WORKLOADS)
+# Values: "module:attr" (or "path/to/file.py:attr") of a WorkloadSpec, or the spec itself.
+WORKLOADS: dict[str, Any] = dict(BUILTIN_WORKLOADS)
 # Values: "module:attr" of a FrameworkSpec, or (backend package, import name) from old plugins.
 FRAMEWORKS: dict[str, Any] = dict(BUILTIN_FRAMEWORKS)
 # Plugin problems found while registering: shown once as warning lines, never raised.
@@ -74,10 +85,12 @@ def _env_plugins() -> None:
     for module_name in filter(None, (part.strip() for part in
                                      os.environ.get(PLUGINS_ENV, "").split(","))):
         try:
-            plugin = importlib.import_module(module_name)
+            plugin = _import(module_name)
         except Exception as exc:  # noqa: BLE001 - one warning line, the rest still works
             LOAD_WARNINGS.append(f"plugin module {module_name!r} ($HARNESS_PLUGINS) failed to "
                                  f"import: {type(exc).__name__}: {exc}")
+            # Listed as unavailable under its own name, the reason found again on loading.
+            WORKLOADS.setdefault(_plugin_label(module_name), f"{module_name}:WORKLOADS")
             continue
         WORKLOADS.update(getattr(plugin, "WORKLOADS", {}))
         FRAMEWORKS.update(getattr(plugin, "FRAMEWORKS", {}))
@@ -89,17 +102,51 @@ def _register() -> None:
     _env_plugins()
 
 
-_register()
+def _plugin_label(module_name: str) -> str:
+    """A plugin's name in listings: the module name, or a file's stem."""
+    return os.path.splitext(os.path.basename(module_name))[0] if module_name.endswith(".py") \
+        else module_name
 
 
-def _load_attribute(target: str) -> Any:
-    module_name, _, attribute = target.partition(":")
-    module = importlib.import_module(module_name)
+def _import(module_name: str) -> ModuleType:
+    """A module by dotted name, or a .py file by path (loaded once, under its stem's name)."""
+    if not module_name.endswith(".py"):
+        return importlib.import_module(module_name)
+    path = os.path.abspath(module_name)
+    unique = "harness_plugin_" + _plugin_label(path)
+    if unique in sys.modules:
+        return sys.modules[unique]
+    found = importlib.util.spec_from_file_location(unique, path)
+    if found is None or found.loader is None or not os.path.isfile(path):
+        raise ImportError(f"no such plugin file: {path}")
+    module = importlib.util.module_from_spec(found)
+    sys.modules[unique] = module
+    try:
+        found.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[unique]
+        raise
+    return module
+
+
+def _load_attribute(target: Any) -> Any:
+    if not isinstance(target, str):  # the object itself (a spec in a plugin's WORKLOADS)
+        return target
+    # "package.module:attr", or "path/to/file.py:attr" (a path may hold colons of its own)
+    module_name, _, attribute = target.rpartition(":") if ".py:" in target \
+        else target.partition(":")
+    module = _import(module_name)
     return getattr(module, attribute) if attribute else module
 
 
 def load_workload(name: str) -> WorkloadSpec:
-    """The spec registered under `name`; BadInput if unknown, PluginUnavailable if broken."""
+    """The spec registered under `name`; BadInput if unknown, PluginUnavailable if broken.
+
+    The spec answers to the registered name even where its own `name` differs (an entry point
+    named otherwise), so every cell's worker finds it again by that name.
+    """
+    if name.startswith(MODEL_PREFIX) and name not in WORKLOADS:  # a user's model file
+        return _load_attribute(MODEL_SPEC)(name)
     if name not in WORKLOADS:
         raise BadInput(f"unknown workload {name!r}; valid: {', '.join(WORKLOADS)}")
     try:
@@ -109,7 +156,7 @@ def load_workload(name: str) -> WorkloadSpec:
                                 f"{type(exc).__name__}: {exc}") from None
     if not isinstance(spec, WorkloadSpec):
         raise PluginUnavailable(f"workload {name!r}: {WORKLOADS[name]} is not a WorkloadSpec")
-    return spec
+    return spec if spec.name == name else dataclasses.replace(spec, name=name)
 
 
 def load_framework(name: str) -> FrameworkSpec:
@@ -162,11 +209,15 @@ def implementation_name(spec: WorkloadSpec, framework: str) -> str:
 
 
 def implementation_module(spec: WorkloadSpec, framework: str) -> ModuleType:
-    """The module that runs `spec` in `framework` (in a worker process only)."""
-    return importlib.import_module(implementation_name(spec, framework))
+    """The module that runs `spec` in `framework` (in a worker process only); a dotted name
+    or the path of a .py file."""
+    return _import(implementation_name(spec, framework))
 
 
 def warn_once(stream: Any = None) -> None:
     """Print each plugin warning once, as one line (the CLI calls this before a command)."""
     while LOAD_WARNINGS:
         print(f"harness: warning: {LOAD_WARNINGS.pop(0)}", file=stream or sys.stderr)
+
+
+_register()  # last: it uses the loaders above

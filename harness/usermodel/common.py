@@ -1,0 +1,63 @@
+"""What every family's implementation shares: the timed call that keeps its first results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from harness.backend import VariantUnavailable
+from harness.usermodel.source import UserCodeError, user_error_text
+
+
+class ModelTask:
+    """One prepared case of a user's model: step() is the timed call, output() the results.
+
+    The first `keep` results are kept (through `snapshot`, which copies what a later call could
+    overwrite, e.g. a CUDA graph's static output): they came from the shared initial weights,
+    so they are what the check compares with the CPU reference, however many calls the timing
+    makes afterwards. Later calls pay one integer comparison.
+    """
+
+    def __init__(self, call: Callable[[], Any], path: str, keep: int,
+                 snapshot: Callable[[Any], Any], to_numpy: Callable[[Any], Any],
+                 extra: dict[str, Any] | None = None, spe: bool = False) -> None:
+        self.call, self.path, self.keep = call, path, keep
+        self.snapshot, self.to_numpy = snapshot, to_numpy
+        self.kept: list[Any] = []
+        self.extra = extra or {}
+        self.spe = spe
+
+    def step(self) -> Any:
+        try:
+            value = self.call()
+        except Exception as exc:  # the user's file:line, not the harness' frames
+            raise UserCodeError(user_error_text(exc, self.path, "step")) from exc
+        if len(self.kept) < self.keep:
+            self.kept.append(self.snapshot(value))
+        return value
+
+    def output(self) -> dict[str, Any]:
+        return {"result": [self.to_numpy(value) for value in self.kept], "spe": self.spe,
+                "extra": dict(self.extra)}
+
+
+def nested_map(function: Callable[[Any], Any], value: Any) -> Any:
+    """function applied to every leaf of nested tuples, lists and dicts (dicts in key order)."""
+    if isinstance(value, dict):
+        return [nested_map(function, value[key]) for key in sorted(value)]
+    if isinstance(value, (list, tuple)):
+        return [nested_map(function, item) for item in value]
+    return function(value)
+
+
+@contextmanager
+def user_code(path: str, doing: str) -> Iterator[None]:
+    """Errors raised while building a cell's task read as the user's file:line (or the file
+    and what was being done); a variant that cannot run here stays a VariantUnavailable."""
+    try:
+        yield
+    except (UserCodeError, VariantUnavailable):
+        raise
+    except Exception as exc:
+        raise UserCodeError(user_error_text(exc, path, doing)) from exc

@@ -1,0 +1,149 @@
+"""`python -m harness.usermodel.inspect FILE OUT.json`: what a user's model file is, as JSON.
+
+A child process, so the parent never imports the file's framework. It imports the file, finds
+its builder (model() returning a torch nn.Module or a keras.Model, or JAX's init/apply pair),
+checks inputs(batch, rng) on two batch sizes, runs one forward pass at batch 2 and reports the
+family, the output's shape, the parameter count, and the optional step/targets/tolerance.
+Any problem is {"error": one line}, which the parent turns into exit 2.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.data.store import write_json_atomic
+from harness.usermodel.source import UserCodeError, call_user, load_user_module
+
+PROBE_BATCHES = (2, 3)
+CONVENTION = ("define model() returning a torch.nn.Module or a keras.Model, or init(seed) "
+              "and apply(params, *inputs) for JAX")
+
+
+class NotAModel(ValueError):
+    """The file does not follow the convention (message: what is wrong, in one line)."""
+
+
+def as_arrays(made: Any, what: str, batch: int) -> list[np.ndarray]:
+    """inputs()/targets() output as a list of numpy arrays whose first dimension is `batch`."""
+    arrays = list(made) if isinstance(made, (tuple, list)) else [made]
+    if not arrays:
+        raise NotAModel(f"{what} returned nothing; return a numpy array or a tuple of them")
+    for array in arrays:
+        if not isinstance(array, np.ndarray):
+            raise NotAModel(f"{what} returned a {type(array).__module__}.{type(array).__name__}"
+                            "; return numpy arrays (the harness places them on each device)")
+        if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+            raise NotAModel(f"{what} returned an array of dtype {array.dtype}; use numbers")
+        if array.ndim == 0 or array.shape[0] != batch:
+            raise NotAModel(f"{what} returned shape {array.shape}: its first dimension must "
+                            f"be the batch ({batch})")
+    return arrays
+
+
+def make_inputs(user: Any, path: str, batch: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng([seed, batch])
+    made = call_user(path, f"inputs({batch}, rng)", user.inputs, batch, rng)
+    return as_arrays(made, f"inputs({batch}, rng)", batch)
+
+
+def family_of_model(net: Any) -> str:
+    """'torch' or 'keras' from the object's type; the frameworks are only looked at if the
+    file already imported them."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(net, torch.nn.Module):
+        return "torch"
+    keras = sys.modules.get("keras")
+    if keras is not None and isinstance(net, keras.Model):
+        return "keras"
+    raise NotAModel(f"model() returned a {type(net).__module__}.{type(net).__name__}; "
+                    f"{CONVENTION}")
+
+
+def forward(family: str, user: Any, path: str, arrays: list[np.ndarray]) -> tuple[Any, int]:
+    """(output, parameter count) of one forward pass at the probe batch, on the CPU."""
+    if family == "jax":
+        import jax
+
+        params = call_user(path, "init(0)", user.init, 0)
+        out = call_user(path, "apply(params, *inputs)", user.apply, params, *arrays)
+        count = sum(int(np.prod(np.shape(leaf))) for leaf in jax.tree_util.tree_leaves(params))
+        return out, count
+    net = call_user(path, "model()", user.model)
+    if family == "torch":
+        import torch
+
+        with torch.no_grad():
+            out = call_user(path, "the model's forward", net,
+                            *[torch.from_numpy(array) for array in arrays])
+        return out, sum(p.numel() for p in net.parameters())
+    out = call_user(path, "the model's call", net, arrays[0] if len(arrays) == 1 else arrays)
+    return out, int(net.count_params())
+
+
+def output_shape(out: Any) -> list[int] | None:
+    """The shape of a single array output; None for tuples, dicts and other structures."""
+    shape = getattr(out, "shape", None)
+    if shape is None or isinstance(out, (tuple, list, dict)):
+        return None
+    return [int(dim) for dim in shape]
+
+
+def tolerance_of(user: Any) -> float | None:
+    value = getattr(user, "tolerance", None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value <= 0:
+        raise NotAModel(f"tolerance = {value!r}: give a number > 0 (the largest difference "
+                        "allowed, relative to the reference's largest |value|)")
+    return float(value)
+
+
+def describe(path: str) -> dict[str, Any]:
+    """The inspection report of one file (raises NotAModel or UserCodeError)."""
+    user = load_user_module(path)
+    has_jax_pair = callable(getattr(user, "init", None)) and callable(getattr(user, "apply",
+                                                                              None))
+    if not has_jax_pair and not callable(getattr(user, "model", None)):
+        raise NotAModel(f"no builder: {CONVENTION}")
+    if not callable(getattr(user, "inputs", None)):
+        raise NotAModel("no inputs(batch, rng): define it to return numpy arrays whose first "
+                        "dimension is the batch")
+    probes = {batch: make_inputs(user, path, batch) for batch in PROBE_BATCHES}
+    family = "jax" if has_jax_pair else family_of_model(call_user(path, "model()", user.model))
+    out, parameters = forward(family, user, path, probes[PROBE_BATCHES[0]])
+    has_targets = callable(getattr(user, "targets", None))
+    if has_targets:
+        as_arrays(call_user(path, "targets(2, rng)", user.targets, 2,
+                            np.random.default_rng(0)), "targets(2, rng)", 2)
+    has_step = callable(getattr(user, "step", None))
+    builder = "init(seed) + apply(params, *inputs)" if family == "jax" else "model()"
+    return {
+        "path": str(Path(path).resolve()), "family": family, "builder": builder,
+        "has_step": has_step, "has_targets": has_targets, "tolerance": tolerance_of(user),
+        "inputs": [{"shape": list(a.shape), "dtype": str(a.dtype)}
+                   for a in probes[PROBE_BATCHES[0]]],
+        "output_shape": output_shape(out), "parameters": int(parameters),
+        "default_what": "step" if has_step else "train",
+    }
+
+
+def main(argv: list[str]) -> int:
+    path, out_path = argv[0], Path(argv[1])
+    try:
+        document = describe(path)
+    except (NotAModel, UserCodeError) as exc:
+        document = {"error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - anything else is still one line for the user
+        document = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:400]}
+    write_json_atomic(out_path, document)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

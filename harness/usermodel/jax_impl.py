@@ -1,0 +1,109 @@
+"""A user's JAX init/apply pair in one cell: ops as written (unjitted), or the step jitted.
+
+The file gives init(seed) -> params (any pytree) and apply(params, *inputs). The shared
+weights are the pytree's leaves in tree order; a cell rebuilds the tree's structure with
+init(seed) and puts the stored leaves in it. Training: optax Adam on the mean squared error.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from harness.backend import VariantUnavailable
+from harness.usermodel.common import ModelTask, nested_map, user_code
+from harness.usermodel.source import call_user, load_user_module
+from harness.usermodel.spec import KEPT_RESULTS
+
+# The CPU reference is float32; JAX's GPU default for float32 matmuls is TF32-like.
+jax.config.update("jax_default_matmul_precision", "highest")
+
+
+def build(path: str, seed: int) -> Any:
+    user = load_user_module(path)
+    return call_user(path, "init(seed)", user.init, seed)
+
+
+def weight_arrays(params: Any) -> dict[str, np.ndarray]:
+    return {f"w{index:03d}": np.asarray(leaf) for index, leaf in
+            enumerate(jax.tree_util.tree_leaves(params))}
+
+
+def to_numpy(value: Any) -> Any:
+    return nested_map(lambda v: np.asarray(v, dtype=np.float64), value)
+
+
+def make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any],
+              dtype: str = "float32", keep: int | None = None) -> ModelTask:
+    with user_code(inputs["model"], f"preparing {variant}"):
+        return _make_task(variant, device, inputs, dtype, keep)
+
+
+def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
+               keep: int | None) -> ModelTask:
+    if variant not in ("as-written", "compiled"):
+        raise VariantUnavailable(f"jax runs no variant {variant!r} of a user model")
+    path, what = inputs["model"], inputs["what"]
+    user = load_user_module(path)
+    handle = device.handle
+
+    def placed(array: np.ndarray) -> Any:
+        if np.issubdtype(array.dtype, np.floating):
+            array = array.astype(dtype)
+        return jax.device_put(array, handle)
+
+    structure = jax.tree_util.tree_structure(build(path, inputs["seed"]))
+    leaves = [placed(inputs["weights"][name]) for name in inputs["weight_names"]]
+    params = jax.tree_util.tree_unflatten(structure, leaves)
+    xs = [placed(array) for array in inputs["x"]]
+    jit = variant == "compiled"
+    if what == "train":
+        call = training_call(user.apply, params, xs, placed(inputs["targets"]), jit)
+    elif what == "inference":
+        apply = jax.jit(user.apply) if jit else user.apply
+        call = functools.partial(apply, params, *xs)
+    else:
+        def stepped(p: Any, *arrays: Any) -> Any:
+            return user.step(functools.partial(user.apply, p), *arrays)
+        call = functools.partial(jax.jit(stepped) if jit else stepped, params, *xs)
+
+    def placed_call() -> Any:
+        with jax.default_device(handle):
+            return call()
+
+    parameters = sum(int(np.prod(leaf.shape)) for leaf in leaves)
+    # A training call returns (loss, params) so the worker waits for the update too; the
+    # loss is the result compared with the reference.
+    kept = (lambda v: v[0]) if what == "train" else (lambda v: v)
+    return ModelTask(placed_call, path, keep or KEPT_RESULTS[what], kept, to_numpy,
+                     extra={"parameters": parameters, "what": what})
+
+
+def training_call(apply: Callable, params: Any, xs: list, target: Any,
+                  jit: bool) -> Callable[[], Any]:
+    """One optax Adam step; returns the loss (the worker blocks on it: the step's last
+    output, computed after the update in dispatch order)."""
+    optimizer = optax.adam(1e-3)
+
+    def loss_of(p: Any) -> Any:
+        return jnp.mean((apply(p, *xs) - target) ** 2)
+
+    def update(p: Any, state: Any) -> tuple[Any, Any, Any]:
+        loss, grads = jax.value_and_grad(loss_of)(p)
+        updates, state = optimizer.update(grads, state, p)
+        return optax.apply_updates(p, updates), state, loss
+
+    update_step = jax.jit(update) if jit else update
+    current = {"params": params, "state": optimizer.init(params)}
+
+    def call() -> Any:
+        current["params"], current["state"], loss = update_step(current["params"],
+                                                                current["state"])
+        return loss, current["params"]
+    return call

@@ -1,0 +1,138 @@
+"""A user's Keras builder in one cell, on whichever Keras backend the cell's framework set.
+
+as-written: compile(Adam, mean squared error) and train_on_batch / predict_on_batch with
+Keras' default jit_compile="auto"; compiled: jit_compile=True; steps-per-execution: one call
+is fit (or predict) over STEPS_PER_EXECUTION copies of the batch compiled into one execution.
+Weights travel as arrays (get_weights / set_weights), so every backend starts from the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import keras
+import numpy as np
+
+from backends.keras.training import keras_device_name
+from harness.backend import VariantUnavailable
+from harness.usermodel.common import ModelTask, nested_map, user_code
+from harness.usermodel.source import call_user, load_user_module
+from harness.usermodel.spec import KEPT_RESULTS, STEPS_PER_EXECUTION
+
+
+@contextmanager
+def floatx(dtype: str) -> Iterator[None]:
+    """Layers built inside take `dtype` as their default (float64 for the rounding estimate)."""
+    before = keras.config.floatx()
+    keras.config.set_floatx(dtype)
+    try:
+        yield
+    finally:
+        keras.config.set_floatx(before)
+
+
+def model_input(arrays: list[Any]) -> Any:
+    return arrays[0] if len(arrays) == 1 else list(arrays)
+
+
+def build(path: str, sample: list[np.ndarray], seed: int | None = None,
+          dtype: str = "float32") -> keras.Model:
+    """The file's model(), built (called once on `sample` if it has no weights yet)."""
+    user = load_user_module(path)
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    with floatx(dtype):
+        net = call_user(path, "model()", user.model)
+        if not net.built or not net.weights:
+            call_user(path, "the model's first call", net, model_input(sample))
+    return net
+
+
+def weight_arrays(net: keras.Model) -> dict[str, np.ndarray]:
+    return {f"w{index:03d}": np.asarray(value) for index, value in
+            enumerate(net.get_weights())}
+
+
+def weight_paths(net: keras.Model) -> list[str]:
+    return [variable.path for variable in net.weights]
+
+
+def snapshot(value: Any) -> Any:
+    """Keras on torch hands back torch tensors, which later calls may reuse: copy those."""
+    return nested_map(lambda v: v.detach().clone() if hasattr(v, "detach") else v, value)
+
+
+def to_numpy(value: Any) -> Any:
+    return nested_map(lambda v: np.asarray(keras.ops.convert_to_numpy(v), dtype=np.float64),
+                      value)
+
+
+def cast(arrays: list[np.ndarray], dtype: str) -> list[np.ndarray]:
+    return [array.astype(dtype) if np.issubdtype(array.dtype, np.floating) else array
+            for array in arrays]
+
+
+def repeated(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    return [np.concatenate([array] * STEPS_PER_EXECUTION) for array in arrays]
+
+
+def make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any],
+              dtype: str = "float32", keep: int | None = None) -> ModelTask:
+    with user_code(inputs["model"], f"preparing {variant}"):
+        return _make_task(case, variant, device, inputs, dtype, keep)
+
+
+def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dtype: str,
+               keep: int | None) -> ModelTask:
+    path, what, batch = inputs["model"], inputs["what"], case["batch"]
+    if variant not in ("as-written", "compiled", "steps-per-execution"):
+        raise VariantUnavailable(f"Keras runs no variant {variant!r} of a user model")
+    if what == "step" and variant != "as-written":
+        raise VariantUnavailable(f"{variant} changes how Keras runs its own train/predict "
+                                 "functions; your step() runs as written only")
+    placement = keras_device_name(device)
+    arrays = cast(inputs["x"], dtype)
+    with keras.device(placement):
+        net = build(path, arrays, dtype=dtype)
+        net.set_weights([np.asarray(inputs["weights"][name], dtype=value.dtype) for name, value
+                         in zip(inputs["weight_names"], net.get_weights())])
+    spe = variant == "steps-per-execution"
+    if what != "step":
+        net.compile(optimizer=keras.optimizers.Adam(), loss="mean_squared_error",
+                    jit_compile=True if variant == "compiled" else "auto",
+                    steps_per_execution=STEPS_PER_EXECUTION if spe else 1)
+    with keras.device(placement):  # the user's step gets tensors already on the device
+        call = _call(net, what, spe, arrays, inputs, dtype, batch, path)
+
+    def placed_call() -> Any:
+        with keras.device(placement):
+            return call()
+
+    extra = {"parameters": int(net.count_params()), "what": what,
+             "steps_per_call": STEPS_PER_EXECUTION if spe else 1}
+    # One fit call is already STEPS_PER_EXECUTION steps: its loss (their mean) is the result.
+    kept = keep or (1 if spe else KEPT_RESULTS[what])
+    return ModelTask(placed_call, path, kept, snapshot, to_numpy, extra=extra, spe=spe)
+
+
+def _call(net: keras.Model, what: str, spe: bool, arrays: list[np.ndarray],
+          inputs: dict[str, Any], dtype: str, batch: int, path: str) -> Callable[[], Any]:
+    x = model_input(arrays)
+    if what == "train":
+        target = cast([inputs["targets"]], dtype)[0]
+        if spe:
+            many_x, many_target = model_input(repeated(arrays)), repeated([target])[0]
+            return lambda: net.fit(many_x, many_target, batch_size=batch, epochs=1,
+                                   shuffle=False, verbose=0).history["loss"][-1]
+        return lambda: net.train_on_batch(x, target)
+    if what == "inference":
+        if spe:
+            many_x = model_input(repeated(arrays))
+            return lambda: nested_map(lambda out: out[:batch],
+                                      net.predict(many_x, batch_size=batch, verbose=0))
+        return lambda: net.predict_on_batch(x)
+    user_step = load_user_module(path).step
+    tensors = [keras.ops.convert_to_tensor(array) for array in arrays]
+    return lambda: user_step(net, *tensors)

@@ -1,0 +1,118 @@
+"""The parent's side of a user model: inspect the file in a child, prepare the run folder.
+
+Never imports the file or its framework: both steps are short child processes
+(harness.run.runner.run_json_child), as the framework probe and the ceilings are.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.core import registry
+from harness.run.runner import run_json_child
+from harness.spec import BadInput, Cell, WorkloadSpec
+from harness.usermodel.spec import FAMILIES, NAME_PREFIX, PREPARED_PARAM, spec_for_name
+
+INSPECT_TIMEOUT_S = 300.0
+# Keras' backends in the order the inspector and the preparer prefer (JAX imports fastest).
+KERAS_ORDER = FAMILIES["keras"]
+
+
+def installed(frameworks: tuple[str, ...]) -> list[str]:
+    return [name for name in frameworks if registry.framework_installed(name)[0]]
+
+
+def child_framework(family: str | None) -> str:
+    """The framework whose environment a child runs in (KERAS_BACKEND for Keras files)."""
+    if family in (None, "keras"):
+        found = installed(KERAS_ORDER)
+        if found:
+            return found[0]
+        return "torch" if family is None else KERAS_ORDER[0]
+    return FAMILIES[family][0]
+
+
+def check_file(path: Path) -> Path:
+    if not path.exists():
+        raise BadInput(f"--model {path}: no such file")
+    if not path.is_file() or path.suffix != ".py":
+        raise BadInput(f"--model {path}: not a .py file")
+    return path.resolve()
+
+
+def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S) -> dict[str, Any]:
+    """What the file is (family, builder, output...), or BadInput naming the file and why."""
+    path = check_file(Path(model))
+    cell = Cell("inspect", "-", child_framework(None), "cpu")
+    info, why_not = run_json_child("harness.usermodel.inspect", [str(path)], cell, timeout_s)
+    if info is None:
+        raise BadInput(f"--model {model}: inspecting it failed ({why_not or 'no report'})")
+    if info.get("error"):
+        raise BadInput(f"--model {model}: {info['error']}")
+    family = info["family"]
+    frameworks = FAMILIES[family]
+    if family == "keras":  # every Keras backend that is installed
+        frameworks = tuple(installed(frameworks)) or frameworks
+    info["frameworks"] = list(frameworks)
+    times = {"step": "your step(net, *inputs)", "train": "one Adam training step (MSE against "
+             "fixed random targets)" if not info["has_targets"] else "one Adam training step "
+             "(MSE against your targets())"}[info["default_what"]]
+    info["summary"] = (f"your {family} model {path.name} ({info['parameters']:,} parameters); "
+                       f"one call: {times}")
+    return info
+
+
+def model_spec(model: Path | str) -> tuple[WorkloadSpec, dict[str, Any]]:
+    """The spec a run of this file plans with, and the inspector's report."""
+    info = inspect_model(model)
+    return spec_for_name(NAME_PREFIX + Path(info["path"]).stem, info), info
+
+
+def check_frameworks(info: dict[str, Any], chosen: list[str]) -> None:
+    """A model runs in its own family's frameworks only (a Keras file on any Keras backend)."""
+    family_members = FAMILIES[info["family"]]
+    wrong = [name for name in chosen if name not in family_members]
+    if wrong:
+        raise BadInput(f"--model {info['path']}: a {info['family']} model runs on "
+                       f"{', '.join(family_members)}, not {', '.join(wrong)}")
+
+
+def check_what(info: dict[str, Any], what: str) -> None:
+    if what == "step" and not info["has_step"]:
+        raise BadInput(f"--model {info['path']}: --param what=step needs a step(net, *inputs) "
+                       "in the file")
+    if what == "train" and info["output_shape"] is None:
+        raise BadInput(f"--model {info['path']}: training needs a model whose output is one "
+                       "array; give step(net, *inputs) or use --param what=inference")
+
+
+def prepare_run(run_dir: Path, spec: WorkloadSpec, params: dict[str, Any],
+                timeout_s: float) -> dict[str, Any]:
+    """Weights, inputs and CPU references into RUN/model/; the parameters cells then carry.
+
+    A failure is not raised: prepared.json says why and every cell becomes an error row with
+    that reason, so the run folder still tells the story.
+    """
+    folder = run_dir / "model"
+    sizes = params[spec.sweep] if isinstance(params[spec.sweep], list) else [params[spec.sweep]]
+    family = next(family for family, members in FAMILIES.items()
+                  if spec.frameworks[0] in members)
+    framework = child_framework(family)
+    args = [params["model"], str(folder), framework, params["what"], str(params["seed"]),
+            ",".join(str(size) for size in sizes)]
+    summary, why_not = run_json_child("harness.usermodel.prepare", args,
+                                      Cell("prepare", "-", framework, "cpu"), timeout_s)
+    if summary is None:
+        _write_failure(folder, sizes, f"preparing the weights and references failed: {why_not}")
+    return {PREPARED_PARAM: str(folder)}
+
+
+def _write_failure(folder: Path, sizes: list[int], reason: str) -> None:
+    from harness.data.store import write_json_atomic
+    from harness.usermodel.spec import PREPARED_FILE
+
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(folder / PREPARED_FILE, {
+        "error": reason, "weight_names": [], "nondeterministic": "",
+        "sizes": {str(size): {"error": reason} for size in sizes}})

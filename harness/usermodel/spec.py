@@ -1,0 +1,200 @@
+"""The WorkloadSpec of a user's model file: framework-free, rebuilt in every worker by name.
+
+A cell's workload is `model-<file stem>`; the registry hands any such name to `spec_for_name`.
+Everything that differs between files travels in the cell's parameters (the file's path, what
+is timed, the seed, the prepared folder) or in that folder (weights, inputs, CPU references),
+so a worker needs no inspection of its own. What each framework family runs is declared here
+(Capability), not found out by trying.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.spec import Capability, Check, Param, WorkloadSpec
+
+NAME_PREFIX = "model-"
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "torch": ("torch",),
+    "keras": ("keras-jax", "keras-torch", "keras-tensorflow"),
+    "jax": ("jax",),
+}
+IMPLEMENTATIONS = {
+    "torch": "harness.usermodel.torch_impl",
+    "keras-jax": "harness.usermodel.keras_impl",
+    "keras-torch": "harness.usermodel.keras_impl",
+    "keras-tensorflow": "harness.usermodel.keras_impl",
+    "jax": "harness.usermodel.jax_impl",
+}
+VARIANTS = ("as-written", "resident", "compiled", "cuda-graph", "steps-per-execution")
+WHAT = ("train", "inference", "step")
+# Keras' steps-per-execution variant: one timed call is fit (or predict) over this many batches
+# compiled into one execution; the report divides by it (steps_per_call).
+STEPS_PER_EXECUTION = 8
+# Results kept from the first calls of a cell and compared with the CPU reference: the losses
+# of the first two training steps (the second shows the update), or the first output.
+KEPT_RESULTS = {"train": 2, "inference": 1, "step": 1}
+DEFAULT_SEED = 0
+
+ON_CPU_RESIDENT = "on the CPU the data already sits where the model runs: same as as-written"
+TORCH_ONLY = "a torch variant"
+KERAS_ONLY = "a Keras variant (fit/predict with steps_per_execution)"
+CAPABILITIES = {
+    "torch": Capability(
+        variants=("as-written", "resident", "compiled", "cuda-graph"),
+        refused={"steps-per-execution": KERAS_ONLY},
+        refused_on={"cpu": {"resident": ON_CPU_RESIDENT,
+                            "cuda-graph": "CUDA graphs need a GPU device"}}),
+    "jax": Capability(
+        variants=("as-written", "compiled"),
+        refused={"resident": "JAX cells always keep the data on the device",
+                 "cuda-graph": TORCH_ONLY, "steps-per-execution": KERAS_ONLY}),
+    **{framework: Capability(
+        variants=("as-written", "compiled", "steps-per-execution"),
+        refused={"resident": "Keras cells place the data with keras.device",
+                 "cuda-graph": TORCH_ONLY})
+       for framework in FAMILIES["keras"]},
+}
+# Keras' torch backend runs one step per call (its trainer refuses steps_per_execution > 1).
+CAPABILITIES["keras-torch"] = Capability(
+    variants=("as-written", "compiled"),
+    refused={"resident": "Keras cells place the data with keras.device",
+             "cuda-graph": TORCH_ONLY,
+             "steps-per-execution": "Keras' torch backend refuses steps_per_execution > 1"})
+
+NOTES = (
+    "as-written: the model as the file builds it, inputs copied from host numpy on every call "
+    "(torch), Keras' train_on_batch / predict_on_batch (jit_compile='auto'), JAX ops unjitted; "
+    "resident (torch, GPU): inputs put on the device once; compiled: torch.compile / Keras "
+    "jit_compile=True / jax.jit of the whole step; cuda-graph (torch, GPU): the step captured "
+    "once and replayed; steps-per-execution (keras-jax, keras-tensorflow): fit/predict over "
+    f"{STEPS_PER_EXECUTION} batches with steps_per_execution={STEPS_PER_EXECUTION}. Training: "
+    "Adam (each framework's defaults), mean squared error against fixed random targets of the "
+    "output's shape (or the file's targets(batch, rng)). Matmuls and convolutions in float32 "
+    "(TF32 off), as the CPU reference computes them."
+)
+
+
+def family_of(framework: str) -> str | None:
+    return next((family for family, members in FAMILIES.items() if framework in members), None)
+
+
+def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadSpec:
+    """The spec of `model-<stem>`; `info` (the inspector's report) narrows it for planning.
+
+    Without info (in a worker) it accepts every family's frameworks: the cell names one.
+    """
+    info = dict(info or {})
+    family = info.get("family")
+    frameworks = info.get("frameworks") or (FAMILIES[family] if family else
+                                            tuple(IMPLEMENTATIONS))
+    default_what = info.get("default_what", "train")
+    summary = info.get("summary") or "your model (harness compare --model FILE)"
+    return WorkloadSpec(
+        name=name,
+        kind="usermodel",
+        summary=summary,
+        sweep="batch",
+        params={
+            "batch": Param([1, 32], [2, 8], "batch sizes (set with --sizes)"),
+            "what": Param(default_what, default_what, "what one timed call is: train (one "
+                          "Adam step), inference, or step (your step(net, *inputs))",
+                          kind=str, minimum=None, choices=WHAT),
+            "seed": Param(DEFAULT_SEED, DEFAULT_SEED, "seed of the shared initial weights",
+                          minimum=0),
+            "model": Param(info.get("path", ""), info.get("path", ""), "the model file "
+                           "(set with --model)", kind=str, minimum=None),
+        },
+        variants=VARIANTS,
+        frameworks=tuple(frameworks),
+        implementations={fw: IMPLEMENTATIONS[fw] for fw in frameworks},
+        make_inputs=make_inputs,
+        check=check,
+        notes=NOTES,
+        overhead_pairs=(("as-written", "resident", "host->device copies"),),
+        capabilities={fw: CAPABILITIES[fw] for fw in frameworks},
+    )
+
+
+# --- the prepared folder: written once by harness.usermodel.prepare, read by every cell ----
+
+PREPARED_PARAM = "prepared"
+WEIGHTS_FILE = "weights.npz"
+PREPARED_FILE = "prepared.json"
+
+
+def case_file(folder: str | Path, batch: int) -> Path:
+    return Path(folder) / f"batch-{batch}.npz"
+
+
+def read_prepared(folder: str | Path) -> dict[str, Any]:
+    return json.loads((Path(folder) / PREPARED_FILE).read_text())
+
+
+class PreparationFailed(RuntimeError):
+    """The preparing child could not make this batch size's inputs or reference."""
+
+
+def make_inputs(case: Mapping[str, Any], variant: str) -> dict[str, Any]:
+    """The batch's inputs, targets and weights from the run folder: every cell the same arrays."""
+    folder = case.get(PREPARED_PARAM)
+    if not folder:
+        raise PreparationFailed("no prepared folder: run through harness compare --model")
+    prepared = read_prepared(folder)
+    size = prepared["sizes"].get(str(case["batch"]), {})
+    if size.get("error"):
+        raise PreparationFailed(size["error"])
+    with np.load(case_file(folder, case["batch"])) as stored:
+        arrays = {name: stored[name] for name in stored.files}
+    with np.load(Path(folder) / WEIGHTS_FILE) as stored:
+        weights = {name: stored[name] for name in stored.files}
+    inputs = [arrays[f"x{index}"] for index in range(size["inputs"])]
+    return {"x": inputs, "targets": arrays.get("targets"), "weights": weights,
+            "weight_names": prepared["weight_names"], "reference": arrays.get("reference"),
+            "reference_spe": arrays.get("reference_spe"), "size": size,
+            "nondeterministic": prepared.get("nondeterministic", ""),
+            "model": case["model"], "what": case["what"], "seed": case["seed"]}
+
+
+def flat_result(values: Any) -> np.ndarray:
+    """Every number of a result (arrays, scalars, nested lists) as one float64 vector."""
+    if isinstance(values, (list, tuple)):
+        parts = [flat_result(value) for value in values]
+        return np.concatenate(parts) if parts else np.zeros(0)
+    return np.asarray(values, dtype=np.float64).ravel()
+
+
+def parity(result: np.ndarray, reference: np.ndarray, scale: float, bound: float,
+           formula: str) -> Check:
+    """max |result - reference| / scale against the bound; a shape change or NaN fails."""
+    if result.shape != reference.shape:
+        return Check(False, "max_rel_diff", math.inf, bound,
+                     f"result has {result.size} numbers, the CPU reference {reference.size}")
+    if not np.all(np.isfinite(result)):
+        return Check(False, "max_rel_diff", math.inf, bound, "non-finite numbers in the result")
+    difference = float(np.max(np.abs(result - reference))) if result.size else 0.0
+    value = difference / scale if scale > 0 else (0.0 if difference == 0 else math.inf)
+    detail = (f"vs the CPU reference: largest difference {difference:.3g} "
+              f"({value:.2g} of max |reference| {scale:.3g}), bound {bound:.2g} = {formula}")
+    return Check(value <= bound, "max_rel_diff", value, bound, detail)
+
+
+def check(case: Mapping[str, Any], variant: str, inputs: dict[str, Any],
+          output: dict[str, Any]) -> Check:
+    """Same answer as the CPU reference made from the same weights, or say why not."""
+    size = inputs["size"]
+    reference = inputs["reference_spe"] if output.get("spe") else inputs["reference"]
+    result = flat_result(output["result"])
+    verdict = parity(result, flat_result(reference), size["scale"], size["bound"],
+                     size["bound_formula"])
+    why = inputs["nondeterministic"] or size.get("nondeterministic", "")
+    if why:  # equal answers cannot be asked of a model the seed does not fix
+        return Check(False, verdict.metric, verdict.value, verdict.bound,
+                     f"not comparable: {why}; {verdict.detail}")
+    return verdict

@@ -1,0 +1,139 @@
+"""A user's torch model in one cell: as written, data resident, torch.compile, CUDA graph."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from backends.torch.device import TorchDevice, capture_cuda_graph, require_cuda
+from harness.backend import VariantUnavailable
+from harness.usermodel.common import ModelTask, nested_map, user_code
+from harness.usermodel.source import call_user, load_user_module
+from harness.usermodel.spec import KEPT_RESULTS
+
+# The CPU reference computes in float32; on a GPU torch would run convolutions in TF32 by
+# default (cuDNN), whose 10-bit mantissa no float32 bound covers.
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+
+def build(path: str, seed: int | None = None) -> torch.nn.Module:
+    """The file's model(), seeded so that the same seed builds the same weights."""
+    user = load_user_module(path)
+    if seed is not None:
+        torch.manual_seed(seed)
+    return call_user(path, "model()", user.model)
+
+
+def weight_arrays(net: torch.nn.Module) -> dict[str, np.ndarray]:
+    """Parameters and buffers in state_dict order (the stable order the weights file keeps)."""
+    return {name: tensor.detach().cpu().numpy().copy() for name, tensor in
+            net.state_dict().items()}
+
+
+def load_weights(net: torch.nn.Module, weights: dict[str, np.ndarray], names: list[str]) -> None:
+    net.load_state_dict({name: torch.from_numpy(np.array(weights[name])) for name in names})
+
+
+def snapshot(value: Any) -> Any:
+    """A copy no later call can change (a graph replay rewrites its static output in place)."""
+    return nested_map(lambda v: v.detach().clone() if torch.is_tensor(v) else v, value)
+
+
+def to_numpy(value: Any) -> Any:
+    return nested_map(lambda v: v.detach().cpu().double().numpy() if torch.is_tensor(v)
+                      else np.asarray(v, dtype=np.float64), value)
+
+
+def on_device(array: np.ndarray, handle: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    tensor = torch.from_numpy(array).to(handle)
+    return tensor.to(dtype) if tensor.is_floating_point() else tensor
+
+
+def training_call(net: Any, optimizer: torch.optim.Optimizer, inputs: Callable[[], list],
+                  target: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """One Adam step on the mean squared error against the fixed targets; returns the loss."""
+    def call() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(net(*inputs()), target)
+        loss.backward()
+        optimizer.step()
+        return loss
+    return call
+
+
+def inference_call(net: Any, inputs: Callable[[], list]) -> Callable[[], Any]:
+    def call() -> Any:
+        with torch.no_grad():
+            return net(*inputs())
+    return call
+
+
+def restore(net: torch.nn.Module, initial: dict[str, torch.Tensor],
+            optimizer: torch.optim.Optimizer | None) -> None:
+    """Put back the initial weights and a fresh optimizer state, in place (a captured graph
+    keeps the addresses): the warm-up calls before a capture trained the model."""
+    with torch.no_grad():
+        for name, tensor in net.state_dict().items():
+            tensor.copy_(initial[name])
+        for state in (optimizer.state.values() if optimizer is not None else ()):
+            for value in state.values():
+                if torch.is_tensor(value):
+                    value.zero_()
+
+
+def make_task(case: dict, variant: str, device: TorchDevice, inputs: dict[str, Any],
+              dtype: torch.dtype = torch.float32, keep: int | None = None) -> ModelTask:
+    with user_code(inputs["model"], f"preparing {variant}"):
+        return _make_task(variant, device, inputs, dtype, keep)
+
+
+def _make_task(variant: str, device: TorchDevice, inputs: dict[str, Any], dtype: torch.dtype,
+               keep: int | None) -> ModelTask:
+    path, what = inputs["model"], inputs["what"]
+    handle = device.handle
+    net = build(path)
+    load_weights(net, inputs["weights"], inputs["weight_names"])
+    net = net.to(handle, dtype=dtype) if dtype != torch.float32 else net.to(handle)
+    host_arrays = inputs["x"]
+    resident = [on_device(array, handle, dtype) for array in host_arrays]
+    if variant == "as-written":  # copied from host memory on every call, as a plain loop does
+        def current() -> list:
+            return [on_device(array, handle, dtype) for array in host_arrays]
+    else:
+        def current() -> list:
+            return resident
+    model = net
+    if variant == "compiled":
+        model = torch.compile(net)
+    optimizer = None
+    if what == "train":
+        net.train()
+        target = on_device(inputs["targets"], handle, dtype)
+        optimizer = torch.optim.Adam(net.parameters(), capturable=variant == "cuda-graph")
+        call = training_call(model, optimizer, current, target)
+    elif what == "inference":
+        net.eval()
+        call = inference_call(model, current)
+    else:
+        user_step = load_user_module(path).step
+
+        def call() -> Any:  # compiled: the step gets torch.compile(model), as users write it
+            return user_step(model, *current())
+    if variant == "cuda-graph":
+        require_cuda(device, variant)
+        initial = {name: tensor.detach().clone() for name, tensor in net.state_dict().items()}
+        graph, static_output = capture_cuda_graph(call, handle)
+        restore(net, initial, optimizer)
+
+        def call() -> Any:
+            graph.replay()
+            return static_output
+    elif variant not in ("as-written", "resident", "compiled"):
+        raise VariantUnavailable(f"torch runs no variant {variant!r} of a user model")
+    parameters = sum(p.numel() for p in net.parameters())
+    return ModelTask(call, path, keep or KEPT_RESULTS[what], snapshot, to_numpy,
+                     extra={"parameters": parameters, "what": what})

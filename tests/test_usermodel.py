@@ -1,0 +1,317 @@
+"""Your own model (harness compare --model FILE): every family through the worker, bad files,
+errors in the user's code, shared weights, parity and nondeterminism.
+
+Models are tiny and batches 2-3, so each run is mostly process start-up. Frameworks run with
+one thread: on a shared 2-core machine spinning intra-op threads cost far more than they give.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.usermodel.spec import check, parity
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+TORCH_MLP = """
+    import numpy as np
+    import torch.nn as nn
+
+    def model():
+        return nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2))
+
+    def inputs(batch, rng):
+        return rng.standard_normal((batch, 3), dtype=np.float32)
+"""
+KERAS_MLP = """
+    import keras
+    import numpy as np
+
+    def model():
+        return keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(8, activation="tanh"),
+                                 keras.layers.Dense(2)])
+
+    def inputs(batch, rng):
+        return rng.standard_normal((batch, 3), dtype=np.float32)
+"""
+JAX_PAIR = """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    def init(seed):
+        return {"w": jax.random.normal(jax.random.key(seed), (3, 2)), "b": jnp.zeros(2)}
+
+    def apply(params, x):
+        return jnp.tanh(x @ params["w"] + params["b"])
+
+    def inputs(batch, rng):
+        return rng.standard_normal((batch, 3), dtype=np.float32)
+"""
+
+
+def write_model(folder: Path, text: str, name: str = "mymodel.py") -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT_ROOT))
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=PROJECT_ROOT,
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def compare(model: Path, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    ran = run_cli("compare", "--model", str(model), "--device", "cpu", "--quick",
+                  "--no-ceilings", "--no-report", "--out", str(out), *extra)
+    documents = list(out.glob("*/run.json"))
+    return ran, (json.loads(documents[0].read_text()) if documents else {})
+
+
+def cases(document: dict) -> dict[tuple[str, str, int], dict]:
+    """(framework, variant, batch) -> the case record, for every cell that ran a case."""
+    return {(cell["cell"]["framework"], cell["cell"]["variant"], case["case"]["batch"]): case
+            for cell in document["cells"] for case in cell["cases"]}
+
+
+@pytest.mark.slow  # real framework workers
+def test_a_torch_module_trains_in_every_cell_from_the_shared_weights(tmp_path: Path) -> None:
+    model = write_model(tmp_path, TORCH_MLP)
+    ran, document = compare(model, tmp_path / "out", "--sizes", "2,3")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    found = cases(document)
+    assert set(found) == {("torch", "as-written", 2), ("torch", "as-written", 3)}
+    for case in found.values():
+        assert case["status"] == "ok" and case["check"]["passed"], case
+        assert case["check"]["value"] == 0.0  # the CPU cell reproduces the reference exactly
+        assert case["extra"]["what"] == "train" and case["extra"]["parameters"] == 50
+    run_dir = next((tmp_path / "out").iterdir())
+    with np.load(run_dir / "model" / "weights.npz") as weights:
+        assert list(weights.files) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    prepared = json.loads((run_dir / "model" / "prepared.json").read_text())
+    assert prepared["nondeterministic"] == "" and set(prepared["sizes"]) == {"2", "3"}
+    assert 0 < prepared["sizes"]["2"]["bound"] < 1e-3
+    assert "no float64" not in prepared["sizes"]["2"]["bound_formula"]
+
+
+@pytest.mark.slow  # real framework workers
+def test_a_keras_builder_runs_on_keras_jax_and_keras_torch(tmp_path: Path) -> None:
+    model = write_model(tmp_path, KERAS_MLP)
+    ran, document = compare(model, tmp_path / "out", "--sizes", "2",
+                            "--framework", "keras-jax,keras-torch",
+                            "--variant", "as-written,steps-per-execution")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    found = cases(document)
+    assert set(found) == {("keras-jax", "as-written", 2), ("keras-torch", "as-written", 2),
+                          ("keras-jax", "steps-per-execution", 2)}
+    for case in found.values():  # both backends start from the same arrays: same losses
+        assert case["status"] == "ok" and case["check"]["passed"], case
+    assert found[("keras-jax", "steps-per-execution", 2)]["extra"]["steps_per_call"] == 8
+    prepared = json.loads(next((tmp_path / "out").glob("*/model/prepared.json")).read_text())
+    measured = prepared["sizes"]["2"]
+    assert "no float64" not in measured["bound_formula"] and 0 < measured["bound"] < 1e-3
+    refused = {cell["cell"]["framework"]: cell["reason"] for cell in document["cells"]
+               if cell["cell"]["variant"] == "steps-per-execution"}
+    assert "refuses steps_per_execution" in refused["keras-torch"]
+
+
+@pytest.mark.slow  # real framework workers
+def test_a_jax_pair_trains_as_written_and_jitted(tmp_path: Path) -> None:
+    model = write_model(tmp_path, JAX_PAIR)
+    ran, document = compare(model, tmp_path / "out", "--sizes", "2", "--variant",
+                            "as-written,compiled")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    found = cases(document)
+    assert set(found) == {("jax", "as-written", 2), ("jax", "compiled", 2)}
+    assert all(case["status"] == "ok" for case in found.values()), found
+
+
+@pytest.mark.slow  # real framework workers
+def test_a_user_step_is_what_is_timed_and_its_errors_name_the_users_line(tmp_path: Path) -> None:
+    """The step raises from its 6th call on: the preparer makes 3, the cell's timing more."""
+    model = write_model(tmp_path, TORCH_MLP + """
+    CALLS = [0]
+
+    def step(net, x):
+        CALLS[0] += 1
+        if CALLS[0] > 5 and x.shape[0] == 3:
+            raise ValueError("planted failure in my step")
+        return net(x).sum(dim=1)
+    """)
+    ran, document = compare(model, tmp_path / "out", "--sizes", "2,3")
+    assert ran.returncode == 1, ran.stdout + ran.stderr  # a failed cell
+    found = cases(document)
+    assert found[("torch", "as-written", 2)]["status"] == "ok"
+    assert found[("torch", "as-written", 2)]["extra"]["what"] == "step"
+    failed = found[("torch", "as-written", 3)]
+    assert failed["status"] == "error"
+    line = next(number for number, text in enumerate(model.read_text().splitlines(), 1)
+                if "planted failure" in text)
+    assert f"mymodel.py:{line} in step: ValueError: planted failure in my step" in \
+        failed["reason"]
+    assert "harness/" not in failed["reason"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    (None, "no such file"),
+    ("import numpy\nraise RuntimeError('broken at import')\n",
+     "mymodel.py:2 in <module>: RuntimeError: broken at import"),
+    ("def inputs(batch, rng):\n    return None\n", "no builder"),
+    (TORCH_MLP.replace("return rng.standard_normal((batch, 3), dtype=np.float32)",
+                       "return rng.standard_normal((4, 3), dtype=np.float32)"),
+     "first dimension must be the batch (2)"),
+    (TORCH_MLP.replace("return rng.standard_normal((batch, 3), dtype=np.float32)",
+                       "return [1, 2]"), "return numpy arrays"),
+    (TORCH_MLP.replace("def inputs", "def not_inputs"), "no inputs(batch, rng)"),
+    (TORCH_MLP.replace("def model():", "def model():\n        1 / 0"),
+     "mymodel.py:6 in model: ZeroDivisionError"),
+], ids=["missing", "import-error", "no-builder", "wrong-batch", "not-numpy", "no-inputs",
+        "builder-raises"])
+def test_bad_model_files_are_one_line_exit_2_and_nothing_written(
+        tmp_path: Path, text: str | None, expected: str) -> None:
+    model = tmp_path / "mymodel.py"
+    if text is not None:
+        model.write_text(textwrap.dedent(text))
+    out = tmp_path / "out"
+    ran = run_cli("compare", "--model", str(model), "--device", "cpu", "--out", str(out))
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(model) in lines[0] and expected in lines[0], ran.stderr
+    assert "Traceback" not in ran.stderr and not out.exists()
+    listed = run_cli("list", "--model", str(model))
+    assert listed.returncode == 2 and expected in listed.stderr
+
+
+def test_a_model_runs_in_its_own_family_only_and_list_says_what_it_understood(
+        tmp_path: Path) -> None:
+    model = write_model(tmp_path, KERAS_MLP)
+    listed = run_cli("list", "--model", str(model))
+    assert listed.returncode == 0, listed.stderr
+    assert "a keras model from model(), 50 parameters" in listed.stdout
+    assert "one timed call: one training step (Adam" in listed.stdout
+    assert "keras-torch: as-written, compiled" in listed.stdout
+    assert "keras-jax: as-written, compiled, steps-per-execution" in listed.stdout
+    script = ("import sys\nfrom harness import api\n"
+              f"api.plan(model={str(model)!r}, devices='cpu', out={str(tmp_path / 'planned')!r})\n"
+              "print(sorted(m for m in ('torch', 'tensorflow', 'keras', 'jax') "
+              "if m in sys.modules))\n")
+    planned = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT,
+                             capture_output=True, text=True, timeout=300)
+    assert planned.stdout.strip().splitlines()[-1] == "[]", planned.stderr  # only children did
+    out = tmp_path / "out"
+    ran = run_cli("compare", "--model", str(model), "--framework", "torch", "--out", str(out))
+    assert ran.returncode == 2 and "a keras model runs on keras-jax" in ran.stderr
+    assert not out.exists()
+
+
+@pytest.mark.slow  # real framework workers
+def test_a_cell_that_differs_from_the_cpu_reference_is_invalid(tmp_path: Path) -> None:
+    """The planted model adds 1e-3 inside worker processes only, never in the preparer."""
+    model = write_model(tmp_path, TORCH_MLP.replace("import numpy as np", """
+    import sys
+    import numpy as np
+    import torch
+
+    class Shifted(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            planted = 1e-3 if sys.argv[0].endswith("worker.py") else 0.0
+            return self.inner(x) + planted
+    """).replace("return nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2))",
+                 "return Shifted(nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2)))"))
+    ran, document = compare(model, tmp_path / "out", "--sizes", "2",
+                            "--param", "what=inference")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    case = cases(document)[("torch", "as-written", 2)]
+    assert case["status"] == "invalid" and "largest difference 0.001" in case["reason"]
+    assert case["samples"]  # timed all the same: the times are there, the answer is not
+
+
+@pytest.mark.slow  # real framework workers
+def test_a_model_the_seed_does_not_fix_is_reported_not_compared(tmp_path: Path) -> None:
+    model = write_model(tmp_path, TORCH_MLP.replace(
+        "nn.Linear(3, 8), nn.Tanh(),", "nn.Linear(3, 8), nn.Dropout(0.5), nn.Tanh(),"))
+    ran, document = compare(model, tmp_path / "out", "--sizes", "2")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    case = cases(document)[("torch", "as-written", 2)]
+    assert case["status"] == "invalid" and "not comparable" in case["reason"]
+    assert "dropout" in case["reason"]
+
+
+def planted_inputs(result: list, reference: np.ndarray) -> tuple[dict, dict]:
+    inputs = {"size": {"scale": 2.0, "bound": 1e-6, "bound_formula": "test"},
+              "reference": reference, "reference_spe": reference, "nondeterministic": ""}
+    return inputs, {"result": result}
+
+
+def test_parity_reports_the_largest_difference_against_the_bound() -> None:
+    reference = np.array([1.0, -2.0, 0.5])
+    inputs, output = planted_inputs([np.array([1.0, -2.0, 0.5])], reference)
+    assert check({}, "as-written", inputs, output).passed
+    inputs, output = planted_inputs([np.array([1.0, -2.0 + 4e-6, 0.5])], reference)
+    failed = check({}, "as-written", inputs, output)
+    assert not failed.passed and failed.value == pytest.approx(2e-6)
+    assert "largest difference 4e-06" in failed.detail
+    assert not parity(np.array([np.nan, 1.0, 1.0]), reference, 2.0, 1.0, "x").passed
+    assert not parity(np.zeros(2), reference, 2.0, 1.0, "x").passed
+
+
+def test_restore_after_a_capture_warm_up_gives_back_the_first_step() -> None:
+    """The CUDA-graph variant's warm-up calls train the model before the capture; restore()
+    must put back the weights and Adam's state in place, so the first replayed step is the
+    first step from the shared weights (checked here with eager calls on the CPU)."""
+    import torch
+
+    from harness.usermodel.torch_impl import restore, training_call
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    x, target = torch.randn(5, 3), torch.randn(5, 2)
+    initial = {name: tensor.detach().clone() for name, tensor in net.state_dict().items()}
+    optimizer = torch.optim.Adam(net.parameters(), capturable=False)
+    call = training_call(net, optimizer, lambda: [x], target)
+    first, second = float(call().detach()), float(call().detach())
+    for _ in range(3):  # the warm-up a capture makes
+        call()
+    restore(net, initial, optimizer)
+    assert [float(call().detach()), float(call().detach())] == [first, second]
+
+
+def test_two_builds_that_differ_are_named_and_an_oom_in_user_code_reads_as_one() -> None:
+    from harness.run.failures import failure_reason
+    from harness.usermodel.prepare import differs
+    from harness.usermodel.source import UserCodeError, user_error_text
+
+    same = {"w": np.ones((2, 2), np.float32)}
+    assert differs(same, {"w": np.ones((2, 2), np.float32)}) == ""
+    moved = differs(same, {"w": np.full((2, 2), 1.5, np.float32)})
+    assert "two builds with the same seed differ (w: largest difference 0.5)" == moved
+    try:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    except RuntimeError as exc:
+        text = user_error_text(exc, __file__, "step")
+    reason = failure_reason(UserCodeError(text))
+    assert reason.startswith("out of memory: ") and "test_usermodel.py:" in reason
+
+
+def test_a_model_runs_verdicts_are_printed_as_your_model_lines(tmp_path: Path) -> None:
+    from harness.usermodel.describe import verdict_lines
+
+    (tmp_path / "summary.md").write_text(
+        "# Summary\n\n## At a glance\n\n- **model-net**: on h200: GPU faster from batch=100\n"
+        "- **model-net**: fastest at batch=1000: torch cuda:0\n\n## model-net\n\n- **x**: no\n")
+    assert verdict_lines(tmp_path) == ["your model: on h200: GPU faster from batch=100",
+                                       "your model: fastest at batch=1000: torch cuda:0"]
+    assert verdict_lines(tmp_path / "missing") == []
