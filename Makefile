@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CONSTRAINTS ?= requirements/constraints.txt
 EXTRAS ?= all,test
 # One 60,000-sample epoch per framework, timed in 16 blocks of steps: 15 warm samples per cell,
-# enough for the ranking to judge every gap (docs/methodology-mnist-sampling.md). No ceiling
+# enough for the ranking to judge every gap (docs/methodology.md, "MNIST timed in blocks of steps"). No ceiling
 # probe: for MNIST it sizes a ~6,800^2 matmul per library, longer than an epoch on 2 cores.
 DEMO_ARGS ?= --workload mnist-wide --param epochs=1 --no-ceilings
 
