@@ -1,82 +1,28 @@
 """reduce-overhead compiles the whole training step (issue 24, item 4): it runs, and matches eager.
 
-CUDA graphs exist on a GPU only, so on a CPU the same compiled step runs under mode="default";
-what is checked here is that gather, forward, backward and Adam compile into
-a step whose parameters and loss match the eager step's.
+CUDA graphs exist on a GPU only, so on a CPU the same compiled step runs under mode="default".
+The checks import torch, so each runs in a child process (tests/torch_checks.py): the test
+process never imports a framework, as the harness's own parent never does.
 """
 
 from __future__ import annotations
 
 import shutil
 
-import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.in_subprocess import installed, run_check
 
-from backends.torch import mnist as torch_mnist  # noqa: E402
-from backends.torch.device import open_device  # noqa: E402
-
-SAMPLES, BATCH, HIDDEN = 256, 32, (16,)
-
-
-def inputs() -> dict:
-    generator = np.random.default_rng(0)
-    return {"x_train": generator.random((SAMPLES, 28, 28), dtype=np.float32),
-            "y_train": generator.integers(0, 10, SAMPLES).astype(np.int64),
-            "x_test": generator.random((40, 28, 28), dtype=np.float32),
-            "y_test": generator.integers(0, 10, 40).astype(np.int64),
-            # The last batch is short (250 = 7 x 32 + 26): a second compiled shape.
-            "orders": np.stack([generator.permutation(SAMPLES)[:250] for _ in range(2)]),
-            "hidden_units": HIDDEN, "dropout": 0.0,  # no dropout: eager and compiled RNGs differ
-            "data_source": "random", "samples_distinct": SAMPLES}
-
-
-def trained(kind: type, **options) -> torch_mnist.MnistTraining:
-    device = open_device("cpu")
-    torch.manual_seed(0)
-    data = inputs()
-    model = torch_mnist.build_model(HIDDEN, 0.0)
-    # capturable=True (the GPU variant's option) is CUDA-only in eager Adam: default here.
-    training = kind(model, model, data, device, BATCH, {}, **options)
-    for _ in range(2):
-        training.step()
-    return training
+pytestmark = pytest.mark.skipif(not installed("torch"), reason="torch is not installed")
 
 
 @pytest.mark.skipif(not any(shutil.which(name) for name in ("g++", "c++", "clang++")),
                     reason="torch.compile on CPU needs a C++ compiler")
 @pytest.mark.parametrize("compiled_autograd", [False, True])
 def test_the_compiled_whole_step_matches_eager(compiled_autograd: bool) -> None:
-    eager = trained(torch_mnist.PreloadedTraining)
-    compiled = trained(torch_mnist.ReduceOverheadTraining, mode="default",
-                       compiled_autograd=compiled_autograd)
-    for mine, theirs in zip(compiled.model.parameters(), eager.model.parameters()):
-        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
-    assert float(compiled.loss_sum) == pytest.approx(float(eager.loss_sum), rel=1e-4)
-    assert compiled.samples_seen == eager.samples_seen == 250
-    record = compiled.output()["extra"]["cuda_graphs"]
-    assert record["graphs"] >= 1 and record["expected"] is False
-    assert record["captured"] is False  # mode="default" captures nothing, and says so
-    assert record["compiled_autograd"] is compiled_autograd
+    run_check("tests.torch_checks", f"check_the_compiled_whole_step_matches_eager({compiled_autograd})")
 
 
 def test_cuda_graph_record_says_why_not() -> None:
     """A skip torch logs reaches the record with its reason; counters alone still count."""
-    import logging
-
-    from torch._dynamo.utils import counters
-
-    from backends.torch.graphs import SKIP_LOGGERS, CompileWatch
-
-    watch = CompileWatch(cuda_graphs_expected=True)
-    try:
-        counters["stats"]["unique_graphs"] += 2
-        counters["inductor"]["cudagraph_skips"] += 1
-        logging.getLogger(SKIP_LOGGERS[0]).warning("skipping cudagraphs due to mutated inputs "
-                                                   "(1 instances)")
-        record = watch.record()
-    finally:
-        watch.close()
-    assert record["captured"] is False and record["skipped_graphs"] == 1
-    assert record["skips"] == ["skipping cudagraphs due to mutated inputs (1 instances)"]
+    run_check("tests.torch_checks", "check_cuda_graph_record_says_why_not()")

@@ -1,0 +1,101 @@
+"""Checks run in a child process by tests/test_torch_whole_step.py: they import torch, which the
+test process never does (one framework per interpreter, as in real use).
+
+reduce-overhead compiles the whole training step (issue 24, item 4): it runs, and matches eager.
+
+CUDA graphs exist on a GPU only, so on a CPU the same compiled step runs under mode="default";
+what is checked here is that gather, forward, backward and Adam compile into
+a step whose parameters and loss match the eager step's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import torch
+
+from backends.torch import mnist as torch_mnist  # noqa: E402
+from backends.torch.device import open_device  # noqa: E402
+
+SAMPLES, BATCH, HIDDEN = 256, 32, (16,)
+
+
+def inputs() -> dict:
+    generator = np.random.default_rng(0)
+    return {"x_train": generator.random((SAMPLES, 28, 28), dtype=np.float32),
+            "y_train": generator.integers(0, 10, SAMPLES).astype(np.int64),
+            "x_test": generator.random((40, 28, 28), dtype=np.float32),
+            "y_test": generator.integers(0, 10, 40).astype(np.int64),
+            # The last batch is short (250 = 7 x 32 + 26): a second compiled shape.
+            "orders": np.stack([generator.permutation(SAMPLES)[:250] for _ in range(2)]),
+            "hidden_units": HIDDEN, "dropout": 0.0,  # no dropout: eager and compiled RNGs differ
+            "data_source": "random", "samples_distinct": SAMPLES}
+
+
+def trained(kind: type, **options) -> torch_mnist.MnistTraining:
+    device = open_device("cpu")
+    torch.manual_seed(0)
+    data = inputs()
+    model = torch_mnist.build_model(HIDDEN, 0.0)
+    # capturable=True (the GPU variant's option) is CUDA-only in eager Adam: default here.
+    training = kind(model, model, data, device, BATCH, {}, **options)
+    for _ in range(2):
+        training.step()
+    return training
+
+
+def check_the_compiled_whole_step_matches_eager(compiled_autograd: bool) -> None:
+    eager = trained(torch_mnist.PreloadedTraining)
+    compiled = trained(torch_mnist.ReduceOverheadTraining, mode="default",
+                       compiled_autograd=compiled_autograd)
+    for mine, theirs in zip(compiled.model.parameters(), eager.model.parameters()):
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+    assert float(compiled.loss_sum) == pytest.approx(float(eager.loss_sum), rel=1e-4)
+    assert compiled.samples_seen == eager.samples_seen == 250
+    record = compiled.output()["extra"]["cuda_graphs"]
+    assert record["graphs"] >= 1 and record["expected"] is False
+    assert record["captured"] is False  # mode="default" captures nothing, and says so
+    assert record["compiled_autograd"] is compiled_autograd
+
+
+def check_cuda_graph_record_says_why_not() -> None:
+    """A skip torch logs reaches the record with its reason; counters alone still count."""
+    import logging
+
+    from torch._dynamo.utils import counters
+
+    from backends.torch.graphs import SKIP_LOGGERS, CompileWatch
+
+    watch = CompileWatch(cuda_graphs_expected=True)
+    try:
+        counters["stats"]["unique_graphs"] += 2
+        counters["inductor"]["cudagraph_skips"] += 1
+        logging.getLogger(SKIP_LOGGERS[0]).warning("skipping cudagraphs due to mutated inputs "
+                                                   "(1 instances)")
+        record = watch.record()
+    finally:
+        watch.close()
+    assert record["captured"] is False and record["skipped_graphs"] == 1
+    assert record["skips"] == ["skipping cudagraphs due to mutated inputs (1 instances)"]
+
+
+def check_restore_after_a_capture_warm_up() -> None:
+    """The CUDA-graph variant's warm-up calls train the model before the capture; restore()
+    must put back the weights and Adam's state in place, so the first replayed step is the
+    first step from the shared weights (checked here with eager calls on the CPU)."""
+    import torch
+
+    from harness.usermodel.torch_impl import restore, training_call
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    x, target = torch.randn(5, 3), torch.randn(5, 2)
+    initial = {name: tensor.detach().clone() for name, tensor in net.state_dict().items()}
+    optimizer = torch.optim.Adam(net.parameters(), capturable=False)
+    call = training_call(net, optimizer, lambda: [x], target)
+    first, second = float(call().detach()), float(call().detach())
+    for _ in range(3):  # the warm-up a capture makes
+        call()
+    restore(net, initial, optimizer)
+    assert [float(call().detach()), float(call().detach())] == [first, second]
