@@ -122,7 +122,10 @@ class KerasTraining:
             **epoch_extra(self.model, self.inputs, self.batch_size, self.epoch,
                           self.train_loss, self.test_accuracy()),
             "keras_backend": keras.backend.backend(),
-            "jit_compile": str(self.model.jit_compile),
+            # What Keras settled on ("auto" resolves at compile): XLA/jit on or off, and how
+            # many steps each call into the backend runs.
+            "jit_compile": bool(self.model.jit_compile),
+            "steps_per_execution": int(self.model.steps_per_execution or 1),
         }}
 
 
