@@ -25,7 +25,7 @@ demo: $(STAMP)
 	$(BIN)/harness compare $(DEMO_ARGS)
 
 test: $(STAMP) browser slurm
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # The report.html test opens the page in headless Chromium. Install Debian's chromium when it
 # is missing and apt is usable (root); otherwise say so and go on: that one test then skips.
