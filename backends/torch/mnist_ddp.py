@@ -127,8 +127,10 @@ def rank_main(case: dict[str, Any], devices: list[str]) -> dict[str, Any] | None
     try:
         training = RankTraining(case, rank, world, handle)  # DDP's constructor is a collective
         # On the worker's stderr (its tail lands in error rows): which rank is which process.
-        print(f"rank {rank} of {world} (pid {os.getpid()}, {handle}): process group up",
-              file=sys.stderr, flush=True)
+        # One write() with its newline: the ranks share the worker's stderr, and print()'s
+        # separate write of the line end let two ranks' lines run together on one line.
+        line = f"rank {rank} of {world} (pid {os.getpid()}, {handle}): process group up\n"
+        os.write(sys.stderr.fileno(), line.encode())
         return training.run()
     finally:
         dist.destroy_process_group()
