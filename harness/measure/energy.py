@@ -170,16 +170,32 @@ def measure_idle(counters: dict[str, EnergyCounter], seconds: float = IDLE_WINDO
 def energy_pass(counters: dict[str, EnergyCounter], step: Callable[[], object],
                 synchronize: Callable[[], None], seconds_per_call: float,
                 target_s: float = EXTEND_TO_S,
-                clock: Callable[[], float] = time.perf_counter) -> dict[str, EnergyWindow]:
-    """Enough back-to-back calls to last about target_s, between reads of every counter."""
-    calls = max(1, math.ceil(target_s / max(seconds_per_call, 1e-9)))
+                clock: Callable[[], float] = time.perf_counter,
+                max_chunks: int = 8) -> dict[str, EnergyWindow]:
+    """Back-to-back calls between reads of every counter until the window lasts target_s.
+
+    The calls go in chunks sized from seconds_per_call, with a sync and a clock read after
+    each: the timed median is only an estimate (a loaded host inflates it, a warm cache
+    shrinks it), and a chunk count fixed from it once left windows of 0.38 s where 2 s were
+    meant. Each further chunk is sized from the rate seen so far; max_chunks bounds the pass
+    when a clock that does not advance (or calls that take no time) would never reach it.
+    """
     windows = {name: EnergyWindow(counter, clock) for name, counter in counters.items()}
     synchronize()
     for window in windows.values():
         window.begin()
-    for _ in range(calls):
-        step()
-    synchronize()
+    started, calls = clock(), 0
+    chunk = max(1, math.ceil(target_s / max(seconds_per_call, 1e-9)))
+    for _ in range(max_chunks):
+        for _ in range(chunk):
+            step()
+        synchronize()
+        calls += chunk
+        elapsed = clock() - started
+        if elapsed >= target_s:
+            break
+        per_call = elapsed / calls if elapsed > 0 else seconds_per_call
+        chunk = max(1, math.ceil((target_s - elapsed) / max(per_call, 1e-9) * 1.1))
     for window in windows.values():
         window.end(calls)
     return windows
