@@ -2,7 +2,7 @@
 
     python3 benchmarks/gpu_truth_summary.py RUNS_DIR HAND_DIR
 
-Reads every run.json under RUNS_DIR and the energy_by_hand.py results (hand-<net>-<batch>.json)
+Reads every run.json under RUNS_DIR and the energy_by_hand.py results (hand-<loop>-<net>-<batch>.json)
 under HAND_DIR; prints energy per step (harness vs hand), reduce-overhead vs cuda-graph, the jax
 cells' suspicion, GPU state, and the data-parallel lines (efficiency note, device memory).
 """
@@ -37,6 +37,14 @@ def step_seconds(case: dict[str, Any]) -> float | None:
     return statistics.median(samples) / ((case.get("extra") or {}).get("steps_per_call") or 1)
 
 
+def hand_text(hand: dict[str, Any], harness_j_per_step: float, label: str) -> str:
+    diff = harness_j_per_step / hand["j_per_step"] - 1
+    return (f"{label} {format_seconds(hand['step_s'])}/step, "
+            f"{format_joules(hand['j_per_step'])}/step ({hand['watts_mean']:.0f} W, "
+            f"{format_joules(hand['j_per_step_above_idle'])} above {hand['idle_w']:.0f} W idle): "
+            f"harness {diff:+.1%} vs {label}")
+
+
 def energy_lines(documents: list[dict[str, Any]], hand_dir: Path) -> list[str]:
     lines = ["## Energy per step: harness (NVML counter over the timed epochs, idle included) "
              "vs an independent hand loop (benchmarks/energy_by_hand.py)"]
@@ -57,14 +65,11 @@ def energy_lines(documents: list[dict[str, Any]], hand_dir: Path) -> list[str]:
                 f"({device['watts_mean']:.0f} W over {device['window_s']:.2g} s; "
                 f"{format_joules(device.get('joules_per_step_above_idle'))} above "
                 f"{device.get('idle_watts', float('nan')):.0f} W idle; from {device['source']})")
-        hand_path = hand_dir / f"hand-{net}-{batch}.json"
-        if hand_path.exists():
-            hand = json.loads(hand_path.read_text())
-            diff = device["joules_per_step"] / hand["j_per_step"] - 1
-            text += (f"; hand {format_seconds(hand['step_s'])}/step, "
-                     f"{format_joules(hand['j_per_step'])}/step ({hand['watts_mean']:.0f} W, "
-                     f"{format_joules(hand['j_per_step_above_idle'])} above "
-                     f"{hand['idle_w']:.0f} W idle): harness {diff:+.1%} vs hand")
+        for loop, label in (("harness", "hand, the harness's loop"), ("own", "hand, own loop")):
+            hand_path = hand_dir / f"hand-{loop}-{net}-{batch}.json"
+            if hand_path.exists():
+                text += "; " + hand_text(json.loads(hand_path.read_text()),
+                                         device["joules_per_step"], label)
         lines.append(text)
     lines += [f"- verdict: {line}" for line in
               energy_view.verdict_lines(energy_view.energy_table(documents))]
@@ -81,8 +86,6 @@ def graph_lines(documents: list[dict[str, Any]]) -> list[str]:
             continue
         batch = (case.get("case") or {}).get("batch_size")
         variant = cell["variant"]
-        if ((case.get("extra") or {}).get("cuda_graphs") or {}).get("compiled_autograd"):
-            variant += "+compiled-autograd"
         found[(cell["workload"], batch, variant)] = case
     for (workload, batch, variant), case in sorted(found.items(), key=str):
         if not variant.startswith("reduce-overhead"):

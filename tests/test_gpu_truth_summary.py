@@ -71,14 +71,17 @@ def test_summary_compares_harness_and_hand_and_names_every_section(tmp_path: Pat
                                                  ddp_case(2, 0.0867, None)]}]})
     hand = tmp_path / "hand"
     hand.mkdir()
-    (hand / "hand-small-32.json").write_text(json.dumps({
-        "step_s": 0.0005, "j_per_step": 0.1, "watts_mean": 190.0,
-        "j_per_step_above_idle": 0.05, "idle_w": 80.0}))
+    for loop, joules in (("harness", 0.1), ("own", 0.125)):
+        (hand / f"hand-{loop}-small-32.json").write_text(json.dumps({
+            "step_s": 0.0005, "j_per_step": joules, "watts_mean": 190.0,
+            "j_per_step_above_idle": 0.05, "idle_w": 80.0}))
     completed = subprocess.run([sys.executable, str(SCRIPT), str(runs), str(hand)],
                                capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120)
     assert completed.returncode == 0, completed.stderr
     text = completed.stdout
-    assert "harness 110 mJ/step" in text and "harness +10.0% vs hand" in text
+    assert "harness 110 mJ/step" in text
+    assert "harness +10.0% vs hand, the harness's loop" in text
+    assert "harness -12.0% vs hand, own loop" in text
     assert "reduce-overhead 300 us/step, cuda-graph 200 us/step (1.50x" in text
     assert "CUDA graphs captured" in text
     assert "jax cuda:0 as-written batch 32: ok" in text and "SUSPECT: no" in text

@@ -18,9 +18,12 @@ pytestmark = pytest.mark.skipif(not installed("torch"), reason="torch is not ins
 
 @pytest.mark.skipif(not any(shutil.which(name) for name in ("g++", "c++", "clang++")),
                     reason="torch.compile on CPU needs a C++ compiler")
-@pytest.mark.parametrize("compiled_autograd", [False, True])
-def test_the_compiled_whole_step_matches_eager(compiled_autograd: bool) -> None:
-    run_check("tests.torch_checks", f"check_the_compiled_whole_step_matches_eager({compiled_autograd})")
+def test_the_compiled_whole_step_is_one_graph_and_matches_eager() -> None:
+    run_check("tests.torch_checks", "check_the_compiled_whole_step_matches_eager()")
+
+
+def test_the_foreach_adam_is_torch_adam() -> None:
+    run_check("tests.torch_checks", "check_the_foreach_adam_is_torch_adam()")
 
 
 def test_cuda_graph_record_says_why_not() -> None:

@@ -8,10 +8,7 @@ both while a compiled task runs, so the case's record can say "captured" or why 
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -23,21 +20,49 @@ SKIP_LOGGERS = ("torch._inductor.cudagraph_utils.__cudagraphs",
                 "torch._inductor.cudagraph_utils.__perf_hints",
                 "torch._inductor.cudagraph_trees.__cudagraphs")
 KEPT_REASONS = 5
-COMPILED_AUTOGRAD_ENV = "HARNESS_COMPILED_AUTOGRAD"
 
 
-def compiled_autograd_wanted() -> bool:
-    return os.environ.get(COMPILED_AUTOGRAD_ENV, "") == "1"
+class AdamState:
+    """torch.optim.Adam's default update as foreach ops on plain tensors: traceable in one graph.
 
+    The same rule as torch.optim.Adam (no weight decay, no amsgrad): m = lerp(m, g, 1 - b1),
+    v = b2 v + (1 - b2) g^2, p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+    The step count is a device tensor, so one captured graph serves every step.
+    """
 
-@contextlib.contextmanager
-def autograd_setting(compiled_autograd: bool) -> Iterator[None]:
-    """torch._dynamo.config.compiled_autograd set for the block (where this torch has it)."""
-    if not compiled_autograd or not hasattr(torch._dynamo.config, "compiled_autograd"):
-        yield
-        return
-    with torch._dynamo.config.patch(compiled_autograd=True):
-        yield
+    def __init__(self, params: list[torch.Tensor], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False,
+                 **launch_options: Any) -> None:
+        # launch_options (foreach, fused, capturable, ...) choose how torch launches the same
+        # update; here the compiler does. Options that change the rule are refused.
+        if weight_decay or amsgrad or maximize:
+            raise ValueError("AdamState implements Adam's default rule only "
+                             f"(weight_decay={weight_decay}, amsgrad={amsgrad}, "
+                             f"maximize={maximize})")
+        self.lr, (self.beta1, self.beta2), self.eps = float(lr), betas, eps
+        self.exp_avg = [torch.zeros_like(param) for param in params]
+        self.exp_avg_sq = [torch.zeros_like(param) for param in params]
+        self.step = torch.zeros((), dtype=torch.float32,
+                                device=params[0].device if params else None)
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [*self.exp_avg, *self.exp_avg_sq, self.step]
+
+    def update(self, params: list[torch.Tensor], grads: list[torch.Tensor]) -> None:
+        """One Adam step, in place on params and the moments."""
+        self.step.add_(1)
+        torch._foreach_lerp_(self.exp_avg, grads, 1 - self.beta1)
+        torch._foreach_mul_(self.exp_avg_sq, self.beta2)
+        torch._foreach_addcmul_(self.exp_avg_sq, grads, grads, 1 - self.beta2)
+        correction1 = 1 - self.beta1 ** self.step
+        root_correction2 = torch.sqrt(1 - self.beta2 ** self.step)
+        denominators = torch._foreach_div(torch._foreach_sqrt(self.exp_avg_sq),
+                                          root_correction2)
+        torch._foreach_add_(denominators, self.eps)
+        steps = torch._foreach_div(self.exp_avg, denominators)
+        torch._foreach_mul_(steps, -self.lr / correction1)
+        torch._foreach_add_(params, steps)
 
 
 class _SkipLog(logging.Handler):

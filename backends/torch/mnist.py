@@ -7,8 +7,9 @@ Against the host-bound GPU step (each on preloaded data, so only the step itself
 adam-fused / adam-foreach: Adam(fused=True) / Adam(foreach=True).
 cuda-graph: gather, forward, backward and Adam(capturable=True) captured once in a CUDA graph,
             replayed per batch with the batch's indices copied into a static buffer.
-reduce-overhead: the whole training step (gather, forward, backward, Adam(capturable=True))
-            under torch.compile(mode="reduce-overhead"): CUDA graphs through Inductor.
+reduce-overhead: the whole training step (gather, forward, backward, Adam), written
+            functionally, under torch.compile(mode="reduce-overhead"): one CUDA graph
+            through Inductor.
 One step() is one epoch over the shared numpy order, so torch and TensorFlow see the same batches.
 """
 
@@ -182,63 +183,70 @@ class CompiledTraining(DataLoaderTraining):
 class ReduceOverheadTraining(PreloadedTraining):
     """preloaded, the whole training step under torch.compile(mode="reduce-overhead").
 
-    Gather, forward, loss, backward and Adam(capturable=True) are one compiled function, so
-    Inductor can put every part in CUDA graphs.
-    Compiling only the model (the variant's first form) left the optimizer step, the loss and
-    the glue between graphs eager: launch-bound, 1.25 ms per step at 10% device busy on the
-    H200 (issue 24) against 0.18 ms for the hand-captured graph. The training data is marked
-    static so a replay never copies it in. Whether graphs were captured, and torch's reasons
-    where not, are in extra['cuda_graphs']. `mode` is "default" where CUDA graphs cannot run
-    (the CPU test of the same compiled step).
+    Gather, forward, loss, backward and the Adam update are one compiled function, written
+    functionally so that Dynamo traces it as one graph and Inductor captures it in one CUDA
+    graph: torch.func.grad_and_value over the module's parameters, and Adam's update (the
+    default torch.optim.Adam rule) as foreach ops on those same parameters and its state.
+
+    Why not `loss.backward(); optimizer.step()` inside the compiled function, as users write
+    it first: Dynamo breaks the graph at Tensor.backward() (trace_autograd_ops is off by
+    default), and torch.optim.Optimizer.step breaks it twice on purpose around the update.
+    That form ran as 3 graphs with eager glue between them: 1.14 ms per step on the H200 for
+    the small net at batch 32 against 185 us for the hand-captured cuda-graph variant (issue
+    24); compiled autograd for the backward did not change that (1.02 vs 0.98 ms, wide net).
+    Whether graphs were captured, graph breaks and torch's skip reasons are recorded in
+    extra['cuda_graphs']. `mode` is "default" where CUDA graphs cannot run (the CPU test of
+    the same compiled step).
     """
 
-    def __init__(self, *args: Any, mode: str = "reduce-overhead",
-                 compiled_autograd: bool | None = None, **kwargs: Any) -> None:
+    FORM = ("functional: torch.func.grad_and_value over the module's parameters, Adam's "
+            "update as foreach ops (one graph)")
+
+    def __init__(self, *args: Any, mode: str = "reduce-overhead", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        from backends.torch.graphs import CompileWatch, compiled_autograd_wanted  # noqa: PLC0415
+        from backends.torch.graphs import AdamState, CompileWatch  # noqa: PLC0415
 
         self.watch = CompileWatch(cuda_graphs_expected=mode == "reduce-overhead")
-        # Backward traced by compiled autograd into one graph of its own (an experiment the
-        # GPU script runs beside the default: HARNESS_COMPILED_AUTOGRAD=1).
-        self.compiled_autograd = (compiled_autograd_wanted() if compiled_autograd is None
-                                  else compiled_autograd)
-        for tensor in (self.x_train, self.y_train):
+        self.names = [name for name, _ in self.model.named_parameters()]
+        # Views of the module's own parameters: the compiled update writes the module's
+        # weights in place, so evaluation reads what training made.
+        self.params = [param.detach() for param in self.model.parameters()]
+        self.adam = AdamState(self.params, **self.optimizer.defaults)
+        # Static addresses: a replay neither copies the training set in nor treats the
+        # updated weights and moments as fresh inputs.
+        for tensor in (self.x_train, self.y_train, *self.params, *self.adam.tensors()):
             torch._dynamo.mark_static_address(tensor)
         self.mode = mode
         self.compiled_step = torch.compile(self.whole_step, mode=mode, dynamic=False)
 
-    def whole_step(self, batch_index: torch.Tensor) -> torch.Tensor:
-        """One optimizer step on the batch at these indices; returns the batch's mean loss.
+    def batch_loss(self, params: list[torch.Tensor], images: torch.Tensor,
+                   labels: torch.Tensor) -> torch.Tensor:
+        logits = torch.func.functional_call(self.train_model, dict(zip(self.names, params)),
+                                            (images,))
+        return self.loss_fn(logits, labels)
 
-        Dynamo breaks the graph at backward() and before Adam's update (torch's optimizer
-        does so on purpose), so this is a forward+backward graph pair and an update graph,
-        each captured on its own. zero_grad stays outside: dynamo refuses to trace it, and
-        with set_to_none it launches nothing.
-        """
+    def whole_step(self, batch_index: torch.Tensor) -> torch.Tensor:
+        """One optimizer step on the batch at these indices; returns the batch's mean loss."""
         images = self.x_train.index_select(0, batch_index)
         labels = self.y_train.index_select(0, batch_index)
-        loss = self.loss_fn(self.train_model(images), labels)
-        loss.backward()
-        self.optimizer.step()
+        grads, loss = torch.func.grad_and_value(self.batch_loss)(self.params, images, labels)
+        self.adam.update(self.params, grads)
         return loss.detach()
 
     def step(self) -> None:
-        from backends.torch.graphs import autograd_setting  # noqa: PLC0415
-
-        with autograd_setting(self.compiled_autograd):
-            compile_failures_unavailable(self.epoch_of_indices)
+        compile_failures_unavailable(self.epoch_of_indices)
 
     def epoch_of_indices(self) -> None:
         self.train_model.train()
         self.loss_sum = torch.zeros((), device=self.device)
         self.samples_seen = 0
         order = self.orders[self.epoch % len(self.orders)]
-        for start in range(0, len(order), self.batch_size):
+        for index, start in enumerate(range(0, len(order), self.batch_size)):
+            self.step_marks.before_step(index)
             batch_index = order[start:start + self.batch_size]
             if self.mode == "reduce-overhead":
                 # A new iteration: the previous replay's outputs may be overwritten now.
                 torch.compiler.cudagraph_mark_step_begin()
-            self.optimizer.zero_grad(set_to_none=True)
             loss = self.compiled_step(batch_index)
             # Read before the next replay can overwrite it.
             self.loss_sum += loss * len(batch_index)
@@ -247,8 +255,7 @@ class ReduceOverheadTraining(PreloadedTraining):
 
     def output(self) -> dict[str, Any]:
         found = super().output()
-        found["extra"]["cuda_graphs"] = {**self.watch.record(),
-                                          "compiled_autograd": self.compiled_autograd}
+        found["extra"]["cuda_graphs"] = {**self.watch.record(), "form": self.FORM}
         return found
 
 
