@@ -196,8 +196,37 @@ def test_a_short_window_without_a_step_is_not_measured(fake_nvml: None) -> None:
 
 def test_idle_power_is_the_counter_over_a_quiet_window(fake_nvml: None) -> None:
     counter = energy.NvmlEnergy(opened(fake_nvml))
-    idle = energy.measure_idle({"device": counter}, seconds=1.0)["device"]
+    idle = energy.measure_idle({"device": counter}, seconds=0.5)["device"]
     assert idle["status"] == "ok" and idle["watts"] == pytest.approx(WATTS, rel=0.01)
+    assert idle["settled"] is True and idle["windows"] == 2
+
+
+class Cooling:
+    """A counter whose power falls 150 -> 131 -> 123 -> 122 W over four 1 s windows."""
+
+    name = "cooling board"
+
+    def __init__(self) -> None:
+        self.now, self.joules, self.watts = 0.0, 0.0, iter([150.0, 131.0, 123.0, 122.0, 122.0])
+
+    def read_joules(self) -> float:
+        return self.joules
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.joules += next(self.watts) * seconds
+
+
+def test_idle_power_waits_for_a_board_that_is_still_cooling_down() -> None:
+    board = Cooling()
+    idle = energy.measure_idle({"device": board}, seconds=1.0, sleep=board.sleep,
+                               clock=lambda: board.now)["device"]
+    # 131 -> 123 differs by 6%, 123 -> 122 by 0.8%: settled on the fourth window.
+    assert idle["watts"] == pytest.approx(122.0) and idle["settled"] and idle["windows"] == 4
+    board = Cooling()
+    capped = energy.measure_idle({"device": board}, seconds=1.0, sleep=board.sleep,
+                                 clock=lambda: board.now, max_windows=2)["device"]
+    assert capped["watts"] == pytest.approx(131.0) and capped["settled"] is False
 
 
 # --- energy: RAPL through a fake powercap folder ----------------------------------------------
