@@ -136,6 +136,7 @@ def main() -> None:
               "j_per_step_above_idle": (joules - idle_w * seconds) / steps,
               "gpu": pynvml.nvmlDeviceGetName(handle), "torch": torch.__version__,
               "data": data, "loop": args.loop}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     print(f"hand ({args.loop} loop) {args.net} batch {args.batch}: {result['step_s'] * 1e3:.3f} ms/step, "
           f"{result['j_per_step'] * 1e3:.2f} mJ/step total ({result['watts_mean']:.0f} W), "
