@@ -45,6 +45,14 @@ def hand_text(hand: dict[str, Any], harness_j_per_step: float, label: str) -> st
             f"harness {diff:+.1%} vs {label}")
 
 
+def pass_pace(device: dict[str, Any]) -> str:
+    """The energy window's own time per step, where it is not the timed samples."""
+    if not str(device.get("source", "")).startswith("an energy pass") or not device.get("calls"):
+        return ""
+    steps = device["calls"] * (device.get("steps_per_call") or 1)
+    return f"; the pass ran at {format_seconds(device['window_s'] / steps)}/step"
+
+
 def energy_lines(documents: list[dict[str, Any]], hand_dir: Path) -> list[str]:
     lines = ["## Energy per step: harness (NVML counter over the timed epochs, idle included) "
              "vs an independent hand loop (benchmarks/energy_by_hand.py)"]
@@ -64,7 +72,8 @@ def energy_lines(documents: list[dict[str, Any]], hand_dir: Path) -> list[str]:
                 f"{format_joules(device['joules_per_step'])}/step "
                 f"({device['watts_mean']:.0f} W over {device['window_s']:.2g} s; "
                 f"{format_joules(device.get('joules_per_step_above_idle'))} above "
-                f"{device.get('idle_watts', float('nan')):.0f} W idle; from {device['source']})")
+                f"{device.get('idle_watts', float('nan')):.0f} W idle; from {device['source']}"
+                f"{pass_pace(device)})")
         for loop, label in (("harness", "hand, the harness's loop"), ("own", "hand, own loop")):
             hand_path = hand_dir / f"hand-{loop}-{net}-{batch}.json"
             if hand_path.exists():
