@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pynvml
@@ -57,7 +58,34 @@ def training_data(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, str
     return images, labels, digits.source
 
 
-def harness_epoch(net: str, batch: int, device: torch.device) -> tuple[object, str]:
+def own_epoch(net: str, batch: int, device: torch.device) -> tuple[Callable[[], int], str]:
+    """The loop written here (one call = one epoch, returning its steps) and its data's source."""
+    torch.manual_seed(0)
+    x_train, y_train, data = training_data(device)
+    model = model_for(net).to(device)
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters())
+    loss_fn = nn.CrossEntropyLoss()
+    loss_sum = torch.zeros((), device=device)
+
+    def epoch() -> int:
+        nonlocal loss_sum
+        order = torch.randperm(TRAIN_SAMPLES, device=device)
+        steps = 0
+        for start in range(0, TRAIN_SAMPLES, batch):
+            index = order[start:start + batch]
+            optimizer.zero_grad()
+            loss = loss_fn(model(x_train[index]), y_train[index])
+            loss.backward()
+            optimizer.step()
+            loss_sum += loss.detach() * len(index)
+            steps += 1
+        return steps
+
+    return epoch, data
+
+
+def harness_epoch(net: str, batch: int, device: torch.device) -> tuple[Callable[[], int], str]:
     """The harness's preloaded training step (one call = one epoch) and its data's source."""
     from backends.torch.device import open_device  # noqa: PLC0415
     from backends.torch.mnist import make_task  # noqa: PLC0415
@@ -94,35 +122,13 @@ def main() -> None:
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(args.device)
     device = torch.device("cuda", args.device)
-    torch.manual_seed(0)
-    x_train, y_train, data = training_data(device)
-    model = model_for(args.net).to(device)
-    optimizer = torch.optim.Adam(model.parameters())
-    loss_fn = nn.CrossEntropyLoss()
-    loss_sum = torch.zeros((), device=device)
-
-    def epoch() -> int:
-        nonlocal loss_sum
-        order = torch.randperm(TRAIN_SAMPLES, device=device)
-        steps = 0
-        for start in range(0, TRAIN_SAMPLES, args.batch):
-            index = order[start:start + args.batch]
-            optimizer.zero_grad()
-            loss = loss_fn(model(x_train[index]), y_train[index])
-            loss.backward()
-            optimizer.step()
-            loss_sum += loss.detach() * len(index)
-            steps += 1
-        return steps
-
-    if args.loop == "harness":
-        epoch, data = harness_epoch(args.net, args.batch, device)
+    make_epoch = harness_epoch if args.loop == "harness" else own_epoch
+    epoch, data = make_epoch(args.net, args.batch, device)
 
     torch.cuda.synchronize(device)
     idle_start, idle_t0 = energy_j(handle), time.perf_counter()
     time.sleep(args.idle_seconds)
     idle_w = (energy_j(handle) - idle_start) / (time.perf_counter() - idle_t0)
-    model.train()
     epoch()  # warm-up: allocator, cuBLAS handles, kernels' first launches
     torch.cuda.synchronize(device)
     steps, start_j, t0 = 0, energy_j(handle), time.perf_counter()

@@ -198,8 +198,8 @@ def run_case(
         # Read before the busy pass, so the profiler's buffers never count as the case's memory.
         memory = device_memory_record(device)
         memory.update(reported_device_memory(output))
-        # Before the busy pass: a profiler, once started, can leave launches slower (a CUPTI
-        # callback stays), and an energy pass after it read 12% more time per step on an H200.
+        # Before the busy pass, so no profiler has run in this process when the energy pass
+        # times more calls (its own pace is in the record: window_s / calls).
         watched, gpu_suspect = watch.finish_case(
             output["seconds_per_call"], output.get("extra", {}).get("steps_per_call")
         ) if watch is not None else ({}, "")
