@@ -138,7 +138,7 @@ def test_alternating_calls_are_flagged_suspect() -> None:
 
     def step() -> None:
         calls["count"] += 1
-        time.sleep(0.001 if calls["count"] % 2 else 0.008)
+        time.sleep(0.001 if calls["count"] % 2 else 0.020)
 
     policy = TimingPolicy(min_samples=5, min_time_s=0.05, max_time_s=1.0, warmup_s=0.1)
     measurement = autorange(step, lambda: None, policy)
@@ -185,7 +185,7 @@ def test_competing_processes_are_measured_and_flagged() -> None:
 
 
 def test_a_bimodal_cell_is_flagged_through_the_worker(out_dir) -> None:
-    """The fake backend's calls alternate 1 ms and 8 ms: the cell must say so, not hide it."""
+    """The fake backend's calls alternate 1 ms and 20 ms: the cell must say so, not hide it."""
     import json
 
     from typer.testing import CliRunner
