@@ -98,3 +98,20 @@ def test_cpu_cells_hide_gpus_and_keep_tensorflow_quiet(monkeypatch: pytest.Monke
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
     assert cell_environment(Cell("matmul", "fp32", "tensorflow", "cpu"))[
         "TF_CPP_MIN_LOG_LEVEL"] == "0"
+
+
+@pytest.mark.parametrize("mode, document, why_not", [
+    ("answer", {"answer": 42}, ""),
+    ("crash", None, "helper child gave up: no document"),
+    ("hang", None, "timed out after 2 s"),
+])
+def test_a_helper_child_answers_crashes_or_times_out(mode: str, document: dict | None,
+                                                     why_not: str) -> None:
+    """A helper child (probe, inspect) past its limit reads "timed out", never a stderr tail."""
+    from harness.run.runner import run_json_child
+
+    started = time.monotonic()
+    got, reason = run_json_child("tests.fakes.helper_child", [mode], fault_cell("ok"),
+                                 timeout_s=2.0)
+    assert (got, reason) == (document, why_not)
+    assert time.monotonic() - started < 20  # the hang was killed, not waited out

@@ -208,7 +208,7 @@ def run_json_child(module: str, args: list[str], cell: Cell,
                 [sys.executable, "-m", module, *args, str(out_path)], cwd=PROJECT_ROOT,
                 env=cell_environment(cell), stdin=subprocess.DEVNULL, stdout=stderr_file,
                 stderr=stderr_file, start_new_session=True)
-            returncode = _wait_for_child(process, timeout_s)
+            returncode, _peak_rss = _wait_for_child(process, timeout_s)
         stop = interrupt.requested()
         if stop is not None:
             return None, f"interrupted by {interrupt.describe(stop)}"

@@ -1,0 +1,24 @@
+"""`python -m tests.fakes.helper_child MODE OUT.json`: a helper child that hangs, crashes or answers.
+
+Stands in for the framework probe, the ceilings probe and the `--model` inspect child, so the
+parent's handling of each outcome is tested without importing a framework.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def main(mode: str, out_path: str) -> None:
+    if mode == "hang":
+        time.sleep(600)
+    if mode == "crash":
+        raise SystemExit("helper child gave up: no document")
+    with open(out_path, "w") as out:
+        json.dump({"answer": 42}, out)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
