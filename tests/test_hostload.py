@@ -16,8 +16,9 @@ from harness.measure import hostload
 WORKER, CHILD, STRANGER = 100, 101, 200
 
 
-def write_proc(root: Path, busy: int, irq: int, processes: dict[int, tuple[int, int, int]]) -> None:
-    """A fake /proc: the cpu line and one stat file per pid (pid -> group, own, children)."""
+def write_proc(root: Path, busy: int, irq: int, processes: dict[int, tuple[int, ...]]) -> None:
+    """A fake /proc: the cpu line and one stat file per pid (pid -> group, own, children[,
+    parent])."""
     if root.exists():
         for stat in root.glob("*/stat"):
             stat.unlink()
@@ -25,12 +26,13 @@ def write_proc(root: Path, busy: int, irq: int, processes: dict[int, tuple[int, 
     root.mkdir(parents=True, exist_ok=True)
     # user nice system idle iowait irq softirq steal
     (root / "stat").write_text(f"cpu  {busy} 0 0 5000 0 {irq} 0 0\ncpu0 0 0 0 0 0 0 0 0\n")
-    for pid, (group, own, children) in processes.items():
+    for pid, (group, own, children, *parent) in processes.items():
+        ppid = parent[0] if parent else 1
         (root / str(pid)).mkdir()
         # fields after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt
         # cmajflt utime stime cutime cstime ...
         (root / str(pid) / "stat").write_text(
-            f"{pid} (proc {pid}) S 1 {group} {group} 0 -1 0 0 0 0 0 {own} 0 {children} 0 20 0\n")
+            f"{pid} (proc {pid}) S {ppid} {group} {group} 0 -1 0 0 0 0 0 {own} 0 {children} 0 20 0\n")
 
 
 def at(snapshot: hostload.LoadSnapshot | None, wall_s: float) -> hostload.LoadSnapshot:
@@ -72,6 +74,42 @@ def test_a_stranger_is_still_other_and_named(tmp_path: Path) -> None:
     assert load.interrupt_cores == pytest.approx(0.5, abs=0.02)  # apart, not "other"
     assert load.top_others == ((f"proc {STRANGER} ({STRANGER})", pytest.approx(1.0)),)
     assert load.contended and f"proc {STRANGER} ({STRANGER}) 1.0" in load.reason()
+
+
+SIBLING, SIBLING_CHILD, SPINNER = 102, 300, 400
+
+
+def test_a_stranger_reaped_by_the_group_does_not_hide_a_spinner(tmp_path: Path) -> None:
+    """The fresh-clone failure: under pytest -n 2 the sibling xdist process (our group) reaped
+    its worker (own session) during the window, and the worker's whole lifetime (500 ticks, 450
+    of them before the window) joined our cutime; busy minus group then read 0.49 cores while
+    the spinner itself used 0.98. Both readings agree once the carried ticks are taken out."""
+    proc = tmp_path / "proc"
+    ticks_per_s = os.sysconf("SC_CLK_TCK")
+    write_proc(proc, busy=10_000, irq=0, processes={
+        WORKER: (WORKER, 50, 0), SIBLING: (WORKER, 20, 0),
+        SIBLING_CHILD: (SIBLING_CHILD, 450, 0, SIBLING), SPINNER: (SPINNER, 0, 0)})
+    before = at(hostload.snapshot(proc, group=WORKER), 0.0)
+    # One second: the sibling's worker ran 50 more ticks and was reaped; the spinner ran 1 s.
+    write_proc(proc, busy=10_000 + 50 + ticks_per_s, irq=0, processes={
+        WORKER: (WORKER, 50, 0), SIBLING: (WORKER, 20, 500), SPINNER: (SPINNER, ticks_per_s, 0)})
+    load = hostload.other_load(before, at(hostload.snapshot(proc, group=WORKER), 1.0))
+    assert load is not None
+    assert load.other_cores >= load.top_others[0][1] == pytest.approx(1.0)
+    assert load.contended
+
+
+def test_other_cores_are_never_fewer_than_the_strangers_seen(tmp_path: Path) -> None:
+    """Whatever the group's counters say, the busiest stranger's own time is a floor."""
+    proc = tmp_path / "proc"
+    ticks_per_s = os.sysconf("SC_CLK_TCK")
+    write_proc(proc, busy=1000, irq=0, processes={WORKER: (WORKER, 0, 0), SPINNER: (SPINNER, 0, 0)})
+    before = at(hostload.snapshot(proc, group=WORKER), 0.0)
+    # A reaped child of the group's that /proc never showed: cutime jumps by 2 s of old work.
+    write_proc(proc, busy=1000 + ticks_per_s, irq=0, processes={
+        WORKER: (WORKER, 0, 2 * ticks_per_s), SPINNER: (SPINNER, ticks_per_s, 0)})
+    load = hostload.other_load(before, at(hostload.snapshot(proc, group=WORKER), 1.0))
+    assert load is not None and load.other_cores == pytest.approx(1.0)
 
 
 def test_a_real_short_cpu_burning_child_counts_as_ours() -> None:

@@ -12,6 +12,15 @@ neither snapshot's process list, but its CPU time lands in its parent's cutime w
 reaped, so it stays the worker's own rather than "other processes" (issue 24: jax cells
 flagged for their own short-lived children). Interrupt time (irq + softirq) is kept apart:
 on an otherwise idle machine it is mostly the kernel serving our own device, not competition.
+
+Two readings of "other processes", both lower bounds of the truth, and the larger is reported:
+the machine's busy time minus the group's, which sees strangers that came and went inside the
+window, and the sum of the strangers seen at both ends (or born inside the window), which stays
+right when the group reaps a child of another session. Such a child (a worker started with its
+own session, as pytest-xdist's sibling worker or a second harness does) carries its whole
+lifetime into its reaper's cutime at once: with two test processes on 2 cores that made the
+group's delta swallow a busy spinner (0.49 "other" cores while the spinner itself read 0.98).
+The reaped child's ticks from before the window are taken back out of the group's delta.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ PROC = Path("/proc")
 CONTENDED_CORES = 0.5
 # Processes named in a contended window's reason: the largest users, at least this much.
 TOP_OTHERS, TOP_OTHER_MIN_CORES = 3, 0.05
+KTHREADD = 2  # Linux's kernel-thread parent: its children are kernel threads
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,7 @@ class ProcessTicks:
     group: int
     own: int  # utime + stime
     children: int  # cutime + cstime: descendants it waited for
+    parent: int = 0  # ppid: whose cutime its ticks land in when it is reaped
 
     @property
     def total(self) -> int:
@@ -104,7 +115,7 @@ def _process_ticks(proc: Path = PROC) -> dict[int, ProcessTicks]:
         try:
             found[int(entry.name)] = ProcessTicks(
                 name=name, group=int(fields[2]), own=int(fields[11]) + int(fields[12]),
-                children=int(fields[13]) + int(fields[14]))
+                children=int(fields[13]) + int(fields[14]), parent=int(fields[1]))
         except (IndexError, ValueError):
             continue
     return found
@@ -127,17 +138,42 @@ def snapshot(proc: Path = PROC, group: int | None = None) -> LoadSnapshot | None
                         interrupts, processes, group)
 
 
-def _top_others(start: LoadSnapshot, end: LoadSnapshot, group: int | None,
-                ticks_per_s: float, seconds: float) -> tuple[tuple[str, float], ...]:
-    """The largest other users over the window, by their own time (alive at both ends)."""
-    used = []
+def _stranger_cores(start: LoadSnapshot, end: LoadSnapshot, group: int | None,
+                    ticks_per_s: float, seconds: float) -> dict[str, float]:
+    """Cores each process outside the group used over the window, by its own time.
+
+    Seen at both ends: the difference; born inside the window: all of its time. Reaped
+    children's time (cutime) is left out, since it may have been spent before the window.
+    """
+    used = {}
     for pid, after in end.processes.items():
+        if after.group == group or KTHREADD in (pid, after.parent):
+            continue  # ours, or a kernel thread (its time may be interrupt work, kept apart)
         before = start.processes.get(pid)
-        if before is None or after.group == group:
-            continue
-        cores = (after.own - before.own) / ticks_per_s / seconds
-        if cores >= TOP_OTHER_MIN_CORES:
-            used.append((f"{after.name} ({pid})", cores))
+        ticks = after.own - before.own if before is not None else after.own
+        used[f"{after.name} ({pid})"] = max(0, ticks) / ticks_per_s / seconds
+    return used
+
+
+def _carried_into_group(start: LoadSnapshot, end: LoadSnapshot, group: int | None) -> int:
+    """Ticks that strangers reaped by the group inside the window had spent before it.
+
+    A process of another session whose parent is in the group, alive at the start and gone at
+    the end, was (most likely) reaped by that parent: its whole lifetime joined the group's
+    cutime, though the part before the window was never the group's work in it.
+    """
+    carried = 0
+    for pid, before in start.processes.items():
+        parent = start.processes.get(before.parent)
+        if (pid not in end.processes and before.group != group
+                and parent is not None and parent.group == group):
+            carried += before.total
+    return carried
+
+
+def _top_others(strangers: dict[str, float]) -> tuple[tuple[str, float], ...]:
+    """The largest other users over the window (at least TOP_OTHER_MIN_CORES each)."""
+    used = [(name, cores) for name, cores in strangers.items() if cores >= TOP_OTHER_MIN_CORES]
     return tuple(sorted(used, key=lambda item: -item[1])[:TOP_OTHERS])
 
 
@@ -147,10 +183,12 @@ def other_load(start: LoadSnapshot | None, end: LoadSnapshot | None) -> OtherLoa
         return None
     ticks_per_s = os.sysconf("SC_CLK_TCK")
     seconds = end.wall_s - start.wall_s
-    others = (end.busy_ticks - start.busy_ticks) - (end.group_ticks - start.group_ticks)
+    group_delta = (end.group_ticks - start.group_ticks) - _carried_into_group(start, end, end.group)
+    busy_minus_group = ((end.busy_ticks - start.busy_ticks) - group_delta) / ticks_per_s / seconds
+    strangers = _stranger_cores(start, end, end.group, ticks_per_s, seconds)
     stolen = end.steal_ticks - start.steal_ticks
     interrupts = end.interrupt_ticks - start.interrupt_ticks
-    return OtherLoad(other_cores=max(0.0, others / ticks_per_s / seconds),
+    return OtherLoad(other_cores=max(0.0, busy_minus_group, sum(strangers.values())),
                      steal_cores=max(0.0, stolen / ticks_per_s / seconds), seconds=seconds,
                      interrupt_cores=max(0.0, interrupts / ticks_per_s / seconds),
-                     top_others=_top_others(start, end, end.group, ticks_per_s, seconds))
+                     top_others=_top_others(strangers))
