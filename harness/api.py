@@ -57,12 +57,27 @@ def split_names(values: Sequence[str] | str | None) -> list[str]:
     return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
 
 
+def given_names(option: str, values: Sequence[str] | str | None) -> list[str] | None:
+    """The names an option was given; None when it was not given at all.
+
+    Why refuse an empty value: `--device ""` (an unset shell variable, a stray `=`) would
+    otherwise be an empty matrix or, worse, silently the default.
+    """
+    if values is None:
+        return None
+    names = split_names(values)
+    if not names:
+        raise BadInput(f"{option} is empty: give at least one name (see `harness list`)")
+    return names
+
+
 def resolve_devices(values: Sequence[str] | str | None) -> list[str]:
     """Canonical device names; default cpu plus every GPU nvidia-smi lists."""
-    if not values:
+    names = given_names("--device", values)
+    if names is None:
         return ["cpu"] + [f"cuda:{index}" for index in range(len(envinfo.visible_gpus()))]
     devices = []
-    for name in split_names(values):
+    for name in names:
         device = canonical_device(name)
         if device != "cpu" and parse_cuda_index(device) is None:
             raise BadInput(f"unknown device {name!r}; valid: cpu, cuda, cuda:N")
@@ -72,18 +87,18 @@ def resolve_devices(values: Sequence[str] | str | None) -> list[str]:
 
 
 def resolve_frameworks(spec: WorkloadSpec, values: Sequence[str] | str | None) -> list[str]:
-    names = split_names(values) or list(spec.frameworks)
+    names = given_names("--framework", values) or list(spec.frameworks)
     for name in names:
         registry.check_framework_name(name)
     return list(dict.fromkeys(names))
 
 
 def resolve_variants(spec: WorkloadSpec, value: Sequence[str] | str | None) -> list[str]:
-    if value is None:
+    names = given_names("--variant", value)
+    if names is None:
         return list(spec.variants_by_default)
-    if value == "all" or (not isinstance(value, str) and list(value) == ["all"]):
+    if names == ["all"]:
         return list(spec.variants)
-    names = split_names(value)
     for name in names:
         if name not in spec.variants:
             raise BadInput(f"unknown variant {name!r} for {spec.name}; valid: "
@@ -161,7 +176,9 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
             raise BadInput("give a workload or a model file (--model), not both")
         spec, model_info = usermodel_plan.model_spec(model)
     else:
-        spec = registry.load_workload(workload or "matmul")
+        if workload is not None and not workload.strip():
+            raise BadInput("--workload is empty: name one of the workloads `harness list` shows")
+        spec = registry.load_workload("matmul" if workload is None else workload)
     chosen_frameworks = resolve_frameworks(spec, frameworks)
     chosen_devices = resolve_devices(devices)
     chosen_variants = resolve_variants(spec, variants)

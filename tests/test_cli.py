@@ -104,6 +104,11 @@ def test_quick_matmul_runs_every_framework_in_workers_and_marks_cuda_unavailable
 
 BAD_INPUTS = [
     (["--workload", "nope"], "unknown workload"),
+    (["--workload", ""], "--workload is empty"),
+    (["--workload", "  "], "--workload is empty"),
+    (["--framework", ""], "--framework is empty"),
+    (["--device", ","], "--device is empty"),
+    (["--variant", ""], "--variant is empty"),
     (["--framework", "mxnet"], "unknown framework"),
     (["--device", "tpu"], "unknown device"),
     (["--sizes", "0"], ">= 1"),
