@@ -1,0 +1,326 @@
+"""Where the GPU would start to win: a cost model per device, fitted to the measured sweep.
+
+Why a model at all: the seeds' question is "from what size does the GPU win?", and the sizes
+where it wins are often the ones too slow to run (seed 000's Jacobian: minutes per call at batch
+1000). A short sweep already holds what decides the answer: how much fixed cost each device
+pays per call, how many kernel launches a call makes and what each costs the host, and how
+fast each device turns FLOPs into time. Extrapolating those, not the wall times themselves,
+is what makes the crossover predictable.
+
+The model, per device (all inputs measured by the harness on the sizes run, nothing from a
+data sheet):
+
+    seconds(size) = fixed + launches(size) * per_launch + work(size) / rate
+
+- work(size): FLOPs per call from the framework's own counter where the cell has them, else
+  the size itself (the model then says so); launches(size): host launches per call counted by
+  the device profiler (GPU cells with a profile). Both are extended past the largest size by a
+  power law through the upper sizes, the way counts of a fixed program grow.
+- On a GPU with a profile the host part (wall minus device-busy time) is fitted on the launch
+  count and the device part (busy time) on the work, so each constant is the measured one;
+  without a profile, and on a CPU, the wall time is fitted as fixed + work / rate.
+- Fits minimise relative error (a 10 us and a 10 s point weigh the same) with non-negative
+  coefficients, so no fitted cost is ever a gain.
+
+Its honesty: the error of each prediction is measured by leaving the largest size out and
+predicting it from the others; a crossover more than 10x past the largest size is labelled an
+extrapolation; noisy or suspect points are named when they were used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Past this multiple of the largest size run, a predicted crossover is an extrapolation.
+EXTRAPOLATION_FACTOR = 10.0
+# The search for a crossover stops at this multiple of the largest size run.
+SEARCH_FACTOR = 1000.0
+GRID_POINTS = 400
+MIN_SIZES_TO_FIT = 2
+MIN_SIZES_FOR_ERROR = 3
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One measured size of one device's curve: what the harness recorded for that case."""
+
+    size: float
+    seconds: float  # median wall time per call
+    flops: float | None = None  # per call, from the framework's counter
+    launches: float | None = None  # host launches per call (device profile)
+    busy_seconds: float | None = None  # device-busy time per call (device profile)
+    noisy: bool = False
+    suspect: bool = False
+
+
+@dataclass(frozen=True)
+class PowerLaw:
+    """count(size) = scale * size ** exponent, fitted through the upper sizes of a sweep."""
+
+    scale: float
+    exponent: float
+
+    def __call__(self, size: float) -> float:
+        return self.scale * size ** self.exponent
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """seconds(size) = fixed + launches(size) * per_launch + work(size) / rate, for one device."""
+
+    device: str  # "cpu" or "gpu"
+    fixed_s: float
+    per_launch_s: float
+    seconds_per_work: float  # 1 / rate
+    work: PowerLaw
+    launches: PowerLaw | None
+    work_is_flops: bool
+    from_profile: bool  # host and device parts fitted apart (a GPU cell with a profile)
+
+    def parts(self, size: float) -> tuple[float, float, float]:
+        """(fixed, launch, work) seconds at `size`."""
+        launch = 0.0 if self.launches is None else self.launches(size) * self.per_launch_s
+        return self.fixed_s, launch, self.work(size) * self.seconds_per_work
+
+    def seconds(self, size: float) -> float:
+        return sum(self.parts(size))
+
+    def growth_per_doubling(self, size: float) -> float:
+        return self.seconds(2 * size) / self.seconds(size)
+
+    def bound_at(self, size: float) -> str:
+        """Which part dominates at `size`, in words with its measured constants."""
+        fixed, launch, work = self.parts(size)
+        if launch >= max(fixed, work) and self.launches is not None:
+            return (f"launch-bound: {self.launches(size):.2g} launches per call at "
+                    f"{_duration(self.per_launch_s)}")
+        if work >= fixed:
+            unit = "FLOP/s" if self.work_is_flops else "size units/s"
+            return f"work-bound: {_rate(1 / self.seconds_per_work)} {unit}"
+        return f"fixed cost {_duration(fixed)} per call"
+
+
+def fit_power_law(sizes: Sequence[float], counts: Sequence[float]) -> PowerLaw:
+    """A power law through the upper half of (size, count), at least the two largest points.
+
+    Why the upper half: counts of a fixed program grow polynomially, and the leading term, the
+    one that decides far past the sweep, shows at the large sizes.
+    """
+    pairs = sorted((s, c) for s, c in zip(sizes, counts, strict=True) if s > 0 and c > 0)
+    if not pairs:
+        return PowerLaw(0.0, 0.0)
+    if len(pairs) == 1:
+        size, count = pairs[0]
+        return PowerLaw(count / size, 1.0)
+    upper = pairs[len(pairs) // 2 - (1 if len(pairs) % 2 == 0 else 0):] \
+        if len(pairs) > 2 else pairs
+    upper = upper if len(upper) >= 2 else pairs[-2:]
+    logs = np.log([[s, c] for s, c in upper])
+    exponent, intercept = np.polyfit(logs[:, 0], logs[:, 1], 1)
+    return PowerLaw(float(math.exp(intercept)), float(exponent))
+
+
+def _nonnegative_relative_fit(columns: list[np.ndarray], target: np.ndarray) -> np.ndarray:
+    """Non-negative coefficients minimising the relative error of columns @ coef against target.
+
+    Few columns (at most three), so every subset of active columns is tried in closed form:
+    exact and dependency-free, where an iterative solver would need a tolerance.
+    """
+    weights = 1.0 / np.maximum(target, 1e-30)
+    design = np.column_stack(columns) * weights[:, None]
+    goal = target * weights
+    best, best_cost = np.zeros(len(columns)), float(np.sum(goal ** 2))
+    for mask in range(1, 2 ** len(columns)):
+        active = [index for index in range(len(columns)) if mask >> index & 1]
+        coef, *_ = np.linalg.lstsq(design[:, active], goal, rcond=None)
+        if np.any(coef < 0):
+            continue
+        cost = float(np.sum((design[:, active] @ coef - goal) ** 2))
+        if cost < best_cost:
+            best, best_cost = np.zeros(len(columns)), cost
+            best[active] = coef
+    return best
+
+
+def fit_device(device: str, points: Sequence[SweepPoint]) -> CostModel | None:
+    """The device's cost model from its measured points; None with fewer than two sizes.
+
+    A GPU point with a profile splits its wall time into the host's part (wall minus busy),
+    taken per launch as the profiler counts them, and the device's busy time, fitted on the
+    work. A point without a profile (a CPU cell, a GPU framework without a profiler) is fitted
+    on its wall time: fixed + launches * per_launch + work / rate when it carries an op count
+    (a CPU cell given its GPU twin's launch count: eager frameworks pay a dispatch per op on
+    the CPU too), else fixed + work / rate.
+    """
+    points = sorted(points, key=lambda point: point.size)
+    if len(points) < MIN_SIZES_TO_FIT:
+        return None
+    sizes = [point.size for point in points]
+    work_is_flops = all(point.flops for point in points)
+    work_counts = [float(point.flops or 0.0) if work_is_flops else point.size for point in points]
+    work = fit_power_law(sizes, work_counts)
+    wall = np.array([point.seconds for point in points])
+    ones, work_column = np.ones(len(points)), np.array(work_counts, dtype=float)
+    counted = all(point.launches for point in points)
+    launch_counts = np.array([float(point.launches or 0.0) for point in points])
+    launches = fit_power_law(sizes, list(launch_counts)) if counted else None
+    if counted and all(point.busy_seconds is not None for point in points):
+        busy = np.array([min(float(point.busy_seconds or 0.0), point.seconds)
+                         for point in points])
+        # The host's time per launch, as measured: wall minus busy over the launches counted.
+        per_launch = float(np.median((wall - busy) / launch_counts))
+        fixed, per_work = _nonnegative_relative_fit([ones, work_column], np.maximum(busy, 1e-12))
+        return CostModel(device, float(fixed), max(per_launch, 0.0), float(per_work), work,
+                         launches, work_is_flops, from_profile=True)
+    columns = [ones, launch_counts, work_column] if counted else [ones, work_column]
+    coef = _nonnegative_relative_fit(columns, wall)
+    per_launch = float(coef[1]) if counted else 0.0
+    return CostModel(device, float(coef[0]), per_launch, float(coef[-1]), work, launches,
+                     work_is_flops, from_profile=False)
+
+
+def held_out_error(device: str, points: Sequence[SweepPoint]) -> float | None:
+    """Relative error predicting the largest size from the others (None: too few sizes)."""
+    points = sorted(points, key=lambda point: point.size)
+    if len(points) < MIN_SIZES_FOR_ERROR:
+        return None
+    model = fit_device(device, points[:-1])
+    if model is None:
+        return None
+    largest = points[-1]
+    return model.seconds(largest.size) / largest.seconds - 1.0
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The predicted answer to "from what size is the GPU faster?", with its evidence."""
+
+    kind: str  # crossover, gpu-always, cpu-always, too-few-sizes
+    size: float | None
+    cpu: CostModel | None
+    gpu: CostModel | None
+    largest_measured: float
+    sizes_used: int
+    held_out_error: float | None  # the larger of the two devices' (signed: + is too slow)
+    caveats: tuple[str, ...] = field(default=())
+
+    @property
+    def extrapolated(self) -> bool:
+        return (self.size is not None
+                and self.size > EXTRAPOLATION_FACTOR * self.largest_measured)
+
+    def why(self, sweep: str) -> str:
+        """The mechanism in words: what bounds the GPU there, how the CPU cost grows."""
+        if self.cpu is None or self.gpu is None:
+            return ""
+        at = self.size if self.size is not None else SEARCH_FACTOR * self.largest_measured
+        cpu_growth = self.cpu.growth_per_doubling(at)
+        gpu_growth = self.gpu.growth_per_doubling(at)
+        if self.kind == "cpu-always":
+            if gpu_growth >= cpu_growth * 0.98:
+                return (f"both costs grow with the {sweep} at the same rate or the GPU's "
+                        f"faster ({gpu_growth:.2f}x vs CPU {cpu_growth:.2f}x per doubling), and "
+                        f"the GPU starts {self.gpu.seconds(at) / self.cpu.seconds(at):.2g}x "
+                        f"slower")
+            return (f"the CPU's cost grows faster ({cpu_growth:.2f}x vs GPU {gpu_growth:.2f}x "
+                    f"per doubling) but not enough within {SEARCH_FACTOR:g}x the sizes run")
+        return (f"GPU {self.gpu.bound_at(at)}; CPU cost grows {cpu_growth:.2f}x per doubling")
+
+    def text(self, sweep: str) -> str:
+        """One line for the verdict: the prediction, its basis and its error."""
+        if self.kind == "too-few-sizes":
+            return (f"no prediction: fewer than {MIN_SIZES_TO_FIT} sizes measured on both "
+                    "devices")
+        if self.kind == "crossover":
+            head = (f"predicted: GPU faster above {sweep} ~{_size(self.size)}"
+                    + (" (extrapolation, over 10x the largest size run)"
+                       if self.extrapolated else ""))
+        elif self.kind == "gpu-always":
+            head = "predicted: GPU faster at every size"
+        else:
+            head = f"predicted: no crossover up to {sweep} {_size(self.largest_measured * SEARCH_FACTOR)}"
+        error = ("error on the held-out largest size "
+                 f"{100 * abs(self.held_out_error):.0f}%" if self.held_out_error is not None
+                 else f"held-out error not measured (fewer than {MIN_SIZES_FOR_ERROR} sizes)")
+        tail = f"from {self.sizes_used} sizes, {error}"
+        caveats = f"; {'; '.join(self.caveats)}" if self.caveats else ""
+        return f"{head} ({self.why(sweep)}), {tail}{caveats}"
+
+
+def crossover_between(cpu: CostModel, gpu: CostModel, smallest: float,
+                      largest: float) -> tuple[str, float | None]:
+    """(kind, size): the size from which the GPU model stays faster, searched on a log grid."""
+    grid = np.geomspace(max(smallest, 1e-9), largest * SEARCH_FACTOR, GRID_POINTS)
+    gpu_faster = [gpu.seconds(size) < cpu.seconds(size) for size in grid]
+    if all(gpu_faster):
+        return "gpu-always", None
+    if not gpu_faster[-1]:
+        return "cpu-always", None
+    last_slower = max(index for index, faster in enumerate(gpu_faster) if not faster)
+    low, high = float(grid[last_slower]), float(grid[last_slower + 1])
+    for _ in range(60):  # bisection: the grid's step is ~2%, this pins the size down
+        middle = math.sqrt(low * high)
+        if gpu.seconds(middle) < cpu.seconds(middle):
+            high = middle
+        else:
+            low = middle
+    return "crossover", high
+
+
+def predict(cpu_points: Sequence[SweepPoint], gpu_points: Sequence[SweepPoint]) -> Prediction:
+    """Fit both devices and find where the curves cross; errors by leaving the largest out."""
+    sizes = sorted({p.size for p in cpu_points} & {p.size for p in gpu_points})
+    largest = max([p.size for p in [*cpu_points, *gpu_points]], default=0.0)
+    cpu, gpu = fit_device("cpu", cpu_points), fit_device("gpu", gpu_points)
+    if cpu is None or gpu is None or not sizes:
+        return Prediction("too-few-sizes", None, cpu, gpu, largest, len(sizes), None)
+    errors = [error for error in (held_out_error("cpu", cpu_points),
+                                  held_out_error("gpu", gpu_points)) if error is not None]
+    worst = max(errors, key=abs) if len(errors) == 2 else None
+    smallest = min(p.size for p in [*cpu_points, *gpu_points])
+    kind, size = crossover_between(cpu, gpu, smallest, largest)
+    return Prediction(kind, size, cpu, gpu, largest, len(sizes), worst,
+                      _caveats(cpu_points, gpu_points))
+
+
+def _caveats(cpu_points: Sequence[SweepPoint], gpu_points: Sequence[SweepPoint]) -> tuple[str, ...]:
+    notes = []
+    for device, points in (("cpu", cpu_points), ("gpu", gpu_points)):
+        suspect = [_size(p.size) for p in points if p.suspect]
+        noisy = [_size(p.size) for p in points if p.noisy and not p.suspect]
+        if suspect:
+            notes.append(f"fitted on SUSPECT {device} points ({', '.join(suspect)})")
+        if noisy:
+            notes.append(f"fitted on noisy {device} points ({', '.join(noisy)})")
+        if points and not all(p.flops for p in points):
+            notes.append(f"{device} work taken as the size (no FLOP count)")
+    return tuple(notes)
+
+
+def _size(size: float | None) -> str:
+    if size is None:
+        return "?"
+    if size >= 100:
+        return f"{round(size, -int(math.floor(math.log10(size))) + 1):,.0f}"
+    return f"{size:.3g}"
+
+
+def _rate(per_s: float) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if per_s >= scale:
+            return f"{per_s / scale:.3g} {prefix}"
+    return f"{per_s:.3g} "
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    if seconds >= 1e-6:
+        return f"{seconds * 1e6:.3g} us"
+    return f"{seconds * 1e9:.3g} ns"

@@ -1,0 +1,124 @@
+"""The crossover predictor on synthetic sweeps whose answer the algebra gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.analysis.predict import (
+    SweepPoint,
+    fit_device,
+    fit_power_law,
+    held_out_error,
+    predict,
+)
+
+SIZES = [1, 2, 4, 8, 16]
+
+
+def cpu_linear(size: float) -> SweepPoint:
+    """1 us fixed, 1,000 FLOPs per unit of size at 1 GFLOP/s."""
+    return SweepPoint(size, 1e-6 + size * 1e3 / 1e9, flops=size * 1e3)
+
+
+def gpu_launch_bound(size: float) -> SweepPoint:
+    """10 launches of 10 us on the host, the work at 100 GFLOP/s on the device."""
+    busy = size * 1e3 / 1e11
+    return SweepPoint(size, 10 * 10e-6 + busy, flops=size * 1e3, launches=10, busy_seconds=busy)
+
+
+def test_a_linear_cpu_and_a_launch_bound_gpu_cross_where_the_algebra_says() -> None:
+    # 1e-6 + s * 1e-6 = 1e-4 + s * 1e-8  ->  s = 99e-6 / 0.99e-6 = 100
+    prediction = predict([cpu_linear(s) for s in SIZES], [gpu_launch_bound(s) for s in SIZES])
+    assert prediction.kind == "crossover"
+    assert prediction.size == pytest.approx(100, rel=0.01)
+    assert prediction.held_out_error == pytest.approx(0, abs=1e-6)
+    assert not prediction.extrapolated  # 100 < 10 x 16
+    text = prediction.text("batch")
+    assert "predicted: GPU faster above batch ~100 (" in text
+    assert "launch-bound: 10 launches per call at 10 us" in text
+    assert "from 5 sizes" in text and "error on the held-out largest size 0%" in text
+    shorter = predict([cpu_linear(s) for s in SIZES[:4]],
+                      [gpu_launch_bound(s) for s in SIZES[:4]])
+    assert shorter.size == pytest.approx(100, rel=0.01)
+    assert shorter.extrapolated and "extrapolation" in shorter.text("batch")  # 100 > 10 x 8
+
+
+def test_the_fitted_constants_are_the_measured_ones() -> None:
+    gpu = fit_device("gpu", [gpu_launch_bound(s) for s in SIZES])
+    assert gpu is not None and gpu.from_profile
+    assert gpu.per_launch_s == pytest.approx(10e-6, rel=1e-6)
+    assert 1 / gpu.seconds_per_work == pytest.approx(1e11, rel=1e-6)
+    cpu = fit_device("cpu", [cpu_linear(s) for s in SIZES])
+    assert cpu is not None and not cpu.from_profile
+    assert cpu.fixed_s == pytest.approx(1e-6, rel=1e-6)
+
+
+def test_parallel_curves_predict_no_crossover_and_say_why() -> None:
+    cpu = [SweepPoint(s, 1e-5 + s * 1e-6, flops=s * 1e3) for s in SIZES]
+    gpu = [SweepPoint(s, 2e-5 + s * 2e-6, flops=s * 1e3) for s in SIZES]
+    prediction = predict(cpu, gpu)
+    assert prediction.kind == "cpu-always" and prediction.size is None
+    assert "no crossover up to batch 16,000" in prediction.text("batch")
+    assert "grow with the batch at the same rate" in prediction.text("batch")
+
+
+def test_work_that_grows_faster_than_the_launches_crosses_later() -> None:
+    """Seed 000's shape: one backward pass per output (launches ~ batch), each over the whole
+    batch (work ~ batch^2). CPU: 20 us per pass + 1 GFLOP/s; GPU: 5 launches of 10 us per pass
+    + 1 TFLOP/s. Equal where 400b * 20e-6 + 1e3 b^2/1e9 = 400b * 50e-6 + 1e3 b^2/1e12."""
+    def cpu(b: float) -> SweepPoint:  # its op count is its GPU twin's launch count
+        return SweepPoint(b, 400 * b * 5 * 4e-6 + 1e3 * b * b / 1e9, flops=1e3 * b * b,
+                          launches=400 * b * 5)
+
+    def gpu(b: float) -> SweepPoint:
+        busy = 1e3 * b * b / 1e12
+        return SweepPoint(b, 400 * b * 5 * 10e-6 + busy, flops=1e3 * b * b,
+                          launches=400 * b * 5, busy_seconds=busy)
+
+    batches = [10, 20, 50, 100, 200]
+    prediction = predict([cpu(b) for b in batches], [gpu(b) for b in batches])
+    expected = 400 * 30e-6 / (1e3 / 1e9 - 1e3 / 1e12)  # ~12,012
+    assert prediction.kind == "crossover"
+    assert prediction.size == pytest.approx(expected, rel=0.02)
+    assert "launch-bound: 2.4e+07 launches per call at 10 us" in prediction.text("batch")
+
+
+def test_a_noisy_or_suspect_sweep_is_labelled() -> None:
+    cpu = [cpu_linear(s) for s in SIZES]
+    cpu[2] = SweepPoint(4, cpu[2].seconds, flops=cpu[2].flops, noisy=True)
+    gpu = [gpu_launch_bound(s) for s in SIZES]
+    gpu[4] = SweepPoint(16, gpu[4].seconds, flops=16e3, launches=10,
+                        busy_seconds=gpu[4].busy_seconds, suspect=True)
+    text = predict(cpu, gpu).text("n")
+    assert "fitted on noisy cpu points (4)" in text
+    assert "fitted on SUSPECT gpu points (16)" in text
+
+
+def test_the_held_out_error_is_measured_on_the_largest_size() -> None:
+    points = [cpu_linear(s) for s in SIZES]
+    # The largest point twice as slow as the line through the others: predicted 50% too fast.
+    points[-1] = SweepPoint(16, 2 * points[-1].seconds, flops=16e3)
+    assert held_out_error("cpu", points) == pytest.approx(-0.5, rel=1e-6)
+    assert held_out_error("cpu", points[:2]) is None
+    assert "held-out error not measured" in predict(points[:2], [
+        gpu_launch_bound(s) for s in SIZES[:2]]).text("n")
+
+
+def test_without_flop_counts_the_size_is_the_work_and_it_says_so() -> None:
+    cpu = [SweepPoint(s, 1e-6 + s * 1e-6) for s in SIZES]
+    gpu = [SweepPoint(s, 1e-4 + s * 1e-8) for s in SIZES]
+    prediction = predict(cpu, gpu)
+    assert prediction.size == pytest.approx(100, rel=0.01)
+    assert "cpu work taken as the size (no FLOP count)" in prediction.text("n")
+
+
+def test_too_few_sizes_gives_no_prediction() -> None:
+    prediction = predict([cpu_linear(1)], [gpu_launch_bound(1)])
+    assert prediction.kind == "too-few-sizes"
+    assert "no prediction" in prediction.text("n")
+
+
+def test_a_power_law_through_the_upper_sizes() -> None:
+    law = fit_power_law([1, 2, 4, 8], [3, 2 * 8, 2 * 64, 2 * 512])  # n^3 at the top, not below
+    assert law.exponent == pytest.approx(3.0)
+    assert law(16) == pytest.approx(2 * 16 ** 3)
