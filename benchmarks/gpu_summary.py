@@ -1,6 +1,6 @@
-"""The compact summary of benchmarks/gpu_truth.sh: what the lead pastes into issue 24's note.
+"""The compact summary of `benchmarks/gpu_suite.sh state|ddp` and `energy_check.sh`.
 
-    python3 benchmarks/gpu_truth_summary.py RUNS_DIR HAND_DIR
+    python3 benchmarks/gpu_summary.py RUNS_DIR HAND_DIR
 
 Reads every run.json under RUNS_DIR and the energy_by_hand.py results (hand-<loop>-<net>-<batch>.json)
 under HAND_DIR; prints energy per step (harness vs hand), reduce-overhead vs cuda-graph, the jax
@@ -136,7 +136,7 @@ def profile_text(case: dict[str, Any], step_s: float | None) -> str:
 
 
 def jax_lines(documents: list[dict[str, Any]]) -> list[str]:
-    lines = ["## jax / keras-jax GPU cells: suspicion (false SUSPECT of issue 24 item 3)"]
+    lines = ["## jax / keras-jax GPU cells: suspicion (a shared GPU must not be seen where none is)"]
     for cell, case, _ in cases(documents):
         if cell.get("framework") not in ("jax", "keras-jax"):
             continue
