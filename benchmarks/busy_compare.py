@@ -2,7 +2,7 @@
 
     python3 benchmarks/busy_compare.py --reference REFERENCE.json RUN_DIR [RUN_DIR ...]
 
-Reads measurements.csv only (the standard library's csv, no pandas). Targets of issue 17:
+Reads measurements.csv only (the standard library's csv, no pandas). The targets it checks:
 - MNIST at batch 32 on the GPU: the harness's busy share within 10 points of the hand
   torch.profiler figure (compared on `preloaded`, whose data is on the device as by hand);
 - the cuda-graph (or reduce-overhead) step at <= 0.35 ms, accuracy like as-written's;

@@ -1,4 +1,4 @@
-"""Hand measurements to hold the harness's device-busy pass against (issue 17), on one GPU.
+"""Hand measurements to hold the harness's device-busy pass against, on one GPU.
 
     python3 benchmarks/busy_reference.py OUT.json [--device cuda] [--batch 32]
                                          [--sizes 256,512,1024,2048,4096,8192]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 24's energy check on the lent GPU: the harness's energy per step against a hand NVML
+# Energy per step on one GPU: the harness's energy per step against a hand NVML
 # reading (benchmarks/energy_by_hand.py) of the same loop and of a hand-written one, REPS times
 # interleaved (harness runs, then the hand runs), so run-to-run spread is seen beside the gap.
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
@@ -25,7 +25,7 @@ for rep in $(seq 1 "$reps"); do
       done
     done
   done
-  python3 benchmarks/gpu_truth_summary.py "$runs" "$runs/hand" | sed -n '2,5p' \
+  python3 benchmarks/gpu_summary.py "$runs" "$runs/hand" | sed -n '2,5p' \
     | tee "$out/summary-rep$rep.txt"
 done
 tar -czf "$out/energy-runs.tar.gz" -C "$out" runs && rm -rf "$out/runs"

@@ -5,7 +5,7 @@
     python benchmarks/mnist_blocks_check.py --run results/RUN_DIR   # an existing run folder
 
 Why: `harness compare` on the mnist-* workloads times blocks of steps inside each epoch and
-scales each to seconds per epoch (harness.measure.blocks, docs/methodology-mnist-sampling.md).
+scales each to seconds per epoch (harness.measure.blocks, docs/methodology.md).
 A block omits what happens once per epoch outside its steps (a DataLoader's iterator, Keras'
 fit set-up), and on a GPU each block boundary adds one synchronise. The same run also keeps
 every whole epoch (`call_seconds` in run.json), so per cell this prints the median of the warm

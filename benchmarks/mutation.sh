@@ -18,7 +18,7 @@
 # $MUTATION_DIR/score.txt). "killed" counts mutants a test failed on or that timed out; mutants no
 # selected test reaches count as survivors.
 #
-# Scope (issue 26): statistics (harness/data/results.py sample_stats, harness/analysis/stats.py),
+# Scope: statistics (harness/data/results.py sample_stats, harness/analysis/stats.py),
 # plausibility and ceilings (harness/analysis/plausibility.py, ceilings.with_bounds/_best_of),
 # diff (harness/analysis/diff.py), device-time attribution (devicetime.attribute/diagnose) and the
 # verdict tables (harness/report/tables.py: significance, peak fractions; the crossover, fastest

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the README's main commands as written (issue 25: "every command run as written"), in a
+# Run the README's main commands as written, in a
 # scratch copy of results/, and print one line per command: its exit code and wall seconds.
 # The SLURM commands need a cluster: tests/test_slurm.py runs them against a one-node SLURM.
 #   bash benchmarks/readme_commands.sh            (from the repository root, .venv installed)

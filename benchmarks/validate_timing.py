@@ -31,7 +31,7 @@ POLICY = TimingPolicy(min_samples=10, min_time_s=1.0, max_time_s=10.0, warmup_s=
 
 
 def unsynchronised_seconds(a: torch.Tensor, b: torch.Tensor, repeats: int = 5) -> float:
-    """Seed 5's way: time.time() around one matmul, no synchronize (median of a few)."""
+    """The seed experiment's timer: time.time() around one matmul, no synchronize (median)."""
     readings = []
     for _ in range(repeats):
         torch.cuda.synchronize() if a.is_cuda else None  # start from an idle device

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_truth_summary.py reads GPU-shaped run documents and the hand readings."""
+"""benchmarks/gpu_summary.py reads GPU-shaped run documents and the hand readings."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.run.runner import PROJECT_ROOT
 
-SCRIPT = PROJECT_ROOT / "benchmarks" / "gpu_truth_summary.py"
+SCRIPT = PROJECT_ROOT / "benchmarks" / "gpu_summary.py"
 
 
 def gpu_case(batch: int, epoch_s: float, extra: dict, **fields) -> dict:
