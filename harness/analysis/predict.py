@@ -10,12 +10,14 @@ is what makes the crossover predictable.
 The model, per device (all inputs measured by the harness on the sizes run, nothing from a
 data sheet):
 
-    seconds(size) = fixed + launches(size) * per_launch + work(size) / rate
+    seconds(size) = fixed + launches(size) * per_launch + bytes(size) / bandwidth
+                    + work(size) / rate
 
 - work(size): FLOPs per call from the framework's own counter where the cell has them, else
-  the size itself (the model then says so); launches(size): host launches per call counted by
-  the device profiler (GPU cells with a profile). Both are extended past the largest size by a
-  power law through the upper sizes, the way counts of a fixed program grow.
+  the size itself (the model then says so); bytes(size): what the workload declares a call
+  moves, where it does; launches(size): host launches per call counted by the device profiler
+  (GPU cells with a profile). Each is extended past the largest size by a power law through
+  the upper sizes, the way counts of a fixed program grow.
 - On a GPU with a profile the host part (wall minus device-busy time) is fitted on the launch
   count and the device part (busy time) on the work, so each constant is the measured one;
   without a profile, and on a CPU, the wall time is fitted as fixed + work / rate.
@@ -52,6 +54,7 @@ class SweepPoint:
     seconds: float  # median wall time per call
     flops: float | None = None  # per call, from the framework's counter
     launches: float | None = None  # host launches per call (device profile)
+    nbytes: float | None = None  # bytes the call moves, where the workload declares them
     busy_seconds: float | None = None  # device-busy time per call (device profile)
     noisy: bool = False
     suspect: bool = False
@@ -80,11 +83,14 @@ class CostModel:
     launches: PowerLaw | None
     work_is_flops: bool
     from_profile: bool  # host and device parts fitted apart (a GPU cell with a profile)
+    seconds_per_byte: float = 0.0  # 1 / bandwidth
+    moved: PowerLaw | None = None  # bytes per call
 
     def parts(self, size: float) -> tuple[float, float, float]:
-        """(fixed, launch, work) seconds at `size`."""
+        """(fixed, launch, work) seconds at `size`; the bytes' time counts as work."""
         launch = 0.0 if self.launches is None else self.launches(size) * self.per_launch_s
-        return self.fixed_s, launch, self.work(size) * self.seconds_per_work
+        moving = 0.0 if self.moved is None else self.moved(size) * self.seconds_per_byte
+        return self.fixed_s, launch, self.work(size) * self.seconds_per_work + moving
 
     def seconds(self, size: float) -> float:
         return sum(self.parts(size))
@@ -146,7 +152,7 @@ def _nonnegative_relative_fit(columns: list[np.ndarray], target: np.ndarray) -> 
     return best
 
 
-def fit_device(device: str, points: Sequence[SweepPoint]) -> CostModel | None:
+def fit_device(device_kind: str, points: Sequence[SweepPoint]) -> CostModel | None:
     """The device's cost model from its measured points; None with fewer than two sizes.
 
     A GPU point with a profile splits its wall time into the host's part (wall minus busy),
@@ -165,6 +171,10 @@ def fit_device(device: str, points: Sequence[SweepPoint]) -> CostModel | None:
     work = fit_power_law(sizes, work_counts)
     wall = np.array([point.seconds for point in points])
     ones, work_column = np.ones(len(points)), np.array(work_counts, dtype=float)
+    byte_counts = np.array([float(point.nbytes or 0.0) for point in points])
+    # Bytes join the fit only where there are more points than unknowns to fit them with.
+    with_bytes = all(point.nbytes for point in points) and len(points) >= 4
+    moved = fit_power_law(sizes, list(byte_counts)) if with_bytes else None
     counted = all(point.launches for point in points)
     launch_counts = np.array([float(point.launches or 0.0) for point in points])
     launches = fit_power_law(sizes, list(launch_counts)) if counted else None
@@ -173,14 +183,17 @@ def fit_device(device: str, points: Sequence[SweepPoint]) -> CostModel | None:
                          for point in points])
         # The host's time per launch, as measured: wall minus busy over the launches counted.
         per_launch = float(np.median((wall - busy) / launch_counts))
-        fixed, per_work = _nonnegative_relative_fit([ones, work_column], np.maximum(busy, 1e-12))
-        return CostModel(device, float(fixed), max(per_launch, 0.0), float(per_work), work,
-                         launches, work_is_flops, from_profile=True)
-    columns = [ones, launch_counts, work_column] if counted else [ones, work_column]
+        device = [ones, byte_counts, work_column] if with_bytes else [ones, work_column]
+        coef = _nonnegative_relative_fit(device, np.maximum(busy, 1e-12))
+        return CostModel(device_kind, float(coef[0]), max(per_launch, 0.0), float(coef[-1]), work,
+                         launches, work_is_flops, from_profile=True,
+                         seconds_per_byte=float(coef[1]) if with_bytes else 0.0, moved=moved)
+    columns = [ones] + ([launch_counts] if counted else []) + (
+        [byte_counts] if with_bytes else []) + [work_column]
     coef = _nonnegative_relative_fit(columns, wall)
-    per_launch = float(coef[1]) if counted else 0.0
-    return CostModel(device, float(coef[0]), per_launch, float(coef[-1]), work, launches,
-                     work_is_flops, from_profile=False)
+    return CostModel(device_kind, float(coef[0]), float(coef[1]) if counted else 0.0,
+                     float(coef[-1]), work, launches, work_is_flops, from_profile=False,
+                     seconds_per_byte=float(coef[-2]) if with_bytes else 0.0, moved=moved)
 
 
 def held_out_error(device: str, points: Sequence[SweepPoint]) -> float | None:
@@ -304,6 +317,8 @@ def _caveats(cpu_points: Sequence[SweepPoint], gpu_points: Sequence[SweepPoint])
 def _size(size: float | None) -> str:
     if size is None:
         return "?"
+    if float(size).is_integer():
+        return f"{int(size):,}"
     if size >= 100:
         return f"{round(size, -int(math.floor(math.log10(size))) + 1):,.0f}"
     return f"{size:.3g}"
