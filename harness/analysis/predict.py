@@ -320,7 +320,7 @@ def _size(size: float | None) -> str:
     if float(size).is_integer():
         return f"{int(size):,}"
     if size >= 100:
-        return f"{round(size, -int(math.floor(math.log10(size))) + 1):,.0f}"
+        return f"{round(size, -math.floor(math.log10(size)) + 1):,.0f}"
     return f"{size:.3g}"
 
 
