@@ -218,8 +218,8 @@ class RunRecorder:
     def results(self) -> list[CellResult]:
         return self.document.cells
 
-    def add(self, result: CellResult | dict[str, Any]) -> None:
-        cell = result if isinstance(result, CellResult) else CellResult.from_dict(result)
+    def add(self, cell: CellResult) -> None:
+        """Append one cell's result and its tidy rows, then save both files."""
         work = {index: work_of(self.spec, case.case) for index, case in enumerate(cell.cases)}
         # A cell that ran elsewhere (a SLURM node) carries its own host: its rows name it.
         host = cell.host or self.document.host
@@ -474,7 +474,7 @@ def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any
 
 def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
                progress: bool, executor: Executor | None = None,
-               planned: Callable[[Cell], dict[str, Any] | None] | None = None) -> bool:
+               planned: Callable[[Cell], CellResult | None] | None = None) -> bool:
     """The executor's run, with a progress bar, cell states and ETA on stderr when asked.
 
     `planned` (harness.run.planner.refuse_declared) gives the result of each cell the
@@ -498,9 +498,9 @@ def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
                   CellEtaColumn(), console=progress_console, transient=True) as bar:
         task = bar.add_task("cells", total=len(cells), states="")
 
-        def on_result(cell: Cell, result: dict[str, Any]) -> None:
+        def on_result(cell: Cell, result: CellResult) -> None:
             recorder.add(result)
-            bar.update(task, advance=1, description=f"{cell.label}: {result['status']}")
+            bar.update(task, advance=1, description=f"{cell.label}: {result.status.value}")
 
         def on_state(cell: Cell, state: CellState) -> None:
             tally.update(cell, state)

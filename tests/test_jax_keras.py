@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from harness.core import registry
 from harness.cli import app
-from harness.run.runner import RunOptions, cell_environment, run_cell
+from harness.run.runner import RunOptions, cell_environment, run_worker
 from harness.spec import Cell
 from workloads import elementwise, matmul, mnist, transfer
 
@@ -29,7 +29,7 @@ needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None
 def run(workload: str, variant: str, framework: str, params: dict[str, Any]) -> dict[str, Any]:
     """One cpu cell through a real worker, as `harness compare` runs it."""
     cell = Cell(workload, variant, framework, "cpu", params, quick=True)
-    return run_cell(cell, RunOptions(timeout_s=WORKER_TIMEOUT_S))
+    return run_worker(cell, RunOptions(timeout_s=WORKER_TIMEOUT_S)).to_dict()
 
 
 # --- registration and environment: no framework imported ------------------------------------

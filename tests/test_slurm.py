@@ -220,7 +220,7 @@ def test_local_executor_reports_queued_running_done(out_dir: Path) -> None:
 
     results: list[dict[str, Any]] = []
     finished = LocalExecutor().run(cells, RunOptions(timeout_s=60), out_dir,
-                                   lambda cell, result: results.append(result), on_state)
+                                   lambda cell, result: results.append(result.to_dict()), on_state)
     assert finished and [result["status"] for result in results] == ["ok", "ok"]
     assert seen == [("ok", CellState.QUEUED), ("invalid", CellState.QUEUED),
                     ("ok", CellState.RUNNING), ("ok", CellState.DONE),
