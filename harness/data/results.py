@@ -14,6 +14,7 @@ import statistics
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from harness.data.records import CaseEnergy, GpuState
 from harness.spec import Cell, Status, worst_status
 
 NOISY_IQR_FRACTION = 0.10
@@ -137,6 +138,16 @@ class CaseResult:
     @property
     def measured(self) -> bool:
         return self.cold_seconds is not None
+
+    @property
+    def energy(self) -> CaseEnergy | None:
+        """extra['energy'] typed (harness.data.records); None where the case has none."""
+        return CaseEnergy.read(self.extra.get("energy"))
+
+    @property
+    def gpu_state(self) -> GpuState | None:
+        """extra['gpu_state'] typed; None where the case has none (cpu cells, older runs)."""
+        return GpuState.read(self.extra.get("gpu_state"))
 
     @property
     def peak_device_bytes(self) -> int | None:
