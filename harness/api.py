@@ -28,19 +28,18 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.measure import envinfo
-from harness.core import interrupt
-from harness.core import registry
-from harness.data import store
+from harness.analysis.stats import work_of
 from harness.backend import canonical_device, parse_cuda_index
-from harness.run.planner import cell_refusal, refuse_declared
-from harness.run.progress import CellEtaColumn
+from harness.core import interrupt, registry
+from harness.data import store
 from harness.data.results import CellResult, RunDocument
-from harness.run.runner import RunOptions
+from harness.measure import envinfo
 from harness.run import resume as resume_plan
 from harness.run.executors import CellState, Executor, StateTally, make_executor
+from harness.run.planner import cell_refusal, refuse_declared
+from harness.run.progress import CellEtaColumn
+from harness.run.runner import RunOptions
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
-from harness.analysis.stats import work_of
 from harness.usermodel import plan as usermodel_plan
 
 EXIT_FAILED_CELL = 1
@@ -406,6 +405,9 @@ class ReportOutcome:
     written: list[Path]
     failure: str = ""
     exit_code: int = 0  # EXIT_REPORT_FAILED, or 130 when Ctrl-C stopped the drawing
+    # The verdict lines computed with the report (harness.report.summary.terminal_verdicts):
+    # the CLI prints them rather than building the report's context a second time.
+    verdicts: list[str] = field(default_factory=list)
 
 
 def draw_report(run_dir: Path) -> ReportOutcome:
@@ -415,11 +417,11 @@ def draw_report(run_dir: Path) -> ReportOutcome:
     are already on disk; the CLI exits with the outcome's code so scripts can tell.
     """
     try:
-        from harness.report import render_report
+        from harness.report import draw_report as draw
 
-        written = render_report([run_dir], run_dir, html=True)
-        progress_console.print(f"report: {len(written)} files in {run_dir}")
-        return ReportOutcome(written)
+        drawn = draw([run_dir], run_dir, html=True)
+        progress_console.print(f"report: {len(drawn.written)} files in {run_dir}")
+        return ReportOutcome(drawn.written, verdicts=drawn.verdicts)
     except KeyboardInterrupt:  # the results are complete; only the pictures are missing
         outcome = ReportOutcome([], f"report interrupted; results are in {run_dir}",
                                 EXIT_SIGNAL_BASE + signal.SIGINT.value)
@@ -461,14 +463,14 @@ def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:
 
 def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any]:
     """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles."""
-    from harness.run import ceilings as ceilings_module
+    from harness.run import ceiling_probe
 
     measured: dict[str, Any] = {}
     with progress_console.status("measuring the machine's ceilings (--no-ceilings skips this)"):
         for device in devices:
             if interrupt.requested() is not None:
                 break
-            measured[device] = ceilings_module.measure(device, largest_n)
+            measured[device] = ceiling_probe.measure(device, largest_n)
     return measured
 
 

@@ -231,7 +231,7 @@ def test_ctrl_c_saves_finished_cells_stops_the_worker_and_exits_130(out_dir: Pat
     assert run_file is not None, "first cell never finished"
     time.sleep(1.0)  # the slow cell's worker is running now
     process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=60)
+    _stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     document = json.loads(run_file.read_text())
     assert document["interrupted"] is True

@@ -3,7 +3,6 @@ diagnosis; through a real worker with a fake GPU whose profiler reports known fi
 
 from __future__ import annotations
 
-
 import pytest
 
 from harness.data import store
@@ -19,8 +18,8 @@ from harness.measure.devicetime import (
     union_ns,
 )
 from harness.run.runner import RunOptions, run_worker
-from harness.spec import Cell
 from harness.run.worker import CPU_PROFILE_REASON
+from harness.spec import Cell
 from tests.fakes.gpubackend import device as fake_gpu
 
 

@@ -9,9 +9,9 @@ import pytest
 
 from harness.data import store
 from harness.report import render_report
-from harness.report.views.memory import memory_table
-from harness.report.load import load_runs
 from harness.report import tables as t
+from harness.report.load import load_runs
+from harness.report.views.memory import memory_table
 from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
 from tests.fakes.gpubackend import device as fake_gpu

@@ -8,8 +8,13 @@ import sys
 import pytest
 
 from harness.data.results import CellResult
+from harness.measure.memory import (
+    format_bytes,
+    memory_text,
+    wait_with_peak_rss,
+    with_peak_host_memory,
+)
 from harness.spec import Cell
-from harness.measure.memory import format_bytes, memory_text, wait_with_peak_rss, with_peak_host_memory
 
 ALLOCATE_MIB = 200
 

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from harness.core import registry
 from harness.cli import app
+from harness.core import registry
 from harness.run.runner import MULTICAST_OFF, RunOptions, cell_environment, run_worker
 from harness.spec import Cell
 from workloads import mnist_ddp

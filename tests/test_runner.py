@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.run.runner import RunOptions, cell_environment, run_worker
 from harness.data.results import CellResult
+from harness.run.runner import RunOptions, cell_environment, run_worker
 from harness.spec import Cell, Status
 
 

@@ -7,12 +7,18 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.analysis.stats import work_of
 from harness.measure.envinfo import visible_gpus
 from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
-from harness.analysis.stats import work_of
 from workloads.transfer import (
-    BANDWIDTH_VARIANTS, MATMUL_VARIANTS, OVERLAP_VARIANTS, SPEC, check, custom_cases, make_inputs,
+    BANDWIDTH_VARIANTS,
+    MATMUL_VARIANTS,
+    OVERLAP_VARIANTS,
+    SPEC,
+    check,
+    custom_cases,
+    make_inputs,
 )
 
 WORKER_TIMEOUT_S = 180.0

@@ -1,8 +1,10 @@
 """Typed results: one CaseResult per case, one CellResult per cell, statistics in one place.
 
 The worker writes a cell's result as JSON (the only thing that crosses the process boundary);
-everything that reads it back (the CLI table, the store's tidy rows, the report) goes through
-these classes, so a median, a quartile, an IQR or a noise flag is computed by one function:
+its parent reads that file once into a CellResult (harness.run.runner.run_worker; the SLURM
+executor types its tasks' files as it hands them on), and that one object goes on to the
+executor's callback, the recorder, the store's tidy rows, run.json, the CLI table and the
+report. So a median, a quartile, an IQR or a noise flag is computed by one function:
 `sample_stats`. Unknown keys in the JSON are kept in `extra_fields` so a newer worker's fields
 survive a round trip through an older reader. RunDocument is run.json itself: harness.data.store
 reads and writes it, harness.data.upgrade brings older layouts up to SCHEMA_VERSION.

@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
 
 from harness.core.units import format_bytes
 from harness.data.results import CellResult

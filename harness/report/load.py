@@ -16,12 +16,18 @@ import pandas as pd
 
 from harness.core.units import size_label
 from harness.data import fields, store
-from harness.data.columns import (BOOL_COLUMNS, FALSE_TEXT, FLOAT_COLUMNS, INTEGER_COLUMNS,
-                                   TEXT_COLUMNS, TRUE_TEXT)
+from harness.data.columns import (
+    BOOL_COLUMNS,
+    FALSE_TEXT,
+    FLOAT_COLUMNS,
+    INTEGER_COLUMNS,
+    TEXT_COLUMNS,
+    TRUE_TEXT,
+)
 from harness.data.results import CellResult, RunDocument
 from harness.data.upgrade import DEFAULT_HINTS, hints_for_workload
 
-__all__ = ["DEFAULT_HINTS", "RunSet", "load_runs", "read_measurements", "run_row", "extra_rows"]
+__all__ = ["DEFAULT_HINTS", "RunSet", "extra_rows", "load_runs", "read_measurements", "run_row"]
 
 # Columns the report cannot do without; the rest of BASE_COLUMNS may be empty.
 REQUIRED_COLUMNS = ("machine", "workload", "variant", "framework", "device", "status", "phase",

@@ -22,12 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core import interrupt
-from harness.core import registry
+from harness.core import interrupt, registry
 from harness.data.results import CellResult
 from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
-from harness.spec import BadInput, Cell, Status
 from harness.run.failures import looks_like_oom
+from harness.spec import BadInput, Cell, Status
 
 STDERR_TAIL_CHARS = 1500
 KILL_WAIT_S = 10.0

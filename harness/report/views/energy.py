@@ -3,7 +3,8 @@
 Driven by run.json only: each case's extra['energy'] (harness.measure.energy: NVML's board
 counter on GPU cells, RAPL packages on CPU cells, each with its status and reason) and
 extra['gpu_state'] (harness.measure.gpustate), read as the typed records of
-harness.data.records (CaseResult.energy, CaseResult.gpu_state). The figure reported is the total the counter
+harness.data.records (CaseResult.energy, CaseResult.gpu_state). The figure reported is the
+total the counter
 saw, idle included, per step; the share above the idle power measured before the cell is
 shown beside it. A verdict compares a GPU cell with the CPU cell of the same framework,
 variant and size: "GPU 3.9x faster and 2.1x less energy per step" - the GPU's board against
@@ -19,8 +20,14 @@ from typing import Any
 import pandas as pd
 
 from harness.core.units import device_kind, format_joules, format_ratio, format_seconds, size_label
-from harness.data.records import (CaseEnergy, EnergyRecord, GpuProcesses, GpuReadings,
-                                   GpuState, WhileTimed)
+from harness.data.records import (
+    CaseEnergy,
+    EnergyRecord,
+    GpuProcesses,
+    GpuReadings,
+    GpuState,
+    WhileTimed,
+)
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.data.upgrade import as_run_document
 from harness.report.views import REPORT, View
@@ -56,7 +63,7 @@ class EnergyView(View):
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
         measured = table["j_per_step"].map(_known)
-        return [EXPLANATION, "", *[f"- {line}" for line in verdict_lines(table)],
+        return [EXPLANATION, "", *[f"- {line}" for line in gpu_vs_cpu_sentences(table)],
                 *[f"- {case_line(row)}" for _, row in table[measured].iterrows()],
                 *[f"- {line}" for line in unmeasured_lines(table[~measured])]]
 
@@ -155,7 +162,7 @@ def verdict(gpu: pd.Series, cpu: pd.Series) -> str:
     return text + "; " + "; ".join(missing)
 
 
-def verdict_lines(table: pd.DataFrame) -> list[str]:
+def gpu_vs_cpu_sentences(table: pd.DataFrame) -> list[str]:
     """One verdict per (machine, workload, framework, variant, size) with a GPU and a CPU cell."""
     lines = []
     kinds = table.assign(kind=table["device"].map(device_kind))
@@ -271,4 +278,4 @@ def console_lines(document: RunDocument | dict[str, Any]) -> list[str]:
     if table.empty:
         return []
     measured = table[table["j_per_step"].map(_known)]
-    return verdict_lines(table) + [case_line(row) for _, row in measured.iterrows()]
+    return gpu_vs_cpu_sentences(table) + [case_line(row) for _, row in measured.iterrows()]
