@@ -28,19 +28,18 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.measure import envinfo
-from harness.core import interrupt
-from harness.core import registry
-from harness.data import store
+from harness.analysis.stats import work_of
 from harness.backend import canonical_device, parse_cuda_index
-from harness.run.planner import cell_refusal, refuse_declared
-from harness.run.progress import CellEtaColumn
+from harness.core import interrupt, registry
+from harness.data import store
 from harness.data.results import CellResult, RunDocument
-from harness.run.runner import RunOptions
+from harness.measure import envinfo
 from harness.run import resume as resume_plan
 from harness.run.executors import CellState, Executor, StateTally, make_executor
+from harness.run.planner import cell_refusal, refuse_declared
+from harness.run.progress import CellEtaColumn
+from harness.run.runner import RunOptions
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
-from harness.analysis.stats import work_of
 from harness.usermodel import plan as usermodel_plan
 
 EXIT_FAILED_CELL = 1
@@ -218,8 +217,8 @@ class RunRecorder:
     def results(self) -> list[CellResult]:
         return self.document.cells
 
-    def add(self, result: CellResult | dict[str, Any]) -> None:
-        cell = result if isinstance(result, CellResult) else CellResult.from_dict(result)
+    def add(self, cell: CellResult) -> None:
+        """Append one cell's result and its tidy rows, then save both files."""
         work = {index: work_of(self.spec, case.case) for index, case in enumerate(cell.cases)}
         # A cell that ran elsewhere (a SLURM node) carries its own host: its rows name it.
         host = cell.host or self.document.host
@@ -406,6 +405,9 @@ class ReportOutcome:
     written: list[Path]
     failure: str = ""
     exit_code: int = 0  # EXIT_REPORT_FAILED, or 130 when Ctrl-C stopped the drawing
+    # The verdict lines computed with the report (harness.report.summary.terminal_verdicts):
+    # the CLI prints them rather than building the report's context a second time.
+    verdicts: list[str] = field(default_factory=list)
 
 
 def draw_report(run_dir: Path) -> ReportOutcome:
@@ -415,11 +417,11 @@ def draw_report(run_dir: Path) -> ReportOutcome:
     are already on disk; the CLI exits with the outcome's code so scripts can tell.
     """
     try:
-        from harness.report import render_report
+        from harness.report import draw_report as draw
 
-        written = render_report([run_dir], run_dir, html=True)
-        progress_console.print(f"report: {len(written)} files in {run_dir}")
-        return ReportOutcome(written)
+        drawn = draw([run_dir], run_dir, html=True)
+        progress_console.print(f"report: {len(drawn.written)} files in {run_dir}")
+        return ReportOutcome(drawn.written, verdicts=drawn.verdicts)
     except KeyboardInterrupt:  # the results are complete; only the pictures are missing
         outcome = ReportOutcome([], f"report interrupted; results are in {run_dir}",
                                 EXIT_SIGNAL_BASE + signal.SIGINT.value)
@@ -461,20 +463,20 @@ def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:
 
 def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any]:
     """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles."""
-    from harness.run import ceilings as ceilings_module
+    from harness.run import ceiling_probe
 
     measured: dict[str, Any] = {}
     with progress_console.status("measuring the machine's ceilings (--no-ceilings skips this)"):
         for device in devices:
             if interrupt.requested() is not None:
                 break
-            measured[device] = ceilings_module.measure(device, largest_n)
+            measured[device] = ceiling_probe.measure(device, largest_n)
     return measured
 
 
 def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
                progress: bool, executor: Executor | None = None,
-               planned: Callable[[Cell], dict[str, Any] | None] | None = None) -> bool:
+               planned: Callable[[Cell], CellResult | None] | None = None) -> bool:
     """The executor's run, with a progress bar, cell states and ETA on stderr when asked.
 
     `planned` (harness.run.planner.refuse_declared) gives the result of each cell the
@@ -498,9 +500,9 @@ def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
                   CellEtaColumn(), console=progress_console, transient=True) as bar:
         task = bar.add_task("cells", total=len(cells), states="")
 
-        def on_result(cell: Cell, result: dict[str, Any]) -> None:
+        def on_result(cell: Cell, result: CellResult) -> None:
             recorder.add(result)
-            bar.update(task, advance=1, description=f"{cell.label}: {result['status']}")
+            bar.update(task, advance=1, description=f"{cell.label}: {result.status.value}")
 
         def on_state(cell: Cell, state: CellState) -> None:
             tally.update(cell, state)

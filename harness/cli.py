@@ -22,17 +22,16 @@ from rich.padding import Padding
 from rich.table import Table
 
 from harness import api
-from harness.measure import envinfo
-from harness.core import interrupt
-from harness.core import registry
+from harness.analysis.stats import CaseSummary, implausibility, summarize_result
+from harness.core import interrupt, registry
+from harness.core.units import format_seconds
 from harness.data import fields, store
+from harness.measure import envinfo
 from harness.measure.memory import memory_text
 from harness.run.executors import executor_from_options
 from harness.run.planner import matrix_text
 from harness.run.runner import run_json_child
-from harness.core.units import format_seconds
 from harness.spec import BadInput, Cell, WorkloadSpec
-from harness.analysis.stats import CaseSummary, implausibility, summarize_result
 
 app = typer.Typer(
     help="Run the same workloads in every installed framework (torch, TensorFlow, JAX, Keras 3, "
@@ -210,13 +209,18 @@ def print_results(spec: WorkloadSpec, result: api.RunResult) -> None:
 
 
 def print_verdict(result: api.RunResult, drawn: api.ReportOutcome | None) -> None:
-    """The summary's verdict lines, then report.html's path: the last lines a run prints."""
+    """The summary's verdict lines, then report.html's path: the last lines a run prints.
+
+    Drawn: the verdicts computed with the report; not drawn (--no-report, or the drawing
+    failed): computed here from the stored run, with nothing drawn.
+    """
     if result.stopped_by is not None:
         return
-    from harness.report import verdict_lines
+    from harness.report import verdicts_without_drawing
 
     try:
-        lines = verdict_lines([result.path])
+        lines = drawn.verdicts if drawn is not None and drawn.written else \
+            verdicts_without_drawing([result.path])
     except Exception as exc:  # noqa: BLE001 - the measurements are saved; only the words are lost
         lines = [f"no verdict: {type(exc).__name__}: {exc}"]
     console.print("verdict:", markup=False, highlight=False)
@@ -278,8 +282,8 @@ def probe_framework(name: str, timeout_s: float = 120.0) -> dict[str, Any]:
     installed, reason = registry.framework_installed(name)
     if not installed:
         return {"framework": name, "installed": False, "reason": reason}
-    info, why_not = run_json_child("harness.measure.probe", [name], Cell("probe", "-", name, "cuda:0"),
-                                   timeout_s)
+    info, why_not = run_json_child("harness.measure.probe", [name],
+                                   Cell("probe", "-", name, "cuda:0"), timeout_s)
     if info is None:
         return {"framework": name, "installed": True, "reason": f"probe failed: {why_not}"}
     return info

@@ -300,8 +300,9 @@ class FrameworkSpec:
     list_devices(), open_device(name)). environment: variables every cell of this framework
     gets (set over the user's); environment_defaults: set only where the user has not.
     sync: "device" (a device-wide synchronize, torch/TF) or "output" (block on the step's
-    returned output, as JAX needs: the worker keeps the last output of step() and passes it
-    to device.synchronize(output)). cpu_only: the framework has no accelerator devices.
+    returned output, as JAX needs: the worker keeps the last output of step() and waits on it
+    with device.block(output); harness.run.worker.timed_pair). cpu_only: the framework has no
+    accelerator devices.
     """
 
     name: str

@@ -1,4 +1,4 @@
-"""The package layout holds: imports inside harness/ point one way, from the CLI down to the spec."""
+"""The package layout holds: imports inside harness/ point one way, from the CLI to the spec."""
 
 from __future__ import annotations
 

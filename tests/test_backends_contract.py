@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from harness.core import registry
+from harness.data.results import CellResult
 from harness.run import planner, runner
 from harness.run.runner import RunOptions, cell_environment
 from harness.spec import Cell, WorkloadSpec
@@ -217,13 +218,13 @@ def test_every_undeclared_variant_is_refused_by_the_planner_without_a_worker(
                for variant in spec.variants for device in planner.KIND_DEVICES.values()
                if planner.declared_refusal(spec, framework, variant, device) is not None]
 
-    def no_worker(cell: Cell, options: RunOptions) -> dict[str, Any]:
+    def no_worker(cell: Cell, options: RunOptions) -> CellResult:
         raise AssertionError(f"a worker started for refused cell {cell.label}")
 
-    monkeypatch.setattr(runner, "run_cell", no_worker)
+    monkeypatch.setattr(runner, "run_worker", no_worker)
     results: list[dict[str, Any]] = []
     runner.run_matrix(refused, RunOptions(timeout_s=1), lambda cell, result:
-                      results.append(result), planner.refuse_declared(spec))
+                      results.append(result.to_dict()), planner.refuse_declared(spec))
     assert len(results) == len(refused)
     installed, install_hint = registry.framework_installed(framework)
     for cell, result in zip(refused, results):

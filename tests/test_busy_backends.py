@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.run.runner import PROJECT_ROOT, RunOptions, cell_environment, run_cell
+from harness.run.runner import PROJECT_ROOT, RunOptions, cell_environment, run_worker
 from harness.spec import Cell
 from workloads import mnist
 
@@ -120,8 +120,8 @@ def run_mnist(framework: str, variant: str) -> dict[str, Any]:
     # 2 epochs of 50 steps: the fewest at which the check still judges accuracy.
     params = {**mnist.SMALL.defaults(quick=True), "epochs": 2,
               "train_samples": 32 * mnist.MIN_STEPS_TO_JUDGE // 2}
-    result = run_cell(Cell("mnist-small", variant, framework, "cpu", params, quick=True),
-                      RunOptions(timeout_s=300))
+    result = run_worker(Cell("mnist-small", variant, framework, "cpu", params, quick=True),
+                        RunOptions(timeout_s=300)).to_dict()
     return result
 
 

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from harness import api
 from harness.cli import app
+from harness.data.results import CellResult
 from harness.run import planner, runner
 from harness.spec import BadInput, Cell
 from workloads import mnist
@@ -230,7 +231,7 @@ def test_ctrl_c_saves_finished_cells_stops_the_worker_and_exits_130(out_dir: Pat
     assert run_file is not None, "first cell never finished"
     time.sleep(1.0)  # the slow cell's worker is running now
     process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=60)
+    _stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
     document = json.loads(run_file.read_text())
     assert document["interrupted"] is True
@@ -258,12 +259,11 @@ def test_variant_all_starts_no_worker_for_a_refused_cell(out_dir: Path,
     unavailable rows with their reason and no worker, the others reach a worker, exit 0."""
     started: list[Cell] = []
 
-    def counting_worker(cell: Cell, options: runner.RunOptions) -> dict:
+    def counting_worker(cell: Cell, options: runner.RunOptions) -> CellResult:
         started.append(cell)
-        return {"cell": cell.as_dict(), "status": "ok", "reason": "", "cases": [],
-                "framework_version": None, "device_name": None}
+        return CellResult(cell)
 
-    monkeypatch.setattr(runner, "run_cell", counting_worker)
+    monkeypatch.setattr(runner, "run_worker", counting_worker)
     result = invoke("compare", "--workload", "mnist-small", "--variant", "all", "--quick",
                     "--device", "cpu", "--no-ceilings", "--no-report", "--out", str(out_dir))
     assert result.exit_code == 0, result.output

@@ -3,7 +3,6 @@ diagnosis; through a real worker with a fake GPU whose profiler reports known fi
 
 from __future__ import annotations
 
-
 import pytest
 
 from harness.data import store
@@ -18,9 +17,9 @@ from harness.measure.devicetime import (
     summarize,
     union_ns,
 )
-from harness.run.runner import RunOptions, run_cell
-from harness.spec import Cell
+from harness.run.runner import RunOptions, run_worker
 from harness.run.worker import CPU_PROFILE_REASON
+from harness.spec import Cell
 from tests.fakes.gpubackend import device as fake_gpu
 
 
@@ -97,7 +96,8 @@ def fault_cell(framework: str, device: str) -> Cell:
 
 
 def test_gpu_cell_stores_the_profiled_figures_per_call() -> None:
-    result = run_cell(fault_cell("fakegpu", "cuda:0"), RunOptions(timeout_s=60))
+    result = run_worker(fault_cell("fakegpu", "cuda:0"),
+                        RunOptions(timeout_s=60)).to_dict()
     assert result["status"] == "ok", result["reason"]
     case = result["cases"][0]
     profile = case["device_profile"]
@@ -115,7 +115,7 @@ def test_gpu_cell_stores_the_profiled_figures_per_call() -> None:
 
 
 def test_cpu_cell_has_empty_device_columns_and_the_reason() -> None:
-    result = run_cell(fault_cell("fakegpu", "cpu"), RunOptions(timeout_s=60))
+    result = run_worker(fault_cell("fakegpu", "cpu"), RunOptions(timeout_s=60)).to_dict()
     assert result["status"] == "ok", result["reason"]
     assert result["cases"][0]["device_profile"] == {"reason": CPU_PROFILE_REASON}
     rows = store.case_rows("run", "box", "size", result, {})

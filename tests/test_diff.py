@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from harness.cli import app
 from harness.analysis.diff import average_ranks, diff_runs, mann_whitney_u, verdict_for
+from harness.cli import app
 from tests.synthetic_runs import HOST, cell_result, write_run
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.run.runner import RunOptions, run_cell
+from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
 from workloads.elementwise import (
     SPEC,
@@ -85,8 +85,8 @@ def test_check_flags_bandwidth_above_the_ceiling() -> None:
 def run(framework: str, variant: str, **overrides) -> dict:
     params = {**SPEC.defaults(quick=True), "elements": [ELEMENTS], "iterations": ITERATIONS,
               **overrides}
-    return run_cell(Cell("elementwise", variant, framework, "cpu", params, quick=True),
-                    RunOptions(timeout_s=300))
+    return run_worker(Cell("elementwise", variant, framework, "cpu", params, quick=True),
+                      RunOptions(timeout_s=300)).to_dict()
 
 
 def only_case(result: dict) -> dict:

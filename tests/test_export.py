@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from harness.data import store
 from harness.cli import app
+from harness.data import store
 from harness.data.export import typed_frame
 from tests.synthetic_runs import cell_result, write_run
 

@@ -9,10 +9,10 @@ import pytest
 
 from harness.data import store
 from harness.report import render_report
-from harness.report.views.memory import memory_table
-from harness.report.load import load_runs
 from harness.report import tables as t
-from harness.run.runner import RunOptions, run_cell
+from harness.report.load import load_runs
+from harness.report.views.memory import memory_table
+from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
 from tests.fakes.gpubackend import device as fake_gpu
 from tests.synthetic_runs import write_run
@@ -20,7 +20,7 @@ from tests.synthetic_runs import write_run
 
 def fake_gpu_result(device: str) -> dict:
     cell = Cell("fault", "ok", "fakegpu", device, {"size": [1, 2], "pid_file": ""}, quick=True)
-    result = run_cell(cell, RunOptions(timeout_s=60))
+    result = run_worker(cell, RunOptions(timeout_s=60)).to_dict()
     assert result["status"] == "ok", result["reason"]
     return result
 

@@ -84,7 +84,7 @@ def watched_case(gpu: gpustate.NvmlGpu) -> dict:
     watch.before_case()
     watch.begin()
     watch.end(1)
-    return watch.after_case()
+    return watch.after_case().to_dict()
 
 
 @pytest.mark.parametrize("mask, flagged", [(0x0, False), (0x1, False), (0x2, False),
@@ -334,6 +334,40 @@ def test_a_throttled_gpu_case_is_suspect_in_run_json_and_the_cli_table(
     summary = next(path for path in written if path.name == "summary.md").read_text()
     assert "## Energy per step" in summary and "NVML total energy counter" in summary
     assert "## GPU state per case" in summary and "SUSPECT: GPU throttled" in summary
+
+
+def test_energy_and_gpu_state_are_columns_of_the_csv_and_parquet(
+        fake_nvml: None, out_dir: Path) -> None:
+    """A GPU case has its energy per call, power, idle power, SM clock and throttle reasons in
+    the tidy tables; a CPU case has the same columns empty, and the reason beside them."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    result = CliRunner().invoke(app, ["compare", "--workload", "fault", "--framework", "fakegpu",
+                                      "--device", "cuda:0,cpu", "--variant", "ok", "--quick",
+                                      "--no-report", "--no-ceilings", "--out", str(out_dir)])
+    assert result.exit_code == 0, result.output
+    run_dir = next(out_dir.glob("*/run.json")).parent
+    columns = ["energy_j_per_call", "energy_j_per_call_above_idle", "power_w_mean",
+               "idle_power_w", "sm_clock_mhz_min", "sm_clock_mhz_max"]
+    for frame in (pd.read_csv(run_dir / "measurements.csv", keep_default_na=False, dtype=str),
+                  pd.read_parquet(run_dir / "measurements.parquet")):
+        warm = frame[frame["phase"] == "warm"]
+        gpu, cpu = warm[warm["device"] == "cuda:0"], warm[warm["device"] == "cpu"]
+        assert not gpu.empty and not cpu.empty
+        for column in columns:
+            assert pd.to_numeric(gpu[column]).notna().all(), column
+            assert (pd.to_numeric(cpu[column].replace("", None)).isna()).all(), column
+        assert pd.to_numeric(gpu["power_w_mean"]).iloc[0] == pytest.approx(WATTS, rel=0.05)
+        assert (gpu["energy_reason"] == "").all() and (gpu["gpu_state_reason"] == "").all()
+        assert (gpu["throttle_reasons"] != "").all()
+        assert cpu["energy_reason"].str.startswith("unavailable: no /nonexistent-powercap").all()
+        assert (cpu["gpu_state_reason"] == "cpu cell: no GPU to watch").all()
+    typed = pd.read_parquet(run_dir / "measurements.parquet")
+    assert typed["energy_j_per_call"].dtype == "float64"
+    assert str(typed["sm_clock_mhz_min"].dtype) == "Int64"
 
 
 def test_the_window_spans_the_warm_calls_only() -> None:

@@ -32,7 +32,8 @@ def write_proc(root: Path, busy: int, irq: int, processes: dict[int, tuple[int, 
         # fields after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt
         # cmajflt utime stime cutime cstime ...
         (root / str(pid) / "stat").write_text(
-            f"{pid} (proc {pid}) S {ppid} {group} {group} 0 -1 0 0 0 0 0 {own} 0 {children} 0 20 0\n")
+            f"{pid} (proc {pid}) S {ppid} {group} {group} 0 -1 0 0 0 0 0 {own} 0 {children} "
+            "0 20 0\n")
 
 
 def at(snapshot: hostload.LoadSnapshot | None, wall_s: float) -> hostload.LoadSnapshot:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.run.runner import RunOptions, run_cell
+from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
 from workloads.jacobian import SPEC, check, make_inputs, per_sample_reference
 
@@ -57,8 +57,9 @@ CPU_VARIANTS = tuple(v for v in SPEC.variants if v not in SPEC.device_only_varia
 def results() -> dict[tuple[str, str], dict]:
     """One worker per (framework, variant) at batch 2, shared by the tests below."""
     params = {**SPEC.defaults(quick=True), "batch": [BATCH]}
-    return {(framework, variant): run_cell(Cell("jacobian", variant, framework, "cpu", params,
-                                                quick=True), RunOptions(timeout_s=300))
+    return {(framework, variant): run_worker(
+                Cell("jacobian", variant, framework, "cpu", params, quick=True),
+                RunOptions(timeout_s=300)).to_dict()
             for framework in FRAMEWORKS for variant in CPU_VARIANTS}
 
 

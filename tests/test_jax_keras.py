@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from harness.core import registry
 from harness.cli import app
-from harness.run.runner import RunOptions, cell_environment, run_cell
+from harness.core import registry
+from harness.run.runner import RunOptions, cell_environment, run_worker
 from harness.spec import Cell
 from workloads import elementwise, matmul, mnist, transfer
 
@@ -29,7 +29,7 @@ needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None
 def run(workload: str, variant: str, framework: str, params: dict[str, Any]) -> dict[str, Any]:
     """One cpu cell through a real worker, as `harness compare` runs it."""
     cell = Cell(workload, variant, framework, "cpu", params, quick=True)
-    return run_cell(cell, RunOptions(timeout_s=WORKER_TIMEOUT_S))
+    return run_worker(cell, RunOptions(timeout_s=WORKER_TIMEOUT_S)).to_dict()
 
 
 # --- registration and environment: no framework imported ------------------------------------
@@ -166,8 +166,8 @@ def synthetic_three_framework_run(tmp_path: Path) -> Path:
 
 def test_report_ranks_every_framework_and_compares_every_pair(tmp_path: Path) -> None:
     from harness.report import render_report
-    from tests.report_tables import t
     from harness.report.load import load_runs
+    from tests.report_tables import t
 
     run_dir = synthetic_three_framework_run(tmp_path)
     run_set = load_runs([run_dir])

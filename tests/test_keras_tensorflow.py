@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from harness.core import registry
-from harness.run.runner import RunOptions, run_cell
+from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
 from workloads import mnist
 
@@ -22,8 +22,8 @@ needs_tensorflow = pytest.mark.skipif(not registry.framework_installed("keras-te
 @pytest.mark.slow
 def test_keras_on_tensorflow_trains_the_wide_net_through_the_worker() -> None:
     params = {**mnist.WIDE.defaults(quick=True), **TINY}
-    result = run_cell(Cell("mnist-wide", "as-written", "keras-tensorflow", "cpu", params,
-                           quick=True), RunOptions(timeout_s=300))
+    result = run_worker(Cell("mnist-wide", "as-written", "keras-tensorflow", "cpu", params,
+                             quick=True), RunOptions(timeout_s=300)).to_dict()
     assert result["status"] == "ok", result["reason"]
     (case,) = result["cases"]
     extra = case["extra"]

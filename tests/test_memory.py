@@ -7,7 +7,14 @@ import sys
 
 import pytest
 
-from harness.measure.memory import format_bytes, memory_text, wait_with_peak_rss, with_peak_host_memory
+from harness.data.results import CellResult
+from harness.measure.memory import (
+    format_bytes,
+    memory_text,
+    wait_with_peak_rss,
+    with_peak_host_memory,
+)
+from harness.spec import Cell
 
 ALLOCATE_MIB = 200
 
@@ -40,13 +47,14 @@ def test_signal_deaths_keep_popen_returncode_convention() -> None:
 
 
 def test_outside_figure_wins_and_the_worker_figure_is_the_fallback() -> None:
-    outside = with_peak_host_memory({"peak_host_memory_bytes": 100}, 300)
-    assert outside["peak_host_memory_bytes"] == 300
-    assert outside["peak_host_memory_bytes_worker"] == 100
-    assert outside["peak_host_memory_source"].startswith("wait4")
-    fallback = with_peak_host_memory({"peak_host_memory_bytes": 100}, None)
-    assert fallback["peak_host_memory_bytes"] == 100
-    assert fallback["peak_host_memory_source"].startswith("worker")
+    cell = Cell("fault", "ok", "fake", "cpu")
+    outside = with_peak_host_memory(CellResult(cell, peak_host_memory_bytes=100), 300)
+    assert outside.peak_host_memory_bytes == 300
+    assert outside.peak_host_memory_bytes_worker == 100
+    assert (outside.peak_host_memory_source or "").startswith("wait4")
+    fallback = with_peak_host_memory(CellResult(cell, peak_host_memory_bytes=100), None)
+    assert fallback.peak_host_memory_bytes == 100
+    assert (fallback.peak_host_memory_source or "").startswith("worker")
 
 
 def test_memory_text_is_compact() -> None:

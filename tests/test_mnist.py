@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.run.runner import RunOptions, run_cell
+from harness.run.runner import RunOptions
+from harness.run.runner import run_worker as worker_result
 from harness.spec import BadInput, Cell
 from workloads import mnist, mnist_data
 
@@ -47,8 +48,8 @@ def run_worker(workload: str, framework: str, variant: str = "as-written",
     """One cell through the worker subprocess, the path users take; returns its only case."""
     spec = mnist.SMALL if workload == "mnist-small" else mnist.WIDE
     cell_params = {**spec.defaults(quick=True), **params}
-    result = run_cell(Cell(workload, variant, framework, "cpu", cell_params, quick=True),
-                      RunOptions(timeout_s=WORKER_TIMEOUT_S))
+    result = worker_result(Cell(workload, variant, framework, "cpu", cell_params, quick=True),
+                           RunOptions(timeout_s=WORKER_TIMEOUT_S)).to_dict()
     assert len(result["cases"]) == 1, result
     return result["cases"][0]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from harness.core import registry
-from harness.run.runner import RunOptions, run_cell
+from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
 from workloads import mnist
 
@@ -19,8 +19,8 @@ FRAMEWORKS = ("torch", "jax", "keras-jax", "keras-tensorflow")
 
 def run_one_case(framework: str, variant: str = "as-written", **params: object) -> dict:
     cell_params = {**mnist.WIDE.defaults(quick=True), **TINY, **params}
-    result = run_cell(Cell("mnist-wide", variant, framework, "cpu", cell_params, quick=True),
-                      RunOptions(timeout_s=300))
+    result = run_worker(Cell("mnist-wide", variant, framework, "cpu", cell_params, quick=True),
+                        RunOptions(timeout_s=300)).to_dict()
     assert result["status"] == "ok", result["reason"]
     (case,) = result["cases"]
     return case

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from harness.core import registry
 from harness.cli import app
-from harness.run.runner import MULTICAST_OFF, RunOptions, cell_environment, run_cell
+from harness.core import registry
+from harness.run.runner import MULTICAST_OFF, RunOptions, cell_environment, run_worker
 from harness.spec import Cell
 from workloads import mnist_ddp
 
@@ -157,7 +157,7 @@ def test_killed_rank_is_an_error_row_and_leaves_no_process(
     cell = Cell("mnist-ddp", "preloaded", "torch", "cpu", params, quick=True)
     outcome: dict[str, Any] = {}
     runner = threading.Thread(target=lambda: outcome.update(
-        run_cell(cell, RunOptions(timeout_s=240))))
+        run_worker(cell, RunOptions(timeout_s=240)).to_dict()))
     runner.start()
     seen: set[tuple[int, str]] = set()
     pids: dict[int, int] = {}

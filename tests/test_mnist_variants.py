@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from harness.core import registry
-from harness.run.runner import RunOptions, run_cell
+from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
 from workloads import mnist
 
@@ -22,8 +22,8 @@ def test_variant_trains_the_small_net(framework: str, variant: str) -> None:
     if not registry.framework_installed(framework)[0]:
         pytest.skip(f"{framework} is not installed")
     params = {**mnist.SMALL.defaults(quick=True), **TINY}
-    result = run_cell(Cell("mnist-small", variant, framework, "cpu", params, quick=True),
-                      RunOptions(timeout_s=300))
+    result = run_worker(Cell("mnist-small", variant, framework, "cpu", params, quick=True),
+                        RunOptions(timeout_s=300)).to_dict()
     assert result["status"] == "ok", result["reason"]
     assert result["cell"]["variant"] == variant
     (case,) = result["cases"]

@@ -109,6 +109,7 @@ def test_a_plugin_without_declarations_has_every_variant_tried(
     """A workload written before declarations (no `capabilities`, like the test plugin's fault
     workload) keeps working: the planner refuses none of its cells, each reaches a worker."""
     from harness.core import registry
+    from harness.data.results import CellResult
     from harness.run import planner, runner
     from harness.spec import Cell
 
@@ -117,8 +118,8 @@ def test_a_plugin_without_declarations_has_every_variant_tried(
     cells = [Cell("fault", variant, "fake", device) for variant in spec.variants
              for device in ("cpu", "cuda:0")]
     started: list[Cell] = []
-    monkeypatch.setattr(runner, "run_cell", lambda cell, options: started.append(cell) or {
-        "cell": cell.as_dict(), "status": "ok", "reason": "", "cases": []})
+    monkeypatch.setattr(runner, "run_worker",
+                        lambda cell, options: started.append(cell) or CellResult(cell))
     runner.run_matrix(cells, runner.RunOptions(timeout_s=1), lambda cell, result: None,
                       planner.refuse_declared(spec))
     assert started == cells

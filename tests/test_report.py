@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from harness.data import store
 from harness.cli import app
+from harness.data import store
 from harness.report import render_report
-from tests.report_tables import t
 from harness.report.load import load_runs
+from tests.report_tables import t
 from tests.synthetic_runs import (
     CPU_MACHINE,
     GPU_MACHINE,

@@ -9,8 +9,8 @@ import pytest
 
 from harness.report import render_report
 from harness.report import tables as t
-from harness.report.views.devicetime import attribution_table
 from harness.report.load import load_runs
+from harness.report.views.devicetime import attribution_table
 from tests.synthetic_runs import cell_result, write_run
 
 # Per call on the GPU: (wall, busy, copies, kernels); at n=128 the device works 40% of the time.

@@ -38,7 +38,7 @@ def test_verdict_says_time_and_energy_per_step() -> None:
     assert len(table) == 2
     gpu = table[table["device"] == "cuda:0"].iloc[0]
     assert gpu["step_s"] == 0.001 and gpu["j_per_step"] == 0.5
-    lines = view.verdict_lines(table)
+    lines = view.gpu_vs_cpu_sentences(table)
     assert lines == ["mnist-small torch preloaded, size 32 (box): cuda:0 vs cpu: GPU 4x faster "
                      "and 2x less energy per step (500 mJ GPU board vs 1 J CPU packages)"]
     text = view.render(runs)
@@ -48,14 +48,14 @@ def test_verdict_says_time_and_energy_per_step() -> None:
 
 def test_more_energy_and_slower_are_said_as_such() -> None:
     runs = [document({"cuda:0": case("cuda:0", 0.2, 2.0), "cpu": case("cpu", 0.1, 1.0)})]
-    (line,) = view.verdict_lines(view.energy_table(runs))
+    (line,) = view.gpu_vs_cpu_sentences(view.energy_table(runs))
     assert "GPU 2x slower and 2x more energy per step" in line
 
 
 def test_missing_cpu_energy_keeps_the_speed_verdict_and_says_why() -> None:
     runs = [document({"cuda:0": case("cuda:0", 0.1, 0.5),
                       "cpu": case("cpu", 0.4, None, reason="no /sys/class/powercap")})]
-    (line,) = view.verdict_lines(view.energy_table(runs))
+    (line,) = view.gpu_vs_cpu_sentences(view.energy_table(runs))
     assert "GPU 4x faster; CPU energy unavailable: no /sys/class/powercap" in line
 
 

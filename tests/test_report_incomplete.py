@@ -5,8 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.report import render_report
-from tests.synthetic_runs import CPU_MACHINE, SIZES, cpu_seconds, make_case, make_result, \
-    write_fixture_run
+from tests.synthetic_runs import (
+    CPU_MACHINE,
+    SIZES,
+    cpu_seconds,
+    make_case,
+    make_result,
+    write_fixture_run,
+)
 from tests.test_report import private_matplotlib  # noqa: F401 - autouse: matplotlib cache in tmp
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.run.runner import RunOptions, cell_environment, run_cell
-from harness.spec import Cell
+from harness.data.results import CellResult
+from harness.run.runner import RunOptions, cell_environment, run_worker
+from harness.spec import Cell, Status
 
 
 def fault_cell(variant: str, **params) -> Cell:
@@ -17,16 +18,17 @@ def fault_cell(variant: str, **params) -> Cell:
                 quick=True)
 
 
-def run(variant: str, timeout_s: float = 60.0, **params) -> dict:
-    return run_cell(fault_cell(variant, **params), RunOptions(timeout_s=timeout_s))
+def run(variant: str, timeout_s: float = 60.0, **params) -> CellResult:
+    return run_worker(fault_cell(variant, **params), RunOptions(timeout_s=timeout_s))
 
 
 def test_ok_cell_has_samples_and_a_passed_check() -> None:
     result = run("ok")
-    assert result["status"] == "ok"
-    assert [case["status"] for case in result["cases"]] == ["ok", "ok"]
-    assert all(case["check"]["passed"] for case in result["cases"])
-    assert result["framework_version"] == "0.0-fake"
+    assert result.status == Status.OK
+    assert [case.status for case in result.cases] == [Status.OK, Status.OK]
+    assert all(case.check and case.check["passed"] for case in result.cases)
+    assert result.framework_version == "0.0-fake"
+    assert result.peak_host_memory_source == "wait4 (measured by the runner)"
 
 
 @pytest.mark.parametrize("variant, status, reason", [
@@ -39,25 +41,25 @@ def test_ok_cell_has_samples_and_a_passed_check() -> None:
 def test_failures_become_statuses_and_keep_finished_cases(variant: str, status: str,
                                                           reason: str) -> None:
     result = run(variant)
-    assert result["status"] == status
-    assert reason in result["reason"]
+    assert result.status == Status(status)
+    assert reason in result.reason
     # Size 1 ran before the fault at size 2: its measurement survives.
-    assert result["cases"][0]["status"] == "ok" and result["cases"][0]["samples"]
+    assert result.cases[0].status == Status.OK and result.cases[0].samples
 
 
 def test_hang_past_timeout_is_killed_and_reported() -> None:
     started = time.monotonic()
     result = run("hang", timeout_s=8.0)
     assert time.monotonic() - started < 30
-    assert result["status"] == "timeout"
-    assert "--timeout 8" in result["reason"]
-    assert result["cases"][0]["status"] == "ok"
+    assert result.status == Status.TIMEOUT
+    assert "--timeout 8" in result.reason
+    assert result.cases[0].status == Status.OK
 
 
 def test_timeout_kills_the_workers_children_too(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     result = run("child-hang", timeout_s=8.0, pid_file=str(pid_file))
-    assert result["status"] == "timeout"
+    assert result.status == Status.TIMEOUT
     child_pid = int(pid_file.read_text())
     time.sleep(0.2)
     assert not _is_running(child_pid)
@@ -78,9 +80,9 @@ def _is_running(pid: int) -> bool:
 
 def test_unavailable_device_is_a_status_not_an_error() -> None:
     cell = Cell("fault", "ok", "fake", "cuda:0", {"size": [1], "pid_file": ""}, quick=True)
-    result = run_cell(cell, RunOptions(timeout_s=60))
-    assert result["status"] == "unavailable"
-    assert "no cuda:0" in result["reason"]
+    result = run_worker(cell, RunOptions(timeout_s=60))
+    assert result.status == Status.UNAVAILABLE
+    assert "no cuda:0" in result.reason
 
 
 def test_cpu_cells_hide_gpus_and_keep_tensorflow_quiet(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from harness.data.results import RunDocument
 from harness.run.executors import CellState, LocalExecutor, StateTally, executor_from_options
 from harness.run.executors.slurm import (
     SlurmExecutor,
@@ -27,9 +28,8 @@ from harness.run.executors.slurm import (
     ended_result,
     parse_sbatch_settings,
 )
-from harness.run.executors.task import pin_gpu
 from harness.run.executors.slurm_state import TaskState, parse_sacct, parse_scontrol
-from harness.data.results import RunDocument
+from harness.run.executors.task import pin_gpu
 from harness.run.resume import cells_to_run, kept_results, planned_cells
 from harness.run.runner import RunOptions
 from harness.spec import BadInput, Cell
@@ -220,7 +220,7 @@ def test_local_executor_reports_queued_running_done(out_dir: Path) -> None:
 
     results: list[dict[str, Any]] = []
     finished = LocalExecutor().run(cells, RunOptions(timeout_s=60), out_dir,
-                                   lambda cell, result: results.append(result), on_state)
+                                   lambda cell, result: results.append(result.to_dict()), on_state)
     assert finished and [result["status"] for result in results] == ["ok", "ok"]
     assert seen == [("ok", CellState.QUEUED), ("invalid", CellState.QUEUED),
                     ("ok", CellState.RUNNING), ("ok", CellState.DONE),
@@ -345,7 +345,7 @@ def test_a_task_cancelled_with_scancel_is_its_row(cluster: slurm_cluster.Cluster
                                  env=cli_environment(cluster), capture_output=True, text=True)
         job_id = running.stdout.split()[0]
         subprocess.run(["scancel", job_id], env=cli_environment(cluster), check=True)
-        stdout, stderr = process.communicate(timeout=CLI_TIMEOUT_S)
+        _stdout, stderr = process.communicate(timeout=CLI_TIMEOUT_S)
     finally:
         if process.poll() is None:
             process.kill()
@@ -368,7 +368,7 @@ def test_ctrl_c_cancels_the_array_and_resume_runs_the_rest(cluster: slurm_cluste
         # The first task's result is in; the second (slow: seconds) cannot be done yet.
         wait_for(lambda: (run_dir / "cells" / "ok-fake-cpu.json").exists(), "first result")
         process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=CLI_TIMEOUT_S)
+        _stdout, stderr = process.communicate(timeout=CLI_TIMEOUT_S)
     finally:
         if process.poll() is None:
             process.kill()

@@ -7,12 +7,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.measure.envinfo import visible_gpus
-from harness.run.runner import RunOptions, run_cell
-from harness.spec import Cell
 from harness.analysis.stats import work_of
+from harness.measure.envinfo import visible_gpus
+from harness.run.runner import RunOptions, run_worker
+from harness.spec import Cell
 from workloads.transfer import (
-    BANDWIDTH_VARIANTS, MATMUL_VARIANTS, OVERLAP_VARIANTS, SPEC, check, custom_cases, make_inputs,
+    BANDWIDTH_VARIANTS,
+    MATMUL_VARIANTS,
+    OVERLAP_VARIANTS,
+    SPEC,
+    check,
+    custom_cases,
+    make_inputs,
 )
 
 WORKER_TIMEOUT_S = 180.0
@@ -22,7 +28,7 @@ SIZES = [2**10, 2**16, 2**20]
 def run_transfer_cell(variant: str, framework: str, device: str = "cpu") -> dict[str, Any]:
     """One quick cell through a real worker process, as the CLI runs it."""
     cell = Cell("transfer", variant, framework, device, SPEC.defaults(quick=True), quick=True)
-    return run_cell(cell, RunOptions(timeout_s=WORKER_TIMEOUT_S))
+    return run_worker(cell, RunOptions(timeout_s=WORKER_TIMEOUT_S)).to_dict()
 
 
 # --- the spec alone: no framework -------------------------------------------------------------

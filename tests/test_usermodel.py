@@ -287,7 +287,7 @@ def test_two_builds_that_differ_are_named_and_an_oom_in_user_code_reads_as_one()
     same = {"w": np.ones((2, 2), np.float32)}
     assert differs(same, {"w": np.ones((2, 2), np.float32)}) == ""
     moved = differs(same, {"w": np.full((2, 2), 1.5, np.float32)})
-    assert "two builds with the same seed differ (w: largest difference 0.5)" == moved
+    assert moved == "two builds with the same seed differ (w: largest difference 0.5)"
     try:
         raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
     except RuntimeError as exc:

@@ -13,8 +13,13 @@ import pandas as pd
 import pytest
 
 from harness.analysis import diff, plausibility
-from harness.analysis.stats import CaseSummary, implausibility, summarize_case, \
-    summarize_result, work_of
+from harness.analysis.stats import (
+    CaseSummary,
+    implausibility,
+    summarize_case,
+    summarize_result,
+    work_of,
+)
 from harness.core.registry import load_workload
 from harness.data.results import CaseResult, CellResult, RunDocument, sample_stats
 from harness.measure.devicetime import attribute, diagnose

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import torch
 
-from backends.torch import mnist as torch_mnist  # noqa: E402
-from backends.torch.device import open_device  # noqa: E402
+from backends.torch import mnist as torch_mnist
+from backends.torch.device import open_device
 
 SAMPLES, BATCH, HIDDEN = 256, 32, (16,)
 

@@ -14,13 +14,13 @@ import os
 # another backend.
 os.environ["KERAS_BACKEND"] = "jax"
 
-from typing import Any  # noqa: E402
+from typing import Any
 
-import jax  # noqa: E402
-import keras  # noqa: E402
+import jax
+import keras
 
-from backends.jax import device as jax_device  # noqa: E402
-from backends.keras.model import require_backend  # noqa: E402
+from backends.jax import device as jax_device
+from backends.keras.model import require_backend
 
 require_backend("jax")
 jax.config.update("jax_default_matmul_precision", "highest")

@@ -10,12 +10,12 @@ import os
 # another backend.
 os.environ["KERAS_BACKEND"] = "tensorflow"
 
-from typing import Any  # noqa: E402
+from typing import Any
 
-import keras  # noqa: E402
+import keras
 
-from backends.keras.model import require_backend  # noqa: E402
-from backends.tensorflow import device as tf_device  # noqa: E402
+from backends.keras.model import require_backend
+from backends.tensorflow import device as tf_device
 
 require_backend("tensorflow")
 

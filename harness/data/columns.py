@@ -1,4 +1,5 @@
-"""The columns of measurements.csv and their types: one declaration for the CSV, Parquet and exports.
+"""The columns of measurements.csv and their types: one registry for the CSV, Parquet, exports
+and the report's loader.
 
 The CSV is text; readers (pandas, polars, DuckDB, Spark) want types. Known columns get a fixed
 type, so tables of different runs concatenate cleanly even when one run has no value in a
@@ -9,9 +10,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.data import fields
 

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.units import format_bytes, format_seconds
+from harness.core.units import device_kind, format_bytes, format_joules, format_seconds
+from harness.data.records import NOT_RECORDED, EnergyRecord, WhileTimed
 from harness.data.results import CaseResult, CellResult
 
 # Where a value lives: read from the cell and the case (None for a cell-level value).
@@ -48,6 +49,58 @@ def profile_reason(cell: CellResult, case: CaseResult | None) -> str | None:
     if case is None or not case.device_profile:
         return None
     return str(case.device_profile.get("reason") or "")
+
+
+def _energy(cell: CellResult, case: CaseResult | None) -> EnergyRecord | None:
+    """The energy record of the cell's own device (GPU board, or CPU packages) of a timed case;
+    an empty 'not recorded' one where the case stored none (older runs)."""
+    if case is None or not case.measured:
+        return None
+    energy = case.energy
+    return EnergyRecord() if energy is None else energy.primary(device_kind(cell.device))
+
+
+def energy_value(name: str) -> Reader:
+    """A figure of the cell's own energy record, where it holds figures (None elsewhere)."""
+    def read(cell: CellResult, case: CaseResult | None) -> Any:
+        record = _energy(cell, case)
+        return getattr(record, name) if record is not None and record.ok else None
+    return read
+
+
+def energy_reason(cell: CellResult, case: CaseResult | None) -> str | None:
+    """Why the energy columns of a timed case are empty ('' when they are filled)."""
+    record = _energy(cell, case)
+    if record is None:
+        return None
+    return record.why_not() or ("" if record.ok else NOT_RECORDED)
+
+
+def _while_timed(case: CaseResult | None) -> WhileTimed | None:
+    state = None if case is None else case.gpu_state
+    return state.while_timed if state is not None and state.ok else None
+
+
+def timed_gpu_value(name: str) -> Reader:
+    """A figure the GPU-state polls saw while the case was timed (GPU cells with NVML)."""
+    return lambda cell, case: getattr(_while_timed(case), name, None)
+
+
+def throttle_reasons(cell: CellResult, case: CaseResult | None) -> str | None:
+    """'sw_power_cap 3/10, gpu_idle 10/10' ('none' where the polls saw none)."""
+    timed = _while_timed(case)
+    return None if timed is None else timed.throttles_text()
+
+
+def gpu_state_reason(cell: CellResult, case: CaseResult | None) -> str | None:
+    """Why the SM clock and throttle columns of a timed case are empty ('' when filled)."""
+    if case is None or not case.measured:
+        return None
+    state = case.gpu_state
+    if state is None:
+        return ("cpu cell: no GPU to watch" if device_kind(cell.device) == "cpu"
+                else NOT_RECORDED)
+    return state.why_not()
 
 
 def _plain(value: Any) -> str:
@@ -125,6 +178,29 @@ FIELDS: tuple[CaseField, ...] = (
     CaseField("device_span_seconds", float, profile_value("span_seconds"), unit="s",
               format=format_seconds),
     CaseField("device_reason", str, profile_reason),
+    # Energy per call from the hardware's counters (harness.measure.energy): the cell's own
+    # device, NVML's board counter on GPU cells, RAPL's packages on CPU cells; the total (idle
+    # included) and the share above the idle power measured before the cell. Empty where there
+    # is no figure, with energy_reason saying why ('unavailable: <reason>').
+    CaseField("energy_j_per_call", float, energy_value("joules_per_call"), unit="J",
+              format=format_joules, help="energy per call, idle included"),
+    CaseField("energy_j_per_call_above_idle", float,
+              energy_value("joules_per_call_above_idle"), unit="J", format=format_joules,
+              help="energy per call above the idle power"),
+    CaseField("power_w_mean", float, energy_value("watts_mean"), unit="W",
+              help="mean power over the energy window"),
+    CaseField("idle_power_w", float, energy_value("idle_watts"), unit="W",
+              help="power with nothing launched, before the cell"),
+    CaseField("energy_reason", str, energy_reason,
+              help="why the energy columns are empty ('' when measured)"),
+    # The GPU's state while timed (harness.measure.gpustate, NVML); gpu_state_reason says why
+    # these are empty (a cpu cell, no NVML).
+    CaseField("sm_clock_mhz_min", int, timed_gpu_value("sm_clock_mhz_min"), unit="MHz"),
+    CaseField("sm_clock_mhz_max", int, timed_gpu_value("sm_clock_mhz_max"), unit="MHz"),
+    CaseField("throttle_reasons", str, throttle_reasons,
+              help="clock-event reasons seen while timed, in how many polls"),
+    CaseField("gpu_state_reason", str, gpu_state_reason,
+              help="why the GPU-state columns are empty ('' when recorded)"),
     # Training workloads (MNIST): what the trained model scored and which data it saw.
     CaseField("accuracy", float, extra_value("accuracy"), format=_fraction, report=True,
               cli="accuracy", help="test accuracy after the timed epochs"),

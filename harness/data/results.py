@@ -1,8 +1,10 @@
 """Typed results: one CaseResult per case, one CellResult per cell, statistics in one place.
 
 The worker writes a cell's result as JSON (the only thing that crosses the process boundary);
-everything that reads it back (the CLI table, the store's tidy rows, the report) goes through
-these classes, so a median, a quartile, an IQR or a noise flag is computed by one function:
+its parent reads that file once into a CellResult (harness.run.runner.run_worker; the SLURM
+executor types its tasks' files as it hands them on), and that one object goes on to the
+executor's callback, the recorder, the store's tidy rows, run.json, the CLI table and the
+report. So a median, a quartile, an IQR or a noise flag is computed by one function:
 `sample_stats`. Unknown keys in the JSON are kept in `extra_fields` so a newer worker's fields
 survive a round trip through an older reader. RunDocument is run.json itself: harness.data.store
 reads and writes it, harness.data.upgrade brings older layouts up to SCHEMA_VERSION.
@@ -14,6 +16,7 @@ import statistics
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
+from harness.data.records import CaseEnergy, GpuState
 from harness.spec import Cell, Status, worst_status
 
 NOISY_IQR_FRACTION = 0.10
@@ -137,6 +140,16 @@ class CaseResult:
     @property
     def measured(self) -> bool:
         return self.cold_seconds is not None
+
+    @property
+    def energy(self) -> CaseEnergy | None:
+        """extra['energy'] typed (harness.data.records); None where the case has none."""
+        return CaseEnergy.read(self.extra.get("energy"))
+
+    @property
+    def gpu_state(self) -> GpuState | None:
+        """extra['gpu_state'] typed; None where the case has none (cpu cells, older runs)."""
+        return GpuState.read(self.extra.get("gpu_state"))
 
     @property
     def peak_device_bytes(self) -> int | None:

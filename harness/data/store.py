@@ -23,9 +23,20 @@ from harness.data.columns import BASE_COLUMNS
 from harness.data.results import SCHEMA_VERSION, CaseResult, CellResult, RunDocument
 from harness.data.upgrade import UpgradeError, as_run_document, upgrade
 
-__all__ = ["SCHEMA_VERSION", "BASE_COLUMNS", "StoreError", "case_rows", "load_run", "read_run",
-           "write_run", "write_measurements", "new_run_dir", "write_json_atomic",
-           "write_bytes_atomic", "as_run_document"]
+__all__ = [
+    "BASE_COLUMNS",
+    "SCHEMA_VERSION",
+    "StoreError",
+    "as_run_document",
+    "case_rows",
+    "load_run",
+    "new_run_dir",
+    "read_run",
+    "write_bytes_atomic",
+    "write_json_atomic",
+    "write_measurements",
+    "write_run",
+]
 RUN_FILE = "run.json"
 MEASUREMENTS_FILE = "measurements.csv"
 PARQUET_FILE = "measurements.parquet"

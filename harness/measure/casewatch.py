@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from harness.data.records import CaseEnergy, EnergyRecord, GpuState
 from harness.measure import energy, gpustate
 
 MEASURE_STYLE_REASON = ("timed inside the backend's own processes (e.g. data-parallel ranks): "
@@ -97,24 +98,25 @@ class CaseWatch:
         A failure here costs these records only, never the case's time.
         """
         try:
-            extras: dict[str, Any] = {"energy": self._energy(seconds_per_call, steps_per_call)}
+            extras: dict[str, Any] = {
+                "energy": self._energy(seconds_per_call, steps_per_call).to_dict()}
             suspect = ""
             if self.state is not None:
-                extras["gpu_state"] = self.state.after_case()
-                suspect = extras["gpu_state"]["suspect"]
+                state = self.state.after_case()
+                extras["gpu_state"], suspect = state.to_dict(), state.suspect
             elif self.is_gpu:
-                extras["gpu_state"] = gpustate.unavailable(self.gpu_reason)
+                extras["gpu_state"] = GpuState.unavailable(self.gpu_reason).to_dict()
             return extras, suspect
         except Exception as exc:  # noqa: BLE001 - the wall-clock result is already safe
             failed = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
             return {"energy": failed, "gpu_state": failed}, ""
 
     def _energy(self, seconds_per_call: float | None,
-                steps_per_call: float | None) -> dict[str, Any]:
+                steps_per_call: float | None) -> CaseEnergy:
         """Per counter: from the timed samples, from an energy pass, or why not."""
-        records = {"host": energy.unavailable(self.host_reason)}
+        records = {"host": EnergyRecord.unavailable(self.host_reason)}
         if self.is_gpu:
-            records["device"] = energy.unavailable(self.gpu_reason)
+            records["device"] = EnergyRecord.unavailable(self.gpu_reason)
         windows, source = self.windows, "the timed samples"
         short = any(w.calls < 1 or w.seconds < energy.MIN_WINDOW_S for w in windows.values())
         if windows and short and self.pair is not None and seconds_per_call:
@@ -124,10 +126,10 @@ class CaseWatch:
                       f"{timed_s:.2g} s, too short for the counter)")
         for name in self.counters():
             window = windows.get(name)
-            records[name] = (energy.not_measured(MEASURE_STYLE_REASON) if window is None else
-                             energy.window_record(window, steps_per_call, self.idle.get(name),
-                                                  source))
-        return records
+            records[name] = (EnergyRecord.not_measured(MEASURE_STYLE_REASON) if window is None
+                             else energy.window_record(window, steps_per_call,
+                                                       self.idle.get(name), source))
+        return CaseEnergy(device=records.get("device"), host=records["host"])
 
     def _energy_pass(self, seconds_per_call: float) -> dict[str, energy.EnergyWindow]:
         """Repeat the case's calls until the window is long enough; every counter at once."""

@@ -23,10 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.measure import envinfo
 from harness.backend import DeviceUnavailable
 from harness.core.registry import backend_has_module, backend_module, framework_installed
 from harness.data.store import write_json_atomic
+from harness.measure import envinfo
 from harness.measure.timing import TimingPolicy, autorange
 
 # First installed provider that has a ceilings module wins (numpy covers cpu-only installs).

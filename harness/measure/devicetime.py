@@ -1,7 +1,7 @@
 """The second clock: how long the device is busy per call, and what that says about a cell.
 
-Why a second clock: on a GPU the wall time per call (harness.measure.timing) includes the host's work
-of launching kernels. For small calls the device sits idle between kernels, waiting for the
+Why a second clock: on a GPU the wall time per call (harness.measure.timing) includes the host's
+work of launching kernels. For small calls the device sits idle between kernels, waiting for the
 host; wall time alone cannot tell that apart from slow kernels. A profiler reports each kernel's
 and copy's start and duration on the device itself; their union per call is the device-busy
 time, and wall minus busy is what the host added.

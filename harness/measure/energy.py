@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.data.records import EnergyRecord
+
 POWERCAP_ENV = "HARNESS_POWERCAP_ROOT"
 POWERCAP_ROOT = Path("/sys/class/powercap")
 # A window must be this long for a counter that advances every 20-100 ms to be within ~10%.
@@ -42,14 +44,6 @@ class EnergyCounter(Protocol):
     name: str
 
     def read_joules(self) -> float | None: ...
-
-
-def not_measured(reason: str) -> dict[str, Any]:
-    return {"status": "not measured", "reason": reason}
-
-
-def unavailable(reason: str) -> dict[str, Any]:
-    return {"status": "unavailable", "reason": reason}
 
 
 @dataclass
@@ -187,7 +181,7 @@ def measure_idle(counters: dict[str, EnergyCounter], seconds: float = IDLE_WINDO
 def idle_record(window: EnergyWindow) -> dict[str, Any]:
     joules = window.joules
     if joules is None or window.seconds <= 0:
-        return not_measured(f"{window.counter.name} gave no reading")
+        return EnergyRecord.not_measured(f"{window.counter.name} gave no reading").to_dict()
     return {"status": "ok", "watts": joules / window.seconds, "window_s": window.seconds,
             "counter": window.counter.name}
 
@@ -227,29 +221,27 @@ def energy_pass(counters: dict[str, EnergyCounter], step: Callable[[], object],
 
 
 def window_record(window: EnergyWindow, steps_per_call: float | None,
-                  idle: dict[str, Any] | None, source: str) -> dict[str, Any]:
+                  idle: dict[str, Any] | None, source: str) -> EnergyRecord:
     """Energy per call and per step from one window, total and above idle."""
     joules, calls = window.joules, window.calls
     if joules is None:
-        return not_measured(f"{window.counter.name} gave no reading")
+        return EnergyRecord.not_measured(f"{window.counter.name} gave no reading")
     if calls < 1:
-        return not_measured("no warm calls in the window")
+        return EnergyRecord.not_measured("no warm calls in the window")
     if window.seconds < MIN_WINDOW_S:
-        return not_measured(f"window too short: {window.seconds:.2g} s < {MIN_WINDOW_S} s "
-                            f"for a counter that advances every 20-100 ms")
+        return EnergyRecord.not_measured(
+            f"window too short: {window.seconds:.2g} s < {MIN_WINDOW_S} s for a counter that "
+            "advances every 20-100 ms")
     steps = steps_per_call or 1
-    record: dict[str, Any] = {
-        "status": "ok", "counter": window.counter.name, "source": source,
-        "reported": REPORTED, "window_s": window.seconds, "calls": calls,
-        "joules_total": joules, "watts_mean": joules / window.seconds,
-        "joules_per_call": joules / calls, "joules_per_step": joules / calls / steps,
-        "steps_per_call": steps,
-    }
     idle_watts = (idle or {}).get("watts")
-    if idle_watts is not None:
-        above = joules - idle_watts * window.seconds
-        record.update(idle_watts=idle_watts, idle_window_s=(idle or {}).get("window_s"),
-                      idle_settled=(idle or {}).get("settled"),
-                      joules_per_call_above_idle=above / calls,
-                      joules_per_step_above_idle=above / calls / steps)
-    return record
+    above = None if idle_watts is None else joules - idle_watts * window.seconds
+    return EnergyRecord(
+        status="ok", counter=window.counter.name, source=source, reported=REPORTED,
+        window_s=window.seconds, calls=calls, joules_total=joules,
+        watts_mean=joules / window.seconds, joules_per_call=joules / calls,
+        joules_per_step=joules / calls / steps, steps_per_call=steps,
+        idle_watts=idle_watts,
+        idle_window_s=None if above is None else (idle or {}).get("window_s"),
+        idle_settled=None if above is None else (idle or {}).get("settled"),
+        joules_per_call_above_idle=None if above is None else above / calls,
+        joules_per_step_above_idle=None if above is None else above / calls / steps)

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.data.records import GpuState
+
 # Where a GPU-state record keeps the compute processes seen on the device.
 PROCESSES_KEY = "processes"
 NVML_MODULE_ENV = "HARNESS_NVML_MODULE"
@@ -43,10 +45,6 @@ SLOWING_THROTTLES = {"sw_power_cap": "power cap", "hw_slowdown": "hardware slowd
                      "sw_thermal_slowdown": "thermal (software)",
                      "hw_thermal_slowdown": "thermal (hardware)",
                      "hw_power_brake_slowdown": "power brake"}
-
-
-def unavailable(reason: str) -> dict[str, Any]:
-    return {"status": "unavailable", "reason": reason}
 
 
 def throttle_names(mask: int) -> list[str]:
@@ -285,7 +283,7 @@ class GpuStateWatch:
         self.stop()
         self.poll()
 
-    def after_case(self) -> dict[str, Any]:
+    def after_case(self) -> GpuState:
         """The case's record (extra['gpu_state']), its 'suspect' text included."""
         self.after = self.gpu.readings()
         record: dict[str, Any] = {
@@ -296,7 +294,7 @@ class GpuStateWatch:
             record["while_timed"] = self._while_timed()
         record[PROCESSES_KEY] = self._processes()
         record["suspect"] = suspect_text(record)
-        return record
+        return GpuState.from_dict(record)
 
     def _while_timed(self) -> dict[str, Any]:
         log = self.log

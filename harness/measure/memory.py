@@ -13,9 +13,9 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
 
 from harness.core.units import format_bytes
+from harness.data.results import CellResult
 
 POLL_FIRST_S = 0.001
 POLL_MAX_S = 0.05  # adds at most this much to a cell's wall time, never to its measurements
@@ -49,15 +49,15 @@ def wait_with_peak_rss(process: subprocess.Popen, timeout_s: float) -> tuple[int
         pause = min(pause * 2, POLL_MAX_S)
 
 
-def with_peak_host_memory(result: dict[str, Any], peak_rss: int | None) -> dict[str, Any]:
+def with_peak_host_memory(result: CellResult, peak_rss: int | None) -> CellResult:
     """Record the outside measurement; keep the worker's own figure when there is none."""
-    inside = result.get("peak_host_memory_bytes")
+    inside = result.peak_host_memory_bytes
     if peak_rss is not None:
-        result["peak_host_memory_bytes"] = peak_rss
-        result["peak_host_memory_source"] = "wait4 (measured by the runner)"
+        result.peak_host_memory_bytes = peak_rss
+        result.peak_host_memory_source = "wait4 (measured by the runner)"
     elif inside is not None:
-        result["peak_host_memory_source"] = "worker getrusage (in-process)"
-    result["peak_host_memory_bytes_worker"] = inside
+        result.peak_host_memory_source = "worker getrusage (in-process)"
+    result.peak_host_memory_bytes_worker = inside
     return result
 
 

@@ -1,4 +1,4 @@
-"""`python -m harness.measure.probe FRAMEWORK OUT.json`: what one framework sees, for `harness env`."""
+"""`python -m harness.measure.probe FRAMEWORK OUT.json`: what one framework sees (`harness env`)."""
 
 from __future__ import annotations
 

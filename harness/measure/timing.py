@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from harness.measure import hostload
 from harness.data.results import sample_stats
+from harness.measure import hostload
 
 # Two clusters of per-call times whose gap is at least this factor are two behaviours (a call
 # that sometimes waits for a descheduled thread, a cache that sometimes misses), not noise.
@@ -68,7 +68,7 @@ class Measurement:
 
 
 def iqr(values: list[float]) -> float:
-    """Interquartile range, from harness.data.results.sample_stats (the one place it is computed)."""
+    """Interquartile range, from harness.data.results.sample_stats (where it is computed)."""
     return sample_stats(values).iqr or 0.0
 
 

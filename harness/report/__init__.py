@@ -10,6 +10,7 @@ of one workload whose parameters differ are kept apart.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.data.results import RunDocument
@@ -18,12 +19,21 @@ from harness.report import style
 from harness.report.context import ExperimentContext, ReportContext, build_context
 from harness.report.html import write_html_report
 from harness.report.load import load_runs
-from harness.report.summary import Shown, render_summary
+from harness.report.summary import Shown, render_summary, terminal_verdicts
 from harness.report.tensorboard import export_scalars, scalar_series
 from harness.report.views import EXPERIMENT, REPORT, View, registered
 from harness.report.views.epochs import epoch_times
 
 SUMMARY_FILE = "summary.md"
+
+
+@dataclass(frozen=True)
+class DrawnReport:
+    """A drawn report: the files written, and the verdicts `harness compare` prints, taken from
+    the same context and views (the report is computed once)."""
+
+    written: list[Path]
+    verdicts: list[str] = field(default_factory=list)
 
 
 def render_report(run_dirs: list[Path], out_dir: Path,
@@ -32,6 +42,12 @@ def render_report(run_dirs: list[Path], out_dir: Path,
 
     Raises harness.data.store.StoreError when a folder is not a readable harness run.
     """
+    return draw_report(run_dirs, out_dir, tensorboard_dir, html).written
+
+
+def draw_report(run_dirs: list[Path], out_dir: Path, tensorboard_dir: Path | None = None,
+                html: bool = False) -> DrawnReport:
+    """render_report, keeping the terminal's verdicts computed from the same views."""
     if not run_dirs:
         raise StoreError("no run folders given")
     run_set = load_runs([Path(run_dir) for run_dir in run_dirs])
@@ -52,7 +68,8 @@ def render_report(run_dirs: list[Path], out_dir: Path,
     html_files = [write_html_report(summary_path)] if html else []
     figures = [path for items in [*shown.values(), report_shown] for item in items
                for path in item.figures]
-    return [*figures, summary_path, *html_files]
+    return DrawnReport([*figures, summary_path, *html_files],
+                       terminal_verdicts(context, shown, out_dir))
 
 
 def show(views: list[View], scope: str, context: ExperimentContext | ReportContext,
@@ -85,15 +102,14 @@ def _tensorboard(experiments: list[ExperimentContext], log_dir: Path) -> str:
     return export_scalars(series, log_dir)
 
 
-def verdict_lines(run_dirs: list[Path]) -> list[str]:
-    """The verdict lines `harness compare` ends with (summary.verdict_lines), from stored runs
-    alone: the same context and views summary.md is assembled from, with nothing drawn."""
-    from harness.report.summary import verdict_lines as assemble_verdicts
-
+def verdicts_without_drawing(run_dirs: list[Path]) -> list[str]:
+    """The verdict lines `harness compare` ends with (summary.terminal_verdicts) when no report
+    is drawn (--no-report): the same context and views summary.md is assembled from, with
+    nothing drawn."""
     run_dirs = [Path(run_dir) for run_dir in run_dirs]
     run_set = load_runs(run_dirs)
     context = build_context(run_set, framework_colors(run_set.documents))
     views = registered()
     shown = {experiment.name: show(views, EXPERIMENT, experiment, run_dirs[0], draw=False)
              for experiment in context.experiments}
-    return assemble_verdicts(context, shown, run_dirs[0])
+    return terminal_verdicts(context, shown, run_dirs[0])

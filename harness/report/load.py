@@ -16,18 +16,25 @@ import pandas as pd
 
 from harness.core.units import size_label
 from harness.data import fields, store
+from harness.data.columns import (
+    BOOL_COLUMNS,
+    FALSE_TEXT,
+    FLOAT_COLUMNS,
+    INTEGER_COLUMNS,
+    TEXT_COLUMNS,
+    TRUE_TEXT,
+)
 from harness.data.results import CellResult, RunDocument
 from harness.data.upgrade import DEFAULT_HINTS, hints_for_workload
 
-__all__ = ["DEFAULT_HINTS", "RunSet", "load_runs", "read_measurements", "run_row", "extra_rows"]
+__all__ = ["DEFAULT_HINTS", "RunSet", "extra_rows", "load_runs", "read_measurements", "run_row"]
 
 # Columns the report cannot do without; the rest of BASE_COLUMNS may be empty.
 REQUIRED_COLUMNS = ("machine", "workload", "variant", "framework", "device", "status", "phase",
                     "seconds", "size")
-TEXT_COLUMNS = ("run_id", "machine", "workload", "variant", "framework", "framework_version",
-                "device", "device_name", "status", "reason", "sweep", "phase", "check_metric")
-NUMBER_COLUMNS = ("sample", "seconds", "calls_per_sample", "check_value", "flops", "bytes",
-                  "steps_per_call")
+# Every other column's type comes from the one registry the CSV and Parquet are written with
+# (harness.data.columns, which reads the declared fields of harness.data.fields).
+NUMBER_COLUMNS = (*FLOAT_COLUMNS, *INTEGER_COLUMNS)
 
 
 @dataclass
@@ -59,8 +66,9 @@ def read_measurements(run_dir: Path) -> pd.DataFrame:
         frame[column] = frame[column].astype(str).str.strip()
     for column in NUMBER_COLUMNS:
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    frame["check_passed"] = frame["check_passed"].map(
-        {"True": True, "False": False, "true": True, "false": False})
+    truth = {**dict.fromkeys(TRUE_TEXT, True), **dict.fromkeys(FALSE_TEXT, False)}
+    for column in BOOL_COLUMNS:
+        frame[column] = frame[column].map(truth)
     frame["size_label"] = frame["size"].map(size_label)
     return frame
 

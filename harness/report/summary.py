@@ -75,7 +75,7 @@ def _parts(context: Any, shown: dict[str, list[Shown]], report_shown: list[Shown
     for experiment in context.experiments:
         for item in shown[experiment.name]:
             if item.view.heading:
-                view, lines = by_view.setdefault(item.view.name, (item.view, []))
+                _view, lines = by_view.setdefault(item.view.name, (item.view, []))
                 lines += item.lines(experiment, out_dir)
     for item in report_shown:
         by_view[item.view.name] = (item.view, item.lines(context, out_dir))
@@ -211,7 +211,7 @@ GLANCE_LABELS = {"crossover": "GPU vs CPU "}
 BULLET_LABELS = {"framework-ranking": "ranking on ", "warnings": "warning: "}
 
 
-def verdict_lines(context: Any, shown: dict[str, list[Shown]], out_dir: Path) -> list[str]:
+def terminal_verdicts(context: Any, shown: dict[str, list[Shown]], out_dir: Path) -> list[str]:
     """summary.md's answer in plain lines, for the end of `harness compare`.
 
     Per experiment: the views' "At a glance" sentences (GPU vs CPU per machine, the fastest

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.core.units import device_kind
 from harness.analysis.plausibility import (
     bandwidth_limits,
     device_entry,
@@ -25,8 +24,9 @@ from harness.analysis.plausibility import (
     judge_case,
     precision_of,
 )
-from harness.spec import Status, worst_status_name
+from harness.core.units import device_kind
 from harness.data.results import NOISY_IQR_FRACTION, sample_stats
+from harness.spec import Status, worst_status_name
 
 CELL_KEYS = ["experiment", "machine", "variant", "framework", "device"]
 CASE_KEYS = [*CELL_KEYS, "size_label"]

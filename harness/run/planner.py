@@ -14,10 +14,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from harness.core import registry
 from harness.core.units import device_kind
+from harness.data.results import CellResult
 from harness.spec import BadInput, Cell, Status, WorkloadSpec
 
 # One device per kind stands for every device of that kind in `harness list`'s matrix.
@@ -55,18 +55,17 @@ def cell_refusal(spec: WorkloadSpec, cell: Cell) -> str | None:
     return declared_refusal(spec, cell.framework, cell.variant, cell.device)
 
 
-def refused_result(cell: Cell, reason: str) -> dict[str, Any]:
-    """The result document of a cell no worker ran: unavailable, with the reason, no cases."""
+def refused_result(cell: Cell, reason: str) -> CellResult:
+    """The result of a cell no worker ran: unavailable, with the reason, no cases."""
     now = time.time()
-    return {"cell": cell.as_dict(), "status": Status.UNAVAILABLE.value, "reason": reason,
-            "framework_version": None, "device_name": None, "threads": None,
-            "started": now, "finished": now, "cases": [], "worker_started": False}
+    return CellResult(cell=cell, status=Status.UNAVAILABLE, reason=reason, started=now,
+                      finished=now, extra_fields={"worker_started": False})
 
 
-def refuse_declared(spec: WorkloadSpec) -> Callable[[Cell], dict[str, Any] | None]:
+def refuse_declared(spec: WorkloadSpec) -> Callable[[Cell], CellResult | None]:
     """For harness.run.runner.run_matrix: a refused cell's result, or None to start a worker."""
 
-    def planned(cell: Cell) -> dict[str, Any] | None:
+    def planned(cell: Cell) -> CellResult | None:
         reason = cell_refusal(spec, cell)
         return None if reason is None else refused_result(cell, reason)
 

@@ -1,7 +1,10 @@
-"""Expand the matrix, run each cell in its own worker process, turn every outcome into a status.
+"""Run each cell of a planned matrix in its own worker process; every outcome becomes a status.
 
-Modelled on pyperf's manager/worker split: the parent never imports a framework, a worker
-hands back one JSON file, a timeout kills the worker's whole process group and becomes a row.
+The matrix is expanded and refused cells are answered before this (harness.spec.expand_matrix,
+harness.run.planner); this module starts the workers. Modelled on pyperf's manager/worker split
+(`spawn_worker` returns a typed suite read straight from the pipe): the parent never imports a
+framework, a worker hands back one JSON file, read here once into a typed CellResult, and a
+timeout kills the worker's whole process group and becomes a status on that result.
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core import interrupt
-from harness.core import registry
+from harness.core import interrupt, registry
+from harness.data.results import CellResult
 from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
-from harness.spec import BadInput, Cell, Status
 from harness.run.failures import looks_like_oom
+from harness.spec import BadInput, Cell, Status
 
 STDERR_TAIL_CHARS = 1500
 KILL_WAIT_S = 10.0
@@ -147,13 +150,26 @@ def _read_result(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def empty_result(cell: Cell, status: Status, reason: str) -> dict[str, Any]:
-    return {"cell": cell.as_dict(), "status": status.value, "reason": reason, "cases": [],
-            "framework_version": None, "device_name": None}
+def _read_cell_result(path: Path) -> CellResult | None:
+    """The worker's result file, typed; None when it is missing, half-written or not a result."""
+    document = _read_result(path)
+    if not isinstance(document, dict):
+        return None
+    try:
+        return CellResult.from_dict(document)
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
-def run_cell(cell: Cell, options: RunOptions) -> dict[str, Any]:
-    """Run one worker; always returns a result document with a status.
+def empty_result(cell: Cell, status: Status, reason: str) -> CellResult:
+    """The result of a cell that has no case to show (it never ran, or died before one)."""
+    return CellResult(cell=cell, status=status, reason=reason)
+
+
+def run_worker(cell: Cell, options: RunOptions) -> CellResult:
+    """Start one worker process for CELL and wait for it; always returns a result with a status.
+
+    (The worker's own entry point is harness.run.worker.run_cell; this is its parent's side.)
 
     A stop signal (see harness.core.interrupt) kills the worker; the cell then ends `interrupted`,
     keeping the cases it finished.
@@ -171,25 +187,25 @@ def run_cell(cell: Cell, options: RunOptions) -> dict[str, Any]:
                 start_new_session=True,  # its own process group, so a kill reaches its children
             )
             returncode, peak_rss = _wait_for_child(process, options.timeout_s)
-        result = _read_result(result_path)
-        complete = returncode == 0 and result is not None and result.get("finished") is not None
+        result = _read_cell_result(result_path)
+        complete = returncode == 0 and result is not None and result.finished is not None
         stop = interrupt.requested()
         if stop is not None and not complete:
             return _partial(cell, result_path, Status.INTERRUPTED, interrupted_reason(stop))
         if returncode is None:
             return _partial(cell, result_path, Status.TIMEOUT,
                             f"no result within --timeout {options.timeout_s:g} s; worker killed")
-        if not complete:
+        if not complete or result is None:
             reason = _crash_reason(returncode, _stderr_tail(stderr_path))
             return with_peak_host_memory(_partial(cell, result_path, Status.ERROR, reason),
                                          peak_rss)
         return with_peak_host_memory(result, peak_rss)
 
 
-def _partial(cell: Cell, result_path: Path, status: Status, reason: str) -> dict[str, Any]:
+def _partial(cell: Cell, result_path: Path, status: Status, reason: str) -> CellResult:
     """Keep the cases a dead worker finished, mark the cell with why it stopped."""
-    result = _read_result(result_path) or empty_result(cell, status, reason)
-    result.update(status=status.value, reason=reason, finished=time.time())
+    result = _read_cell_result(result_path) or empty_result(cell, status, reason)
+    result.status, result.reason, result.finished = status, reason, time.time()
     return result
 
 
@@ -223,8 +239,8 @@ def run_json_child(module: str, args: list[str], cell: Cell,
 def run_matrix(
     cells: list[Cell],
     options: RunOptions,
-    on_result: Callable[[Cell, dict[str, Any]], None],
-    planned: Callable[[Cell], dict[str, Any] | None] | None = None,
+    on_result: Callable[[Cell, CellResult], None],
+    planned: Callable[[Cell], CellResult | None] | None = None,
 ) -> bool:
     """Run every cell in order; returns False if a stop signal ended the matrix early.
 
@@ -236,8 +252,8 @@ def run_matrix(
             return False
         result = planned(cell) if planned is not None else None
         if result is None:
-            result = run_cell(cell, options)
+            result = run_worker(cell, options)
         on_result(cell, result)
-        if result["status"] == Status.INTERRUPTED.value:
+        if result.status == Status.INTERRUPTED:
             return False
     return interrupt.requested() is None

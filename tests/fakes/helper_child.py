@@ -1,4 +1,5 @@
-"""`python -m tests.fakes.helper_child MODE OUT.json`: a helper child that hangs, crashes or answers.
+"""`python -m tests.fakes.helper_child MODE OUT.json`: a helper child that hangs, crashes or
+answers.
 
 Stands in for the framework probe, the ceilings probe and the `--model` inspect child, so the
 parent's handling of each outcome is tested without importing a framework.

@@ -412,7 +412,7 @@ def _lines(axis: Axes, rows: pd.DataFrame, center: str, low: str, high: str) -> 
     """One median line with an IQR band per framework x device (x variant when faded)."""
     rows = _with_faded(rows)
     keys = ["framework", "device", "variant", "faded"]
-    for (framework, device, variant, faded), line in rows.groupby(keys, sort=False):
+    for (framework, device, _variant, faded), line in rows.groupby(keys, sort=False):
         line = line.sort_values("size_value")
         kind = device_kind(device)
         color = style.framework_color(framework)

@@ -4,9 +4,9 @@ Reads only columns (device_seconds, device_copy_seconds, kernels_per_call, ..., 
 worker's device-busy pass) and run.json's ceilings; names no workload, framework or variant.
 Per GPU case: copies and busy are measured on the device, compute (busy - copies) and host
 overhead (wall - busy) are derived, and harness.measure.devicetime.diagnose names what bounds
-the cell. CPU cases have one part, "compute (host)": nothing measures a split there. Also: a figure per
-experiment, a sweep figure of wall and busy time per step for GPU cells, and the best variant
-per device with the GPU-vs-CPU verdict between the best of each. Shown only for experiments
+the cell. CPU cases have one part, "compute (host)": nothing measures a split there. Also: a
+figure per experiment, a sweep figure of wall and busy time per step for GPU cells, and the best
+variant per device with the GPU-vs-CPU verdict between the best of each. Shown only for experiments
 with at least one GPU case whose device-busy time was measured: a CPU-only report stays as it
 was.
 """
@@ -18,10 +18,10 @@ from typing import Any
 
 import pandas as pd
 
-from harness.measure.devicetime import attribute, diagnose
 from harness.analysis.plausibility import bandwidth_limits, device_entry, flop_limits, precision_of
-from harness.report import style
 from harness.core.units import format_seconds
+from harness.measure.devicetime import attribute, diagnose
+from harness.report import style
 from harness.report.tables import CASE_KEYS, sort_cells
 from harness.report.views import View
 

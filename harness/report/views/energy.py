@@ -2,7 +2,9 @@
 
 Driven by run.json only: each case's extra['energy'] (harness.measure.energy: NVML's board
 counter on GPU cells, RAPL packages on CPU cells, each with its status and reason) and
-extra['gpu_state'] (harness.measure.gpustate). The figure reported is the total the counter
+extra['gpu_state'] (harness.measure.gpustate), read as the typed records of
+harness.data.records (CaseResult.energy, CaseResult.gpu_state). The figure reported is the
+total the counter
 saw, idle included, per step; the share above the idle power measured before the cell is
 shown beside it. A verdict compares a GPU cell with the CPU cell of the same framework,
 variant and size: "GPU 3.9x faster and 2.1x less energy per step" - the GPU's board against
@@ -18,9 +20,16 @@ from typing import Any
 import pandas as pd
 
 from harness.core.units import device_kind, format_joules, format_ratio, format_seconds, size_label
+from harness.data.records import (
+    CaseEnergy,
+    EnergyRecord,
+    GpuProcesses,
+    GpuReadings,
+    GpuState,
+    WhileTimed,
+)
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.data.upgrade import as_run_document
-from harness.measure.gpustate import PROCESSES_KEY
 from harness.report.views import REPORT, View
 from harness.spec import Status
 
@@ -54,7 +63,7 @@ class EnergyView(View):
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
         measured = table["j_per_step"].map(_known)
-        return [EXPLANATION, "", *[f"- {line}" for line in verdict_lines(table)],
+        return [EXPLANATION, "", *[f"- {line}" for line in gpu_vs_cpu_sentences(table)],
                 *[f"- {case_line(row)}" for _, row in table[measured].iterrows()],
                 *[f"- {line}" for line in unmeasured_lines(table[~measured])]]
 
@@ -89,14 +98,14 @@ def energy_rows(document: RunDocument, machine: str) -> list[dict[str, Any]]:
 
 def _case_row(document: RunDocument, machine: str, result: CellResult,
               case: CaseResult) -> dict[str, Any]:
-    extra = case.extra
     device = result.device
-    energy = extra.get("energy") or {}
-    primary = energy.get("device" if device_kind(device) == "gpu" else "host") or {}
-    host = energy.get("host") or {}
-    steps = extra.get("steps_per_call") or 1
+    energy = case.energy or CaseEnergy()
+    primary = energy.primary(device_kind(device))
+    host = energy.host or EnergyRecord()
+    state = case.gpu_state
+    steps = case.extra.get("steps_per_call") or 1
     median = case.stats.median
-    ok = primary.get("status") == "ok"
+    ok = primary.ok
     return {
         "run_id": document.run_id, "machine": machine,
         "workload": result.workload, "framework": result.framework,
@@ -104,17 +113,17 @@ def _case_row(document: RunDocument, machine: str, result: CellResult,
         "size": size_label(case.case.get(document.sweep)),
         "status": case.status.value,
         "step_s": median / steps if median is not None and case.status == Status.OK else None,
-        "energy_status": str(primary.get("status") or "not recorded"),
-        "energy_reason": str(primary.get("reason") or ""),
-        "j_per_step": primary.get("joules_per_step") if ok else None,
-        "j_per_step_above_idle": primary.get("joules_per_step_above_idle") if ok else None,
-        "idle_watts": primary.get("idle_watts") if ok else None,
-        "watts_mean": primary.get("watts_mean") if ok else None,
-        "window_s": primary.get("window_s") if ok else None,
-        "counter": str(primary.get("counter") or ""), "source": str(primary.get("source") or ""),
-        "host_j_per_step": (host.get("joules_per_step") if device_kind(device) == "gpu"
-                            and host.get("status") == "ok" else None),
-        "suspect": str((extra.get("gpu_state") or {}).get("suspect") or ""),
+        "energy_status": primary.status,
+        "energy_reason": primary.reason,
+        "j_per_step": primary.joules_per_step if ok else None,
+        "j_per_step_above_idle": primary.joules_per_step_above_idle if ok else None,
+        "idle_watts": primary.idle_watts if ok else None,
+        "watts_mean": primary.watts_mean if ok else None,
+        "window_s": primary.window_s if ok else None,
+        "counter": primary.counter or "", "source": primary.source or "",
+        "host_j_per_step": (host.joules_per_step if device_kind(device) == "gpu" and host.ok
+                            else None),
+        "suspect": state.suspect if state is not None else "",
     }
 
 
@@ -153,7 +162,7 @@ def verdict(gpu: pd.Series, cpu: pd.Series) -> str:
     return text + "; " + "; ".join(missing)
 
 
-def verdict_lines(table: pd.DataFrame) -> list[str]:
+def gpu_vs_cpu_sentences(table: pd.DataFrame) -> list[str]:
     """One verdict per (machine, workload, framework, variant, size) with a GPU and a CPU cell."""
     lines = []
     kinds = table.assign(kind=table["device"].map(device_kind))
@@ -207,34 +216,31 @@ def gpu_state_lines(documents: list[RunDocument] | list[dict[str, Any]]) -> list
         for result in document.cells:
             name = f"{result.workload} {result.framework} {result.device} {result.variant}"
             for case in result.cases:
-                extra = case.extra
                 where = f"{name}, size {size_label(case.case.get(document.sweep))}"
-                state = extra.get("gpu_state")
-                if state:
+                state = case.gpu_state
+                if state is not None:
                     lines.append(f"{where}: {state_text(state)}")
-                graphs = extra.get("cuda_graphs")
+                graphs = case.extra.get("cuda_graphs")
                 if graphs:
                     lines.append(f"{where}: {graphs_text(graphs)}")
     return lines
 
 
-def state_text(state: dict[str, Any]) -> str:
-    if state.get("status") != "ok":
-        return f"GPU state {state.get('status')}: {state.get('reason', '')}"
-    timed = state.get("while_timed") or {}
-    before, after = state.get("before") or {}, state.get("after") or {}
-    throttles = ", ".join(f"{name} {count}/{timed.get('polls')}" for name, count in
-                          (timed.get("throttle_reasons") or {}).items()) or "none"
-    processes = state.get(PROCESSES_KEY) or {}
-    text = (f"SM clock {timed.get('sm_clock_mhz_min')}-{timed.get('sm_clock_mhz_max')} MHz "
-            f"while timed (max {state.get('max_sm_clock_mhz')}), memory clock "
-            f"{before.get('memory_clock_mhz')} MHz, {before.get('temperature_c')} -> "
-            f"{after.get('temperature_c')} C, {_watts(before.get('power_w'))} -> "
-            f"{_watts(after.get('power_w'))} (limit {_watts(before.get('power_limit_w'))}); "
-            f"throttle reasons polled: {throttles}; other compute processes: "
-            f"{len(processes.get('others') or [])}"
-            + (f" ({processes['note']})" if processes.get("note") else ""))
-    return text + (f"; SUSPECT: {state['suspect']}" if state.get("suspect") else "")
+def state_text(state: GpuState) -> str:
+    if not state.ok:
+        return f"GPU state {state.status}: {state.reason}"
+    timed = state.while_timed or WhileTimed()
+    before, after = state.before or GpuReadings(), state.after or GpuReadings()
+    processes = state.processes or GpuProcesses()
+    text = (f"SM clock {timed.sm_clock_mhz_min}-{timed.sm_clock_mhz_max} MHz "
+            f"while timed (max {state.max_sm_clock_mhz}), memory clock "
+            f"{before.memory_clock_mhz} MHz, {before.temperature_c} -> "
+            f"{after.temperature_c} C, {_watts(before.power_w)} -> "
+            f"{_watts(after.power_w)} (limit {_watts(before.power_limit_w)}); "
+            f"throttle reasons polled: {timed.throttles_text()}; other compute processes: "
+            f"{len(processes.others or [])}"
+            + (f" ({processes.note})" if processes.note else ""))
+    return text + (f"; SUSPECT: {state.suspect}" if state.suspect else "")
 
 
 def _watts(value: Any) -> str:
@@ -272,4 +278,4 @@ def console_lines(document: RunDocument | dict[str, Any]) -> list[str]:
     if table.empty:
         return []
     measured = table[table["j_per_step"].map(_known)]
-    return verdict_lines(table) + [case_line(row) for _, row in measured.iterrows()]
+    return gpu_vs_cpu_sentences(table) + [case_line(row) for _, row in measured.iterrows()]

@@ -113,7 +113,7 @@ def accuracy_table(stats: pd.DataFrame, extras: pd.DataFrame,
     fields = {"accuracy": labels["accuracy_field"], "data_source": labels["data_source_field"],
               "samples_distinct": labels["distinct_samples_field"]}
     keyed = extras.drop_duplicates(keys)
-    picked = keyed[keys].assign(**{column: keyed[field] if field in keyed else np.nan
+    picked = keyed[keys].assign(**{column: keyed.get(field, np.nan)
                                    for column, field in fields.items()})
     merged = stats.merge(picked, on=keys, how="left")
     from_check = merged["check_value"].where(

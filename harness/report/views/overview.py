@@ -113,7 +113,7 @@ def overview_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
     columns = min(int(variants_per_machine.max()), 3)
     # Each machine starts a new row, so a variant sits in the same column for every machine.
     places, row = [], 0
-    for machine, count in variants_per_machine.items():
+    for _machine, count in variants_per_machine.items():
         places += [(row + index // columns, index % columns) for index in range(count)]
         row += math.ceil(count / columns)
     rows = row

@@ -4,8 +4,9 @@ An optional view: a data-parallel workload asks for it by name ("scaling" in Wor
 and gives its labels in WorkloadSpec.view_labels["scaling"]: `share_explanation` (how its
 all-reduce share is measured) and `series_params` (the parameters that name a series when the
 runs do not differ; default: all of them).
-Driven by stored data only: a run whose run.json carries a `scaling` hint (written from the
-workload spec's hints by `compare`) gets this section; the hint names the case parameter that
+Driven by stored data only: of the runs whose workload declares this view (their run.json
+hints' `views`), those whose hints carry `scaling` (the spec's report hints, stored in run.json
+when the run starts) give rows; the hint names the case parameter that
 counts processes and the case extras that hold the job's samples per call and the all-reduce
 share. Efficiency at N processes = (samples/s at N) / (N x samples/s at 1 process) of the same
 (machine, framework, device, variant, parameters), so 100% means N processes do N times the
@@ -22,8 +23,8 @@ import pandas as pd
 from harness.core.units import device_kind, format_seconds
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.data.upgrade import as_run_document
-from harness.spec import Status
 from harness.report.views import REPORT, View
+from harness.spec import Status
 
 HINT = "scaling"
 FIGURE_SUFFIX = "scaling"

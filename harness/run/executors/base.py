@@ -1,4 +1,4 @@
-"""The executor seam: hand an executor cells, get each cell's result document back as it finishes.
+"""The executor seam: hand an executor cells, get each cell's typed result back as it finishes.
 
 An executor decides where and how cells run (one process after another here, tasks of a SLURM
 job array elsewhere); what a cell runs is always the same worker. Results come back through
@@ -14,6 +14,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.data.results import CellResult
 from harness.run.runner import RunOptions
 from harness.spec import Cell
 
@@ -29,7 +30,7 @@ class CellState(str, Enum):
         return self.value
 
 
-OnResult = Callable[[Cell, dict[str, Any]], None]
+OnResult = Callable[[Cell, CellResult], None]
 OnState = Callable[[Cell, CellState], None]
 
 

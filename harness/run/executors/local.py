@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.data.results import CellResult
 from harness.run.executors.base import CellState, OnResult, OnState, ignore_state
 from harness.run.runner import RunOptions, run_matrix
 from harness.spec import Cell
@@ -29,7 +30,7 @@ class LocalExecutor:
             report_state(cells[0], CellState.RUNNING)
         position = {id(cell): index for index, cell in enumerate(cells)}
 
-        def finished(cell: Cell, result: dict[str, Any]) -> None:
+        def finished(cell: Cell, result: CellResult) -> None:
             on_result(cell, result)
             report_state(cell, CellState.DONE)
             following = position.get(id(cell), len(cells)) + 1

@@ -4,7 +4,7 @@ One task per (workload, variant, framework, device) cell, as AlgoPerf submits it
 `sbatch --array` and benchopt runs its configurations as submitit arrays. CPU cells ask for a
 whole node (`--exclusive`) on the CPU partition, so nothing else shares its cores while it is
 timed; GPU cells ask for one GPU (`--gres=gpu:1`) on the GPU partition. Each task runs what a
-local cell runs: `harness.run.runner.run_cell`, i.e. the worker in its own process, on its node.
+local cell runs: `harness.run.runner.run_worker`, i.e. the worker in its own process, on its node.
 
 The task writes its result document to RUN_DIR/cells/ (a shared file system, as on every
 cluster) with the node's host metadata and its SLURM job id; this process watches SLURM and
@@ -27,6 +27,7 @@ from typing import Any
 
 from harness.core import interrupt
 from harness.core.units import device_kind
+from harness.data.results import CellResult
 from harness.run.executors import slurm_state
 from harness.run.executors.base import CellState, OnResult, OnState, ignore_state
 from harness.run.executors.slurm_state import TaskState
@@ -108,7 +109,8 @@ def ended_result(cell: Cell, state: TaskState, document: dict[str, Any] | None,
     told = (document or {}).get("reason") or " | ".join(log_tail.splitlines()[-4:])
     if told:
         reason += f"; task said: {told}"
-    result = dict(document) if document is not None else empty_result(cell, status, reason)
+    result = dict(document) if document is not None else empty_result(
+        cell, status, reason).to_dict()
     result.update(cell=cell.as_dict(), status=status.value, reason=reason, finished=time.time())
     return result
 
@@ -117,7 +119,7 @@ def interrupted_result(cell: Cell, document: dict[str, Any] | None,
                        reason: str) -> dict[str, Any]:
     """A cell a stop signal cut short: interrupted, keeping the cases its task saved."""
     result = dict(document) if document is not None else empty_result(
-        cell, Status.INTERRUPTED, reason)
+        cell, Status.INTERRUPTED, reason).to_dict()
     result.update(cell=cell.as_dict(), status=Status.INTERRUPTED.value, reason=reason,
                   finished=time.time())
     return result
@@ -224,7 +226,7 @@ class SlurmExecutor:
             except Exception as exc:  # noqa: BLE001 - a refused submission is a status row
                 said = " | ".join(str(exc).strip().splitlines()[-3:])
                 refused.extend(empty_result(cell, Status.ERROR,
-                                            f"sbatch refused the {kind} cells: {said}")
+                                            f"sbatch refused the {kind} cells: {said}").to_dict()
                                for cell in group)
                 continue
             tasks.extend(Task(cell, job, path) for cell, job, path in zip(group, jobs, paths))
@@ -263,7 +265,7 @@ class SlurmExecutor:
         tasks, refused = self.submit(cells, options, run_dir)
         for result in refused:
             cell = Cell(**result["cell"])
-            on_result(cell, result)
+            on_result(cell, CellResult.from_dict(result))
             report_state(cell, CellState.DONE)
         for task in tasks:
             report_state(task.cell, CellState.QUEUED)
@@ -303,7 +305,7 @@ class SlurmExecutor:
                 result["slurm"]["state"] = state.state
             if state is not None and state.node:
                 result["slurm"]["node"] = state.node
-            on_result(task.cell, result)
+            on_result(task.cell, CellResult.from_dict(result))
             report_state(task.cell, CellState.DONE)
         return still
 
@@ -369,5 +371,5 @@ class SlurmExecutor:
             result.setdefault("slurm", {})
             result["slurm"].update(job_id=task.job_id,
                                    state=state.state if state is not None else "CANCELLED")
-            on_result(task.cell, result)
+            on_result(task.cell, CellResult.from_dict(result))
             report_state(task.cell, CellState.DONE)

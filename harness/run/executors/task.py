@@ -1,4 +1,5 @@
-"""What one SLURM array task runs on its node: the cell's worker, as a local run starts it.
+"""What one SLURM array task runs on its node: the cell's worker, as a local run starts it
+(harness.run.runner.run_worker), its result written as a file in the run folder.
 
 Kept light on purpose: a task imports this module and what the worker's parent needs, not the
 data store (which loads pandas: 0.3-1.5 s per task, for one JSON file).
@@ -19,7 +20,7 @@ from harness.backend import parse_cuda_index
 from harness.core import interrupt
 from harness.core.units import device_kind
 from harness.measure import envinfo
-from harness.run.runner import RunOptions, run_cell
+from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
 
 
@@ -80,9 +81,9 @@ def run_task(cell_fields: dict[str, Any], result_path: str, options: RunOptions,
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     with interrupt.stop_on_signals():
         _first_sigterm_only()
-        result = run_cell(worker_cell, options)
-    result.update(cell=cell.as_dict(), host=host, slurm=task_identity())
-    _write_atomically(Path(result_path), result)
+        result = run_worker(worker_cell, options)
+    result.cell, result.host, result.slurm = cell, host, task_identity()
+    _write_atomically(Path(result_path), result.to_dict())
     return result_path
 
 

@@ -1,0 +1,213 @@
+"""The records the worker's case watchers store in a case's `extra`: energy and GPU state, typed.
+
+harness.measure.energy and harness.measure.gpustate build these; run.json keeps them as the
+nested JSON objects `extra["energy"]` ({"device": ..., "host": ...}) and `extra["gpu_state"]`;
+everything that reads them back (the declared CSV columns in harness.data.fields, the report's
+energy and GPU-state views) goes through these classes instead of chains of `.get()`. Every
+record says whether it holds figures (`status` "ok") or why not ("unavailable", "not
+measured", "error", with a `reason`). Keys a newer worker adds are kept in `extra_fields` and
+written back, and missing keys read as None, so older run folders load unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, TypeVar
+
+OK = "ok"
+UNAVAILABLE = "unavailable"
+NOT_MEASURED = "not measured"
+NOT_RECORDED = "not recorded"  # no record at all: an older run, or a case that was never timed
+
+Record = TypeVar("Record", bound="_JsonRecord")
+
+
+class _JsonRecord:
+    """to_dict/from_dict for a frozen dataclass of JSON values and nested records.
+
+    to_dict leaves out None and '' (the layout the worker wrote before these types existed),
+    except the names in ALWAYS; NESTED names the fields that hold another record.
+    """
+
+    ALWAYS: ClassVar[tuple[str, ...]] = ("status",)
+    NESTED: ClassVar[dict[str, type[_JsonRecord]]] = {}
+    extra_fields: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        document: dict[str, Any] = {}
+        for item in fields(self):  # type: ignore[arg-type]  # every subclass is a dataclass
+            value = getattr(self, item.name)
+            if item.name == "extra_fields" or (
+                    item.name not in self.ALWAYS and (value is None or value == "")):
+                continue
+            document[item.name] = value.to_dict() if isinstance(value, _JsonRecord) else value
+        return {**document, **self.extra_fields}
+
+    @classmethod
+    def from_dict(cls: type[Record], document: dict[str, Any]) -> Record:
+        names = {item.name for item in fields(cls)} - {"extra_fields"}  # type: ignore[arg-type]
+        known = {key: value for key, value in document.items() if key in names}
+        for name, kind in cls.NESTED.items():
+            value = known.get(name)
+            known[name] = kind.from_dict(value) if isinstance(value, dict) else None
+        rest = {key: value for key, value in document.items() if key not in names}
+        return cls(**known, extra_fields=rest)
+
+
+@dataclass(frozen=True)
+class EnergyRecord(_JsonRecord):
+    """One counter's energy over a case's calls (NVML's board counter or RAPL's packages).
+
+    The total is what the counter saw, idle included; the `_above_idle` figures subtract the
+    idle power measured before the cell over the same window.
+    """
+
+    status: str = NOT_RECORDED
+    reason: str = ""
+    counter: str | None = None
+    source: str | None = None  # the timed samples, or an energy pass after the check
+    reported: str | None = None
+    window_s: float | None = None
+    calls: int | None = None
+    joules_total: float | None = None
+    watts_mean: float | None = None
+    joules_per_call: float | None = None
+    joules_per_step: float | None = None
+    steps_per_call: float | None = None
+    idle_watts: float | None = None
+    idle_window_s: float | None = None
+    idle_settled: bool | None = None
+    joules_per_call_above_idle: float | None = None
+    joules_per_step_above_idle: float | None = None
+    extra_fields: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def unavailable(cls, reason: str) -> EnergyRecord:
+        return cls(UNAVAILABLE, reason)
+
+    @classmethod
+    def not_measured(cls, reason: str) -> EnergyRecord:
+        return cls(NOT_MEASURED, reason)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def why_not(self) -> str:
+        """'' when it holds figures, else 'unavailable: <reason>' (the CSV's energy_reason)."""
+        return "" if self.ok else f"{self.status}: {self.reason}".rstrip(": ")
+
+
+@dataclass(frozen=True)
+class CaseEnergy(_JsonRecord):
+    """extra['energy']: the device's counter (GPU cells) and the host's (RAPL), each or why not."""
+
+    ALWAYS: ClassVar[tuple[str, ...]] = ()
+    NESTED: ClassVar[dict[str, type[_JsonRecord]]] = {"device": EnergyRecord,
+                                                      "host": EnergyRecord}
+    device: EnergyRecord | None = None
+    host: EnergyRecord | None = None
+    extra_fields: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, document: Any) -> CaseEnergy | None:
+        """The stored object; a watcher that failed as a whole wrote one record for both."""
+        if not isinstance(document, dict) or not document:
+            return None
+        if "status" in document:  # {"status": "error", "reason": ...}
+            failed = EnergyRecord.from_dict(document)
+            return cls(device=failed, host=failed)
+        return cls.from_dict(document)
+
+    def primary(self, kind: str) -> EnergyRecord:
+        """What the cell's own device drew: the GPU board on 'gpu', the CPU packages on 'cpu'."""
+        record = self.device if kind == "gpu" else self.host
+        return record if record is not None else EnergyRecord()
+
+
+@dataclass(frozen=True)
+class GpuReadings(_JsonRecord):
+    """The GPU at one moment: clocks (MHz), temperature (C), power and its limit (W)."""
+
+    ALWAYS: ClassVar[tuple[str, ...]] = ()
+    sm_clock_mhz: int | None = None
+    memory_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    extra_fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WhileTimed(_JsonRecord):
+    """What the polls saw while the case was timed: throttle reasons (name -> polls), clocks."""
+
+    ALWAYS: ClassVar[tuple[str, ...]] = ("polls", "throttle_reasons")
+    polls: int = 0
+    seconds: float | None = None
+    throttle_reasons: dict[str, int] = field(default_factory=dict)
+    sm_clock_mhz_min: int | None = None
+    sm_clock_mhz_max: int | None = None
+    power_w_mean: float | None = None
+    extra_fields: dict[str, Any] = field(default_factory=dict)
+
+    def throttles_text(self) -> str:
+        """'sw_power_cap 3/10, gpu_idle 10/10', or 'none'."""
+        return ", ".join(f"{name} {count}/{self.polls}"
+                         for name, count in self.throttle_reasons.items()) or "none"
+
+
+@dataclass(frozen=True)
+class GpuProcesses(_JsonRecord):
+    """Compute processes seen on the device while timed: ours, others, pids /proc cannot see."""
+
+    ALWAYS: ClassVar[tuple[str, ...]] = ("readable",)
+    readable: bool = True
+    ours: list[int] | None = None
+    others: list[int] | None = None
+    unseen: list[int] | None = None
+    our_group_size: int | None = None
+    note: str = ""
+    extra_fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GpuState(_JsonRecord):
+    """extra['gpu_state']: the GPU before, while and after a case was timed, or why not."""
+
+    NESTED: ClassVar[dict[str, type[_JsonRecord]]] = {
+        "before": GpuReadings, "after": GpuReadings, "while_timed": WhileTimed,
+        "processes": GpuProcesses}
+    status: str = NOT_RECORDED
+    reason: str = ""
+    cuda_device: str | None = None
+    nvml_name: str | None = None
+    nvml_uuid: str | None = None
+    before: GpuReadings | None = None
+    after: GpuReadings | None = None
+    max_sm_clock_mhz: int | None = None
+    while_timed: WhileTimed | None = None
+    processes: GpuProcesses | None = None
+    suspect: str = ""
+    extra_fields: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the worker wrote it: an ok record always says its suspicion ('' for none)."""
+        document = super().to_dict()
+        return {**document, "suspect": self.suspect} if self.ok else document
+
+    @classmethod
+    def unavailable(cls, reason: str) -> GpuState:
+        return cls(UNAVAILABLE, reason)
+
+    @classmethod
+    def read(cls, document: Any) -> GpuState | None:
+        return cls.from_dict(document) if isinstance(document, dict) and document else None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def why_not(self) -> str:
+        """'' when it holds readings, else 'unavailable: <reason>' (the CSV's gpu_state_reason)."""
+        return "" if self.ok else f"{self.status}: {self.reason}".rstrip(": ")
