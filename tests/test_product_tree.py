@@ -1,4 +1,4 @@
-"""The repository is a product tree, not a work log: small docs, no closing notes, listed scripts."""
+"""A product tree, not a work log: small docs, no closing notes, every script listed."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ CURRENT_RUN: dict[str, Any] = {
 
 
 def docs_run_dirs(tmp_path: Path) -> list[Path]:
-    """Every run folder under docs/: both example tarballs, extracted (and any run.json left in docs/)."""
+    """Every run folder under docs/: both example tarballs, extracted (and any run.json left)."""
     for tarball in TARBALLS:
         with tarfile.open(tarball) as archive:
             archive.extractall(tmp_path / tarball.name.split(".")[0], filter="data")

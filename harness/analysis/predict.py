@@ -255,7 +255,8 @@ class Prediction:
         elif self.kind == "gpu-always":
             head = "predicted: GPU faster at every size"
         else:
-            head = f"predicted: no crossover up to {sweep} {_size(self.largest_measured * SEARCH_FACTOR)}"
+            searched = _size(self.largest_measured * SEARCH_FACTOR)
+            head = f"predicted: no crossover up to {sweep} {searched}"
         error = ("error on the held-out largest size "
                  f"{100 * abs(self.held_out_error):.0f}%" if self.held_out_error is not None
                  else f"held-out error not measured (fewer than {MIN_SIZES_FOR_ERROR} sizes)")
