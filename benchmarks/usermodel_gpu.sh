@@ -4,7 +4,7 @@
 #    keras-torch, cpu vs cuda:0, as-written and compiled: the framework ranking per device.
 # 2. The seed's Jacobian net as the user's step (examples/models/jacobian_net.py): cpu vs GPU.
 # 3. The small CNN with every torch variant (resident, compiled, cuda-graph on the GPU): the
-#    GPU-only code paths of harness/usermodel/torch_impl.py, each checked against the CPU.
+#    GPU-only code paths of backends/torch/usermodel.py, each checked against the CPU.
 # 4. benchmarks/usermodel_overhead.py on cuda:0: harness vs a plain loop, per step.
 # Keras must be importable (on the lent H200 machines: install the carried wheels first, as
 # benchmarks/frameworks_gpu.sh does). Run folders and logs go under OUTDIR; each job prints

@@ -41,7 +41,6 @@ from harness.run import resume as resume_plan
 from harness.run.executors import CellState, Executor, StateTally, make_executor
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
 from harness.analysis.stats import work_of
-from harness.usermodel import plan as usermodel_plan
 
 EXIT_FAILED_CELL = 1
 # The measurements are saved but the report could not be written (disk full, permissions).
@@ -153,12 +152,13 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
          timeout_s: float = 900.0, model: Path | str | None = None) -> RunPlan:
     """Validate every input before anything runs; BadInput (one line) otherwise.
 
-    `model`: a user's model file (harness/usermodel/) instead of a registered workload.
+    `model`: a user's model file (workloads/usermodel/) instead of a registered workload.
     """
     prepare = None
     if model is not None:
         if workload is not None:
             raise BadInput("give a workload or a model file (--model), not both")
+        usermodel_plan = registry.model_plugin("plan")
         spec, model_info = usermodel_plan.model_spec(model)
     else:
         spec = registry.load_workload(workload or "matmul")

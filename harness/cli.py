@@ -233,10 +233,8 @@ def list_workloads(model: Annotated[Optional[Path], typer.Option(
         help="Show what the harness understood of this model file instead.")] = None) -> None:
     """Workloads, their variants and parameters (default / --quick)."""
     if model is not None:
-        from harness.usermodel.describe import model_lines
-
         try:
-            lines = model_lines(model)
+            lines = registry.model_plugin("describe").model_lines(model)
         except BadInput as exc:
             fail_input(str(exc))
         for line in lines:

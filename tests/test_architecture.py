@@ -17,7 +17,6 @@ LAYERS = [
     ("harness.measure",),
     ("harness.analysis",),
     ("harness.run",),
-    ("harness.usermodel",),  # a user's model file: planned on top of run's child processes
     ("harness.report",),
     ("harness.api",),
     ("harness.cli", "harness"),

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.usermodel.spec import check, parity
 from tests.in_subprocess import installed, run_check
+from workloads.usermodel.spec import check, parity
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -281,8 +281,8 @@ def test_restore_after_a_capture_warm_up_gives_back_the_first_step() -> None:
 
 def test_two_builds_that_differ_are_named_and_an_oom_in_user_code_reads_as_one() -> None:
     from harness.run.failures import failure_reason
-    from harness.usermodel.prepare import differs
-    from harness.usermodel.source import UserCodeError, user_error_text
+    from workloads.usermodel.prepare import differs
+    from workloads.usermodel.source import UserCodeError, user_error_text
 
     same = {"w": np.ones((2, 2), np.float32)}
     assert differs(same, {"w": np.ones((2, 2), np.float32)}) == ""
@@ -297,7 +297,7 @@ def test_two_builds_that_differ_are_named_and_an_oom_in_user_code_reads_as_one()
 
 
 def test_a_model_runs_verdicts_are_printed_as_your_model_lines(tmp_path: Path) -> None:
-    from harness.usermodel.describe import verdict_lines
+    from workloads.usermodel.describe import verdict_lines
 
     (tmp_path / "summary.md").write_text(
         "# Summary\n\n## At a glance\n\n- **model-net**: on h200: GPU faster from batch=100\n"

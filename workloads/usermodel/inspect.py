@@ -1,4 +1,4 @@
-"""`python -m harness.usermodel.inspect FILE OUT.json`: what a user's model file is, as JSON.
+"""`python -m workloads.usermodel.inspect FILE OUT.json`: what a user's model file is, as JSON.
 
 A child process, so the parent never imports the file's framework. It imports the file, finds
 its builder (model() returning a torch nn.Module or a keras.Model, or JAX's init/apply pair),
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from harness.data.store import write_json_atomic
-from harness.usermodel.source import UserCodeError, call_user, load_user_module
+from workloads.usermodel.source import UserCodeError, call_user, load_user_module
 
 PROBE_BATCHES = (2, 3)
 CONVENTION = ("define model() returning a torch.nn.Module or a keras.Model, or init(seed) "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.core import registry
-from harness.usermodel.plan import model_spec
+from workloads.usermodel.plan import model_spec
 
 WHAT_TEXT = {"train": "one training step (Adam, mean squared error against {targets})",
              "inference": "one forward pass (no gradients)",

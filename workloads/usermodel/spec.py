@@ -26,11 +26,11 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "jax": ("jax",),
 }
 IMPLEMENTATIONS = {
-    "torch": "harness.usermodel.torch_impl",
-    "keras-jax": "harness.usermodel.keras_impl",
-    "keras-torch": "harness.usermodel.keras_impl",
-    "keras-tensorflow": "harness.usermodel.keras_impl",
-    "jax": "harness.usermodel.jax_impl",
+    "torch": "backends.torch.usermodel",
+    "keras-jax": "backends.keras.usermodel",
+    "keras-torch": "backends.keras.usermodel",
+    "keras-tensorflow": "backends.keras.usermodel",
+    "jax": "backends.jax.usermodel",
 }
 VARIANTS = ("as-written", "resident", "compiled", "cuda-graph", "steps-per-execution")
 WHAT = ("train", "inference", "step")
@@ -122,7 +122,7 @@ def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadS
     )
 
 
-# --- the prepared folder: written once by harness.usermodel.prepare, read by every cell ----
+# --- the prepared folder: written once by workloads.usermodel.prepare, read by every cell ----
 
 PREPARED_PARAM = "prepared"
 WEIGHTS_FILE = "weights.npz"

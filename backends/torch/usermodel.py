@@ -10,9 +10,9 @@ import torch
 
 from backends.torch.device import TorchDevice, capture_cuda_graph, require_cuda
 from harness.backend import VariantUnavailable
-from harness.usermodel.common import ModelTask, nested_map, user_code
-from harness.usermodel.source import call_user, load_user_module
-from harness.usermodel.spec import KEPT_RESULTS
+from workloads.usermodel.common import ModelTask, nested_map, user_code
+from workloads.usermodel.source import call_user, load_user_module
+from workloads.usermodel.spec import KEPT_RESULTS
 
 # The CPU reference computes in float32; on a GPU torch would run convolutions in TF32 by
 # default (cuDNN), whose 10-bit mantissa no float32 bound covers.

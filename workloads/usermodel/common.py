@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from harness.backend import VariantUnavailable
-from harness.usermodel.source import UserCodeError, user_error_text
+from workloads.usermodel.source import UserCodeError, user_error_text
 
 
 class ModelTask:

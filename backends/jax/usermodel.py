@@ -17,9 +17,9 @@ import numpy as np
 import optax
 
 from harness.backend import VariantUnavailable
-from harness.usermodel.common import ModelTask, nested_map, user_code
-from harness.usermodel.source import call_user, load_user_module
-from harness.usermodel.spec import KEPT_RESULTS
+from workloads.usermodel.common import ModelTask, nested_map, user_code
+from workloads.usermodel.source import call_user, load_user_module
+from workloads.usermodel.spec import KEPT_RESULTS
 
 # The CPU reference is float32; JAX's GPU default for float32 matmuls is TF32-like.
 jax.config.update("jax_default_matmul_precision", "highest")

@@ -17,9 +17,9 @@ import numpy as np
 
 from backends.keras.training import keras_device_name
 from harness.backend import VariantUnavailable
-from harness.usermodel.common import ModelTask, nested_map, user_code
-from harness.usermodel.source import call_user, load_user_module
-from harness.usermodel.spec import KEPT_RESULTS, STEPS_PER_EXECUTION
+from workloads.usermodel.common import ModelTask, nested_map, user_code
+from workloads.usermodel.source import call_user, load_user_module
+from workloads.usermodel.spec import KEPT_RESULTS, STEPS_PER_EXECUTION
 
 
 @contextmanager
