@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -18,7 +19,7 @@ import optax
 
 from harness.backend import VariantUnavailable
 from workloads.usermodel.common import ModelTask, nested_map, user_code
-from workloads.usermodel.source import call_user, load_user_module
+from workloads.usermodel.source import UserCodeError, call_user, load_user_module
 from workloads.usermodel.spec import KEPT_RESULTS
 
 # The CPU reference is float32; JAX's GPU default for float32 matmuls is TF32-like.
@@ -63,8 +64,11 @@ def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
     params = jax.tree_util.tree_unflatten(structure, leaves)
     xs = [placed(array) for array in inputs["x"]]
     jit = variant == "compiled"
+    trained_with = ""
     if what == "train":
-        call = training_call(user.apply, params, xs, placed(inputs["targets"]), jit)
+        loss_of, optimizer, trained_with = training_parts(path, user)
+        call = training_call(user.apply, params, xs, placed(inputs["targets"]), jit, loss_of,
+                             optimizer)
     elif what == "inference":
         apply = jax.jit(user.apply) if jit else user.apply
         call = functools.partial(apply, params, *xs)
@@ -81,18 +85,47 @@ def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
     # A training call returns (loss, params) so the worker waits for the update too; the
     # loss is the result compared with the reference.
     kept = (lambda v: v[0]) if what == "train" else (lambda v: v)
-    return ModelTask(placed_call, path, keep or KEPT_RESULTS[what], kept, to_numpy,
-                     extra={"parameters": parameters, "what": what})
+    extra = {"parameters": parameters, "what": what}
+    if trained_with:
+        extra["trained_with"] = trained_with
+    return ModelTask(placed_call, path, keep or KEPT_RESULTS[what], kept, to_numpy, extra=extra)
 
 
-def training_call(apply: Callable, params: Any, xs: list, target: Any,
-                  jit: bool) -> Callable[[], Any]:
-    """One optax Adam step; returns the loss (the worker blocks on it: the step's last
-    output, computed after the update in dispatch order)."""
-    optimizer = optax.adam(1e-3)
+def mean_squared_error(output: Any, target: Any) -> Any:
+    return jnp.mean((output - target) ** 2)
+
+
+def training_parts(path: str, user: Any) -> tuple[Callable[[Any, Any], Any], Any, str]:
+    """(loss, optax transformation, what they are in words): the file's loss(output, target)
+    and optimizer() where it defines them, else mean squared error and Adam(1e-3)."""
+    names = []
+    if callable(getattr(user, "loss", None)):
+        loss_of, _ = user.loss, names.append("loss: your loss()")
+    else:
+        loss_of, _ = mean_squared_error, names.append("loss: mean squared error")
+    if callable(getattr(user, "optimizer", None)):
+        optimizer = call_user(path, "optimizer()", user.optimizer)
+        if not (callable(getattr(optimizer, "init", None)) and
+                callable(getattr(optimizer, "update", None))):
+            raise UserCodeError(f"{Path(path).name}: optimizer() returned a "
+                                f"{type(optimizer).__name__}, not an optax "
+                                "GradientTransformation")
+        names.append("optimizer: your optimizer()")
+    else:
+        optimizer = optax.adam(1e-3)
+        names.append("optimizer: optax.adam(1e-3)")
+    return loss_of, optimizer, ", ".join(names)
+
+
+def training_call(apply: Callable, params: Any, xs: list, target: Any, jit: bool,
+                  loss_fn: Callable[[Any, Any], Any] = mean_squared_error,
+                  optimizer: Any = None) -> Callable[[], Any]:
+    """One optax step (Adam unless given); returns the loss (the worker blocks on it: the
+    step's last output, computed after the update in dispatch order)."""
+    optimizer = optimizer if optimizer is not None else optax.adam(1e-3)
 
     def loss_of(p: Any) -> Any:
-        return jnp.mean((apply(p, *xs) - target) ** 2)
+        return loss_fn(apply(p, *xs), target)
 
     def update(p: Any, state: Any) -> tuple[Any, Any, Any]:
         loss, grads = jax.value_and_grad(loss_of)(p)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import torch
 from backends.torch.device import TorchDevice, capture_cuda_graph, require_cuda
 from harness.backend import VariantUnavailable
 from workloads.usermodel.common import ModelTask, nested_map, user_code
-from workloads.usermodel.source import call_user, load_user_module
+from workloads.usermodel.source import UserCodeError, call_user, load_user_module
 from workloads.usermodel.spec import KEPT_RESULTS
 
 # The CPU reference computes in float32; on a GPU torch would run convolutions in TF32 by
@@ -54,11 +55,16 @@ def on_device(array: np.ndarray, handle: torch.device, dtype: torch.dtype) -> to
 
 
 def training_call(net: Any, optimizer: torch.optim.Optimizer, inputs: Callable[[], list],
-                  target: torch.Tensor) -> Callable[[], torch.Tensor]:
-    """One Adam step on the mean squared error against the fixed targets; returns the loss."""
+                  target: torch.Tensor,
+                  loss_of: Callable[[Any, Any], Any] = torch.nn.functional.mse_loss,
+                  ) -> Callable[[], torch.Tensor]:
+    """One optimizer step on the loss against the fixed targets; returns the loss.
+
+    Default: Adam on the mean squared error; the file's loss(output, target) and
+    optimizer(parameters) where it has them."""
     def call() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.mse_loss(net(*inputs()), target)
+        loss = loss_of(net(*inputs()), target)
         loss.backward()
         optimizer.step()
         return loss
@@ -70,6 +76,32 @@ def inference_call(net: Any, inputs: Callable[[], list]) -> Callable[[], Any]:
         with torch.no_grad():
             return net(*inputs())
     return call
+
+
+def training_parts(path: str, net: torch.nn.Module, capturable: bool,
+                   ) -> tuple[Callable[[Any, Any], Any], torch.optim.Optimizer, str]:
+    """(loss, optimizer, what they are in words): the file's loss(output, target) and
+    optimizer(parameters) where it defines them, else mean squared error and Adam."""
+    user = load_user_module(path)
+    names = []
+    if callable(getattr(user, "loss", None)):
+        loss_of, _ = user.loss, names.append("loss: your loss()")
+    else:
+        loss_of, _ = torch.nn.functional.mse_loss, names.append("loss: mean squared error")
+    if callable(getattr(user, "optimizer", None)):
+        optimizer = call_user(path, "optimizer(parameters)", user.optimizer, net.parameters())
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise UserCodeError(f"{Path(path).name}: optimizer(parameters) returned a "
+                                f"{type(optimizer).__name__}, not a torch.optim.Optimizer")
+        if capturable:  # a CUDA graph needs the optimizer's step on the device
+            for group in optimizer.param_groups:
+                if "capturable" in group:
+                    group["capturable"] = True
+        names.append(f"optimizer: your optimizer() -> {type(optimizer).__name__}")
+    else:
+        optimizer = torch.optim.Adam(net.parameters(), capturable=capturable)
+        names.append("optimizer: Adam")
+    return loss_of, optimizer, ", ".join(names)
 
 
 def restore(net: torch.nn.Module, initial: dict[str, torch.Tensor],
@@ -110,11 +142,12 @@ def _make_task(variant: str, device: TorchDevice, inputs: dict[str, Any], dtype:
     if variant == "compiled":
         model = torch.compile(net)
     optimizer = None
+    trained_with = ""
     if what == "train":
         net.train()
         target = on_device(inputs["targets"], handle, dtype)
-        optimizer = torch.optim.Adam(net.parameters(), capturable=variant == "cuda-graph")
-        call = training_call(model, optimizer, current, target)
+        loss_of, optimizer, trained_with = training_parts(path, net, variant == "cuda-graph")
+        call = training_call(model, optimizer, current, target, loss_of)
     elif what == "inference":
         net.eval()
         call = inference_call(model, current)
@@ -135,5 +168,7 @@ def _make_task(variant: str, device: TorchDevice, inputs: dict[str, Any], dtype:
     elif variant not in ("as-written", "resident", "compiled"):
         raise VariantUnavailable(f"torch runs no variant {variant!r} of a user model")
     parameters = sum(p.numel() for p in net.parameters())
-    return ModelTask(call, path, keep or KEPT_RESULTS[what], snapshot, to_numpy,
-                     extra={"parameters": parameters, "what": what})
+    extra = {"parameters": parameters, "what": what}
+    if trained_with:
+        extra["trained_with"] = trained_with
+    return ModelTask(call, path, keep or KEPT_RESULTS[what], snapshot, to_numpy, extra=extra)

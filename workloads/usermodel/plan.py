@@ -55,9 +55,10 @@ def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S) -> di
     if family == "keras":  # every Keras backend that is installed
         frameworks = tuple(installed(frameworks)) or frameworks
     info["frameworks"] = list(frameworks)
-    times = {"step": "your step(net, *inputs)", "train": "one Adam training step (MSE against "
-             "fixed random targets)" if not info["has_targets"] else "one Adam training step "
-             "(MSE against your targets())"}[info["default_what"]]
+    against = "your targets()" if info["has_targets"] else "fixed random targets"
+    times = {"step": "your step(net, *inputs)",
+             "train": f"one training step against {against} "
+                      f"({info.get('training', '')})"}[info["default_what"]]
     info["summary"] = (f"your {family} model {path.name} ({info['parameters']:,} parameters); "
                        f"one call: {times}")
     return info
