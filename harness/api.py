@@ -203,7 +203,8 @@ class RunRecorder:
 
     def add(self, result: CellResult | dict[str, Any]) -> None:
         cell = result if isinstance(result, CellResult) else CellResult.from_dict(result)
-        work = {index: work_of(self.spec, case.case) for index, case in enumerate(cell.cases)}
+        work = {index: work_of(self.spec, case.case, case.extra)
+                for index, case in enumerate(cell.cases)}
         # A cell that ran elsewhere (a SLURM node) carries its own host: its rows name it.
         host = cell.host or self.document.host
         self.rows.extend(store.case_rows(self.document.run_id, str(host.get("machine_label") or ""),
@@ -429,7 +430,7 @@ def framework_styles(spec: WorkloadSpec, cells: list[Cell]) -> dict[str, dict[st
 def has_rates(spec: WorkloadSpec) -> bool:
     """Whether the workload counts FLOPs or bytes, so the ceilings have a rate to judge: a probe
     costs seconds to a minute, and without a rate nothing is held against it."""
-    return spec.flops is not None or spec.bytes_moved is not None
+    return spec.flops is not None or spec.bytes_moved is not None or spec.counts_flops
 
 
 def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:

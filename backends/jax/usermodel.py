@@ -18,7 +18,7 @@ import numpy as np
 import optax
 
 from harness.backend import VariantUnavailable
-from workloads.usermodel.common import ModelTask, nested_map, user_code
+from workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
 from workloads.usermodel.source import UserCodeError, call_user, load_user_module
 from workloads.usermodel.spec import KEPT_RESULTS
 
@@ -43,7 +43,9 @@ def to_numpy(value: Any) -> Any:
 def make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any],
               dtype: str = "float32", keep: int | None = None) -> ModelTask:
     with user_code(inputs["model"], f"preparing {variant}"):
-        return _make_task(variant, device, inputs, dtype, keep)
+        return add_deterministic(_make_task(variant, device, inputs, dtype, keep), inputs,
+                                 lambda forward: _make_task("as-written", device, forward,
+                                                            dtype, 1))
 
 
 def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
@@ -69,13 +71,20 @@ def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
         loss_of, optimizer, trained_with = training_parts(path, user)
         call = training_call(user.apply, params, xs, placed(inputs["targets"]), jit, loss_of,
                              optimizer)
+        lowered = call.lowered  # type: ignore[attr-defined]
     elif what == "inference":
         apply = jax.jit(user.apply) if jit else user.apply
         call = functools.partial(apply, params, *xs)
+
+        def lowered() -> Any:
+            return jax.jit(user.apply).lower(params, *xs)
     else:
         def stepped(p: Any, *arrays: Any) -> Any:
             return user.step(functools.partial(user.apply, p), *arrays)
         call = functools.partial(jax.jit(stepped) if jit else stepped, params, *xs)
+
+        def lowered() -> Any:
+            return jax.jit(stepped).lower(params, *xs)
 
     def placed_call() -> Any:
         with jax.default_device(handle):
@@ -88,7 +97,23 @@ def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
     extra = {"parameters": parameters, "what": what}
     if trained_with:
         extra["trained_with"] = trained_with
-    return ModelTask(placed_call, path, keep or KEPT_RESULTS[what], kept, to_numpy, extra=extra)
+    task = ModelTask(placed_call, path, keep or KEPT_RESULTS[what], kept, to_numpy, extra=extra)
+    task.lowered = lowered
+    return task
+
+
+def count_flops(task: ModelTask) -> tuple[float | None, str]:
+    """FLOPs of one call by XLA's own cost analysis of the step, jitted as the compiled
+    variant runs it (the unjitted ops do the same arithmetic)."""
+    if task.lowered is None:
+        return None, "no step to lower"
+    analysis = task.lowered().compile().cost_analysis()
+    if isinstance(analysis, (list, tuple)):  # older JAX: one dict per computation
+        analysis = analysis[0] if analysis else {}
+    flops = (analysis or {}).get("flops")
+    if flops is None:
+        return None, "XLA's cost analysis gave no 'flops' on this backend"
+    return float(flops), "jax.jit(step).lower(...).compile().cost_analysis()['flops']"
 
 
 def mean_squared_error(output: Any, target: Any) -> Any:
@@ -139,4 +164,7 @@ def training_call(apply: Callable, params: Any, xs: list, target: Any, jit: bool
         current["params"], current["state"], loss = update_step(current["params"],
                                                                 current["state"])
         return loss, current["params"]
+
+    call.lowered = lambda: jax.jit(update).lower(  # type: ignore[attr-defined]
+        current["params"], current["state"])
     return call

@@ -19,7 +19,7 @@ import numpy as np
 
 from backends.keras.training import keras_device_name
 from harness.backend import VariantUnavailable
-from workloads.usermodel.common import ModelTask, nested_map, user_code
+from workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
 from workloads.usermodel.source import call_user, load_user_module
 from workloads.usermodel.spec import KEPT_RESULTS, STEPS_PER_EXECUTION
 
@@ -129,7 +129,9 @@ def trained_with_text(found: dict[str, str]) -> str:
 def make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any],
               dtype: str = "float32", keep: int | None = None) -> ModelTask:
     with user_code(inputs["model"], f"preparing {variant}"):
-        return _make_task(case, variant, device, inputs, dtype, keep)
+        return add_deterministic(_make_task(case, variant, device, inputs, dtype, keep), inputs,
+                                 lambda forward: _make_task(case, "as-written", device, forward,
+                                                            dtype, 1))
 
 
 def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dtype: str,
@@ -167,7 +169,25 @@ def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dt
         extra["trained_with"] = trained_with_text(training)
     # One fit call is already STEPS_PER_EXECUTION steps: its loss (their mean) is the result.
     kept = keep or (1 if spe else KEPT_RESULTS[what])
-    return ModelTask(placed_call, path, kept, snapshot, to_numpy, extra=extra, spe=spe)
+    task = ModelTask(placed_call, path, kept, snapshot, to_numpy, extra=extra, spe=spe)
+    task.eager = placed_call
+    return task
+
+
+def count_flops(task: ModelTask) -> tuple[float | None, str]:
+    """FLOPs of one call: on Keras' torch backend by torch's own counter around one call;
+    on JAX and TensorFlow the step is compiled inside Keras' trainer, out of a counter's reach."""
+    backend = keras.backend.backend()
+    if backend != "torch":
+        return None, (f"Keras' {backend} backend compiles its train step inside Keras' "
+                      "trainer; no framework counter reaches it (keras-torch counts the same "
+                      "model)")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        task.eager()
+    return float(counter.get_total_flops()), ("torch.utils.flop_counter.FlopCounterMode around "
+                                              "one call on Keras' torch backend")
 
 
 def _call(net: keras.Model, what: str, spe: bool, arrays: list[np.ndarray],

@@ -11,7 +11,7 @@ import torch
 
 from backends.torch.device import TorchDevice, capture_cuda_graph, require_cuda
 from harness.backend import VariantUnavailable
-from workloads.usermodel.common import ModelTask, nested_map, user_code
+from workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
 from workloads.usermodel.source import UserCodeError, call_user, load_user_module
 from workloads.usermodel.spec import KEPT_RESULTS
 
@@ -120,7 +120,9 @@ def restore(net: torch.nn.Module, initial: dict[str, torch.Tensor],
 def make_task(case: dict, variant: str, device: TorchDevice, inputs: dict[str, Any],
               dtype: torch.dtype = torch.float32, keep: int | None = None) -> ModelTask:
     with user_code(inputs["model"], f"preparing {variant}"):
-        return _make_task(variant, device, inputs, dtype, keep)
+        return add_deterministic(_make_task(variant, device, inputs, dtype, keep), inputs,
+                                 lambda forward: _make_task("as-written", device, forward,
+                                                            dtype, 1))
 
 
 def _make_task(variant: str, device: TorchDevice, inputs: dict[str, Any], dtype: torch.dtype,
@@ -147,15 +149,23 @@ def _make_task(variant: str, device: TorchDevice, inputs: dict[str, Any], dtype:
         net.train()
         target = on_device(inputs["targets"], handle, dtype)
         loss_of, optimizer, trained_with = training_parts(path, net, variant == "cuda-graph")
-        call = training_call(model, optimizer, current, target, loss_of)
+
+        def make_call(module: Any) -> Callable[[], Any]:
+            return training_call(module, optimizer, current, target, loss_of)
     elif what == "inference":
         net.eval()
-        call = inference_call(model, current)
+
+        def make_call(module: Any) -> Callable[[], Any]:
+            return inference_call(module, current)
     else:
         user_step = load_user_module(path).step
 
-        def call() -> Any:  # compiled: the step gets torch.compile(model), as users write it
-            return user_step(model, *current())
+        def make_call(module: Any) -> Callable[[], Any]:
+            def call() -> Any:  # compiled: the step gets torch.compile(model), as users do
+                return user_step(module, *current())
+            return call
+    call = make_call(model)
+    eager = call if model is net else make_call(net)
     if variant == "cuda-graph":
         require_cuda(device, variant)
         initial = {name: tensor.detach().clone() for name, tensor in net.state_dict().items()}
@@ -171,4 +181,20 @@ def _make_task(variant: str, device: TorchDevice, inputs: dict[str, Any], dtype:
     extra = {"parameters": parameters, "what": what}
     if trained_with:
         extra["trained_with"] = trained_with
-    return ModelTask(call, path, keep or KEPT_RESULTS[what], snapshot, to_numpy, extra=extra)
+    task = ModelTask(call, path, keep or KEPT_RESULTS[what], snapshot, to_numpy, extra=extra)
+    task.eager = eager
+    return task
+
+
+def count_flops(task: ModelTask) -> tuple[float | None, str]:
+    """FLOPs of one call by torch's own counter, around one eager call of the same step (a
+    compiled or graph-replayed step runs the same ops, which the counter cannot see)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    if task.eager is None:
+        return None, "no eager call to count"
+    with FlopCounterMode(display=False) as counter:
+        task.eager()
+    return float(counter.get_total_flops()), ("torch.utils.flop_counter.FlopCounterMode, one "
+                                              "eager call (matmuls and convolutions; "
+                                              "elementwise ops count 0)")
