@@ -30,6 +30,7 @@ from harness.measure.memory import memory_text
 from harness.run.executors import executor_from_options
 from harness.run.planner import matrix_text
 from harness.run.runner import run_json_child
+from harness.analysis.plausibility import flop_limits, precision_of
 from harness.core.units import format_seconds
 from harness.spec import BadInput, Cell, WorkloadSpec
 from harness.analysis.stats import CaseSummary, implausibility, summarize_result
@@ -80,6 +81,12 @@ def parse_param_overrides(values: list[str] | None) -> dict[str, str]:
     return overrides
 
 
+def peak_share_text(gflops: float, entry: dict[str, Any] | None, precision: str) -> str:
+    """' (12% of peak)': an achieved FLOP rate against the device's measured matmul peak."""
+    peak = flop_limits(entry or {}, precision)[0]
+    return f" ({gflops / peak:.0%} of peak)" if peak else ""
+
+
 def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                   ceilings: dict[str, Any] | None = None) -> Table:
     table = Table(title=f"{spec.name}: median per call (IQR), cold first call apart")
@@ -91,7 +98,10 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                    "check / reason"):
         table.add_column(column, overflow="fold")
     for row in summaries:
-        rates = [f"{row.gflops:.3g} GFLOP/s" if row.gflops is not None else "",
+        rates = [f"{row.gflops:.3g} GFLOP/s" + peak_share_text(
+                     row.gflops, (ceilings or {}).get(row.device),
+                     precision_of(row.variant, dict(spec.variant_precision)))
+                 if row.gflops is not None else "",
                  f"{row.gbps:.3g} GB/s" if row.gbps is not None else ""]
         rate = ", ".join(filter(None, rates)) or "-"
         spread = format_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
