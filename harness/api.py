@@ -40,7 +40,6 @@ from harness.run.planner import cell_refusal, refuse_declared
 from harness.run.progress import CellEtaColumn
 from harness.run.runner import RunOptions
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
-from harness.usermodel import plan as usermodel_plan
 
 EXIT_FAILED_CELL = 1
 # The measurements are saved but the report could not be written (disk full, permissions).
@@ -167,12 +166,13 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
          timeout_s: float = 900.0, model: Path | str | None = None) -> RunPlan:
     """Validate every input before anything runs; BadInput (one line) otherwise.
 
-    `model`: a user's model file (harness/usermodel/) instead of a registered workload.
+    `model`: a user's model file (workloads/usermodel/) instead of a registered workload.
     """
     prepare = None
     if model is not None:
         if workload is not None:
             raise BadInput("give a workload or a model file (--model), not both")
+        usermodel_plan = registry.model_plugin("plan")
         spec, model_info = usermodel_plan.model_spec(model)
     else:
         if workload is not None and not workload.strip():
@@ -219,7 +219,8 @@ class RunRecorder:
 
     def add(self, cell: CellResult) -> None:
         """Append one cell's result and its tidy rows, then save both files."""
-        work = {index: work_of(self.spec, case.case) for index, case in enumerate(cell.cases)}
+        work = {index: work_of(self.spec, case.case, case.extra)
+                for index, case in enumerate(cell.cases)}
         # A cell that ran elsewhere (a SLURM node) carries its own host: its rows name it.
         host = cell.host or self.document.host
         self.rows.extend(store.case_rows(self.document.run_id, str(host.get("machine_label") or ""),
@@ -448,7 +449,7 @@ def framework_styles(spec: WorkloadSpec, cells: list[Cell]) -> dict[str, dict[st
 def has_rates(spec: WorkloadSpec) -> bool:
     """Whether the workload counts FLOPs or bytes, so the ceilings have a rate to judge: a probe
     costs seconds to a minute, and without a rate nothing is held against it."""
-    return spec.flops is not None or spec.bytes_moved is not None
+    return spec.flops is not None or spec.bytes_moved is not None or spec.counts_flops
 
 
 def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:

@@ -22,6 +22,7 @@ from rich.padding import Padding
 from rich.table import Table
 
 from harness import api
+from harness.analysis.plausibility import flop_limits, precision_of
 from harness.analysis.stats import CaseSummary, implausibility, summarize_result
 from harness.core import interrupt, registry
 from harness.core.units import format_seconds
@@ -79,6 +80,12 @@ def parse_param_overrides(values: list[str] | None) -> dict[str, str]:
     return overrides
 
 
+def peak_share_text(gflops: float, entry: dict[str, Any] | None, precision: str) -> str:
+    """' (12% of peak)': an achieved FLOP rate against the device's measured matmul peak."""
+    peak = flop_limits(entry or {}, precision)[0]
+    return f" ({gflops / peak:.0%} of peak)" if peak else ""
+
+
 def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                   ceilings: dict[str, Any] | None = None) -> Table:
     table = Table(title=f"{spec.name}: median per call (IQR), cold first call apart")
@@ -90,7 +97,10 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                    "check / reason"):
         table.add_column(column, overflow="fold")
     for row in summaries:
-        rates = [f"{row.gflops:.3g} GFLOP/s" if row.gflops is not None else "",
+        rates = [f"{row.gflops:.3g} GFLOP/s" + peak_share_text(
+                     row.gflops, (ceilings or {}).get(row.device),
+                     precision_of(row.variant, dict(spec.variant_precision)))
+                 if row.gflops is not None else "",
                  f"{row.gbps:.3g} GB/s" if row.gbps is not None else ""]
         rate = ", ".join(filter(None, rates)) or "-"
         spread = format_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
@@ -237,10 +247,8 @@ def list_workloads(model: Annotated[Optional[Path], typer.Option(
         help="Show what the harness understood of this model file instead.")] = None) -> None:
     """Workloads, their variants and parameters (default / --quick)."""
     if model is not None:
-        from harness.usermodel.describe import model_lines
-
         try:
-            lines = model_lines(model)
+            lines = registry.model_plugin("describe").model_lines(model)
         except BadInput as exc:
             fail_input(str(exc))
         for line in lines:

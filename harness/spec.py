@@ -176,6 +176,9 @@ class WorkloadSpec:
     # (case) -> work done by one call; used for GFLOP/s and GB/s.
     flops: Callable[[Mapping[str, Any]], float] | None = None
     bytes_moved: Callable[[Mapping[str, Any]], float] | None = None
+    # Cells count their own FLOPs per call with the framework's counter (the implementation's
+    # count_flops(task)), where `flops` above cannot say (a user's model).
+    counts_flops: bool = False
     # Variants that are device-only (e.g. host<->device copies): skipped on cpu with a reason.
     device_only_variants: tuple[str, ...] = ()
     # Variants run when --variant is not given (default: the first, the as-written one).

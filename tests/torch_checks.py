@@ -108,7 +108,7 @@ def check_restore_after_a_capture_warm_up() -> None:
     first step from the shared weights (checked here with eager calls on the CPU)."""
     import torch
 
-    from harness.usermodel.torch_impl import restore, training_call
+    from backends.torch.usermodel import restore, training_call
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))

@@ -38,9 +38,14 @@ class CaseSummary:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-def work_of(spec: WorkloadSpec, case: dict[str, Any]) -> dict[str, float]:
-    """FLOPs and bytes one call of this case must do, per the spec (None: does not apply)."""
+def work_of(spec: WorkloadSpec, case: dict[str, Any],
+            extra: dict[str, Any] | None = None) -> dict[str, float]:
+    """FLOPs and bytes one call of this case must do, per the spec (None: does not apply), or
+    the FLOPs the cell counted with its framework's counter (extra's flops_per_call)."""
     work: dict[str, float] = {}
+    counted = (extra or {}).get("flops_per_call")
+    if spec.flops is None and counted:
+        work["flops"] = float(counted)
     for key, count_of in (("flops", spec.flops), ("bytes", spec.bytes_moved)):
         count = count_of(case) if count_of is not None else None
         if count is not None:  # e.g. a bare copy has no FLOPs: show no FLOP rate, not 0
@@ -59,7 +64,7 @@ def summarize_case(spec: WorkloadSpec, cell: CellResult, case: CaseResult) -> Ca
     """One table row; the statistics come from CaseResult.stats (harness.data.results)."""
     stats = case.stats
     median = stats.median
-    work = work_of(spec, case.case) if median else {}
+    work = work_of(spec, case.case, case.extra) if median else {}
     return CaseSummary(
         variant=cell.variant, framework=cell.framework, device=cell.device,
         size=case.case.get(spec.sweep), status=case.status.value, reason=case.reason,

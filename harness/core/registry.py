@@ -12,7 +12,8 @@ Three sources, later ones overriding earlier ones:
 A workload is known by the name it is registered under (an entry point's name, a WORKLOADS
 key), whatever its spec's `name` says. `model-<stem>`, where no workload of that name is
 registered, names a user's model file
-(`harness compare --model FILE`, harness/usermodel/).
+(`harness compare --model FILE`, the workload plugin in workloads/usermodel/, reached through
+`model_plugin` by name, as any workload is).
 Lazy on purpose (AlgoPerf's import_workload): the CLI process never imports a framework, and a
 framework or plugin that cannot load becomes an `unavailable` row with its reason, never a
 traceback. Loading a FrameworkSpec or WorkloadSpec imports plain data only.
@@ -35,7 +36,10 @@ WORKLOAD_GROUP = "harness.workloads"
 FRAMEWORK_GROUP = "harness.frameworks"
 PLUGINS_ENV = "HARNESS_PLUGINS"
 MODEL_PREFIX = "model-"
-MODEL_SPEC = "harness.usermodel.spec:spec_for_name"
+# The your-own-model workload plugin: its spec for `model-<stem>` names, and the modules the
+# CLI and API call for --model (plan: inspect and prepare in child processes; describe).
+MODEL_PLUGIN = "workloads.usermodel"
+MODEL_SPEC = f"{MODEL_PLUGIN}.spec:spec_for_name"
 
 BUILTIN_WORKLOADS: dict[str, str] = {
     "matmul": "workloads.matmul:SPEC",
@@ -157,6 +161,11 @@ def load_workload(name: str) -> WorkloadSpec:
     if not isinstance(spec, WorkloadSpec):
         raise PluginUnavailable(f"workload {name!r}: {WORKLOADS[name]} is not a WorkloadSpec")
     return spec if spec.name == name else dataclasses.replace(spec, name=name)
+
+
+def model_plugin(module: str) -> ModuleType:
+    """A module of the your-own-model plugin (`plan`, `describe`), imported on first use."""
+    return importlib.import_module(f"{MODEL_PLUGIN}.{module}")
 
 
 def load_framework(name: str) -> FrameworkSpec:

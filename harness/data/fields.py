@@ -210,6 +210,14 @@ FIELDS: tuple[CaseField, ...] = (
     CaseField("peak_device_memory_bytes", int, case_value("peak_device_allocated_bytes"),
               unit="bytes", format=format_bytes, csv=False, report=True),
     CaseField("threads", str, cell_value("threads"), csv=False, report=True, per_cell=True),
+    # FLOPs of one call (the CSV's `flops` column holds the count, achieved FLOP/s = flops /
+    # seconds; the report's ceilings view puts it against the measured peak): who counted it.
+    CaseField("flops_per_call", float, extra_value("flops_per_call"), csv=False,
+              format=lambda value: f"{float(value):.3g}", cli="FLOPs/call"),
+    CaseField("flops_counted_by", str, extra_value("flops_counted_by"), report=True,
+              help="the framework's counter, the workload's exact count, or why none"),
+    CaseField("trained_with", str, extra_value("trained_with"), report=True,
+              help="a user model's loss and optimizer, and where they came from"),
 )
 
 

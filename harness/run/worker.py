@@ -69,6 +69,9 @@ def reported_device_memory(output: dict[str, Any]) -> dict[str, int | None]:
             "peak_device_reserved_bytes": reported.get("reserved")}
 
 
+# A check's metric when the result could not be compared (e.g. random numbers drawn in a user
+# model's forward pass): the case stays ok, its reason says why, the report warns.
+NOT_COMPARED = "not_compared"
 CPU_PROFILE_REASON = "cpu cell: no device clock; its whole time is host compute"
 
 
@@ -153,7 +156,32 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant:
     else:
         measurement = autorange(step, synchronize, policy, window)
     synchronize()
-    return measurement, task.output(), step
+    output = task.output()
+    output.setdefault("extra", {}).update(flops_record(spec, module, case, task))
+    synchronize()
+    return measurement, output, step
+
+
+def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, Any],
+                 task: Any) -> dict[str, Any]:
+    """FLOPs of one call: the workload's exact count where it declares one (matmul: 2n^3),
+    else the framework's own counter (the implementation's count_flops(task), which may make
+    one more call), else the reason there is none. After the timed samples and the output,
+    so neither a counter's cost nor its extra call reaches them."""
+    if spec.flops is not None:
+        return {"flops_per_call": float(spec.flops(case)),
+                "flops_counted_by": "declared by the workload (exact)"}
+    counter = getattr(module, "count_flops", None)
+    if counter is None:
+        return {"flops_counted_by": f"unavailable: {module.__name__} has no FLOP counter"}
+    try:
+        count, how = counter(task)
+    except Exception as exc:  # noqa: BLE001 - a counter failing costs the count, not the case
+        traceback.print_exc()
+        return {"flops_counted_by": f"unavailable: the counter failed: {failure_reason(exc)}"}
+    if count is None:
+        return {"flops_counted_by": f"unavailable: {how}"}
+    return {"flops_per_call": float(count), "flops_counted_by": how}
 
 
 def timed_pair(task: Any, device: Any, sync_style: str) -> tuple[Any, Any]:
@@ -231,6 +259,8 @@ def run_case(
     )
     if not check.passed:
         record.status, record.reason = Status.INVALID, f"check failed: {check.detail}"
+    elif check.metric == NOT_COMPARED:  # timed and ok; the reason says why nothing was checked
+        record.reason = check.detail
     return record
 
 

@@ -28,7 +28,7 @@ class WarningsView(View):
     def compute(self, context: Any) -> pd.DataFrame:
         lines = (_incomplete_lines(context) + _failure_lines(context, failures(
             context.stats, context.cells)) + _noisy_lines(context, noisy_cells(context.stats))
-            + _peak_lines(experiment_peaks(context)))
+            + _not_compared_lines(context) + _peak_lines(experiment_peaks(context)))
         return pd.DataFrame({"warning": lines}, columns=["warning"])
 
     def when_empty(self, context: Any) -> list[str]:
@@ -98,6 +98,19 @@ def _failure_lines(context: Any, failed: pd.DataFrame) -> list[str]:
                          f"result) on {machine}: {where}: {reason}")
         else:
             lines.append(f"- {status} on {machine}: {where}: {reason}")
+    return lines
+
+
+def _not_compared_lines(context: Any) -> list[str]:
+    """Timed cases whose result could not be checked (random numbers in a model's forward)."""
+    stats = context.stats
+    if "check_metric" not in stats:
+        return []
+    lines = []
+    for _, row in stats[stats["check_metric"] == "not_compared"].iterrows():
+        lines.append(f"- NOT COMPARED (timed, result not checked): {row['machine']}, "
+                     f"{row['framework']} {row['device']} {row['variant']}{_size_at(row)}: "
+                     f"{' '.join(str(row['reason']).split())}")
     return lines
 
 

@@ -1,4 +1,4 @@
-"""`python -m harness.usermodel.prepare FILE FOLDER FRAMEWORK WHAT SEED SIZES OUT.json`.
+"""`python -m workloads.usermodel.prepare FILE FOLDER FRAMEWORK WHAT SEED SIZES OUT.json`.
 
 Runs once per run, on the CPU, before any cell: makes the shared initial weights from the seed
 (weights.npz, in a stable order), each batch size's inputs and targets, and the CPU reference
@@ -26,9 +26,9 @@ import numpy as np
 
 from harness.core.registry import backend_module
 from harness.data.store import write_json_atomic
-from harness.usermodel.inspect import NotAModel, as_arrays, make_inputs
-from harness.usermodel.source import UserCodeError, call_user, load_user_module, user_error_text
-from harness.usermodel.spec import (
+from workloads.usermodel.inspect import NotAModel, as_arrays, make_inputs
+from workloads.usermodel.source import UserCodeError, call_user, load_user_module, user_error_text
+from workloads.usermodel.spec import (
     IMPLEMENTATIONS,
     KEPT_RESULTS,
     PREPARED_FILE,
@@ -149,9 +149,37 @@ def targets_for(user: Any, path: str, family: str, impl: Any, device: Any,
     return rng.standard_normal(output.shape).astype(np.float32)
 
 
+DETERMINISTIC_MODE = {"torch": "eval() under no_grad", "keras": "training=False",
+                      "jax": "apply(params, *inputs)"}
+
+
+def deterministic_mode(family: str, impl: Any, device: Any, case: dict[str, Any],
+                       inputs: dict[str, Any], tolerance: float | None, why: str,
+                       stored: dict[str, np.ndarray]) -> dict[str, Any]:
+    """What a random step's cells are checked on: the model's output in its deterministic mode
+    from the shared weights and inputs (torch eval(), Keras training=False), if that repeats;
+    else nothing, and the reason. Adds the reference to `stored` (reference_eval)."""
+    forward = {**inputs, "what": "inference"}
+    first = flat_result(run_reference(impl, device, case, forward, 1))
+    second = flat_result(run_reference(impl, device, case, forward, 1))
+    mode = DETERMINISTIC_MODE[family]
+    scale = float(np.max(np.abs(first))) if first.size else 0.0
+    if first.shape != second.shape or (first.size and float(
+            np.max(np.abs(first - second))) / (scale or 1.0) > FLOOR):
+        return {"compare": "none", "random_step": why,
+                "not_compared": f"{why}; the model in its deterministic mode ({mode}) also "
+                                "gave two results from the same weights: random numbers drawn "
+                                "in the forward pass itself"}
+    stored["reference_eval"] = first
+    bound = bound_for(first, family, impl, device, case, forward, 1, tolerance)
+    return {"compare": "deterministic", "random_step": why, "deterministic_mode": mode,
+            "eval_scale": bound["scale"], "eval_bound": bound["bound"],
+            "eval_bound_formula": bound["bound_formula"]}
+
+
 def prepare_size(user: Any, path: str, family: str, impl: Any, device: Any, folder: Path,
                  batch: int, base: dict[str, Any], tolerance: float | None,
-                 check_repeat: bool) -> dict[str, Any]:
+                 check_repeat: bool, random_step: str = "") -> dict[str, Any]:
     """Write batch-N.npz and return its entry of prepared.json."""
     what, seed = base["what"], base["seed"]
     arrays = make_inputs(user, path, batch, seed)
@@ -166,15 +194,19 @@ def prepare_size(user: Any, path: str, family: str, impl: Any, device: Any, fold
     reference = flat_result(results[:KEPT_RESULTS[what]])
     entry = {"inputs": len(arrays), **bound_for(reference, family, impl, device, case, inputs,
                                                   KEPT_RESULTS[what], tolerance)}
+    stored: dict[str, np.ndarray] = {}
+    why = random_step
     if check_repeat:  # the same step from the same weights again, with the RNG moved on
         again = flat_result(run_reference(impl, device, case, inputs, KEPT_RESULTS[what]))
         gap = float(np.max(np.abs(again - reference))) / entry["scale"] if reference.size \
             else 0.0
         if again.shape != reference.shape or gap > FLOOR:
-            entry["nondeterministic"] = (f"the same step from the same weights gave another "
-                                         f"result ({gap:.2g} apart): randomness in the step "
-                                         "(dropout?) that the seed does not fix")
-    stored = {f"x{index}": array for index, array in enumerate(arrays)}
+            why = (f"the {what} step gave another result from the same weights ({gap:.2g} "
+                   "apart): it draws random numbers (dropout, noise) the seed does not fix")
+    if why:
+        entry.update(deterministic_mode(family, impl, device, case, inputs, tolerance, why,
+                                        stored))
+    stored.update({f"x{index}": array for index, array in enumerate(arrays)})
     stored["reference"] = reference
     if inputs["targets"] is not None:
         stored["targets"] = inputs["targets"]
@@ -203,10 +235,12 @@ def prepare(path: str, folder: Path, framework: str, what: str, seed: int,
         "weight_labels": names, "nondeterministic": differs(first, second), "sizes": {}}
     base = {"model": path, "what": what, "seed": seed, "weights": first,
             "weight_names": list(first)}
+    random_step = ""  # found at the first size: every size's cells are checked the same way
     for index, batch in enumerate(sorted(sizes)):
         try:
             entry = prepare_size(user, path, family, impl, device, folder, batch, base,
-                                 tolerance, check_repeat=index == 0)
+                                 tolerance, check_repeat=index == 0, random_step=random_step)
+            random_step = random_step or entry.get("random_step", "")
         except (UserCodeError, NotAModel) as exc:
             entry = {"error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - one size failing leaves the others

@@ -1,4 +1,4 @@
-"""`python -m harness.usermodel.inspect FILE OUT.json`: what a user's model file is, as JSON.
+"""`python -m workloads.usermodel.inspect FILE OUT.json`: what a user's model file is, as JSON.
 
 A child process, so the parent never imports the file's framework. It imports the file, finds
 its builder (model() returning a torch nn.Module or a keras.Model, or JAX's init/apply pair),
@@ -17,7 +17,12 @@ from typing import Any
 import numpy as np
 
 from harness.data.store import write_json_atomic
-from harness.usermodel.source import UserCodeError, call_user, load_user_module
+from workloads.usermodel.source import (
+    UserCodeError,
+    call_user,
+    load_user_module,
+    user_error_text,
+)
 
 PROBE_BATCHES = (2, 3)
 CONVENTION = ("define model() returning a torch.nn.Module or a keras.Model, or init(seed) "
@@ -104,6 +109,119 @@ def tolerance_of(user: Any) -> float | None:
     return float(value)
 
 
+def hook_place(path: str, function: Any) -> str:
+    """'mymodel.py:14 (loss)': where the file defines a hook, for one-line messages."""
+    code = getattr(function, "__code__", None)
+    line = f":{code.co_firstlineno}" if code is not None else ""
+    return f"{Path(path).name}{line} ({getattr(function, '__name__', 'hook')})"
+
+
+def check_signature(path: str, function: Any, call: str, *args: Any) -> None:
+    """A hook that cannot take the arguments the harness passes is named with its line."""
+    import inspect as python_inspect
+
+    try:
+        python_inspect.signature(function).bind(*args)
+    except TypeError as exc:
+        raise NotAModel(f"{hook_place(path, function)}: the harness calls {call}: {exc}") \
+            from None
+    except ValueError:  # builtins without a signature: let the call tell
+        pass
+
+
+def probe_targets(user: Any, path: str, out: Any) -> np.ndarray | None:
+    """The targets a training step at the probe batch gets (the file's or the default)."""
+    if callable(getattr(user, "targets", None)):
+        made = call_user(path, f"targets({PROBE_BATCHES[0]}, rng)", user.targets,
+                         PROBE_BATCHES[0], np.random.default_rng(0))
+        return as_arrays(made, f"targets({PROBE_BATCHES[0]}, rng)", PROBE_BATCHES[0])[0]
+    shape = output_shape(out)
+    return None if shape is None else np.zeros(shape, np.float32)
+
+
+def training_of(family: str, user: Any, path: str, arrays: list[np.ndarray],
+                out: Any) -> str:
+    """What a training step trains with, in words; the file's hooks tried once at the probe
+    batch (a hook with the wrong signature, an optimizer factory that raises, targets the
+    loss rejects: NotAModel or UserCodeError naming the file and line)."""
+    target = probe_targets(user, path, out)
+    if family == "keras":
+        return keras_training(user, path, arrays, target)
+    loss, optimizer = getattr(user, "loss", None), getattr(user, "optimizer", None)
+    parts = []
+    if callable(loss) and target is not None:
+        check_signature(path, loss, "loss(output, target)", out, target)
+        if family == "torch":
+            import torch
+
+            value = _hook_call(path, loss, "loss(output, target)", target, out,
+                               torch.from_numpy(target))
+        else:
+            value = _hook_call(path, loss, "loss(output, target)", target, out, target)
+        if int(np.prod(np.shape(value))) != 1:
+            raise NotAModel(f"{hook_place(path, loss)}: loss(output, target) returned shape "
+                            f"{tuple(np.shape(value))}; return one number (reduce over the "
+                            "batch)")
+    parts.append("loss: your loss()" if callable(loss) else "loss: mean squared error")
+    if callable(optimizer):
+        if family == "torch":
+            net = call_user(path, "model()", user.model)
+            check_signature(path, optimizer, "optimizer(parameters)", net.parameters())
+            made = call_user(path, "optimizer(parameters)", optimizer, net.parameters())
+            import torch
+
+            if not isinstance(made, torch.optim.Optimizer):
+                raise NotAModel(f"{hook_place(path, optimizer)}: optimizer(parameters) "
+                                f"returned a {type(made).__name__}, not a "
+                                "torch.optim.Optimizer")
+        else:
+            check_signature(path, optimizer, "optimizer()")
+            made = call_user(path, "optimizer()", optimizer)
+            if not (callable(getattr(made, "init", None)) and
+                    callable(getattr(made, "update", None))):
+                raise NotAModel(f"{hook_place(path, optimizer)}: optimizer() returned a "
+                                f"{type(made).__name__}, not an optax GradientTransformation")
+        parts.append(f"optimizer: your optimizer() -> {type(made).__name__}")
+    else:
+        parts.append("optimizer: Adam" if family == "torch" else "optimizer: optax.adam(1e-3)")
+    return ", ".join(parts) + (" (the harness's defaults)" if not (callable(loss) or
+                                                                    callable(optimizer))
+                               else " (from your file)")
+
+
+def _hook_call(path: str, function: Any, call: str, target: np.ndarray, *args: Any) -> Any:
+    """A hook called at the probe batch; an error that is not in the file's own lines is
+    told as the targets' shape the hook rejected."""
+    try:
+        return function(*args)
+    except Exception as exc:  # noqa: BLE001 - told as the user's line, one line
+        text = user_error_text(exc, path, call)
+        raise NotAModel(f"{text} (targets of shape {target.shape}, {target.dtype})") from None
+
+
+def keras_training(user: Any, path: str, arrays: list[np.ndarray],
+                   target: np.ndarray | None) -> str:
+    """A Keras model's own compile() (or the default), tried with one train_on_batch."""
+    from backends.keras.usermodel import compile_arguments, trained_with, trained_with_text
+
+    net = call_user(path, "model()", user.model)
+    found = trained_with(net)
+    if target is not None:
+        arguments = compile_arguments(net) or {"optimizer": "adam",
+                                               "loss": "mean_squared_error"}
+        net.compile(**arguments)
+        x = arrays[0] if len(arrays) == 1 else list(arrays)
+        try:
+            net.train_on_batch(x, target)
+        except Exception as exc:  # noqa: BLE001 - one line naming what was rejected
+            targets = getattr(user, "targets", None)
+            place = hook_place(path, targets) if callable(targets) else Path(path).name
+            first = (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:300]
+            raise NotAModel(f"{place}: loss {found['loss']} rejects the targets of shape "
+                            f"{target.shape} ({target.dtype}): {first}") from None
+    return trained_with_text(found)
+
+
 def describe(path: str) -> dict[str, Any]:
     """The inspection report of one file (raises NotAModel or UserCodeError)."""
     user = load_user_module(path)
@@ -118,10 +236,9 @@ def describe(path: str) -> dict[str, Any]:
     family = "jax" if has_jax_pair else family_of_model(call_user(path, "model()", user.model))
     out, parameters = forward(family, user, path, probes[PROBE_BATCHES[0]])
     has_targets = callable(getattr(user, "targets", None))
-    if has_targets:
-        as_arrays(call_user(path, "targets(2, rng)", user.targets, 2,
-                            np.random.default_rng(0)), "targets(2, rng)", 2)
     has_step = callable(getattr(user, "step", None))
+    training = "" if has_step else training_of(family, user, path,
+                                                probes[PROBE_BATCHES[0]], out)
     builder = "init(seed) + apply(params, *inputs)" if family == "jax" else "model()"
     return {
         "path": str(Path(path).resolve()), "family": family, "builder": builder,
@@ -129,7 +246,7 @@ def describe(path: str) -> dict[str, Any]:
         "inputs": [{"shape": list(a.shape), "dtype": str(a.dtype)}
                    for a in probes[PROBE_BATCHES[0]]],
         "output_shape": output_shape(out), "parameters": int(parameters),
-        "default_what": "step" if has_step else "train",
+        "default_what": "step" if has_step else "train", "training": training,
     }
 
 

@@ -1,13 +1,15 @@
 """A user's Keras builder in one cell, on whichever Keras backend the cell's framework set.
 
-as-written: compile(Adam, mean squared error) and train_on_batch / predict_on_batch with
-Keras' default jit_compile="auto"; compiled: jit_compile=True; steps-per-execution: one call
-is fit (or predict) over STEPS_PER_EXECUTION copies of the batch compiled into one execution.
+as-written: train_on_batch / predict_on_batch with Keras' default jit_compile="auto", compiled
+as the file compiled it (its optimizer, fresh per cell, its loss, loss weights and metrics),
+or, for a model returned uncompiled, with Adam and mean squared error; compiled:
+jit_compile=True; steps-per-execution: one call is fit (or predict) over STEPS_PER_EXECUTION copies of the batch compiled into one execution.
 Weights travel as arrays (get_weights / set_weights), so every backend starts from the same.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,9 +19,9 @@ import numpy as np
 
 from backends.keras.training import keras_device_name
 from harness.backend import VariantUnavailable
-from harness.usermodel.common import ModelTask, nested_map, user_code
-from harness.usermodel.source import call_user, load_user_module
-from harness.usermodel.spec import KEPT_RESULTS, STEPS_PER_EXECUTION
+from workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
+from workloads.usermodel.source import call_user, load_user_module
+from workloads.usermodel.spec import KEPT_RESULTS, STEPS_PER_EXECUTION
 
 
 @contextmanager
@@ -78,10 +80,58 @@ def repeated(arrays: list[np.ndarray]) -> list[np.ndarray]:
     return [np.concatenate([array] * STEPS_PER_EXECUTION) for array in arrays]
 
 
+def compile_arguments(net: keras.Model) -> dict[str, Any] | None:
+    """The arguments of the file's own compile(), rebuilt from its config (so every cell gets a
+    fresh optimizer of the same class and settings), or None for an uncompiled model."""
+    config = net.get_compile_config() if getattr(net, "compiled", False) else {}
+    if not config:
+        return None
+    from keras.src.saving import serialization_lib
+
+    arguments = dict(serialization_lib.deserialize_keras_object(config))
+    arguments.pop("jit_compile", None)  # the variant decides these two
+    arguments.pop("steps_per_execution", None)
+    return arguments
+
+
+def _name(value: Any) -> str:
+    """A loss, optimizer or metric as a person names it: 'adam', 'sparse_categorical_...'."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):  # a serialized object; Keras numbers repeated names: adam_2
+        name = str((value.get("config") or {}).get("name") or value.get("class_name"))
+        return re.sub(r"_\d+$", "", name)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_name(item) for item in value) + "]"
+    return str(getattr(value, "name", None) or getattr(value, "__name__", None)
+               or type(value).__name__)
+
+
+def trained_with(net: keras.Model) -> dict[str, str]:
+    """What a training cell of this model trains with, in words (the cell records it)."""
+    config = net.get_compile_config() if getattr(net, "compiled", False) else {}
+    if not config:
+        return {"loss": "mean_squared_error", "optimizer": "adam", "source": "the harness's "
+                "default (model() returned an uncompiled model)"}
+    found = {"loss": _name(config.get("loss")), "optimizer": _name(config.get("optimizer")),
+             "source": "your compile()"}
+    if config.get("metrics"):
+        found["metrics"] = _name(config["metrics"])
+    if config.get("loss_weights") is not None:
+        found["loss_weights"] = str(config["loss_weights"])
+    return found
+
+
+def trained_with_text(found: dict[str, str]) -> str:
+    return f"loss: {found['loss']}, optimizer: {found['optimizer']}, from {found['source']}"
+
+
 def make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any],
               dtype: str = "float32", keep: int | None = None) -> ModelTask:
     with user_code(inputs["model"], f"preparing {variant}"):
-        return _make_task(case, variant, device, inputs, dtype, keep)
+        return add_deterministic(_make_task(case, variant, device, inputs, dtype, keep), inputs,
+                                 lambda forward: _make_task(case, "as-written", device, forward,
+                                                            dtype, 1))
 
 
 def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dtype: str,
@@ -99,10 +149,13 @@ def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dt
         net.set_weights([np.asarray(inputs["weights"][name], dtype=value.dtype) for name, value
                          in zip(inputs["weight_names"], net.get_weights())])
     spe = variant == "steps-per-execution"
+    training = trained_with(net)
     if what != "step":
-        net.compile(optimizer=keras.optimizers.Adam(), loss="mean_squared_error",
-                    jit_compile=True if variant == "compiled" else "auto",
-                    steps_per_execution=STEPS_PER_EXECUTION if spe else 1)
+        arguments = compile_arguments(net) or {"optimizer": "adam",
+                                               "loss": "mean_squared_error"}
+        with keras.device(placement):  # the optimizer's variables next to the weights
+            net.compile(**arguments, jit_compile=True if variant == "compiled" else "auto",
+                        steps_per_execution=STEPS_PER_EXECUTION if spe else 1)
     with keras.device(placement):  # the user's step gets tensors already on the device
         call = _call(net, what, spe, arrays, inputs, dtype, batch, path)
 
@@ -112,9 +165,29 @@ def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dt
 
     extra = {"parameters": int(net.count_params()), "what": what,
              "steps_per_call": STEPS_PER_EXECUTION if spe else 1}
+    if what == "train":
+        extra["trained_with"] = trained_with_text(training)
     # One fit call is already STEPS_PER_EXECUTION steps: its loss (their mean) is the result.
     kept = keep or (1 if spe else KEPT_RESULTS[what])
-    return ModelTask(placed_call, path, kept, snapshot, to_numpy, extra=extra, spe=spe)
+    task = ModelTask(placed_call, path, kept, snapshot, to_numpy, extra=extra, spe=spe)
+    task.eager = placed_call
+    return task
+
+
+def count_flops(task: ModelTask) -> tuple[float | None, str]:
+    """FLOPs of one call: on Keras' torch backend by torch's own counter around one call;
+    on JAX and TensorFlow the step is compiled inside Keras' trainer, out of a counter's reach."""
+    backend = keras.backend.backend()
+    if backend != "torch":
+        return None, (f"Keras' {backend} backend compiles its train step inside Keras' "
+                      "trainer; no framework counter reaches it (keras-torch counts the same "
+                      "model)")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        task.eager()
+    return float(counter.get_total_flops()), ("torch.utils.flop_counter.FlopCounterMode around "
+                                              "one call on Keras' torch backend")
 
 
 def _call(net: keras.Model, what: str, spe: bool, arrays: list[np.ndarray],

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from harness.backend import VariantUnavailable
-from harness.usermodel.source import UserCodeError, user_error_text
+from workloads.usermodel.source import UserCodeError, user_error_text
 
 
 class ModelTask:
@@ -25,6 +25,13 @@ class ModelTask:
         self.call, self.path, self.keep = call, path, keep
         self.snapshot, self.to_numpy = snapshot, to_numpy
         self.kept: list[Any] = []
+        # The model's output in its deterministic mode from the shared weights (computed before
+        # any timed call), for a step that is random by design (spec.check compares it).
+        self.deterministic: Any = None
+        # For the FLOP counters (outside the timed region): one eager call of the same work
+        # (torch's FlopCounterMode sees eager ops only), or the step lowered for XLA (JAX).
+        self.eager: Callable[[], Any] | None = None
+        self.lowered: Callable[[], Any] | None = None
         self.extra = extra or {}
         self.spe = spe
 
@@ -38,8 +45,24 @@ class ModelTask:
         return value
 
     def output(self) -> dict[str, Any]:
-        return {"result": [self.to_numpy(value) for value in self.kept], "spe": self.spe,
-                "extra": dict(self.extra)}
+        output = {"result": [self.to_numpy(value) for value in self.kept], "spe": self.spe,
+                  "extra": dict(self.extra)}
+        if self.deterministic is not None:
+            output["deterministic"] = self.deterministic
+        return output
+
+
+def add_deterministic(task: ModelTask, inputs: dict[str, Any],
+                      forward_task: Callable[[dict[str, Any]], ModelTask]) -> ModelTask:
+    """For a random step: the model's deterministic-mode output (forward_task builds the same
+    model from the shared weights in inference mode), made before any timed call."""
+    from workloads.usermodel.spec import wants_deterministic
+
+    if wants_deterministic(inputs) and inputs.get("what") != "inference":
+        forward = forward_task({**inputs, "what": "inference"})
+        forward.step()
+        task.deterministic = forward.output()["result"]
+    return task
 
 
 def nested_map(function: Callable[[Any], Any], value: Any) -> Any:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.core import registry
-from harness.usermodel.plan import model_spec
+from workloads.usermodel.plan import model_spec
 
-WHAT_TEXT = {"train": "one training step (Adam, mean squared error against {targets})",
+WHAT_TEXT = {"train": "one training step against {targets}; {training}",
              "inference": "one forward pass (no gradients)",
              "step": "your step(net, *inputs)"}
 
@@ -17,21 +17,22 @@ def model_lines(model: Path | str) -> list[str]:
     targets = "your targets()" if info["has_targets"] else "fixed random targets of the " \
         "output's shape"
     what = info["default_what"]
+    training = info.get("training") or "loss and optimizer: not used by your step()"
     others = [name for name in WHAT_TEXT if name != what and (name != "step" or
                                                                info["has_step"])]
     shapes = ", ".join(f"{tuple(item['shape'])} {item['dtype']}" for item in info["inputs"])
     output = tuple(info["output_shape"]) if info["output_shape"] is not None else "not one array"
     lines = [
         f"{spec.name}: {info['path']}",
-        f"  a {info['family']} model from {info['builder']}, {info['parameters']:,} parameters;"
-        f" at batch 2: inputs {shapes} -> output {output}",
-        f"  one timed call: {WHAT_TEXT[what].format(targets=targets)} "
-        f"(--param what={'|'.join(others)} for the other{'s' if len(others) > 1 else ''})",
+        (f"  a {info['family']} model from {info['builder']}, {info['parameters']:,} "
+         f"parameters; at batch 2: inputs {shapes} -> output {output}"),
+        (f"  one timed call: {WHAT_TEXT[what].format(targets=targets, training=training)} "
+         f"(--param what={'|'.join(others)} for the other{'s' if len(others) > 1 else ''})"),
         f"  sweep: --sizes sets the batch (default {spec.params['batch'].default})",
-        f"  same answer: one set of weights from --param seed= "
-        f"(default {spec.params['seed'].default}), each cell vs the CPU reference "
-        + ("within the file's tolerance " + f"{info['tolerance']:g}" if info["tolerance"]
-           else "within a bound measured from float32 vs float64"),
+        (f"  same answer: one set of weights from --param seed= "
+         f"(default {spec.params['seed'].default}), each cell vs the CPU reference "
+         + ("within the file's tolerance " + f"{info['tolerance']:g}" if info["tolerance"]
+            else "within a bound measured from float32 vs float64")),
         "  frameworks and variants (default: as-written; --variant all for every one):",
     ]
     for framework in spec.frameworks:

@@ -12,7 +12,7 @@ from typing import Any
 from harness.core import registry
 from harness.run.runner import run_json_child
 from harness.spec import BadInput, Cell, WorkloadSpec
-from harness.usermodel.spec import FAMILIES, NAME_PREFIX, PREPARED_PARAM, spec_for_name
+from workloads.usermodel.spec import FAMILIES, NAME_PREFIX, PREPARED_PARAM, spec_for_name
 
 INSPECT_TIMEOUT_S = 300.0
 # Keras' backends in the order the inspector and the preparer prefer (JAX imports fastest).
@@ -45,7 +45,7 @@ def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S) -> di
     """What the file is (family, builder, output...), or BadInput naming the file and why."""
     path = check_file(Path(model))
     cell = Cell("inspect", "-", child_framework(None), "cpu")
-    info, why_not = run_json_child("harness.usermodel.inspect", [str(path)], cell, timeout_s)
+    info, why_not = run_json_child("workloads.usermodel.inspect", [str(path)], cell, timeout_s)
     if info is None:
         raise BadInput(f"--model {model}: inspecting it failed ({why_not or 'no report'})")
     if info.get("error"):
@@ -55,9 +55,10 @@ def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S) -> di
     if family == "keras":  # every Keras backend that is installed
         frameworks = tuple(installed(frameworks)) or frameworks
     info["frameworks"] = list(frameworks)
-    times = {"step": "your step(net, *inputs)", "train": "one Adam training step (MSE against "
-             "fixed random targets)" if not info["has_targets"] else "one Adam training step "
-             "(MSE against your targets())"}[info["default_what"]]
+    against = "your targets()" if info["has_targets"] else "fixed random targets"
+    times = {"step": "your step(net, *inputs)",
+             "train": f"one training step against {against} "
+                      f"({info.get('training', '')})"}[info["default_what"]]
     info["summary"] = (f"your {family} model {path.name} ({info['parameters']:,} parameters); "
                        f"one call: {times}")
     return info
@@ -101,7 +102,7 @@ def prepare_run(run_dir: Path, spec: WorkloadSpec, params: dict[str, Any],
     framework = child_framework(family)
     args = [params["model"], str(folder), framework, params["what"], str(params["seed"]),
             ",".join(str(size) for size in sizes)]
-    summary, why_not = run_json_child("harness.usermodel.prepare", args,
+    summary, why_not = run_json_child("workloads.usermodel.prepare", args,
                                       Cell("prepare", "-", framework, "cpu"), timeout_s)
     if summary is None:
         _write_failure(folder, sizes, f"preparing the weights and references failed: {why_not}")
@@ -110,7 +111,7 @@ def prepare_run(run_dir: Path, spec: WorkloadSpec, params: dict[str, Any],
 
 def _write_failure(folder: Path, sizes: list[int], reason: str) -> None:
     from harness.data.store import write_json_atomic
-    from harness.usermodel.spec import PREPARED_FILE
+    from workloads.usermodel.spec import PREPARED_FILE
 
     folder.mkdir(parents=True, exist_ok=True)
     write_json_atomic(folder / PREPARED_FILE, {

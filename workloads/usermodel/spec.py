@@ -26,11 +26,11 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "jax": ("jax",),
 }
 IMPLEMENTATIONS = {
-    "torch": "harness.usermodel.torch_impl",
-    "keras-jax": "harness.usermodel.keras_impl",
-    "keras-torch": "harness.usermodel.keras_impl",
-    "keras-tensorflow": "harness.usermodel.keras_impl",
-    "jax": "harness.usermodel.jax_impl",
+    "torch": "backends.torch.usermodel",
+    "keras-jax": "backends.keras.usermodel",
+    "keras-torch": "backends.keras.usermodel",
+    "keras-tensorflow": "backends.keras.usermodel",
+    "jax": "backends.jax.usermodel",
 }
 VARIANTS = ("as-written", "resident", "compiled", "cuda-graph", "steps-per-execution")
 WHAT = ("train", "inference", "step")
@@ -119,10 +119,11 @@ def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadS
         notes=NOTES,
         overhead_pairs=(("as-written", "resident", "host->device copies"),),
         capabilities={fw: CAPABILITIES[fw] for fw in frameworks},
+        counts_flops=True,
     )
 
 
-# --- the prepared folder: written once by harness.usermodel.prepare, read by every cell ----
+# --- the prepared folder: written once by workloads.usermodel.prepare, read by every cell ----
 
 PREPARED_PARAM = "prepared"
 WEIGHTS_FILE = "weights.npz"
@@ -139,6 +140,11 @@ def read_prepared(folder: str | Path) -> dict[str, Any]:
 
 class PreparationFailed(RuntimeError):
     """The preparing child could not make this batch size's inputs or reference."""
+
+
+def wants_deterministic(inputs: Mapping[str, Any]) -> bool:
+    """Whether a cell must also give its model's deterministic-mode output (a random step)."""
+    return (inputs.get("size") or {}).get("compare") == "deterministic"
 
 
 def make_inputs(case: Mapping[str, Any], variant: str) -> dict[str, Any]:
@@ -158,6 +164,7 @@ def make_inputs(case: Mapping[str, Any], variant: str) -> dict[str, Any]:
     return {"x": inputs, "targets": arrays.get("targets"), "weights": weights,
             "weight_names": prepared["weight_names"], "reference": arrays.get("reference"),
             "reference_spe": arrays.get("reference_spe"), "size": size,
+            "reference_eval": arrays.get("reference_eval"),
             "nondeterministic": prepared.get("nondeterministic", ""),
             "model": case["model"], "what": case["what"], "seed": case["seed"]}
 
@@ -187,8 +194,24 @@ def parity(result: np.ndarray, reference: np.ndarray, scale: float, bound: float
 
 def check(case: Mapping[str, Any], variant: str, inputs: dict[str, Any],
           output: dict[str, Any]) -> Check:
-    """Same answer as the CPU reference made from the same weights, or say why not."""
+    """Same answer as the CPU reference made from the same weights, or say why not.
+
+    A step random by design (dropout) is compared in the model's deterministic mode, where the
+    same weights and inputs must give the reference's output; where even that is random, it is
+    not compared (passed, metric 'not_compared', the reason in the detail).
+    """
     size = inputs["size"]
+    compare = size.get("compare", "step")
+    if compare == "none":
+        return Check(True, "not_compared", 0.0, 0.0, f"not compared: {size['not_compared']}")
+    if compare == "deterministic":
+        verdict = parity(flat_result(output.get("deterministic", [])),
+                         flat_result(inputs["reference_eval"]), size["eval_scale"],
+                         size["eval_bound"], size["eval_bound_formula"])
+        return Check(verdict.passed, "deterministic_mode_diff", verdict.value, verdict.bound,
+                     f"compared the model in its deterministic mode "
+                     f"({size['deterministic_mode']}) on the shared weights and inputs, since "
+                     f"{size['random_step']}; the step is timed as written; {verdict.detail}")
     reference = inputs["reference_spe"] if output.get("spe") else inputs["reference"]
     result = flat_result(output["result"])
     verdict = parity(result, flat_result(reference), size["scale"], size["bound"],

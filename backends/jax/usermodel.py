@@ -1,0 +1,170 @@
+"""A user's JAX init/apply pair in one cell: ops as written (unjitted), or the step jitted.
+
+The file gives init(seed) -> params (any pytree) and apply(params, *inputs). The shared
+weights are the pytree's leaves in tree order; a cell rebuilds the tree's structure with
+init(seed) and puts the stored leaves in it. Training: optax Adam on the mean squared error.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from harness.backend import VariantUnavailable
+from workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
+from workloads.usermodel.source import UserCodeError, call_user, load_user_module
+from workloads.usermodel.spec import KEPT_RESULTS
+
+# The CPU reference is float32; JAX's GPU default for float32 matmuls is TF32-like.
+jax.config.update("jax_default_matmul_precision", "highest")
+
+
+def build(path: str, seed: int) -> Any:
+    user = load_user_module(path)
+    return call_user(path, "init(seed)", user.init, seed)
+
+
+def weight_arrays(params: Any) -> dict[str, np.ndarray]:
+    return {f"w{index:03d}": np.asarray(leaf) for index, leaf in
+            enumerate(jax.tree_util.tree_leaves(params))}
+
+
+def to_numpy(value: Any) -> Any:
+    return nested_map(lambda v: np.asarray(v, dtype=np.float64), value)
+
+
+def make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any],
+              dtype: str = "float32", keep: int | None = None) -> ModelTask:
+    with user_code(inputs["model"], f"preparing {variant}"):
+        return add_deterministic(_make_task(variant, device, inputs, dtype, keep), inputs,
+                                 lambda forward: _make_task("as-written", device, forward,
+                                                            dtype, 1))
+
+
+def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
+               keep: int | None) -> ModelTask:
+    if variant not in ("as-written", "compiled"):
+        raise VariantUnavailable(f"jax runs no variant {variant!r} of a user model")
+    path, what = inputs["model"], inputs["what"]
+    user = load_user_module(path)
+    handle = device.handle
+
+    def placed(array: np.ndarray) -> Any:
+        if np.issubdtype(array.dtype, np.floating):
+            array = array.astype(dtype)
+        return jax.device_put(array, handle)
+
+    structure = jax.tree_util.tree_structure(build(path, inputs["seed"]))
+    leaves = [placed(inputs["weights"][name]) for name in inputs["weight_names"]]
+    params = jax.tree_util.tree_unflatten(structure, leaves)
+    xs = [placed(array) for array in inputs["x"]]
+    jit = variant == "compiled"
+    trained_with = ""
+    if what == "train":
+        loss_of, optimizer, trained_with = training_parts(path, user)
+        call = training_call(user.apply, params, xs, placed(inputs["targets"]), jit, loss_of,
+                             optimizer)
+        lowered = call.lowered  # type: ignore[attr-defined]
+    elif what == "inference":
+        apply = jax.jit(user.apply) if jit else user.apply
+        call = functools.partial(apply, params, *xs)
+
+        def lowered() -> Any:
+            return jax.jit(user.apply).lower(params, *xs)
+    else:
+        def stepped(p: Any, *arrays: Any) -> Any:
+            return user.step(functools.partial(user.apply, p), *arrays)
+        call = functools.partial(jax.jit(stepped) if jit else stepped, params, *xs)
+
+        def lowered() -> Any:
+            return jax.jit(stepped).lower(params, *xs)
+
+    def placed_call() -> Any:
+        with jax.default_device(handle):
+            return call()
+
+    parameters = sum(int(np.prod(leaf.shape)) for leaf in leaves)
+    # A training call returns (loss, params) so the worker waits for the update too; the
+    # loss is the result compared with the reference.
+    kept = (lambda v: v[0]) if what == "train" else (lambda v: v)
+    extra = {"parameters": parameters, "what": what}
+    if trained_with:
+        extra["trained_with"] = trained_with
+    task = ModelTask(placed_call, path, keep or KEPT_RESULTS[what], kept, to_numpy, extra=extra)
+    task.lowered = lowered
+    return task
+
+
+def count_flops(task: ModelTask) -> tuple[float | None, str]:
+    """FLOPs of one call by XLA's own cost analysis of the step, jitted as the compiled
+    variant runs it (the unjitted ops do the same arithmetic)."""
+    if task.lowered is None:
+        return None, "no step to lower"
+    analysis = task.lowered().compile().cost_analysis()
+    if isinstance(analysis, (list, tuple)):  # older JAX: one dict per computation
+        analysis = analysis[0] if analysis else {}
+    flops = (analysis or {}).get("flops")
+    if flops is None:
+        return None, "XLA's cost analysis gave no 'flops' on this backend"
+    return float(flops), "jax.jit(step).lower(...).compile().cost_analysis()['flops']"
+
+
+def mean_squared_error(output: Any, target: Any) -> Any:
+    return jnp.mean((output - target) ** 2)
+
+
+def training_parts(path: str, user: Any) -> tuple[Callable[[Any, Any], Any], Any, str]:
+    """(loss, optax transformation, what they are in words): the file's loss(output, target)
+    and optimizer() where it defines them, else mean squared error and Adam(1e-3)."""
+    names = []
+    if callable(getattr(user, "loss", None)):
+        loss_of, _ = user.loss, names.append("loss: your loss()")
+    else:
+        loss_of, _ = mean_squared_error, names.append("loss: mean squared error")
+    if callable(getattr(user, "optimizer", None)):
+        optimizer = call_user(path, "optimizer()", user.optimizer)
+        if not (callable(getattr(optimizer, "init", None)) and
+                callable(getattr(optimizer, "update", None))):
+            raise UserCodeError(f"{Path(path).name}: optimizer() returned a "
+                                f"{type(optimizer).__name__}, not an optax "
+                                "GradientTransformation")
+        names.append("optimizer: your optimizer()")
+    else:
+        optimizer = optax.adam(1e-3)
+        names.append("optimizer: optax.adam(1e-3)")
+    return loss_of, optimizer, ", ".join(names)
+
+
+def training_call(apply: Callable, params: Any, xs: list, target: Any, jit: bool,
+                  loss_fn: Callable[[Any, Any], Any] = mean_squared_error,
+                  optimizer: Any = None) -> Callable[[], Any]:
+    """One optax step (Adam unless given); returns the loss (the worker blocks on it: the
+    step's last output, computed after the update in dispatch order)."""
+    optimizer = optimizer if optimizer is not None else optax.adam(1e-3)
+
+    def loss_of(p: Any) -> Any:
+        return loss_fn(apply(p, *xs), target)
+
+    def update(p: Any, state: Any) -> tuple[Any, Any, Any]:
+        loss, grads = jax.value_and_grad(loss_of)(p)
+        updates, state = optimizer.update(grads, state, p)
+        return optax.apply_updates(p, updates), state, loss
+
+    update_step = jax.jit(update) if jit else update
+    current = {"params": params, "state": optimizer.init(params)}
+
+    def call() -> Any:
+        current["params"], current["state"], loss = update_step(current["params"],
+                                                                current["state"])
+        return loss, current["params"]
+
+    call.lowered = lambda: jax.jit(update).lower(  # type: ignore[attr-defined]
+        current["params"], current["state"])
+    return call
