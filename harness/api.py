@@ -421,6 +421,10 @@ def draw_report(run_dir: Path) -> ReportOutcome:
         from harness.report import draw_report as draw
 
         drawn = draw([run_dir], run_dir, html=True)
+        if drawn.predictions:  # kept with the measurements, not only in the report's text
+            document = store.load_run(run_dir)
+            document.predictions = drawn.predictions
+            store.write_run(run_dir, document)
         progress_console.print(f"report: {len(drawn.written)} files in {run_dir}")
         return ReportOutcome(drawn.written, verdicts=drawn.verdicts)
     except KeyboardInterrupt:  # the results are complete; only the pictures are missing

@@ -122,3 +122,26 @@ def test_a_power_law_through_the_upper_sizes() -> None:
     law = fit_power_law([1, 2, 4, 8], [3, 2 * 8, 2 * 64, 2 * 512])  # n^3 at the top, not below
     assert law.exponent == pytest.approx(3.0)
     assert law(16) == pytest.approx(2 * 16 ** 3)
+
+
+def test_the_report_predicts_stores_and_draws_the_crossover(tmp_path) -> None:
+    """Through the report of a stored run: torch's synthetic costs (CPU 2 us + 2n^3 at 100
+    GFLOP/s, GPU 20 us + 2n^3 at 10 TFLOP/s) cross at n^3 = 9e-6 / 0.99e-11, n ~ 96.9; the
+    measured answer (sizes 64, 256, ...) can only say "from 256"."""
+    import json
+
+    from harness.api import draw_report
+    from tests.synthetic_runs import GPU_MACHINE, gpu_machine_results, write_fixture_run
+
+    run_dir = write_fixture_run(tmp_path / "run", GPU_MACHINE, gpu_machine_results())
+    outcome = draw_report(run_dir)
+    assert not outcome.failure
+    stored = json.loads((run_dir / "run.json").read_text())["predictions"]
+    torch = next(record for record in stored if record["framework"] == "torch")
+    assert torch["kind"] == "crossover" and torch["measured_size"] == 256
+    assert torch["size"] == pytest.approx((9e-6 / 0.99e-11) ** (1 / 3), rel=0.01)
+    assert abs(torch["held_out_error"]) < 1e-6 and not torch["extrapolated"]
+    summary = (run_dir / "summary.md").read_text()
+    assert "GPU faster from n=256 up" in summary
+    assert "predicted from torch's costs: GPU faster above n ~97" in summary
+    assert (run_dir / "matmul-crossover.png").exists()

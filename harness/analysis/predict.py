@@ -243,6 +243,25 @@ class Prediction:
                     f"per doubling) but not enough within {SEARCH_FACTOR:g}x the sizes run")
         return (f"GPU {self.gpu.bound_at(at)}; CPU cost grows {cpu_growth:.2f}x per doubling")
 
+    def short_text(self, sweep: str, source: str = "") -> str:
+        """The prediction in a clause, for the at-a-glance line (the table has the rest)."""
+        whose = f" from {source}'s costs" if source else ""
+        if self.kind == "too-few-sizes":
+            return f"no prediction{whose} (too few sizes)"
+        if self.kind == "crossover":
+            head = f"predicted{whose}: GPU faster above {sweep} ~{_size(self.size)}" + (
+                " (extrapolation)" if self.extrapolated else "")
+        elif self.kind == "gpu-always":
+            head = f"predicted{whose}: GPU faster at every size"
+        else:
+            searched = _size(self.largest_measured * SEARCH_FACTOR)
+            head = f"predicted{whose}: no crossover up to {sweep} {searched}"
+        error = (f", held-out error {100 * abs(self.held_out_error):.0f}%"
+                 if self.held_out_error is not None else "")
+        doubt = ", from noisy or SUSPECT points" if any(
+            "noisy" in note or "SUSPECT" in note for note in self.caveats) else ""
+        return head + error + doubt
+
     def text(self, sweep: str) -> str:
         """One line for the verdict: the prediction, its basis and its error."""
         if self.kind == "too-few-sizes":
@@ -322,7 +341,7 @@ def _size(size: float | None) -> str:
         return f"{int(size):,}"
     if size >= 100:
         return f"{round(size, -math.floor(math.log10(size)) + 1):,.0f}"
-    return f"{size:.3g}"
+    return f"{float(f'{size:.2g}'):g}"  # two significant digits, never "1e+02"
 
 
 def _rate(per_s: float) -> str:

@@ -282,9 +282,10 @@ class CellResult:
 
 _RUN_KEYS = ("run_id", "command", "started", "finished", "workload", "sweep", "params",
              "quick", "timeout_s", "hints", "frameworks", "host", "ceilings", "interrupted",
-             "interrupted_by", "cells", "planned_cells", "executor", "resumed")
-# Keys that only some runs have (resumable plans, SLURM runs): absent rather than empty.
-OPTIONAL_RUN_KEYS = ("planned_cells", "executor", "resumed")
+             "interrupted_by", "cells", "planned_cells", "executor", "resumed", "predictions")
+# Keys that only some runs have (resumable plans, SLURM runs, a CPU-and-GPU sweep's predicted
+# crossovers): absent rather than empty.
+OPTIONAL_RUN_KEYS = ("planned_cells", "executor", "resumed", "predictions")
 OPTIONAL_CELL_KEYS = ("host", "slurm")
 UNKNOWN_MACHINE = "unknown machine"
 
@@ -315,6 +316,9 @@ class RunDocument:
     planned_cells: list[dict[str, Any]] = field(default_factory=list)
     executor: dict[str, Any] = field(default_factory=dict)
     resumed: list[dict[str, Any]] = field(default_factory=list)
+    # The predicted GPU-vs-CPU crossovers, written with the report (harness.analysis.predict):
+    # per framework and variant, the size, its held-out error and the text printed.
+    predictions: list[dict[str, Any]] = field(default_factory=list)
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -354,7 +358,7 @@ class RunDocument:
         known["quick"] = bool(known.get("quick"))
         known["interrupted"] = bool(known.get("interrupted"))
         known["interrupted_by"] = str(known.get("interrupted_by") or "")
-        for name in ("planned_cells", "resumed"):
+        for name in ("planned_cells", "resumed", "predictions"):
             known[name] = list(known.get(name) or [])
         known["executor"] = dict(known.get("executor") or {})
         known["cells"] = [result if isinstance(result, CellResult)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.data.results import RunDocument
 from harness.data.store import StoreError
@@ -34,6 +35,8 @@ class DrawnReport:
 
     written: list[Path]
     verdicts: list[str] = field(default_factory=list)
+    # The predicted crossovers of every experiment, as run.json stores them.
+    predictions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def render_report(run_dirs: list[Path], out_dir: Path,
@@ -69,7 +72,21 @@ def draw_report(run_dirs: list[Path], out_dir: Path, tensorboard_dir: Path | Non
     figures = [path for items in [*shown.values(), report_shown] for item in items
                for path in item.figures]
     return DrawnReport([*figures, summary_path, *html_files],
-                       terminal_verdicts(context, shown, out_dir))
+                       terminal_verdicts(context, shown, out_dir), predictions(shown))
+
+
+def predictions(shown: dict[str, list[Shown]]) -> list[dict[str, Any]]:
+    """The crossover view's predictions of every experiment (harness.analysis.predict)."""
+    from harness.report.views.crossover import prediction_records
+
+    found = []
+    for experiment, items in shown.items():
+        for item in items:
+            if item.view.name == "crossover" and not item.table.empty:
+                sweep = str(item.table["sweep"].iloc[0])
+                found += [{"experiment": experiment, **record}
+                          for record in prediction_records(item.table, sweep)]
+    return found
 
 
 def show(views: list[View], scope: str, context: ExperimentContext | ReportContext,

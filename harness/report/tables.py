@@ -152,6 +152,12 @@ def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
         check_metric=("check_metric", first_text), check_value=("check_value", "max"),
         run_id=("run_id", "first"), suspect=("suspect", first_text),
     )
+    # The device profile's per-call figures, where the run has them (the crossover predictor
+    # fits the host's time per launch and the device's rate from these).
+    for column in PROFILE_COLUMNS:
+        if column in cases:
+            info[column] = pd.to_numeric(cases[column], errors="coerce").groupby(
+                [cases[key] for key in keys], sort=False).max()
     warm = cases[cases["phase"] == "warm"].groupby(keys, sort=False)
     timing = warm.apply(_warm_stats, include_groups=False)
     if timing.empty:  # no warm samples anywhere (only failed or unavailable cells)
@@ -172,6 +178,7 @@ def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
     return stats
 
 
+PROFILE_COLUMNS = ("device_seconds", "launches_per_call")
 WARM_COLUMNS = ["median_s", "q1_s", "q3_s", "min_s", "samples", "call_median_s", "call_q1_s",
                 "call_q3_s"]
 

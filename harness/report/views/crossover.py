@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from harness.analysis.predict import SweepPoint, predict
 from harness.core.units import device_kind, format_ratio, format_seconds, format_size
 from harness.report import style
 from harness.report.summary import markdown_table
@@ -146,12 +147,76 @@ def crossovers(stats: pd.DataFrame, hints: dict[str, Any] | None = None) -> pd.D
         sweep = first_text(group["sweep"])
         base = {"experiment": experiment, "machine": machine, "variant": variant, "sweep": sweep,
                 "cpu_is_other_variant": cpu_pool is machine_rows}
-        rows.append({**base, "framework": "best", **_pair(_curve(cpu), _curve(gpu), cpu, gpu)})
+        best = {**base, "framework": "best", **_pair(_curve(cpu), _curve(gpu), cpu, gpu)}
+        rows.append(best)
         for framework, gpu_fw in gpu.groupby("framework", sort=False):
             cpu_fw = cpu[cpu["framework"] == framework]
             rows.append({**base, "framework": framework,
-                         **_pair(_curve(cpu_fw), _curve(gpu_fw), cpu_fw, gpu_fw)})
+                         **_pair(_curve(cpu_fw), _curve(gpu_fw), cpu_fw, gpu_fw),
+                         "prediction": predicted(cpu_fw, gpu_fw)})
+        best["prediction"], best["predicted_from"] = _best_prediction(rows, gpu)
     return pd.DataFrame(rows)
+
+
+# --- the predicted crossover (harness.analysis.predict) -----------------------------------------
+
+def sweep_points(cases: pd.DataFrame) -> list[SweepPoint]:
+    """One device's measured curve as the predictor reads it: per call, valid sizes only.
+
+    Per call, not per step: FLOPs, launches and device-busy time are counted per call.
+    """
+    valid = cases[cases["valid"] & cases["size_value"].notna()].sort_values("size_value")
+    return [SweepPoint(size=float(row["size_value"]), seconds=float(row["call_median_s"]),
+                       flops=_number(row.get("flops")), nbytes=_number(row.get("bytes")),
+                       launches=_number(row.get("launches_per_call")),
+                       busy_seconds=_number(row.get("device_seconds")),
+                       noisy=bool(row["noisy"]), suspect=bool(row.get("suspect")))
+            for _, row in valid.iterrows()]
+
+
+def _number(value: Any) -> float | None:
+    number = pd.to_numeric(value, errors="coerce")
+    return float(number) if pd.notna(number) and number > 0 else None
+
+
+def predicted(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> Any:
+    """The framework's predicted crossover, or None where a device has under two sizes."""
+    cpu_points, gpu_points = sweep_points(cpu_rows), sweep_points(gpu_rows)
+    if len(cpu_points) < 2 or len(gpu_points) < 2:
+        return None
+    return predict(cpu_points, gpu_points)
+
+
+def _best_prediction(rows: list[dict[str, Any]], gpu: pd.DataFrame) -> tuple[Any, str]:
+    """For the best-vs-best line: the prediction of the framework fastest on the GPU at the
+    largest size, since the best curves mix frameworks whose costs a model cannot mix."""
+    valid = gpu[gpu["valid"] & gpu["size_value"].notna()]
+    if valid.empty:
+        return None, ""
+    largest = valid[valid["size_value"] == valid["size_value"].max()]
+    fastest = str(largest.sort_values("call_median_s")["framework"].iloc[0])
+    for row in rows:
+        if row.get("framework") == fastest and row.get("prediction") is not None:
+            return row["prediction"], fastest
+    return None, ""
+
+
+def prediction_records(table: pd.DataFrame, sweep: str) -> list[dict[str, Any]]:
+    """The predictions of one experiment's table as run.json stores them."""
+    records = []
+    for _, row in table.iterrows():
+        prediction = row.get("prediction")
+        if row["framework"] == "best" or prediction is None or pd.isna(row["variant"]):
+            continue
+        records.append({
+            "machine": row["machine"], "variant": row["variant"],
+            "framework": row["framework"], "sweep": sweep, "kind": prediction.kind,
+            "size": prediction.size, "extrapolated": prediction.extrapolated,
+            "held_out_error": prediction.held_out_error,
+            "sizes_used": prediction.sizes_used, "caveats": list(prediction.caveats),
+            "measured": row["kind"], "measured_size": row["size"],
+            "text": prediction.text(sweep)})
+    return records
 
 
 def _pair(cpu: pd.Series, gpu: pd.Series, cpu_rows: pd.DataFrame,
@@ -230,6 +295,9 @@ def machine_gpu_sentence(context: Any, group: pd.DataFrame) -> str:
         label = f"variant {row['variant']}: " if group["variant"].nunique() > 1 else ""
         if row["cpu_is_other_variant"]:
             text += " vs the best CPU cell of any variant"
+        prediction = row.get("prediction")
+        if prediction is not None and not (isinstance(prediction, float) and pd.isna(prediction)):
+            text += f"; {prediction.short_text(context.sweep, str(row.get('predicted_from')))}"
         parts.append(label + text + _excluded_phrase(row))
     return "; ".join(parts) or "no size measured on both CPU and GPU"
 
@@ -266,13 +334,24 @@ def gpu_section(context: Any, verdicts: pd.DataFrame, flat: pd.DataFrame) -> lis
                 row["speedup_at_largest"]) else "-"
             if speedup != "-" and row["largest_size"]:
                 speedup += f" at {format_size(row['largest_size'], sweep)}"
-            rows.append([machine, variant, who, text + _excluded_phrase(row), speedup])
+            rows.append([machine, variant, who, text + _excluded_phrase(row), speedup,
+                         _prediction_text(row, sweep)])
     lines = ["### GPU vs CPU", ""]
     if rows:
         lines += markdown_table(["machine", "variant", "compared", "verdict",
-                                 f"GPU speedup at the largest {sweep}"], rows)
+                                 f"GPU speedup at the largest {sweep}",
+                                 "predicted from the measured costs"], rows)
     lines += _why_lines(context, flat)
     return lines + [""]
+
+
+def _prediction_text(row: pd.Series, sweep: str) -> str:
+    prediction = row.get("prediction")
+    if prediction is None or (isinstance(prediction, float) and pd.isna(prediction)):
+        return "-"
+    source = row.get("predicted_from")
+    return (f"{source}'s costs: " if isinstance(source, str) and source else "") \
+        + prediction.text(sweep)
 
 
 def _why_lines(context: Any, flat: pd.DataFrame) -> list[str]:
@@ -343,6 +422,7 @@ def crossover_figure(stats: pd.DataFrame, verdicts: pd.DataFrame, title: str, sw
         verdict = _verdict(verdicts, machine, variant)
         faded = sorted(set(reference["variant"]))
         _mark_crossover(row_axes[0], verdict)
+        _draw_predictions(row_axes[0], verdicts, machine, variant, group["size_value"].min())
         row_axes[0].set_ylabel(f"median time per {unit}")
         seconds_axis(row_axes[0].yaxis)
         notes = [_crossover_text(verdict, sweep)]
@@ -364,8 +444,38 @@ def crossover_figure(stats: pd.DataFrame, verdicts: pd.DataFrame, title: str, sw
     figure.legend(handles=legend_handles(legend_cells), loc="outside lower center",
                   ncol=min(len(legend_cells), 6), frameon=False)
     figure.suptitle(f"{title}: when does the GPU win? lines: median, bands: IQR, "
-                    "dotted: crossover", fontsize=11)
+                    "dotted: crossover; thin dashes: fitted costs, dash-dot: predicted "
+                    "crossover", fontsize=11)
     return save(figure, path)
+
+
+def _draw_predictions(axis: Axes, verdicts: pd.DataFrame, machine: str, variant: str,
+                      smallest: float) -> None:
+    """Each framework's fitted cost curves, thin and dashed, carried past the sizes measured
+    to its predicted crossover, which gets a dash-dot line apart from the measured one."""
+    import numpy as np
+
+    rows = verdicts[(verdicts["machine"] == machine) & (verdicts["variant"] == variant)
+                    & (verdicts["framework"] != "best")]
+    for _, row in rows.iterrows():
+        prediction = row.get("prediction")
+        if prediction is None or prediction.cpu is None or prediction.gpu is None:
+            continue
+        largest = prediction.largest_measured
+        end = largest * 4
+        if prediction.size is not None:
+            end = max(end, min(prediction.size * 2, largest * 1000))
+        sizes = np.geomspace(smallest, end, 200)
+        color = style.framework_color(row["framework"])
+        for model in (prediction.cpu, prediction.gpu):
+            axis.plot(sizes, [model.seconds(size) for size in sizes], color=color,
+                      linestyle=(0, (3, 2)), linewidth=0.8, alpha=0.6)
+        if prediction.kind == "crossover" and prediction.size is not None:
+            axis.axvline(prediction.size, color=color, linestyle="-.", linewidth=1.0,
+                         alpha=0.8)
+            axis.annotate(f"predicted ({row['framework']})", (prediction.size, 0.97),
+                          xycoords=axis.get_xaxis_transform(), rotation=90, fontsize=7,
+                          color=color, ha="right", va="top")
 
 
 def _mark_failed(axis: Axes, failed: pd.DataFrame) -> None:

@@ -22,7 +22,7 @@ from harness.analysis.plausibility import bandwidth_limits, device_entry, flop_l
 from harness.core.units import format_seconds
 from harness.measure.devicetime import attribute, diagnose
 from harness.report import style
-from harness.report.tables import CASE_KEYS, sort_cells
+from harness.report.tables import CASE_KEYS, PROFILE_COLUMNS, sort_cells
 from harness.report.views import View
 
 DEVICE_NUMBERS = ("device_seconds", "device_copy_seconds", "kernels_per_call",
@@ -93,7 +93,8 @@ def attribution_table(stats: pd.DataFrame, prepared: pd.DataFrame,
     hints = hints or {}
     bandwidth_key = hints.get("bandwidth_ceiling") or "bandwidth_gbps"
     precisions = hints.get("variant_precision") or {}
-    cases = stats[stats["valid"]].merge(device_numbers(prepared), on=CASE_KEYS, how="left")
+    own = stats[stats["valid"]].drop(columns=[c for c in PROFILE_COLUMNS if c in stats])
+    cases = own.merge(device_numbers(prepared), on=CASE_KEYS, how="left")
     rows = [_attributed(row, ceilings_by_machine.get(row["machine"], {}), bandwidth_key,
                         precisions) for _, row in cases.iterrows()]
     return sort_cells(pd.DataFrame(rows)) if rows else pd.DataFrame()
