@@ -147,6 +147,8 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant:
     if window is not None:
         window.attach(step, synchronize)
     if spec.timing == "per_call":  # blocks of steps within each call where the task has them
+        if spec.calls is None:
+            raise ValueError(f"workload {spec.name}: timing 'per_call' needs `calls`")
         measurement = blocks.per_call_in_blocks(
             task, step, synchronize, spec.calls(case), blocks.boundary_wait(device, sync_style),
             spec.call_blocks(case) if spec.call_blocks else 1, window)
@@ -194,6 +196,8 @@ def run_case(
         # A plausibility check (e.g. GB/s above what memory allows) needs the measured time.
         output.setdefault("seconds_per_call", measurement.median if measurement.samples
                           else measurement.cold_seconds)
+        if spec.check is None:
+            raise ValueError(f"workload {spec.name} has no `check`: no time is trusted without one")
         check = spec.check(case, cell.variant, inputs, output)
         # Read before the busy pass, so the profiler's buffers never count as the case's memory.
         memory = device_memory_record(device)
@@ -225,7 +229,8 @@ def run_case(
                      "seconds": measurement.other_load.seconds,
                      "interrupt_cores": measurement.other_load.interrupt_cores}),
         extra={**output.get("extra", {}), **watched},
-        **memory,
+        peak_device_allocated_bytes=memory["peak_device_allocated_bytes"],
+        peak_device_reserved_bytes=memory["peak_device_reserved_bytes"],
         device_profile=device_profile,
         **blocks.record_fields(measurement),
     )
