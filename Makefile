@@ -12,7 +12,7 @@ EXTRAS ?= all,test
 # probe: for MNIST it sizes a ~6,800^2 matmul per library, longer than an epoch on 2 cores.
 DEMO_ARGS ?= --workload mnist-wide --param epochs=1 --no-ceilings
 
-.PHONY: demo test lint typecheck venv clean-venv browser slurm
+.PHONY: demo test lint venv clean-venv browser slurm
 
 venv: $(STAMP)
 
@@ -31,12 +31,10 @@ TEST_WORKERS ?= 2
 test: $(STAMP) lint browser slurm
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
-# ruff's rules are chosen in pyproject.toml ([tool.ruff.lint]); an error fails `make test`.
+# ruff's rules and mypy's settings are in pyproject.toml ([tool.ruff.lint], [tool.mypy]); a
+# lint or type error fails `make test`.
 lint: $(STAMP)
 	$(BIN)/ruff check harness backends workloads tests
-
-# mypy ([tool.mypy] in pyproject.toml). Not yet part of `lint`: 95 errors remain to be fixed.
-typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # The report.html test opens the page in headless Chromium. Install Debian's chromium when it

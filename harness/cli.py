@@ -300,7 +300,7 @@ def probe_framework(name: str, timeout_s: float = 120.0) -> dict[str, Any]:
 @app.command()
 def env(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Host, frameworks (installed, version, devices, threads)."""
-    document = {"host": envinfo.host_metadata(),
+    document: dict[str, Any] = {"host": envinfo.host_metadata(),
                 "frameworks": [probe_framework(name) for name in registry.FRAMEWORKS]}
     if as_json:
         console.print_json(json.dumps(document))

@@ -173,9 +173,9 @@ class WorkloadSpec:
     # its own backend package's `<kind>` module (backends/<fw>/<kind>.py).
     implementations: Mapping[str, str] = field(default_factory=dict)
     timing: str = "autorange"
-    # (case) -> work done by one call; used for GFLOP/s and GB/s.
-    flops: Callable[[Mapping[str, Any]], float] | None = None
-    bytes_moved: Callable[[Mapping[str, Any]], float] | None = None
+    # (case) -> work done by one call (None: does not apply to that case); for GFLOP/s and GB/s.
+    flops: Callable[[Mapping[str, Any]], float | None] | None = None
+    bytes_moved: Callable[[Mapping[str, Any]], float | None] | None = None
     # Cells count their own FLOPs per call with the framework's counter (the implementation's
     # count_flops(task)), where `flops` above cannot say (a user's model).
     counts_flops: bool = False

@@ -219,6 +219,7 @@ def probe_product(a: np.ndarray, b: np.ndarray, blocks: int | None = None) -> Pr
     x, abs_x = probes(b.shape[1], blocks or probe_blocks(m, k, b.shape[1]), (m, k))
     bx, abs_bx = product64(b, x, abs_x)
     reference, scale = product64(a, bx, abs_bx)
+    assert scale is not None  # product64 returns |A||B||X| when given |BX|
     return ProbedProduct(a, b, x, reference, scale)
 
 

@@ -175,7 +175,7 @@ def device_memory_summary(per_rank: list[dict[str, int | None]]) -> dict[str, An
     """The cell's device memory from every rank's peaks: the largest (what one GPU must hold),
     the sum over ranks (what the job holds), and each rank's."""
     def known(key: str) -> list[int]:
-        return [rank[key] for rank in per_rank if rank.get(key) is not None]
+        return [value for rank in per_rank if (value := rank.get(key)) is not None]
 
     allocated, reserved = known("allocated"), known("reserved")
     return {"allocated": max(allocated) if allocated else None,

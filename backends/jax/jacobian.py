@@ -66,6 +66,7 @@ class JacobianTask:
         return self.jacobian
 
     def output(self) -> dict[str, Any]:
+        assert self.jacobian is not None  # output() follows the timed step() calls
         shape = "x".join(map(str, self.jacobian.shape))
         found: dict[str, Any]
         if self.full:

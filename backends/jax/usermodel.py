@@ -123,11 +123,9 @@ def mean_squared_error(output: Any, target: Any) -> Any:
 def training_parts(path: str, user: Any) -> tuple[Callable[[Any, Any], Any], Any, str]:
     """(loss, optax transformation, what they are in words): the file's loss(output, target)
     and optimizer() where it defines them, else mean squared error and Adam(1e-3)."""
-    names = []
-    if callable(getattr(user, "loss", None)):
-        loss_of, _ = user.loss, names.append("loss: your loss()")
-    else:
-        loss_of, _ = mean_squared_error, names.append("loss: mean squared error")
+    names = ["loss: your loss()" if callable(getattr(user, "loss", None))
+             else "loss: mean squared error"]
+    loss_of = user.loss if callable(getattr(user, "loss", None)) else mean_squared_error
     if callable(getattr(user, "optimizer", None)):
         optimizer = call_user(path, "optimizer()", user.optimizer)
         if not (callable(getattr(optimizer, "init", None)) and

@@ -3,7 +3,8 @@
 as-written: train_on_batch / predict_on_batch with Keras' default jit_compile="auto", compiled
 as the file compiled it (its optimizer, fresh per cell, its loss, loss weights and metrics),
 or, for a model returned uncompiled, with Adam and mean squared error; compiled:
-jit_compile=True; steps-per-execution: one call is fit (or predict) over STEPS_PER_EXECUTION copies of the batch compiled into one execution.
+jit_compile=True; steps-per-execution: one call is fit (or predict) over STEPS_PER_EXECUTION
+copies of the batch compiled into one execution.
 Weights travel as arrays (get_weights / set_weights), so every backend starts from the same.
 """
 
@@ -184,6 +185,8 @@ def count_flops(task: ModelTask) -> tuple[float | None, str]:
                       "model)")
     from torch.utils.flop_counter import FlopCounterMode
 
+    if task.eager is None:
+        return None, "the task has no eager call to count"
     with FlopCounterMode(display=False) as counter:
         task.eager()
     return float(counter.get_total_flops()), ("torch.utils.flop_counter.FlopCounterMode around "

@@ -42,6 +42,7 @@ class LoopTask:
         self.result = self.run()
 
     def output(self) -> dict[str, Any]:
+        assert self.result is not None  # output() follows the timed step() calls
         return {"result": self.result,
                 "extra": {"device_kind": "cpu", "shape": "x".join(map(str, self.result.shape))}}
 

@@ -100,6 +100,7 @@ class JacobianTask:
             self.jacobian = self.compute()
 
     def output(self) -> dict[str, Any]:
+        assert self.jacobian is not None  # output() follows the timed step() calls
         with tf.device(self.placement):
             found = (full_jacobian_summary(self.jacobian) if self.full
                      else {"per_sample": self.jacobian.numpy()})

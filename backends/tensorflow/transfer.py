@@ -57,6 +57,7 @@ class CopyTask:
 
     def output(self) -> dict[str, Any]:
         # Checked here, after the clock, so the timed calls (the cold one included) stay as is.
+        assert self.copied is not None  # output() follows the timed step() calls
         require_on(self.copied, self.placement)
         return {"copied": self.copied.numpy()}
 

@@ -34,6 +34,7 @@ class LoopTask:
             self.result = self.run()
 
     def output(self) -> dict[str, Any]:
+        assert self.result is not None  # output() follows the timed step() calls
         result = self.result.cpu().numpy()
         extra = {"device_kind": self.device_kind, "shape": "x".join(map(str, result.shape))}
         if self.evidence is not None:

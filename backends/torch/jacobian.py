@@ -19,6 +19,7 @@ def build_net(weights: dict[str, np.ndarray], device: torch.device) -> torch.nn.
     net = torch.nn.Sequential(*layers)
     with torch.no_grad():
         for index, linear in enumerate((layers[0], layers[2], layers[4]), start=1):
+            assert isinstance(linear, torch.nn.Linear)  # layers is typed as Modules
             linear.weight.copy_(torch.from_numpy(weights[f"w{index}"].T))
             linear.bias.copy_(torch.from_numpy(weights[f"b{index}"]))
     return net.to(device)
@@ -48,6 +49,7 @@ class JacobianTask:
         self.jacobian = self.compute()
 
     def output(self) -> dict[str, Any]:
+        assert self.jacobian is not None  # output() follows the timed step() calls
         shape = "x".join(map(str, self.jacobian.shape))
         with torch.no_grad():
             if self.full:
@@ -75,7 +77,12 @@ def make_task(case: dict, variant: str, device: TorchDevice,
         require_cuda(device, variant)
         per_sample = torch.func.vmap(torch.func.jacrev(net))
         graph, static_jacobian = capture_cuda_graph(lambda: per_sample(t), device.handle)
-        return JacobianTask(lambda: (graph.replay(), static_jacobian)[1], full=False)
+
+        def replay() -> torch.Tensor:
+            graph.replay()
+            return static_jacobian
+
+        return JacobianTask(replay, full=False)
     if variant == "per-sample-fwd":
         per_sample = torch.func.vmap(torch.func.jacfwd(net))
         return JacobianTask(lambda: per_sample(t), full=False)

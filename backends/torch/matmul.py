@@ -26,6 +26,7 @@ class MatmulTask:
         self.c = torch.matmul(self.a, self.b)
 
     def output(self) -> dict[str, Any]:
+        assert self.c is not None  # output() follows the timed step() calls
         return {"c": self.c.float().cpu().numpy()}
 
 

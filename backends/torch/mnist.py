@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypedDict
 
-import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
@@ -59,12 +58,20 @@ class EpochOrderSampler(Sampler[int]):
         return len(self.order)
 
 
+class AdamFlags(TypedDict, total=False):
+    """torch.optim.Adam's switches for how the same update is launched."""
+
+    fused: bool
+    foreach: bool
+    capturable: bool
+
+
 class MnistTraining:
     """One model, its optimizer and a batch source; step() trains one epoch."""
 
     def __init__(self, model: nn.Module, train_model: nn.Module, inputs: dict[str, Any],
                  device: TorchDevice, batch_size: int,
-                 adam_options: dict[str, bool] | None = None) -> None:
+                 adam_options: AdamFlags | None = None) -> None:
         self.model = model  # the plain module: parameters and evaluation
         self.train_model = train_model  # what the training loop calls (compiled or not)
         self.device = device.handle
@@ -335,12 +342,13 @@ TRAININGS = {"as-written": DataLoaderTraining, "preloaded": PreloadedTraining,
              "compiled": CompiledTraining, "adam-fused": PreloadedTraining,
              "adam-foreach": PreloadedTraining, "cuda-graph": GraphTraining,
              "reduce-overhead": ReduceOverheadTraining}
-ADAM_OPTIONS = {"adam-fused": {"fused": True}, "adam-foreach": {"foreach": True},
-                "cuda-graph": {"capturable": True}, "reduce-overhead": {"capturable": True}}
+ADAM_OPTIONS: dict[str, AdamFlags] = {
+    "adam-fused": {"fused": True}, "adam-foreach": {"foreach": True},
+    "cuda-graph": {"capturable": True}, "reduce-overhead": {"capturable": True}}
 
 
 def make_task(case: dict, variant: str, device: TorchDevice,
-              inputs: dict[str, np.ndarray]) -> MnistTraining:
+              inputs: dict[str, Any]) -> MnistTraining:
     if variant in KERAS_ONLY_VARIANTS:
         raise VariantUnavailable(f"{variant} is a Keras fit option (steps_per_execution); "
                                  "torch's counterparts are cuda-graph and reduce-overhead")
@@ -352,6 +360,7 @@ def make_task(case: dict, variant: str, device: TorchDevice,
     if variant in ("compiled", "reduce-overhead"):
         check_compile_possible(device)
     if variant == "compiled":  # compiled lazily: its cost lands in the cold epoch
-        train_model = torch.compile(model)
+        # torch.compile(module) returns an OptimizedModule (a Module); its stub says Callable.
+        train_model = torch.compile(model)  # type: ignore[assignment]
     return TRAININGS[variant](model, train_model, inputs, device, case["batch_size"],
                               ADAM_OPTIONS.get(variant))

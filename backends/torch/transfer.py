@@ -61,8 +61,8 @@ class OverlappedCopyMatmulTask:
         slot = self.calls % self.SLOTS
         self.calls += 1
         with torch.cuda.stream(self.copy_stream):
-            if self.slot_free[slot] is not None:  # the matmul two calls ago read this slot
-                self.copy_stream.wait_event(self.slot_free[slot])
+            if (free := self.slot_free[slot]) is not None:  # the matmul two calls ago read it
+                self.copy_stream.wait_event(free)
             self.a_slots[slot].copy_(self.a_host, non_blocking=True)
             self.b_slots[slot].copy_(self.b_host, non_blocking=True)
             inputs_ready = torch.cuda.Event()
@@ -93,6 +93,7 @@ class HostToDeviceTask:
         self.on_device = self.host.to(self.device, non_blocking=self.non_blocking)
 
     def output(self) -> dict[str, Any]:
+        assert self.on_device is not None  # output() follows the timed step() calls
         return {"copied": self.on_device.cpu().numpy()}
 
 

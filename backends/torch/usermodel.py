@@ -83,11 +83,9 @@ def training_parts(path: str, net: torch.nn.Module, capturable: bool,
     """(loss, optimizer, what they are in words): the file's loss(output, target) and
     optimizer(parameters) where it defines them, else mean squared error and Adam."""
     user = load_user_module(path)
-    names = []
-    if callable(getattr(user, "loss", None)):
-        loss_of, _ = user.loss, names.append("loss: your loss()")
-    else:
-        loss_of, _ = torch.nn.functional.mse_loss, names.append("loss: mean squared error")
+    names = ["loss: your loss()" if callable(getattr(user, "loss", None))
+             else "loss: mean squared error"]
+    loss_of = user.loss if callable(getattr(user, "loss", None)) else torch.nn.functional.mse_loss
     if callable(getattr(user, "optimizer", None)):
         optimizer = call_user(path, "optimizer(parameters)", user.optimizer, net.parameters())
         if not isinstance(optimizer, torch.optim.Optimizer):
@@ -140,7 +138,7 @@ def _make_task(variant: str, device: TorchDevice, inputs: dict[str, Any], dtype:
     else:
         def current() -> list:
             return resident
-    model = net
+    model: Any = net
     if variant == "compiled":
         model = torch.compile(net)
     optimizer = None

@@ -176,7 +176,9 @@ def compare_case(key: tuple[str, ...], a: RunCases, b: RunCases, threshold_pct: 
     samples_a, samples_b = a.samples.get(key, []), b.samples.get(key, [])
     median_a = sample_stats(samples_a).median if samples_a else None
     median_b = sample_stats(samples_b).median if samples_b else None
-    diff = CaseDiff(*key, status_a=status_a, status_b=status_b, samples_a=len(samples_a),
+    workload, variant, framework, device, size = key  # CASE_KEYS
+    diff = CaseDiff(workload, variant, framework, device, size,
+                    status_a=status_a, status_b=status_b, samples_a=len(samples_a),
                     samples_b=len(samples_b), median_a_s=median_a, median_b_s=median_b,
                     ratio=None, change_pct=None, p_value=None, verdict="not judged")
     if status_a != Status.OK.value or status_b != Status.OK.value:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 
 def size_label(value: Any) -> str:
@@ -30,7 +30,7 @@ def size_label(value: Any) -> str:
     return str(int(number)) if number.is_integer() else text
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -51,7 +51,7 @@ class _JsonRecord:
             value = known.get(name)
             known[name] = kind.from_dict(value) if isinstance(value, dict) else None
         rest = {key: value for key, value in document.items() if key not in names}
-        return cls(**known, extra_fields=rest)
+        return cls(**known, extra_fields=rest)  # type: ignore[call-arg]  # subclasses are dataclasses
 
 
 @dataclass(frozen=True)

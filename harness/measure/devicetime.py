@@ -84,7 +84,8 @@ def classify(activity: str, name: str) -> str | None:
 
 def union_ns(events: Iterable[DeviceEvent]) -> int:
     """Nanoseconds covered by at least one event: overlapping work on two streams counts once."""
-    covered, current_start, current_end = 0, None, None
+    covered, current_start = 0, 0  # current_start is read only once current_end is set
+    current_end: int | None = None
     for event in sorted(events, key=lambda item: item.start_ns):
         if current_end is None or event.start_ns > current_end:
             if current_end is not None:
@@ -185,12 +186,12 @@ def diagnose(attribution: Attribution, kernels_per_call: float | None = None,
                          f"{figures}")
     flop_fraction = _fraction(flops, busy, peak_gflops)
     byte_fraction = _fraction(nbytes, busy, bandwidth_gbps)
-    if flop_fraction is not None and flop_fraction >= NEAR_CEILING:
+    if flops and peak_gflops and flop_fraction is not None and flop_fraction >= NEAR_CEILING:
         return Diagnosis("compute-bound", f"compute-bound near the ceiling: "
                          f"{_rate(flops / busy / 1e9)} GFLOP/s while busy = "
                          f"{100 * flop_fraction:.0f}% "
                          f"of the measured {_rate(peak_gflops)}; {figures}")
-    if byte_fraction is not None and byte_fraction >= NEAR_CEILING:
+    if nbytes and bandwidth_gbps and byte_fraction is not None and byte_fraction >= NEAR_CEILING:
         return Diagnosis("memory-bound", f"memory-bound near bandwidth: "
                          f"{_rate(nbytes / busy / 1e9)} GB/s while busy = "
                          f"{100 * byte_fraction:.0f}% "

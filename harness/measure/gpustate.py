@@ -312,7 +312,9 @@ class GpuStateWatch:
             return {"readable": True, "ours": [], "others": [], "unseen": [],
                     "note": "NVML listed no compute process while timed, not even this "
                             "worker's (hidden, as in some containers): sharing cannot be seen"}
-        ours, others, unseen = [], [], []
+        ours: list[int] = []
+        others: list[int] = []
+        unseen: list[int] = []
         for pid in sorted(self.log.pids):
             verdict = is_ours(pid, self.group, self.root_pid, self.proc)
             (ours if verdict else unseen if verdict is None else others).append(pid)

@@ -55,7 +55,7 @@ class Measurement:
     suspect: str = ""  # why these samples may not be what a user's loop costs ('' if none)
 
     @property
-    def median(self) -> float:
+    def median(self) -> float | None:  # None without samples
         return sample_stats(self.samples).median
 
     @property

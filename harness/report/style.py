@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.typing import LineStyleType
 
 # Filled from the runs' data (run.json "frameworks": each FrameworkSpec's colour), so the report
 # names no framework and a plugin framework brings its own colour.
 FRAMEWORK_COLORS: dict[str, str] = {}
 # Colour-blind-safe (seaborn's "colorblind" palette) for frameworks that stored none.
 OTHER_COLORS = ("#CC78BC", "#CA9161", "#949494", "#56B4E9", "#D55E00", "#FBAFE4")
-DEVICE_LINESTYLES = {"cpu": "--", "gpu": "-"}
+DEVICE_LINESTYLES: dict[str, LineStyleType] = {"cpu": "--", "gpu": "-"}
 DEVICE_MARKERS = {"cpu": "o", "gpu": "s"}
 # Bars: GPU cells solid, CPU cells a lighter fill of the same framework colour.
 DEVICE_BAR_ALPHA = {"cpu": 0.5, "gpu": 0.95}

@@ -150,6 +150,8 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant:
     if window is not None:
         window.attach(step, synchronize)
     if spec.timing == "per_call":  # blocks of steps within each call where the task has them
+        if spec.calls is None:
+            raise ValueError(f"workload {spec.name}: timing 'per_call' needs `calls`")
         measurement = blocks.per_call_in_blocks(
             task, step, synchronize, spec.calls(case), blocks.boundary_wait(device, sync_style),
             spec.call_blocks(case) if spec.call_blocks else 1, window)
@@ -168,8 +170,9 @@ def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, Any],
     else the framework's own counter (the implementation's count_flops(task), which may make
     one more call), else the reason there is none. After the timed samples and the output,
     so neither a counter's cost nor its extra call reaches them."""
-    if spec.flops is not None:
-        return {"flops_per_call": float(spec.flops(case)),
+    declared = spec.flops(case) if spec.flops is not None else None
+    if declared is not None:
+        return {"flops_per_call": float(declared),
                 "flops_counted_by": "declared by the workload (exact)"}
     counter = getattr(module, "count_flops", None)
     if counter is None:
@@ -222,6 +225,8 @@ def run_case(
         # A plausibility check (e.g. GB/s above what memory allows) needs the measured time.
         output.setdefault("seconds_per_call", measurement.median if measurement.samples
                           else measurement.cold_seconds)
+        if spec.check is None:
+            raise ValueError(f"workload {spec.name} has no `check`: no time is trusted without one")
         check = spec.check(case, cell.variant, inputs, output)
         # Read before the busy pass, so the profiler's buffers never count as the case's memory.
         memory = device_memory_record(device)
@@ -253,7 +258,8 @@ def run_case(
                      "seconds": measurement.other_load.seconds,
                      "interrupt_cores": measurement.other_load.interrupt_cores}),
         extra={**output.get("extra", {}), **watched},
-        **memory,
+        peak_device_allocated_bytes=memory["peak_device_allocated_bytes"],
+        peak_device_reserved_bytes=memory["peak_device_reserved_bytes"],
         device_profile=device_profile,
         **blocks.record_fields(measurement),
     )

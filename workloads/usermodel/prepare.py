@@ -146,7 +146,7 @@ def targets_for(user: Any, path: str, family: str, impl: Any, device: Any,
     if not isinstance(output, np.ndarray):
         raise NotAModel("training needs a model whose output is one array; give step(net, "
                         "*inputs) or use --param what=inference")
-    return rng.standard_normal(output.shape).astype(np.float32)
+    return np.asarray(rng.standard_normal(output.shape), dtype=np.float32)
 
 
 DETERMINISTIC_MODE = {"torch": "eval() under no_grad", "keras": "training=False",
@@ -214,13 +214,16 @@ def prepare_size(user: Any, path: str, family: str, impl: Any, device: Any, fold
         stored["reference_spe"] = np.array([np.mean(flat_result(results[:spe_calls]))])
     elif what == "inference":
         stored["reference_spe"] = reference
-    np.savez(case_file(folder, batch), **stored)
+    np.savez(case_file(folder, batch), **stored)  # type: ignore[arg-type]  # numpy's stub
+    # types **kwds as its own keyword options, not as the arrays they are
     return entry
 
 
 def prepare(path: str, folder: Path, framework: str, what: str, seed: int,
             sizes: list[int]) -> dict[str, Any]:
     family = family_of(framework)
+    if family is None:
+        raise ValueError(f"{framework} runs no model file (torch, jax or a keras-* framework)")
     device = backend_module(framework, "device").open_device("cpu")
     impl = importlib.import_module(IMPLEMENTATIONS[framework])
     user = load_user_module(path)
@@ -229,7 +232,7 @@ def prepare(path: str, folder: Path, framework: str, what: str, seed: int,
     first, names = initial_weights(family, impl, path, seed, sample)
     second, _ = initial_weights(family, impl, path, seed, sample)
     folder.mkdir(parents=True, exist_ok=True)
-    np.savez(folder / WEIGHTS_FILE, **first)
+    np.savez(folder / WEIGHTS_FILE, **first)  # type: ignore[arg-type]  # as above
     document: dict[str, Any] = {
         "framework": framework, "seed": seed, "what": what, "weight_names": list(first),
         "weight_labels": names, "nondeterministic": differs(first, second), "sizes": {}}

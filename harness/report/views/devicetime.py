@@ -189,7 +189,7 @@ def attribution_figure(table: pd.DataFrame, title: str, unit: str, path: Path) -
         cold = row["cold_in_warm_calls"]
         note = f" {format_seconds(row['wall_step_s'])}/{unit}" + (
             f", cold = {cold:.3g} warm calls" if pd.notna(cold) else "")
-        axis.text(100 * max(left[position], 0.01), position, note, va="center",
+        axis.text(100 * max(left[position], 0.01), float(position), note, va="center",
                   fontsize="small")
     axis.set_yticks(positions, labels)
     axis.invert_yaxis()

@@ -14,6 +14,7 @@ in the GPU's figure; it is shown apart where RAPL was readable).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +128,7 @@ def _case_row(document: RunDocument, machine: str, result: CellResult,
     }
 
 
-def energy_table(documents: list[RunDocument] | list[dict[str, Any]]) -> pd.DataFrame:
+def energy_table(documents: Sequence[RunDocument | dict[str, Any]]) -> pd.DataFrame:
     """Every case of these runs with its time and energy per step (latest run wins)."""
     rows = []
     for document in map(as_run_document, documents):
@@ -209,7 +210,7 @@ def unmeasured_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def gpu_state_lines(documents: list[RunDocument] | list[dict[str, Any]]) -> list[str]:
+def gpu_state_lines(documents: Sequence[RunDocument | dict[str, Any]]) -> list[str]:
     """Per GPU case: clocks, temperature, power and throttling while timed; CUDA graphs."""
     lines = []
     for document in map(as_run_document, documents):
@@ -262,7 +263,7 @@ def graphs_text(graphs: dict[str, Any]) -> str:
     return text
 
 
-def render(documents: list[RunDocument] | list[dict[str, Any]]) -> str:
+def render(documents: Sequence[RunDocument | dict[str, Any]]) -> str:
     """Both sections on their own, with their headings ('' when nothing was recorded)."""
     parts = []
     for view, table in ((EnergyView(), energy_table(documents)),

@@ -230,7 +230,7 @@ def _accuracy_panel(axis: Axes, accuracy: pd.DataFrame, labels: dict[str, Any]) 
                   alpha=style.DEVICE_BAR_ALPHA[row["device_kind"]], height=0.7,
                   hatch=None if ok else "///", edgecolor=color)
         note = f"{row['accuracy']:.3f}" + ("" if ok else f" ({row['status']})")
-        axis.text(min(row["accuracy"], 1.0) + 0.01, position, note, va="center", fontsize=8)
+        axis.text(min(row["accuracy"], 1.0) + 0.01, float(position), note, va="center", fontsize=8)
     if labels["chance"] is not None:  # the accuracy of guessing, for scale
         axis.axvline(labels["chance"], color="#777777", linestyle=":", linewidth=1)
         axis.text(labels["chance"], 0.005, " chance", transform=axis.get_xaxis_transform(),

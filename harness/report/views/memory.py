@@ -117,5 +117,5 @@ def memory_lines(table: pd.DataFrame, figure: Path | None, out_dir: Path) -> lis
     return lines
 
 
-def _number(value: object) -> float | None:
+def _number(value: Any) -> float | None:  # a table cell: a number, NaN or None
     return None if pd.isna(value) else float(value)

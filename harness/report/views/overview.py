@@ -174,12 +174,12 @@ def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float]
             axis.errorbar(row["median_s"], position, xerr=error, fmt="none", ecolor="black",
                           capsize=3, linewidth=1)
             label = format_seconds(row["median_s"]) + ("  (noisy)" if row["noisy"] else "")
-            axis.text(max(row["q3_s"], row["median_s"]) * 1.25, position, label, va="center",
+            axis.text(max(row["q3_s"], row["median_s"]) * 1.25, float(position), label, va="center",
                       fontsize=8.5)
         else:
             axis.barh(position, limits[1] - limits[0], left=limits[0], height=0.7, fill=False,
                       hatch="///", edgecolor=style.FAILED_COLOR, linewidth=0.6)
-            axis.text(limits[0] * 1.3, position, short(f"{row['status']}: {row['reason']}"),
+            axis.text(limits[0] * 1.3, float(position), short(f"{row['status']}: {row['reason']}"),
                       va="center", fontsize=8, style="italic",
                       bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0})
     axis.set_yticks(positions, [cell_label(f, d) for f, d in zip(group["framework"],

@@ -15,6 +15,7 @@ work per second; below it, the per-step cost grew (communication, contention).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +92,8 @@ def _case_row(document: RunDocument, machine: str, hint: dict[str, Any],
         "device": result.device, "variant": result.variant,
         "setting": setting, "processes": int(params.get(processes_key, 0)),
         "status": case.status.value, "reason": case.reason,
-        "samples_per_s": per_call / epoch_s if ok and per_call else None,
-        "step_s": epoch_s / steps if ok else None,
+        "samples_per_s": per_call / epoch_s if epoch_s and per_call else None,
+        "step_s": epoch_s / steps if epoch_s is not None else None,
         "allreduce_share": share if ok else None,
         "accuracy": extra.get("accuracy") if ok else None,
         "communication": str(extra.get("communication") or ""),
@@ -101,7 +102,7 @@ def _case_row(document: RunDocument, machine: str, hint: dict[str, Any],
     }
 
 
-def scaling_table(documents: list[RunDocument] | list[dict[str, Any]],
+def scaling_table(documents: Sequence[RunDocument | dict[str, Any]],
                   series_params: tuple[str, ...] | list[str] = ()) -> pd.DataFrame:
     """Every scaling row of these runs, with efficiency and accuracy vs the 1-process case."""
     rows = []
@@ -289,7 +290,7 @@ def render(documents: list[RunDocument], out_dir: Path,
     return figures, summary_markdown(table, figures, out_dir, labels)
 
 
-def _stored_labels(documents: list[RunDocument] | list[dict[str, Any]]) -> dict[str, Any]:
+def _stored_labels(documents: Sequence[RunDocument | dict[str, Any]]) -> dict[str, Any]:
     """This view's labels as the first run stored them in its hints ({} when none did)."""
     for document in map(as_run_document, documents):
         labels = (document.hints.get("view_labels") or {}).get(ScalingView.name)
