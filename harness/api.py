@@ -260,6 +260,7 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
     """
     chosen = make_executor(executor)
     spec = run.spec
+    _preflight(chosen, run.cells, RunOptions(timeout_s=run.timeout_s))
     run_dir = store.new_run_dir(run.out, spec.name)
     document = RunDocument(
         run_id=run_dir.name, command=list(command or sys.argv), started=time.time(),
@@ -333,11 +334,13 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
 
 
 def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
-               progress: bool = True, command: list[str] | None = None) -> RunResult:
+               progress: bool = True, command: list[str] | None = None,
+               cancel_running: bool = False) -> RunResult:
     """Run the cells of a stored run that have no result yet, into the same folder.
 
     Kept: every result that is not `interrupted`, and results SLURM tasks wrote after the
-    submitting process had gone. BadInput when the folder is no run or stores no plan.
+    submitting process had gone. BadInput when the folder is no run or stores no plan, or
+    while the run's SLURM tasks are still queued or running (cancel_running: scancel them).
     """
     run_dir = Path(run_dir)
     try:
@@ -346,6 +349,10 @@ def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
         raise BadInput(f"--resume: {exc}") from None
     spec = registry.load_workload(document.workload)
     chosen = make_executor(executor)
+    resume_plan.check_no_live_tasks(run_dir, cancel_running)
+    _preflight(chosen, resume_plan.cells_to_run(resume_plan.planned_cells(document),
+                                                resume_plan.kept_results(document, run_dir)),
+               RunOptions(timeout_s=float(document.timeout_s or 900.0)))
     kept, cells = resume_plan.reopen(document, run_dir, chosen.describe(), command or sys.argv)
     recorder = RunRecorder(run_dir, spec, document)
     for result in kept:
@@ -455,6 +462,14 @@ def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any
     return measured
 
 
+def _preflight(executor: Executor, cells: list[Cell], options: RunOptions) -> None:
+    """The executor's own check that it can run these cells (SLURM: a usable node, options
+    sbatch accepts), before anything is written; BadInput if not."""
+    check = getattr(executor, "preflight", None)
+    if check is not None and cells:
+        check(cells, options)
+
+
 def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
                progress: bool, executor: Executor | None = None,
                planned: Callable[[Cell], dict[str, Any] | None] | None = None) -> bool:
@@ -485,8 +500,8 @@ def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
             recorder.add(result)
             bar.update(task, advance=1, description=f"{cell.label}: {result['status']}")
 
-        def on_state(cell: Cell, state: CellState) -> None:
-            tally.update(cell, state)
+        def on_state(cell: Cell, state: CellState, reason: str = "") -> None:
+            tally.update(cell, state, reason)
             bar.update(task, states=tally.text())
 
         return chosen.run(cells, options, run_dir, on_result, on_state)

@@ -100,7 +100,7 @@ PARTIAL = {"cell": CELL.as_dict(), "status": "error", "reason": "killed by SIGTE
     ("TIMEOUT", "timeout", "time limit"),
     ("CANCELLED", "interrupted", "cancelled"),
     ("PREEMPTED", "interrupted", "preempted"),
-    ("NODE_FAIL", "error", "node failed"),
+    ("NODE_FAIL", "interrupted", "lost with its node: node node4 failed"),
     ("OUT_OF_MEMORY", "error", "out of memory"),
     ("FAILED", "error", "failed"),
 ])
