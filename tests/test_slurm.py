@@ -405,3 +405,83 @@ def test_a_task_past_its_time_limit_is_a_timeout_row(cluster: slurm_cluster.Clus
     result = cells_by_variant(run_folder(out_dir))["hang"]
     assert result["status"] == "timeout" and "SLURM state TIMEOUT" in result["reason"]
     assert [case["case"]["size"] for case in result["cases"]] == [1]  # size 1 finished: kept
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults (issue 33): logic
+
+
+def test_node_states_and_pending_reasons_are_read() -> None:
+    from harness.run.executors import slurm_state
+
+    nodes = slurm_state.parse_nodes(
+        "NodeName=a State=IDLE+DRAIN CPUTot=2 Reason=disk full [root@2026-11-23T23:05:28]\n"
+        "NodeName=b State=DOWN*+NOT_RESPONDING Reason=Not responding [slurm@2026]\n"
+        "NodeName=c State=ALLOCATED CPUTot=2\n")
+    assert not nodes["a"].lost and nodes["a"].reason == "disk full"
+    assert nodes["b"].lost and "node b stopped responding" in nodes["b"].describe()
+    assert not nodes["c"].lost
+    assert [slurm_state.sinfo_state_usable(state) for state in (
+        "idle", "mixed", "allocated", "completing", "idle~", "drained", "draining", "down*",
+        "idle*", "fail", "maint")] == [True] * 5 + [False] * 6
+    assert slurm_state.cannot_start("Nodes_required_for_job_are_DOWN,_DRAINED_or_reserved")
+    assert slurm_state.cannot_start("ReqNodeNotAvail,_UnavailableNodes:vm")
+    assert slurm_state.cannot_start("JobHeldUser")
+    assert not slurm_state.cannot_start("Priority") and not slurm_state.cannot_start("Resources")
+    state = parse_scontrol("JobId=3 ArrayJobId=3 ArrayTaskId=0 JobState=PENDING Reason=BeginTime "
+                           "Restarts=2 RunTime=00:00:03 TimeLimit=1-00:01:00 NodeList=")["3_0"]
+    assert (state.restarts, state.run_s, state.limit_s) == (2, 3.0, 86460.0)
+
+
+def test_a_task_lost_with_its_node_is_interrupted_without_submitit_chatter() -> None:
+    log = ("submitit WARNING (2026-11-23 22:10:01,123) - Bypassing signal SIGCONT\n"
+           "slurmstepd: error: *** JOB 7 ON vm CANCELLED DUE TO NODE FAILURE ***\n")
+    early = TaskState("TIMEOUT", "TimeLimit", "vm", "0:0", run_s=3.0, limit_s=60.0)
+    result = ended_result(CELL, early, None, log)
+    assert result["status"] == "interrupted" and "not its time limit" in result["reason"]
+    assert "submitit" not in result["reason"] and "NODE FAILURE" in result["reason"]
+    seen = "node vm stopped responding (DOWN+NOT_RESPONDING)"
+    failed = ended_result(CELL, TaskState("FAILED", node="vm"), None, "", node_trouble=seen)
+    assert failed["status"] == "interrupted" and seen in failed["reason"]
+    real = ended_result(CELL, TaskState("TIMEOUT", node="vm", run_s=61.0, limit_s=60.0), None)
+    assert real["status"] == "timeout"  # a task that used its whole limit did time out
+
+
+def test_refused_submissions_run_again_on_resume(tmp_path: Path) -> None:
+    cells = [Cell("fault", variant, "fake", "cpu") for variant in ("ok", "slow")]
+    document = RunDocument.from_dict({"planned_cells": [cell.as_dict() for cell in cells],
+                                      "cells": [
+        {"cell": cells[0].as_dict(), "status": "ok", "slurm": {"job_id": "5_0"}},
+        {"cell": cells[1].as_dict(), "status": "error", "reason": "sbatch refused",
+         "slurm": {"job_id": None, "refused": True}},
+    ]})
+    (tmp_path / "cells").mkdir()
+    # An older task's file for the kept cell is not its result: the row names another job.
+    (tmp_path / "cells" / "ok.json").write_text(json.dumps(
+        {"cell": cells[0].as_dict(), "status": "invalid", "slurm": {"job_id": "4_0"}}))
+    kept = kept_results(document, tmp_path)
+    assert [(result.variant, result.status.value) for result in kept] == [("ok", "ok")]
+    assert cells_to_run(planned_cells(document), kept) == [cells[1]]
+
+
+def test_the_progress_line_names_why_cells_wait() -> None:
+    tally = StateTally()
+    tally.update(CELL, CellState.QUEUED, "ReqNodeNotAvail")
+    tally.update(Cell("fault", "slow", "fake", "cpu"), CellState.RUNNING)
+    assert tally.text() == "1 queued (1 ReqNodeNotAvail), 1 running, 0 done"
+
+
+def test_a_resume_reuses_the_runs_slurm_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.run import executors
+
+    monkeypatch.setattr(executors, "check_partitions", lambda wanted: None)
+    monkeypatch.setattr("shutil.which", lambda name: f"/usr/bin/{name}")
+    stored = {"name": "slurm", "partition_cpu": "short", "time_limit_min": 2,
+              "sbatch": {"account": "lab", "requeue": True}, "pending_limit_s": 30.0}
+    same = executor_from_options(None, stored=stored)
+    assert (same.partition_cpu, same.time_limit_min, same.sbatch, same.pending_limit_s) == (
+        "short", 2, {"account": "lab", "requeue": True}, 30.0)
+    changed = executor_from_options(None, time_limit_min=9, sbatch=["qos=x"], stored=stored)
+    assert (changed.partition_cpu, changed.time_limit_min, changed.sbatch) == (
+        "short", 9, {"qos": "x"})
+    assert isinstance(executor_from_options(None, stored={"name": "local"}), LocalExecutor)

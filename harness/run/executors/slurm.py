@@ -42,6 +42,7 @@ from harness.spec import BadInput, Cell, Status
 SUBMITIT_FOLDER = "slurm"     # RUN_DIR/slurm/: submitit's scripts, pickles and task logs
 ARRAYS_FILE = "arrays.json"   # RUN_DIR/slurm/arrays.json: the arrays submitted, by kind and cell
 WATCH_LOG = "watch.log"       # RUN_DIR/slurm/watch.log: what this process saw SLURM do
+PREFLIGHT_SETTLE_S = 5.0     # how long the pre-check waits for an unusable node to come back
 NODE_CHECK_S = 5.0            # how often the nodes of running tasks are asked after
 # A TIMEOUT this far under the task's limit was no time limit (a lost node reported so).
 EARLY_TIMEOUT_MARGIN_S = 10.0
@@ -194,6 +195,27 @@ def cancel_live_tasks(run_dir: Path, wait_s: float = 30.0) -> list[str]:
     return sorted(live)
 
 
+def usable_nodes(partition: str, settle_s: float = PREFLIGHT_SETTLE_S) -> list[
+        tuple[str, str, bool]]:
+    """[(node, state, whether it takes tasks)] of a partition ('' for the default one).
+
+    Asked again for up to settle_s while none is usable: a node SLURM just returned to
+    service shows 'idle*' (not responding) for a second until its slurmd registers.
+    """
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            nodes = slurm_state.partition_nodes()
+        except slurm_state.SlurmUnreachable as exc:
+            raise BadInput(f"--executor slurm: SLURM does not answer here ({exc})") from None
+        listed = [(node, state + ("" if up else " (partition down)"),
+                   up and slurm_state.sinfo_state_usable(state))
+                  for node, state, up in nodes.get(partition, [])]
+        if any(usable for _, _, usable in listed) or time.monotonic() > deadline:
+            return listed
+        time.sleep(0.5)
+
+
 def read_result(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text())
@@ -330,20 +352,13 @@ class SlurmExecutor:
             return
         kinds = [kind for kind in ("cpu", "gpu")
                  if any(device_kind(cell.device) == kind for cell in cells)]
-        try:
-            nodes = slurm_state.partition_nodes()
-        except slurm_state.SlurmUnreachable as exc:
-            raise BadInput(f"--executor slurm: SLURM does not answer here ({exc})") from None
         for kind in kinds:
             partition = self.partition_gpu if kind == "gpu" else self.partition_cpu
             option = f"--partition-{kind} {partition!r}" if partition else \
                 f"the default partition (for {kind} cells)"
-            listed = nodes.get(partition or "", [])
-            usable = [node for node, state, up in listed
-                      if up and slurm_state.sinfo_state_usable(state)]
-            if listed and not usable:
-                seen = ", ".join(f"{node}: {state}" + ("" if up else " (partition down)")
-                                 for node, state, up in listed[:6])
+            listed = usable_nodes(partition or "")
+            if listed and not any(usable for _, _, usable in listed):
+                seen = ", ".join(f"{node}: {state}" for node, state, _ in listed[:6])
                 raise BadInput(f"{option}: no node can take a task now ({seen}); SLURM would "
                                "queue the cells without end")
             flags = sbatch_flags(self.parameters(kind, options))
@@ -439,7 +454,7 @@ class SlurmExecutor:
         if not cells:
             return True
         self._run_dir, self._pending_limit = run_dir, self.pending_limit(options)
-        self._nodes_checked = 0.0
+        self._nodes_checked, self._partition_blocked = 0.0, {}
         tasks, refused = self.submit(cells, options, run_dir)
         for result in refused:
             cell = Cell(**result["cell"])
@@ -508,11 +523,16 @@ class SlurmExecutor:
         if task.running:  # requeued: waiting again
             task.running = False
         reason = slurm_state.readable_reason(state.reason)
+        blocked = self._partition_blocked.get(self._partition_of(task), "")
+        if blocked and not slurm_state.cannot_start(state.reason):
+            # Only the first task in line gets the node's reason; the others say Priority or
+            # Resources while no node could ever take them.
+            reason = f"{reason}; {blocked}"
         if reason != task.reason:
             task.reason = reason
             self._log(self._run_dir, f"{task.job_id} ({task.cell.label}) pending: {reason}")
             report_state(task.cell, CellState.QUEUED, reason)
-        if not slurm_state.cannot_start(state.reason):
+        if not (blocked or slurm_state.cannot_start(state.reason)):
             task.blocked_since = None
         elif task.blocked_since is None:
             task.blocked_since = time.monotonic()
@@ -539,6 +559,7 @@ class SlurmExecutor:
         if self.cluster != "slurm" or time.monotonic() - self._nodes_checked < NODE_CHECK_S:
             return
         self._nodes_checked = time.monotonic()
+        self._partition_blocked = self._blocked_partitions(pending, states)
         running = {task.job_id: states[task.job_id].node for task in pending
                    if task.job_id in states and states[task.job_id].running}
         nodes = slurm_state.node_states(running.values())
@@ -548,6 +569,34 @@ class SlurmExecutor:
                 task.node_trouble = node.describe()
                 self._log(self._run_dir, f"{task.job_id} ({task.cell.label}): "
                                          f"{task.node_trouble}")
+
+    def _partition_of(self, task: Task) -> str:
+        """The partition the task was sent to ('' for the cluster's default one)."""
+        kind = device_kind(task.cell.device)
+        return (self.partition_gpu if kind == "gpu" else self.partition_cpu) or ""
+
+    def _blocked_partitions(self, pending: list[Task],
+                            states: dict[str, TaskState]) -> dict[str, str]:
+        """Partition -> why none of its nodes can take a task, for those pending tasks wait
+        on (none when every such partition has a usable node, or sinfo does not answer)."""
+        waiting = {self._partition_of(task) for task in pending
+                   if task.job_id in states and states[task.job_id].pending}
+        if not waiting:
+            return {}
+        try:
+            nodes = slurm_state.partition_nodes()
+        except slurm_state.SlurmUnreachable:
+            return {}
+        blocked = {}
+        for partition in waiting:
+            listed = nodes.get(partition, [])
+            if listed and not any(up and slurm_state.sinfo_state_usable(state)
+                                  for _, state, up in listed):
+                seen = ", ".join(f"{node}: {state}" + ("" if up else " (partition down)")
+                                 for node, state, up in listed[:6])
+                blocked[partition] = (f"no node of partition {partition or '(default)'} can "
+                                      f"take a task ({seen})")
+        return blocked
 
     def _own(self, task: Task) -> dict[str, Any] | None:
         """The task's result file, if this very task wrote it: a file another task wrote (an

@@ -45,7 +45,7 @@ def cannot_start(reason: str) -> bool:
 
 def readable_reason(reason: str) -> str:
     """scontrol -o writes a reason's spaces as underscores: 'Nodes required for job ...'."""
-    return reason.replace("_", " ") if " " not in reason and reason.count("_") > 2 else reason
+    return reason.replace("_", " ") if " " not in reason else reason
 
 
 def clock_seconds(text: str) -> float | None:
