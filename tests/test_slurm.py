@@ -376,6 +376,7 @@ def test_ctrl_c_cancels_the_array_and_resume_runs_the_rest(cluster: slurm_cluste
     first = cells_by_variant(run_dir)
     assert first["ok"]["status"] == "ok" and first["slow"]["status"] == "interrupted"
     assert "SIGINT" in first["slow"]["reason"]
+    assert "1 finished cells saved" in stderr  # the interrupted one is not counted
     left = subprocess.run(["squeue", "-h", "-t", "PENDING,RUNNING", "-o", "%i"],
                           env=environment, capture_output=True, text=True, check=True)
     assert left.stdout.split() == []  # cancelled, not left queued
@@ -485,3 +486,173 @@ def test_a_resume_reuses_the_runs_slurm_settings(monkeypatch: pytest.MonkeyPatch
     assert (changed.partition_cpu, changed.time_limit_min, changed.sbatch) == (
         "short", 9, {"qos": "x"})
     assert isinstance(executor_from_options(None, stored={"name": "local"}), LocalExecutor)
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults (issue 33): on the one-node cluster
+
+
+def slurm(cluster: slurm_cluster.Cluster, *command: str) -> str:
+    """Run a SLURM client against the test cluster; its stdout."""
+    return subprocess.run(list(command), env=cli_environment(cluster), capture_output=True,
+                          text=True, check=True, timeout=30).stdout
+
+
+def set_node(cluster: slurm_cluster.Cluster, state: str, reason: str = "harness test") -> None:
+    """drain, down or resume the one node; after resume, wait until it takes tasks again."""
+    extra = [] if state == "resume" else [f"reason={reason}"]
+    # check=False: resuming a node back already (ReturnToService=2) is refused, harmlessly.
+    subprocess.run(["scontrol", "update", f"nodename={cluster.node}", f"state={state}", *extra],
+                   env=cli_environment(cluster), capture_output=True, timeout=30,
+                   check=state != "resume")
+    if state == "resume":
+        wait_for(lambda: slurm(cluster, "sinfo", "-h", "-N", "-o", "%T").split() and all(
+            word in ("idle", "allocated", "mixed") for word in
+            slurm(cluster, "sinfo", "-h", "-N", "-o", "%T").split()), "the node back")
+
+
+def resume_command(run_dir: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "harness.cli", "compare", "--resume", str(run_dir),
+            "--no-report", *extra]
+
+
+@pytest.fixture
+def blocker(cluster: slurm_cluster.Cluster) -> Iterator[str]:
+    """A job holding the node (--exclusive) so the harness's tasks queue behind it."""
+    job_id = slurm(cluster, "sbatch", "--parsable", "--exclusive", "--job-name=blocker",
+                   "--wrap", "sleep 120").strip()
+    wait_for(lambda: "RUNNING" in slurm(cluster, "squeue", "-h", "-j", job_id, "-o", "%T"),
+             "the blocking job running")
+    yield job_id
+    subprocess.run(["scancel", job_id], env=cli_environment(cluster), timeout=30)
+
+
+def test_a_drained_node_ends_the_run_and_resume_completes_it(
+        cluster: slurm_cluster.Cluster, out_dir: Path, blocker: str) -> None:
+    environment = cli_environment(cluster)
+    try:
+        set_node(cluster, "drain")
+        refused = subprocess.run(compare_command(out_dir, "ok"), env=environment,
+                                 capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+        assert refused.returncode == 2 and "no node can take a task now" in refused.stderr
+        assert "drain" in refused.stderr and not list(out_dir.glob("*"))  # nothing written
+        set_node(cluster, "resume")
+        # The pre-check passes (the node only runs the blocker), then the node drains.
+        started = time.monotonic()
+        process = subprocess.Popen(compare_command(out_dir, "ok,slow", "--pending-limit", "3"),
+                                   env=environment, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        run_dir = run_folder(out_dir)
+        wait_for(lambda: (run_dir / "slurm" / "arrays.json").exists(), "the submission")
+        set_node(cluster, "drain")
+        stdout, stderr = process.communicate(timeout=CLI_TIMEOUT_S)
+        assert process.returncode == 1, stderr
+        assert time.monotonic() - started < 30  # the pending limit, not forever
+        for result in cells_by_variant(run_dir).values():
+            assert result["status"] == "interrupted"
+            assert "SLURM could not start the task" in result["reason"]
+            assert "DRAINED" in result["reason"] or "ReqNodeNotAvail" in result["reason"]
+        assert "pending: " in (run_dir / "slurm" / "watch.log").read_text()
+    finally:
+        set_node(cluster, "resume")
+    subprocess.run(["scancel", blocker], env=environment, check=True)
+    resumed = subprocess.run(resume_command(run_dir), env=environment, capture_output=True,
+                             text=True, timeout=CLI_TIMEOUT_S)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "0 cells kept, 2 to run" in resumed.stderr
+    assert {result["status"] for result in cells_by_variant(run_dir).values()} == {"ok"}
+
+
+def test_a_task_whose_node_goes_down_is_interrupted_and_resumed(
+        cluster: slurm_cluster.Cluster, out_dir: Path) -> None:
+    environment = cli_environment(cluster)
+    # no-requeue: SLURM would otherwise run the task again by itself (see the slow test).
+    process = subprocess.Popen(compare_command(out_dir, "slow", "--sbatch", "no-requeue"),
+                               env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        wait_for(lambda: "RUNNING" in slurm(cluster, "squeue", "-h", "-n", "harness", "-o",
+                                            "%T"), "the task running")
+        set_node(cluster, "down", "killed mid-run")
+        stdout, stderr = process.communicate(timeout=CLI_TIMEOUT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        set_node(cluster, "resume")
+    assert process.returncode == 1, stderr
+    run_dir = run_folder(out_dir)
+    lost = cells_by_variant(run_dir)["slow"]
+    assert lost["status"] == "interrupted" and "lost with its node" in lost["reason"]
+    assert "NODE_FAIL" in lost["reason"] and "submitit" not in lost["reason"]
+    resumed = subprocess.run(resume_command(run_dir), env=environment, capture_output=True,
+                             text=True, timeout=CLI_TIMEOUT_S)
+    assert resumed.returncode == 0, resumed.stderr
+    again = cells_by_variant(run_dir)["slow"]
+    assert again["status"] == "ok" and again["slurm"]["job_id"] != lost["slurm"]["job_id"]
+
+
+def test_a_resume_while_the_old_array_is_queued_is_refused(
+        cluster: slurm_cluster.Cluster, out_dir: Path, blocker: str) -> None:
+    environment = cli_environment(cluster)
+    process = subprocess.Popen(compare_command(out_dir, "ok,slow", "--time-limit", "2"),
+                               env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    run_dir = run_folder(out_dir)
+    wait_for(lambda: (run_dir / "slurm" / "arrays.json").exists(), "the submission")
+    process.kill()  # the submitter dies (SIGKILL: nothing cancels its tasks)
+    process.communicate(timeout=CLI_TIMEOUT_S)
+    array = json.loads((run_dir / "slurm" / "arrays.json").read_text())[0]["array"]
+    refused = subprocess.run(resume_command(run_dir), env=environment, capture_output=True,
+                             text=True, timeout=CLI_TIMEOUT_S)
+    assert refused.returncode == 2, refused.stderr
+    assert f"array {array} still has tasks queued" in refused.stderr
+    assert "--cancel-running" in refused.stderr
+    # Cancelled while still queued behind the blocker: none of the old tasks ever runs.
+    resumed = subprocess.Popen(resume_command(run_dir, "--cancel-running"), env=environment,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: len(json.loads((run_dir / "slurm" / "arrays.json").read_text())) == 2,
+             "the resume's submission")
+    subprocess.run(["scancel", blocker], env=environment, check=True)
+    _, stderr = resumed.communicate(timeout=CLI_TIMEOUT_S)
+    assert resumed.returncode == 0, stderr
+    assert "0 cells kept, 2 to run" in stderr
+    cells = cells_by_variant(run_dir)
+    assert {result["status"] for result in cells.values()} == {"ok"}
+    # Each row is its own task's: new job ids, and the file each task wrote says the same id.
+    for variant, result in cells.items():
+        assert not result["slurm"]["job_id"].startswith(f"{array}_")
+        written = json.loads((run_dir / "cells" / f"{variant}-fake-cpu.json").read_text())
+        assert written["slurm"]["job_id"] == result["slurm"]["job_id"]
+    arrays = json.loads((run_dir / "slurm" / "arrays.json").read_text())
+    script = next((run_dir / "slurm").rglob(f"{arrays[-1]['array']}_submission.sh")).read_text()
+    assert "#SBATCH --time=2" in script  # the run's own time limit, not the default
+
+
+def test_a_refused_submission_is_run_by_a_corrected_resume(
+        cluster: slurm_cluster.Cluster, out_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sbatch refusing at submission (here past the pre-check on purpose): rows that say so,
+    which a resume with corrected options runs; one with the same options is refused."""
+    import harness
+
+    class Unchecked(SlurmExecutor):
+        def preflight(self, cells: list[Cell], options: RunOptions) -> None:
+            pass
+
+    for name, value in cli_environment(cluster).items():
+        monkeypatch.setenv(name, value)
+    first = harness.compare("fault", frameworks="fake", devices="cpu", variants="ok",
+                            quick=True, out=out_dir, ceilings=False, report=False,
+                            progress=False, executor=Unchecked(sbatch={"bogus": "1"}))
+    row = first.cells[0]
+    assert row.status.value == "error" and "sbatch refused" in row.reason
+    assert row.slurm == {"job_id": None, "refused": True}
+    environment = cli_environment(cluster)
+    same = subprocess.run(resume_command(first.path), env=environment, capture_output=True,
+                          text=True, timeout=CLI_TIMEOUT_S)
+    assert same.returncode == 2 and "sbatch refuses" in same.stderr  # the run's own --bogus
+    fixed = subprocess.run(resume_command(first.path, "--sbatch", "comment=fixed"),
+                           env=environment, capture_output=True, text=True,
+                           timeout=CLI_TIMEOUT_S)
+    assert fixed.returncode == 0, fixed.stderr
+    assert "0 cells kept, 1 to run" in fixed.stderr
+    assert cells_by_variant(first.path)["ok"]["status"] == "ok"
