@@ -110,6 +110,9 @@ def slurm_conf(folder: Path, node: str, partition: str) -> str:
         "ReturnToService=2",
         "SlurmdParameters=config_overrides",
         "KillWait=2",
+        # A node whose slurmd stops answering is marked DOWN after this many seconds (default
+        # 300), so the slow slurmd-kill test sees a node failure within a minute.
+        "SlurmdTimeout=10",
         "InactiveLimit=0",
         "MinJobAge=600",
         "SlurmctldDebug=info",
@@ -194,6 +197,22 @@ def start(folder: Path | None = None, partition: str = "debug") -> Cluster:
         raise ClusterUnavailable(f"one-node cluster did not start: {said[0]} (logs in "
                                  f"{folder})") from None
     return cluster
+
+
+def kill_slurmd(cluster: Cluster) -> None:
+    """SIGKILL the node's slurmd by its pid file (a node failure; its tasks' steps live on)."""
+    pid = int((cluster.folder / "slurmd.pid").read_text().strip())
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def start_slurmd(cluster: Cluster) -> None:
+    """Start the node's slurmd again (after kill_slurmd)."""
+    subprocess.run(["slurmd", "-f", str(cluster.conf)], check=True, capture_output=True,
+                   timeout=START_TIMEOUT_S, env={**os.environ, **cluster.environment})
 
 
 def _wait_idle(cluster: Cluster) -> None:
