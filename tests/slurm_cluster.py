@@ -120,8 +120,8 @@ def slurm_conf(folder: Path, node: str, partition: str) -> str:
         # One stand-in GPU (gres.conf points it at /dev/null): GPU cells can be routed to a
         # GPU partition with --gres=gpu:1 and get SLURM's CUDA_VISIBLE_DEVICES, as on a cluster.
         "GresTypes=gpu",
-        f"NodeName={node} CPUs={os.cpu_count() or 1} RealMemory={memory_mb()} Gres=gpu:1 "
-        "State=UNKNOWN",
+        (f"NodeName={node} CPUs={os.cpu_count() or 1} RealMemory={memory_mb()} Gres=gpu:1 "
+         "State=UNKNOWN"),
         f"PartitionName={partition} Nodes={node} Default=YES MaxTime=INFINITE State=UP",
         f"PartitionName={GPU_PARTITION} Nodes={node} MaxTime=INFINITE State=UP",
         "",
