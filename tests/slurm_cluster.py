@@ -159,8 +159,9 @@ def _pid_files(folder: Path) -> list[Path]:
 
 
 def _node_state(cluster_env: dict[str, str], node: str) -> str:
-    listing = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], capture_output=True,
-                             text=True, timeout=10, env={**os.environ, **cluster_env})
+    listing = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], check=False,
+                             capture_output=True, text=True, timeout=10,
+                             env={**os.environ, **cluster_env})
     return listing.stdout.strip()
 
 
