@@ -38,7 +38,13 @@ from harness.run.progress import CellEtaColumn
 from harness.data.results import CellResult, RunDocument
 from harness.run.runner import RunOptions
 from harness.run import resume as resume_plan
-from harness.run.executors import CellState, Executor, StateTally, make_executor
+from harness.run.executors import (
+    CellState,
+    Executor,
+    StateTally,
+    executor_from_options,
+    make_executor,
+)
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
 from harness.analysis.stats import work_of
 from harness.usermodel import plan as usermodel_plan
@@ -348,7 +354,9 @@ def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
     except store.StoreError as exc:
         raise BadInput(f"--resume: {exc}") from None
     spec = registry.load_workload(document.workload)
-    chosen = make_executor(executor)
+    # None: where the run ran, with its own settings (partition, time limit, sbatch...).
+    chosen = make_executor(executor) if executor is not None else executor_from_options(
+        None, stored=document.executor)
     resume_plan.check_no_live_tasks(run_dir, cancel_running)
     _preflight(chosen, resume_plan.cells_to_run(resume_plan.planned_cells(document),
                                                 resume_plan.kept_results(document, run_dir)),

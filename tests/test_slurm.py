@@ -521,6 +521,7 @@ def resume_command(run_dir: Path, *extra: str) -> list[str]:
 def blocker(cluster: slurm_cluster.Cluster) -> Iterator[str]:
     """A job holding the node (--exclusive) so the harness's tasks queue behind it."""
     job_id = slurm(cluster, "sbatch", "--parsable", "--exclusive", "--job-name=blocker",
+                   "--output=/dev/null",
                    "--wrap", "sleep 120").strip()
     wait_for(lambda: "RUNNING" in slurm(cluster, "squeue", "-h", "-j", job_id, "-o", "%T"),
              "the blocking job running")
@@ -695,3 +696,38 @@ def test_a_task_whose_slurmd_is_killed_is_a_node_failure(cluster: slurm_cluster.
     assert "0 cells kept, 1 to run" in resumed.stderr
     assert again["slurm"]["job_id"] != lost["slurm"]["job_id"]  # it ran again
     assert again["status"] == "timeout"  # hang runs to its --timeout 40 this time
+
+
+def test_a_requeue_is_recorded_on_the_row(tmp_path: Path) -> None:
+    from harness.run.executors.slurm import Task
+
+    class Scripted(SlurmExecutor):
+        """SLURM's answers in order: running, requeued (pending again), running, completed."""
+
+        def states(self, tasks: list[Task]) -> dict[str, TaskState]:
+            return {"9_0": ANSWERS.pop(0)}
+
+    class Job:
+        job_id = "9_0"
+
+    ANSWERS = [TaskState("RUNNING", node="vm"),  # read by Scripted above
+               TaskState("PENDING", "BeginTime", restarts=1),
+               TaskState("RUNNING", node="vm", restarts=1),
+               TaskState("COMPLETED", node="vm", restarts=1)]
+
+    executor = Scripted(cluster="local", pending_limit_s=60.0)
+    executor._run_dir, executor._pending_limit = tmp_path, 60.0
+    executor._nodes_checked, executor._partition_blocked = 0.0, {}
+    task = Task(CELL, Job(), tmp_path / "cell.json")
+    seen: list[dict[str, Any]] = []
+    pending = [task]
+    for _ in range(3):
+        pending = executor._collect(pending, lambda cell, result: seen.append(result),
+                                    lambda cell, state, reason="": None)
+    assert pending == [task] and task.restarts == 1 and not seen
+    task.result_path.write_text(json.dumps({**PARTIAL, "status": "ok", "reason": "",
+                                            "slurm": {"job_id": "9_0"}}))
+    executor._collect(pending, lambda cell, result: seen.append(result),
+                      lambda cell, state, reason="": None)
+    assert seen[0]["status"] == "ok" and seen[0]["slurm"]["restarts"] == 1
+    assert "requeued by SLURM" in (tmp_path / "slurm" / "watch.log").read_text()
