@@ -199,8 +199,8 @@ def usable_nodes(partition: str, settle_s: float = PREFLIGHT_SETTLE_S) -> list[
         tuple[str, str, bool]]:
     """[(node, state, whether it takes tasks)] of a partition ('' for the default one).
 
-    Asked again for up to settle_s while none is usable: a node SLURM just returned to
-    service shows 'idle*' (not responding) for a second until its slurmd registers.
+    Asked again for up to settle_s while none is usable and all merely do not respond: a node
+    SLURM just returned to service shows 'idle*' for a second until its slurmd registers.
     """
     deadline = time.monotonic() + settle_s
     while True:
@@ -211,7 +211,9 @@ def usable_nodes(partition: str, settle_s: float = PREFLIGHT_SETTLE_S) -> list[
         listed = [(node, state + ("" if up else " (partition down)"),
                    up and slurm_state.sinfo_state_usable(state))
                   for node, state, up in nodes.get(partition, [])]
-        if any(usable for _, _, usable in listed) or time.monotonic() > deadline:
+        returning = all(state.endswith("*") for _, state, _ in listed)
+        if any(usable for _, _, usable in listed) or not returning or \
+                time.monotonic() > deadline:
             return listed
         time.sleep(0.5)
 
@@ -407,7 +409,8 @@ class SlurmExecutor:
                 self._log(run_dir, f"sbatch refused the {len(group)} {kind} cells: {said}")
                 continue
             group_tasks = [Task(cell, job, path) for cell, job, path in zip(group, jobs, paths)]
-            record_array(run_dir, kind, group_tasks)
+            if self.cluster == "slurm":  # submitit's local jobs are no SLURM array to ask after
+                record_array(run_dir, kind, group_tasks)
             self._log(run_dir, f"submitted {len(group)} {kind} cells as array "
                                f"{group_tasks[0].job_id.split('_')[0]}")
             tasks.extend(group_tasks)
