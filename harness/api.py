@@ -35,7 +35,13 @@ from harness.data import store
 from harness.data.results import CellResult, RunDocument
 from harness.measure import envinfo
 from harness.run import resume as resume_plan
-from harness.run.executors import CellState, Executor, StateTally, make_executor
+from harness.run.executors import (
+    CellState,
+    Executor,
+    StateTally,
+    executor_from_options,
+    make_executor,
+)
 from harness.run.planner import cell_refusal, refuse_declared
 from harness.run.progress import CellEtaColumn
 from harness.run.runner import RunOptions
@@ -277,6 +283,7 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
     """
     chosen = make_executor(executor)
     spec = run.spec
+    _preflight(chosen, run.cells, RunOptions(timeout_s=run.timeout_s))
     run_dir = store.new_run_dir(run.out, spec.name)
     document = RunDocument(
         run_id=run_dir.name, command=list(command or sys.argv), started=time.time(),
@@ -350,11 +357,13 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
 
 
 def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
-               progress: bool = True, command: list[str] | None = None) -> RunResult:
+               progress: bool = True, command: list[str] | None = None,
+               cancel_running: bool = False) -> RunResult:
     """Run the cells of a stored run that have no result yet, into the same folder.
 
     Kept: every result that is not `interrupted`, and results SLURM tasks wrote after the
-    submitting process had gone. BadInput when the folder is no run or stores no plan.
+    submitting process had gone. BadInput when the folder is no run or stores no plan, or
+    while the run's SLURM tasks are still queued or running (cancel_running: scancel them).
     """
     run_dir = Path(run_dir)
     try:
@@ -362,7 +371,13 @@ def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
     except store.StoreError as exc:
         raise BadInput(f"--resume: {exc}") from None
     spec = registry.load_workload(document.workload)
-    chosen = make_executor(executor)
+    # None: where the run ran, with its own settings (partition, time limit, sbatch...).
+    chosen = make_executor(executor) if executor is not None else executor_from_options(
+        None, stored=document.executor)
+    resume_plan.check_no_live_tasks(run_dir, cancel_running)
+    _preflight(chosen, resume_plan.cells_to_run(resume_plan.planned_cells(document),
+                                                resume_plan.kept_results(document, run_dir)),
+               RunOptions(timeout_s=float(document.timeout_s or 900.0)))
     kept, cells = resume_plan.reopen(document, run_dir, chosen.describe(), command or sys.argv)
     recorder = RunRecorder(run_dir, spec, document)
     for result in kept:
@@ -479,6 +494,14 @@ def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any
     return measured
 
 
+def _preflight(executor: Executor, cells: list[Cell], options: RunOptions) -> None:
+    """The executor's own check that it can run these cells (SLURM: a usable node, options
+    sbatch accepts), before anything is written; BadInput if not."""
+    check = getattr(executor, "preflight", None)
+    if check is not None and cells:
+        check(cells, options)
+
+
 def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
                progress: bool, executor: Executor | None = None,
                planned: Callable[[Cell], CellResult | None] | None = None) -> bool:
@@ -509,8 +532,8 @@ def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
             recorder.add(result)
             bar.update(task, advance=1, description=f"{cell.label}: {result.status.value}")
 
-        def on_state(cell: Cell, state: CellState) -> None:
-            tally.update(cell, state)
+        def on_state(cell: Cell, state: CellState, reason: str = "") -> None:
+            tally.update(cell, state, reason)
             bar.update(task, states=tally.text())
 
         return chosen.run(cells, options, run_dir, on_result, on_state)

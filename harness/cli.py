@@ -32,7 +32,7 @@ from harness.measure.memory import memory_text
 from harness.run.executors import executor_from_options
 from harness.run.planner import matrix_text
 from harness.run.runner import run_json_child
-from harness.spec import BadInput, Cell, WorkloadSpec
+from harness.spec import BadInput, Cell, Status, WorkloadSpec
 
 app = typer.Typer(
     help="Run the same workloads in every installed framework (torch, TensorFlow, JAX, Keras 3, "
@@ -152,27 +152,39 @@ def compare(
         help="Draw the report (PNGs, summary.md, report.html) into the run folder.")] = True,
     ceilings: Annotated[bool, typer.Option(
         help="Measure each device's peak FLOP/s and bandwidth first (for plausibility).")] = True,
-    executor: Annotated[str, typer.Option(
+    executor: Annotated[Optional[str], typer.Option(
         help="Where cells run: local (here, one after another) or slurm (one SLURM job-array "
-             "task per cell, through submitit).")] = "local",
+             "task per cell, through submitit). Default: local; with --resume, the run's "
+             "own.", show_default=False)] = None,
     partition_cpu: Annotated[Optional[str], typer.Option(
         help="slurm: partition for CPU cells (each gets a whole node, --exclusive).")] = None,
     partition_gpu: Annotated[Optional[str], typer.Option(
         help="slurm: partition for GPU cells (each gets one GPU, --gres=gpu:1).")] = None,
     time_limit: Annotated[Optional[int], typer.Option(
         help="slurm: minutes per task (default: --timeout plus 5 minutes).")] = None,
+    pending_limit: Annotated[Optional[float], typer.Option(
+        help="slurm: seconds a task may wait unable to start (drained or down node, hold) "
+             "before it is cancelled and its cell interrupted (default: the time limit).")
+    ] = None,
     sbatch: Annotated[Optional[list[str]], typer.Option(
         help="slurm: KEY=VALUE (or KEY) sbatch setting for every task; repeatable "
              "(account=mylab, constraint=a100, qos=short).")] = None,
     resume: Annotated[Optional[Path], typer.Option(
-        help="Run folder to complete: run only its cells without a result (its own workload "
-             "and parameters; other options but --executor are ignored).")] = None,
+        help="Run folder to complete: run only its cells without a result (its own workload, "
+             "parameters and SLURM settings; --executor and the slurm options given replace "
+             "the run's, the others are ignored).")] = None,
+    cancel_running: Annotated[bool, typer.Option(
+        help="With --resume: scancel the run's SLURM tasks still queued or running first "
+             "(without it such a resume is refused).")] = False,
 ) -> None:
     """Run WORKLOAD for every framework x device cell, each in its own process."""
     try:
-        chosen = executor_from_options(executor, partition_cpu=partition_cpu,
+        stored = store.read_run(resume).get("executor") if resume is not None else None
+        chosen = executor_from_options(executor if executor or resume else "local",
+                                       partition_cpu=partition_cpu,
                                        partition_gpu=partition_gpu, time_limit_min=time_limit,
-                                       sbatch=sbatch)
+                                       sbatch=sbatch, pending_limit_s=pending_limit,
+                                       stored=stored if isinstance(stored, dict) else None)
         if resume is not None:
             spec = registry.load_workload(str(store.read_run(resume).get("workload")))
         else:
@@ -186,7 +198,8 @@ def compare(
         fail_input(str(exc))
     with interrupt.stop_on_signals():
         try:
-            result = api.resume_run(resume, executor=chosen, command=sys.argv) \
+            result = api.resume_run(resume, executor=chosen, command=sys.argv,
+                                    cancel_running=cancel_running) \
                 if resume is not None else \
                 api.execute(run, ceilings=ceilings, command=sys.argv, executor=chosen)
         except BadInput as exc:
@@ -214,8 +227,9 @@ def print_results(spec: WorkloadSpec, result: api.RunResult) -> None:
     for line in energy_lines(result.document):
         console.print(line, markup=False)
     if result.stopped_by is not None:
+        finished = sum(cell.status != Status.INTERRUPTED for cell in result.cells)
         errors.print(f"interrupted by {interrupt.describe(result.stopped_by)}: "
-                     f"{len(result.cells)} finished cells saved in {result.path}")
+                     f"{finished} finished cells saved in {result.path}")
 
 
 def print_verdict(result: api.RunResult, drawn: api.ReportOutcome | None) -> None:

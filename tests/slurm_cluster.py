@@ -110,6 +110,9 @@ def slurm_conf(folder: Path, node: str, partition: str) -> str:
         "ReturnToService=2",
         "SlurmdParameters=config_overrides",
         "KillWait=2",
+        # A node whose slurmd stops answering is marked DOWN after this many seconds (default
+        # 300), so the slow slurmd-kill test sees a node failure within a minute.
+        "SlurmdTimeout=10",
         "InactiveLimit=0",
         "MinJobAge=600",
         "SlurmctldDebug=info",
@@ -117,8 +120,8 @@ def slurm_conf(folder: Path, node: str, partition: str) -> str:
         # One stand-in GPU (gres.conf points it at /dev/null): GPU cells can be routed to a
         # GPU partition with --gres=gpu:1 and get SLURM's CUDA_VISIBLE_DEVICES, as on a cluster.
         "GresTypes=gpu",
-        f"NodeName={node} CPUs={os.cpu_count() or 1} RealMemory={memory_mb()} Gres=gpu:1 "
-        "State=UNKNOWN",
+        (f"NodeName={node} CPUs={os.cpu_count() or 1} RealMemory={memory_mb()} Gres=gpu:1 "
+         "State=UNKNOWN"),
         f"PartitionName={partition} Nodes={node} Default=YES MaxTime=INFINITE State=UP",
         f"PartitionName={GPU_PARTITION} Nodes={node} MaxTime=INFINITE State=UP",
         "",
@@ -156,8 +159,9 @@ def _pid_files(folder: Path) -> list[Path]:
 
 
 def _node_state(cluster_env: dict[str, str], node: str) -> str:
-    listing = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], capture_output=True,
-                             text=True, timeout=10, env={**os.environ, **cluster_env})
+    listing = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], check=False,
+                             capture_output=True, text=True, timeout=10,
+                             env={**os.environ, **cluster_env})
     return listing.stdout.strip()
 
 
@@ -194,6 +198,22 @@ def start(folder: Path | None = None, partition: str = "debug") -> Cluster:
         raise ClusterUnavailable(f"one-node cluster did not start: {said[0]} (logs in "
                                  f"{folder})") from None
     return cluster
+
+
+def kill_slurmd(cluster: Cluster) -> None:
+    """SIGKILL the node's slurmd by its pid file (a node failure; its tasks' steps live on)."""
+    pid = int((cluster.folder / "slurmd.pid").read_text().strip())
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def start_slurmd(cluster: Cluster) -> None:
+    """Start the node's slurmd again (after kill_slurmd)."""
+    subprocess.run(["slurmd", "-f", str(cluster.conf)], check=True, capture_output=True,
+                   timeout=START_TIMEOUT_S, env={**os.environ, **cluster.environment})
 
 
 def _wait_idle(cluster: Cluster) -> None:

@@ -100,7 +100,7 @@ PARTIAL = {"cell": CELL.as_dict(), "status": "error", "reason": "killed by SIGTE
     ("TIMEOUT", "timeout", "time limit"),
     ("CANCELLED", "interrupted", "cancelled"),
     ("PREEMPTED", "interrupted", "preempted"),
-    ("NODE_FAIL", "error", "node failed"),
+    ("NODE_FAIL", "interrupted", "lost with its node: node node4 failed"),
     ("OUT_OF_MEMORY", "error", "out of memory"),
     ("FAILED", "error", "failed"),
 ])
@@ -302,11 +302,11 @@ def test_matrix_runs_as_slurm_job_arrays(cluster: slurm_cluster.Cluster, out_dir
                               "--sbatch", "comment=harness-test")
     command[command.index("fake")], command[command.index("cpu")] = "fakegpu", "cpu,cuda"
     done = subprocess.run(command, env=cli_environment(cluster), capture_output=True, text=True,
-                          timeout=CLI_TIMEOUT_S)
+                          timeout=CLI_TIMEOUT_S, check=False)
     assert done.returncode == 0, done.stderr
     typo = subprocess.run(compare_command(out_dir, "ok", "--partition-gpu", "gpus"),
                           env=cli_environment(cluster), capture_output=True, text=True,
-                          timeout=CLI_TIMEOUT_S)
+                          timeout=CLI_TIMEOUT_S, check=False)
     assert typo.returncode == 2 and "--partition-gpu 'gpus': no such partition" in typo.stderr
     run_dir = run_folder(out_dir)
     assert len(list(out_dir.iterdir())) == 1  # the refused command wrote nothing
@@ -342,10 +342,11 @@ def test_a_task_cancelled_with_scancel_is_its_row(cluster: slurm_cluster.Cluster
     try:
         wait_for(pid_file.exists, "hanging case (its pid file)")  # size 1 done, size 2 hangs
         running = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i"],
-                                 env=cli_environment(cluster), capture_output=True, text=True)
+                                 env=cli_environment(cluster), capture_output=True, text=True,
+                                 check=False)
         job_id = running.stdout.split()[0]
         subprocess.run(["scancel", job_id], env=cli_environment(cluster), check=True)
-        _stdout, stderr = process.communicate(timeout=CLI_TIMEOUT_S)
+        _, stderr = process.communicate(timeout=CLI_TIMEOUT_S)
     finally:
         if process.poll() is None:
             process.kill()
@@ -368,7 +369,7 @@ def test_ctrl_c_cancels_the_array_and_resume_runs_the_rest(cluster: slurm_cluste
         # The first task's result is in; the second (slow: seconds) cannot be done yet.
         wait_for(lambda: (run_dir / "cells" / "ok-fake-cpu.json").exists(), "first result")
         process.send_signal(signal.SIGINT)
-        _stdout, stderr = process.communicate(timeout=CLI_TIMEOUT_S)
+        _, stderr = process.communicate(timeout=CLI_TIMEOUT_S)
     finally:
         if process.poll() is None:
             process.kill()
@@ -376,6 +377,7 @@ def test_ctrl_c_cancels_the_array_and_resume_runs_the_rest(cluster: slurm_cluste
     first = cells_by_variant(run_dir)
     assert first["ok"]["status"] == "ok" and first["slow"]["status"] == "interrupted"
     assert "SIGINT" in first["slow"]["reason"]
+    assert "1 finished cells saved" in stderr  # the interrupted one is not counted
     left = subprocess.run(["squeue", "-h", "-t", "PENDING,RUNNING", "-o", "%i"],
                           env=environment, capture_output=True, text=True, check=True)
     assert left.stdout.split() == []  # cancelled, not left queued
@@ -383,7 +385,7 @@ def test_ctrl_c_cancels_the_array_and_resume_runs_the_rest(cluster: slurm_cluste
     resumed = subprocess.run([sys.executable, "-m", "harness.cli", "compare", "--resume",
                               str(run_dir), "--executor", "slurm", "--no-report"],
                              env=environment, capture_output=True, text=True,
-                             timeout=CLI_TIMEOUT_S)
+                             timeout=CLI_TIMEOUT_S, check=False)
     assert resumed.returncode == 0, resumed.stderr
     assert "1 cells kept, 1 to run" in resumed.stderr
     second = cells_by_variant(run_dir)
@@ -400,8 +402,332 @@ def test_a_task_past_its_time_limit_is_a_timeout_row(cluster: slurm_cluster.Clus
                                                      out_dir: Path) -> None:
     done = subprocess.run(compare_command(out_dir, "hang", "--time-limit", "1"),
                           env=cli_environment(cluster), capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, check=False)
     assert done.returncode == 1, done.stderr
     result = cells_by_variant(run_folder(out_dir))["hang"]
     assert result["status"] == "timeout" and "SLURM state TIMEOUT" in result["reason"]
     assert [case["case"]["size"] for case in result["cases"]] == [1]  # size 1 finished: kept
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults (issue 33): logic
+
+
+def test_node_states_and_pending_reasons_are_read() -> None:
+    from harness.run.executors import slurm_state
+
+    nodes = slurm_state.parse_nodes(
+        "NodeName=a State=IDLE+DRAIN CPUTot=2 Reason=disk full [root@2026-11-23T23:05:28]\n"
+        "NodeName=b State=DOWN*+NOT_RESPONDING Reason=Not responding [slurm@2026]\n"
+        "NodeName=c State=ALLOCATED CPUTot=2\n")
+    assert not nodes["a"].lost and nodes["a"].reason == "disk full"
+    assert nodes["b"].lost and "node b stopped responding" in nodes["b"].describe()
+    assert not nodes["c"].lost
+    assert [slurm_state.sinfo_state_usable(state) for state in (
+        "idle", "mixed", "allocated", "completing", "idle~", "drained", "draining", "down*",
+        "idle*", "fail", "maint")] == [True] * 5 + [False] * 6
+    assert slurm_state.cannot_start("Nodes_required_for_job_are_DOWN,_DRAINED_or_reserved")
+    assert slurm_state.cannot_start("ReqNodeNotAvail,_UnavailableNodes:vm")
+    assert slurm_state.cannot_start("JobHeldUser")
+    assert not slurm_state.cannot_start("Priority") and not slurm_state.cannot_start("Resources")
+    state = parse_scontrol("JobId=3 ArrayJobId=3 ArrayTaskId=0 JobState=PENDING Reason=BeginTime "
+                           "Restarts=2 RunTime=00:00:03 TimeLimit=1-00:01:00 NodeList=")["3_0"]
+    assert (state.restarts, state.run_s, state.limit_s) == (2, 3.0, 86460.0)
+
+
+def test_a_task_lost_with_its_node_is_interrupted_without_submitit_chatter() -> None:
+    log = ("submitit WARNING (2026-11-23 22:10:01,123) - Bypassing signal SIGCONT\n"
+           "slurmstepd: error: *** JOB 7 ON vm CANCELLED DUE TO NODE FAILURE ***\n")
+    early = TaskState("TIMEOUT", "TimeLimit", "vm", "0:0", run_s=3.0, limit_s=60.0)
+    result = ended_result(CELL, early, None, log)
+    assert result["status"] == "interrupted" and "not its time limit" in result["reason"]
+    assert "submitit" not in result["reason"] and "NODE FAILURE" in result["reason"]
+    seen = "node vm stopped responding (DOWN+NOT_RESPONDING)"
+    failed = ended_result(CELL, TaskState("FAILED", node="vm"), None, "", node_trouble=seen)
+    assert failed["status"] == "interrupted" and seen in failed["reason"]
+    real = ended_result(CELL, TaskState("TIMEOUT", node="vm", run_s=61.0, limit_s=60.0), None)
+    assert real["status"] == "timeout"  # a task that used its whole limit did time out
+
+
+def test_refused_submissions_run_again_on_resume(tmp_path: Path) -> None:
+    cells = [Cell("fault", variant, "fake", "cpu") for variant in ("ok", "slow")]
+    document = RunDocument.from_dict({"planned_cells": [cell.as_dict() for cell in cells],
+                                      "cells": [
+        {"cell": cells[0].as_dict(), "status": "ok", "slurm": {"job_id": "5_0"}},
+        {"cell": cells[1].as_dict(), "status": "error", "reason": "sbatch refused",
+         "slurm": {"job_id": None, "refused": True}},
+    ]})
+    (tmp_path / "cells").mkdir()
+    # An older task's file for the kept cell is not its result: the row names another job.
+    (tmp_path / "cells" / "ok.json").write_text(json.dumps(
+        {"cell": cells[0].as_dict(), "status": "invalid", "slurm": {"job_id": "4_0"}}))
+    kept = kept_results(document, tmp_path)
+    assert [(result.variant, result.status.value) for result in kept] == [("ok", "ok")]
+    assert cells_to_run(planned_cells(document), kept) == [cells[1]]
+
+
+def test_the_progress_line_names_why_cells_wait() -> None:
+    tally = StateTally()
+    tally.update(CELL, CellState.QUEUED, "ReqNodeNotAvail")
+    tally.update(Cell("fault", "slow", "fake", "cpu"), CellState.RUNNING)
+    assert tally.text() == "1 queued (1 ReqNodeNotAvail), 1 running, 0 done"
+
+
+def test_a_resume_reuses_the_runs_slurm_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.run import executors
+
+    monkeypatch.setattr(executors, "check_partitions", lambda wanted: None)
+    monkeypatch.setattr("shutil.which", lambda name: f"/usr/bin/{name}")
+    stored = {"name": "slurm", "partition_cpu": "short", "time_limit_min": 2,
+              "sbatch": {"account": "lab", "requeue": True}, "pending_limit_s": 30.0}
+    same = executor_from_options(None, stored=stored)
+    assert (same.partition_cpu, same.time_limit_min, same.sbatch, same.pending_limit_s) == (
+        "short", 2, {"account": "lab", "requeue": True}, 30.0)
+    changed = executor_from_options(None, time_limit_min=9, sbatch=["qos=x"], stored=stored)
+    assert (changed.partition_cpu, changed.time_limit_min, changed.sbatch) == (
+        "short", 9, {"qos": "x"})
+    assert isinstance(executor_from_options(None, stored={"name": "local"}), LocalExecutor)
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults (issue 33): on the one-node cluster
+
+
+def slurm(cluster: slurm_cluster.Cluster, *command: str) -> str:
+    """Run a SLURM client against the test cluster; its stdout."""
+    return subprocess.run(list(command), env=cli_environment(cluster), capture_output=True,
+                          text=True, check=True, timeout=30).stdout
+
+
+def set_node(cluster: slurm_cluster.Cluster, state: str, reason: str = "harness test") -> None:
+    """drain, down or resume the one node; after resume, wait until it takes tasks again."""
+    extra = [] if state == "resume" else [f"reason={reason}"]
+    # check=False: resuming a node back already (ReturnToService=2) is refused, harmlessly.
+    subprocess.run(["scontrol", "update", f"nodename={cluster.node}", f"state={state}", *extra],
+                   env=cli_environment(cluster), capture_output=True, timeout=30,
+                   check=state != "resume")
+    if state == "resume":
+        wait_for(lambda: slurm(cluster, "sinfo", "-h", "-N", "-o", "%T").split() and all(
+            word in ("idle", "allocated", "mixed") for word in
+            slurm(cluster, "sinfo", "-h", "-N", "-o", "%T").split()), "the node back")
+
+
+def resume_command(run_dir: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "harness.cli", "compare", "--resume", str(run_dir),
+            "--no-report", *extra]
+
+
+@pytest.fixture
+def blocker(cluster: slurm_cluster.Cluster) -> Iterator[str]:
+    """A job holding the node (--exclusive) so the harness's tasks queue behind it."""
+    job_id = slurm(cluster, "sbatch", "--parsable", "--exclusive", "--job-name=blocker",
+                   "--output=/dev/null",
+                   "--wrap", "sleep 120").strip()
+    wait_for(lambda: "RUNNING" in slurm(cluster, "squeue", "-h", "-j", job_id, "-o", "%T"),
+             "the blocking job running")
+    yield job_id
+    subprocess.run(["scancel", job_id], env=cli_environment(cluster), timeout=30, check=False)
+
+
+def test_a_drained_node_ends_the_run_and_resume_completes_it(
+        cluster: slurm_cluster.Cluster, out_dir: Path, blocker: str) -> None:
+    environment = cli_environment(cluster)
+    try:
+        set_node(cluster, "drain")
+        refused = subprocess.run(compare_command(out_dir, "ok"), env=environment,
+                                 capture_output=True, text=True, timeout=CLI_TIMEOUT_S, check=False)
+        assert refused.returncode == 2 and "no node can take a task now" in refused.stderr
+        assert "drain" in refused.stderr and not list(out_dir.glob("*"))  # nothing written
+        set_node(cluster, "resume")
+        # The pre-check passes (the node only runs the blocker), then the node drains.
+        started = time.monotonic()
+        process = subprocess.Popen(compare_command(out_dir, "ok,slow", "--pending-limit", "3"),
+                                   env=environment, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        run_dir = run_folder(out_dir)
+        wait_for(lambda: (run_dir / "slurm" / "arrays.json").exists(), "the submission")
+        set_node(cluster, "drain")
+        _, stderr = process.communicate(timeout=CLI_TIMEOUT_S)
+        assert process.returncode == 1, stderr
+        assert time.monotonic() - started < 30  # the pending limit, not forever
+        for result in cells_by_variant(run_dir).values():
+            assert result["status"] == "interrupted"
+            assert "SLURM could not start the task" in result["reason"]
+            assert "DRAINED" in result["reason"] or "ReqNodeNotAvail" in result["reason"]
+        assert "pending: " in (run_dir / "slurm" / "watch.log").read_text()
+    finally:
+        set_node(cluster, "resume")
+    subprocess.run(["scancel", blocker], env=environment, check=True)
+    resumed = subprocess.run(resume_command(run_dir), env=environment, capture_output=True,
+                             text=True, timeout=CLI_TIMEOUT_S, check=False)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "0 cells kept, 2 to run" in resumed.stderr
+    assert {result["status"] for result in cells_by_variant(run_dir).values()} == {"ok"}
+
+
+def test_a_task_whose_node_goes_down_is_interrupted_and_resumed(
+        cluster: slurm_cluster.Cluster, out_dir: Path) -> None:
+    environment = cli_environment(cluster)
+    # no-requeue: SLURM would otherwise run the task again by itself (see the slow test).
+    process = subprocess.Popen(compare_command(out_dir, "slow", "--sbatch", "no-requeue"),
+                               env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        wait_for(lambda: "RUNNING" in slurm(cluster, "squeue", "-h", "-n", "harness", "-o",
+                                            "%T"), "the task running")
+        set_node(cluster, "down", "killed mid-run")
+        _, stderr = process.communicate(timeout=CLI_TIMEOUT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        set_node(cluster, "resume")
+    assert process.returncode == 1, stderr
+    run_dir = run_folder(out_dir)
+    lost = cells_by_variant(run_dir)["slow"]
+    assert lost["status"] == "interrupted" and "lost with its node" in lost["reason"]
+    assert "NODE_FAIL" in lost["reason"] and "submitit" not in lost["reason"]
+    resumed = subprocess.run(resume_command(run_dir), env=environment, capture_output=True,
+                             text=True, timeout=CLI_TIMEOUT_S, check=False)
+    assert resumed.returncode == 0, resumed.stderr
+    again = cells_by_variant(run_dir)["slow"]
+    assert again["status"] == "ok" and again["slurm"]["job_id"] != lost["slurm"]["job_id"]
+
+
+def test_a_resume_while_the_old_array_is_queued_is_refused(
+        cluster: slurm_cluster.Cluster, out_dir: Path, blocker: str) -> None:
+    environment = cli_environment(cluster)
+    process = subprocess.Popen(compare_command(out_dir, "ok,slow", "--time-limit", "2"),
+                               env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    run_dir = run_folder(out_dir)
+    wait_for(lambda: (run_dir / "slurm" / "arrays.json").exists(), "the submission")
+    process.kill()  # the submitter dies (SIGKILL: nothing cancels its tasks)
+    process.communicate(timeout=CLI_TIMEOUT_S)
+    array = json.loads((run_dir / "slurm" / "arrays.json").read_text())[0]["array"]
+    refused = subprocess.run(resume_command(run_dir), env=environment, capture_output=True,
+                             text=True, timeout=CLI_TIMEOUT_S, check=False)
+    assert refused.returncode == 2, refused.stderr
+    assert f"array {array} still has tasks queued" in refused.stderr
+    assert "--cancel-running" in refused.stderr
+    # Cancelled while still queued behind the blocker: none of the old tasks ever runs.
+    resumed = subprocess.Popen(resume_command(run_dir, "--cancel-running"), env=environment,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: len(json.loads((run_dir / "slurm" / "arrays.json").read_text())) == 2,
+             "the resume's submission")
+    subprocess.run(["scancel", blocker], env=environment, check=True)
+    _, stderr = resumed.communicate(timeout=CLI_TIMEOUT_S)
+    assert resumed.returncode == 0, stderr
+    assert "0 cells kept, 2 to run" in stderr
+    cells = cells_by_variant(run_dir)
+    assert {result["status"] for result in cells.values()} == {"ok"}
+    # Each row is its own task's: new job ids, and the file each task wrote says the same id.
+    for variant, result in cells.items():
+        assert not result["slurm"]["job_id"].startswith(f"{array}_")
+        written = json.loads((run_dir / "cells" / f"{variant}-fake-cpu.json").read_text())
+        assert written["slurm"]["job_id"] == result["slurm"]["job_id"]
+    arrays = json.loads((run_dir / "slurm" / "arrays.json").read_text())
+    script = next((run_dir / "slurm").rglob(f"{arrays[-1]['array']}_submission.sh")).read_text()
+    assert "#SBATCH --time=2" in script  # the run's own time limit, not the default
+
+
+def test_a_refused_submission_is_run_by_a_corrected_resume(
+        cluster: slurm_cluster.Cluster, out_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sbatch refusing at submission (here past the pre-check on purpose): rows that say so,
+    which a resume with corrected options runs; one with the same options is refused."""
+    import harness
+
+    class Unchecked(SlurmExecutor):
+        def preflight(self, cells: list[Cell], options: RunOptions) -> None:
+            pass
+
+    for name, value in cli_environment(cluster).items():
+        monkeypatch.setenv(name, value)
+    first = harness.compare("fault", frameworks="fake", devices="cpu", variants="ok",
+                            quick=True, out=out_dir, ceilings=False, report=False,
+                            progress=False, executor=Unchecked(sbatch={"bogus": "1"}))
+    row = first.cells[0]
+    assert row.status.value == "error" and "sbatch refused" in row.reason
+    assert row.slurm == {"job_id": None, "refused": True}
+    environment = cli_environment(cluster)
+    same = subprocess.run(resume_command(first.path), env=environment, capture_output=True,
+                          text=True, timeout=CLI_TIMEOUT_S, check=False)
+    assert same.returncode == 2 and "sbatch refuses" in same.stderr  # the run's own --bogus
+    fixed = subprocess.run(resume_command(first.path, "--sbatch", "comment=fixed"),
+                           env=environment, capture_output=True, text=True,
+                           timeout=CLI_TIMEOUT_S, check=False)
+    assert fixed.returncode == 0, fixed.stderr
+    assert "0 cells kept, 1 to run" in fixed.stderr
+    assert cells_by_variant(first.path)["ok"]["status"] == "ok"
+
+
+@pytest.mark.skipif(not os.environ.get("HARNESS_SLOW_TESTS"),
+                    reason="takes ~90 s (SLURM notices a dead slurmd after SlurmdTimeout, and "
+                           "the rerun hangs to its timeout); set HARNESS_SLOW_TESTS=1 to run it")
+def test_a_task_whose_slurmd_is_killed_is_a_node_failure(cluster: slurm_cluster.Cluster,
+                                                         out_dir: Path) -> None:
+    environment = cli_environment(cluster)
+    process = subprocess.Popen(compare_command(out_dir, "hang", "--timeout", "40", "--sbatch",
+                                               "no-requeue"),
+                               env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        wait_for(lambda: "RUNNING" in slurm(cluster, "squeue", "-h", "-n", "harness", "-o",
+                                            "%T"), "the task running")
+        slurm_cluster.kill_slurmd(cluster)
+        _, stderr = process.communicate(timeout=CLI_TIMEOUT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        slurm_cluster.start_slurmd(cluster)
+        set_node(cluster, "resume")
+    print(stderr[-2000:])
+    run_dir = run_folder(out_dir)
+    print((run_dir / "slurm" / "watch.log").read_text())
+    lost = cells_by_variant(run_dir)["hang"]
+    print("row:", lost["status"], "|", lost["reason"], "|", lost["slurm"])
+    assert process.returncode == 1, stderr
+    assert lost["status"] == "interrupted" and "lost with its node" in lost["reason"]
+    assert "submitit" not in lost["reason"]
+    resumed = subprocess.run(resume_command(run_dir), env=environment, capture_output=True,
+                             text=True, timeout=CLI_TIMEOUT_S, check=False)
+    again = cells_by_variant(run_dir)["hang"]
+    print("resumed:", resumed.returncode, again["status"], "|", again["reason"][:200], "|",
+          again["slurm"])
+    assert "0 cells kept, 1 to run" in resumed.stderr
+    assert again["slurm"]["job_id"] != lost["slurm"]["job_id"]  # it ran again
+    assert again["status"] == "timeout"  # hang runs to its --timeout 40 this time
+
+
+def test_a_requeue_is_recorded_on_the_row(tmp_path: Path) -> None:
+    from harness.run.executors.slurm import Task
+
+    class Scripted(SlurmExecutor):
+        """SLURM's answers in order: running, requeued (pending again), running, completed."""
+
+        def states(self, tasks: list[Task]) -> dict[str, TaskState]:
+            return {"9_0": ANSWERS.pop(0)}
+
+    class Job:
+        job_id = "9_0"
+
+    ANSWERS = [TaskState("RUNNING", node="vm"),  # read by Scripted above
+               TaskState("PENDING", "BeginTime", restarts=1),
+               TaskState("RUNNING", node="vm", restarts=1),
+               TaskState("COMPLETED", node="vm", restarts=1)]
+
+    executor = Scripted(cluster="local", pending_limit_s=60.0)
+    executor._run_dir, executor._pending_limit = tmp_path, 60.0
+    executor._nodes_checked, executor._partition_blocked = 0.0, {}
+    task = Task(CELL, Job(), tmp_path / "cell.json")
+    seen: list[dict[str, Any]] = []
+    pending = [task]
+    for _ in range(3):
+        pending = executor._collect(pending, lambda cell, result: seen.append(result),
+                                    lambda cell, state, reason="": None)
+    assert pending == [task] and task.restarts == 1 and not seen
+    task.result_path.write_text(json.dumps({**PARTIAL, "status": "ok", "reason": "",
+                                            "slurm": {"job_id": "9_0"}}))
+    executor._collect(pending, lambda cell, result: seen.append(result),
+                      lambda cell, state, reason="": None)
+    assert seen[0]["status"] == "ok" and seen[0]["slurm"]["restarts"] == 1
+    assert "requeued by SLURM" in (tmp_path / "slurm" / "watch.log").read_text()

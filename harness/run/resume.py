@@ -1,8 +1,10 @@
 """`--resume RUN_DIR`: which cells of a stored run still need to run, and what is kept.
 
-A cell has a result when run.json holds one whose status is not `interrupted`; a result file
-that a SLURM task left in RUN_DIR/cells after the submitting process died counts too (its
-task finished; nothing finished is lost). Everything else of the stored plan runs again.
+A cell has a result when run.json holds one whose status is not `interrupted` and that is not
+a refused submission (no SLURM job id: the cell never ran); a result file that a SLURM task
+left in RUN_DIR/cells after the submitting process died counts too (its task finished; nothing
+finished is lost). Everything else of the stored plan runs again. A run whose SLURM tasks are
+still queued or running is not resumed (their results would land under the new tasks).
 """
 
 from __future__ import annotations
@@ -43,15 +45,54 @@ def _task_results(run_dir: Path) -> list[CellResult]:
     return found
 
 
+def never_ran(result: CellResult) -> bool:
+    """A row for a cell that did not run: interrupted, or its submission refused (no job)."""
+    refused = bool((result.slurm or {}).get("refused")) and not (result.slurm or {}).get("job_id")
+    return result.status == Status.INTERRUPTED or refused
+
+
 def kept_results(document: RunDocument, run_dir: Path) -> list[CellResult]:
-    """The finished results of a stored run: run.json's, then task files it never recorded."""
-    kept = [result for result in document.cells if result.status != Status.INTERRUPTED]
-    recorded = {cell_key(result.cell) for result in document.cells}
+    """The finished results of a stored run: run.json's, then task files it never recorded
+    (or recorded as interrupted while the very task that wrote the file went on to finish)."""
+    kept = [result for result in document.cells if not never_ran(result)]
+    done = {cell_key(result.cell) for result in kept}
+    recorded_jobs = {cell_key(result.cell): (result.slurm or {}).get("job_id")
+                     for result in document.cells}
     for result in _task_results(run_dir):
-        if cell_key(result.cell) not in recorded and result.status != Status.INTERRUPTED:
-            kept.append(result)
-            recorded.add(cell_key(result.cell))
+        key = cell_key(result.cell)
+        if key in done or never_ran(result):
+            continue
+        written_by = (result.slurm or {}).get("job_id")
+        # A file for a cell run.json holds a row of is this cell's only if the same task wrote it.
+        if key in recorded_jobs and written_by != recorded_jobs[key]:
+            continue
+        kept.append(result)
+        done.add(key)
     return kept
+
+
+def check_no_live_tasks(run_dir: Path, cancel: bool = False) -> None:
+    """BadInput (one line) while the run's SLURM tasks are still queued or running; cancel:
+    scancel them first (waiting for them to end) instead."""
+    from harness.run.executors import slurm as slurm_executor
+
+    if not slurm_executor.recorded_arrays(run_dir):
+        return
+    from harness.run.executors.slurm_state import SlurmUnreachable
+
+    try:
+        if cancel:
+            slurm_executor.cancel_live_tasks(run_dir)
+        live = slurm_executor.live_tasks(run_dir)
+    except SlurmUnreachable as exc:
+        raise BadInput(f"--resume: cannot ask SLURM whether the run's tasks are still queued "
+                       f"({exc})") from None
+    if live:
+        arrays = sorted({job_id.split("_", 1)[0] for job_id in live})
+        listed = ", ".join(f"{job_id} {state.state}" for job_id, state in sorted(live.items()))
+        raise BadInput(f"--resume: the run's SLURM array {', '.join(arrays)} still has tasks "
+                       f"queued or running ({listed}); wait for them, or add --cancel-running "
+                       "to scancel them")
 
 
 def cells_to_run(planned: list[Cell], kept: list[CellResult]) -> list[Cell]:

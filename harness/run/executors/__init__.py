@@ -31,15 +31,33 @@ def make_executor(executor: str | Executor | None = None, **settings: Any) -> Ex
     return executor
 
 
-def executor_from_options(name: str = "local", *, partition_cpu: str | None = None,
+def executor_from_options(name: str | None = "local", *, partition_cpu: str | None = None,
                           partition_gpu: str | None = None, time_limit_min: int | None = None,
-                          sbatch: list[str] | None = None) -> Executor:
+                          sbatch: list[str] | None = None, pending_limit_s: float | None = None,
+                          stored: dict[str, Any] | None = None) -> Executor:
     """The executor the CLI's --executor and its options describe; BadInput (one line) when
-    they do not fit together or SLURM cannot be reached from here."""
+    they do not fit together or SLURM cannot be reached from here.
+
+    stored: the executor a run was made with (run.json's "executor", for --resume): name None
+    means that one, and each SLURM setting not given again is the run's own.
+    """
     import shutil
 
+    stored = stored or {}
+    if name is None:
+        name = str(stored.get("name") or "local")
+    if name == "slurm" and stored.get("name") == "slurm":
+        partition_cpu = partition_cpu or stored.get("partition_cpu")
+        partition_gpu = partition_gpu or stored.get("partition_gpu")
+        time_limit_min = time_limit_min or stored.get("time_limit_min")
+        if pending_limit_s is None:
+            pending_limit_s = stored.get("pending_limit_s")
+        if sbatch is None:
+            sbatch = [key if value is True else f"{key}={value}"
+                      for key, value in (stored.get("sbatch") or {}).items()]
     slurm_options = {"--partition-cpu": partition_cpu, "--partition-gpu": partition_gpu,
-                     "--time-limit": time_limit_min, "--sbatch": sbatch}
+                     "--time-limit": time_limit_min, "--sbatch": sbatch,
+                     "--pending-limit": pending_limit_s}
     if name == "local":
         given = [option for option, value in slurm_options.items() if value]
         if given:
@@ -57,9 +75,12 @@ def executor_from_options(name: str = "local", *, partition_cpu: str | None = No
         raise BadInput("--executor slurm: no sbatch on PATH; run on a SLURM login node")
     if time_limit_min is not None and time_limit_min < 1:
         raise BadInput(f"--time-limit {time_limit_min}: minutes, >= 1")
+    if pending_limit_s is not None and pending_limit_s <= 0:
+        raise BadInput(f"--pending-limit {pending_limit_s:g}: seconds, > 0")
     check_partitions({"--partition-cpu": partition_cpu, "--partition-gpu": partition_gpu})
     return SlurmExecutor(partition_cpu=partition_cpu, partition_gpu=partition_gpu,
-                         time_limit_min=time_limit_min, sbatch=parse_sbatch_settings(sbatch))
+                         time_limit_min=time_limit_min, sbatch=parse_sbatch_settings(sbatch),
+                         pending_limit_s=pending_limit_s)
 
 
 def check_partitions(wanted: dict[str, str | None]) -> None:
@@ -68,8 +89,8 @@ def check_partitions(wanted: dict[str, str | None]) -> None:
     import subprocess
 
     try:
-        listing = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True,
-                                 timeout=60)
+        listing = subprocess.run(["sinfo", "-h", "-o", "%R"], check=False, capture_output=True,
+                                 text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as exc:
         raise BadInput(f"--executor slurm: sinfo did not run ({exc})") from None
     if listing.returncode != 0:

@@ -31,7 +31,12 @@ class CellState(str, Enum):
 
 
 OnResult = Callable[[Cell, CellResult], None]
-OnState = Callable[[Cell, CellState], None]
+
+
+class OnState(Protocol):
+    """Told each change of a cell's state; reason: why a queued cell waits (SLURM's words)."""
+
+    def __call__(self, cell: Cell, state: CellState, reason: str = "") -> None: ...
 
 
 class Executor(Protocol):
@@ -50,19 +55,32 @@ class Executor(Protocol):
         ...
 
 
-def ignore_state(cell: Cell, state: CellState) -> None:
+def ignore_state(cell: Cell, state: CellState, reason: str = "") -> None:
     """The on_state of a caller that does not show progress."""
 
 
 class StateTally:
-    """Counts of cells per state, for a progress line such as '3 queued, 1 running, 2 done'."""
+    """Counts of cells per state, for a progress line such as '3 queued, 1 running, 2 done';
+    queued cells' reasons follow their count ('2 queued (2 ReqNodeNotAvail)')."""
 
     def __init__(self) -> None:
         self.states: dict[tuple[Any, ...], CellState] = {}
+        self.reasons: dict[tuple[Any, ...], str] = {}
 
-    def update(self, cell: Cell, state: CellState) -> None:
-        self.states[(cell.variant, cell.framework, cell.device)] = state
+    def update(self, cell: Cell, state: CellState, reason: str = "") -> None:
+        key = (cell.variant, cell.framework, cell.device)
+        self.states[key] = state
+        self.reasons[key] = reason if state == CellState.QUEUED else ""
 
     def text(self) -> str:
         counts = Counter(self.states.values())
-        return ", ".join(f"{counts[state]} {state}" for state in CellState)
+        why = Counter(reason[:60] for key, reason in self.reasons.items()
+                      if reason and self.states[key] == CellState.QUEUED)
+        parts = []
+        for state in CellState:
+            part = f"{counts[state]} {state}"
+            if state == CellState.QUEUED and why:
+                part += " (" + "; ".join(f"{count} {reason}" for reason, count in why.items()) \
+                    + ")"
+            parts.append(part)
+        return ", ".join(parts)
