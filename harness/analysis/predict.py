@@ -130,13 +130,16 @@ def fit_power_law(sizes: Sequence[float], counts: Sequence[float]) -> PowerLaw:
     return PowerLaw(float(math.exp(intercept)), float(exponent))
 
 
-def _nonnegative_relative_fit(columns: list[np.ndarray], target: np.ndarray) -> np.ndarray:
-    """Non-negative coefficients minimising the relative error of columns @ coef against target.
+def _nonnegative_relative_fit(columns: list[np.ndarray], target: np.ndarray,
+                              relative_to: np.ndarray | None = None) -> np.ndarray:
+    """Non-negative coefficients minimising the error of columns @ coef against target,
+    relative to `relative_to` (default: the target itself).
 
-    Few columns (at most three), so every subset of active columns is tried in closed form:
+    Few columns (at most four), so every subset of active columns is tried in closed form:
     exact and dependency-free, where an iterative solver would need a tolerance.
     """
-    weights = 1.0 / np.maximum(target, 1e-30)
+    scale = target if relative_to is None else relative_to
+    weights = 1.0 / np.maximum(scale, 1e-30)
     design = np.column_stack(columns) * weights[:, None]
     goal = target * weights
     best, best_cost = np.zeros(len(columns)), float(np.sum(goal ** 2))
@@ -150,6 +153,29 @@ def _nonnegative_relative_fit(columns: list[np.ndarray], target: np.ndarray) -> 
             best, best_cost = np.zeros(len(columns)), cost
             best[active] = coef
     return best
+
+
+def _two_stage_fit(columns: list[np.ndarray], growing: int, target: np.ndarray) -> np.ndarray:
+    """Coefficients of `columns` (the last `growing` of them grow with the size) for `target`.
+
+    Each constant is taken where its term dominates: the growing terms' (seconds per FLOP,
+    per byte) from the upper half of the sizes, where the device runs at the rate it keeps
+    beyond the sweep (small calls never reach it: a 2-core CPU's matmul runs at half its
+    large-size rate below n=256, and a fit over all sizes carries that into the forecast); the
+    fixed terms (per call, per launch) from every size, once the growing part is taken off.
+    With under four sizes there is no upper half to spare, and all terms are fitted at once.
+    """
+    count = len(target)
+    if count < 4 or growing == 0:
+        return _nonnegative_relative_fit(columns, target)
+    upper = slice((count - 1) // 2, count)  # points are sorted by size
+    upper_coef = _nonnegative_relative_fit([column[upper] for column in columns], target[upper])
+    fixed_count = len(columns) - growing
+    grown = sum((columns[index] * upper_coef[index]
+                 for index in range(fixed_count, len(columns))), np.zeros(count))
+    rest = np.maximum(target - grown, 0.0)
+    fixed = _nonnegative_relative_fit(columns[:fixed_count], rest, relative_to=target)
+    return np.concatenate([fixed, upper_coef[fixed_count:]])
 
 
 def fit_device(device_kind: str, points: Sequence[SweepPoint]) -> CostModel | None:
@@ -184,13 +210,13 @@ def fit_device(device_kind: str, points: Sequence[SweepPoint]) -> CostModel | No
         # The host's time per launch, as measured: wall minus busy over the launches counted.
         per_launch = float(np.median((wall - busy) / launch_counts))
         device = [ones, byte_counts, work_column] if with_bytes else [ones, work_column]
-        coef = _nonnegative_relative_fit(device, np.maximum(busy, 1e-12))
+        coef = _two_stage_fit(device, len(device) - 1, np.maximum(busy, 1e-12))
         return CostModel(device_kind, float(coef[0]), max(per_launch, 0.0), float(coef[-1]), work,
                          launches, work_is_flops, from_profile=True,
                          seconds_per_byte=float(coef[1]) if with_bytes else 0.0, moved=moved)
     columns = [ones] + ([launch_counts] if counted else []) + (
         [byte_counts] if with_bytes else []) + [work_column]
-    coef = _nonnegative_relative_fit(columns, wall)
+    coef = _two_stage_fit(columns, 2 if with_bytes else 1, wall)
     return CostModel(device_kind, float(coef[0]), float(coef[1]) if counted else 0.0,
                      float(coef[-1]), work, launches, work_is_flops, from_profile=False,
                      seconds_per_byte=float(coef[-2]) if with_bytes else 0.0, moved=moved)
