@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from harness.data.results import RunDocument
+from harness.data.results import CellResult, RunDocument
 from harness.run.executors import CellState, LocalExecutor, StateTally, executor_from_options
 from harness.run.executors.slurm import (
     SlurmExecutor,
@@ -719,7 +719,7 @@ def test_a_requeue_is_recorded_on_the_row(tmp_path: Path) -> None:
     executor._run_dir, executor._pending_limit = tmp_path, 60.0
     executor._nodes_checked, executor._partition_blocked = 0.0, {}
     task = Task(CELL, Job(), tmp_path / "cell.json")
-    seen: list[dict[str, Any]] = []
+    seen: list[CellResult] = []
     pending = [task]
     for _ in range(3):
         pending = executor._collect(pending, lambda cell, result: seen.append(result),
@@ -729,5 +729,5 @@ def test_a_requeue_is_recorded_on_the_row(tmp_path: Path) -> None:
                                             "slurm": {"job_id": "9_0"}}))
     executor._collect(pending, lambda cell, result: seen.append(result),
                       lambda cell, state, reason="": None)
-    assert seen[0]["status"] == "ok" and seen[0]["slurm"]["restarts"] == 1
+    assert seen[0].status == "ok" and (seen[0].slurm or {})["restarts"] == 1
     assert "requeued by SLURM" in (tmp_path / "slurm" / "watch.log").read_text()
