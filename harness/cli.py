@@ -158,6 +158,13 @@ def compare(
     resume: Annotated[Optional[Path], typer.Option(
         help="Run folder to complete: run only its cells without a result (its own workload "
              "and parameters; other options but --executor are ignored).")] = None,
+    rounds: Annotated[Optional[int], typer.Option(
+        help="Worker processes per cell: the matrix runs round by round, cells in a new "
+             "random order each round, the samples (MNIST: epochs) shared out; verdicts must "
+             "hold against the spread between rounds. Default 3 (HARNESS_ROUNDS overrides); "
+             "1: run-to-run drift is not measured.")] = None,
+    seed: Annotated[Optional[int], typer.Option(
+        help="Seed of the rounds' cell orders (default: drawn; recorded in run.json).")] = None,
 ) -> None:
     """Run WORKLOAD for every framework x device cell, each in its own process."""
     try:
@@ -171,7 +178,8 @@ def compare(
             run = api.plan(workload, frameworks=framework, devices=device,
                            variants=variant, sizes=parse_sizes(sizes),
                            params=parse_param_overrides(param), data=data, quick=quick,
-                           out=out, timeout_s=timeout, model=model)
+                           out=out, timeout_s=timeout, model=model, rounds=rounds,
+                           seed=seed)
             spec = run.spec
     except (BadInput, store.StoreError) as exc:
         fail_input(str(exc))

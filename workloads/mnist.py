@@ -221,6 +221,7 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         timing="per_call",
         calls=lambda case: case["epochs"],
         call_blocks=lambda case: case.get("blocks", 1),
+        round_split=("epochs",),  # --rounds N: the epochs are shared out, not repeated
         flops=training_flops_for(hidden_units),
         make_inputs=make_inputs_for(hidden_units),
         check=check_for(hidden_units),

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.measure import energy, gpustate
 
+RETRIED_REASON = "contended: this timing was repeated, and no energy pass spent on it"
 MEASURE_STYLE_REASON = ("timed inside the backend's own processes (e.g. data-parallel ranks): "
                         "no window around the warm calls")
 
@@ -91,19 +92,28 @@ class CaseWatch:
             self.state.end(calls)
 
     def finish_case(self, seconds_per_call: float | None,
-                    steps_per_call: float | None) -> tuple[dict[str, Any], str]:
+                    steps_per_call: float | None,
+                    retried_if_contended: bool = False,
+                    cores_contended: bool = False) -> tuple[dict[str, Any], str]:
         """(extras to merge into the case's extra, GPU-state suspect text).
 
+        `retried_if_contended`: a contended timing (busy cores, or a GPU state that makes the
+        case suspect) will be timed again, so no energy pass is spent on it.
         A failure here costs these records only, never the case's time.
         """
         try:
-            extras: dict[str, Any] = {"energy": self._energy(seconds_per_call, steps_per_call)}
+            extras: dict[str, Any] = {}
             suspect = ""
             if self.state is not None:
                 extras["gpu_state"] = self.state.after_case()
                 suspect = extras["gpu_state"]["suspect"]
             elif self.is_gpu:
                 extras["gpu_state"] = gpustate.unavailable(self.gpu_reason)
+            if retried_if_contended and (cores_contended or suspect):
+                extras["energy"] = {name: energy.not_measured(RETRIED_REASON)
+                                    for name in ("host", *(("device",) if self.is_gpu else ()))}
+            else:
+                extras["energy"] = self._energy(seconds_per_call, steps_per_call)
             return extras, suspect
         except Exception as exc:  # noqa: BLE001 - the wall-clock result is already safe
             failed = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}

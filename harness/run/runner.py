@@ -164,6 +164,7 @@ def run_cell(cell: Cell, options: RunOptions) -> dict[str, Any]:
         stderr_path = scratch_dir / "stderr.txt"
         cell_path.write_text(json.dumps(cell.as_dict()))
         command = [sys.executable, "-m", options.worker_module, str(cell_path), str(result_path)]
+        spawned = time.time()
         with open(stderr_path, "wb") as stderr_file:
             process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=stderr_file, stderr=stderr_file,
@@ -183,7 +184,21 @@ def run_cell(cell: Cell, options: RunOptions) -> dict[str, Any]:
             reason = _crash_reason(returncode, _stderr_tail(stderr_path))
             return with_peak_host_memory(_partial(cell, result_path, Status.ERROR, reason),
                                          peak_rss)
-        return with_peak_host_memory(result, peak_rss)
+        return with_peak_host_memory(with_worker_wall(result, spawned, time.time()), peak_rss)
+
+
+def with_worker_wall(result: dict[str, Any], spawned: float, ended: float) -> dict[str, Any]:
+    """The cell's cost (harness.data.results.HarnessCost) from the worker's start to its exit:
+    the worker measured itself from run_cell on; Python's start and imports, and its exit,
+    are seen from here."""
+    cost = result.get("cost")
+    started, finished = result.get("started"), result.get("finished")
+    if isinstance(cost, dict) and isinstance(started, float) and isinstance(finished, float):
+        phases = dict(cost.get("phases") or {})
+        phases["worker start (python, imports)"] = max(0.0, started - spawned)
+        phases["worker exit"] = max(0.0, ended - finished)
+        result["cost"] = {**cost, "wall_s": max(0.0, ended - spawned), "phases": phases}
+    return result
 
 
 def _partial(cell: Cell, result_path: Path, status: Status, reason: str) -> dict[str, Any]:
