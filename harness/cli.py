@@ -376,6 +376,9 @@ def diff(
         help="PCT: exit 1 when a case got significantly slower by more than this, or failed.",
     )] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    strict: Annotated[bool, typer.Option(
+        help="Let cases SUSPECT in either run (contended, throttled) fail "
+             "--fail-on-regression too; without it they are listed apart.")] = False,
 ) -> None:
     """Per case: ratio of medians B/A, Mann-Whitney U significance, faster/slower/same.
 
@@ -386,7 +389,7 @@ def diff(
     if not threshold >= 0 or (fail_on_regression is not None and not fail_on_regression >= 0):
         fail_input("--threshold and --fail-on-regression take a percentage >= 0")
     try:
-        result = diff_runs(run_a, run_b, threshold, fail_on_regression)
+        result = diff_runs(run_a, run_b, threshold, fail_on_regression, strict)
     except store.StoreError as exc:
         fail_input(str(exc))
     if not result.cases:  # nothing to compare: as much a usage error as a wrong folder
