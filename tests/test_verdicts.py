@@ -263,7 +263,7 @@ def test_diff_runs_lists_cases_on_one_side_only_and_serialises(tmp_path: Path) -
     assert document["regressions"] == []
     assert set(document) == {"method", "alpha", "run_a", "run_b", "threshold_pct",
                              "fail_on_regression_pct", "environment_mismatches", "cases",
-                             "only_in_a", "only_in_b", "regressions"}
+                             "only_in_a", "only_in_b", "regressions", "strict", "suspect"}
 
 
 def test_regressions_are_listed_in_the_document(tmp_path: Path) -> None:
