@@ -166,8 +166,8 @@ def exact_mann_whitney_p(first: list[float], second: list[float]) -> float:
 
     distribution = counts(n1, n2)
     total = sum(distribution)
-    low = sum(distribution[: int(math.floor(u)) + 1]) / total
-    high = sum(distribution[int(math.ceil(u)):]) / total
+    low = sum(distribution[: math.floor(u) + 1]) / total
+    high = sum(distribution[math.ceil(u):]) / total
     return min(1.0, 2 * min(low, high))
 
 
@@ -439,10 +439,10 @@ def print_diff(console: Console, result: RunDiff) -> None:
         console.print(f"[yellow]SUSPECT in either run ({len(result.suspect)} cases"
                       + ("" if result.strict else "; they do not fail --fail-on-regression "
                          "without --strict") + "):[/]")
-        for case in result.suspect:
-            console.print(f"  {escape(case.framework)} {escape(case.device)} "
-                          f"{escape(case.variant)} size {escape(case.size)}: "
-                          f"{escape(case.verdict)}; {escape(case.suspect[:200])}")
+        for flagged in result.suspect:
+            console.print(f"  {escape(flagged.framework)} {escape(flagged.device)} "
+                          f"{escape(flagged.variant)} size {escape(flagged.size)}: "
+                          f"{escape(flagged.verdict)}; {escape(flagged.suspect[:200])}")
     if result.fail_on_regression_pct is not None:
         regressions = result.regressions
         console.print(f"regressions beyond {result.fail_on_regression_pct:g}%: "

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.analysis.plausibility import judge_case
 from harness.data import fields
-from harness.data.results import CaseResult, CellResult
+from harness.data.results import CaseResult, CellResult, HarnessCost, RunDocument
 from harness.spec import WorkloadSpec
 
 
@@ -95,3 +95,33 @@ def implausibility(summary: CaseSummary, ceilings: dict[str, Any] | None,
     verdicts = judge_case(summary.gflops, summary.gbps, summary.variant, summary.device,
                           device_ceilings, bandwidth_key, precisions)
     return "; ".join(text for text in (verdict.text() for verdict in verdicts) if text)
+
+
+def harness_cost(cells: list[CellResult]) -> HarnessCost:
+    """The run's own cost: every cell's, summed (cells from before costs were kept: none)."""
+    total = HarnessCost()
+    for cell in cells:
+        if cell.cost is not None:
+            total = total.add(cell.cost)
+    return total
+
+
+def overhead_line(cells: list[CellResult], largest: int = 3) -> str:
+    """'harness overhead: 41 s of 63 s in 12 workers (worker start 20 s, ...)'; '' if unknown."""
+    cost = harness_cost(cells)
+    if not cost.workers:
+        return ""
+    top = sorted(cost.phases.items(), key=lambda item: -item[1])[:largest]
+    parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in top if seconds >= 0.05)
+    return (f"harness overhead: {cost.overhead_s:.1f} s of {cost.wall_s:.1f} s in "
+            f"{cost.workers} worker(s), {cost.timed_s:.1f} s inside the timed calls"
+            + (f" (largest: {parts})" if parts else ""))
+
+
+def rounds_line(document: RunDocument) -> str:
+    """How the run was interleaved, or that run-to-run drift was not measured."""
+    if document.rounds <= 1:
+        return ("rounds: 1 (run-to-run drift not measured; --rounds 3 judges every verdict "
+                "against the spread between worker processes)")
+    return (f"rounds: {document.rounds}, cells in a new random order each round (seed "
+            f"{document.seed}); beyond the noise = beyond the IQRs and the round medians")
