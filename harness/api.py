@@ -29,20 +29,19 @@ import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from harness.measure import envinfo
-from harness.core import interrupt
-from harness.core import registry
-from harness.data import store
+from harness.analysis.stats import work_of
 from harness.backend import canonical_device, parse_cuda_index
-from harness.run.planner import cell_refusal, refuse_declared
-from harness.run.progress import CellEtaColumn
+from harness.core import interrupt, registry
+from harness.data import store
 from harness.data.results import CellResult, RunDocument
-from harness.run.runner import RunOptions
+from harness.measure import envinfo
 from harness.run import resume as resume_plan
 from harness.run import rounds as rounds_module
 from harness.run.executors import CellState, Executor, StateTally, make_executor
+from harness.run.planner import cell_refusal, refuse_declared
+from harness.run.progress import CellEtaColumn
+from harness.run.runner import RunOptions
 from harness.spec import BadInput, Cell, Status, WorkloadSpec, expand_matrix, worst_status
-from harness.analysis.stats import work_of
 from harness.usermodel import plan as usermodel_plan
 
 EXIT_FAILED_CELL = 1

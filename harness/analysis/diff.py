@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from harness.core.units import format_seconds, size_label
 from harness.data import store
 from harness.data.export import read_run_table
-from harness.core.units import format_seconds, size_label
 from harness.data.results import RunDocument, sample_stats
 from harness.spec import Status, worst_status_name
 

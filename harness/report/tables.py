@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.core.units import device_kind
+from harness.analysis.noise import MIN_SAMPLES as NOISE_MIN_SAMPLES
+from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
 from harness.analysis.plausibility import (
     bandwidth_limits,
     device_entry,
@@ -25,10 +26,9 @@ from harness.analysis.plausibility import (
     judge_case,
     precision_of,
 )
-from harness.analysis.noise import MIN_SAMPLES as NOISE_MIN_SAMPLES
-from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
-from harness.spec import Status, worst_status_name
+from harness.core.units import device_kind
 from harness.data.results import NOISY_IQR_FRACTION, sample_stats
+from harness.spec import Status, worst_status_name
 
 CELL_KEYS = ["experiment", "machine", "variant", "framework", "device"]
 CASE_KEYS = [*CELL_KEYS, "size_label"]

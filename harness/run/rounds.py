@@ -18,8 +18,9 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import dataclass, field, replace
-from harness.data.results import Attempt, CaseResult, CellResult, HarnessCost
-from harness.spec import Cell, Status, WorkloadSpec, worst_status
+
+from harness.data.results import CaseResult, CellResult, HarnessCost
+from harness.spec import Cell, WorkloadSpec, worst_status
 
 # The default number of rounds (see docs/findings.md: chosen from measured verdict flips).
 DEFAULT_ROUNDS = 3

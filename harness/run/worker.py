@@ -26,13 +26,13 @@ from harness.core.registry import (
     load_framework,
     load_workload,
 )
-from harness.spec import Cell, Status, WorkloadSpec
 from harness.data.results import Attempt, CaseResult, CellResult, HarnessCost
 from harness.data.store import write_json_atomic
 from harness.measure import blocks
 from harness.measure.casewatch import CaseWatch
 from harness.measure.timing import Measurement, TimingPolicy, autorange
 from harness.run.failures import failure_reason
+from harness.spec import Cell, Status, WorkloadSpec
 
 
 def peak_host_memory_bytes() -> int | None:

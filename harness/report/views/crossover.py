@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from harness.analysis.noise import GapVerdict
 from harness.core.units import device_kind, format_ratio, format_seconds, format_size
 from harness.report import style
 from harness.report.summary import markdown_table
-from harness.analysis.noise import GapVerdict
 from harness.report.tables import (
     CELL_KEYS,
     ceiling_for,
