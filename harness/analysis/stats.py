@@ -106,16 +106,24 @@ def harness_cost(cells: list[CellResult]) -> HarnessCost:
     return total
 
 
-def overhead_line(cells: list[CellResult], largest: int = 3) -> str:
-    """'harness overhead: 41 s of 63 s in 12 workers (worker start 20 s, ...)'; '' if unknown."""
-    cost = harness_cost(cells)
+def overhead_line(document: RunDocument, largest: int = 3) -> str:
+    """'harness overhead: 41 s of 63 s (...)': the run's wall time outside the timed calls
+    (ceilings, shared weights, worker starts and imports, warm-up, checks, profiles); '' when
+    its cells kept no cost (runs from before the costs were recorded)."""
+    cost = harness_cost(document.cells)
     if not cost.workers:
         return ""
-    top = sorted(cost.phases.items(), key=lambda item: -item[1])[:largest]
+    run_wall = ((document.finished - document.started)
+                if document.finished is not None and document.started is not None else 0.0)
+    wall = max(run_wall, cost.wall_s)
+    phases = dict(cost.phases)
+    if wall > cost.wall_s + 0.05:  # before and between the workers: ceilings, shared weights
+        phases["outside the workers (ceilings, shared weights, saving)"] = wall - cost.wall_s
+    top = sorted(phases.items(), key=lambda item: -item[1])[:largest]
     parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in top if seconds >= 0.05)
-    return (f"harness overhead: {cost.overhead_s:.1f} s of {cost.wall_s:.1f} s in "
-            f"{cost.workers} worker(s), {cost.timed_s:.1f} s inside the timed calls"
-            + (f" (largest: {parts})" if parts else ""))
+    return (f"harness overhead: {wall - cost.timed_s:.1f} s of {wall:.1f} s ("
+            f"{cost.timed_s:.1f} s inside the timed calls, {cost.workers} worker process"
+            f"{'es' if cost.workers != 1 else ''})" + (f"; largest: {parts}" if parts else ""))
 
 
 def rounds_line(document: RunDocument) -> str:

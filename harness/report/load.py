@@ -88,7 +88,7 @@ def run_row(run_dir: Path, document: RunDocument, order: int) -> dict[str, Any]:
         "cells_saved": [cell_label(result) for result in document.cells],
         "command": " ".join(document.command),
         "rounds_line": rounds_line(document),
-        "overhead_line": overhead_line(document.cells),
+        "overhead_line": overhead_line(document),
     }
 
 
