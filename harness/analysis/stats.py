@@ -129,7 +129,7 @@ def overhead_line(document: RunDocument, largest: int = 3) -> str:
 def rounds_line(document: RunDocument) -> str:
     """How the run was interleaved, or that run-to-run drift was not measured."""
     if document.rounds <= 1:
-        return ("rounds: 1 (run-to-run drift not measured; --rounds 3 judges every verdict "
-                "against the spread between worker processes)")
+        return ("rounds: 1 (run-to-run drift not measured; --rounds N judges every verdict "
+                "against the spread between N worker processes per cell)")
     return (f"rounds: {document.rounds}, cells in a new random order each round (seed "
             f"{document.seed}); beyond the noise = beyond the IQRs and the round medians")
