@@ -68,6 +68,7 @@ def test_a_run_in_rounds_records_its_order_seed_and_the_round_of_every_sample(
         assert len(case.sample_rounds) == len(case.samples) >= 6  # 3 a round, at least
     csv = pd.read_csv(result.path / "measurements.csv")
     assert set(csv.loc[csv["phase"] == "warm", "round"]) == {0, 1}
+    assert csv.loc[csv["phase"] == "warm", "round_spread"].notna().all()  # per-case drift
     parquet = pd.read_parquet(result.path / "measurements.parquet")
     assert str(parquet["round"].dtype) == "Int64"
     assert set(parquet.loc[parquet["phase"] == "warm", "round"]) == {0, 1}

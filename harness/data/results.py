@@ -171,6 +171,15 @@ class CaseResult:
         """How many rounds (worker processes) measured this case."""
         return max(1, len(self.round_medians))
 
+    @property
+    def round_spread(self) -> float | None:
+        """The spread of the round medians, (max - min) / their median: the run-to-run drift
+        (None with fewer than 2 rounds)."""
+        if len(self.round_medians) < 2:
+            return None
+        middle = statistics.median(self.round_medians)
+        return (max(self.round_medians) - min(self.round_medians)) / middle if middle else None
+
     def round_of(self, sample: int) -> int:
         """The round of warm sample `sample` (1-based); 0 for a case measured in one round."""
         return self.sample_rounds[sample - 1] if 0 < sample <= len(self.sample_rounds) else 0
