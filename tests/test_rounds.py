@@ -44,6 +44,9 @@ def test_the_work_is_shared_out_over_the_rounds() -> None:
     cell = Cell("mnist-small", "as-written", "torch", "cpu", {"epochs": 3, "blocks": 16})
     assert [rounds.round_cell(mnist, cell, index, 3).params["epochs"]
             for index in range(3)] == [1, 1, 1]
+    uncut = Cell("mnist-small", "as-written", "torch", "cpu", {"epochs": 2, "blocks": 1})
+    assert [rounds.round_cell(mnist, uncut, index, 3).params["epochs"]  # a warm epoch each
+            for index in range(3)] == [2, 2, 2]
     policy = TimingPolicy().share(3)
     assert policy.min_samples == 3 and policy.min_time_s == pytest.approx(0.5 / 3)
     assert TimingPolicy().share(1) == TimingPolicy()
@@ -94,6 +97,23 @@ def test_a_drift_between_rounds_larger_than_the_gap_is_within_the_noise() -> Non
     one = judge_gap(CaseNoise.of([1.0, 1.01, 1.02]), CaseNoise.of([2.0, 2.01, 2.02]))
     assert one.significant and "run-to-run drift not measured" in one.phrase()
     assert not judge_gap(CaseNoise.of([1.0, 1.1]), CaseNoise.of([2.0, 2.1, 2.2])).judged
+
+
+def test_the_gpu_vs_cpu_answer_is_judged_per_size_by_the_same_rule() -> None:
+    from harness.report.views.crossover import noise_phrase, size_verdicts
+
+    def rows(medians: list[float], drift: float) -> pd.DataFrame:
+        return pd.DataFrame({
+            "valid": True, "size_label": ["64", "256"], "size_value": [64.0, 256.0],
+            "median_s": medians, "q1_s": [m * 0.99 for m in medians],
+            "q3_s": [m * 1.01 for m in medians], "samples": 9,
+            "round_medians": [{0: m, 1: m * (1 + drift), 2: m} for m in medians]})
+
+    # At 64 the GPU leads by 20% but its rounds drift by 50%; at 256 it leads 4x, steadily.
+    verdicts = size_verdicts(rows([1.0, 4.0], 0.0), rows([0.8, 1.0], 0.5))
+    assert [verdict.significant for verdict in verdicts] == [False, True]
+    assert noise_phrase(verdicts) == (" (the faster device beyond the noise at 1 of 2 sizes; "
+                                      "held in all 3 rounds at 1 of 2)")
 
 
 def test_the_exact_test_on_round_medians_and_its_power() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from harness.data.results import CaseResult, CellResult, HarnessCost
 from harness.spec import Cell, WorkloadSpec, worst_status
@@ -47,9 +48,17 @@ def round_orders(count: int, rounds: int, seed: int) -> list[list[int]]:
     return orders
 
 
-def share(total: int, rounds: int, index: int) -> int:
-    """Round `index`'s share of `total` units of work: as even as whole units allow, >= 1."""
-    return max(1, total // rounds + (1 if index < total % rounds else 0))
+def share(total: int, rounds: int, index: int, least: int = 1) -> int:
+    """Round `index`'s share of `total` units of work: as even as whole units allow, and at
+    least `least`."""
+    return max(least, total // rounds + (1 if index < total % rounds else 0))
+
+
+def least_calls(spec: WorkloadSpec, params: dict[str, Any]) -> int:
+    """The fewest calls (epochs) a round needs for a warm sample: 1 when a call is cut in
+    blocks of steps (its later blocks are warm), else 2 (the first call is the cold one)."""
+    blocks = spec.call_blocks(params) if spec.call_blocks is not None else 1
+    return 1 if isinstance(blocks, int) and blocks > 1 else 2
 
 
 def round_cell(spec: WorkloadSpec, cell: Cell, index: int, rounds: int) -> Cell:
@@ -58,7 +67,7 @@ def round_cell(spec: WorkloadSpec, cell: Cell, index: int, rounds: int) -> Cell:
     for name in spec.round_split:
         value = params.get(name)
         if isinstance(value, int) and not isinstance(value, bool):
-            params[name] = share(value, rounds, index)
+            params[name] = share(value, rounds, index, least_calls(spec, cell.params))
     return replace(cell, params=params, rounds=rounds, round=index)
 
 
