@@ -230,8 +230,7 @@ def load_cases(run_dir: Path) -> RunCases:
                   else pd.Series(0, index=warm.index)).astype(int)
         round_medians[key] = [float(part.median()) for _, part in
                               warm["seconds"].groupby(rounds) if part.notna().any()]
-        texts = [text for text in (group["suspect"] if "suspect" in group else [])
-                 if isinstance(text, str) and text]
+        texts = [text for text in group.get("suspect", []) if isinstance(text, str) and text]
         suspect[key] = texts[0] if texts else ""
     return RunCases(str(run_dir), document, statuses, samples, round_medians, suspect)
 
