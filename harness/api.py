@@ -14,6 +14,7 @@ into the returned data. Never imports a framework: every cell runs in a worker p
 from __future__ import annotations
 
 import os
+import random
 import signal
 import sys
 import tempfile
@@ -35,6 +36,7 @@ from harness.data import store
 from harness.data.results import CellResult, RunDocument
 from harness.measure import envinfo
 from harness.run import resume as resume_plan
+from harness.run import rounds as rounds_module
 from harness.run.executors import (
     CellState,
     Executor,
@@ -162,6 +164,15 @@ class RunPlan:
     # (run folder, params) -> parameters every cell gets, run once the folder exists (a user
     # model's shared weights and CPU references are made there before any cell).
     prepare: Callable[[Path, dict[str, Any]], dict[str, Any]] | None = None
+    # Worker processes per cell, the matrix run round by round in a seeded random order.
+    rounds: int = 1
+    seed: int = 0
+
+
+def default_rounds() -> int:
+    """--rounds when not given: HARNESS_ROUNDS if set (CI, the test suite), else the default."""
+    text = os.environ.get("HARNESS_ROUNDS", "")
+    return int(text) if text.strip().isdigit() and int(text) >= 1 else rounds_module.DEFAULT_ROUNDS
 
 
 def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None = None,
@@ -169,11 +180,18 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
          variants: Sequence[str] | str | None = None, sizes: Sequence[int] | None = None,
          params: dict[str, Any] | None = None, data: Path | str | None = None,
          quick: bool = False, out: Path | str = "results",
-         timeout_s: float = 900.0, model: Path | str | None = None) -> RunPlan:
+         timeout_s: float = 900.0, model: Path | str | None = None,
+         rounds: int | None = None, seed: int | None = None) -> RunPlan:
     """Validate every input before anything runs; BadInput (one line) otherwise.
 
     `model`: a user's model file (workloads/usermodel/) instead of a registered workload.
+    `rounds`: worker processes per cell (default: default_rounds()), run round by round with
+    the cells in a new random order each round, from `seed` (default: drawn, and recorded).
     """
+    chosen_rounds = default_rounds() if rounds is None else int(rounds)
+    if chosen_rounds < 1:
+        raise BadInput(f"--rounds {rounds}: must be >= 1")
+    chosen_seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
     prepare = None
     if model is not None:
         if workload is not None:
@@ -209,7 +227,8 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
     check_writable(out)
     cells = expand_matrix(spec.name, chosen_variants, chosen_frameworks, chosen_devices, values,
                           quick)
-    return RunPlan(spec, cells, chosen_devices, values, out, timeout_s, quick, prepare)
+    return RunPlan(spec, cells, chosen_devices, values, out, timeout_s, quick, prepare,
+                   chosen_rounds, chosen_seed)
 
 
 class RunRecorder:
@@ -225,14 +244,32 @@ class RunRecorder:
 
     def add(self, cell: CellResult) -> None:
         """Append one cell's result and its tidy rows, then save both files."""
+        self.rows.extend(self._rows(cell))
+        self.document.cells.append(cell)
+        self.save()
+
+    def _rows(self, cell: CellResult) -> list[dict[str, Any]]:
         work = {index: work_of(self.spec, case.case, case.extra)
                 for index, case in enumerate(cell.cases)}
         # A cell that ran elsewhere (a SLURM node) carries its own host: its rows name it.
         host = cell.host or self.document.host
-        self.rows.extend(store.case_rows(self.document.run_id, str(host.get("machine_label") or ""),
-                                         self.spec.sweep, cell, work))
-        self.document.cells.append(cell)
+        return store.case_rows(self.document.run_id, str(host.get("machine_label") or ""),
+                               self.spec.sweep, cell, work)
+
+    def put(self, result: CellResult) -> None:
+        """Record a cell's result, replacing the one recorded for that cell (a later round)."""
+        key = rounds_module.cell_key(result.cell)
+        cells = [cell for cell in self.document.cells if rounds_module.cell_key(cell.cell) != key]
+        self.document.cells = [*cells, result]
+        self.rows = [row for cell in self.document.cells for row in self._rows(cell)]
         self.save()
+
+    def order_as(self, cells: list[Cell]) -> None:
+        """Put the recorded cells in the plan's order (rounds record them as they finish)."""
+        position = {rounds_module.cell_key(cell): index for index, cell in enumerate(cells)}
+        self.document.cells.sort(key=lambda result: position.get(
+            rounds_module.cell_key(result.cell), len(position)))
+        self.rows = [row for cell in self.document.cells for row in self._rows(cell)]
 
     def save(self, finished: bool = False, stopped_by: signal.Signals | None = None) -> None:
         """Write both files; `finished` stamps the end time, `stopped_by` the stop signal."""
@@ -292,6 +329,9 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
         frameworks=framework_styles(spec, run.cells), host=envinfo.host_metadata(),
         # What --resume needs: the whole plan, and where it ran.
         planned_cells=[cell.as_dict() for cell in run.cells], executor=chosen.describe(),
+        rounds=run.rounds, seed=run.seed if run.rounds > 1 else None,
+        round_orders=(rounds_module.round_orders(len(run.cells), run.rounds, run.seed)
+                      if run.rounds > 1 else []),
     )
     recorder = RunRecorder(run_dir, spec, document)
     recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
@@ -303,7 +343,8 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
         # Elsewhere the probe would describe the wrong host; without a rate, nothing to judge.
         if ceilings and chosen.runs_cells_here and has_rates(spec):
             document.ceilings = measure_ceilings(run.devices,
-                                                    largest_square_matmul(spec, run.cells))
+                                                    largest_square_matmul(spec, run.cells),
+                                                    run.quick)
             recorder.save()
         cells = run.cells
         if run.prepare is not None and interrupt.requested() is None:
@@ -315,7 +356,7 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
             recorder.save()
         if interrupt.requested() is None:
             _run_cells(cells, RunOptions(timeout_s=run.timeout_s), recorder, progress,
-                       chosen, refuse_declared(spec))
+                       chosen, refuse_declared(spec), run.rounds, run.seed)
         stopped_by = interrupt.requested()
     except KeyboardInterrupt:  # no handlers installed (a notebook): the runner killed the worker
         stopped_by = signal.SIGINT
@@ -330,7 +371,8 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
             quick: bool = False, out: Path | str = "results", timeout_s: float = 900.0,
             ceilings: bool = True, report: bool = True, progress: bool = True,
             executor: str | Executor | None = None,
-            resume: Path | str | None = None, model: Path | str | None = None) -> RunResult:
+            resume: Path | str | None = None, model: Path | str | None = None,
+            rounds: int | None = None, seed: int | None = None) -> RunResult:
     """Run `workload` for every framework x device x variant cell; see the module docstring.
 
     executor: 'local' (default), 'slurm', or an executor such as
@@ -348,7 +390,7 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
         return result
     run = plan(workload, frameworks=frameworks, devices=devices, variants=variants,
                sizes=sizes, params=params, data=data, quick=quick, out=out,
-               timeout_s=timeout_s, model=model)
+               timeout_s=timeout_s, model=model, rounds=rounds, seed=seed)
     result = execute(run, ceilings=ceilings, progress=progress, executor=executor,
                      command=["harness.compare", str(workload or f"--model={model}")])
     if report and result.stopped_by is None:
@@ -386,7 +428,8 @@ def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
     stopped_by = None
     try:
         _run_cells(cells, RunOptions(timeout_s=float(document.timeout_s or 900.0)),
-                   recorder, progress, chosen, refuse_declared(spec))
+                   recorder, progress, chosen, refuse_declared(spec), document.rounds,
+                   document.seed or 0)
         stopped_by = interrupt.requested()
     except KeyboardInterrupt:
         stopped_by = signal.SIGINT
@@ -481,7 +524,14 @@ def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:
     return round((largest / 2) ** (1 / 3)) if largest else None
 
 
-def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any]:
+# --quick probes two sizes only: the full ladder (up to n=8192) cost 85 s of a 120 s quick
+# matmul run on a 2-core VM. The probe is a lower bound either way, and the machine's cached
+# best probe (harness.measure.ceilings) still sets the ceilings.
+QUICK_PROBE_SIZES = [1024, 2048]
+
+
+def measure_ceilings(devices: list[str], largest_n: int | None,
+                     quick: bool = False) -> dict[str, Any]:
     """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles."""
     from harness.run import ceiling_probe
 
@@ -490,7 +540,8 @@ def measure_ceilings(devices: list[str], largest_n: int | None) -> dict[str, Any
         for device in devices:
             if interrupt.requested() is not None:
                 break
-            measured[device] = ceiling_probe.measure(device, largest_n)
+            measured[device] = ceiling_probe.measure(
+                device, largest_n, sizes=QUICK_PROBE_SIZES if quick else None)
     return measured
 
 
@@ -504,14 +555,17 @@ def _preflight(executor: Executor, cells: list[Cell], options: RunOptions) -> No
 
 def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
                progress: bool, executor: Executor | None = None,
-               planned: Callable[[Cell], CellResult | None] | None = None) -> bool:
+               planned: Callable[[Cell], CellResult | None] | None = None,
+               rounds: int = 1, seed: int = 0) -> bool:
     """The executor's run, with a progress bar, cell states and ETA on stderr when asked.
 
     `planned` (harness.run.planner.refuse_declared) gives the result of each cell the
     declarations rule out: it is recorded at once and no worker, local or remote, starts.
+    `rounds` > 1: the executor runs the matrix once per round, in each round's order
+    (harness.run.rounds), and each cell's rounds are merged into one result as they arrive.
     """
-    chosen = executor or make_executor()
-    run_dir = recorder.run_dir
+    if rounds > 1:
+        return _run_rounds(cells, options, recorder, progress, executor, planned, rounds, seed)
     to_run = []
     for cell in cells:
         refused = planned(cell) if planned is not None else None
@@ -519,9 +573,17 @@ def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
             to_run.append(cell)
         else:
             recorder.add(refused)
-    cells = to_run
+    return _execute(to_run, options, recorder.run_dir, lambda cell, result: recorder.add(result),
+                    progress, executor)
+
+
+def _execute(cells: list[Cell], options: RunOptions, run_dir: Path,
+             add: Callable[[Cell, Any], None], progress: bool,
+             executor: Executor | None = None) -> bool:
+    """The executor's run of `cells`; each result handed to `add`; progress when asked."""
+    chosen = executor or make_executor()
     if not progress:
-        return chosen.run(cells, options, run_dir, lambda cell, result: recorder.add(result))
+        return chosen.run(cells, options, run_dir, add)
     tally = StateTally()
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
                   "{task.total}"), TextColumn("{task.fields[states]}"), TimeElapsedColumn(),
@@ -529,7 +591,7 @@ def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
         task = bar.add_task("cells", total=len(cells), states="")
 
         def on_result(cell: Cell, result: CellResult) -> None:
-            recorder.add(result)
+            add(cell, result)
             bar.update(task, advance=1, description=f"{cell.label}: {result.status.value}")
 
         def on_state(cell: Cell, state: CellState, reason: str = "") -> None:
@@ -537,3 +599,39 @@ def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
             bar.update(task, states=tally.text())
 
         return chosen.run(cells, options, run_dir, on_result, on_state)
+
+
+def _run_rounds(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
+                progress: bool, executor: Executor | None,
+                planned: Callable[[Cell], CellResult | None] | None, rounds: int,
+                seed: int) -> bool:
+    """Every round: the cells to run in that round's order, each result merged at once."""
+    to_run = []
+    for cell in cells:
+        refused = planned(cell) if planned is not None else None
+        if refused is None:
+            to_run.append(cell)
+        else:
+            recorder.add(refused)
+    spec = recorder.spec
+    merger = rounds_module.RoundMerger.of(spec, to_run, rounds)
+    orders = rounds_module.round_orders(len(to_run), rounds, seed)
+
+    def merged(cell: Cell, result: CellResult) -> None:
+        recorder.put(merger.add(cell, result))
+
+    finished = True
+    for index, order in enumerate(orders):
+        if interrupt.requested() is not None:
+            finished = False
+            break
+        round_cells = [rounds_module.round_cell(spec, to_run[position], index, rounds)
+                       for position in order]
+        if progress:
+            progress_console.print(f"round {index + 1} of {rounds}: {len(round_cells)} cells")
+        if not _execute(round_cells, options, recorder.run_dir, merged, progress, executor):
+            finished = False
+            break
+    recorder.order_as(cells)
+    recorder.save()
+    return finished

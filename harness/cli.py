@@ -176,6 +176,13 @@ def compare(
     cancel_running: Annotated[bool, typer.Option(
         help="With --resume: scancel the run's SLURM tasks still queued or running first "
              "(without it such a resume is refused).")] = False,
+    rounds: Annotated[Optional[int], typer.Option(
+        help="Worker processes per cell: the matrix runs round by round, cells in a new "
+             "random order each round, the samples (MNIST: epochs) shared out; verdicts must "
+             "hold against the spread between rounds. Default 5 (HARNESS_ROUNDS overrides); "
+             "1: run-to-run drift is not measured.")] = None,
+    seed: Annotated[Optional[int], typer.Option(
+        help="Seed of the rounds' cell orders (default: drawn; recorded in run.json).")] = None,
 ) -> None:
     """Run WORKLOAD for every framework x device cell, each in its own process."""
     try:
@@ -192,7 +199,8 @@ def compare(
             run = api.plan(workload, frameworks=framework, devices=device,
                            variants=variant, sizes=parse_sizes(sizes),
                            params=parse_param_overrides(param), data=data, quick=quick,
-                           out=out, timeout_s=timeout, model=model)
+                           out=out, timeout_s=timeout, model=model, rounds=rounds,
+                           seed=seed)
             spec = run.spec
     except (BadInput, store.StoreError) as exc:
         fail_input(str(exc))
@@ -247,6 +255,10 @@ def print_verdict(result: api.RunResult, drawn: api.ReportOutcome | None) -> Non
             verdicts_without_drawing([result.path])
     except Exception as exc:  # noqa: BLE001 - the measurements are saved; only the words are lost
         lines = [f"no verdict: {type(exc).__name__}: {exc}"]
+    from harness.analysis.stats import overhead_line, rounds_line
+    for line in (rounds_line(result.document), overhead_line(result.document)):
+        if line:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print("verdict:", markup=False, highlight=False)
     for line in lines:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -394,6 +406,9 @@ def diff(
         help="PCT: exit 1 when a case got significantly slower by more than this, or failed.",
     )] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    strict: Annotated[bool, typer.Option(
+        help="Let cases SUSPECT in either run (contended, throttled) fail "
+             "--fail-on-regression too; without it they are listed apart.")] = False,
 ) -> None:
     """Per case: ratio of medians B/A, Mann-Whitney U significance, faster/slower/same.
 
@@ -404,7 +419,7 @@ def diff(
     if not threshold >= 0 or (fail_on_regression is not None and not fail_on_regression >= 0):
         fail_input("--threshold and --fail-on-regression take a percentage >= 0")
     try:
-        result = diff_runs(run_a, run_b, threshold, fail_on_regression)
+        result = diff_runs(run_a, run_b, threshold, fail_on_regression, strict)
     except store.StoreError as exc:
         fail_input(str(exc))
     if not result.cases:  # nothing to compare: as much a usage error as a wrong folder

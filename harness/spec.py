@@ -193,6 +193,9 @@ class WorkloadSpec:
     # steps (harness.measure.blocks: each block after the first is a warm sample); None or 1:
     # one sample per call.
     call_blocks: Callable[[Mapping[str, Any]], int] | None = None
+    # Integer parameters that count measured work (MNIST: epochs), divided over the rounds of
+    # a run with --rounds N (harness.run.rounds), each round keeping at least 1.
+    round_split: tuple[str, ...] = ()
     # (params, variant) -> cases, for workloads whose variants sweep different things.
     custom_cases: Callable[[Mapping[str, Any], str], list[dict[str, Any]]] | None = None
     # (path) -> None or BadInput: validates a --data file before anything runs.
@@ -341,13 +344,17 @@ class Cell:
     device: str
     params: dict[str, Any] = field(default_factory=dict)
     quick: bool = False
+    # Rounds (harness.run.rounds): the cell runs as `rounds` worker processes; this one is
+    # round `round` (0-based) and measures its share of the cell's work.
+    rounds: int = 1
+    round: int = 0
 
     @property
     def label(self) -> str:
         return f"{self.workload}/{self.variant} {self.framework} on {self.device}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "workload": self.workload,
             "variant": self.variant,
             "framework": self.framework,
@@ -355,6 +362,9 @@ class Cell:
             "params": self.params,
             "quick": self.quick,
         }
+        if self.rounds > 1:  # a one-round cell keeps the layout it always had
+            document.update(rounds=self.rounds, round=self.round)
+        return document
 
 
 def expand_matrix(

@@ -11,6 +11,8 @@ import pytest
 _SCRATCH = Path(tempfile.mkdtemp(prefix="harness-tests-"))
 # Set before harness.core.registry is imported anywhere: plugins load at import, in workers too.
 os.environ["HARNESS_PLUGINS"] = "tests.fakes.plugin"
+# One round unless a test asks for more: the suite's timings and worker counts predate rounds.
+os.environ.setdefault("HARNESS_ROUNDS", "1")
 os.environ.setdefault("KERAS_HOME", str(_SCRATCH / "keras"))
 os.environ.setdefault("MPLCONFIGDIR", str(_SCRATCH / "mpl"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

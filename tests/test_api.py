@@ -54,7 +54,8 @@ def test_ceilings_are_measured_when_the_workload_counts_work(
     measured: list[tuple[list[str], int | None]] = []
     figures = {"cpu": {"device": "cpu", "peak_gflops_by_precision": {"fp32": 50.0}}}
 
-    def fake_measure(devices: list[str], largest_n: int | None) -> dict[str, Any]:
+    def fake_measure(devices: list[str], largest_n: int | None,
+                     quick: bool = False) -> dict[str, Any]:
         measured.append((devices, largest_n))
         return figures
 

@@ -100,7 +100,7 @@ def test_quick_matmul_runs_every_framework_in_workers_and_marks_cuda_unavailable
     assert set(warm["framework"]) == {"torch", "tensorflow", "jax", "numpy"}
     assert set(warm["size"]) == {32, 64}
     assert warm["check_passed"].all()
-    assert document["schema_version"] == 2 and document["host"]["cpu_model"]
+    assert document["schema_version"] == 3 and document["host"]["cpu_model"]
 
 
 BAD_INPUTS = [

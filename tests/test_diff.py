@@ -167,6 +167,7 @@ def test_diff_of_two_real_quick_matmul_runs(out_dir: Path) -> None:
     frame = pd.read_csv(slowed / "measurements.csv")
     frame.loc[frame["phase"] == "warm", "seconds"] *= 3
     frame.to_csv(slowed / "measurements.csv", index=False)
-    gated = invoke("diff", str(run_b), str(slowed), "--fail-on-regression", "50")
+    # --strict: a case SUSPECT in either run (on a shared machine, contended) gates too.
+    gated = invoke("diff", str(run_b), str(slowed), "--fail-on-regression", "50", "--strict")
     assert gated.exit_code == 1, gated.output
     assert gated.output.count("slower REGRESSION") == 2

@@ -63,6 +63,7 @@ CURRENT_RUN: dict[str, Any] = {
     "host": {"machine_label": "box (H200)", "hostname": "box"},
     "ceilings": {"cuda:0": {"gflops": 1e5}}, "interrupted": True, "interrupted_by": "SIGINT",
     "cells": [WORKER_CELL], "cluster": {"nodes": 1},  # unknown top-level key
+    "rounds": 1, "seed": None,
 }
 
 

@@ -268,7 +268,7 @@ def test_diff_runs_lists_cases_on_one_side_only_and_serialises(tmp_path: Path) -
     assert document["regressions"] == []
     assert set(document) == {"method", "alpha", "run_a", "run_b", "threshold_pct",
                              "fail_on_regression_pct", "environment_mismatches", "cases",
-                             "only_in_a", "only_in_b", "regressions"}
+                             "only_in_a", "only_in_b", "regressions", "strict", "suspect"}
 
 
 def test_regressions_are_listed_in_the_document(tmp_path: Path) -> None:
@@ -506,15 +506,17 @@ def test_iqr_overlap_is_inclusive_at_the_edges() -> None:
 
 def test_gap_significance_needs_three_samples_each() -> None:
     def case(samples: int, q1: float, q3: float) -> pd.Series:
-        return pd.Series({"samples": samples, "q1_s": q1, "q3_s": q3})
-    assert t.gap_significance(case(3, 1.0, 1.1), case(3, 2.0, 2.1)) == {
-        "judged": True, "significant": True}
-    assert t.gap_significance(case(3, 1.0, 2.0), case(3, 1.5, 2.1)) == {
-        "judged": True, "significant": False}
-    assert t.gap_significance(case(2, 1.0, 1.1), case(9, 2.0, 2.1)) == {
-        "judged": False, "significant": False}
-    assert t.gap_significance(case(9, 1.0, 1.1), case(2, 2.0, 2.1)) == {
-        "judged": False, "significant": False}
+        return pd.Series({"samples": samples, "q1_s": q1, "q3_s": q3, "median_s": (q1 + q3) / 2})
+
+    def judged(first: pd.Series, second: pd.Series) -> dict[str, bool]:
+        found = t.gap_significance(first, second)
+        return {"judged": found["judged"], "significant": found["significant"]}
+    assert judged(case(3, 1.0, 1.1), case(3, 2.0, 2.1)) == {"judged": True, "significant": True}
+    assert judged(case(3, 1.0, 2.0), case(3, 1.5, 2.1)) == {"judged": True, "significant": False}
+    assert judged(case(2, 1.0, 1.1), case(9, 2.0, 2.1)) == {"judged": False,
+                                                            "significant": False}
+    assert judged(case(9, 1.0, 1.1), case(2, 2.0, 2.1)) == {"judged": False,
+                                                            "significant": False}
 
 
 def test_find_crossover_counts_and_orders_the_sizes() -> None:

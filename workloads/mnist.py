@@ -221,6 +221,9 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         timing="per_call",
         calls=lambda case: case["epochs"],
         call_blocks=lambda case: case.get("blocks", 1),
+        # --rounds N: the epochs are shared out, not repeated; with fewer epochs than rounds,
+        # each round trains one epoch of its share of the samples.
+        round_split=("epochs", "train_samples"),
         flops=training_flops_for(hidden_units),
         make_inputs=make_inputs_for(hidden_units),
         check=check_for(hidden_units),

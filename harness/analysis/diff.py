@@ -30,7 +30,12 @@ ALPHA = 0.05
 MIN_SAMPLES = 5  # below this the normal approximation of U is too coarse to trust
 METHOD = ("two-sided Mann-Whitney U test on the raw warm samples (normal approximation with "
           f"tie and continuity correction), alpha={ALPHA}; cases with fewer than {MIN_SAMPLES} "
-          "samples per run are not judged")
+          "samples per run are not judged; where both runs have >= 3 rounds, the round medians "
+          "(one per worker process) must also differ: an exact Mann-Whitney test on them "
+          f"(p < {ALPHA}) where the rounds allow that, else (3 rounds a side: the smallest "
+          "possible p is 0.1) every round of one run beyond every round of the other; "
+          "cases SUSPECT in either run never gate --fail-on-regression without --strict")
+MIN_ROUNDS = 3  # below this the round medians are not tested (runs from before rounds: 1)
 CASE_KEYS = ("workload", "variant", "framework", "device", "size")
 FAILED = {Status.ERROR.value, Status.INVALID.value, Status.TIMEOUT.value}
 HOST_FIELDS = (("cpu_model", "host CPU"), ("cores", "usable cores"), ("gpus", "GPUs"),
@@ -57,6 +62,11 @@ class CaseDiff:
     p_value: float | None
     verdict: str  # faster, slower, same, not judged, failed in B, fixed in B, ...
     regression: bool = False
+    rounds_a: int = 1
+    rounds_b: int = 1
+    p_rounds: float | None = None  # exact Mann-Whitney on the round medians (>= 3 rounds each)
+    rounds_apart: bool | None = None  # every round of B beyond every round of A, or below
+    suspect: str = ""  # why either run's timing of this case is SUSPECT ('' if neither)
 
 
 @dataclass
@@ -72,9 +82,16 @@ class RunDiff:
     only_in_b: list[dict[str, str]] = field(default_factory=list)
     mismatches: list[dict[str, str]] = field(default_factory=list)
 
+    strict: bool = False  # SUSPECT cases gate --fail-on-regression too
+
     @property
     def regressions(self) -> list[CaseDiff]:
         return [case for case in self.cases if case.regression]
+
+    @property
+    def suspect(self) -> list[CaseDiff]:
+        """Cases SUSPECT in either run (contended, throttled, bimodal): listed apart."""
+        return [case for case in self.cases if case.suspect]
 
     def as_dict(self) -> dict[str, Any]:
         return {"method": METHOD, "alpha": ALPHA, "run_a": self.run_a, "run_b": self.run_b,
@@ -83,6 +100,8 @@ class RunDiff:
                 "environment_mismatches": self.mismatches,
                 "cases": [asdict(case) for case in self.cases],
                 "only_in_a": self.only_in_a, "only_in_b": self.only_in_b,
+                "strict": self.strict,
+                "suspect": [asdict(case) for case in self.suspect],
                 "regressions": [asdict(case) for case in self.regressions]}
 
 
@@ -126,6 +145,46 @@ def mann_whitney_u(first: list[float], second: list[float]) -> tuple[float, floa
     return u_first, min(1.0, math.erfc(z / math.sqrt(2)))
 
 
+def exact_mann_whitney_p(first: list[float], second: list[float]) -> float:
+    """Two-sided exact p of the Mann-Whitney U of two small samples (no ties assumed: ties
+    count half, which rounds U towards the middle, so the p errs on the large side)."""
+    n1, n2 = len(first), len(second)
+    u = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in first for b in second)
+    # counts[k]: the orderings of n1 + n2 distinct values whose U is k (standard recursion).
+    table: dict[tuple[int, int], list[int]] = {}
+
+    def counts(m: int, n: int) -> list[int]:
+        if m == 0 or n == 0:
+            return [1]
+        if (m, n) not in table:
+            with_top_in_first = [0] * n + counts(m - 1, n)  # the largest is first's: + n
+            without = counts(m, n - 1)
+            size = m * n + 1
+            table[(m, n)] = [(with_top_in_first[k] if k < len(with_top_in_first) else 0)
+                             + (without[k] if k < len(without) else 0) for k in range(size)]
+        return table[(m, n)]
+
+    distribution = counts(n1, n2)
+    total = sum(distribution)
+    low = sum(distribution[: math.floor(u) + 1]) / total
+    high = sum(distribution[math.ceil(u):]) / total
+    return min(1.0, 2 * min(low, high))
+
+
+def smallest_p(n1: int, n2: int) -> float:
+    """The smallest two-sided p the exact test can give with n1 and n2 values (complete
+    separation): 2 / C(n1 + n2, n1). 3 rounds a side: 0.1."""
+    return min(1.0, 2 / math.comb(n1 + n2, n1))
+
+
+def rounds_judgement(a: list[float], b: list[float]) -> tuple[float, bool | None, bool]:
+    """(exact p on the round medians, whether they are apart, whether they differ enough)."""
+    p = exact_mann_whitney_p(b, a)
+    apart = max(a) < min(b) or max(b) < min(a)
+    enough = p < ALPHA if smallest_p(len(a), len(b)) < ALPHA else apart
+    return p, apart, enough
+
+
 def verdict_for(change_pct: float, p_value: float, threshold_pct: float) -> str:
     """'faster'/'slower' only when the change is significant AND beyond the threshold."""
     if p_value >= ALPHA:
@@ -147,6 +206,8 @@ class RunCases:
     document: RunDocument
     statuses: dict[tuple[str, ...], str]
     samples: dict[tuple[str, ...], list[float]]
+    round_medians: dict[tuple[str, ...], list[float]] = field(default_factory=dict)
+    suspect: dict[tuple[str, ...], str] = field(default_factory=dict)
 
 
 def _worst(statuses: pd.Series) -> str:
@@ -159,19 +220,25 @@ def load_cases(run_dir: Path) -> RunCases:
     table = read_run_table(run_dir)
     table["size"] = table["size"].map(lambda value: "" if pd.isna(value) else size_label(value))
     table = table[table["size"] != ""]  # cell-level status rows belong to no case
-    statuses, samples = {}, {}
+    statuses, samples, round_medians, suspect = {}, {}, {}, {}
     for key, group in table.groupby(list(CASE_KEYS), sort=False):
         key = tuple(str(part) for part in key)
         statuses[key] = _worst(group["status"])
         warm = group[(group["phase"] == "warm") & (group["status"] == Status.OK.value)]
         samples[key] = [float(s) for s in warm["seconds"].dropna()]
-    return RunCases(str(run_dir), document, statuses, samples)
+        rounds = (warm["round"].fillna(0) if "round" in warm
+                  else pd.Series(0, index=warm.index)).astype(int)
+        round_medians[key] = [float(part.median()) for _, part in
+                              warm["seconds"].groupby(rounds) if part.notna().any()]
+        texts = [text for text in group.get("suspect", []) if isinstance(text, str) and text]
+        suspect[key] = texts[0] if texts else ""
+    return RunCases(str(run_dir), document, statuses, samples, round_medians, suspect)
 
 
 # --- comparing --------------------------------------------------------------------------------
 
 def compare_case(key: tuple[str, ...], a: RunCases, b: RunCases, threshold_pct: float,
-                 fail_pct: float | None) -> CaseDiff:
+                 fail_pct: float | None, strict: bool = False) -> CaseDiff:
     status_a, status_b = a.statuses[key], b.statuses[key]
     samples_a, samples_b = a.samples.get(key, []), b.samples.get(key, [])
     median_a = sample_stats(samples_a).median if samples_a else None
@@ -181,6 +248,12 @@ def compare_case(key: tuple[str, ...], a: RunCases, b: RunCases, threshold_pct: 
                     status_a=status_a, status_b=status_b, samples_a=len(samples_a),
                     samples_b=len(samples_b), median_a_s=median_a, median_b_s=median_b,
                     ratio=None, change_pct=None, p_value=None, verdict="not judged")
+    rounds_a, rounds_b = a.round_medians.get(key, []), b.round_medians.get(key, [])
+    diff.rounds_a, diff.rounds_b = max(1, len(rounds_a)), max(1, len(rounds_b))
+    diff.suspect = "; ".join(f"{side}: {text}" for side, text in
+                             (("A", a.suspect.get(key, "")), ("B", b.suspect.get(key, "")))
+                             if text)
+    gate = strict or not diff.suspect  # a contended timing is no evidence of a regression
     if status_a != Status.OK.value or status_b != Status.OK.value:
         diff.verdict = _status_verdict(status_a, status_b)
         # A case that worked before and fails now is the worst regression of all.
@@ -192,8 +265,14 @@ def compare_case(key: tuple[str, ...], a: RunCases, b: RunCases, threshold_pct: 
     if min(len(samples_a), len(samples_b)) < MIN_SAMPLES or diff.change_pct is None:
         return diff
     diff.p_value = mann_whitney_u(samples_a, samples_b)[1]
-    diff.verdict = verdict_for(diff.change_pct, diff.p_value, threshold_pct)
-    diff.regression = (fail_pct is not None and diff.p_value < ALPHA
+    p_for_verdict = diff.p_value
+    if min(len(rounds_a), len(rounds_b)) >= MIN_ROUNDS:
+        # Between processes: the pooled samples must differ AND the round medians must.
+        diff.p_rounds, diff.rounds_apart, enough = rounds_judgement(rounds_a, rounds_b)
+        if not enough:
+            p_for_verdict = 1.0
+    diff.verdict = verdict_for(diff.change_pct, p_for_verdict, threshold_pct)
+    diff.regression = (gate and fail_pct is not None and p_for_verdict < ALPHA
                        and diff.change_pct > fail_pct)
     return diff
 
@@ -211,14 +290,18 @@ def _case_dict(key: tuple[str, ...], status: str) -> dict[str, str]:
 
 
 def diff_runs(run_a: Path, run_b: Path, threshold_pct: float = 5.0,
-              fail_on_regression_pct: float | None = None) -> RunDiff:
-    """Compare two run folders case by case; StoreError when either is not a run."""
+              fail_on_regression_pct: float | None = None, strict: bool = False) -> RunDiff:
+    """Compare two run folders case by case; StoreError when either is not a run.
+
+    `strict`: cases SUSPECT in either run may fail --fail-on-regression too.
+    """
     a, b = load_cases(Path(run_a)), load_cases(Path(run_b))
     result = RunDiff(a.name, b.name, threshold_pct, fail_on_regression_pct,
-                     mismatches=environment_mismatches(a.document, b.document))
+                     mismatches=environment_mismatches(a.document, b.document), strict=strict)
     for key in a.statuses:
         if key in b.statuses:
-            result.cases.append(compare_case(key, a, b, threshold_pct, fail_on_regression_pct))
+            result.cases.append(compare_case(key, a, b, threshold_pct, fail_on_regression_pct,
+                                             strict))
         else:
             result.only_in_a.append(_case_dict(key, a.statuses[key]))
     result.only_in_b = [_case_dict(key, status) for key, status in b.statuses.items()
@@ -318,18 +401,21 @@ def diff_table(result: RunDiff) -> Table:
     several = len({case.workload for case in result.cases}) > 1
     headers = (["workload"] if several else []) + [
         "variant", "framework", "device", "size", "median A", "median B", "B/A", "change",
-        "p", "samples A/B", "verdict"]
+        "p", "p rounds", "samples A/B", "verdict"]
     for header in headers:
         table.add_column(header, overflow="fold")
     for case in result.cases:
         style = VERDICT_STYLES.get(case.verdict, "yellow")
-        verdict = case.verdict + (" REGRESSION" if case.regression else "")
+        verdict = case.verdict + (" REGRESSION" if case.regression else "") + (
+            " SUSPECT" if case.suspect else "")
         table.add_row(*([case.workload] if several else []), case.variant, case.framework,
                       case.device, case.size, format_seconds(case.median_a_s),
                       format_seconds(case.median_b_s),
                       "-" if case.ratio is None else f"{case.ratio:.3g}",
                       "-" if case.change_pct is None else f"{case.change_pct:+.1f}%",
                       "-" if case.p_value is None else f"{case.p_value:.2g}",
+                      "-" if case.p_rounds is None else
+                      f"{case.p_rounds:.2g} ({case.rounds_a}/{case.rounds_b})",
                       f"{case.samples_a}/{case.samples_b}",
                       f"[{style}]{escape(verdict)}[/]" if style else escape(verdict))
     return table
@@ -350,6 +436,14 @@ def print_diff(console: Console, result: RunDiff) -> None:
         for case in cases:
             console.print(f"{label}: {case['workload']} {case['variant']} {case['framework']} "
                           f"{case['device']} size {case['size']} ({case['status']})")
+    if result.suspect:
+        console.print(f"[yellow]SUSPECT in either run ({len(result.suspect)} cases"
+                      + ("" if result.strict else "; they do not fail --fail-on-regression "
+                         "without --strict") + "):[/]")
+        for flagged in result.suspect:
+            console.print(f"  {escape(flagged.framework)} {escape(flagged.device)} "
+                          f"{escape(flagged.variant)} size {escape(flagged.size)}: "
+                          f"{escape(flagged.verdict)}; {escape(flagged.suspect[:200])}")
     if result.fail_on_regression_pct is not None:
         regressions = result.regressions
         console.print(f"regressions beyond {result.fail_on_regression_pct:g}%: "

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.analysis.plausibility import judge_case
 from harness.data import fields
-from harness.data.results import CaseResult, CellResult
+from harness.data.results import CaseResult, CellResult, HarnessCost, RunDocument
 from harness.spec import WorkloadSpec
 
 
@@ -100,3 +100,41 @@ def implausibility(summary: CaseSummary, ceilings: dict[str, Any] | None,
     verdicts = judge_case(summary.gflops, summary.gbps, summary.variant, summary.device,
                           device_ceilings, bandwidth_key, precisions)
     return "; ".join(text for text in (verdict.text() for verdict in verdicts) if text)
+
+
+def harness_cost(cells: list[CellResult]) -> HarnessCost:
+    """The run's own cost: every cell's, summed (cells from before costs were kept: none)."""
+    total = HarnessCost()
+    for cell in cells:
+        if cell.cost is not None:
+            total = total.add(cell.cost)
+    return total
+
+
+def overhead_line(document: RunDocument, largest: int = 3) -> str:
+    """'harness overhead: 41 s of 63 s (...)': the run's wall time outside the timed calls
+    (ceilings, shared weights, worker starts and imports, warm-up, checks, profiles); '' when
+    its cells kept no cost (runs from before the costs were recorded)."""
+    cost = harness_cost(document.cells)
+    if not cost.workers:
+        return ""
+    run_wall = ((document.finished - document.started)
+                if document.finished is not None and document.started is not None else 0.0)
+    wall = max(run_wall, cost.wall_s)
+    phases = dict(cost.phases)
+    if wall > cost.wall_s + 0.05:  # before and between the workers: ceilings, shared weights
+        phases["outside the workers (ceilings, shared weights, saving)"] = wall - cost.wall_s
+    top = sorted(phases.items(), key=lambda item: -item[1])[:largest]
+    parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in top if seconds >= 0.05)
+    return (f"harness overhead: {wall - cost.timed_s:.1f} s of {wall:.1f} s ("
+            f"{cost.timed_s:.1f} s inside the timed calls, {cost.workers} worker process"
+            f"{'es' if cost.workers != 1 else ''})" + (f"; largest: {parts}" if parts else ""))
+
+
+def rounds_line(document: RunDocument) -> str:
+    """How the run was interleaved, or that run-to-run drift was not measured."""
+    if document.rounds <= 1:
+        return ("rounds: 1 (run-to-run drift not measured; --rounds N judges every verdict "
+                "against the spread between N worker processes per cell)")
+    return (f"rounds: {document.rounds}, cells in a new random order each round (seed "
+            f"{document.seed}); beyond the noise = beyond the IQRs and the round medians")

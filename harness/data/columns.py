@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pandas is imported where a table is made: workers write CSV
 # The columns every row has: who, what, which sample, how long, the check, the work done.
 CORE_COLUMNS = [
     "run_id", "machine", "workload", "variant", "framework", "framework_version", "device",
-    "device_name", "status", "reason", "sweep", "size", "phase", "sample", "seconds",
+    "device_name", "status", "reason", "sweep", "size", "phase", "sample", "round", "seconds",
     "calls_per_sample", "check_passed", "check_metric", "check_value", "flops", "bytes",
 ]
 # ... then one column per declared per-case value (harness.data.fields), in declaration order.
@@ -28,7 +28,8 @@ BASE_COLUMNS = [*CORE_COLUMNS, *(item.name for item in fields.csv_fields())]
 
 
 FLOAT_COLUMNS = ("seconds", "check_value", "flops", "bytes", *fields.columns_of_kind(float))
-INTEGER_COLUMNS = ("sample", "calls_per_sample", *fields.columns_of_kind(int))
+# round: the worker process (round of a --rounds run, 0-based) that timed the sample.
+INTEGER_COLUMNS = ("sample", "round", "calls_per_sample", *fields.columns_of_kind(int))
 BOOL_COLUMNS = ("check_passed", *fields.columns_of_kind(bool))
 TEXT_COLUMNS = ("run_id", "machine", "workload", "variant", "framework", "framework_version",
                 "device", "device_name", "status", "reason", "sweep", "phase", "check_metric",

@@ -107,6 +107,10 @@ def _plain(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
+def _percent(value: Any) -> str:
+    return f"{100 * float(value):.0f}%"
+
+
 def _fraction(value: Any) -> str:
     return f"{float(value):.3f}"
 
@@ -159,6 +163,12 @@ FIELDS: tuple[CaseField, ...] = (
     CaseField("steps_per_call", int, extra_value("steps_per_call"),
               help="training steps in one timed call (an epoch)"),
     CaseField("suspect", str, case_value("suspect"), help="why the timing guard doubts it"),
+    # Rounds (harness.run.rounds) and retries of contended timings (harness.run.worker).
+    CaseField("round_spread", float, case_value("round_spread"), format=_percent, report=True,
+              cli="round drift", help="spread of the round medians / their median"),
+    CaseField("attempts", int, lambda cell, case: None if case is None or not case.attempts
+              else len(case.attempts), report=True,
+              help="timings of a case timed again after contention"),
     CaseField("peak_host_memory_bytes", int, cell_value("peak_host_memory_bytes"), unit="bytes",
               format=format_bytes, per_cell=True, help="peak RSS of the worker (whole cell)"),
     CaseField("peak_device_allocated_bytes", int, case_value("peak_device_allocated_bytes"),

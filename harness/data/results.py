@@ -13,7 +13,7 @@ reads and writes it, harness.data.upgrade brings older layouts up to SCHEMA_VERS
 from __future__ import annotations
 
 import statistics
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from harness.data.records import CaseEnergy, GpuState
@@ -67,7 +67,9 @@ def sample_stats(samples: list[float]) -> SampleStats:
 # Layout version of run.json. 2: typed documents (every cell and case key named here; no
 # `peak_device_memory_bytes`, hints and framework styles always present). Older layouts are
 # brought up to this one by harness.data.upgrade when read; nothing else knows old key names.
-SCHEMA_VERSION = 2
+# 3: rounds (run-level `rounds` and `seed`; per case the round of every sample, the round
+# medians and the timing attempts; per cell the harness's own cost).
+SCHEMA_VERSION = 3
 
 
 def _defaults(cls: type) -> dict[str, Any]:
@@ -97,7 +99,31 @@ _MEASURED_KEYS = ("cold_seconds", "samples", "calls_per_sample", "timer_overhead
 # Keys only a case timed in blocks of steps carries (harness.measure.blocks): written where
 # set, so a case timed call by call keeps its layout.
 _BLOCK_KEYS = ("call_seconds", "sample_steps")
-_CASE_KEYS = ("case", "status", "reason", *_MEASURED_KEYS, *_BLOCK_KEYS)
+# Keys of a case measured over rounds, or timed again after contention: written where set.
+_ROUND_KEYS = ("sample_rounds", "round_medians")
+_CASE_KEYS = ("case", "status", "reason", *_MEASURED_KEYS, *_BLOCK_KEYS, *_ROUND_KEYS,
+              "attempts")
+
+
+@dataclass
+class Attempt:
+    """One timing of a case: a contended one is timed again (harness.run.worker)."""
+
+    number: int  # 1 = the first timing
+    median_s: float | None
+    samples: int
+    other_cores: float | None  # other processes' cores (+ stolen) while its samples ran
+    contended: str = ""  # why it was timed again ('' = not contended)
+    kept: bool = False  # its samples are the case's samples
+    round: int = 0  # the round (worker process) it ran in
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> Attempt:
+        known = {name: document[name] for name in _ATTEMPT_KEYS if name in document}
+        return cls(**known)
+
+
+_ATTEMPT_KEYS = ("number", "median_s", "samples", "other_cores", "contended", "kept", "round")
 
 
 @dataclass
@@ -131,11 +157,35 @@ class CaseResult:
     # sample_steps[i] steps, scaled to a whole call). Empty for a case timed call by call.
     call_seconds: list[float] = field(default_factory=list)
     sample_steps: list[int] = field(default_factory=list)
+    # Measured over rounds (harness.run.rounds): the round of each sample (parallel to
+    # samples; empty = all round 0) and the median of each round's samples, round 0 first.
+    sample_rounds: list[int] = field(default_factory=list)
+    round_medians: list[float] = field(default_factory=list)
+    # Every timing of the case when one was contended and timed again (empty: timed once).
+    attempts: list[Attempt] = field(default_factory=list)
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
     def stats(self) -> SampleStats:
         return sample_stats(self.samples)
+
+    @property
+    def rounds(self) -> int:
+        """How many rounds (worker processes) measured this case."""
+        return max(1, len(self.round_medians))
+
+    @property
+    def round_spread(self) -> float | None:
+        """The spread of the round medians, (max - min) / their median: the run-to-run drift
+        (None with fewer than 2 rounds)."""
+        if len(self.round_medians) < 2:
+            return None
+        middle = statistics.median(self.round_medians)
+        return (max(self.round_medians) - min(self.round_medians)) / middle if middle else None
+
+    def round_of(self, sample: int) -> int:
+        """The round of warm sample `sample` (1-based); 0 for a case measured in one round."""
+        return self.sample_rounds[sample - 1] if 0 < sample <= len(self.sample_rounds) else 0
 
     @property
     def measured(self) -> bool:
@@ -165,8 +215,9 @@ class CaseResult:
         known["suspect"] = known.get("suspect") or ""
         known["extra"] = dict(known.get("extra") or {})
         known["samples"] = list(known.get("samples") or [])
-        for name in _BLOCK_KEYS:
+        for name in (*_BLOCK_KEYS, *_ROUND_KEYS):
             known[name] = list(known.get(name) or [])
+        known["attempts"] = [Attempt.from_dict(item) for item in known.get("attempts") or []]
         if known.get("calls_per_sample") is None:
             known.pop("calls_per_sample", None)
         return cls(**known, extra_fields=rest)
@@ -179,8 +230,10 @@ class CaseResult:
             value = getattr(self, name)
             if self.measured or value != defaults[name]:
                 document[name] = value
-        document.update({name: getattr(self, name) for name in _BLOCK_KEYS
+        document.update({name: getattr(self, name) for name in (*_BLOCK_KEYS, *_ROUND_KEYS)
                          if getattr(self, name)})
+        if self.attempts:
+            document["attempts"] = [asdict(attempt) for attempt in self.attempts]
         return {**document, **self.extra_fields}
 
     def block_steps(self, sample: int) -> int | None:
@@ -190,16 +243,46 @@ class CaseResult:
 
 _CELL_KEYS = ("cell", "status", "reason", "framework_version", "device_name", "threads",
               "started", "finished", "cases", "peak_host_memory_bytes", "device_init_seconds",
-              "peak_host_memory_source", "peak_host_memory_bytes_worker", "host", "slurm")
+              "peak_host_memory_source", "peak_host_memory_bytes_worker", "host", "slurm",
+              "cost")
+
+
+@dataclass
+class HarnessCost:
+    """The harness's own cost of a cell: wall time in and around its worker(s) beside the
+    timed calls. `phases` names where the rest went (seconds, summed over rounds)."""
+
+    wall_s: float = 0.0  # worker start to result, every round and attempt together
+    timed_s: float = 0.0  # inside the timed calls: cold calls and warm samples
+    workers: int = 0  # worker processes started
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def overhead_s(self) -> float:
+        return max(0.0, self.wall_s - self.timed_s)
+
+    def add(self, other: HarnessCost) -> HarnessCost:
+        phases = dict(self.phases)
+        for name, seconds in other.phases.items():
+            phases[name] = phases.get(name, 0.0) + seconds
+        return HarnessCost(self.wall_s + other.wall_s, self.timed_s + other.timed_s,
+                           self.workers + other.workers, phases)
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> HarnessCost:
+        return cls(float(document.get("wall_s") or 0.0), float(document.get("timed_s") or 0.0),
+                   int(document.get("workers") or 0),
+                   {str(k): float(v) for k, v in (document.get("phases") or {}).items()})
 
 
 def cell_from_dict(document: dict[str, Any]) -> tuple[Cell, dict[str, Any]]:
     """The Cell of a stored `cell` object, and its keys that Cell does not know."""
     known, rest = _split(document, ("workload", "variant", "framework", "device", "params",
-                                    "quick"))
+                                    "quick", "rounds", "round"))
     cell = Cell(workload=str(known.get("workload", "")), variant=str(known.get("variant", "")),
                 framework=str(known.get("framework", "")), device=str(known.get("device", "")),
-                params=dict(known.get("params") or {}), quick=bool(known.get("quick", False)))
+                params=dict(known.get("params") or {}), quick=bool(known.get("quick", False)),
+                rounds=int(known.get("rounds") or 1), round=int(known.get("round") or 0))
     return cell, rest
 
 
@@ -225,6 +308,7 @@ class CellResult:
     # the scheduler's job id, node and state; None for cells run by the local executor.
     host: dict[str, Any] | None = None
     slurm: dict[str, Any] | None = None
+    cost: HarnessCost | None = None  # the harness's own time around the timed calls
     cell_extra: dict[str, Any] = field(default_factory=dict)  # unknown keys of `cell`
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
@@ -256,6 +340,8 @@ class CellResult:
         known["status"] = Status(known.get("status", Status.OK.value))
         known["reason"] = known.get("reason") or ""
         known["cases"] = [CaseResult.from_dict(case) for case in known.get("cases") or []]
+        if isinstance(known.get("cost"), dict):
+            known["cost"] = HarnessCost.from_dict(known["cost"])
         return cls(cell=cell, **known, cell_extra=cell_extra, extra_fields=rest)
 
     def to_dict(self) -> dict[str, Any]:
@@ -268,6 +354,8 @@ class CellResult:
                 value = self.status.value
             elif name in OPTIONAL_CELL_KEYS and value is None:
                 continue
+            elif name == "cost":
+                value = asdict(value)
             document[name] = value
         return {**document, **self.extra_fields}
 
@@ -282,11 +370,12 @@ class CellResult:
 
 _RUN_KEYS = ("run_id", "command", "started", "finished", "workload", "sweep", "params",
              "quick", "timeout_s", "hints", "frameworks", "host", "ceilings", "interrupted",
-             "interrupted_by", "cells", "planned_cells", "executor", "resumed", "predictions")
+             "interrupted_by", "cells", "planned_cells", "executor", "resumed", "rounds",
+             "seed", "round_orders", "predictions")
 # Keys that only some runs have (resumable plans, SLURM runs, a CPU-and-GPU sweep's predicted
 # crossovers): absent rather than empty.
 OPTIONAL_RUN_KEYS = ("planned_cells", "executor", "resumed", "predictions")
-OPTIONAL_CELL_KEYS = ("host", "slurm")
+OPTIONAL_CELL_KEYS = ("host", "slurm", "cost")
 UNKNOWN_MACHINE = "unknown machine"
 
 
@@ -316,6 +405,11 @@ class RunDocument:
     planned_cells: list[dict[str, Any]] = field(default_factory=list)
     executor: dict[str, Any] = field(default_factory=dict)
     resumed: list[dict[str, Any]] = field(default_factory=list)
+    # Rounds (harness.run.rounds): worker processes per cell, and the seed of the cell orders
+    # (None: one round, cells in plan order). 1 round: run-to-run drift was not measured.
+    rounds: int = 1
+    seed: int | None = None
+    round_orders: list[list[int]] = field(default_factory=list)  # plan indices, per round
     # The predicted GPU-vs-CPU crossovers, written with the report (harness.analysis.predict):
     # per framework and variant, the size, its held-out error and the text printed.
     predictions: list[dict[str, Any]] = field(default_factory=list)
@@ -361,6 +455,8 @@ class RunDocument:
         for name in ("planned_cells", "resumed", "predictions"):
             known[name] = list(known.get(name) or [])
         known["executor"] = dict(known.get("executor") or {})
+        known["rounds"] = int(known.get("rounds") or 1)
+        known["round_orders"] = [list(order) for order in known.get("round_orders") or []]
         known["cells"] = [result if isinstance(result, CellResult)
                           else CellResult.from_dict(result) for result in known.get("cells") or []]
         return cls(**known, extra_fields=rest)
@@ -370,6 +466,8 @@ class RunDocument:
         for name in _RUN_KEYS:
             document[name] = getattr(self, name)
         document["cells"] = [cell.to_dict() for cell in self.cells]
+        if not self.round_orders:
+            del document["round_orders"]
         for name in ("interrupted_by", *OPTIONAL_RUN_KEYS):
             if not document[name]:  # written only where there is something to say
                 del document[name]

@@ -72,8 +72,19 @@ def upgrade_1_to_2(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+def upgrade_2_to_3(document: dict[str, Any]) -> dict[str, Any]:
+    """2 -> 3: rounds. A run from before rounds ran each cell once, in plan order: one round
+    (so its verdicts say run-to-run drift was not measured) and no seed; its samples are all
+    round 0, which a case without `sample_rounds` already means."""
+    document.setdefault("rounds", 1)
+    document.setdefault("seed", None)
+    document["schema_version"] = 3
+    return document
+
+
 # version N -> the step that makes it N + 1
-UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: upgrade_1_to_2}
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: upgrade_1_to_2,
+                                                                   2: upgrade_2_to_3}
 
 
 def document_version(document: dict[str, Any]) -> int:

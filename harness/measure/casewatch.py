@@ -14,6 +14,7 @@ from typing import Any
 from harness.data.records import CaseEnergy, EnergyRecord, GpuState
 from harness.measure import energy, gpustate
 
+RETRIED_REASON = "contended: this timing was repeated, and no energy pass spent on it"
 MEASURE_STYLE_REASON = ("timed inside the backend's own processes (e.g. data-parallel ranks): "
                         "no window around the warm calls")
 
@@ -92,20 +93,29 @@ class CaseWatch:
             self.state.end(calls)
 
     def finish_case(self, seconds_per_call: float | None,
-                    steps_per_call: float | None) -> tuple[dict[str, Any], str]:
+                    steps_per_call: float | None,
+                    retried_if_contended: bool = False,
+                    cores_contended: bool = False) -> tuple[dict[str, Any], str]:
         """(extras to merge into the case's extra, GPU-state suspect text).
 
+        `retried_if_contended`: a contended timing (busy cores, or a GPU state that makes the
+        case suspect) will be timed again, so no energy pass is spent on it.
         A failure here costs these records only, never the case's time.
         """
         try:
-            extras: dict[str, Any] = {
-                "energy": self._energy(seconds_per_call, steps_per_call).to_dict()}
+            extras: dict[str, Any] = {}
             suspect = ""
             if self.state is not None:
                 state = self.state.after_case()
                 extras["gpu_state"], suspect = state.to_dict(), state.suspect
             elif self.is_gpu:
                 extras["gpu_state"] = GpuState.unavailable(self.gpu_reason).to_dict()
+            if retried_if_contended and (cores_contended or suspect):
+                skipped = EnergyRecord.not_measured(RETRIED_REASON)
+                extras["energy"] = CaseEnergy(device=skipped if self.is_gpu else None,
+                                              host=skipped).to_dict()
+            else:
+                extras["energy"] = self._energy(seconds_per_call, steps_per_call).to_dict()
             return extras, suspect
         except Exception as exc:  # noqa: BLE001 - the wall-clock result is already safe
             failed = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}

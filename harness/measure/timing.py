@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from harness.data.results import sample_stats
@@ -39,6 +39,22 @@ class TimingPolicy:
     @classmethod
     def quick(cls) -> TimingPolicy:
         return cls(min_samples=5, min_time_s=0.1, max_time_s=2.0, warmup_s=0.1)
+
+    def share(self, rounds: int) -> TimingPolicy:
+        """This policy's samples and time budget shared out over `rounds` worker processes.
+
+        Each round keeps its own warm-up (a new process must warm up again) and at least
+        MIN_ROUND_SAMPLES samples, so every round has a median and quartiles of its own.
+        """
+        if rounds <= 1:
+            return self
+        return replace(self, min_samples=max(MIN_ROUND_SAMPLES, -(-self.min_samples // rounds)),
+                       min_time_s=self.min_time_s / rounds,
+                       max_time_s=max(self.max_time_s / rounds, self.min_time_s))
+
+
+# A round's fewest samples: three give a median and quartiles (see sample_stats).
+MIN_ROUND_SAMPLES = 3
 
 
 @dataclass

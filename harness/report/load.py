@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.stats import overhead_line, rounds_line
 from harness.core.units import size_label
 from harness.data import fields, store
 from harness.data.columns import (
@@ -94,6 +95,8 @@ def run_row(run_dir: Path, document: RunDocument, order: int) -> dict[str, Any]:
         "finished": document.finished,
         "cells_saved": [cell_label(result) for result in document.cells],
         "command": " ".join(document.command),
+        "rounds_line": rounds_line(document),
+        "overhead_line": overhead_line(document),
     }
 
 

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.analysis.noise import MIN_SAMPLES as NOISE_MIN_SAMPLES
+from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
 from harness.analysis.plausibility import (
     bandwidth_limits,
     device_entry,
@@ -163,11 +165,18 @@ def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
     if timing.empty:  # no warm samples anywhere (only failed or unavailable cells)
         timing = pd.DataFrame(columns=WARM_COLUMNS, dtype=float,
                               index=pd.MultiIndex.from_tuples([], names=keys))
+    if not timing.empty:
+        timing["round_medians"] = warm.apply(_round_medians, include_groups=False)
+    else:
+        timing["round_medians"] = pd.Series(dtype=object)
     cold = cases[cases["phase"] == "cold"].groupby(keys, sort=False)
     timing["cold_s"] = cold["time_s"].first()
     timing["cold_call_s"] = cold["seconds"].first()
     stats = info.join(timing, how="left").reset_index()
     stats["samples"] = stats["samples"].fillna(0).astype(int)
+    stats["round_medians"] = [value if isinstance(value, dict) else {}
+                              for value in stats["round_medians"]]
+    stats["rounds"] = [max(1, len(value)) for value in stats["round_medians"]]
     stats["iqr_s"] = stats["q3_s"] - stats["q1_s"]
     stats["noise"] = stats["iqr_s"] / stats["median_s"]
     stats["noisy"] = (stats["samples"] >= 2) & (stats["noise"] > NOISY_IQR_FRACTION)
@@ -191,6 +200,13 @@ def _warm_stats(rows: pd.DataFrame) -> pd.Series:
                       "min_s": per_step.minimum, "samples": per_step.count,
                       "call_median_s": per_call.median, "call_q1_s": per_call.q1,
                       "call_q3_s": per_call.q3}, dtype=float)
+
+
+def _round_medians(rows: pd.DataFrame) -> dict[int, float]:
+    """Round number -> median time per step of that round's warm samples (one round: {0: m})."""
+    rounds = rows["round"].fillna(0) if "round" in rows else pd.Series(0, index=rows.index)
+    return {int(number): float(part.median())
+            for number, part in rows["time_s"].groupby(rounds.astype(int))}
 
 
 def cell_status(prepared: pd.DataFrame) -> pd.DataFrame:
@@ -233,18 +249,32 @@ def iqrs_overlap(q1_a: float, q3_a: float, q1_b: float, q3_b: float) -> bool:
     return not (q3_a < q1_b or q3_b < q1_a)
 
 
-MIN_SAMPLES_TO_JUDGE = 3
+MIN_SAMPLES_TO_JUDGE = NOISE_MIN_SAMPLES
 
 
-def gap_significance(best: pd.Series, second: pd.Series) -> dict[str, bool]:
-    """Whether a gap between two cases is beyond their noise: the IQRs do not overlap.
+def case_noise(row: pd.Series) -> CaseNoise:
+    """One case_stats row as the noise rule reads it."""
+    rounds = row.get("round_medians")
+    return CaseNoise(float(row["median_s"]), float(row["q1_s"]), float(row["q3_s"]),
+                     int(row["samples"]), dict(rounds) if isinstance(rounds, dict) else {})
+
+
+def gap_verdict(best: pd.Series, second: pd.Series) -> GapVerdict:
+    """harness.analysis.noise.judge_gap of two case_stats rows."""
+    return judge_gap(case_noise(best), case_noise(second))
+
+
+def gap_significance(best: pd.Series, second: pd.Series) -> dict[str, Any]:
+    """Whether a gap between two cases is beyond their noise (harness.analysis.noise: the IQRs
+    and the round medians both apart), and the phrase that says so.
 
     With fewer than 3 samples on either side an IQR says nothing (one sample has IQR 0), so
     the gap is not judged at all rather than called significant.
     """
-    judged = min(best["samples"], second["samples"]) >= MIN_SAMPLES_TO_JUDGE
-    apart = not iqrs_overlap(best["q1_s"], best["q3_s"], second["q1_s"], second["q3_s"])
-    return {"judged": bool(judged), "significant": bool(judged and apart)}
+    verdict = gap_verdict(best, second)
+    return {"judged": verdict.judged, "significant": verdict.significant,
+            "held": verdict.held, "rounds": verdict.rounds, "noise": verdict.phrase(),
+            "noise_short": verdict.short()}
 
 
 def excluded_cases(rows: pd.DataFrame) -> list[str]:

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +180,7 @@ def run_worker(cell: Cell, options: RunOptions) -> CellResult:
         stderr_path = scratch_dir / "stderr.txt"
         cell_path.write_text(json.dumps(cell.as_dict()))
         command = [sys.executable, "-m", options.worker_module, str(cell_path), str(result_path)]
+        spawned = time.time()
         with open(stderr_path, "wb") as stderr_file:
             process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=stderr_file, stderr=stderr_file,
@@ -199,7 +200,20 @@ def run_worker(cell: Cell, options: RunOptions) -> CellResult:
             reason = _crash_reason(returncode, _stderr_tail(stderr_path))
             return with_peak_host_memory(_partial(cell, result_path, Status.ERROR, reason),
                                          peak_rss)
-        return with_peak_host_memory(result, peak_rss)
+        return with_peak_host_memory(with_worker_wall(result, spawned, time.time()), peak_rss)
+
+
+def with_worker_wall(result: CellResult, spawned: float, ended: float) -> CellResult:
+    """The cell's cost (harness.data.results.HarnessCost) from the worker's start to its exit:
+    the worker measured itself from run_cell on; Python's start and imports, and its exit,
+    are seen from here."""
+    cost, started, finished = result.cost, result.started, result.finished
+    if cost is not None and started is not None and finished is not None:
+        phases = dict(cost.phases)
+        phases["worker start (python, imports)"] = max(0.0, started - spawned)
+        phases["worker exit"] = max(0.0, ended - finished)
+        result.cost = replace(cost, wall_s=max(0.0, ended - spawned), phases=phases)
+    return result
 
 
 def _partial(cell: Cell, result_path: Path, status: Status, reason: str) -> CellResult:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from harness.spec import Check, Param, WorkloadSpec
 
 FAULTS = ("ok", "error", "segfault", "sigkill", "hang", "child-hang", "oom", "invalid", "slow",
-          "bimodal")
+          "bimodal", "throttled-once", "throttled-always")
 
 
 def make_inputs(case: dict, variant: str) -> dict:

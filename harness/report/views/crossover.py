@@ -14,11 +14,19 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from harness.analysis.noise import GapVerdict
 from harness.analysis.predict import SweepPoint, predict
 from harness.core.units import device_kind, format_ratio, format_seconds, format_size
 from harness.report import style
 from harness.report.summary import markdown_table
-from harness.report.tables import CELL_KEYS, ceiling_for, excluded_cases, first_text, flop_ceiling
+from harness.report.tables import (
+    CELL_KEYS,
+    ceiling_for,
+    excluded_cases,
+    first_text,
+    flop_ceiling,
+    gap_verdict,
+)
 from harness.report.views import View
 
 if TYPE_CHECKING:
@@ -219,15 +227,45 @@ def prediction_records(table: pd.DataFrame, sweep: str) -> list[dict[str, Any]]:
     return records
 
 
+def size_verdicts(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> list[GapVerdict]:
+    """At each size both devices measured: the GPU-vs-CPU gap between the fastest cell of
+    each, judged by the one noise rule (harness.analysis.noise: IQRs and round medians)."""
+    found = []
+    for rows in (cpu_rows, gpu_rows):
+        valid = rows[rows["valid"]]
+        fixed = valid["size_label"] == ""
+        valid = valid[valid["size_value"].notna() | fixed]
+        keyed = valid.assign(_size=valid["size_value"].where(~fixed, 0.0))
+        found.append(keyed.sort_values("median_s").drop_duplicates("_size").set_index("_size"))
+    cpu_best, gpu_best = found
+    return [gap_verdict(cpu_best.loc[size], gpu_best.loc[size])
+            for size in sorted(set(cpu_best.index) & set(gpu_best.index))]
+
+
+def noise_phrase(verdicts: list[GapVerdict]) -> str:
+    """' (the faster device beyond the noise at 4 of 5 sizes; held in every round at 4)'."""
+    if not verdicts:
+        return ""
+    beyond = sum(verdict.significant for verdict in verdicts)
+    text = f"the faster device beyond the noise at {beyond} of {len(verdicts)} sizes"
+    rounds = max(verdict.rounds for verdict in verdicts)
+    if rounds < 2:
+        return f" ({text}; one round: run-to-run drift not measured)"
+    every = sum(verdict.held == verdict.rounds for verdict in verdicts)
+    return f" ({text}; held in all {rounds} rounds at {every} of {len(verdicts)})"
+
+
 def _pair(cpu: pd.Series, gpu: pd.Series, cpu_rows: pd.DataFrame,
           gpu_rows: pd.DataFrame) -> dict[str, Any]:
     curves = pd.DataFrame({"cpu_s": cpu, "gpu_s": gpu}).rename_axis("size").reset_index()
     verdict = find_crossover(curves)
+    noise = noise_phrase(size_verdicts(cpu_rows, gpu_rows)) if (
+        not cpu_rows.empty and not gpu_rows.empty) else ""
     both = curves.dropna()
     largest = both.iloc[-1] if not both.empty else None
     return {"excluded": excluded_cases(pd.concat([cpu_rows, gpu_rows])), "kind": verdict.kind,
             "size": verdict.size, "sizes_compared": verdict.sizes_compared,
-            "verdict": verdict, "has_cpu": cpu_rows["valid"].any(),
+            "verdict": verdict, "noise": noise, "has_cpu": cpu_rows["valid"].any(),
             "has_gpu": gpu_rows["valid"].any(),
             "largest_size": None if largest is None else largest["size"],
             "speedup_at_largest": None if largest is None else largest["cpu_s"] / largest["gpu_s"]}
@@ -295,6 +333,7 @@ def machine_gpu_sentence(context: Any, group: pd.DataFrame) -> str:
         label = f"variant {row['variant']}: " if group["variant"].nunique() > 1 else ""
         if row["cpu_is_other_variant"]:
             text += " vs the best CPU cell of any variant"
+        text += str(row.get("noise") or "")
         prediction = row.get("prediction")
         if prediction is not None and not (isinstance(prediction, float) and pd.isna(prediction)):
             text += f"; {prediction.short_text(context.sweep, str(row.get('predicted_from')))}"

@@ -66,7 +66,8 @@ def fastest_by_size(stats: pd.DataFrame) -> pd.DataFrame:
                      "ratio": second["median_s"] / best["median_s"] if second is not None
                      else math.nan,
                      **(gap_significance(best, second) if second is not None
-                        else {"judged": False, "significant": False}),
+                        else {"judged": False, "significant": False, "held": 0, "rounds": 1,
+                              "noise": "", "noise_short": ""}),
                      "excluded": excluded,
                      # A device whose every cell failed here cannot lose a race it did not run.
                      "device_verdict": not (failed_kinds - set(group["device_kind"])),
@@ -75,7 +76,8 @@ def fastest_by_size(stats: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=[
         "experiment", "machine", "variant", "size_label", "size_value", "best", "best_median_s",
         "best_iqr_s", "cells", "runner_up", "runner_up_median_s", "ratio", "judged",
-        "significant", "excluded", "device_verdict", "suspect"])
+        "significant", "held", "rounds", "noise", "noise_short", "excluded", "device_verdict",
+        "suspect"])
     return frame.sort_values(["experiment", "machine", "variant", "size_value", "size_label"],
                              key=lambda column: column.map(_variant_rank(stats))
                              if column.name == "variant" else column)
@@ -95,8 +97,7 @@ def _cell_name(row: pd.Series) -> str:
 def fastest_sentence(context: Any, row: pd.Series) -> str:
     """The fastest cell at a size, never by the absence of a cell that failed there."""
     size = size_phrase(context, row["size_label"])
-    noise = ("too few samples to judge the noise" if not row["judged"] else
-             "beyond the noise" if row["significant"] else "within the noise")
+    noise = ("too few samples to judge the noise" if not row["judged"] else row["noise"])
     gap = (f", {format_ratio(row['ratio'])} ahead of {row['runner_up']} ({noise})"
            if row["runner_up"] else "")
     variant = (f", variant {row['variant']}" if context.stats["variant"].nunique() > 1
@@ -125,7 +126,7 @@ def fastest_section(context: Any, fastest: pd.DataFrame) -> list[str]:
     sweep = context.sweep or "size"
     headers = (["machine"] if several_machines else []) + [
         sweep, "fastest", f"median per {context.unit} (IQR)", "runner-up",
-        "runner-up median", "faster by", "beyond noise (IQRs apart)?"]
+        "runner-up median", "faster by", "beyond noise (IQRs and rounds apart)?"]
     machine = "" if several_machines else f" on {fastest['machine'].iloc[0]}"
     lines = []
     for variant, group in fastest.groupby("variant", sort=False):
@@ -149,4 +150,4 @@ def fastest_section(context: Any, fastest: pd.DataFrame) -> list[str]:
 def _noise_verdict(row: pd.Series) -> str:
     if not row["judged"]:
         return f"not judged (< {MIN_SAMPLES_TO_JUDGE} samples)"
-    return "yes" if row["significant"] else "no"
+    return str(row["noise_short"])

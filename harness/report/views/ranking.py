@@ -36,7 +36,8 @@ class RankingView(View):
 
 
 RANKING_COLUMNS = ["experiment", "machine", "variant", "device", "size_label", "rank",
-                   "framework", "median_s", "times_best", "judged", "significant"]
+                   "framework", "median_s", "times_best", "judged", "significant", "held",
+                   "rounds", "noise"]
 
 
 def framework_ranking(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
@@ -54,7 +55,8 @@ def framework_ranking(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFra
         above = None
         for rank, (_, row) in enumerate(ranked.iterrows(), start=1):
             gap = gap_significance(above, row) if above is not None else {
-                "judged": False, "significant": False}
+                "judged": False, "significant": False, "held": 0, "rounds": 1, "noise": ""}
+            gap.pop("noise_short", None)
             rows.append({"experiment": experiment, "machine": machine, "variant": variant,
                          "device": device, "size_label": row["size_label"], "rank": rank,
                          "framework": row["framework"], "median_s": row["median_s"],
@@ -72,8 +74,9 @@ def framework_verdict_section(context: Any, ranking: pd.DataFrame) -> list[str]:
     several_machines = ranking["machine"].nunique() > 1
     lines = ["### Framework verdict: every framework ranked per device", "",
              ("Fastest first, at the headline size, same variant and device; each gap is "
-              "judged against the framework ranked just above (IQRs apart, from "
-              f"{MIN_SAMPLES_TO_JUDGE} samples each)."), ""]
+              "judged against the framework ranked just above: beyond the noise when the IQRs "
+              f"(from {MIN_SAMPLES_TO_JUDGE} samples each) and the ranges of the round medians "
+              "are both apart."), ""]
     for (machine, variant, device), group in ranking.groupby(
             ["machine", "variant", "device"], sort=False):
         where = f"{machine}, " if several_machines else ""
@@ -87,8 +90,5 @@ def _ranked_entry(row: pd.Series, unit: str) -> str:
     text = f"{row['rank']}. {row['framework']} {format_seconds(row['median_s'])}/{unit}"
     if row["rank"] == 1:
         return text
-    if not row["judged"]:
-        gap = f"not judged, < {MIN_SAMPLES_TO_JUDGE} samples"
-    else:
-        gap = "beyond noise" if row["significant"] else "within noise"
+    gap = row["noise"] or f"not judged, < {MIN_SAMPLES_TO_JUDGE} samples"
     return f"{text} ({format_ratio(row['times_best'])} the fastest; {gap} vs #{row['rank'] - 1})"

@@ -48,7 +48,24 @@ class SumTask:
         return {"total": self.total}
 
 
+# Timings of each case so far in this process: the throttle variants say "throttled" through
+# the fake NVML (tests.fakes.nvml reads FAKE_NVML_THROTTLE at every poll) on the first timing
+# only (throttled-once) or on every timing (throttled-always).
+TIMINGS: dict[int, int] = {}
+SW_THERMAL_SLOWDOWN = "0x20"
+
+
+def throttle_as_told(case: dict, variant: str) -> None:
+    TIMINGS[case["size"]] = TIMINGS.get(case["size"], 0) + 1
+    first = TIMINGS[case["size"]] == 1
+    throttled = variant == "throttled-always" or (variant == "throttled-once" and first)
+    os.environ["FAKE_NVML_THROTTLE"] = SW_THERMAL_SLOWDOWN if throttled else "0"
+
+
 def make_task(case: dict, variant: str, device, inputs: dict) -> SumTask:
+    if variant.startswith("throttled-"):
+        throttle_as_told(case, variant)
+        return SumTask(inputs["values"], device, delay_s=0.001)
     if case["size"] < 2 or variant == "ok":
         return SumTask(inputs["values"], device)
     if variant == "error":

@@ -1,0 +1,194 @@
+"""Rounds: every cell runs as N worker processes, the matrix round by round, interleaved.
+
+Why: the largest noise on a real machine is between processes and between minutes (another
+job starts, the clock boosts, a cache is cold), not between the samples of one process. So
+each cell is measured by `rounds` workers, each with its share of the samples (or of the
+epochs), and each round runs the whole matrix in a new random order (seeded, recorded in
+run.json), so a slow minute falls on different cells in different rounds (as Google
+Benchmark's random interleaving and pyperf's worker processes do). The verdicts then hold the
+gap between two cells against the spread of their round medians too
+(harness.analysis.noise).
+
+This module only orders the rounds and merges a cell's round results into one CellResult;
+where the workers run is the executor's business.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from harness.data.results import CaseResult, CellResult, HarnessCost
+from harness.spec import Cell, WorkloadSpec, worst_status
+
+# The default number of rounds, chosen from measurements (docs/findings.md, 2-core VM under
+# load, 3 quick matmul runs each): 1 round gave 10 contradicting verdicts of 54 pairwise
+# judgements (A beyond B in one run, B beyond A in another), 3 and 5 rounds none; verdicts
+# that flipped between "beyond" and "within" fell from 18 (1 round) to 14 (3) and 6 (5), at
+# 1.0x, 1.65x and 2.3x the wall time. 5 also gives `harness diff` a between-round test that
+# can reach p < 0.05 (3 rounds a side cannot go below p = 0.1).
+DEFAULT_ROUNDS = 5
+
+
+def round_orders(count: int, rounds: int, seed: int) -> list[list[int]]:
+    """Per round, the order of the plan's `count` cells (indices): a new shuffle each round.
+
+    One round keeps the plan's order (a run without rounds runs as it always did).
+    """
+    if rounds <= 1:
+        return [list(range(count))]
+    generator = random.Random(seed)
+    orders = []
+    for _ in range(rounds):
+        order = list(range(count))
+        generator.shuffle(order)
+        orders.append(order)
+    return orders
+
+
+def share(total: int, rounds: int, index: int, least: int = 1) -> int:
+    """Round `index`'s share of `total` units of work: as even as whole units allow, and at
+    least `least`."""
+    return max(least, total // rounds + (1 if index < total % rounds else 0))
+
+
+def least_calls(spec: WorkloadSpec, params: dict[str, Any]) -> int:
+    """The fewest calls (epochs) a round needs for a warm sample: 1 when a call is cut in
+    blocks of steps (its later blocks are warm), else 2 (the first call is the cold one)."""
+    blocks = spec.call_blocks(params) if spec.call_blocks is not None else 1
+    return 1 if isinstance(blocks, int) and blocks > 1 else 2
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def round_cell(spec: WorkloadSpec, cell: Cell, index: int, rounds: int) -> Cell:
+    """The worker's cell for round `index`: its share of the work the spec splits.
+
+    The first name in `spec.round_split` (MNIST: epochs) is shared out while every round still
+    gets the fewest calls it needs for a warm sample. Where there are too few of them (the
+    demo's one epoch over 5 rounds), each round keeps that fewest and the next name (MNIST:
+    samples per epoch) is cut instead, so the rounds together still do the planned work, not
+    `rounds` times it.
+    """
+    params = dict(cell.params)
+    least = least_calls(spec, cell.params)
+    names = list(spec.round_split)
+    first = _count(params.get(names[0])) if names else None
+    if first is None:
+        return replace(cell, params=params, rounds=rounds, round=index)
+    if first >= rounds * least or len(names) == 1:
+        params[names[0]] = share(first, rounds, index, least)
+    else:
+        params[names[0]] = least
+        for name in names[1:]:
+            per_call = _count(params.get(name))
+            if per_call is not None:  # the planned calls' work, in `least`-call rounds
+                params[name] = share(per_call * first // least, rounds, index)
+    return replace(cell, params=params, rounds=rounds, round=index)
+
+
+def merge_cases(planned: Cell, rounds: list[tuple[int, CaseResult]],
+                split: tuple[str, ...]) -> CaseResult:
+    """One case measured in several rounds: samples pooled, each tagged with its round."""
+    rounds = sorted(rounds, key=lambda item: item[0])
+    first = rounds[0][1]
+    case = dict(first.case)
+    for name in split:  # the case as planned, not one round's share of it
+        if name in case and name in planned.params:
+            case[name] = planned.params[name]
+    status = worst_status([result.status for _, result in rounds])
+    merged = CaseResult(case=case, status=status,
+                        reason=next((r.reason for _, r in rounds if r.status == status
+                                     and r.reason), ""))
+    measured = [(index, result) for index, result in rounds if result.measured]
+    if not measured:
+        return merged
+    head = measured[0][1]
+    merged.cold_seconds = head.cold_seconds
+    merged.calls_per_sample = head.calls_per_sample
+    merged.timer_overhead_s = head.timer_overhead_s
+    merged.predicted_call_s = head.predicted_call_s
+    merged.device_profile = next((r.device_profile for _, r in measured
+                                  if r.device_profile and "reason" not in r.device_profile),
+                                 head.device_profile)
+    merged.check = next((r.check for _, r in measured if r.check and not r.check["passed"]),
+                        measured[-1][1].check)
+    merged.extra = dict(head.extra)  # the first round's: it measured the idle power
+    merged.other_load = max((r.other_load for _, r in measured if r.other_load),
+                            key=lambda load: load.get("other_cores", 0.0), default=None)
+    merged.suspect = "; ".join(f"round {index + 1}: {r.suspect}" for index, r in measured
+                               if r.suspect)
+    for name in ("peak_device_allocated_bytes", "peak_device_reserved_bytes"):
+        values = [getattr(r, name) for _, r in measured if getattr(r, name) is not None]
+        setattr(merged, name, max(values) if values else None)
+    for index, result in measured:
+        merged.samples += result.samples
+        merged.sample_rounds += [index] * len(result.samples)
+        merged.call_seconds += result.call_seconds
+        merged.sample_steps += result.sample_steps
+        merged.attempts += [replace(attempt, round=index) for attempt in result.attempts]
+        if result.samples:
+            merged.round_medians.append(statistics.median(result.samples))
+    return merged
+
+
+def merge_cells(planned: Cell, rounds: list[tuple[int, CellResult]],
+                split: tuple[str, ...] = ()) -> CellResult:
+    """A cell's round results (round index, result) as one result, cases matched by position."""
+    rounds = sorted(rounds, key=lambda item: item[0])
+    results = [result for _, result in rounds]
+    first = results[0]
+    status = worst_status([result.status for result in results])
+    merged = CellResult(
+        cell=planned, status=status,
+        reason=next((r.reason for r in results if r.status == status and r.reason), ""),
+        framework_version=first.framework_version, device_name=first.device_name,
+        threads=first.threads,
+        started=min((r.started for r in results if r.started is not None), default=None),
+        finished=max((r.finished for r in results if r.finished is not None), default=None),
+        device_init_seconds=first.device_init_seconds, host=first.host, slurm=first.slurm,
+        peak_host_memory_source=first.peak_host_memory_source)
+    for name in ("peak_host_memory_bytes", "peak_host_memory_bytes_worker"):
+        values = [getattr(r, name) for r in results if getattr(r, name) is not None]
+        setattr(merged, name, max(values) if values else None)
+    costs = [r.cost for r in results if r.cost is not None]
+    if costs:
+        total = HarnessCost()
+        for cost in costs:
+            total = total.add(cost)
+        merged.cost = total
+    for position in range(max(len(r.cases) for r in results)):
+        found = [(index, result.cases[position]) for index, result in rounds
+                 if position < len(result.cases)]
+        merged.cases.append(merge_cases(planned, found, split))
+    return merged
+
+
+def cell_key(cell: Cell) -> tuple[str, str, str]:
+    return (cell.variant, cell.framework, cell.device)
+
+
+@dataclass
+class RoundMerger:
+    """Collects each cell's round results as they arrive; gives the merged result so far."""
+
+    spec: WorkloadSpec
+    rounds: int
+    planned: dict[tuple[str, str, str], Cell]  # the cells as planned, by cell_key
+    seen: dict[tuple[str, str, str], list[tuple[int, CellResult]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, spec: WorkloadSpec, cells: list[Cell], rounds: int) -> RoundMerger:
+        return cls(spec, rounds, {cell_key(cell): replace(cell, rounds=rounds, round=0)
+                                  for cell in cells})
+
+    def add(self, cell: Cell, result: CellResult) -> CellResult:
+        """Record round `cell.round` of a cell; the cell's result over its rounds so far."""
+        key = cell_key(cell)
+        planned = self.planned.get(key) or replace(cell, round=0)
+        self.seen.setdefault(key, []).append((cell.round, result))
+        return merge_cells(planned, self.seen[key], self.spec.round_split)
