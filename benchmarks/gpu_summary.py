@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.data.records import GpuState
 from harness.core.units import format_bytes, format_joules, format_seconds
 from harness.report.views import energy as energy_view
 from harness.report.views import scaling
@@ -81,7 +82,7 @@ def energy_lines(documents: list[dict[str, Any]], hand_dir: Path) -> list[str]:
                                          device["joules_per_step"], label)
         lines.append(text)
     lines += [f"- verdict: {line}" for line in
-              energy_view.verdict_lines(energy_view.energy_table(documents))]
+              energy_view.gpu_vs_cpu_sentences(energy_view.energy_table(documents))]
     return lines
 
 
@@ -162,7 +163,7 @@ def state_lines(documents: list[dict[str, Any]]) -> list[str]:
         seen.add(key)
         lines.append(f"- {' '.join(map(str, key))} batch "
                      f"{(case.get('case') or {}).get('batch_size')}: "
-                     f"{energy_view.state_text(state)}")
+                     f"{energy_view.state_text(GpuState.from_dict(state))}")
     return lines
 
 

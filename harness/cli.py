@@ -179,8 +179,8 @@ def compare(
     rounds: Annotated[Optional[int], typer.Option(
         help="Worker processes per cell: the matrix runs round by round, cells in a new "
              "random order each round, the samples (MNIST: epochs) shared out; verdicts must "
-             "hold against the spread between rounds. Default 5 (HARNESS_ROUNDS overrides); "
-             "1: run-to-run drift is not measured.")] = None,
+             "hold against the spread between rounds. Default 5, 1 with --quick (HARNESS_ROUNDS "
+             "overrides); 1: run-to-run drift is not measured.")] = None,
     seed: Annotated[Optional[int], typer.Option(
         help="Seed of the rounds' cell orders (default: drawn; recorded in run.json).")] = None,
 ) -> None:

@@ -60,7 +60,7 @@ def test_a_report_that_cannot_be_written_exits_3_with_one_line(
     def disk_full(*args: object, **kwargs: object) -> list[Path]:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(harness.report, "render_report", disk_full)
+    monkeypatch.setattr(harness.report, "draw_report", disk_full)
     result = invoke(*TWO_FRAMEWORKS, "--out", str(out_dir))
     assert result.exit_code == api.EXIT_REPORT_FAILED == 3, result.output
     failures = [line for line in result.output.splitlines() if "report failed" in line]

@@ -350,9 +350,10 @@ def test_energy_and_gpu_state_are_columns_of_the_csv_and_parquet(
 
     from harness.cli import app
 
+    # Not --quick: a quick run measures no idle power, and the above-idle figures need it.
     result = CliRunner().invoke(app, ["compare", "--workload", "fault", "--framework", "fakegpu",
-                                      "--device", "cuda:0,cpu", "--variant", "ok", "--quick",
-                                      "--no-report", "--no-ceilings", "--out", str(out_dir)])
+                                      "--device", "cuda:0,cpu", "--variant", "ok", "--rounds",
+                                      "1", "--no-report", "--no-ceilings", "--out", str(out_dir)])
     assert result.exit_code == 0, result.output
     run_dir = next(out_dir.glob("*/run.json")).parent
     columns = ["energy_j_per_call", "energy_j_per_call_above_idle", "power_w_mean",

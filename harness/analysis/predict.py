@@ -96,15 +96,16 @@ class CostModel:
         return sum(self.parts(size))
 
     def growth_per_doubling(self, size: float) -> float:
-        return self.seconds(2 * size) / self.seconds(size)
+        here = self.seconds(size)
+        return self.seconds(2 * size) / here if here > 0 else float("nan")
 
     def bound_at(self, size: float) -> str:
         """Which part dominates at `size`, in words with its measured constants."""
         fixed, launch, work = self.parts(size)
-        if launch >= max(fixed, work) and self.launches is not None:
+        if launch >= max(fixed, work) and launch > 0 and self.launches is not None:
             return (f"launch-bound: {self.launches(size):.2g} launches per call at "
                     f"{_duration(self.per_launch_s)}")
-        if work >= fixed:
+        if work >= fixed and self.seconds_per_work > 0:
             unit = "FLOP/s" if self.work_is_flops else "size units/s"
             return f"work-bound: {_rate(1 / self.seconds_per_work)} {unit}"
         return f"fixed cost {_duration(fixed)} per call"
@@ -292,7 +293,7 @@ class Prediction:
         """One line for the verdict: the prediction, its basis and its error."""
         if self.kind == "too-few-sizes":
             return (f"no prediction: fewer than {MIN_SIZES_TO_FIT} sizes measured on both "
-                    "devices")
+                    "devices, or no cost could be fitted to them")
         if self.kind == "crossover":
             head = (f"predicted: GPU faster above {sweep} ~{_size(self.size)}"
                     + (" (extrapolation, over 10x the largest size run)"
@@ -335,7 +336,8 @@ def predict(cpu_points: Sequence[SweepPoint], gpu_points: Sequence[SweepPoint]) 
     sizes = sorted({p.size for p in cpu_points} & {p.size for p in gpu_points})
     largest = max([p.size for p in [*cpu_points, *gpu_points]], default=0.0)
     cpu, gpu = fit_device("cpu", cpu_points), fit_device("gpu", gpu_points)
-    if cpu is None or gpu is None or not sizes:
+    if cpu is None or gpu is None or not sizes or not (
+            cpu.seconds(largest) > 0 and gpu.seconds(largest) > 0):  # no cost fitted at all
         return Prediction("too-few-sizes", None, cpu, gpu, largest, len(sizes), None)
     errors = [error for error in (held_out_error("cpu", cpu_points),
                                   held_out_error("gpu", gpu_points)) if error is not None]

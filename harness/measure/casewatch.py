@@ -14,6 +14,8 @@ from typing import Any
 from harness.data.records import CaseEnergy, EnergyRecord, GpuState
 from harness.measure import energy, gpustate
 
+# A later round of a cell skips the energy pass its first round made (seconds each).
+LATER_ROUND_REASON = "measured in the cell's first round only"
 RETRIED_REASON = "contended: this timing was repeated, and no energy pass spent on it"
 MEASURE_STYLE_REASON = ("timed inside the backend's own processes (e.g. data-parallel ranks): "
                         "no window around the warm calls")
@@ -95,11 +97,14 @@ class CaseWatch:
     def finish_case(self, seconds_per_call: float | None,
                     steps_per_call: float | None,
                     retried_if_contended: bool = False,
-                    cores_contended: bool = False) -> tuple[dict[str, Any], str]:
+                    cores_contended: bool = False,
+                    energy_pass: bool = True) -> tuple[dict[str, Any], str]:
         """(extras to merge into the case's extra, GPU-state suspect text).
 
         `retried_if_contended`: a contended timing (busy cores, or a GPU state that makes the
-        case suspect) will be timed again, so no energy pass is spent on it.
+        case suspect) will be timed again, so no energy pass is spent on it. `energy_pass`
+        false (a later round of the cell): the counters are read over the timed samples where
+        those are long enough, and no extra pass runs (the first round made it).
         A failure here costs these records only, never the case's time.
         """
         try:
@@ -115,20 +120,25 @@ class CaseWatch:
                 extras["energy"] = CaseEnergy(device=skipped if self.is_gpu else None,
                                               host=skipped).to_dict()
             else:
-                extras["energy"] = self._energy(seconds_per_call, steps_per_call).to_dict()
+                extras["energy"] = self._energy(seconds_per_call, steps_per_call,
+                                                energy_pass).to_dict()
             return extras, suspect
         except Exception as exc:  # noqa: BLE001 - the wall-clock result is already safe
             failed = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
             return {"energy": failed, "gpu_state": failed}, ""
 
-    def _energy(self, seconds_per_call: float | None,
-                steps_per_call: float | None) -> CaseEnergy:
+    def _energy(self, seconds_per_call: float | None, steps_per_call: float | None,
+                energy_pass: bool = True) -> CaseEnergy:
         """Per counter: from the timed samples, from an energy pass, or why not."""
         records = {"host": EnergyRecord.unavailable(self.host_reason)}
         if self.is_gpu:
             records["device"] = EnergyRecord.unavailable(self.gpu_reason)
         windows, source = self.windows, "the timed samples"
         short = any(w.calls < 1 or w.seconds < energy.MIN_WINDOW_S for w in windows.values())
+        if windows and short and not energy_pass:  # a later round: the first one measured it
+            skipped = EnergyRecord.not_measured(LATER_ROUND_REASON)
+            return CaseEnergy(device=skipped if self.is_gpu else None,
+                              host=records["host"] if "host" not in windows else skipped)
         if windows and short and self.pair is not None and seconds_per_call:
             timed_s = next(iter(windows.values())).seconds
             windows = self._energy_pass(seconds_per_call)

@@ -88,6 +88,10 @@ def profile_calls(spec: WorkloadSpec, calls_per_sample: int) -> int:
     return 1 if spec.timing == "per_call" else max(1, calls_per_sample)
 
 
+# A cell's later rounds skip what its first round measured once for all of them.
+LATER_ROUND_REASON = "measured in the cell's first round only"
+
+
 def device_profile_record(device: Any, step: Any, calls: int) -> dict[str, Any]:
     """The device-busy pass: figures per call, or {'reason': why there are none}.
 
@@ -318,6 +322,7 @@ def time_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell,
         watched, gpu_suspect = watch.finish_case(
             output["seconds_per_call"], output.get("extra", {}).get("steps_per_call"),
             not last, load is not None and load.contended,
+            energy_pass=cell.round == 0,
         ) if watch is not None else ({}, "")
     return TimedCase(measurement, output, step, check, memory, watched, gpu_suspect, inputs)
 
@@ -353,8 +358,11 @@ def run_case(
                     time.sleep(QUICK_RETRY_PAUSE_S if cell.quick else RETRY_PAUSE_S)
         assert kept is not None
         with clock.timing("device profile"):
+            # Once per cell, in its first round: the profile describes the code, not the
+            # minute, and a second clock per round would cost a profiled pass per worker.
             device_profile = device_profile_record(
-                device, kept.step, profile_calls(spec, kept.measurement.calls_per_sample))
+                device, kept.step, profile_calls(spec, kept.measurement.calls_per_sample)
+            ) if cell.round == 0 else {"reason": LATER_ROUND_REASON}
     except VariantUnavailable as exc:
         return CaseResult(case, Status.UNAVAILABLE, str(exc))
     except Exception as exc:  # a failed case is data; the next case still runs
