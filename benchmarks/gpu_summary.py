@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.data.records import GpuState
 from harness.core.units import format_bytes, format_joules, format_seconds
+from harness.data.records import GpuState
 from harness.report.views import energy as energy_view
 from harness.report.views import scaling
 
