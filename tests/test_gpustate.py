@@ -313,8 +313,9 @@ def test_a_throttled_gpu_case_is_suspect_in_run_json_and_the_cli_table(
 
     monkeypatch.setenv("FAKE_NVML_THROTTLE", "0x4")  # software power cap
     monkeypatch.setenv("COLUMNS", "400")  # the table's reason column unfolded
+    # Not --quick: a quick run makes no energy pass and measures no idle power.
     result = CliRunner().invoke(app, ["compare", "--workload", "fault", "--framework", "fakegpu",
-                                      "--device", "cuda:0", "--variant", "ok", "--quick",
+                                      "--device", "cuda:0", "--variant", "ok", "--rounds", "1",
                                       "--no-report", "--no-ceilings", "--out", str(out_dir)])
     assert result.exit_code == 0, result.output
     document = json.loads(next(out_dir.glob("*/run.json")).read_text())
@@ -326,8 +327,7 @@ def test_a_throttled_gpu_case_is_suspect_in_run_json_and_the_cli_table(
     assert "GPU throttled (power cap" in case["suspect"]
     device_energy = case["extra"]["energy"]["device"]
     assert device_energy["status"] == "ok", device_energy
-    # --quick measures no idle power (it settles for seconds per worker): no share above idle.
-    assert "idle_watts" not in device_energy
+    assert device_energy["idle_watts"] == pytest.approx(WATTS, rel=0.05)
     # Throttled in every attempt: timed MAX_ATTEMPTS times, each attempt and why in the record.
     assert len(case["attempts"]) == 3 and all("GPU throttled" in attempt["contended"]
                                               for attempt in case["attempts"])

@@ -14,8 +14,9 @@ from typing import Any
 from harness.data.records import CaseEnergy, EnergyRecord, GpuState
 from harness.measure import energy, gpustate
 
-# A later round of a cell skips the energy pass its first round made (seconds each).
+# Why no energy pass (seconds each) runs for a case whose timed samples were too short.
 LATER_ROUND_REASON = "measured in the cell's first round only"
+QUICK_REASON = "--quick: no energy pass (the timed samples were too short for the counter)"
 RETRIED_REASON = "contended: this timing was repeated, and no energy pass spent on it"
 MEASURE_STYLE_REASON = ("timed inside the backend's own processes (e.g. data-parallel ranks): "
                         "no window around the warm calls")
@@ -98,13 +99,13 @@ class CaseWatch:
                     steps_per_call: float | None,
                     retried_if_contended: bool = False,
                     cores_contended: bool = False,
-                    energy_pass: bool = True) -> tuple[dict[str, Any], str]:
+                    no_energy_pass: str = "") -> tuple[dict[str, Any], str]:
         """(extras to merge into the case's extra, GPU-state suspect text).
 
         `retried_if_contended`: a contended timing (busy cores, or a GPU state that makes the
-        case suspect) will be timed again, so no energy pass is spent on it. `energy_pass`
-        false (a later round of the cell): the counters are read over the timed samples where
-        those are long enough, and no extra pass runs (the first round made it).
+        case suspect) will be timed again, so no energy pass is spent on it. `no_energy_pass`
+        (why not: a later round of the cell, --quick): the counters are read over the timed
+        samples where those are long enough, and no extra pass runs.
         A failure here costs these records only, never the case's time.
         """
         try:
@@ -121,22 +122,22 @@ class CaseWatch:
                                               host=skipped).to_dict()
             else:
                 extras["energy"] = self._energy(seconds_per_call, steps_per_call,
-                                                energy_pass).to_dict()
+                                                no_energy_pass).to_dict()
             return extras, suspect
         except Exception as exc:  # noqa: BLE001 - the wall-clock result is already safe
             failed = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
             return {"energy": failed, "gpu_state": failed}, ""
 
     def _energy(self, seconds_per_call: float | None, steps_per_call: float | None,
-                energy_pass: bool = True) -> CaseEnergy:
+                no_energy_pass: str = "") -> CaseEnergy:
         """Per counter: from the timed samples, from an energy pass, or why not."""
         records = {"host": EnergyRecord.unavailable(self.host_reason)}
         if self.is_gpu:
             records["device"] = EnergyRecord.unavailable(self.gpu_reason)
         windows, source = self.windows, "the timed samples"
         short = any(w.calls < 1 or w.seconds < energy.MIN_WINDOW_S for w in windows.values())
-        if windows and short and not energy_pass:  # a later round: the first one measured it
-            skipped = EnergyRecord.not_measured(LATER_ROUND_REASON)
+        if windows and short and no_energy_pass:
+            skipped = EnergyRecord.not_measured(no_energy_pass)
             return CaseEnergy(device=skipped if self.is_gpu else None,
                               host=records["host"] if "host" not in windows else skipped)
         if windows and short and self.pair is not None and seconds_per_call:

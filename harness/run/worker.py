@@ -30,6 +30,8 @@ from harness.core.registry import (
 from harness.data.results import Attempt, CaseResult, CellResult, HarnessCost
 from harness.data.store import write_json_atomic
 from harness.measure import blocks
+from harness.measure.casewatch import LATER_ROUND_REASON as LATER_ROUND_ENERGY_REASON
+from harness.measure.casewatch import QUICK_REASON as QUICK_ENERGY_REASON
 from harness.measure.casewatch import CaseWatch
 from harness.measure.timing import Measurement, TimingPolicy, autorange
 from harness.run.failures import failure_reason
@@ -322,7 +324,8 @@ def time_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell,
         watched, gpu_suspect = watch.finish_case(
             output["seconds_per_call"], output.get("extra", {}).get("steps_per_call"),
             not last, load is not None and load.contended,
-            energy_pass=cell.round == 0,
+            no_energy_pass=(QUICK_ENERGY_REASON if cell.quick else
+                            LATER_ROUND_ENERGY_REASON if cell.round > 0 else ""),
         ) if watch is not None else ({}, "")
     return TimedCase(measurement, output, step, check, memory, watched, gpu_suspect, inputs)
 
