@@ -13,6 +13,9 @@ _SCRATCH = Path(tempfile.mkdtemp(prefix="harness-tests-"))
 os.environ["HARNESS_PLUGINS"] = "tests.fakes.plugin"
 # One round unless a test asks for more: the suite's timings and worker counts predate rounds.
 os.environ.setdefault("HARNESS_ROUNDS", "1")
+# One attempt per case unless a test asks for retries: two pytest processes on 2 cores contend
+# with each other by design, and retrying every contended case would triple the workers' time.
+os.environ.setdefault("HARNESS_ATTEMPTS", "1")
 os.environ.setdefault("KERAS_HOME", str(_SCRATCH / "keras"))
 os.environ.setdefault("MPLCONFIGDIR", str(_SCRATCH / "mpl"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -312,6 +312,7 @@ def test_a_throttled_gpu_case_is_suspect_in_run_json_and_the_cli_table(
     from harness.cli import app
 
     monkeypatch.setenv("FAKE_NVML_THROTTLE", "0x4")  # software power cap
+    monkeypatch.setenv("HARNESS_ATTEMPTS", "3")  # the default, not the suite's one attempt
     monkeypatch.setenv("COLUMNS", "400")  # the table's reason column unfolded
     # Not --quick: a quick run makes no energy pass and measures no idle power.
     result = CliRunner().invoke(app, ["compare", "--workload", "fault", "--framework", "fakegpu",

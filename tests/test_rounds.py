@@ -146,7 +146,8 @@ def gpu_watch(monkeypatch: pytest.MonkeyPatch) -> CaseWatch:
 
 @pytest.mark.parametrize("variant", ["throttled-once", "throttled-always"])
 def test_a_throttled_case_is_timed_again_and_suspect_only_if_every_attempt_was(
-        gpu_watch: CaseWatch, variant: str) -> None:
+        gpu_watch: CaseWatch, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_ATTEMPTS", str(worker.MAX_ATTEMPTS))  # the default, not the suite's
     spec = registry.load_workload("fault")
     cell = Cell("fault", variant, "fakegpu", "cuda:0", {"size": [2], "pid_file": ""},
                 quick=True)

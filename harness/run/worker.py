@@ -225,7 +225,7 @@ def timed_pair(task: Any, device: Any, sync_style: str) -> tuple[Any, Any]:
 # A case timed while other processes used the cores, or while the GPU throttled, is timed
 # again after a pause, at most this many times in all; it stays SUSPECT only when every
 # attempt was contended (the record keeps each attempt and why).
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = 3  # HARNESS_ATTEMPTS changes it (the test suite, which is contended by design)
 RETRY_PAUSE_S = 1.0
 QUICK_RETRY_PAUSE_S = 0.25
 # A case whose timed calls took longer than this (MNIST epochs) is not timed again: a retry
@@ -289,6 +289,16 @@ class PhaseClock:
             self.add(name, time.perf_counter() - started)
 
 
+def max_attempts() -> int:
+    """How many times a contended case is timed: HARNESS_ATTEMPTS where set, else 3.
+
+    Why a knob: the test suite runs two pytest processes on 2 cores, so every case there is
+    contended by design and retrying it would only triple the suite's worker time.
+    """
+    text = os.environ.get("HARNESS_ATTEMPTS", "").strip()
+    return int(text) if text.isdigit() and int(text) >= 1 else MAX_ATTEMPTS
+
+
 def time_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any,
               watch: CaseWatch | None, clock: PhaseClock, last: bool = True) -> TimedCase:
     """Prepare, time and check one case once (run_case may call it again when contended)."""
@@ -345,7 +355,7 @@ def run_case(
     kept: TimedCase | None = None
     kept_number = 0
     try:
-        allowed = 1 if clock.busy else MAX_ATTEMPTS
+        allowed = 1 if clock.busy else max_attempts()
         for number in range(1, allowed + 1):
             timed = time_case(spec, module, case, cell, device, watch, clock,
                               last=number == allowed)

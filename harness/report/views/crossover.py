@@ -8,7 +8,7 @@ flat per-call cost) and the cold-start cost; the at-a-glance sentence per machin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -192,6 +192,11 @@ def predicted(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> Any:
     cpu_points, gpu_points = sweep_points(cpu_rows), sweep_points(gpu_rows)
     if len(cpu_points) < 2 or len(gpu_points) < 2:
         return None
+    # The same program dispatches the same ops on either device: the GPU profile's launch
+    # count is the CPU cell's op count too (eager frameworks pay a dispatch per op there).
+    launches = {point.size: point.launches for point in gpu_points if point.launches}
+    if all(point.size in launches for point in cpu_points):
+        cpu_points = [replace(point, launches=launches[point.size]) for point in cpu_points]
     return predict(cpu_points, gpu_points)
 
 
