@@ -569,15 +569,9 @@ def _run_cells(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
     `rounds` > 1: the executor runs the matrix once per round, in each round's order
     (harness.run.rounds), and each cell's rounds are merged into one result as they arrive.
     """
+    to_run = _record_refusals(cells, recorder, planned)
     if rounds > 1:
-        return _run_rounds(cells, options, recorder, progress, executor, planned, rounds, seed)
-    to_run = []
-    for cell in cells:
-        refused = planned(cell) if planned is not None else None
-        if refused is None:
-            to_run.append(cell)
-        else:
-            recorder.add(refused)
+        return _run_rounds(cells, to_run, options, recorder, progress, executor, rounds, seed)
     return _execute(to_run, options, recorder.run_dir, lambda cell, result: recorder.add(result),
                     progress, executor)
 
@@ -606,11 +600,9 @@ def _execute(cells: list[Cell], options: RunOptions, run_dir: Path,
         return chosen.run(cells, options, run_dir, on_result, on_state)
 
 
-def _run_rounds(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
-                progress: bool, executor: Executor | None,
-                planned: Callable[[Cell], CellResult | None] | None, rounds: int,
-                seed: int) -> bool:
-    """Every round: the cells to run in that round's order, each result merged at once."""
+def _record_refusals(cells: list[Cell], recorder: RunRecorder,
+                     planned: Callable[[Cell], CellResult | None] | None) -> list[Cell]:
+    """Record every cell the declarations rule out (no worker starts for it); the rest."""
     to_run = []
     for cell in cells:
         refused = planned(cell) if planned is not None else None
@@ -618,6 +610,14 @@ def _run_rounds(cells: list[Cell], options: RunOptions, recorder: RunRecorder,
             to_run.append(cell)
         else:
             recorder.add(refused)
+    return to_run
+
+
+def _run_rounds(cells: list[Cell], to_run: list[Cell], options: RunOptions,
+                recorder: RunRecorder, progress: bool, executor: Executor | None, rounds: int,
+                seed: int) -> bool:
+    """Every round: the cells to run (TO_RUN) in that round's order, each result merged at
+    once; at the end the recorded cells are put back in the plan's order (CELLS)."""
     spec = recorder.spec
     merger = rounds_module.RoundMerger.of(spec, to_run, rounds)
     orders = rounds_module.round_orders(len(to_run), rounds, seed)
