@@ -44,6 +44,7 @@ from harness.run.executors import (
     executor_from_options,
     make_executor,
 )
+from harness.run.executors import slurm as slurm_executor
 from harness.run.planner import cell_refusal, refuse_declared
 from harness.run.progress import CellEtaColumn
 from harness.run.runner import RunOptions
@@ -421,7 +422,7 @@ def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
     # None: where the run ran, with its own settings (partition, time limit, sbatch...).
     chosen = make_executor(executor) if executor is not None else executor_from_options(
         None, stored=document.executor)
-    resume_plan.check_no_live_tasks(run_dir, cancel_running)
+    slurm_executor.check_no_live_tasks(run_dir, cancel_running)
     _preflight(chosen, resume_plan.cells_to_run(resume_plan.planned_cells(document),
                                                 resume_plan.kept_results(document, run_dir)),
                RunOptions(timeout_s=float(document.timeout_s or 900.0)))

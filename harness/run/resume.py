@@ -71,30 +71,6 @@ def kept_results(document: RunDocument, run_dir: Path) -> list[CellResult]:
     return kept
 
 
-def check_no_live_tasks(run_dir: Path, cancel: bool = False) -> None:
-    """BadInput (one line) while the run's SLURM tasks are still queued or running; cancel:
-    scancel them first (waiting for them to end) instead."""
-    from harness.run.executors import slurm as slurm_executor
-
-    if not slurm_executor.recorded_arrays(run_dir):
-        return
-    from harness.run.executors.slurm_state import SlurmUnreachable
-
-    try:
-        if cancel:
-            slurm_executor.cancel_live_tasks(run_dir)
-        live = slurm_executor.live_tasks(run_dir)
-    except SlurmUnreachable as exc:
-        raise BadInput(f"--resume: cannot ask SLURM whether the run's tasks are still queued "
-                       f"({exc})") from None
-    if live:
-        arrays = sorted({job_id.split("_", 1)[0] for job_id in live})
-        listed = ", ".join(f"{job_id} {state.state}" for job_id, state in sorted(live.items()))
-        raise BadInput(f"--resume: the run's SLURM array {', '.join(arrays)} still has tasks "
-                       f"queued or running ({listed}); wait for them, or add --cancel-running "
-                       "to scancel them")
-
-
 def cells_to_run(planned: list[Cell], kept: list[CellResult]) -> list[Cell]:
     """The planned cells without a kept result, in the planned order."""
     done = {cell_key(result.cell) for result in kept}

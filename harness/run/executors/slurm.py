@@ -686,3 +686,23 @@ class SlurmExecutor:
                                    state=state.state if state is not None else "CANCELLED")
             on_result(task.cell, CellResult.from_dict(result))
             report_state(task.cell, CellState.DONE)
+
+
+def check_no_live_tasks(run_dir: Path, cancel: bool = False) -> None:
+    """BadInput (one line) while the run's SLURM tasks are still queued or running; cancel:
+    scancel them first (waiting for them to end) instead."""
+    if not recorded_arrays(run_dir):
+        return
+    try:
+        if cancel:
+            cancel_live_tasks(run_dir)
+        live = live_tasks(run_dir)
+    except slurm_state.SlurmUnreachable as exc:
+        raise BadInput(f"--resume: cannot ask SLURM whether the run's tasks are still queued "
+                       f"({exc})") from None
+    if live:
+        arrays = sorted({job_id.split("_", 1)[0] for job_id in live})
+        listed = ", ".join(f"{job_id} {state.state}" for job_id, state in sorted(live.items()))
+        raise BadInput(f"--resume: the run's SLURM array {', '.join(arrays)} still has tasks "
+                       f"queued or running ({listed}); wait for them, or add --cancel-running "
+                       "to scancel them")
