@@ -145,3 +145,29 @@ def test_the_report_predicts_stores_and_draws_the_crossover(tmp_path) -> None:
     assert "GPU faster from n=256 up" in summary
     assert "predicted from torch's costs: GPU faster above n ~97" in summary
     assert (run_dir / "matmul-crossover.png").exists()
+
+
+def mnist_epoch(batch: float, per_step_s: float, flop_rate: float) -> SweepPoint:
+    """One epoch of 60,000 samples: 60,000 / batch steps, the same 3.6e10 FLOPs at any batch."""
+    steps = 60_000 / batch
+    return SweepPoint(batch, steps * per_step_s + 3.6e10 / flop_rate, flops=3.6e10, steps=steps)
+
+
+def test_an_epoch_per_call_is_fitted_per_step_and_crosses_where_the_algebra_says() -> None:
+    """No profile on either device: the per-step cost is what shrinks an epoch with the batch.
+    (60,000 / b) * (400 - 100) us = 0.36 s - 3.6 ms  ->  b = 18 / 0.3564 = 50.5."""
+    batches = [8, 16, 32, 64, 128]
+    cpu = [mnist_epoch(b, 100e-6, 1e11) for b in batches]
+    gpu = [mnist_epoch(b, 400e-6, 1e13) for b in batches]
+    prediction = predict(cpu, gpu)
+    assert prediction.kind == "crossover"
+    assert prediction.size == pytest.approx(50.5, rel=0.01)
+    assert prediction.held_out_error == pytest.approx(0, abs=1e-6)
+    assert "GPU step-bound: 1.2e+03 steps per call at 400 us" in prediction.why("batch")
+    fitted = fit_device("cpu", cpu)
+    assert fitted is not None and fitted.counted == "steps"
+    assert fitted.per_launch_s == pytest.approx(100e-6, rel=1e-6)
+    # The same steps at every size (a call of one step) are no count: nothing to fit them on.
+    single = fit_device("cpu", [SweepPoint(b, 1e-3 + b * 1e-6, flops=b, steps=1.0)
+                                for b in batches])
+    assert single is not None and single.launches is None

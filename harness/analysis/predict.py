@@ -56,6 +56,7 @@ class SweepPoint:
     launches: float | None = None  # host launches per call (device profile)
     nbytes: float | None = None  # bytes the call moves, where the workload declares them
     busy_seconds: float | None = None  # device-busy time per call (device profile)
+    steps: float | None = None  # steps per call (an MNIST call is an epoch of steps)
     noisy: bool = False
     suspect: bool = False
 
@@ -85,6 +86,7 @@ class CostModel:
     from_profile: bool  # host and device parts fitted apart (a GPU cell with a profile)
     seconds_per_byte: float = 0.0  # 1 / bandwidth
     moved: PowerLaw | None = None  # bytes per call
+    counted: str = "launches"  # what `launches` counts: profiled launches, or steps per call
 
     def parts(self, size: float) -> tuple[float, float, float]:
         """(fixed, launch, work) seconds at `size`; the bytes' time counts as work."""
@@ -103,7 +105,8 @@ class CostModel:
         """Which part dominates at `size`, in words with its measured constants."""
         fixed, launch, work = self.parts(size)
         if launch >= max(fixed, work) and launch > 0 and self.launches is not None:
-            return (f"launch-bound: {self.launches(size):.2g} launches per call at "
+            bound = "launch" if self.counted == "launches" else "step"
+            return (f"{bound}-bound: {self.launches(size):.2g} {self.counted} per call at "
                     f"{_duration(self.per_launch_s)}")
         if work >= fixed and self.seconds_per_work > 0:
             unit = "FLOP/s" if self.work_is_flops else "size units/s"
@@ -202,10 +205,10 @@ def fit_device(device_kind: str, points: Sequence[SweepPoint]) -> CostModel | No
     # Bytes join the fit only where there are more points than unknowns to fit them with.
     with_bytes = all(point.nbytes for point in points) and len(points) >= 4
     moved = fit_power_law(sizes, list(byte_counts)) if with_bytes else None
-    counted = all(point.launches for point in points)
-    launch_counts = np.array([float(point.launches or 0.0) for point in points])
+    counted, what = _per_call_counts(points)
+    launch_counts = np.array(counted or [0.0] * len(points))
     launches = fit_power_law(sizes, list(launch_counts)) if counted else None
-    if counted and all(point.busy_seconds is not None for point in points):
+    if what == "launches" and all(point.busy_seconds is not None for point in points):
         busy = np.array([min(float(point.busy_seconds or 0.0), point.seconds)
                          for point in points])
         # The host's time per launch, as measured: wall minus busy over the launches counted.
@@ -214,13 +217,32 @@ def fit_device(device_kind: str, points: Sequence[SweepPoint]) -> CostModel | No
         coef = _two_stage_fit(device, len(device) - 1, np.maximum(busy, 1e-12))
         return CostModel(device_kind, float(coef[0]), max(per_launch, 0.0), float(coef[-1]), work,
                          launches, work_is_flops, from_profile=True,
-                         seconds_per_byte=float(coef[1]) if with_bytes else 0.0, moved=moved)
+                         seconds_per_byte=float(coef[1]) if with_bytes else 0.0, moved=moved,
+                         counted=what)
     columns = [ones] + ([launch_counts] if counted else []) + (
         [byte_counts] if with_bytes else []) + [work_column]
     coef = _two_stage_fit(columns, 2 if with_bytes else 1, wall)
     return CostModel(device_kind, float(coef[0]), float(coef[1]) if counted else 0.0,
                      float(coef[-1]), work, launches, work_is_flops, from_profile=False,
-                     seconds_per_byte=float(coef[-2]) if with_bytes else 0.0, moved=moved)
+                     seconds_per_byte=float(coef[-2]) if with_bytes else 0.0, moved=moved,
+                     counted=what)
+
+
+def _per_call_counts(points: Sequence[SweepPoint]) -> tuple[list[float] | None, str]:
+    """(counts, what they count) for the fixed-cost-per-event term of the fit.
+
+    Launches where the profiler counted them at every size. Else steps per call where they
+    change with the size: a call that is an epoch of N samples makes N / batch steps, each
+    paying the framework's per-step cost (dispatch, optimizer, Python), so the epoch gets
+    cheaper with the batch although its FLOPs stay the same; without this term a model of
+    fixed + FLOPs / rate has nothing that shrinks with the batch.
+    """
+    if all(point.launches for point in points):
+        return [float(point.launches or 0.0) for point in points], "launches"
+    steps = [float(point.steps or 0.0) for point in points]
+    if all(steps) and len(set(steps)) > 1:
+        return steps, "steps"
+    return None, "launches"
 
 
 def held_out_error(device: str, points: Sequence[SweepPoint]) -> float | None:

@@ -178,6 +178,7 @@ def sweep_points(cases: pd.DataFrame) -> list[SweepPoint]:
                        flops=_number(row.get("flops")), nbytes=_number(row.get("bytes")),
                        launches=_number(row.get("launches_per_call")),
                        busy_seconds=_number(row.get("device_seconds")),
+                       steps=_number(row.get("steps_per_call")),
                        noisy=bool(row["noisy"]), suspect=bool(row.get("suspect")))
             for _, row in valid.iterrows()]
 
