@@ -255,8 +255,9 @@ def print_verdict(result: api.RunResult, drawn: api.ReportOutcome | None) -> Non
             verdicts_without_drawing([result.path])
     except Exception as exc:  # noqa: BLE001 - the measurements are saved; only the words are lost
         lines = [f"no verdict: {type(exc).__name__}: {exc}"]
-    from harness.analysis.stats import overhead_line, rounds_line
-    for line in (rounds_line(result.document), overhead_line(result.document)):
+    from harness.analysis.stats import overhead_line, quick_line, rounds_line
+    for line in (rounds_line(result.document), quick_line(result.document),
+                 overhead_line(result.document)):
         if line:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print("verdict:", markup=False, highlight=False)

@@ -304,7 +304,9 @@ class FrameworkSpec:
 
     package: the backend package; its `device` module opens devices (version(), threads(),
     list_devices(), open_device(name)). environment: variables every cell of this framework
-    gets (set over the user's); environment_defaults: set only where the user has not.
+    gets (set over the user's); environment_defaults: set only where the user has not;
+    quick_environment_defaults: the same, for --quick cells only (what makes a smoke test
+    cheaper at the price of a cold call unlike a default setup's, which the run then says).
     sync: "device" (a device-wide synchronize, torch/TF) or "output" (block on the step's
     returned output, as JAX needs: the worker keeps the last output of step() and waits on it
     with device.block(output); harness.run.worker.timed_pair). cpu_only: the framework has no
@@ -319,6 +321,7 @@ class FrameworkSpec:
     label: str = ""
     environment: Mapping[str, str] = field(default_factory=dict)
     environment_defaults: Mapping[str, str] = field(default_factory=dict)
+    quick_environment_defaults: Mapping[str, str] = field(default_factory=dict)
     sync: str = "device"
     cpu_only: bool = False
     # Further packages the cell imports (Keras on JAX needs keras and jax); each missing one

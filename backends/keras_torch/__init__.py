@@ -3,6 +3,7 @@
 FRAMEWORK is plain data (importing this package imports neither keras nor torch).
 """
 
+from backends.torch import QUICK_COMPILE
 from harness.spec import FrameworkSpec
 
 FRAMEWORK = FrameworkSpec(
@@ -14,4 +15,5 @@ FRAMEWORK = FrameworkSpec(
     label="Keras 3 on PyTorch",
     environment={"KERAS_BACKEND": "torch"},  # forced: Keras reads it once, at import
     also_requires=("torch",),
+    quick_environment_defaults=QUICK_COMPILE,  # its jit_compile is torch.compile
 )

@@ -131,6 +131,25 @@ def overhead_line(document: RunDocument, largest: int = 3) -> str:
             f"{'es' if cost.workers != 1 else ''})" + (f"; largest: {parts}" if parts else ""))
 
 
+def quick_line(document: RunDocument) -> str:
+    """What --quick left out or changed for speed, so no reader takes it for a full run; ''
+    for a full run."""
+    if not document.quick:
+        return ""
+    parts = ["one round" if document.rounds <= 1 else f"{document.rounds} rounds",
+             "short timing", "no energy pass"]
+    frameworks = {str(cell.get("framework")) for cell in document.planned_cells}
+    if frameworks & {"torch", "keras-torch"}:
+        parts.append("torch.compile compiling on one thread (TORCHINDUCTOR_COMPILE_THREADS=1, "
+                     "unless set): a compiled cell's cold call is not a default setup's")
+    remembered = sorted(device for device, figures in (document.ceilings or {}).items()
+                        if isinstance(figures, dict) and figures.get("remembered"))
+    if remembered:
+        parts.append(f"ceilings of {', '.join(remembered)} remembered from this machine's "
+                     "earlier probes, not measured again")
+    return "--quick: " + "; ".join(parts)
+
+
 def rounds_line(document: RunDocument) -> str:
     """How the run was interleaved, or that run-to-run drift was not measured."""
     if document.rounds <= 1:

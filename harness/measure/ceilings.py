@@ -11,7 +11,8 @@ Three figures per device, each with how it was obtained:
   probe run that lost its cores to another process cannot lower the bar;
 - the physical bound: beyond it a result is impossible, not fast. CPU: cores x SIMD FLOP/cycle x
   clock; GPU: the best probe or cached figure with a margin (no portable theoretical figure).
-Runs in a child process (`python -m harness.measure.ceilings DEVICE SIZES OUT.json`).
+Runs in a child process (`python -m harness.measure.ceilings DEVICES SIZES OUT.json`; DEVICES
+comma-separated, all probed in that one process, so the framework is imported once).
 """
 
 from __future__ import annotations
@@ -171,6 +172,25 @@ def _probe_figures(figures: dict[str, Any]) -> dict[str, Any]:
     return {key: figures[key] for key in keys if key in figures}
 
 
+def remembered(device_name: str) -> dict[str, Any] | None:
+    """This machine's best earlier probe of a device, as ceilings figures (--quick uses them
+    instead of probing again); None when the machine has none for it.
+
+    Matched on the machine and the device ("cuda:0"), not on the device's description, which
+    only a framework import could read: that import is what this saves.
+    """
+    prefix = "|".join([envinfo.machine_label(), str(envinfo.usable_cores()), device_name, ""])
+    entries = [(key, entry) for key, entry in _read_cache().items()
+               if key.startswith(prefix) and isinstance(entry, dict)
+               and (entry.get("figures") or {}).get("peak_gflops_by_precision")]
+    if len(entries) != 1:  # none, or two GPUs once seen under one name: probe instead
+        return None
+    key, entry = entries[0]
+    return {"device": device_name, "device_name": key[len(prefix):],
+            "remembered": entry.get("how", "best probe seen on this machine"),
+            "cached": entry, **entry["figures"]}
+
+
 def with_bounds(figures: dict[str, Any]) -> dict[str, Any]:
     """Add `physical`: the rates beyond which a result is impossible, and how each was set."""
     if "error" in figures:
@@ -194,15 +214,22 @@ def with_bounds(figures: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    device_name, sizes, out_path = argv[0], argv[1], Path(argv[2])
+    """DEVICES SIZES OUT.json: one device's figures, or {"devices": {name: figures}} for several."""
+    device_names, sizes, out_path = argv[0].split(","), argv[1], Path(argv[2])
     # Through the imported module, not __main__: the backends' probes record their contention
     # in harness.measure.ceilings, which `python -m` runs as a second copy named __main__.
     from harness.measure import ceilings as imported
 
-    try:
-        document = imported.measure_in_process(device_name, [int(n) for n in sizes.split(",")])
-    except Exception as exc:  # noqa: BLE001 - reported as data
-        document = {"device": device_name, "error": f"{type(exc).__name__}: {exc}"}
+    by_device = {}
+    for device_name in device_names:
+        try:
+            by_device[device_name] = imported.measure_in_process(
+                device_name, [int(n) for n in sizes.split(",")])
+        except Exception as exc:  # noqa: BLE001 - reported as data
+            by_device[device_name] = {"device": device_name,
+                                      "error": f"{type(exc).__name__}: {exc}"}
+        imported.PROBE_CONTENTION.clear()  # each device's figures name their own contention
+    document = by_device[device_names[0]] if len(device_names) == 1 else {"devices": by_device}
     write_json_atomic(out_path, document)
     return 0
 

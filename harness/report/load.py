@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis.stats import overhead_line, rounds_line
+from harness.analysis.stats import overhead_line, quick_line, rounds_line
 from harness.core.units import size_label
 from harness.data import fields, store
 from harness.data.columns import (
@@ -96,6 +96,7 @@ def run_row(run_dir: Path, document: RunDocument, order: int) -> dict[str, Any]:
         "cells_saved": [cell_label(result) for result in document.cells],
         "command": " ".join(document.command),
         "rounds_line": rounds_line(document),
+        "quick_line": quick_line(document),
         "overhead_line": overhead_line(document),
     }
 

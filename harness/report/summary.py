@@ -98,7 +98,7 @@ def _runs_section(runs: pd.DataFrame) -> list[str]:
         flags += f"; {state}" if state else ""
         lines.append(f"- `{run['run_id']}`: {run['workload']} on {run['machine']}, "
                      f"{_when(run['started'])}{flags}; command `{run['command'] or '-'}`")
-        lines += [f"  - {run[name]}" for name in ("rounds_line", "overhead_line")
+        lines += [f"  - {run[name]}" for name in ("rounds_line", "quick_line", "overhead_line")
                   if isinstance(run.get(name), str) and run.get(name)]
     return lines + [""]
 

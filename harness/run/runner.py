@@ -51,14 +51,17 @@ class RunOptions:
     extra_pythonpath: tuple[str, ...] = ()
 
 
-def framework_environment(framework: str, current: dict[str, str]) -> dict[str, str]:
-    """The variables a framework's FrameworkSpec asks for (defaults only where unset)."""
+def framework_environment(framework: str, current: dict[str, str],
+                          quick: bool = False) -> dict[str, str]:
+    """The variables a framework's FrameworkSpec asks for (defaults only where unset; the
+    quick defaults too for a --quick cell)."""
     try:
         spec = registry.load_framework(framework)
     except BadInput:  # unknown or broken: the worker reports it as unavailable
         return {}
-    wanted = {name: value for name, value in spec.environment_defaults.items()
-              if name not in current}
+    defaults = {**spec.environment_defaults,
+                **(spec.quick_environment_defaults if quick else {})}
+    wanted = {name: value for name, value in defaults.items() if name not in current}
     return {**wanted, **spec.environment}
 
 
@@ -71,7 +74,7 @@ def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = ()) -> dict
     preallocation) come from its FrameworkSpec, not from here.
     """
     env = dict(os.environ)
-    env.update(framework_environment(cell.framework, env))
+    env.update(framework_environment(cell.framework, env, cell.quick))
     env["PYTHONUNBUFFERED"] = "1"
     env.update(MULTICAST_OFF)
     if cell.device == "cpu":

@@ -1,0 +1,96 @@
+"""What --quick cuts to stay a smoke test, and that it says so: the machine's remembered
+ceilings instead of a new probe, one child process probing every device, torch.compile on one
+compile thread, and the run's --quick line naming each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import api
+from harness.analysis.stats import quick_line
+from harness.data.results import RunDocument
+from harness.measure import ceilings, envinfo
+from harness.run import ceiling_probe
+from harness.run.runner import cell_environment
+from harness.spec import Cell
+
+
+def write_cache(folder: Path, device: str, gflops: float) -> None:
+    key = "|".join([envinfo.machine_label(), str(envinfo.usable_cores()), device, "Some GPU"])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ceilings.json").write_text(json.dumps({key: {
+        "figures": {"peak_gflops_by_precision": {"fp32": gflops}, "bandwidth_gbps": 900.0},
+        "how": "best probe seen on this machine: sizes [1024]"}}))
+
+
+def test_quick_takes_the_remembered_ceilings_and_probes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
+    write_cache(tmp_path, "cuda:0", 50_000.0)
+
+    def probe(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise AssertionError("probed although the machine remembers this device")
+
+    monkeypatch.setattr(ceiling_probe, "measure_all", probe)
+    figures = api.measure_ceilings(["cuda:0"], None, quick=True)["cuda:0"]
+    assert figures["device_name"] == "Some GPU" and figures["remembered"].startswith("best probe")
+    assert figures["peak_gflops_by_precision"] == {"fp32": 50_000.0}
+    assert figures["physical"]["gflops_by_precision"]["fp32"] == pytest.approx(62_500.0)
+
+
+def test_a_device_the_machine_does_not_remember_is_probed_with_the_others_in_one_child(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
+    write_cache(tmp_path, "cuda:0", 50_000.0)
+    calls: list[list[str]] = []
+
+    def probe(devices: list[str], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        calls.append(list(devices))
+        return {device: {"device": device, "error": "not here"} for device in devices}
+
+    monkeypatch.setattr(ceiling_probe, "measure_all", probe)
+    api.measure_ceilings(["cpu", "cuda:0"], None, quick=True)  # cpu is not remembered
+    api.measure_ceilings(["cuda:0"], None, quick=False)  # a full run always probes
+    assert calls == [["cpu", "cuda:0"], ["cuda:0"]]
+    assert ceilings.remembered("cuda:1") is None
+
+
+def test_one_child_probes_every_device_and_names_each_devices_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
+    figures = ceiling_probe.measure_all(["cpu", "nodevice:7"], None, sizes=[64, 128])
+    assert figures["cpu"]["peak_gflops_by_precision"]["fp32"] > 0
+    assert "error" in figures["nodevice:7"]
+    # What one child measured is remembered for the next --quick run.
+    assert ceilings.remembered("cpu") is not None
+
+
+@pytest.mark.parametrize("framework", ["torch", "keras-torch"])
+def test_quick_torch_cells_compile_on_one_thread_unless_the_user_chose(
+        framework: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    quick = Cell("matmul", "fp32", framework, "cpu", quick=True)
+    full = Cell("matmul", "fp32", framework, "cpu")
+    assert cell_environment(quick)["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    assert "TORCHINDUCTOR_COMPILE_THREADS" not in cell_environment(full)
+    assert "TORCHINDUCTOR_COMPILE_THREADS" not in cell_environment(
+        Cell("matmul", "fp32", "numpy", "cpu", quick=True))
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "8")
+    assert cell_environment(quick)["TORCHINDUCTOR_COMPILE_THREADS"] == "8"
+
+
+def test_the_quick_line_names_what_quick_changed() -> None:
+    document = RunDocument(run_id="r", command=[], started=0.0, workload="matmul", sweep="n",
+                           params={}, quick=True, timeout_s=1.0, hints={}, frameworks={},
+                           host={}, planned_cells=[{"framework": "torch"}],
+                           ceilings={"cuda:0": {"remembered": "best probe"}, "cpu": {}})
+    line = quick_line(document)
+    assert line.startswith("--quick: one round; short timing; no energy pass; ")
+    assert "TORCHINDUCTOR_COMPILE_THREADS=1" in line
+    assert "ceilings of cuda:0 remembered" in line
+    document.quick = False
+    assert quick_line(document) == ""
