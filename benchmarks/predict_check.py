@@ -19,11 +19,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.predict import Prediction, held_out_error, predict
+from harness.analysis.predict import Prediction, held_out_error
 from harness.report.context import build_context
 from harness.report.load import load_runs
 from harness.report.summary import markdown_table
-from harness.report.views.crossover import find_crossover, sweep_points
+from harness.report.views.crossover import (
+    find_crossover,
+    predict_curves,
+    sweep_points,
+    with_gpu_launches,
+)
 
 
 def smaller_half(points: list) -> list:
@@ -70,8 +75,8 @@ def rows_of(run_dirs: list[Path]) -> list[dict[str, object]]:
                                    "gpu_s": [next(p.seconds for p in gpu if p.size == s)
                                              for s in both]})
             measured = find_crossover(curves)
-            whole = predict(cpu, gpu)
-            half = predict(smaller_half(cpu), smaller_half(gpu))
+            whole = predict_curves(cpu, gpu)
+            half = predict_curves(smaller_half(cpu), smaller_half(gpu))
             measured_size = measured.size if measured.kind == "crossover" else None
             found.append({
                 "experiment": experiment.name, "machine": machine, "variant": variant,
@@ -82,7 +87,7 @@ def rows_of(run_dirs: list[Path]) -> list[dict[str, object]]:
                 "predicted (smaller half)": _size(half),
                 "steps off": step_distance(both, measured_size,
                                            half.size if half.kind == "crossover" else None),
-                "held-out error cpu": _pct(held_out_error("cpu", cpu)),
+                "held-out error cpu": _pct(held_out_error("cpu", with_gpu_launches(cpu, gpu))),
                 "held-out error gpu": _pct(held_out_error("gpu", gpu)),
             })
     return found

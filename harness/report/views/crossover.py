@@ -193,12 +193,25 @@ def predicted(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> Any:
     cpu_points, gpu_points = sweep_points(cpu_rows), sweep_points(gpu_rows)
     if len(cpu_points) < 2 or len(gpu_points) < 2:
         return None
-    # The same program dispatches the same ops on either device: the GPU profile's launch
-    # count is the CPU cell's op count too (eager frameworks pay a dispatch per op there).
+    return predict_curves(cpu_points, gpu_points)
+
+
+def predict_curves(cpu_points: list[SweepPoint], gpu_points: list[SweepPoint]) -> Any:
+    """harness.analysis.predict.predict, the CPU's points given the GPU's launch counts."""
+    return predict(with_gpu_launches(cpu_points, gpu_points), gpu_points)
+
+
+def with_gpu_launches(cpu_points: list[SweepPoint],
+                      gpu_points: list[SweepPoint]) -> list[SweepPoint]:
+    """The CPU's points, each with the GPU's launch count at its size where every size has one.
+
+    The same program dispatches the same ops on either device: the GPU profile's launch count
+    is the CPU cell's op count too (eager frameworks pay a dispatch per op there).
+    """
     launches = {point.size: point.launches for point in gpu_points if point.launches}
     if all(point.size in launches for point in cpu_points):
-        cpu_points = [replace(point, launches=launches[point.size]) for point in cpu_points]
-    return predict(cpu_points, gpu_points)
+        return [replace(point, launches=launches[point.size]) for point in cpu_points]
+    return cpu_points
 
 
 def _best_prediction(rows: list[dict[str, Any]], gpu: pd.DataFrame) -> tuple[Any, str]:
