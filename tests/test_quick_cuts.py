@@ -94,3 +94,34 @@ def test_the_quick_line_names_what_quick_changed() -> None:
     assert "ceilings of cuda:0 remembered" in line
     document.quick = False
     assert quick_line(document) == ""
+
+
+class PidView:
+    """A view whose figure names the process that drew it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def draw(self, table: Any, context: Any, out_dir: Path) -> list[Path]:
+        import os
+
+        path = out_dir / f"{self.name}-{os.getpid()}.png"
+        path.write_text(str(table))
+        return [path]
+
+
+def test_the_figures_are_drawn_in_parallel_processes_and_come_back_in_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from harness import report
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    jobs = [(PidView(f"v{index}"), index, None, tmp_path) for index in range(4)]
+    figures = report._draw_all(jobs)
+    assert [paths[0].name.split("-")[0] for paths in figures] == ["v0", "v1", "v2", "v3"]
+    assert all(paths[0].read_text() == str(index) for index, paths in enumerate(figures))
+    assert str(os.getpid()) not in {paths[0].stem.split("-")[1] for paths in figures}
+    # Too few figures to be worth a process each: drawn here, in turn.
+    [[here]] = report._draw_all(jobs[:1])
+    assert here.stem.endswith(str(os.getpid()))
