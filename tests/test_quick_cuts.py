@@ -70,17 +70,17 @@ def test_one_child_probes_every_device_and_names_each_devices_failure(
 
 
 @pytest.mark.parametrize("framework", ["torch", "keras-torch"])
-def test_quick_torch_cells_compile_on_one_thread_unless_the_user_chose(
+def test_quick_torch_cells_trust_the_cpu_isa_unless_the_user_chose(
         framework: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    monkeypatch.delenv("TORCHINDUCTOR_VEC_ISA_OK", raising=False)
     quick = Cell("matmul", "fp32", framework, "cpu", quick=True)
     full = Cell("matmul", "fp32", framework, "cpu")
-    assert cell_environment(quick)["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
-    assert "TORCHINDUCTOR_COMPILE_THREADS" not in cell_environment(full)
-    assert "TORCHINDUCTOR_COMPILE_THREADS" not in cell_environment(
+    assert cell_environment(quick)["TORCHINDUCTOR_VEC_ISA_OK"] == "1"
+    assert "TORCHINDUCTOR_VEC_ISA_OK" not in cell_environment(full)
+    assert "TORCHINDUCTOR_VEC_ISA_OK" not in cell_environment(
         Cell("matmul", "fp32", "numpy", "cpu", quick=True))
-    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "8")
-    assert cell_environment(quick)["TORCHINDUCTOR_COMPILE_THREADS"] == "8"
+    monkeypatch.setenv("TORCHINDUCTOR_VEC_ISA_OK", "0")
+    assert cell_environment(quick)["TORCHINDUCTOR_VEC_ISA_OK"] == "0"
 
 
 def test_the_quick_line_names_what_quick_changed() -> None:
@@ -90,7 +90,7 @@ def test_the_quick_line_names_what_quick_changed() -> None:
                            ceilings={"cuda:0": {"remembered": "best probe"}, "cpu": {}})
     line = quick_line(document)
     assert line.startswith("--quick: one round; short timing; no energy pass; ")
-    assert "TORCHINDUCTOR_COMPILE_THREADS=1" in line
+    assert "TORCHINDUCTOR_VEC_ISA_OK=1" in line
     assert "ceilings of cuda:0 remembered" in line
     document.quick = False
     assert quick_line(document) == ""

@@ -6,12 +6,13 @@ through the `harness.frameworks` entry point or its built-in table.
 
 from harness.spec import FrameworkSpec
 
-# --quick: torch.compile compiles in this process, not in Inductor's pool of compile workers.
-# For a small model the pool's start dominates the cold call: on the H100 machine's 16-core
-# host a small CNN's first compiled training steps (batch 8, then 64) took 8.8 + 7.9 s with
-# the default pool and 1.7 + 0.7 s with one thread; a CPU cell's first compiled call took 77 s
-# there. A full run keeps torch's default, so its cold call is the one users meet.
-QUICK_COMPILE = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+# --quick: Inductor takes the CPU's vector ISA from /proc/cpuinfo instead of proving it, in every
+# process, by compiling a test library per candidate ISA and loading each in a new Python. On
+# the H100 machine's 16-core host that proof was 50 s of a small CNN's 52 s first compiled CPU
+# call with the compile cache warm (cProfile: cpu_vec_isa.check_build 53 s, its probe children
+# 48 s): the largest single cost of a --quick run. A full run keeps torch's default, so its
+# cold call is the one users meet.
+QUICK_COMPILE = {"TORCHINDUCTOR_VEC_ISA_OK": "1"}
 
 FRAMEWORK = FrameworkSpec(
     name="torch",

@@ -140,8 +140,9 @@ def quick_line(document: RunDocument) -> str:
              "short timing", "no energy pass"]
     frameworks = {str(cell.get("framework")) for cell in document.planned_cells}
     if frameworks & {"torch", "keras-torch"}:
-        parts.append("torch.compile compiling on one thread (TORCHINDUCTOR_COMPILE_THREADS=1, "
-                     "unless set): a compiled cell's cold call is not a default setup's")
+        parts.append("torch.compile trusting the CPU's vector ISA without a test build "
+                     "(TORCHINDUCTOR_VEC_ISA_OK=1, unless set): a compiled CPU cell's cold call "
+                     "is not a default setup's")
     remembered = sorted(device for device, figures in (document.ceilings or {}).items()
                         if isinstance(figures, dict) and figures.get("remembered"))
     if remembered:
