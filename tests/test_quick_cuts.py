@@ -125,3 +125,36 @@ def test_the_figures_are_drawn_in_parallel_processes_and_come_back_in_order(
     # Too few figures to be worth a process each: drawn here, in turn.
     [[here]] = report._draw_all(jobs[:1])
     assert here.stem.endswith(str(os.getpid()))
+
+
+def test_a_framework_without_cached_bytecode_gets_the_harness_cache_for_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every worker would compile such a framework's modules from source again (the H100
+    host: 2,312 modules, 10 s per process); the harness's cache keeps them for the next."""
+    import compileall
+    import sys
+
+    from harness.core import registry
+    from harness.run import runner
+    from harness.spec import FrameworkSpec
+
+    package = tmp_path / "src" / "nopyc_framework"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    monkeypatch.setattr(registry, "load_framework", lambda name: FrameworkSpec(
+        name=name, import_name="nopyc_framework", package="backends.nopyc"))
+    env = {"HARNESS_CACHE_DIR": str(tmp_path / "cache"), "PYTHONDONTWRITEBYTECODE": "1"}
+    assert runner.bytecode_environment("nopyc", env) == {
+        "PYTHONPYCACHEPREFIX": str(tmp_path / "cache" / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    worker_env = cell_environment(Cell("matmul", "fp32", "nopyc", "cpu"))
+    assert worker_env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "cache" / "pycache")
+    assert "PYTHONDONTWRITEBYTECODE" not in worker_env
+    # A user's own prefix is theirs; bytecode beside the sources needs nothing.
+    assert runner.bytecode_environment("nopyc", {"PYTHONPYCACHEPREFIX": "/elsewhere"}) == {}
+    assert compileall.compile_dir(str(package), quiet=1, legacy=False)
+    assert runner.bytecode_environment("nopyc", env) == {}
+    assert "nopyc_framework" not in sys.modules  # found, never imported
