@@ -81,6 +81,13 @@ def test_work_that_grows_faster_than_the_launches_crosses_later() -> None:
     assert prediction.kind == "crossover"
     assert prediction.size == pytest.approx(expected, rel=0.02)
     assert "launch-bound: 2.4e+07 launches per call at 10 us" in prediction.text("batch")
+    assert not any("model's form" in note for note in prediction.caveats)
+    # Three sizes for the CPU's three terms (fixed, per op, per FLOP): the fit passes through
+    # every point, and predicting the largest from two cannot test its form. It says so.
+    three = predict([cpu(b) for b in batches[:3]], [gpu(b) for b in batches[:3]])
+    assert three.caveats == ("cpu: 3 cost terms fitted to 3 sizes, so the held-out error "
+                             "cannot test the model's form (run more sizes)",)
+    assert three.short_text("batch").endswith(", too few sizes to test the model's form")
 
 
 def test_a_noisy_or_suspect_sweep_is_labelled() -> None:
