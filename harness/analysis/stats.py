@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analysis.plausibility import judge_case
+from harness.core import registry
 from harness.data import fields
 from harness.data.results import CaseResult, CellResult, HarnessCost, RunDocument
-from harness.spec import WorkloadSpec
+from harness.spec import BadInput, WorkloadSpec
 
 
 @dataclass(frozen=True)
@@ -138,10 +139,10 @@ def quick_line(document: RunDocument) -> str:
         return ""
     parts = ["one round" if document.rounds <= 1 else f"{document.rounds} rounds",
              "short timing", "no energy pass"]
-    frameworks = {str(cell.get("framework")) for cell in document.planned_cells}
-    if frameworks & {"torch", "keras-torch"}:
+    settings = quick_environment({str(cell.get("framework")) for cell in document.planned_cells})
+    if settings:
         parts.append("torch.compile trusting the CPU's vector ISA without a test build "
-                     "(TORCHINDUCTOR_VEC_ISA_OK=1, unless set): a compiled CPU cell's cold call "
+                     f"({settings}, unless set): a compiled CPU cell's cold call "
                      "is not a default setup's")
     remembered = sorted(device for device, figures in (document.ceilings or {}).items()
                         if isinstance(figures, dict) and figures.get("remembered"))
@@ -149,6 +150,17 @@ def quick_line(document: RunDocument) -> str:
         parts.append(f"ceilings of {', '.join(remembered)} remembered from this machine's "
                      "earlier probes, not measured again")
     return "--quick: " + "; ".join(parts)
+
+
+def quick_environment(frameworks: set[str]) -> str:
+    """'NAME=VALUE, ...': what the frameworks' FrameworkSpecs set for --quick cells."""
+    settings: dict[str, str] = {}
+    for name in sorted(frameworks):
+        try:
+            settings.update(registry.load_framework(name).quick_environment_defaults)
+        except BadInput:  # unknown here: its cells said why
+            continue
+    return ", ".join(f"{key}={value}" for key, value in sorted(settings.items()))
 
 
 def rounds_line(document: RunDocument) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -129,10 +129,14 @@ def measure_in_process(device_name: str, sizes: list[int]) -> dict[str, Any]:
 
 # --- the per-machine cache and the physical bounds ---------------------------------------------
 
+def cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """The harness's per-machine cache: HARNESS_CACHE_DIR, else XDG's cache, else ~/.cache."""
+    return Path(environ.get(CACHE_ENV) or os.path.join(
+        environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "harness"))
+
+
 def cache_path() -> Path:
-    root = os.environ.get(CACHE_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "harness")
-    return Path(root) / "ceilings.json"
+    return cache_dir() / "ceilings.json"
 
 
 def _machine_key(figures: dict[str, Any]) -> str:

@@ -11,7 +11,6 @@ of one workload whose parameters differ are kept apart.
 from __future__ import annotations
 
 import multiprocessing
-import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 from harness.data.results import RunDocument
 from harness.data.store import StoreError
+from harness.measure import envinfo
 from harness.report import style
 from harness.report.context import ExperimentContext, ReportContext, build_context
 from harness.report.html import write_html_report
@@ -115,8 +115,7 @@ MIN_FIGURES_TO_FORK = 3
 
 def _draw_all(jobs: list[tuple[Any, Any, Any, Path]]) -> list[list[Path]]:
     """Each job's figures, drawn in parallel processes where that can help, else in turn."""
-    workers = min(len(jobs), max(1, len(os.sched_getaffinity(0))
-                                 if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    workers = min(len(jobs), envinfo.usable_cores())
     if workers < 2 or len(jobs) < MIN_FIGURES_TO_FORK or "fork" not in \
             multiprocessing.get_all_start_methods():
         return [view.draw(table, context, out_dir) for view, table, context, out_dir in jobs]

@@ -9,19 +9,13 @@ from harness.run.runner import run_json_child
 from harness.spec import Cell
 
 
-def measure(device_name: str, largest_run_n: int | None = None, timeout_s: float = 300.0,
-            sizes: list[int] | None = None) -> dict[str, Any]:
-    """Ceilings of one device, measured in a child process; an 'error' key if that failed."""
-    return measure_all([device_name], largest_run_n, timeout_s, sizes)[device_name]
-
-
 def measure_all(device_names: list[str], largest_run_n: int | None = None,
                 timeout_s: float = 300.0, sizes: list[int] | None = None) -> dict[str, Any]:
     """Ceilings of every device, probed one after the other in one child process (one
     framework import for all: ~4 s a device on the H100 machine's host)."""
     sizes_text = ",".join(map(str, sizes or probe_sizes(largest_run_n)))
     # A cpu-only probe hides the GPUs, as a cpu cell does; with a GPU among them, it sees them.
-    device = device_names[0] if len(device_names) == 1 else ",".join(device_names)
+    device = ",".join(device_names)
     figures, why_not = run_json_child("harness.measure.ceilings", [device, sizes_text],
                                       Cell("ceilings", "-", "torch", device),
                                       timeout_s * len(device_names))

@@ -25,6 +25,7 @@ from typing import Any
 
 from harness.core import interrupt, registry
 from harness.data.results import CellResult
+from harness.measure.ceilings import cache_dir
 from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
 from harness.run.failures import looks_like_oom
 from harness.spec import BadInput, Cell, Status
@@ -87,9 +88,7 @@ def bytecode_environment(framework: str, env: dict[str, str]) -> dict[str, str]:
     if not origin or not origin.endswith(".py") or \
             os.path.exists(importlib.util.cache_from_source(origin)):
         return {}
-    root = env.get("HARNESS_CACHE_DIR") or os.path.join(
-        env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "harness")
-    return {"PYTHONPYCACHEPREFIX": os.path.join(root, "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
+    return {"PYTHONPYCACHEPREFIX": str(cache_dir(env) / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
 
 
 def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = ()) -> dict[str, str]:
