@@ -310,7 +310,10 @@ class FrameworkSpec:
     sync: "device" (a device-wide synchronize, torch/TF) or "output" (block on the step's
     returned output, as JAX needs: the worker keeps the last output of step() and waits on it
     with device.block(output); harness.run.worker.timed_pair). cpu_only: the framework has no
-    accelerator devices.
+    accelerator devices. preload: modules a warm process imports once per run, so that this
+    framework's workers are forked from it instead of each importing them anew
+    (harness.run.forkserver); () for a framework whose import is not safe to fork after
+    (one that starts thread pools or opens a device when imported).
     """
 
     name: str
@@ -327,6 +330,7 @@ class FrameworkSpec:
     # Further packages the cell imports (Keras on JAX needs keras and jax); each missing one
     # makes the cell `unavailable` with the install hint, like a missing import_name.
     also_requires: tuple[str, ...] = ()
+    preload: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.sync not in SYNC_STYLES:

@@ -259,7 +259,7 @@ def test_variant_all_starts_no_worker_for_a_refused_cell(out_dir: Path,
     unavailable rows with their reason and no worker, the others reach a worker, exit 0."""
     started: list[Cell] = []
 
-    def counting_worker(cell: Cell, options: runner.RunOptions) -> CellResult:
+    def counting_worker(cell: Cell, options: runner.RunOptions, *servers: object) -> CellResult:
         started.append(cell)
         return CellResult(cell)
 

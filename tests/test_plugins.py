@@ -119,7 +119,7 @@ def test_a_plugin_without_declarations_has_every_variant_tried(
              for device in ("cpu", "cuda:0")]
     started: list[Cell] = []
     monkeypatch.setattr(runner, "run_worker",
-                        lambda cell, options: started.append(cell) or CellResult(cell))
+                        lambda cell, options, *servers: started.append(cell) or CellResult(cell))
     runner.run_matrix(cells, runner.RunOptions(timeout_s=1), lambda cell, result: None,
                       planner.refuse_declared(spec))
     assert started == cells

@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.data.results import CellResult
+from harness.run.forkserver import ForkServers
 from harness.run.runner import RunOptions, cell_environment, run_worker
 from harness.spec import Cell, Status
+
+
+@pytest.fixture(params=["spawned", "forked"])
+def servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ForkServers | None]:
+    """Each outcome through a new interpreter and through a worker forked from a warm process
+    (the fake framework declares a preload, as torch does)."""
+    if request.param == "spawned":
+        yield None
+        return
+    with ForkServers(tmp_path) as warm:
+        yield warm
 
 
 def fault_cell(variant: str, **params) -> Cell:
@@ -18,17 +31,22 @@ def fault_cell(variant: str, **params) -> Cell:
                 quick=True)
 
 
-def run(variant: str, timeout_s: float = 60.0, **params) -> CellResult:
-    return run_worker(fault_cell(variant, **params), RunOptions(timeout_s=timeout_s))
+def run(variant: str, timeout_s: float = 60.0, servers: ForkServers | None = None,
+        **params) -> CellResult:
+    return run_worker(fault_cell(variant, **params), RunOptions(timeout_s=timeout_s), servers)
 
 
-def test_ok_cell_has_samples_and_a_passed_check() -> None:
-    result = run("ok")
+def test_ok_cell_has_samples_and_a_passed_check(servers: ForkServers | None) -> None:
+    result = run("ok", servers=servers)
     assert result.status == Status.OK
     assert [case.status for case in result.cases] == [Status.OK, Status.OK]
     assert all(case.check and case.check["passed"] for case in result.cases)
     assert result.framework_version == "0.0-fake"
     assert result.peak_host_memory_source == "wait4 (measured by the runner)"
+    assert result.peak_host_memory_bytes and result.peak_host_memory_bytes > 1e6
+    assert result.cost is not None
+    started = "worker fork" if servers is not None else "worker start (python, imports)"
+    assert started in result.cost.phases
 
 
 @pytest.mark.parametrize("variant, status, reason", [
@@ -38,27 +56,28 @@ def test_ok_cell_has_samples_and_a_passed_check() -> None:
     ("segfault", "error", "SIGSEGV"),
     ("sigkill", "error", "possibly out of host memory"),
 ])
-def test_failures_become_statuses_and_keep_finished_cases(variant: str, status: str,
-                                                          reason: str) -> None:
-    result = run(variant)
+def test_failures_become_statuses_and_keep_finished_cases(variant: str, status: str, reason: str,
+                                                          servers: ForkServers | None) -> None:
+    result = run(variant, servers=servers)
     assert result.status == Status(status)
     assert reason in result.reason
     # Size 1 ran before the fault at size 2: its measurement survives.
     assert result.cases[0].status == Status.OK and result.cases[0].samples
 
 
-def test_hang_past_timeout_is_killed_and_reported() -> None:
+def test_hang_past_timeout_is_killed_and_reported(servers: ForkServers | None) -> None:
     started = time.monotonic()
-    result = run("hang", timeout_s=8.0)
+    result = run("hang", timeout_s=8.0, servers=servers)
     assert time.monotonic() - started < 30
     assert result.status == Status.TIMEOUT
     assert "--timeout 8" in result.reason
     assert result.cases[0].status == Status.OK
 
 
-def test_timeout_kills_the_workers_children_too(tmp_path: Path) -> None:
+def test_timeout_kills_the_workers_children_too(tmp_path: Path,
+                                                servers: ForkServers | None) -> None:
     pid_file = tmp_path / "child.pid"
-    result = run("child-hang", timeout_s=8.0, pid_file=str(pid_file))
+    result = run("child-hang", timeout_s=8.0, servers=servers, pid_file=str(pid_file))
     assert result.status == Status.TIMEOUT
     child_pid = int(pid_file.read_text())
     time.sleep(0.2)
@@ -78,11 +97,13 @@ def _is_running(pid: int) -> bool:
     return state != "Z"
 
 
-def test_unavailable_device_is_a_status_not_an_error() -> None:
+def test_unavailable_device_is_a_status_not_an_error(servers: ForkServers | None) -> None:
     cell = Cell("fault", "ok", "fake", "cuda:0", {"size": [1], "pid_file": ""}, quick=True)
-    result = run_worker(cell, RunOptions(timeout_s=60))
+    result = run_worker(cell, RunOptions(timeout_s=60), servers)
     assert result.status == Status.UNAVAILABLE
     assert "no cuda:0" in result.reason
+    # A GPU a forked worker did not find is looked for again in a new interpreter.
+    assert result.cost is not None and "worker start (python, imports)" in result.cost.phases
 
 
 def test_cpu_cells_hide_gpus_and_keep_tensorflow_quiet(monkeypatch: pytest.MonkeyPatch) -> None:

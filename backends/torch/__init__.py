@@ -24,4 +24,7 @@ FRAMEWORK = FrameworkSpec(
     # Keras, if a workload uses it inside a torch cell, must not pull in TensorFlow.
     environment_defaults={"KERAS_BACKEND": "torch"},
     quick_environment_defaults=QUICK_COMPILE,
+    # Imported once per run and forked (harness.run.forkserver): torch's import starts no
+    # thread pool and opens no device; torch.optim brings torch._dynamo, the largest part.
+    preload=("torch", "torch.optim", "backends.torch.device", "harness.run.worker"),
 )

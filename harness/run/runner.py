@@ -18,16 +18,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from harness.core import interrupt, registry
 from harness.data.results import CellResult
 from harness.measure.ceilings import cache_dir
 from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
 from harness.run.failures import looks_like_oom
+from harness.run.forkserver import ForkedWorker, ForkServerLost, ForkServers
 from harness.spec import BadInput, Cell, Status
 
 STDERR_TAIL_CHARS = 1500
@@ -51,6 +52,14 @@ class RunOptions:
     timeout_s: float
     worker_module: str = "harness.run.worker"
     extra_pythonpath: tuple[str, ...] = ()
+    # Fork each worker from a warm process that imported its framework once (forkserver.py)
+    # where the framework declares `preload`; False: every worker starts a new interpreter.
+    fork_workers: bool = field(default_factory=lambda: fork_workers_wanted(os.environ))
+
+
+def fork_workers_wanted(environ: Mapping[str, str]) -> bool:
+    """Workers are forked from warm processes unless HARNESS_FORK_WORKERS=0."""
+    return environ.get("HARNESS_FORK_WORKERS", "1").strip() != "0"
 
 
 def framework_environment(framework: str, current: dict[str, str],
@@ -141,9 +150,15 @@ def _crash_reason(returncode: int, stderr_tail: str) -> str:
     return f"{prefix}: {last_lines}" if last_lines else prefix
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+Worker = subprocess.Popen | ForkedWorker
+
+
+def _kill_group(process: Worker) -> None:
     """Stop the worker and anything it started (its own process group), then reap it."""
     interrupt.kill_group(process.pid)
+    if isinstance(process, ForkedWorker):
+        process.reap(KILL_WAIT_S)
+        return
     try:
         process.wait(timeout=KILL_WAIT_S)
     except subprocess.TimeoutExpired:
@@ -153,8 +168,7 @@ def _kill_group(process: subprocess.Popen) -> None:
             os.waitpid(process.pid, 0)
 
 
-def _wait_for_child(process: subprocess.Popen,
-                    timeout_s: float) -> tuple[int | None, int | None]:
+def _wait_for_child(process: Worker, timeout_s: float) -> tuple[int | None, int | None]:
     """(return code, peak RSS): code None when it ran past timeout_s (its group is then killed).
 
     A stop signal kills the group through interrupt's handler, so this wait returns then too.
@@ -162,6 +176,8 @@ def _wait_for_child(process: subprocess.Popen,
     """
     with interrupt.child_group(process.pid):
         try:
+            if isinstance(process, ForkedWorker):
+                return process.wait_peak(timeout_s)
             return wait_with_peak_rss(process, timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(process)
@@ -198,51 +214,105 @@ def empty_result(cell: Cell, status: Status, reason: str) -> CellResult:
     return CellResult(cell=cell, status=status, reason=reason)
 
 
-def run_worker(cell: Cell, options: RunOptions) -> CellResult:
+def _start_worker(cell: Cell, options: RunOptions, servers: ForkServers | None,
+                  args: list[str], stderr_file: IO[bytes]) -> tuple[Worker, float]:
+    """The cell's worker: forked from its framework's warm process where there is one, else a
+    new interpreter; with the seconds spent starting that warm process for this cell."""
+    env = cell_environment(cell, options.extra_pythonpath)
+    if servers is not None:
+        server, started_s = servers.get(cell.framework, framework_preload(cell.framework), env,
+                                        PROJECT_ROOT)
+        if server is not None:
+            try:
+                return server.fork(options.worker_module, args, env, PROJECT_ROOT,
+                                   Path(stderr_file.name)), started_s
+            except ForkServerLost:
+                servers.drop(cell.framework, env)  # this cell and the rest start anew
+    command = [sys.executable, "-m", options.worker_module, *args]
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=stderr_file, stderr=stderr_file, env=env,
+        cwd=PROJECT_ROOT,
+        start_new_session=True,  # its own process group, so a kill reaches its children
+    )
+    return process, 0.0
+
+
+def framework_preload(framework: str) -> tuple[str, ...]:
+    """What a framework's warm process imports (FrameworkSpec.preload); () for none."""
+    try:
+        return tuple(registry.load_framework(framework).preload)
+    except BadInput:
+        return ()
+
+
+def run_worker(cell: Cell, options: RunOptions, servers: ForkServers | None = None) -> CellResult:
     """Start one worker process for CELL and wait for it; always returns a result with a status.
 
     (The worker's own entry point is harness.run.worker.run_cell; this is its parent's side.)
+    SERVERS: the matrix's warm processes, to fork the worker from (forkserver.py); None: a new
+    interpreter.
 
     A stop signal (see harness.core.interrupt) kills the worker; the cell then ends `interrupted`,
     keeping the cases it finished.
     """
+    result, forked = _run_worker_once(cell, options, servers)
+    if forked and result.status == Status.UNAVAILABLE and cell.device != "cpu":
+        # A device a forked worker did not find is looked for again in a new interpreter, so
+        # that forking never changes an answer: a warm process that had imported a module
+        # which caches "no GPU" (Inductor does) made every GPU cell read unavailable.
+        return _run_worker_once(cell, options, None)[0]
+    return result
+
+
+def _run_worker_once(cell: Cell, options: RunOptions,
+                     servers: ForkServers | None) -> tuple[CellResult, bool]:
+    """run_worker's one attempt: (the result, whether its worker was forked)."""
     with tempfile.TemporaryDirectory(prefix="harness-cell-") as scratch:
         scratch_dir = Path(scratch)
         cell_path, result_path = scratch_dir / "cell.json", scratch_dir / "result.json"
         stderr_path = scratch_dir / "stderr.txt"
         cell_path.write_text(json.dumps(cell.as_dict()))
-        command = [sys.executable, "-m", options.worker_module, str(cell_path), str(result_path)]
         spawned = time.time()
         with open(stderr_path, "wb") as stderr_file:
-            process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=stderr_file, stderr=stderr_file,
-                env=cell_environment(cell, options.extra_pythonpath), cwd=PROJECT_ROOT,
-                start_new_session=True,  # its own process group, so a kill reaches its children
-            )
-            returncode, peak_rss = _wait_for_child(process, options.timeout_s)
+            try:
+                process, shared_start_s = _start_worker(
+                    cell, options, servers, [str(cell_path), str(result_path)], stderr_file)
+                returncode, peak_rss = _wait_for_child(process, options.timeout_s)
+            except ForkServerLost as lost:
+                return _partial(cell, result_path, Status.ERROR, f"{lost}; worker stopped"), True
+        forked = isinstance(process, ForkedWorker)
         result = _read_cell_result(result_path)
         complete = returncode == 0 and result is not None and result.finished is not None
         stop = interrupt.requested()
         if stop is not None and not complete:
-            return _partial(cell, result_path, Status.INTERRUPTED, interrupted_reason(stop))
+            return _partial(cell, result_path, Status.INTERRUPTED,
+                            interrupted_reason(stop)), forked
         if returncode is None:
             return _partial(cell, result_path, Status.TIMEOUT,
-                            f"no result within --timeout {options.timeout_s:g} s; worker killed")
+                            f"no result within --timeout {options.timeout_s:g} s; "
+                            "worker killed"), forked
         if not complete or result is None:
             reason = _crash_reason(returncode, _stderr_tail(stderr_path))
             return with_peak_host_memory(_partial(cell, result_path, Status.ERROR, reason),
-                                         peak_rss)
-        return with_peak_host_memory(with_worker_wall(result, spawned, time.time()), peak_rss)
+                                         peak_rss), forked
+        return with_peak_host_memory(
+            with_worker_wall(result, spawned, time.time(), forked, shared_start_s),
+            peak_rss), forked
 
 
-def with_worker_wall(result: CellResult, spawned: float, ended: float) -> CellResult:
+def with_worker_wall(result: CellResult, spawned: float, ended: float, forked: bool = False,
+                     shared_start_s: float = 0.0) -> CellResult:
     """The cell's cost (harness.data.results.HarnessCost) from the worker's start to its exit:
-    the worker measured itself from run_cell on; Python's start and imports, and its exit,
-    are seen from here."""
+    the worker measured itself from run_cell on; Python's start and imports (or the fork), and
+    its exit, are seen from here. SHARED_START_S: the warm process started for this cell, which
+    the cells after it share (its imports counted once, here)."""
     cost, started, finished = result.cost, result.started, result.finished
     if cost is not None and started is not None and finished is not None:
         phases = dict(cost.phases)
-        phases["worker start (python, imports)"] = max(0.0, started - spawned)
+        start_s = max(0.0, started - spawned - shared_start_s)
+        if shared_start_s > 0:
+            phases["warm process start (python, imports; shared)"] = shared_start_s
+        phases["worker fork" if forked else "worker start (python, imports)"] = start_s
         phases["worker exit"] = max(0.0, ended - finished)
         result.cost = replace(cost, wall_s=max(0.0, ended - spawned), phases=phases)
     return result
@@ -293,13 +363,18 @@ def run_matrix(
     `planned` (harness.run.planner.refuse_declared) gives the result of a cell known not to
     run, so no worker starts for it; None from it, or no `planned`, starts the worker.
     """
-    for cell in cells:
-        if interrupt.requested() is not None:  # arrived between two workers
-            return False
-        result = planned(cell) if planned is not None else None
-        if result is None:
-            result = run_worker(cell, options)
-        on_result(cell, result)
-        if result.status == Status.INTERRUPTED:
-            return False
+    with contextlib.ExitStack() as stack:
+        servers = None
+        if options.fork_workers:
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="harness-warm-")))
+            servers = stack.enter_context(ForkServers(scratch))
+        for cell in cells:
+            if interrupt.requested() is not None:  # arrived between two workers
+                return False
+            result = planned(cell) if planned is not None else None
+            if result is None:
+                result = run_worker(cell, options, servers)
+            on_result(cell, result)
+            if result.status == Status.INTERRUPTED:
+                return False
     return interrupt.requested() is None

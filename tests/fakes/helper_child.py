@@ -8,6 +8,7 @@ parent's handling of each outcome is tested without importing a framework.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -17,6 +18,13 @@ def main(mode: str, out_path: str) -> None:
         time.sleep(600)
     if mode == "crash":
         raise SystemExit("helper child gave up: no document")
+    if mode == "describe":  # what a forked child was given: its environment, group, modules
+        with open(out_path, "w") as out:
+            json.dump({"pid": os.getpid(), "pgid": os.getpgid(0), "cwd": os.getcwd(),
+                       "env": dict(os.environ), "argv": sys.argv,
+                       "preloaded": "tests.fakes.backend.device" in sys.modules}, out)
+        print("to the cell's stream")
+        return
     with open(out_path, "w") as out:
         json.dump({"answer": 42}, out)
 

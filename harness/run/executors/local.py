@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.data.results import CellResult
 from harness.run.executors.base import CellState, OnResult, OnState, ignore_state
-from harness.run.runner import RunOptions, run_matrix
+from harness.run.runner import RunOptions, fork_workers_wanted, run_matrix
 from harness.spec import Cell
 
 
@@ -40,4 +40,8 @@ class LocalExecutor:
         return run_matrix(cells, options, finished)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name}
+        import os
+
+        workers = ("forked from a warm process per framework that declares preload"
+                   if fork_workers_wanted(os.environ) else "a new interpreter each")
+        return {"name": self.name, "workers": workers}

@@ -1,0 +1,298 @@
+"""Workers forked from a warm process: a framework is imported once per run, not once per cell.
+
+Why: importing torch (with torch.optim, which pulls in torch._dynamo) took 3.2-4.6 s of every
+worker on the H100 machine's 16-core host, where Python keeps no bytecode for torch: 23 s of a
+120 s `--quick` run of six cells. A warm process imports the framework's `preload` modules
+(FrameworkSpec.preload) once and forks one child per cell, so every cell still runs in its own
+process, with its own environment, and ends with it; only the imports are shared.
+
+What keeps a fork safe, by construction:
+- only frameworks that declare `preload` are forked (torch: its import starts no thread pool
+  and no device; numpy's OpenBLAS server thread re-arms itself across fork);
+- the warm process starts with every GPU hidden (CUDA_VISIBLE_DEVICES=""), so nothing it
+  imports can open a device context that a child would inherit; each child then sets the
+  cell's own environment before the worker runs;
+- the warm process does nothing but import, fork and reap.
+
+The protocol (JSON lines): the warm process says {"ready": true, "import_s": ...} or
+{"ready": false, "reason": ...}; then for each request {"argv", "env", "stderr", "cwd"} it
+answers {"pid": ...} at the fork and {"pid": ..., "exit": ..., "peak_rss": ...} when it has
+reaped the child. It exits when its stdin closes (the harness is done or gone).
+
+The parent's side (ForkServers, ForkedWorker) imports nothing but the standard library: the
+parent never imports a framework.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import runpy
+import select
+import signal
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import IO, Any
+
+# Read by a framework when it opens a device, not when it is imported, so a forked child may
+# set its own; every other variable must match the warm process's for a cell to be forked.
+LATE_VARIABLES = ("CUDA_VISIBLE_DEVICES",)
+READY_TIMEOUT_S = 300.0
+
+
+# --- the warm process ------------------------------------------------------------------------
+
+
+def _reply(document: dict[str, Any]) -> None:
+    os.write(1, (json.dumps(document) + "\n").encode())
+
+
+def _child(request: dict[str, Any]) -> None:
+    """In the forked child: become the cell's own process group with the cell's streams,
+    directory and environment, run the worker module as __main__, and never return."""
+    code = 1
+    try:
+        os.setpgid(0, 0)  # the parent's timeout and stop signals kill this group
+        stream = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(stream, 1)
+        os.dup2(stream, 2)
+        os.close(stream)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        # runpy's note that the worker module was preloaded: expected here, and not the cell's.
+        warnings.filterwarnings("ignore", category=RuntimeWarning,
+                                message=".*found in sys.modules after import of package.*")
+        argv = list(request["argv"])
+        sys.argv = [argv[0], *argv[1:]]
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except BaseException:  # noqa: BLE001 - whatever it was, the parent reads it from stderr
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _serve(requests: IO[str]) -> None:
+    for line in requests:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(request)
+        with contextlib.suppress(OSError):  # the child may have set it already
+            os.setpgid(pid, pid)
+        _reply({"pid": pid})
+        _, status, usage = os.wait4(pid, 0)
+        peak = int(usage.ru_maxrss) * (1 if sys.platform == "darwin" else 1024)
+        _reply({"pid": pid, "exit": os.waitstatus_to_exitcode(status), "peak_rss": peak})
+
+
+def main(argv: list[str]) -> int:
+    """`python -m harness.run.forkserver MODULE[,MODULE...]`: import them, then serve."""
+    # Python 3.12 warns about forking a process with threads; numpy's OpenBLAS server thread
+    # is one, and OpenBLAS shuts it down and restarts it around a fork.
+    warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness decides when this ends
+    began = time.perf_counter()
+    try:
+        for name in filter(None, argv[0].split(",")):
+            importlib.import_module(name)
+    except BaseException as exc:  # noqa: BLE001 - any failure means: spawn workers instead
+        _reply({"ready": False, "reason": f"preload failed: {type(exc).__name__}: {exc}"})
+        return 1
+    _reply({"ready": True, "import_s": time.perf_counter() - began})
+    _serve(sys.stdin)
+    return 0
+
+
+# --- the parent's side ---------------------------------------------------------------------
+
+
+class ForkServerLost(RuntimeError):
+    """The warm process ended while a worker it forked was still owed an answer."""
+
+
+class _Lines:
+    """Lines from a pipe, each awaited with a deadline (select), so a hung peer is a timeout."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._fd = stream.fileno()
+        self._buffer = b""
+
+    def read(self, timeout_s: float) -> dict[str, Any] | None:
+        """The next line as JSON; None when none came in time; ForkServerLost at EOF."""
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            readable, _, _ = select.select([self._fd], [], [], remaining)
+            if not readable:
+                continue
+            chunk = os.read(self._fd, 65536)
+            if not chunk:
+                raise ForkServerLost("the warm process that forks workers has ended")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return dict(json.loads(line))
+
+
+class ForkedWorker:
+    """A worker forked by a warm process: what the runner needs of a Popen (pid, waiting with
+    the peak RSS, reaping after a kill), answered by the warm process that reaped it."""
+
+    def __init__(self, pid: int, lines: _Lines) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._lines = lines
+
+    def wait_peak(self, timeout_s: float) -> tuple[int, int | None]:
+        """(exit code, peak RSS in bytes); subprocess.TimeoutExpired if it runs past timeout_s."""
+        answer = self._lines.read(timeout_s)
+        if answer is None:
+            raise subprocess.TimeoutExpired(f"forked worker {self.pid}", timeout_s)
+        self.returncode = int(answer["exit"])
+        peak = answer.get("peak_rss")
+        return self.returncode, int(peak) if peak else None
+
+    def reap(self, timeout_s: float) -> None:
+        """After its group was killed: take the warm process's answer, so the next is ours."""
+        with contextlib.suppress(subprocess.TimeoutExpired, ForkServerLost):
+            self.wait_peak(timeout_s)
+
+
+class ForkServer:
+    """One warm process for one (framework, environment)."""
+
+    def __init__(self, preload: tuple[str, ...], env: dict[str, str], cwd: Path,
+                 log_path: Path) -> None:
+        self.import_s = 0.0
+        self.start_s = 0.0
+        self.refused = ""
+        began = time.monotonic()
+        warm_env = {**env, **{name: "" for name in LATE_VARIABLES}}  # no GPU in the warm one
+        self._log = open(log_path, "wb")  # noqa: SIM115 - open for the server's life
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "harness.run.forkserver", ",".join(preload)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=warm_env,
+            cwd=cwd, start_new_session=True)
+        assert self._process.stdout is not None
+        self._lines = _Lines(self._process.stdout)
+        try:
+            ready = self._lines.read(READY_TIMEOUT_S)
+        except ForkServerLost:
+            ready = {"ready": False, "reason": f"it exited: {self._log_tail()}"}
+        if ready is None:
+            ready = {"ready": False, "reason": f"not ready within {READY_TIMEOUT_S:g} s"}
+        self.start_s = time.monotonic() - began
+        if ready.get("ready"):
+            self.import_s = float(ready.get("import_s") or 0.0)
+        else:
+            self.refused = str(ready.get("reason") or "not ready")
+            self.close()
+
+    def _log_tail(self) -> str:
+        with contextlib.suppress(OSError):
+            return " | ".join(Path(self._log.name).read_text(errors="replace")
+                              .strip().splitlines()[-3:])
+        return ""
+
+    def fork(self, module: str, args: list[str], env: dict[str, str], cwd: Path,
+             stderr_path: Path) -> ForkedWorker:
+        """Fork a child that runs `python -m MODULE *ARGS` with ENV; ForkServerLost if the
+        warm process is gone."""
+        request = {"module": module, "argv": [module, *args], "env": env, "cwd": str(cwd),
+                   "stderr": str(stderr_path)}
+        stdin = self._process.stdin
+        try:
+            assert stdin is not None
+            stdin.write((json.dumps(request) + "\n").encode())
+            stdin.flush()
+        except (OSError, ValueError) as exc:
+            raise ForkServerLost(f"the warm process is gone ({exc})") from None
+        answer = self._lines.read(READY_TIMEOUT_S)
+        if answer is None or "pid" not in answer:
+            raise ForkServerLost("the warm process did not fork")
+        return ForkedWorker(int(answer["pid"]), self._lines)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            if self._process.stdin is not None:
+                self._process.stdin.close()
+        try:
+            self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()
+
+
+def server_key(framework: str, env: dict[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """Cells share a warm process when their framework and environment (but for the late
+    variables) are the same."""
+    shared = tuple(sorted((name, value) for name, value in env.items()
+                          if name not in LATE_VARIABLES))
+    return framework, shared
+
+
+class ForkServers:
+    """The warm processes of one matrix, started at the first cell that needs each; a
+    framework without `preload`, or one whose warm process failed, gets spawned workers."""
+
+    def __init__(self, scratch: Path) -> None:
+        self._scratch = scratch
+        self._servers: dict[tuple[str, tuple[tuple[str, str], ...]], ForkServer] = {}
+
+    def get(self, framework: str, preload: tuple[str, ...], env: dict[str, str],
+            cwd: Path) -> tuple[ForkServer | None, float]:
+        """(the warm process for this cell or None, seconds spent starting it just now)."""
+        if not preload:
+            return None, 0.0
+        key = server_key(framework, env)
+        started_now = 0.0
+        if key not in self._servers:
+            log = self._scratch / f"forkserver-{framework}-{len(self._servers)}.log"
+            self._servers[key] = ForkServer(preload, env, cwd, log)
+            started_now = self._servers[key].start_s
+        server = self._servers[key]
+        return (None if server.refused else server), started_now
+
+    def drop(self, framework: str, env: dict[str, str]) -> None:
+        """Forget a warm process that is gone; its cells start new interpreters from now on."""
+        server = self._servers.get(server_key(framework, env))
+        if server is not None and not server.refused:
+            server.refused = "it ended during the run"
+            server.close()
+
+    def close(self) -> None:
+        for server in self._servers.values():
+            if not server.refused:
+                server.close()
+        self._servers.clear()
+
+    def __enter__(self) -> ForkServers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
