@@ -228,7 +228,7 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
         usermodel_plan.check_what(model_info, values["what"])
 
         def prepare(run_dir: Path, params: dict[str, Any]) -> dict[str, Any]:
-            return usermodel_plan.prepare_run(run_dir, spec, params, timeout_s)
+            return usermodel_plan.prepare_run(run_dir, spec, params, timeout_s, quick)
     out = Path(out)
     check_writable(out)
     cells = expand_matrix(spec.name, chosen_variants, chosen_frameworks, chosen_devices, values,
@@ -346,16 +346,31 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
                            + (f"; {refused} unavailable, no worker started)" if refused else ")"))
     stopped_by = None
     try:
+        _execute_here(run, chosen, ceilings, document, recorder, progress)
+        stopped_by = interrupt.requested()
+    except KeyboardInterrupt:  # no handlers installed (a notebook): the runner killed the worker
+        stopped_by = signal.SIGINT
+    recorder.save(finished=True, stopped_by=stopped_by)
+    return RunResult(run_dir, list(recorder.results), document, stopped_by)
+
+
+def _execute_here(run: RunPlan, chosen: Executor, ceilings: bool, document: RunDocument,
+                  recorder: RunRecorder, progress: bool) -> None:
+    """The ceilings, the prepared weights and the cells, with one set of warm processes for
+    all the children they start (harness.run.forkserver: a framework imported once)."""
+    from harness.run import forkserver
+
+    spec = run.spec
+    with forkserver.shared():
         # Elsewhere the probe would describe the wrong host; without a rate, nothing to judge.
         if ceilings and chosen.runs_cells_here and has_rates(spec):
-            document.ceilings = measure_ceilings(run.devices,
-                                                    largest_square_matmul(spec, run.cells),
-                                                    run.quick)
+            document.ceilings = measure_ceilings(
+                run.devices, largest_square_matmul(spec, run.cells), run.quick)
             recorder.save()
         cells = run.cells
         if run.prepare is not None and interrupt.requested() is None:
             with progress_console.status("preparing the shared weights and CPU references"):
-                added = run.prepare(run_dir, run.params)
+                added = run.prepare(recorder.run_dir, run.params)
             document.params = {**run.params, **added}
             cells = [replace(cell, params={**cell.params, **added}) for cell in cells]
             document.planned_cells = [cell.as_dict() for cell in cells]  # --resume finds them
@@ -363,11 +378,6 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
         if interrupt.requested() is None:
             _run_cells(cells, RunOptions(timeout_s=run.timeout_s), recorder, progress,
                        chosen, refuse_declared(spec), run.rounds, run.seed)
-        stopped_by = interrupt.requested()
-    except KeyboardInterrupt:  # no handlers installed (a notebook): the runner killed the worker
-        stopped_by = signal.SIGINT
-    recorder.save(finished=True, stopped_by=stopped_by)
-    return RunResult(run_dir, list(recorder.results), document, stopped_by)
 
 
 def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | None = None,
@@ -555,7 +565,7 @@ def measure_ceilings(devices: list[str], largest_n: int | None,
         return {}
     with progress_console.status("measuring the machine's ceilings (--no-ceilings skips this)"):
         return ceiling_probe.measure_all(devices, largest_n,
-                                         sizes=QUICK_PROBE_SIZES if quick else None)
+                                         sizes=QUICK_PROBE_SIZES if quick else None, quick=quick)
 
 
 def _preflight(executor: Executor, cells: list[Cell], options: RunOptions) -> None:

@@ -169,18 +169,31 @@ def test_two_quick_signals_still_leave_no_worker(out_dir: Path, tmp_path: Path) 
     assert_group_gone(worker_group)
 
 
-def ceilings_child(parent: int) -> int | None:
-    """The pid of parent's `python -m harness.measure.ceilings` child, if it runs now."""
+def children(parent: int) -> list[tuple[int, bytes]]:
+    """(pid, command line) of parent's running children."""
+    found = []
     for entry in Path("/proc").iterdir():
         stat = proc_stat(int(entry.name)) if entry.name.isdigit() else None
-        if stat is None or stat[1] != parent:
+        if stat is None or stat[1] != parent or stat[0] in ("Z", "X"):
             continue
         try:
-            command = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+            found.append((int(entry.name), Path(f"/proc/{entry.name}/cmdline").read_bytes()))
         except OSError:
             continue
+    return found
+
+
+def ceilings_child(parent: int) -> int | None:
+    """The pid of parent's ceilings probe, if it runs now: its `python -m
+    harness.measure.ceilings` child, or the probe its warm process forked (the only child of
+    that warm process while the ceilings are measured)."""
+    for pid, command in children(parent):
         if b"harness.measure.ceilings" in command:
-            return int(entry.name)
+            return pid
+        if b"harness.run.forkserver" in command:
+            forked = children(pid)
+            if forked:
+                return forked[0][0]
     return None
 
 

@@ -124,7 +124,8 @@ def overhead_line(document: RunDocument, largest: int = 3) -> str:
     wall = max(run_wall, cost.wall_s)
     phases = dict(cost.phases)
     if wall > cost.wall_s + 0.05:  # before and between the workers: ceilings, shared weights
-        phases["outside the workers (ceilings, shared weights, saving)"] = wall - cost.wall_s
+        outside = "outside the workers (ceilings, shared weights, warm processes, saving)"
+        phases[outside] = wall - cost.wall_s
     top = sorted(phases.items(), key=lambda item: -item[1])[:largest]
     parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in top if seconds >= 0.05)
     return (f"harness overhead: {wall - cost.timed_s:.1f} s of {wall:.1f} s ("

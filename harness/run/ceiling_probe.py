@@ -10,14 +10,17 @@ from harness.spec import Cell
 
 
 def measure_all(device_names: list[str], largest_run_n: int | None = None,
-                timeout_s: float = 300.0, sizes: list[int] | None = None) -> dict[str, Any]:
+                timeout_s: float = 300.0, sizes: list[int] | None = None,
+                quick: bool = False) -> dict[str, Any]:
     """Ceilings of every device, probed one after the other in one child process (one
-    framework import for all: ~4 s a device on the H100 machine's host)."""
+    framework import for all: ~4 s a device on the H100 machine's host). QUICK: the child gets
+    a --quick cell's environment, so that it is forked from the warm process the run's torch
+    workers use (harness.run.forkserver)."""
     sizes_text = ",".join(map(str, sizes or probe_sizes(largest_run_n)))
     # A cpu-only probe hides the GPUs, as a cpu cell does; with a GPU among them, it sees them.
     device = ",".join(device_names)
     figures, why_not = run_json_child("harness.measure.ceilings", [device, sizes_text],
-                                      Cell("ceilings", "-", "torch", device),
+                                      Cell("ceilings", "-", "torch", device, quick=quick),
                                       timeout_s * len(device_names))
     if figures is None:
         return {name: {"device": name, "error": f"measurement failed: {why_not}"}

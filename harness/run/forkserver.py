@@ -34,9 +34,11 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 import warnings
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -292,6 +294,36 @@ class ForkServers:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def fork_workers_wanted(environ: Mapping[str, str]) -> bool:
+    """Workers are forked from warm processes unless HARNESS_FORK_WORKERS=0."""
+    return environ.get("HARNESS_FORK_WORKERS", "1").strip() != "0"
+
+
+_ACTIVE: list[ForkServers] = []  # the run's warm processes while shared() is open
+
+
+def active() -> ForkServers | None:
+    """The warm processes of the run under way (shared()), if any."""
+    return _ACTIVE[-1] if _ACTIVE else None
+
+
+@contextlib.contextmanager
+def shared() -> Iterator[ForkServers | None]:
+    """Warm processes for everything a run starts here (ceilings probe, prepared weights,
+    workers), so that the framework is imported once; an already open set is reused. None
+    when HARNESS_FORK_WORKERS=0."""
+    if _ACTIVE or not fork_workers_wanted(os.environ):
+        yield active()
+        return
+    with tempfile.TemporaryDirectory(prefix="harness-warm-") as scratch, \
+            ForkServers(Path(scratch)) as servers:
+        _ACTIVE.append(servers)
+        try:
+            yield servers
+        finally:
+            _ACTIVE.remove(servers)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
@@ -27,8 +27,9 @@ from harness.core import interrupt, registry
 from harness.data.results import CellResult
 from harness.measure.ceilings import cache_dir
 from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
+from harness.run import forkserver
 from harness.run.failures import looks_like_oom
-from harness.run.forkserver import ForkedWorker, ForkServerLost, ForkServers
+from harness.run.forkserver import ForkedWorker, ForkServerLost, ForkServers, fork_workers_wanted
 from harness.spec import BadInput, Cell, Status
 
 STDERR_TAIL_CHARS = 1500
@@ -55,11 +56,6 @@ class RunOptions:
     # Fork each worker from a warm process that imported its framework once (forkserver.py)
     # where the framework declares `preload`; False: every worker starts a new interpreter.
     fork_workers: bool = field(default_factory=lambda: fork_workers_wanted(os.environ))
-
-
-def fork_workers_wanted(environ: Mapping[str, str]) -> bool:
-    """Workers are forked from warm processes unless HARNESS_FORK_WORKERS=0."""
-    return environ.get("HARNESS_FORK_WORKERS", "1").strip() != "0"
 
 
 def framework_environment(framework: str, current: dict[str, str],
@@ -214,24 +210,22 @@ def empty_result(cell: Cell, status: Status, reason: str) -> CellResult:
     return CellResult(cell=cell, status=status, reason=reason)
 
 
-def _start_worker(cell: Cell, options: RunOptions, servers: ForkServers | None,
-                  args: list[str], stderr_file: IO[bytes]) -> tuple[Worker, float]:
-    """The cell's worker: forked from its framework's warm process where there is one, else a
-    new interpreter; with the seconds spent starting that warm process for this cell."""
-    env = cell_environment(cell, options.extra_pythonpath)
+def _start_child(module: str, args: list[str], framework: str, env: dict[str, str],
+                 servers: ForkServers | None, stderr_file: IO[bytes]) -> tuple[Worker, float]:
+    """`python -m MODULE *ARGS` in ENV: forked from FRAMEWORK's warm process where there is one,
+    else a new interpreter; with the seconds spent starting that warm process for this child."""
     if servers is not None:
-        server, started_s = servers.get(cell.framework, framework_preload(cell.framework), env,
+        server, started_s = servers.get(framework, framework_preload(framework), env,
                                         PROJECT_ROOT)
         if server is not None:
             try:
-                return server.fork(options.worker_module, args, env, PROJECT_ROOT,
+                return server.fork(module, args, env, PROJECT_ROOT,
                                    Path(stderr_file.name)), started_s
             except ForkServerLost:
-                servers.drop(cell.framework, env)  # this cell and the rest start anew
-    command = [sys.executable, "-m", options.worker_module, *args]
+                servers.drop(framework, env)  # this child and the rest start anew
     process = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=stderr_file, stderr=stderr_file, env=env,
-        cwd=PROJECT_ROOT,
+        [sys.executable, "-m", module, *args], stdin=subprocess.DEVNULL, stdout=stderr_file,
+        stderr=stderr_file, env=env, cwd=PROJECT_ROOT,
         start_new_session=True,  # its own process group, so a kill reaches its children
     )
     return process, 0.0
@@ -275,8 +269,9 @@ def _run_worker_once(cell: Cell, options: RunOptions,
         spawned = time.time()
         with open(stderr_path, "wb") as stderr_file:
             try:
-                process, shared_start_s = _start_worker(
-                    cell, options, servers, [str(cell_path), str(result_path)], stderr_file)
+                process, shared_start_s = _start_child(
+                    options.worker_module, [str(cell_path), str(result_path)], cell.framework,
+                    cell_environment(cell, options.extra_pythonpath), servers, stderr_file)
                 returncode, peak_rss = _wait_for_child(process, options.timeout_s)
             except ForkServerLost as lost:
                 return _partial(cell, result_path, Status.ERROR, f"{lost}; worker stopped"), True
@@ -336,11 +331,13 @@ def run_json_child(module: str, args: list[str], cell: Cell,
     with tempfile.TemporaryDirectory(prefix="harness-child-") as scratch:
         out_path, stderr_path = Path(scratch) / "out.json", Path(scratch) / "stderr.txt"
         with open(stderr_path, "wb") as stderr_file:
-            process = subprocess.Popen(
-                [sys.executable, "-m", module, *args, str(out_path)], cwd=PROJECT_ROOT,
-                env=cell_environment(cell), stdin=subprocess.DEVNULL, stdout=stderr_file,
-                stderr=stderr_file, start_new_session=True)
-            returncode, _peak_rss = _wait_for_child(process, timeout_s)
+            try:
+                process, _ = _start_child(module, [*args, str(out_path)], cell.framework,
+                                          cell_environment(cell), forkserver.active(),
+                                          stderr_file)
+                returncode, _peak_rss = _wait_for_child(process, timeout_s)
+            except ForkServerLost as lost:
+                return None, str(lost)
         stop = interrupt.requested()
         if stop is not None:
             return None, f"interrupted by {interrupt.describe(stop)}"
@@ -363,11 +360,8 @@ def run_matrix(
     `planned` (harness.run.planner.refuse_declared) gives the result of a cell known not to
     run, so no worker starts for it; None from it, or no `planned`, starts the worker.
     """
-    with contextlib.ExitStack() as stack:
-        servers = None
-        if options.fork_workers:
-            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="harness-warm-")))
-            servers = stack.enter_context(ForkServers(scratch))
+    with forkserver.shared() as shared_servers:
+        servers = shared_servers if options.fork_workers else None
         for cell in cells:
             if interrupt.requested() is not None:  # arrived between two workers
                 return False

@@ -89,7 +89,7 @@ def check_what(info: dict[str, Any], what: str) -> None:
 
 
 def prepare_run(run_dir: Path, spec: WorkloadSpec, params: dict[str, Any],
-                timeout_s: float) -> dict[str, Any]:
+                timeout_s: float, quick: bool = False) -> dict[str, Any]:
     """Weights, inputs and CPU references into RUN/model/; the parameters cells then carry.
 
     A failure is not raised: prepared.json says why and every cell becomes an error row with
@@ -103,7 +103,8 @@ def prepare_run(run_dir: Path, spec: WorkloadSpec, params: dict[str, Any],
     args = [params["model"], str(folder), framework, params["what"], str(params["seed"]),
             ",".join(str(size) for size in sizes)]
     summary, why_not = run_json_child("workloads.usermodel.prepare", args,
-                                      Cell("prepare", "-", framework, "cpu"), timeout_s)
+                                      Cell("prepare", "-", framework, "cpu", quick=quick),
+                                      timeout_s)
     if summary is None:
         _write_failure(folder, sizes, f"preparing the weights and references failed: {why_not}")
     return {PREPARED_PARAM: str(folder)}

@@ -10,7 +10,8 @@ from typing import Any
 
 from harness.data.results import CellResult
 from harness.run.executors.base import CellState, OnResult, OnState, ignore_state
-from harness.run.runner import RunOptions, fork_workers_wanted, run_matrix
+from harness.run.forkserver import fork_workers_wanted
+from harness.run.runner import RunOptions, run_matrix
 from harness.spec import Cell
 
 
