@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from harness.analysis.predict import (
@@ -178,3 +180,25 @@ def test_an_epoch_per_call_is_fitted_per_step_and_crosses_where_the_algebra_says
     single = fit_device("cpu", [SweepPoint(b, 1e-3 + b * 1e-6, flops=b, steps=1.0)
                                 for b in batches])
     assert single is not None and single.launches is None
+
+
+def test_a_rate_that_falls_with_the_size_is_taken_from_the_last_step() -> None:
+    """A CPU whose rate falls 10% per 4x in size (caches outgrown), as the small CNN's did on
+    the H100 machine's host (145, 102, 84 GFLOP/s at batch 128, 512, 2048): the cost beyond
+    the sweep is the last step's, so the largest size is predicted within 10%, where a rate
+    averaged over the upper half misses it by more."""
+    sizes = [8, 32, 128, 512, 2048]
+
+    def falling(size: float) -> SweepPoint:
+        work = size * 1e7
+        rate = 150e9 * 0.9 ** math.log(size / 8, 4)
+        return SweepPoint(size, 1e-3 + work / rate, flops=work)
+
+    points = [falling(size) for size in sizes]
+    error = held_out_error("cpu", points)
+    assert error is not None and abs(error) < 0.10
+    model = fit_device("cpu", points[:-1])
+    assert model is not None
+    # The rate the model carries forward is the one between 128 and 512, not the average.
+    assert 1 / model.seconds_per_work == pytest.approx(
+        (512e7 - 128e7) / (points[3].seconds - points[2].seconds), rel=1e-6)
