@@ -203,7 +203,7 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
         if workload is not None:
             raise BadInput("give a workload or a model file (--model), not both")
         usermodel_plan = registry.model_plugin("plan")
-        spec, model_info = usermodel_plan.model_spec(model)
+        spec, model_info = usermodel_plan.model_spec(model, quick)
     else:
         if workload is not None and not workload.strip():
             raise BadInput("--workload is empty: name one of the workloads `harness list` shows")
@@ -404,11 +404,14 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
         if report and result.stopped_by is None:
             render_report_safely(result.path)
         return result
-    run = plan(workload, frameworks=frameworks, devices=devices, variants=variants,
-               sizes=sizes, params=params, data=data, quick=quick, out=out,
-               timeout_s=timeout_s, model=model, rounds=rounds, seed=seed)
-    result = execute(run, ceilings=ceilings, progress=progress, executor=executor,
-                     command=["harness.compare", str(workload or f"--model={model}")])
+    from harness.run import forkserver
+
+    with forkserver.shared():  # the --model inspection shares the run's warm process
+        run = plan(workload, frameworks=frameworks, devices=devices, variants=variants,
+                   sizes=sizes, params=params, data=data, quick=quick, out=out,
+                   timeout_s=timeout_s, model=model, rounds=rounds, seed=seed)
+        result = execute(run, ceilings=ceilings, progress=progress, executor=executor,
+                         command=["harness.compare", str(workload or f"--model={model}")])
     if report and result.stopped_by is None:
         render_report_safely(result.path)
     return result

@@ -185,33 +185,37 @@ def compare(
         help="Seed of the rounds' cell orders (default: drawn; recorded in run.json).")] = None,
 ) -> None:
     """Run WORKLOAD for every framework x device cell, each in its own process."""
-    try:
-        stored = store.read_run(resume).get("executor") if resume is not None else None
-        chosen = executor_from_options(executor if executor or resume else "local",
-                                       partition_cpu=partition_cpu,
-                                       partition_gpu=partition_gpu, time_limit_min=time_limit,
-                                       sbatch=sbatch, pending_limit_s=pending_limit,
-                                       stored=stored if isinstance(stored, dict) else None)
-        if resume is not None:
-            spec = registry.load_workload(str(store.read_run(resume).get("workload")))
-        else:
-            # api.plan splits `--x a --x b,c` itself, as it does for Python callers.
-            run = api.plan(workload, frameworks=framework, devices=device,
-                           variants=variant, sizes=parse_sizes(sizes),
-                           params=parse_param_overrides(param), data=data, quick=quick,
-                           out=out, timeout_s=timeout, model=model, rounds=rounds,
-                           seed=seed)
-            spec = run.spec
-    except (BadInput, store.StoreError) as exc:
-        fail_input(str(exc))
-    with interrupt.stop_on_signals():
+    from harness.run import forkserver
+
+    # One set of warm processes for every child, from the --model inspection to the last cell.
+    with forkserver.shared():
         try:
-            result = api.resume_run(resume, executor=chosen, command=sys.argv,
-                                    cancel_running=cancel_running) \
-                if resume is not None else \
-                api.execute(run, ceilings=ceilings, command=sys.argv, executor=chosen)
-        except BadInput as exc:
+            stored = store.read_run(resume).get("executor") if resume is not None else None
+            chosen = executor_from_options(executor if executor or resume else "local",
+                                           partition_cpu=partition_cpu,
+                                           partition_gpu=partition_gpu, time_limit_min=time_limit,
+                                           sbatch=sbatch, pending_limit_s=pending_limit,
+                                           stored=stored if isinstance(stored, dict) else None)
+            if resume is not None:
+                spec = registry.load_workload(str(store.read_run(resume).get("workload")))
+            else:
+                # api.plan splits `--x a --x b,c` itself, as it does for Python callers.
+                run = api.plan(workload, frameworks=framework, devices=device,
+                               variants=variant, sizes=parse_sizes(sizes),
+                               params=parse_param_overrides(param), data=data, quick=quick,
+                               out=out, timeout_s=timeout, model=model, rounds=rounds,
+                               seed=seed)
+                spec = run.spec
+        except (BadInput, store.StoreError) as exc:
             fail_input(str(exc))
+        with interrupt.stop_on_signals():
+            try:
+                result = api.resume_run(resume, executor=chosen, command=sys.argv,
+                                        cancel_running=cancel_running) \
+                    if resume is not None else \
+                    api.execute(run, ceilings=ceilings, command=sys.argv, executor=chosen)
+            except BadInput as exc:
+                fail_input(str(exc))
     print_results(spec, result)
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
     drawn = api.draw_report(result.path) if result.stopped_by is None and report else None

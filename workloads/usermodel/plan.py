@@ -41,10 +41,12 @@ def check_file(path: Path) -> Path:
     return path.resolve()
 
 
-def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S) -> dict[str, Any]:
-    """What the file is (family, builder, output...), or BadInput naming the file and why."""
+def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S,
+                  quick: bool = False) -> dict[str, Any]:
+    """What the file is (family, builder, output...), or BadInput naming the file and why.
+    QUICK: in a --quick cell's environment, to share the run's warm process (forkserver)."""
     path = check_file(Path(model))
-    cell = Cell("inspect", "-", child_framework(None), "cpu")
+    cell = Cell("inspect", "-", child_framework(None), "cpu", quick=quick)
     info, why_not = run_json_child("workloads.usermodel.inspect", [str(path)], cell, timeout_s)
     if info is None:
         raise BadInput(f"--model {model}: inspecting it failed ({why_not or 'no report'})")
@@ -64,9 +66,9 @@ def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S) -> di
     return info
 
 
-def model_spec(model: Path | str) -> tuple[WorkloadSpec, dict[str, Any]]:
+def model_spec(model: Path | str, quick: bool = False) -> tuple[WorkloadSpec, dict[str, Any]]:
     """The spec a run of this file plans with, and the inspector's report."""
-    info = inspect_model(model)
+    info = inspect_model(model, quick=quick)
     return spec_for_name(NAME_PREFIX + Path(info["path"]).stem, info), info
 
 
