@@ -4,7 +4,9 @@ The matrix is expanded and refused cells are answered before this (harness.spec.
 harness.run.planner); this module starts the workers. Modelled on pyperf's manager/worker split
 (`spawn_worker` returns a typed suite read straight from the pipe): the parent never imports a
 framework, a worker hands back one JSON file, read here once into a typed CellResult, and a
-timeout kills the worker's whole process group and becomes a status on that result.
+timeout kills the worker's whole process group and becomes a status on that result. A worker
+(and a helper child) of a framework that declares `preload` is forked from the run's warm
+process for it (harness.run.forkserver) instead of starting a new interpreter.
 """
 
 from __future__ import annotations
