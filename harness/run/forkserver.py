@@ -75,8 +75,7 @@ def _child(request: dict[str, Any]) -> None:
         # runpy's note that the worker module was preloaded: expected here, and not the cell's.
         warnings.filterwarnings("ignore", category=RuntimeWarning,
                                 message=".*found in sys.modules after import of package.*")
-        argv = list(request["argv"])
-        sys.argv = [argv[0], *argv[1:]]
+        sys.argv = list(request["argv"])
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as done:
@@ -91,6 +90,8 @@ def _child(request: dict[str, Any]) -> None:
 
 
 def _serve(requests: IO[str]) -> None:
+    from harness.measure.memory import rusage_peak_bytes
+
     for line in requests:
         if not line.strip():
             continue
@@ -102,8 +103,8 @@ def _serve(requests: IO[str]) -> None:
             os.setpgid(pid, pid)
         _reply({"pid": pid})
         _, status, usage = os.wait4(pid, 0)
-        peak = int(usage.ru_maxrss) * (1 if sys.platform == "darwin" else 1024)
-        _reply({"pid": pid, "exit": os.waitstatus_to_exitcode(status), "peak_rss": peak})
+        _reply({"pid": pid, "exit": os.waitstatus_to_exitcode(status),
+                "peak_rss": rusage_peak_bytes(usage.ru_maxrss)})
 
 
 def main(argv: list[str]) -> int:

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,7 +31,7 @@ from harness.measure.ceilings import cache_dir
 from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
 from harness.run import forkserver
 from harness.run.failures import looks_like_oom
-from harness.run.forkserver import ForkedWorker, ForkServerLost, ForkServers, fork_workers_wanted
+from harness.run.forkserver import ForkedWorker, ForkServerLost, ForkServers
 from harness.spec import BadInput, Cell, Status
 
 STDERR_TAIL_CHARS = 1500
@@ -55,9 +55,6 @@ class RunOptions:
     timeout_s: float
     worker_module: str = "harness.run.worker"
     extra_pythonpath: tuple[str, ...] = ()
-    # Fork each worker from a warm process that imported its framework once (forkserver.py)
-    # where the framework declares `preload`; False: every worker starts a new interpreter.
-    fork_workers: bool = field(default_factory=lambda: fork_workers_wanted(os.environ))
 
 
 def framework_environment(framework: str, current: dict[str, str],
@@ -362,8 +359,8 @@ def run_matrix(
     `planned` (harness.run.planner.refuse_declared) gives the result of a cell known not to
     run, so no worker starts for it; None from it, or no `planned`, starts the worker.
     """
-    with forkserver.shared() as shared_servers:
-        servers = shared_servers if options.fork_workers else None
+    # Workers forked from the run's warm processes; none with HARNESS_FORK_WORKERS=0.
+    with forkserver.shared() as servers:
         for cell in cells:
             if interrupt.requested() is not None:  # arrived between two workers
                 return False
