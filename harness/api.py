@@ -33,7 +33,7 @@ from harness.analysis.stats import work_of
 from harness.backend import canonical_device, parse_cuda_index
 from harness.core import interrupt, registry
 from harness.data import store
-from harness.data.results import CellResult, RunDocument
+from harness.data.results import CellResult, RunDocument, cell_from_dict
 from harness.measure import envinfo
 from harness.run import resume as resume_plan
 from harness.run import rounds as rounds_module
@@ -336,8 +336,6 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
         # What --resume needs: the whole plan, and where it ran.
         planned_cells=[cell.as_dict() for cell in run.cells], executor=chosen.describe(),
         rounds=run.rounds, seed=run.seed if run.rounds > 1 else None,
-        round_orders=(rounds_module.round_orders(len(run.cells), run.rounds, run.seed)
-                      if run.rounds > 1 else []),
     )
     recorder = RunRecorder(run_dir, spec, document)
     recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
@@ -634,6 +632,15 @@ def _record_refusals(cells: list[Cell], recorder: RunRecorder,
     return to_run
 
 
+def _plan_positions(document: RunDocument) -> dict[tuple[str, str, str], int]:
+    """Each planned cell's index in run.json's planned_cells, by (variant, framework, device)."""
+    positions = {}
+    for index, stored in enumerate(document.planned_cells):
+        cell, _ = cell_from_dict(stored)
+        positions.setdefault(rounds_module.cell_key(cell), index)
+    return positions
+
+
 def _run_rounds(cells: list[Cell], to_run: list[Cell], options: RunOptions,
                 recorder: RunRecorder, progress: bool, executor: Executor | None, rounds: int,
                 seed: int) -> bool:
@@ -646,6 +653,7 @@ def _run_rounds(cells: list[Cell], to_run: list[Cell], options: RunOptions,
     def merged(cell: Cell, result: CellResult) -> None:
         recorder.put(merger.add(cell, result))
 
+    plan_index = _plan_positions(recorder.document)
     finished = True
     for index, order in enumerate(orders):
         if interrupt.requested() is not None:
@@ -653,6 +661,11 @@ def _run_rounds(cells: list[Cell], to_run: list[Cell], options: RunOptions,
             break
         round_cells = [rounds_module.round_cell(spec, to_run[position], index, rounds)
                        for position in order]
+        # The order that runs, as plan indices: the cells refused without a worker are in no
+        # round, so the order is recorded as executed, not as shuffled over the whole plan.
+        recorder.document.round_orders.append(
+            [plan_index.get(rounds_module.cell_key(cell), -1) for cell in round_cells])
+        recorder.save()
         if progress:
             progress_console.print(f"round {index + 1} of {rounds}: {len(round_cells)} cells")
         if not _execute(round_cells, options, recorder.run_dir, merged, progress, executor):

@@ -176,6 +176,9 @@ class WorkloadSpec:
     # (case) -> work done by one call (None: does not apply to that case); for GFLOP/s and GB/s.
     flops: Callable[[Mapping[str, Any]], float | None] | None = None
     bytes_moved: Callable[[Mapping[str, Any]], float | None] | None = None
+    # What `flops` counts, printed beside every rate made from it ("exact": every FLOP the
+    # call's arithmetic executes, as for a matmul's 2n^3; otherwise which part it is).
+    flops_covers: str = "exact"
     # Cells count their own FLOPs per call with the framework's counter (the implementation's
     # count_flops(task)), where `flops` above cannot say (a user's model).
     counts_flops: bool = False

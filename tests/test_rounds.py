@@ -53,9 +53,30 @@ def test_the_work_is_shared_out_over_the_rounds() -> None:
     shares = [rounds.round_cell(mnist, demo, index, 5).params for index in range(5)]
     assert [share["epochs"] for share in shares] == [1] * 5
     assert [share["train_samples"] for share in shares] == [12000] * 5
+    # What sizes a call is the same in every round (pooled samples time the same work), so
+    # an uneven split leaves the remainder out rather than timing calls of two sizes.
+    uneven = [rounds.round_cell(mnist, demo, index, 7).params["train_samples"]
+              for index in range(7)]
+    assert uneven == [8571] * 7
     policy = TimingPolicy().share(3)
     assert policy.min_samples == 3 and policy.min_time_s == pytest.approx(0.5 / 3)
     assert TimingPolicy().share(1) == TimingPolicy()
+
+
+def test_the_recorded_round_orders_are_the_ones_that_ran_without_refused_cells(
+        out_dir: Path) -> None:
+    # "absent" is not installed: refused without a worker, so it is in no round's order.
+    run = api.plan("fault", frameworks="fake,absent,fakegpu", devices="cpu", variants="ok",
+                   sizes=[1], quick=True, out=out_dir, rounds=2, seed=5)
+    result = api.execute(run, ceilings=False, progress=False)
+    document = json.loads((result.path / "run.json").read_text())
+    planned = [cell["framework"] for cell in document["planned_cells"]]
+    assert planned == ["fake", "absent", "fakegpu"]
+    ran = [[planned[index] for index in order] for order in document["round_orders"]]
+    # As executed: the seeded shuffle of the two cells that ran, mapped back to plan indices.
+    expected = [[["fake", "fakegpu"][position] for position in order]
+                for order in rounds.round_orders(2, 2, 5)]
+    assert ran == expected
 
 
 def test_a_run_in_rounds_records_its_order_seed_and_the_round_of_every_sample(
@@ -219,14 +240,21 @@ def test_diff_lists_suspect_cases_apart_and_gates_on_them_only_with_strict(
     assert strict.exit_code == 1, strict.output
 
 
-def test_merged_rounds_keep_the_planned_epochs_and_every_round(out_dir: Path) -> None:
-    planned = Cell("mnist-small", "as-written", "torch", "cpu", {"epochs": 2}, rounds=2)
-    first = CellResult(cell=planned, cases=[CaseResult({"epochs": 1}, cold_seconds=1.0,
+def test_merged_rounds_keep_what_one_call_did_the_plan_apart_and_every_round(
+        out_dir: Path) -> None:
+    planned = Cell("mnist-small", "as-written", "torch", "cpu",
+                   {"epochs": 1, "train_samples": 60000}, rounds=2)
+    share = {"epochs": 1, "train_samples": 30000}
+    first = CellResult(cell=planned, cases=[CaseResult(dict(share), cold_seconds=1.0,
                                                        samples=[1.0, 1.1, 1.2])])
-    second = CellResult(cell=planned, cases=[CaseResult({"epochs": 1}, cold_seconds=2.0,
+    second = CellResult(cell=planned, cases=[CaseResult(dict(share), cold_seconds=2.0,
                                                         samples=[2.0, 2.1, 2.2])])
-    merged = rounds.merge_cells(planned, [(1, second), (0, first)], ("epochs",))
+    merged = rounds.merge_cells(planned, [(1, second), (0, first)],
+                                ("epochs", "train_samples"))
     case = merged.cases[0]
-    assert case.case == {"epochs": 2} and case.cold_seconds == 1.0
+    # The samples time 30,000-sample calls: the case says so, and keeps the plan apart.
+    assert case.case == share and case.planned == {"train_samples": 60000}
+    assert CaseResult.from_dict(case.to_dict()).planned == {"train_samples": 60000}
+    assert case.cold_seconds == 1.0
     assert case.samples == [1.0, 1.1, 1.2, 2.0, 2.1, 2.2]
     assert case.sample_rounds == [0, 0, 0, 1, 1, 1] and case.round_medians == [1.1, 2.1]

@@ -108,8 +108,9 @@ def check(case: Mapping[str, Any], variant: str, inputs: dict[str, Any],
 
 
 def training_flops(case: Mapping[str, Any]) -> float:
-    """FLOPs of one timed epoch of the whole job: ~6 per weight per sample."""
-    return 6.0 * mnist.dense_param_count(hidden_units(case)) * samples_per_epoch(case)
+    """Matmul FLOPs of one timed epoch of the whole job (workloads.mnist's executed count)."""
+    per_sample = mnist.training_matmul_flops_per_sample(hidden_units(case))
+    return float(per_sample * samples_per_epoch(case))
 
 
 PARAMS = {
@@ -152,6 +153,7 @@ SPEC = WorkloadSpec(
     capabilities={"torch": Capability(), "tensorflow": Capability()},
     timing="measure",
     flops=training_flops,
+    flops_covers=mnist.FLOPS_COVERAGE,
     check=check,
     validate_data=validate_data,
     # Stored in run.json's hints; the report's scaling section reads it from there.

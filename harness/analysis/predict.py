@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.core.units import format_seconds, three_digits
+
 # Past this multiple of the largest size run, a predicted crossover is an extrapolation.
 EXTRAPOLATION_FACTOR = 10.0
 # The search for a crossover stops at this multiple of the largest size run.
@@ -458,16 +460,10 @@ def _size(size: float | None) -> str:
 
 def _rate(per_s: float) -> str:
     for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if per_s >= scale:
-            return f"{per_s / scale:.3g} {prefix}"
-    return f"{per_s:.3g} "
+        if float(f"{per_s / scale:.3g}") >= 1:
+            return f"{three_digits(per_s / scale)} {prefix}"
+    return f"{three_digits(per_s)} "
 
 
 def _duration(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    if seconds >= 1e-6:
-        return f"{seconds * 1e6:.3g} us"
-    return f"{seconds * 1e9:.3g} ns"
+    return format_seconds(seconds)

@@ -31,6 +31,8 @@ class CaseSummary:
     gflops: float | None
     gbps: float | None
     check: str
+    # What the FLOP count missed ('' = nothing known missing): gflops is then a lower bound.
+    flops_gaps: str = ""
     suspect: str = ""
     # Peak host RSS of the cell's worker (whole cell) and device memory of this case.
     peak_host_bytes: int | None = None
@@ -41,22 +43,35 @@ class CaseSummary:
 
 def work_of(spec: WorkloadSpec, case: dict[str, Any],
             extra: dict[str, Any] | None = None) -> dict[str, float]:
-    """FLOPs and bytes one call of this case must do, per the spec (None: does not apply), or
-    the FLOPs the cell counted with its framework's counter (extra's flops_per_call)."""
+    """FLOPs and bytes of one timed call (None: does not apply).
+
+    The call's own count comes first: the worker recorded `flops_per_call` from the case it
+    ran (the workload's declared count, or the framework's counter), so a case whose rounds
+    shared out the plan's work is never given the plan's FLOPs. The spec's formulas on `case`
+    are the fallback for results that kept no count.
+    """
     work: dict[str, float] = {}
     counted = (extra or {}).get("flops_per_call")
-    if spec.flops is None and counted:
+    if counted:
         work["flops"] = float(counted)
     for key, count_of in (("flops", spec.flops), ("bytes", spec.bytes_moved)):
-        count = count_of(case) if count_of is not None else None
+        count = count_of(case) if count_of is not None and key not in work else None
         if count is not None:  # e.g. a bare copy has no FLOPs: show no FLOP rate, not 0
             work[key] = float(count)
     return work
 
 
+# A check's metric when nothing could be compared (harness.run.worker.NOT_COMPARED).
+NOT_COMPARED = "not_compared"
+
+
 def _check_text(check: dict[str, Any] | None) -> str:
+    """'pass max_rel_err=3e-07', 'FAIL ...', or 'not compared' for a check that compared
+    nothing (a pass with a value of 0 would read as a perfect match)."""
     if not check:
         return ""
+    if check.get("metric") == NOT_COMPARED:
+        return "not compared"
     verdict = "pass" if check["passed"] else "FAIL"
     return f"{verdict} {check['metric']}={check['value']:.2g}"
 
@@ -74,6 +89,7 @@ def summarize_case(spec: WorkloadSpec, cell: CellResult, case: CaseResult) -> Ca
         gflops=work["flops"] / median / 1e9 if median and "flops" in work else None,
         gbps=work["bytes"] / median / 1e9 if median and "bytes" in work else None,
         check=_check_text(case.check),
+        flops_gaps=fields.flops_gaps(case.extra),
         suspect=case.suspect,
         peak_host_bytes=cell.peak_host_memory_bytes,
         peak_device_bytes=case.peak_device_bytes,

@@ -34,36 +34,55 @@ def _finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def three_digits(value: float) -> str:
+    """3 significant digits as `:.3g` gives them, in plain notation: 999.7 -> '1000',
+    12345 -> '12300', 1.5 -> '1.5' (never '1e+03', which reads as a typo in a table)."""
+    text = f"{value:.3g}"
+    if "e" not in text:
+        return text
+    plain = f"{float(text):f}"
+    return plain.rstrip("0").rstrip(".") if "." in plain else plain
+
+
+def scaled(value: float, steps: tuple[tuple[str, float], ...], smallest: str,
+           smallest_scale: float) -> str:
+    """VALUE in the largest unit it reaches after rounding to 3 digits (999.7 us is '1 ms',
+    not '1e+03 us'); STEPS largest first, SMALLEST the unit below them all."""
+    for unit, scale in steps:
+        if abs(float(f"{value / scale:.3g}")) >= 1:
+            return f"{three_digits(value / scale)} {unit}"
+    return f"{three_digits(value / smallest_scale)} {smallest}"
+
+
+SECOND_UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6))
+
+
 def format_seconds(seconds: float | None) -> str:
     """3 significant digits in s / ms / us / ns; '-' for nothing or a non-finite value."""
     if not _finite(seconds):
         return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(seconds) >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
+    return scaled(seconds, SECOND_UNITS, "ns", 1e-9)
 
 
 def format_bytes(count: float | None) -> str:
-    """Binary prefixes: 1536 -> '1.5 KiB'; '-' for nothing or a non-finite value."""
+    """Binary prefixes: 1536 -> '1.5 KiB', 1,070,000,000 -> '0.997 GiB'; '-' for nothing or a
+    non-finite value. From 1000 of a unit on, the next unit is used (1020 MiB would print
+    with 4 digits or an exponent)."""
     if not _finite(count):
         return "-"
     units = ("B", "KiB", "MiB", "GiB", "TiB")
     index = 0
-    while abs(count) >= 1024 and index < len(units) - 1:
+    while abs(count) >= 1000 and index < len(units) - 1:
         count /= 1024
         index += 1
-    return f"{int(count)} B" if index == 0 else f"{count:.3g} {units[index]}"
+    return f"{int(count)} B" if index == 0 else f"{three_digits(count)} {units[index]}"
 
 
 def format_joules(joules: float | None) -> str:
     """3 significant digits in kJ / J / mJ / uJ; '-' for nothing or a non-finite value."""
     if not _finite(joules):
         return "-"
-    for unit, scale in (("kJ", 1e3), ("J", 1.0), ("mJ", 1e-3)):
-        if abs(joules) >= scale:
-            return f"{joules / scale:.3g} {unit}"
-    return f"{joules / 1e-6:.3g} uJ"
+    return scaled(joules, (("kJ", 1e3), ("J", 1.0), ("mJ", 1e-3)), "uJ", 1e-6)
 
 
 def format_ratio(ratio: float | None) -> str:

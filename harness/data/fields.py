@@ -76,6 +76,28 @@ def energy_reason(cell: CellResult, case: CaseResult | None) -> str | None:
     return record.why_not() or ("" if record.ok else NOT_RECORDED)
 
 
+def flops_gaps(extra: dict[str, Any]) -> str:
+    """What a FLOP count missed, from the counter's coverage record (extra['flops_coverage']):
+    '' for a complete count or one without a record (a workload's declared count), else e.g.
+    'aten._cudnn_rnn.default x3 not counted; 97% of parameters reach only uncounted ops'."""
+    coverage = extra.get("flops_coverage")
+    if not isinstance(coverage, dict) or coverage.get("complete", True):
+        return ""
+    ops = coverage.get("uncounted_ops") or {}
+    parts = []
+    if ops:
+        parts.append(", ".join(f"{name} x{count}" for name, count in sorted(ops.items()))
+                     + " not counted")
+    share = coverage.get("uncounted_param_share")
+    if isinstance(share, (int, float)) and share > 0:
+        parts.append(f"{share:.0%} of parameters reach only uncounted ops")
+    return "; ".join(parts) or "the counter reported gaps"
+
+
+def _flops_gaps(cell: CellResult, case: CaseResult | None) -> str | None:
+    return None if case is None or not case.measured else flops_gaps(case.extra)
+
+
 def _while_timed(case: CaseResult | None) -> WhileTimed | None:
     state = None if case is None else case.gpu_state
     return state.while_timed if state is not None and state.ok else None
@@ -226,6 +248,9 @@ FIELDS: tuple[CaseField, ...] = (
               format=lambda value: f"{float(value):.3g}", cli="FLOPs/call"),
     CaseField("flops_counted_by", str, extra_value("flops_counted_by"), report=True,
               help="the framework's counter, the workload's exact count, or why none"),
+    CaseField("flops_gaps", str, _flops_gaps, report=True,
+              help="ops the FLOP counter had no formula for ('' = none): the `flops` column "
+                   "is then a lower bound, and so is flops / seconds"),
     CaseField("trained_with", str, extra_value("trained_with"), report=True,
               help="a user model's loss and optimizer, and where they came from"),
 )

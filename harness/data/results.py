@@ -101,8 +101,11 @@ _MEASURED_KEYS = ("cold_seconds", "samples", "calls_per_sample", "timer_overhead
 _BLOCK_KEYS = ("call_seconds", "sample_steps")
 # Keys of a case measured over rounds, or timed again after contention: written where set.
 _ROUND_KEYS = ("sample_rounds", "round_medians")
+# The plan's values of parameters the rounds shared out (harness.run.rounds), where they differ
+# from what one worker's call did: written where set.
+_PLANNED_KEYS = ("planned",)
 _CASE_KEYS = ("case", "status", "reason", *_MEASURED_KEYS, *_BLOCK_KEYS, *_ROUND_KEYS,
-              "attempts")
+              *_PLANNED_KEYS, "attempts")
 
 
 @dataclass
@@ -163,6 +166,10 @@ class CaseResult:
     round_medians: list[float] = field(default_factory=list)
     # Every timing of the case when one was contended and timed again (empty: timed once).
     attempts: list[Attempt] = field(default_factory=list)
+    # Measured over rounds that shared out the plan's work: the planned values of the shared
+    # parameters (MNIST: {"epochs": 1, "train_samples": 60000}) where `case` (what one
+    # worker's calls did) differs from them. Empty: the case is as planned.
+    planned: dict[str, Any] = field(default_factory=dict)
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -218,6 +225,7 @@ class CaseResult:
         for name in (*_BLOCK_KEYS, *_ROUND_KEYS):
             known[name] = list(known.get(name) or [])
         known["attempts"] = [Attempt.from_dict(item) for item in known.get("attempts") or []]
+        known["planned"] = dict(known.get("planned") or {})
         if known.get("calls_per_sample") is None:
             known.pop("calls_per_sample", None)
         return cls(**known, extra_fields=rest)
@@ -234,6 +242,8 @@ class CaseResult:
                          if getattr(self, name)})
         if self.attempts:
             document["attempts"] = [asdict(attempt) for attempt in self.attempts]
+        if self.planned:
+            document["planned"] = self.planned
         return {**document, **self.extra_fields}
 
     def block_steps(self, sample: int) -> int | None:
@@ -409,7 +419,9 @@ class RunDocument:
     # (None: one round, cells in plan order). 1 round: run-to-run drift was not measured.
     rounds: int = 1
     seed: int | None = None
-    round_orders: list[list[int]] = field(default_factory=list)  # plan indices, per round
+    # The cell orders that ran, as indices into planned_cells, one list per round started
+    # (cells refused without a worker are in none; a resumed run appends its rounds).
+    round_orders: list[list[int]] = field(default_factory=list)
     # The predicted GPU-vs-CPU crossovers, written with the report (harness.analysis.predict):
     # per framework and variant, the size, its held-out error and the text printed.
     predictions: list[dict[str, Any]] = field(default_factory=list)

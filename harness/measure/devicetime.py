@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harness.core.units import format_seconds
+
 KERNEL, COPY, MEMSET = "kernel", "memcpy", "memset"
 # Host<->device copies only; a device-to-device copy is device work like any kernel.
 HOST_DEVICE_COPY = re.compile(r"HtoD|DtoH|H2D|D2H|HtoH|Pageable|Pinned", re.IGNORECASE)
@@ -213,6 +215,4 @@ def _rate(value: float) -> str:
 
 
 def _ms(seconds: float) -> str:
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} us"
+    return format_seconds(seconds)

@@ -87,21 +87,34 @@ def round_cell(spec: WorkloadSpec, cell: Cell, index: int, rounds: int) -> Cell:
         for name in names[1:]:
             per_call = _count(params.get(name))
             if per_call is not None:  # the planned calls' work, in `least`-call rounds
-                params[name] = share(per_call * first // least, rounds, index)
+                params[name] = even_share(per_call * first // least, rounds)
     return replace(cell, params=params, rounds=rounds, round=index)
+
+
+def even_share(total: int, rounds: int) -> int:
+    """Every round's share of work that sizes a call (MNIST: samples per epoch): the same in
+    every round, so the samples pooled over the rounds all time the same work per call (the
+    rounds together may do up to `rounds - 1` units less than planned, never more)."""
+    return max(1, total // rounds)
 
 
 def merge_cases(planned: Cell, rounds: list[tuple[int, CaseResult]],
                 split: tuple[str, ...]) -> CaseResult:
-    """One case measured in several rounds: samples pooled, each tagged with its round."""
+    """One case measured in several rounds: samples pooled, each tagged with its round.
+
+    The merged case's parameters are what one worker's calls did (the first round's: the
+    rounds share out calls, never change what one call does), so every per-call figure (FLOPs,
+    samples, accuracy) describes the timed call; the plan's values of the shared-out
+    parameters are kept apart in `planned` where they differ.
+    """
     rounds = sorted(rounds, key=lambda item: item[0])
     first = rounds[0][1]
     case = dict(first.case)
-    for name in split:  # the case as planned, not one round's share of it
-        if name in case and name in planned.params:
-            case[name] = planned.params[name]
+    planned_values = {name: planned.params[name] for name in split
+                      if name in case and name in planned.params
+                      and case[name] != planned.params[name]}
     status = worst_status([result.status for _, result in rounds])
-    merged = CaseResult(case=case, status=status,
+    merged = CaseResult(case=case, status=status, planned=planned_values,
                         reason=next((r.reason for _, r in rounds if r.status == status
                                      and r.reason), ""))
     measured = [(index, result) for index, result in rounds if result.measured]

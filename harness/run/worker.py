@@ -187,7 +187,7 @@ def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, Any],
     declared = spec.flops(case) if spec.flops is not None else None
     if declared is not None:
         return {"flops_per_call": float(declared),
-                "flops_counted_by": "declared by the workload (exact)"}
+                "flops_counted_by": f"declared by the workload ({spec.flops_covers})"}
     counter = getattr(module, "count_flops", None)
     if counter is None:
         return {"flops_counted_by": f"unavailable: {module.__name__} has no FLOP counter"}
