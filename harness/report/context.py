@@ -112,14 +112,38 @@ def experiment_context(runs: pd.DataFrame, prepared: pd.DataFrame, extras: pd.Da
     own_runs = runs[runs["experiment"] == name]
     stats = t.case_stats(rows)
     unit = t.time_unit(stats) if not stats.empty else "call"
+    params = merged_params(own_runs)
+    hints = {**DEFAULT_HINTS, **own_runs["hints"].iloc[0]}
     return ExperimentContext(
         name=name, stem=own_runs["stem"].iloc[0], workload=own_runs["workload"].iloc[0],
-        sweep=own_runs["sweep"].iloc[0], unit=unit, call_name="epoch" if unit == "step" else "call",
-        params=merged_params(own_runs), runs=own_runs, rows=rows, stats=stats,
+        sweep=own_runs["sweep"].iloc[0], unit=unit,
+        call_name=call_name(unit, params, rows, hints.get("epoch_samples_param") or ""),
+        params=params, runs=own_runs, rows=rows, stats=stats,
         cells=t.cell_status(rows), headline=t.headline_sizes(stats),
-        hints={**DEFAULT_HINTS, **own_runs["hints"].iloc[0]},
+        hints=hints,
         ceilings=ceilings_by_machine(own_runs), machine_ceilings=machine_ceilings,
         extras=extras)
+
+
+def call_name(unit: str, params: dict[str, Any], rows: pd.DataFrame, epoch_param: str) -> str:
+    """What one timed call is, as the report names it: 'call'; 'epoch' where a call trains
+    the planned epoch; '20,000-sample call (1/3 epoch)' where rounds shared one epoch out
+    (each worker's call trained its share), so no figure calls a third of an epoch an epoch."""
+    if unit != "step":
+        return "call"
+    if not epoch_param:
+        return "call"
+    planned = params.get(epoch_param)
+    column = f"param_{epoch_param}"
+    if not isinstance(planned, (int, float)) or column not in rows:
+        return "epoch"
+    per_call = pd.to_numeric(rows[column], errors="coerce").dropna()
+    if per_call.empty or per_call.max() >= planned:
+        return "epoch"
+    samples = int(per_call.max())
+    parts = planned / samples
+    share = f"1/{parts:.0f}" if abs(parts - round(parts)) < 1e-9 else f"{samples / planned:.2g}"
+    return f"{samples:,}-sample call ({share} epoch)"
 
 
 def merged_params(runs: pd.DataFrame) -> dict[str, Any]:

@@ -167,9 +167,14 @@ def glance_sentences(experiment: Any, shown: list[Shown]) -> list[tuple[str, str
 
 def _experiment_section(experiment: Any, shown: list[Shown], out_dir: Path) -> list[str]:
     lines = [f"## {experiment.name}", ""]
-    lines += [f"Parameters: {_params_text(experiment)}. Times are medians per "
-              f"{experiment.unit}" + (" (the time of an epoch, or of a timed block of its "
-                                      "steps, / its steps)" if experiment.unit == "step" else "")
+    call = experiment.call_name
+    shared = call not in ("epoch", "call")  # rounds shared the planned epoch out
+    lines += [f"Parameters{' (as planned)' if shared else ''}: {_params_text(experiment)}. "
+              f"Times are medians per {experiment.unit}"
+              + (f" (the time of a {call}, or of a timed block of its steps, / its steps)"
+                 if experiment.unit == "step" else "")
+              + (f". One timed call is one {call}: the rounds shared the planned epochs out, "
+                 "each worker timing its share" if shared else "")
               + "; the first (cold) call is kept apart.", ""]
     if experiment.cells.empty:
         return lines + [("No cell results are stored for this experiment (the run may have "

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.noise import CaseNoise, judge_gap
 from harness.core.units import device_kind, format_joules, format_ratio, format_seconds, size_label
 from harness.data.records import (
     CaseEnergy,
@@ -35,7 +36,8 @@ from harness.report.views import REPORT, View
 from harness.spec import Status
 
 COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "size",
-           "status", "step_s", "energy_status", "energy_reason", "j_per_step",
+           "status", "step_s", "window_step_s", "rounds", "noise", "energy_status",
+           "energy_reason", "j_per_step",
            "j_per_step_above_idle", "idle_watts", "watts_mean", "window_s", "counter",
            "source", "host_j_per_step", "suspect"]
 KEYS = ["machine", "workload", "framework", "variant", "size"]
@@ -107,13 +109,19 @@ def _case_row(document: RunDocument, machine: str, result: CellResult,
     steps = case.extra.get("steps_per_call") or 1
     median = case.stats.median
     ok = primary.ok
+    timed = median is not None and case.status == Status.OK
     return {
         "run_id": document.run_id, "machine": machine,
         "workload": result.workload, "framework": result.framework,
         "device": device, "variant": result.variant,
         "size": size_label(case.case.get(document.sweep)),
         "status": case.status.value,
-        "step_s": median / steps if median is not None and case.status == Status.OK else None,
+        "step_s": median / steps if timed else None,
+        # The time of the energy window itself (J = W x s over the same calls): the figure to
+        # print beside its joules; the pooled median above may come from other rounds.
+        "window_step_s": _window_step_s(primary) if ok else None,
+        "rounds": case.rounds,
+        "noise": CaseNoise.of(case.samples, case.sample_rounds) if timed else None,
         "energy_status": primary.status,
         "energy_reason": primary.reason,
         "j_per_step": primary.joules_per_step if ok else None,
@@ -126,6 +134,13 @@ def _case_row(document: RunDocument, machine: str, result: CellResult,
                             else None),
         "suspect": state.suspect if state is not None else "",
     }
+
+
+def _window_step_s(record: EnergyRecord) -> float | None:
+    """Seconds per step over the energy window: window / calls / steps per call."""
+    if not record.window_s or not record.calls:
+        return None
+    return record.window_s / record.calls / (record.steps_per_call or 1)
 
 
 def energy_table(documents: Sequence[RunDocument | dict[str, Any]]) -> pd.DataFrame:
@@ -146,21 +161,30 @@ def _known(value: Any) -> bool:
 
 
 def verdict(gpu: pd.Series, cpu: pd.Series) -> str:
-    """'GPU 3.9x faster and 2.1x less energy per step' (or why the energy half is missing)."""
+    """'GPU 3.9x faster (beyond the noise, ...); 2.1x less energy per step (...)', or why the
+    energy half is missing. The speed is judged by the one noise rule (IQRs and rounds)."""
     if not (_known(gpu["step_s"]) and _known(cpu["step_s"])):
         return ""
     speed = cpu["step_s"] / gpu["step_s"]
     text = (f"GPU {format_ratio(speed)} faster" if speed >= 1
             else f"GPU {format_ratio(1 / speed)} slower")
+    gpu_noise, cpu_noise = _noise(gpu), _noise(cpu)
+    if gpu_noise is not None and cpu_noise is not None:
+        text += f" ({judge_gap(gpu_noise, cpu_noise).phrase()})"
     if _known(gpu["j_per_step"]) and _known(cpu["j_per_step"]) and gpu["j_per_step"] > 0:
         ratio = cpu["j_per_step"] / gpu["j_per_step"]
-        text += (f" and {format_ratio(ratio)} less energy per step" if ratio >= 1
-                 else f" and {format_ratio(1 / ratio)} more energy per step")
+        text += (f"; {format_ratio(ratio)} less energy per step" if ratio >= 1
+                 else f"; {format_ratio(1 / ratio)} more energy per step")
         return text + (f" ({format_joules(gpu['j_per_step'])} GPU board vs "
                        f"{format_joules(cpu['j_per_step'])} CPU packages)")
     missing = [f"{kind} energy {row['energy_status']}: {row['energy_reason']}"
                for kind, row in (("GPU", gpu), ("CPU", cpu)) if not _known(row["j_per_step"])]
     return text + "; " + "; ".join(missing)
+
+
+def _noise(row: pd.Series) -> CaseNoise | None:
+    value = row.get("noise")
+    return value if isinstance(value, CaseNoise) else None
 
 
 def gpu_vs_cpu_sentences(table: pd.DataFrame) -> list[str]:
@@ -187,12 +211,18 @@ def case_line(row: pd.Series) -> str:
     if not _known(row["j_per_step"]):
         return (f"{where}: {format_seconds(row['step_s'])} per step; energy "
                 f"{row['energy_status']}: {row['energy_reason']}")
-    text = (f"{where}: {format_seconds(row['step_s'])} and {format_joules(row['j_per_step'])} "
-            f"per step ({row['counter']}, idle included")
+    # Joules, power and the time they imply come from one window, printed together; the
+    # pooled median (all rounds' samples) is named as such where it is shown too.
+    window = row["window_step_s"] if _known(row["window_step_s"]) else row["step_s"]
+    text = (f"{where}: {format_joules(row['j_per_step'])} per step over the energy window "
+            f"({row['watts_mean']:.0f} W mean x {format_seconds(window)} per step, "
+            f"{row['window_s']:.2g} s in all; {row['counter']}, idle included")
     if _known(row["j_per_step_above_idle"]):
         text += (f"; {format_joules(row['j_per_step_above_idle'])} above the "
                  f"{row['idle_watts']:.0f} W idle")
-    text += f"), {row['watts_mean']:.0f} W mean over {row['window_s']:.2g} s"
+    pooled = ("median of all rounds' samples" if _known(row["rounds"]) and row["rounds"] > 1
+              else "median of the timed samples")
+    text += f"); {format_seconds(row['step_s'])} per step timed ({pooled})"
     if _known(row["host_j_per_step"]):
         text += f"; host CPU packages {format_joules(row['host_j_per_step'])} per step"
     return text + (f"; SUSPECT: {row['suspect']}" if row["suspect"] else "")

@@ -32,7 +32,7 @@ from harness.report.views import View
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-EPOCH_COLUMNS = [*CASE_KEYS, "device_kind", "phase", "sample", "seconds", "epoch"]
+EPOCH_COLUMNS = [*CASE_KEYS, "device_kind", "phase", "sample", "seconds", "epoch", "round"]
 ACCURACY_COLUMNS = [*CASE_KEYS, "device_kind", "status", "accuracy", "data_source",
                     "samples_distinct", "check_passed"]
 DEFAULT_LABELS = {"metric": "accuracy", "chance": None, "accuracy_field": "accuracy",
@@ -61,7 +61,8 @@ class EpochsAccuracyView(View):
         times, accuracy = split(table)
         at_headline = accuracy.merge(context.headline,
                                      on=["experiment", "machine", "variant", "size_label"])
-        path = epochs_figure(times, at_headline, context.name, view_labels(context),
+        labels = {**view_labels(context), "call": context.call_name}
+        path = epochs_figure(times, at_headline, context.name, labels,
                              out_dir / f"{context.stem}-epochs.png")
         return [path] if path is not None else []
 
@@ -98,6 +99,9 @@ def epoch_times(prepared: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
     blocked = rows.groupby(CASE_KEYS)["phase"].transform(lambda phase: (phase == "epoch").any())
     rows = rows[(rows["phase"] == "epoch") == blocked]
     frame = rows[[*CASE_KEYS, "device_kind", "phase", "sample", "seconds"]].copy()
+    # Each round is its own worker: its first call is cold again, so calls are numbered
+    # within their round and drawn one line per round, never joined across workers.
+    frame["round"] = rows["round"].fillna(0).astype(int) if "round" in rows else 0
     # per_call timing: the cold call is epoch 1 and warm sample k is epoch k + 1.
     frame["epoch"] = np.where(frame["phase"] == "cold", 1, frame["sample"].fillna(0) + 1)
     frame["epoch"] = frame["epoch"].where(frame["phase"] != "epoch", frame["sample"])
@@ -137,14 +141,29 @@ def accuracy_section(context: Any, table: pd.DataFrame, labels: dict[str, Any]) 
                              context.sweep or "size", labels["metric"], "status"], rows)
     sources = sorted({s for s in table["data_source"].dropna() if s})
     distinct = sorted({int(v) for v in table["samples_distinct"].dropna()})
-    train = context.params.get(context.hints.get("epoch_samples_param") or "")
+    train = trained_per_call(context)
     lines.append(f"- Data source: {', '.join(sources) or 'not recorded'}.")
+    if context.call_name not in ("epoch", "call"):
+        lines.append(f"- Each worker trained one {context.call_name}; the accuracy is round "
+                     "1's model, after its share of the epoch, not a whole epoch's.")
     if distinct:
         repeated = isinstance(train, int) and max(distinct) < train
         lines.append(f"- Distinct training samples: {', '.join(map(str, distinct))}"
-                     + (f" (repeated to {train} per epoch: times are real, accuracy is on a "
+                     + (f" (repeated to {train:,} per call: times are real, accuracy is on a "
                         "small set)" if repeated else "") + ".")
     return lines + [""]
+
+
+def trained_per_call(context: Any) -> Any:
+    """The training samples one timed call went through: the cases' own parameter (a round's
+    share where rounds shared an epoch out), else the run's planned value."""
+    name = context.hints.get("epoch_samples_param") or ""
+    column = f"param_{name}"
+    if name and column in context.rows:
+        values = pd.to_numeric(context.rows[column], errors="coerce").dropna()
+        if not values.empty:
+            return int(values.max())
+    return context.params.get(name)
 
 
 # --- the figure --------------------------------------------------------------------------------
@@ -164,12 +183,13 @@ def epochs_figure(times: pd.DataFrame, accuracy: pd.DataFrame, title: str,
                         layout="constrained")
     grid = figure.add_gridspec(rows, 2, width_ratios=[1.25, 1.0])
     several_machines = times["machine"].nunique() > 1 if not times.empty else False
+    call = labels.get("call", "epoch")
     for index, ((machine, variant), group) in enumerate(panels):
         axis = figure.add_subplot(grid[index, 0])
-        _epoch_panel(axis, group)
+        _epoch_panel(axis, group, call)
         size = group["size_label"].iloc[0]
         axis.set_title((f"{machine} · " if several_machines else "")
-                       + f"variant {variant}, {labels['size']} {size}: seconds per epoch",
+                       + f"variant {variant}, {labels['size']} {size}: seconds per {call}",
                        fontsize=10)
     if not panels:
         axis = figure.add_subplot(grid[0, 0])
@@ -177,7 +197,8 @@ def epochs_figure(times: pd.DataFrame, accuracy: pd.DataFrame, title: str,
         axis.set_axis_off()
     _accuracy_panel(figure.add_subplot(grid[:, 1]), accuracy, labels)
     machines = "" if several_machines or times.empty else f" on {times['machine'].iloc[0]}"
-    figure.suptitle(f"{title}: training epochs{machines}", fontsize=11)
+    what = "training epochs" if call == "epoch" else f"training calls of one {call} each"
+    figure.suptitle(f"{title}: {what}{machines}", fontsize=11)
     legend_cells = pd.concat([times[["framework", "device_kind"]],
                               accuracy[["framework", "device_kind"]]]).drop_duplicates()
     figure.legend(handles=legend_handles(legend_cells), loc="outside lower center",
@@ -185,12 +206,16 @@ def epochs_figure(times: pd.DataFrame, accuracy: pd.DataFrame, title: str,
     return save(figure, path)
 
 
-def _epoch_panel(axis: Axes, group: pd.DataFrame) -> None:
+def _epoch_panel(axis: Axes, group: pd.DataFrame, call: str = "epoch") -> None:
     from matplotlib.ticker import FuncFormatter
 
     from harness.report.figures import seconds_axis
 
-    for (framework, device), line in group.groupby(["framework", "device"], sort=False):
+    if "round" not in group:
+        group = group.assign(round=0)
+    rounds = group["round"].nunique()
+    for (framework, device, _), line in group.groupby(["framework", "device", "round"],
+                                                      sort=False):
         kind = device_kind(device)
         color = style.framework_color(framework)
         axis.plot(line["epoch"], line["seconds"], color=color,
@@ -206,8 +231,13 @@ def _epoch_panel(axis: Axes, group: pd.DataFrame) -> None:
         seconds_axis(axis.yaxis)
     else:  # linear: keep matplotlib's ticks, only say them in seconds
         axis.yaxis.set_major_formatter(FuncFormatter(lambda value, _: format_seconds(value)))
-    axis.set_xlabel("epoch (1, starred = cold call: tracing, allocation)")
-    axis.set_ylabel("seconds per epoch")
+    if call == "epoch" and rounds <= 1:
+        axis.set_xlabel("epoch (1, starred = cold call: tracing, allocation)")
+    else:  # every round is a new worker, whose first call is cold again
+        axis.set_xlabel(f"{call} number within its worker ({rounds} round"
+                        f"{'s' if rounds != 1 else ''}, one line each; 1, starred = the "
+                        "worker's cold first call)")
+    axis.set_ylabel(f"seconds per {call}")
     epochs_run = sorted(int(epoch) for epoch in group["epoch"].unique())
     axis.set_xticks(epochs_run, ["1\ncold" if epoch == 1 else str(epoch) for epoch in epochs_run])
     axis.grid(alpha=0.3)
@@ -241,4 +271,6 @@ def _accuracy_panel(axis: Axes, accuracy: pd.DataFrame, labels: dict[str, Any]) 
     axis.set_xlabel(labels["metric"])
     sizes = sorted(set(accuracy["size_label"]) - {""})
     at = f" ({labels['size']} {', '.join(sizes)})" if sizes else ""
-    axis.set_title(f"{labels['metric']} after the last epoch{at}", fontsize=10)
+    after = ("after the last epoch" if labels.get("call", "epoch") == "epoch"
+             else f"of round 1's model, after its {labels['call']}")
+    axis.set_title(f"{labels['metric']} {after}{at}", fontsize=10)
