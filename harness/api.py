@@ -634,7 +634,7 @@ def _record_refusals(cells: list[Cell], recorder: RunRecorder,
 
 def _plan_positions(document: RunDocument) -> dict[tuple[str, str, str], int]:
     """Each planned cell's index in run.json's planned_cells, by (variant, framework, device)."""
-    positions = {}
+    positions: dict[tuple[str, str, str], int] = {}
     for index, stored in enumerate(document.planned_cells):
         cell, _ = cell_from_dict(stored)
         positions.setdefault(rounds_module.cell_key(cell), index)

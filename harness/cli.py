@@ -25,7 +25,7 @@ from harness import api
 from harness.analysis.plausibility import flop_limits, precision_of
 from harness.analysis.stats import CaseSummary, implausibility, summarize_result
 from harness.core import interrupt, registry
-from harness.core.units import format_seconds
+from harness.core.units import format_seconds, three_digits
 from harness.data import fields, store
 from harness.measure import envinfo
 from harness.measure.memory import memory_text
@@ -86,6 +86,16 @@ def peak_share_text(gflops: float, entry: dict[str, Any] | None, precision: str)
     return f" ({gflops / peak:.0%} of peak)" if peak else ""
 
 
+def flop_rate_text(row: CaseSummary, entry: dict[str, Any] | None, precision: str) -> str:
+    """'43 GFLOP/s (22% of peak)'; from a count with gaps a lower bound and no share of the
+    peak: '>= 0.01 GFLOP/s (partial: aten._cudnn_rnn.default x2 not counted)'."""
+    if row.gflops is None:
+        return ""
+    if row.flops_gaps:
+        return f">= {three_digits(row.gflops)} GFLOP/s (partial: {row.flops_gaps})"
+    return f"{three_digits(row.gflops)} GFLOP/s" + peak_share_text(row.gflops, entry, precision)
+
+
 def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                   ceilings: dict[str, Any] | None = None) -> Table:
     table = Table(title=f"{spec.name}: median per call (IQR), cold first call apart")
@@ -97,11 +107,9 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                    "check / reason"):
         table.add_column(column, overflow="fold")
     for row in summaries:
-        rates = [f"{row.gflops:.3g} GFLOP/s" + peak_share_text(
-                     row.gflops, (ceilings or {}).get(row.device),
-                     precision_of(row.variant, dict(spec.variant_precision)))
-                 if row.gflops is not None else "",
-                 f"{row.gbps:.3g} GB/s" if row.gbps is not None else ""]
+        rates = [flop_rate_text(row, (ceilings or {}).get(row.device),
+                                precision_of(row.variant, dict(spec.variant_precision))),
+                 f"{three_digits(row.gbps)} GB/s" if row.gbps is not None else ""]
         rate = ", ".join(filter(None, rates)) or "-"
         spread = format_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
         note = row.check if row.status == "ok" else (row.check + " " + row.reason).strip()

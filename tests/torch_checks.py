@@ -121,3 +121,24 @@ def check_restore_after_a_capture_warm_up() -> None:
         call()
     restore(net, initial, optimizer)
     assert [float(call().detach()), float(call().detach())] == [first, second]
+
+
+def check_mnist_declared_flops_are_torchs_count_of_a_training_step() -> None:
+    """workloads.mnist declares the matmul FLOPs one training step executes: torch's own
+    FlopCounterMode around a step of the harness's MNIST net (forward, loss, backward, Adam)
+    counts the same, to the FLOP, for both nets."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from workloads import mnist
+
+    for hidden in (mnist.SMALL_HIDDEN, mnist.WIDE_HIDDEN):
+        net = torch_mnist.build_model(hidden, mnist.DROPOUT)
+        optimizer = torch.optim.Adam(net.parameters())
+        x, y = torch.rand(BATCH, 28, 28), torch.randint(0, 10, (BATCH,))
+        with FlopCounterMode(display=False) as counter:
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+            loss.backward()
+            optimizer.step()
+        declared = mnist.training_flops_for(hidden)({"train_samples": BATCH})
+        assert counter.get_total_flops() == declared, (hidden, counter.get_total_flops(),
+                                                       declared)

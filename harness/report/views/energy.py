@@ -116,7 +116,7 @@ def _case_row(document: RunDocument, machine: str, result: CellResult,
         "device": device, "variant": result.variant,
         "size": size_label(case.case.get(document.sweep)),
         "status": case.status.value,
-        "step_s": median / steps if timed else None,
+        "step_s": median / steps if timed and median is not None else None,
         # The time of the energy window itself (J = W x s over the same calls): the figure to
         # print beside its joules; the pooled median above may come from other rounds.
         "window_step_s": _window_step_s(primary) if ok else None,
