@@ -34,7 +34,7 @@ from harness.backend import canonical_device, parse_cuda_index
 from harness.core import interrupt, registry
 from harness.data import store
 from harness.data.results import CellResult, RunDocument, cell_from_dict
-from harness.measure import envinfo
+from harness.measure import bounds, envinfo
 from harness.run import resume as resume_plan
 from harness.run import rounds as rounds_module
 from harness.run.executors import (
@@ -364,6 +364,11 @@ def _execute_here(run: RunPlan, chosen: Executor, ceilings: bool, document: RunD
         if ceilings and chosen.runs_cells_here and has_rates(spec):
             document.ceilings = measure_ceilings(
                 run.devices, largest_square_matmul(spec, run.cells), run.quick)
+            recorder.save()
+        elif chosen.runs_cells_here and has_rates(spec):
+            # No probe: this machine's theoretical peaks (or its remembered probes) still
+            # bound every rate, so one faster than physics is flagged, never celebrated.
+            document.ceilings = bounds.unprobed_ceilings(run.devices)
             recorder.save()
         cells = run.cells
         if run.prepare is not None and interrupt.requested() is None:

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from backends.torch.device import TorchDevice, capture_cuda_graph, require_cuda
+from backends.torch.device import TorchDevice, require_cuda
+from backends.torch.graphs import CapturedOnFirstCall
 from workloads.jacobian import fingerprint
 
 
@@ -76,13 +77,9 @@ def make_task(case: dict, variant: str, device: TorchDevice,
     if variant == "per-sample-graph":
         require_cuda(device, variant)
         per_sample = torch.func.vmap(torch.func.jacrev(net))
-        graph, static_jacobian = capture_cuda_graph(lambda: per_sample(t), device.handle)
-
-        def replay() -> torch.Tensor:
-            graph.replay()
-            return static_jacobian
-
-        return JacobianTask(replay, full=False)
+        # Captured by the first call, the cold one, whose time then includes the capture.
+        return JacobianTask(CapturedOnFirstCall(lambda: per_sample(t), device.handle),
+                            full=False)
     if variant == "per-sample-fwd":
         per_sample = torch.func.vmap(torch.func.jacfwd(net))
         return JacobianTask(lambda: per_sample(t), full=False)

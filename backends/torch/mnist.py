@@ -272,6 +272,8 @@ class GraphTraining(PreloadedTraining):
     Every batch is trained exactly once: the first GRAPH_WARMUP_STEPS batches run eagerly on
     a side stream (as capture requires), the next batch is captured (capture records without
     running) and then replayed, and the rest are replays. A short last batch runs eagerly.
+    The warm-up steps and the capture run inside the first step() (epoch 1, the cold call),
+    never in make_task, so the capture's cost is in the cold figure.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -8,6 +8,10 @@ Two limits per rate (see harness/ceilings.py for how each is measured):
   Above it a result is IMPLAUSIBLE: the data stayed in cache, a compiler folded the work so the
   counted FLOPs or bytes never happened, or the clock missed the work.
 Older run folders have probes only; then the probe with PROBE_MARGIN is the bound, as before.
+Without a probe (`--no-ceilings`), the bound is the machine's own (harness.measure.bounds: a
+CPU's cores x clock x FLOP/cycle, a GPU's datasheet, a remembered probe): a rate above it is
+IMPLAUSIBLE and the verdict names that bound; a rate under it is "unknown", since a bound
+nobody measured is no ceiling to be a share of.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.units import device_kind
+from harness.measure.bounds import Bound, HostFacts, physical_bound
 
 # A simple kernel's best case (one large matmul, a 1:1 copy) can be edged past by a few percent
 # by other kernels (3 reads per write beat a copy).
@@ -31,13 +36,17 @@ class RateVerdict:
     rate: float
     probe: float | None
     bound: float | None
-    kind: str  # "ok", "probe-low", "implausible" or "unknown" (no ceilings)
+    kind: str  # "ok", "probe-low", "implausible" or "unknown" (no probe to be a share of)
+    how: str = ""  # the bound's own sentence ("this CPU's theoretical peak ..."), if it has one
 
     @property
     def implausible(self) -> bool:
         return self.kind == "implausible"
 
     def text(self) -> str:
+        if self.kind == "implausible" and self.probe is None:
+            bound = self.how or f"the physical bound {self.bound:,.3g} {self.metric}"
+            return f"IMPLAUSIBLE: {self.rate:,.3g} {self.metric} above {bound}; no probe ran"
         if self.kind == "implausible":
             return (f"IMPLAUSIBLE: {self.rate:,.3g} {self.metric} > physical bound "
                     f"{self.bound:,.3g} (measured probe {self.probe:,.3g})")
@@ -91,25 +100,54 @@ def bandwidth_limits(entry: dict[str, Any], key: str) -> tuple[float | None, flo
     return probe, bound or (probe * PROBE_MARGIN if probe else None)
 
 
-def judge(rate: float, metric: str, probe: float | None, bound: float | None) -> RateVerdict:
+def judge(rate: float, metric: str, probe: float | None, bound: float | None,
+          how: str = "") -> RateVerdict:
     if probe is None and bound is None:
-        return RateVerdict(metric, rate, probe, bound, "unknown")
+        return RateVerdict(metric, rate, probe, bound, "unknown", how)
     if bound is not None and rate > bound:
-        return RateVerdict(metric, rate, probe, bound, "implausible")
-    if probe is not None and rate > probe * PROBE_MARGIN:
-        return RateVerdict(metric, rate, probe, bound, "probe-low")
-    return RateVerdict(metric, rate, probe, bound, "ok")
+        return RateVerdict(metric, rate, probe, bound, "implausible", how)
+    if probe is None:  # under a bound nobody measured: nothing to call it a share of
+        return RateVerdict(metric, rate, probe, bound, "unknown", how)
+    if rate > probe * PROBE_MARGIN:
+        return RateVerdict(metric, rate, probe, bound, "probe-low", how)
+    return RateVerdict(metric, rate, probe, bound, "ok", how)
+
+
+def bound_how(entry: dict[str, Any], key: str) -> str:
+    """The sentence an entry's physical bound for `key` (a precision, a ceiling) came with."""
+    how = (entry.get("physical") or {}).get("how") or {}
+    return str(how.get(key) or "")
+
+
+def limits_with_fallback(limits: tuple[float | None, float | None], how: str, key: str,
+                         fallback: Bound | None) -> tuple[float | None, float | None, str]:
+    """(probe, bound, how): the ceilings' own, else the machine's bound for `key` (a precision
+    or a ceiling key) where the ceilings have neither a probe nor a bound for it."""
+    if limits != (None, None) or fallback is None:
+        return (*limits, how)
+    rate = fallback.gflops.get(key, fallback.gbps.get(key))
+    return None, rate, fallback.how.get(key, "") if rate is not None else ""
 
 
 def judge_case(gflops: float | None, gbps: float | None, variant: str, device: str,
                ceilings: dict[str, Any] | None, bandwidth_key: str = "bandwidth_gbps",
-               precisions: dict[str, str] | None = None) -> list[RateVerdict]:
-    """Every rate a case has, judged; the report and the CLI both call this."""
+               precisions: dict[str, str] | None = None,
+               host_facts: HostFacts | None = None) -> list[RateVerdict]:
+    """Every rate a case has, judged; the report and the CLI both call this.
+
+    host_facts: the machine that ran the case. Where the ceilings hold nothing for a rate
+    (`--no-ceilings`), its bound (harness.measure.bounds.physical_bound) judges it. Never
+    taken from the machine this runs on by default: a report may be drawn on another one.
+    """
     entry = device_entry(ceilings, device)
+    fallback = physical_bound(device, host_facts) if host_facts is not None else None
     verdicts = []
     if gflops is not None and gflops == gflops:  # NaN is no rate
         precision = precision_of(variant, precisions)
-        verdicts.append(judge(gflops, "GFLOP/s", *flop_limits(entry, precision)))
+        verdicts.append(judge(gflops, "GFLOP/s", *limits_with_fallback(
+            flop_limits(entry, precision), bound_how(entry, precision), precision, fallback)))
     if gbps is not None and gbps == gbps:
-        verdicts.append(judge(gbps, "GB/s", *bandwidth_limits(entry, bandwidth_key)))
+        verdicts.append(judge(gbps, "GB/s", *limits_with_fallback(
+            bandwidth_limits(entry, bandwidth_key), bound_how(entry, bandwidth_key),
+            bandwidth_key, fallback)))
     return verdicts

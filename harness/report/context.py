@@ -167,8 +167,17 @@ def ceilings_by_machine(runs: pd.DataFrame) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for machine, ceilings in zip(runs["machine"], runs["ceilings"]):
         if isinstance(ceilings, dict) and ceilings:
+            # A run's measured probe wins over a later run's theoretical bound alone.
+            if _theoretical_only(ceilings) and machine in found \
+                    and not _theoretical_only(found[machine]):
+                continue
             found[machine] = ceilings
     return found
+
+
+def _theoretical_only(ceilings: dict[str, Any]) -> bool:
+    return all(isinstance(entry, dict) and entry.get("theoretical_only")
+               for entry in ceilings.values())
 
 
 def mismatch_notes(runs: pd.DataFrame) -> list[str]:

@@ -36,6 +36,11 @@ def ceiling_section(context: Any, peaks: pd.DataFrame) -> list[str]:
     """Each cell's best throughput as a share of its machine's measured ceiling."""
     if peaks.empty:
         return []
+    # A share of a measured ceiling only: rows judged against a bound alone (no probe ran)
+    # say IMPLAUSIBLE in the warnings, never a "% of peak".
+    peaks = peaks[peaks["probe"].notna()]
+    if peaks.empty:
+        return []
     best = peaks.sort_values("fraction").groupby([*CELL_KEYS, "metric"], sort=False).tail(1)
     rows = [[row["machine"], f"{row['framework']} {row['device']} {row['variant']}",
              format_size(row["size_label"], row["sweep"]) if row["size_label"] else "-",

@@ -130,6 +130,14 @@ def _noisy_lines(context: Any, noisy: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _probe_text(row: pd.Series) -> str:
+    """'measured probe 1,234', or that no probe ran (the bound is the theoretical peak)."""
+    probe = row.get("probe")
+    if probe is None or pd.isna(probe):
+        return "no probe ran: the bound is the theoretical peak"
+    return f"measured probe {probe:,.0f}"
+
+
 def _peak_lines(peaks: pd.DataFrame) -> list[str]:
     """IMPLAUSIBLE above the physical bound; a note where the run beat the probe (probe low)."""
     if peaks.empty:
@@ -142,7 +150,7 @@ def _peak_lines(peaks: pd.DataFrame) -> list[str]:
         lines.append(f"- IMPLAUSIBLE: {row['machine']}, {row['framework']} {row['device']} "
                      f"{row['variant']}{_size_at(row)} reaches {row['rate']:,.0f} "
                      f"{row['metric']}, above the machine's physical bound "
-                     f"({row['bound']:,.0f}; measured probe {row['probe']:,.0f}): {why}.")
+                     f"({row['bound']:,.0f}; {_probe_text(row)}): {why}.")
     low = peaks[peaks["kind"] == "probe-low"]
     for (machine, device, metric), group in low.groupby(["machine", "device", "metric"],
                                                          sort=False):
