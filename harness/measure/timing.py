@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from harness.core.units import format_seconds
 from harness.data.results import sample_stats
 from harness.measure import hostload
 
@@ -124,8 +125,9 @@ def suspect_reason(measurement: Measurement) -> str:
         split = bimodal_split(values)
         if split is not None:
             low, high, share = split
-            reasons.append(f"bimodal {name}: {100 * (1 - share):.0f}% near {low * 1e3:.3g} ms, "
-                           f"{100 * share:.0f}% near {high * 1e3:.3g} ms")
+            reasons.append(f"bimodal {name}: {100 * (1 - share):.0f}% near "
+                           f"{format_seconds(low)}, {100 * share:.0f}% near "
+                           f"{format_seconds(high)}")
             break
     predicted = measurement.predicted_call_s
     if predicted and measurement.samples:
@@ -134,7 +136,7 @@ def suspect_reason(measurement: Measurement) -> str:
         drift = statistics.median(measurement.samples) / predicted
         if drift > CALIBRATION_DRIFT_FACTOR:
             reasons.append(f"median per call is {drift:.2g}x what calibration measured "
-                           f"({predicted * 1e3:.3g} ms)")
+                           f"({format_seconds(predicted)})")
     if measurement.other_load is not None and measurement.other_load.contended:
         reasons.append(measurement.other_load.reason())
     return "; ".join(reasons)
