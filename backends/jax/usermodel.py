@@ -8,6 +8,7 @@ init(seed) and puts the stored leaves in it. Training: optax Adam on the mean sq
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -102,18 +103,41 @@ def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
     return task
 
 
-def count_flops(task: ModelTask) -> tuple[float | None, str]:
-    """FLOPs of one call by XLA's own cost analysis of the step, jitted as the compiled
-    variant runs it (the unjitted ops do the same arithmetic)."""
+def count_flops(task: ModelTask) -> tuple[float | None, str, dict[str, Any] | None]:
+    """(FLOPs of one call, who counted them, None): XLA's own cost analysis of the step,
+    jitted as the compiled variant runs it (the unjitted ops do the same arithmetic). What
+    XLA cannot say is no number: some GPU backends answer -1, None or no 'flops', and 0 for a
+    model with parameters is a count that missed its work. XLA names no ops it skipped, so
+    there is no coverage record."""
     if task.lowered is None:
-        return None, "no step to lower"
-    analysis = task.lowered().compile().cost_analysis()
-    if isinstance(analysis, (list, tuple)):  # older JAX: one dict per computation
-        analysis = analysis[0] if analysis else {}
-    flops = (analysis or {}).get("flops")
+        return None, "no step to lower", None
+    flops, why = xla_flops(task.lowered().compile().cost_analysis())
     if flops is None:
+        return None, why, None
+    parameters = task.extra.get("parameters") or 0
+    if flops == 0 and parameters > 0:
+        return None, (f"XLA's cost analysis counted 0 FLOPs for a model with {parameters} "
+                      "parameters on this backend"), None
+    return flops, "jax.jit(step).lower(...).compile().cost_analysis()['flops']", None
+
+
+def xla_flops(analysis: Any) -> tuple[float | None, str]:
+    """(flops, '') from what cost_analysis() returned, or (None, why there is no count). Older
+    JAX returned one dict per computation: a single one is the step's, several are not."""
+    if isinstance(analysis, (list, tuple)):
+        if len(analysis) != 1:
+            return None, (f"XLA's cost analysis gave {len(analysis)} per-computation "
+                          "analyses, not one for the step")
+        analysis = analysis[0]
+    if analysis is None:
+        return None, "XLA's cost analysis returned None on this backend"
+    if not isinstance(analysis, dict) or "flops" not in analysis:
         return None, "XLA's cost analysis gave no 'flops' on this backend"
-    return float(flops), "jax.jit(step).lower(...).compile().cost_analysis()['flops']"
+    value = analysis["flops"]
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or \
+            not math.isfinite(value) or value < 0:
+        return None, f"XLA's cost analysis gave flops={value!r} on this backend (unknown)"
+    return float(value), ""
 
 
 def mean_squared_error(output: Any, target: Any) -> Any:

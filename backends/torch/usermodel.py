@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from backends.torch.device import TorchDevice, capture_cuda_graph, require_cuda
+from backends.torch import flops
+from backends.torch.device import TorchDevice, require_cuda
 from harness.backend import VariantUnavailable
 from workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
 from workloads.usermodel.source import UserCodeError, call_user, load_user_module
 from workloads.usermodel.spec import KEPT_RESULTS
+
+if TYPE_CHECKING:
+    from backends.torch.graphs import CapturedOnFirstCall
 
 # The CPU reference computes in float32; on a GPU torch would run convolutions in TF32 by
 # default (cuDNN), whose 10-bit mantissa no float32 bound covers.
@@ -115,6 +119,22 @@ def restore(net: torch.nn.Module, initial: dict[str, torch.Tensor],
                     value.zero_()
 
 
+class GraphModelTask(ModelTask):
+    """A cuda-graph cell: the first step() captures the graph, so the capture is in the cold
+    call. The capture runs outside ModelTask.step, which reads any error of the call as the
+    user's: a capture torch refuses stays a VariantUnavailable (the variant cannot run here)."""
+
+    def __init__(self, graph: CapturedOnFirstCall, *args: Any, **kwargs: Any) -> None:
+        super().__init__(graph, *args, **kwargs)
+        self.graph = graph
+
+    def step(self) -> Any:
+        if not self.graph.captured:
+            with user_code(self.path, "capturing the CUDA graph"):
+                self.graph.capture()
+        return super().step()
+
+
 def make_task(case: dict, variant: str, device: TorchDevice, inputs: dict[str, Any],
               dtype: torch.dtype = torch.float32, keep: int | None = None) -> ModelTask:
     with user_code(inputs["model"], f"preparing {variant}"):
@@ -164,65 +184,37 @@ def _make_task(variant: str, device: TorchDevice, inputs: dict[str, Any], dtype:
             return call
     call = make_call(model)
     eager = call if model is net else make_call(net)
+    graph: CapturedOnFirstCall | None = None
     if variant == "cuda-graph":
         require_cuda(device, variant)
-        initial = {name: tensor.detach().clone() for name, tensor in net.state_dict().items()}
-        graph, static_output = capture_cuda_graph(call, handle)
-        restore(net, initial, optimizer)
+        from backends.torch.graphs import CapturedOnFirstCall  # noqa: PLC0415 - GPU cells only
 
-        def call() -> Any:
-            graph.replay()
-            return static_output
+        initial = {name: tensor.detach().clone() for name, tensor in net.state_dict().items()}
+        # Captured by the first step(), the cold call, not here. Its warm-up calls train the
+        # model, so the initial weights and a fresh optimizer state go back right after.
+        graph = CapturedOnFirstCall(call, handle,
+                                    after_capture=lambda: restore(net, initial, optimizer))
+        call = graph
     elif variant not in ("as-written", "resident", "compiled"):
         raise VariantUnavailable(f"torch runs no variant {variant!r} of a user model")
     parameters = sum(p.numel() for p in net.parameters())
     extra = {"parameters": parameters, "what": what}
     if trained_with:
         extra["trained_with"] = trained_with
-    task = ModelTask(call, path, keep or KEPT_RESULTS[what], snapshot, to_numpy, extra=extra)
+    kept = (path, keep or KEPT_RESULTS[what], snapshot, to_numpy)
+    task = (ModelTask(call, *kept, extra=extra) if graph is None
+            else GraphModelTask(graph, *kept, extra=extra))
     task.eager = eager
     return task
 
 
-def count_flops(task: ModelTask) -> tuple[float | None, str]:
-    """FLOPs of one call by torch's own counter, around one eager call of the same step (a
-    compiled or graph-replayed step runs the same ops, which the counter cannot see)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
+def count_flops(task: ModelTask) -> tuple[float | None, str, dict[str, Any] | None]:
+    """(FLOPs of one call, who counted them, coverage): torch's formulas plus ours for the
+    fused ops it has none for (backends/torch/flops.py), around one eager call of the same
+    step (a compiled or graph-replayed step runs the same ops, which a dispatch mode cannot
+    see). The coverage names the heavy ops that still went uncounted. A plain dispatch mode,
+    without FlopCounterMode's module tracker, also counts a step that calls autograd.grad."""
     if task.eager is None:
-        return None, "no eager call to count"
-    how = ("torch.utils.flop_counter.FlopCounterMode, one eager call (matmuls and "
-           "convolutions; elementwise ops count 0)")
-    try:
-        with FlopCounterMode(display=False) as counter:
-            task.eager()
-        return float(counter.get_total_flops()), how
-    except RuntimeError as exc:  # its module tracker refuses autograd.grad (jacobian)
-        if "autograd.grad" not in str(exc):
-            raise
-    return float(dispatch_flops(task.eager)), how.replace(
-        "FlopCounterMode", "flop_registry (FlopCounterMode's formulas, without its module "
-        "tracker, which autograd.grad refuses)")
-
-
-def dispatch_flops(call: Callable[[], Any]) -> int:
-    """FLOPs of one call by torch's own per-op formulas (flop_counter.flop_registry), seen
-    through a dispatch mode alone."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils.flop_counter import flop_registry
-
-    class Counting(TorchDispatchMode):
-        total = 0
-
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                               kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
-            out = func(*args, **kwargs)
-            formula = flop_registry.get(func._overloadpacket)
-            if formula is not None:
-                self.total += formula(*args, **kwargs, out_val=out)
-            return out
-
-    with Counting() as counting:
-        call()
-    return counting.total
+        return None, "no eager call to count", None
+    counted = flops.count(task.eager)
+    return float(counted.flops), f"{flops.HOW}, one eager call", counted.coverage

@@ -79,7 +79,7 @@ def energy_reason(cell: CellResult, case: CaseResult | None) -> str | None:
 def flops_gaps(extra: dict[str, Any]) -> str:
     """What a FLOP count missed, from the counter's coverage record (extra['flops_coverage']):
     '' for a complete count or one without a record (a workload's declared count), else e.g.
-    'aten._cudnn_rnn.default x3 not counted; 97% of parameters reach only uncounted ops'."""
+    'aten._cudnn_rnn x3 not counted; 97% of parameters reach only uncounted ops'."""
     coverage = extra.get("flops_coverage")
     if not isinstance(coverage, dict) or coverage.get("complete", True):
         return ""

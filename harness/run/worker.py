@@ -182,7 +182,8 @@ def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, Any],
                  task: Any) -> dict[str, Any]:
     """FLOPs of one call: the workload's exact count where it declares one (matmul: 2n^3),
     else the framework's own counter (the implementation's count_flops(task), which may make
-    one more call), else the reason there is none. After the timed samples and the output,
+    one more call) with its coverage record where it gives one (flops_coverage: the ops it had
+    no formula for), else the reason there is none. After the timed samples and the output,
     so neither a counter's cost nor its extra call reaches them."""
     declared = spec.flops(case) if spec.flops is not None else None
     if declared is not None:
@@ -192,13 +193,18 @@ def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, Any],
     if counter is None:
         return {"flops_counted_by": f"unavailable: {module.__name__} has no FLOP counter"}
     try:
-        count, how = counter(task)
+        # (count, how) or (count, how, coverage): coverage is the counter's record of what it
+        # missed ({"complete", "uncounted_ops", "uncounted_param_share"}), or None.
+        count, how, *rest = counter(task)
     except Exception as exc:  # noqa: BLE001 - a counter failing costs the count, not the case
         traceback.print_exc()
         return {"flops_counted_by": f"unavailable: the counter failed: {failure_reason(exc)}"}
     if count is None:
         return {"flops_counted_by": f"unavailable: {how}"}
-    return {"flops_per_call": float(count), "flops_counted_by": how}
+    record: dict[str, Any] = {"flops_per_call": float(count), "flops_counted_by": how}
+    if rest and rest[0] is not None:
+        record["flops_coverage"] = rest[0]
+    return record
 
 
 def timed_pair(task: Any, device: Any, sync_style: str) -> tuple[Any, Any]:
@@ -349,16 +355,21 @@ def run_case(
     A contended timing (other processes on the cores, a throttling GPU) is timed again after
     a pause, up to MAX_ATTEMPTS in all; the first uncontended attempt is kept, else the last
     (the only one whose energy was measured), and the case is SUSPECT only then.
+    The case's cold call is the first attempt's first call whichever attempt is kept: a
+    retry's first call finds the compile caches, the graphs and the allocator already warm.
     """
     clock = clock or PhaseClock()
     attempts: list[Attempt] = []
     kept: TimedCase | None = None
     kept_number = 0
+    first_cold: float | None = None  # attempt 1's first call: the only cold one
     try:
         allowed = 1 if clock.busy else max_attempts()
         for number in range(1, allowed + 1):
             timed = time_case(spec, module, case, cell, device, watch, clock,
                               last=number == allowed)
+            if number == 1:
+                first_cold = timed.measurement.cold_seconds
             why = timed.contention
             samples = timed.measurement.samples
             attempts.append(Attempt(number, timed.measurement.median if samples else None,
@@ -393,7 +404,7 @@ def run_case(
                        "earlier case of this cell")
     record = CaseResult(
         case=case,
-        cold_seconds=measurement.cold_seconds,
+        cold_seconds=first_cold,  # not the kept attempt's: its first call was not cold
         samples=measurement.samples,
         calls_per_sample=measurement.calls_per_sample,
         timer_overhead_s=measurement.timer_overhead_s,
