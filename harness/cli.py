@@ -88,7 +88,7 @@ def peak_share_text(gflops: float, entry: dict[str, Any] | None, precision: str)
 
 def flop_rate_text(row: CaseSummary, entry: dict[str, Any] | None, precision: str) -> str:
     """'43 GFLOP/s (22% of peak)'; from a count with gaps a lower bound and no share of the
-    peak: '>= 0.01 GFLOP/s (partial: aten._cudnn_rnn.default x2 not counted)'."""
+    peak: '>= 0.01 GFLOP/s (partial: aten._cudnn_rnn x2 not counted)'."""
     if row.gflops is None:
         return ""
     if row.flops_gaps:
@@ -444,6 +444,45 @@ def diff(
     else:
         print_diff(console, result)
     raise typer.Exit(api.EXIT_FAILED_CELL if result.regressions else 0)
+
+
+@app.command()
+def check(
+    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run folders.")],
+    summary: Annotated[Optional[Path], typer.Option(
+        help="Also check this summary.md, drawn from the RUNs merged (harness report A B "
+             "--out DIR), against them all.")] = None,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="List every unverifiable figure, not one per kind.")] = False,
+) -> None:
+    """Recompute every figure a run stores and prints from its own raw samples.
+
+    measurements.csv against run.json, run.json's derived fields (round medians, the kept
+    attempt, FLOPs, energy), the round orders, and summary.md's figures. One line per
+    mismatch; exit 1 on any, 0 otherwise, 2 for a path that is not a run folder.
+    """
+    from harness.analysis.check import Audit, audit_run, audit_summary
+    from harness.run.rounds import round_orders  # the seeded shuffle the orders must equal
+
+    try:
+        for run_dir in run_dirs:
+            store.read_run(run_dir)
+        if summary is not None and not summary.is_file():
+            raise BadInput(f"--summary {summary}: no such file")
+    except (store.StoreError, BadInput) as exc:
+        fail_input(str(exc))
+    audit = Audit()
+    for run_dir in run_dirs:
+        audit = audit.add(audit_run(run_dir, round_orders))
+    if summary is not None:
+        audit = audit.add(audit_summary(summary, run_dirs))
+    for mismatch in audit.mismatches:
+        typer.echo(mismatch.line())
+    for line in audit.unverifiable_lines(every=verbose):
+        typer.echo(line)
+    typer.echo(f"figures per file: {audit.files_line() or 'none'}")
+    typer.echo(audit.summary_line())
+    raise typer.Exit(api.EXIT_FAILED_CELL if audit.mismatches else 0)
 
 
 def harness_version() -> str:
