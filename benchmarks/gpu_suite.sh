@@ -18,6 +18,9 @@
 #   blocks OUT         MNIST block samples vs whole warm epochs (mnist_blocks_check.py)
 #   usermodel OUT      examples/models/ on cpu and cuda:0, every torch variant, and
 #                      usermodel_overhead.py (harness vs a plain loop)          (~6 min)
+#   audit OUT          an LSTM, an attention block and a CNN on cpu and cuda:0, 3 rounds, each
+#                      run then `harness check`ed; seed 002's Keras model: the harness's step
+#                      vs a plain fit() (keras_step_overhead.py), cpu and cuda:0  (~8 min)
 #
 # Every subcommand writes its run folders and logs under OUT and packs them into
 # OUT/<subcommand>.tar.gz after each job, so a session cut short keeps what finished. Each job is
@@ -25,7 +28,7 @@
 # gets SIGINT, as Ctrl-C, which stops its worker and keeps the finished cells. Packages the host
 # lacks (keras, nvidia-ml-py, submitit) can be carried as wheels in .whl/ (docs/gpu.md).
 set -u
-usage() { sed -n '2,21p' "$0"; exit 2; }
+usage() { sed -n '2,24p' "$0"; exit 2; }
 [ $# -ge 2 ] || usage
 cmd=$1 out=$2; shift 2
 mkdir -p "$out/runs"
@@ -186,6 +189,17 @@ PY
       --sizes 32,512 --quick --no-ceilings --timeout 40
     limited 90 python3 benchmarks/usermodel_overhead.py --device cuda --rounds 3 \
       | tee "$out/overhead.txt" ;;
+  audit)
+    for file in lstm_tagger attention_block small_cnn; do
+      job 150 --model "examples/models/$file.py" --device cpu,cuda:0 --sizes 32,256 \
+        --rounds 3 --timeout 120
+      python3 -m harness.cli check "$(ls -td "$runs"/*/ | head -n 1)" \
+        | tee -a "$out/check.txt"
+    done
+    for device in cuda:0 cpu; do
+      limited 100 python3 benchmarks/keras_step_overhead.py --device "$device" \
+        --framework keras-jax --rounds 3 | tee -a "$out/keras-fit.txt"
+    done ;;
   *) usage ;;
 esac
 pack

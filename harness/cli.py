@@ -228,9 +228,29 @@ def compare(
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
     drawn = api.draw_report(result.path) if result.stopped_by is None and report else None
     console.print(f"results: {result.path}")
+    mismatches = self_check(result) if result.stopped_by is None else 0
     print_verdict(result, drawn)
     # A failed cell says more than a failed drawing; either way the measurements are saved.
-    raise typer.Exit(result.exit_code or (drawn.exit_code if drawn else 0))
+    raise typer.Exit(result.exit_code or (drawn.exit_code if drawn else 0)
+                     or (api.EXIT_FAILED_CELL if mismatches else 0))
+
+
+def self_check(result: api.RunResult) -> int:
+    """`harness check` on the run just made, before its verdicts are printed: a figure that
+    does not recompute from the run's own samples is a bug in the harness, said as such (one
+    line each) and exit 1. Returns the number of mismatches."""
+    from harness.analysis.check import audit_run
+    from harness.run.rounds import round_orders
+
+    try:
+        audit = audit_run(result.path, round_orders)
+    except Exception as exc:  # noqa: BLE001 - the run is saved; say the check could not run
+        errors.print(f"harness check could not run: {type(exc).__name__}: {exc}")
+        return 0
+    for mismatch in audit.mismatches:
+        errors.print(f"harness check: {mismatch.line()}", markup=False, highlight=False)
+    console.print(f"harness check: {audit.summary_line()}", markup=False, highlight=False)
+    return len(audit.mismatches)
 
 
 def print_results(spec: WorkloadSpec, result: api.RunResult) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,3 +30,33 @@ os.environ.setdefault("HARNESS_CACHE_DIR", str(_SCRATCH / "cache"))
 def out_dir(tmp_path: Path) -> Path:
     """A results folder for one test."""
     return tmp_path / "results"
+
+
+@pytest.fixture(autouse=True)
+def every_run_checks_its_own_arithmetic(request: pytest.FixtureRequest,
+                                        monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every run folder a test makes in this process is audited by `harness check` when the
+    test ends (runs made through the CLI in a child check themselves: compare exits 1 on a
+    mismatch). A test that edits its runs on purpose says so with @pytest.mark.planted."""
+    from harness.data import store
+
+    made: list[Path] = []
+    new_run_dir = store.new_run_dir
+
+    def recording(*args: Any, **kwargs: Any) -> Path:
+        path = new_run_dir(*args, **kwargs)
+        made.append(path)
+        return path
+
+    monkeypatch.setattr(store, "new_run_dir", recording)
+    yield
+    if request.node.get_closest_marker("planted") is not None:
+        return
+    from harness.analysis.check import audit_run
+    from harness.run.rounds import round_orders
+
+    for path in made:
+        if (path / "run.json").is_file():
+            mismatches = audit_run(path, round_orders).mismatches
+            assert not mismatches, "harness check: " + "; ".join(
+                item.line() for item in mismatches[:5])

@@ -22,7 +22,9 @@ from typer.testing import CliRunner
 
 from harness import api
 from harness.analysis.check import (
+    Audit,
     audit_run,
+    audit_summary,
     check_run,
     crossover,
     exponent_figures,
@@ -433,3 +435,28 @@ def test_the_crossover_is_the_size_from_which_the_gpu_stays_ahead() -> None:
     assert crossover([(16.0, 1.0, 0.5), (64.0, 2.0, 3.0)]) == ("mixed", None)
     assert crossover([(16.0, 1.0, 0.5)]) == ("gpu-always", 16.0)
     assert crossover([(16.0, None, 0.5)]) == ("no-overlap", None)
+
+
+def test_every_run_folder_stored_under_docs_checks_clean(tmp_path: Path) -> None:
+    """docs/ quotes these runs: each tarball's run folders, and the example report drawn from
+    them, recompute without a mismatch."""
+    import tarfile
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    tarballs = sorted(docs.rglob("*.tar.gz"))
+    assert tarballs, "docs/ holds no stored runs to check"
+    for tarball in tarballs:
+        with tarfile.open(tarball) as archive:
+            members = [member for member in archive.getmembers()
+                       if member.isfile() or member.isdir()]  # no links out of tmp_path
+            archive.extractall(tmp_path / tarball.stem, members=members)
+    runs = sorted({path.parent for path in tmp_path.rglob("run.json")})
+    assert runs
+    audit = Audit()
+    for run in runs:
+        audit = audit.add(audit_run(run))
+    summary = docs / "example" / "report" / "summary.md"
+    if summary.is_file():
+        audit = audit.add(audit_summary(summary, runs))
+    assert audit.checked > 1000
+    assert not audit.mismatches, [item.line() for item in audit.mismatches[:5]]
