@@ -1,4 +1,4 @@
-"""The `harness` command line: compare, list, env, report, export, diff.
+"""The `harness` command line: compare, list, env, report, export, diff, check.
 
 Never imports a framework: everything framework-specific runs in worker processes.
 Bad input is one line on stderr and exit code 2 (so is `diff` of runs that share no case); a
