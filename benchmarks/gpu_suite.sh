@@ -197,7 +197,7 @@ PY
         | tee -a "$out/check.txt"
     done
     for device in cuda:0 cpu; do
-      limited 100 python3 benchmarks/keras_step_overhead.py --device "$device" \
+      limited 200 python3 benchmarks/keras_step_overhead.py --device "$device" \
         --framework keras-jax --rounds 3 | tee -a "$out/keras-fit.txt"
     done ;;
   *) usage ;;

@@ -310,8 +310,8 @@ def list_workloads(model: Annotated[Optional[Path], typer.Option(
             lines = registry.model_plugin("describe").model_lines(model)
         except BadInput as exc:
             fail_input(str(exc))
-        for line in lines:
-            console.print(line, markup=False)
+        for line in lines:  # one line each, never wrapped mid-phrase (pipes, tests)
+            console.print(line, markup=False, soft_wrap=True)
         return
     for name in registry.WORKLOADS:
         try:

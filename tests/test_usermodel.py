@@ -18,7 +18,13 @@ import numpy as np
 import pytest
 
 from tests.in_subprocess import installed, run_check
-from workloads.usermodel.spec import check, parity
+from workloads.usermodel.spec import (
+    KERAS_FIT_STEPS,
+    NOTES,
+    STEPS_PER_EXECUTION,
+    check,
+    parity,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,13 +122,72 @@ def test_a_keras_builder_runs_on_keras_jax_and_keras_torch(tmp_path: Path) -> No
                           ("keras-jax", "steps-per-execution", 2)}
     for case in found.values():  # both backends start from the same arrays: same losses
         assert case["status"] == "ok" and case["check"]["passed"], case
-    assert found[("keras-jax", "steps-per-execution", 2)]["extra"]["steps_per_call"] == 8
+        assert case["check"]["metric"] == "max_rel_diff", case  # compared, not skipped
+        # Timed as its author trains it: one call is fit over a block of steps, the
+        # steps-per-execution variant the same block with steps_per_execution set.
+        assert case["extra"]["keras_step"] == "fit"
+        assert case["extra"]["steps_per_call"] == KERAS_FIT_STEPS
     prepared = json.loads(next((tmp_path / "out").glob("*/model/prepared.json")).read_text())
     measured = prepared["sizes"]["2"]
     assert "no float64" not in measured["bound_formula"] and 0 < measured["bound"] < 1e-3
     refused = {cell["cell"]["framework"]: cell["reason"] for cell in document["cells"]
                if cell["cell"]["variant"] == "steps-per-execution"}
     assert "refuses steps_per_execution" in refused["keras-torch"]
+
+
+@pytest.mark.slow  # real framework workers
+def test_a_keras_file_that_asks_for_train_on_batch_is_timed_one_batch_per_call(
+        tmp_path: Path) -> None:
+    model = write_model(tmp_path, KERAS_MLP + '\n    HARNESS_KERAS_STEP = "train_on_batch"\n')
+    listed = run_cli("list", "--model", str(model))
+    assert listed.returncode == 0, listed.stderr
+    assert "timed one train_on_batch per call (your HARNESS_KERAS_STEP)" in listed.stdout
+    ran, document = compare(model, tmp_path / "out", "--sizes", "2", "--framework",
+                            "keras-jax", "--variant", "as-written,steps-per-execution")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    found = cases(document)
+    for case in found.values():
+        assert case["status"] == "ok" and case["check"]["passed"], case
+        assert case["extra"]["keras_step"] == "train_on_batch"
+    assert found[("keras-jax", "as-written", 2)]["extra"]["steps_per_call"] == 1
+    # Its steps-per-execution call is fit over that many batches in one execution, as before.
+    assert found[("keras-jax", "steps-per-execution", 2)]["extra"]["steps_per_call"] == \
+        STEPS_PER_EXECUTION
+
+
+def test_what_a_keras_call_is_is_said_where_users_read_it() -> None:
+    """The spec's notes and the Keras implementation's docstring say fit (read without
+    importing keras: the test process imports no framework)."""
+    import ast
+
+    assert f"fit / predict over {KERAS_FIT_STEPS} copies of the batch per call" in NOTES
+    assert "HARNESS_KERAS_STEP = 'train_on_batch'" in NOTES
+    source = (PROJECT_ROOT / "backends" / "keras" / "usermodel.py").read_text()
+    docstring = ast.get_docstring(ast.parse(source)) or ""
+    assert "through fit()" in docstring and "HARNESS_KERAS_STEP" in docstring
+
+
+# The block of one fit call, in a child (backends.keras.usermodel imports keras): seed 002's
+# MNIST batch takes KERAS_FIT_STEPS copies; a batch of 224x224 RGB images at 256 would hold
+# 39 GB that way and takes the fewest, one execution's worth.
+FIT_STEPS_CHECK = """
+import numpy as np
+from backends.keras.usermodel import fit_steps
+from workloads.usermodel.spec import KERAS_FIT_STEPS, STEPS_PER_EXECUTION
+assert fit_steps([np.zeros((32, 28, 28), np.float32)]) == KERAS_FIT_STEPS
+assert fit_steps([np.zeros((256, 224, 224, 3), np.float32)]) == STEPS_PER_EXECUTION
+middle = fit_steps([np.zeros((32, 96, 96, 3), np.float32)])  # 3.5 MB a batch
+assert middle % STEPS_PER_EXECUTION == 0 and STEPS_PER_EXECUTION < middle < KERAS_FIT_STEPS
+"""
+
+
+def test_a_fit_call_holds_fewer_copies_of_a_large_batch() -> None:
+    if not (installed("keras") and installed("jax")):
+        pytest.skip("keras on jax is not installed")
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(PROJECT_ROOT))
+    done = subprocess.run([sys.executable, "-c", FIT_STEPS_CHECK], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.mark.slow  # real framework workers
@@ -182,8 +247,11 @@ def test_a_user_step_is_what_is_timed_and_its_errors_name_the_users_line(tmp_pat
     (TORCH_MLP + "\n    def targets(batch, rng):\n        return rng.random((batch, 5))\n"
      "\n    def loss(output, target):\n        return ((output - target) ** 2).mean()\n",
      "mymodel.py:15 in loss: RuntimeError: The size of tensor a (2) must match"),
+    (KERAS_MLP + "\n    HARNESS_KERAS_STEP = 'train-on-batch'\n",
+     "HARNESS_KERAS_STEP = 'train-on-batch': give 'fit' (the default"),
 ], ids=["missing", "import-error", "no-builder", "wrong-batch", "not-numpy", "no-inputs",
-        "builder-raises", "loss-signature", "optimizer-raises", "targets-rejected"])
+        "builder-raises", "loss-signature", "optimizer-raises", "targets-rejected",
+        "keras-step-unknown"])
 def test_bad_model_files_are_one_line_exit_2_and_nothing_written(
         tmp_path: Path, text: str | None, expected: str) -> None:
     model = tmp_path / "mymodel.py"
@@ -356,6 +424,9 @@ def test_seed_002s_compiled_keras_model_runs_on_every_keras_backend(tmp_path: Pa
         assert case["check"]["passed"] and case["check"]["metric"] == "deterministic_mode_diff"
         assert case["extra"]["trained_with"] == ("loss: sparse_categorical_crossentropy, "
                                                  "optimizer: adam, from your compile()")
+        # Through fit, as the seed's author trains it: a block of steps per call.
+        assert case["extra"]["keras_step"] == "fit"
+        assert case["extra"]["steps_per_call"] == KERAS_FIT_STEPS
         counted = case["extra"].get("flops_per_call")
         assert (counted or 0) > 0 if framework == "keras-torch" else counted is None
 

@@ -1,10 +1,17 @@
 """A user's Keras builder in one cell, on whichever Keras backend the cell's framework set.
 
-as-written: train_on_batch / predict_on_batch with Keras' default jit_compile="auto", compiled
-as the file compiled it (its optimizer, fresh per cell, its loss, loss weights and metrics),
-or, for a model returned uncompiled, with Adam and mean squared error; compiled:
-jit_compile=True; steps-per-execution: one call is fit (or predict) over STEPS_PER_EXECUTION
-copies of the batch compiled into one execution.
+Timed the way its author trains it, through fit(): one call of as-written is
+`fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0)` over KERAS_FIT_STEPS copies
+of the batch (fewer for large inputs; no callbacks), with Keras' default jit_compile="auto";
+the case's extra records steps_per_call and the report gives the time per step (call / steps).
+One train_on_batch per call cost 2.6-3x fit's time per step (an H200 host's audit), so a
+train_on_batch loop is timed only where the file sets HARNESS_KERAS_STEP = "train_on_batch".
+Inference (what=inference) is predict over the same block (predict_on_batch with that opt-in).
+The model trains as the file compiled it (its optimizer, fresh per cell, its loss, loss
+weights and metrics), or, returned uncompiled, with Adam and mean squared error.
+compiled: the same with jit_compile=True; steps-per-execution: the same fit (or predict) with
+steps_per_execution=STEPS_PER_EXECUTION (with the opt-in: fit over STEPS_PER_EXECUTION copies
+of the batch in one execution).
 Weights travel as arrays (get_weights / set_weights), so every backend starts from the same.
 """
 
@@ -21,8 +28,14 @@ import numpy as np
 from backends.keras.training import keras_device_name
 from harness.backend import VariantUnavailable
 from workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
+from workloads.usermodel.inspect import keras_step_of
 from workloads.usermodel.source import call_user, load_user_module
-from workloads.usermodel.spec import KEPT_RESULTS, STEPS_PER_EXECUTION
+from workloads.usermodel.spec import (
+    KEPT_RESULTS,
+    KERAS_FIT_BLOCK_BYTES,
+    KERAS_FIT_STEPS,
+    STEPS_PER_EXECUTION,
+)
 
 
 @contextmanager
@@ -77,8 +90,30 @@ def cast(arrays: list[np.ndarray], dtype: str) -> list[np.ndarray]:
             for array in arrays]
 
 
-def repeated(arrays: list[np.ndarray]) -> list[np.ndarray]:
-    return [np.concatenate([array] * STEPS_PER_EXECUTION) for array in arrays]
+def repeated(arrays: list[np.ndarray], copies: int) -> list[np.ndarray]:
+    return [np.concatenate([array] * copies) for array in arrays]
+
+
+def fit_steps(arrays: list[np.ndarray]) -> int:
+    """Steps in one timed fit call: KERAS_FIT_STEPS, fewer where that many copies of the
+    batch would pass KERAS_FIT_BLOCK_BYTES of inputs, a multiple of STEPS_PER_EXECUTION (the
+    steps-per-execution variant runs the same block) and never fewer.
+
+    Counted on the stored arrays, never on a cast copy: the float64 reference run must take
+    as many steps as the float32 cells it bounds.
+    """
+    per_batch = max(1, sum(array.nbytes for array in arrays))
+    steps = min(KERAS_FIT_STEPS, KERAS_FIT_BLOCK_BYTES // per_batch)
+    return max(STEPS_PER_EXECUTION, steps // STEPS_PER_EXECUTION * STEPS_PER_EXECUTION)
+
+
+def steps_per_call(how: str, spe: bool, stored: list[np.ndarray]) -> int:
+    """Training steps (or predicted batches) in one timed call."""
+    if how == "fit":
+        return fit_steps(stored)
+    if how == "train_on_batch" and spe:
+        return STEPS_PER_EXECUTION
+    return 1
 
 
 def compile_arguments(net: keras.Model) -> dict[str, Any] | None:
@@ -150,6 +185,9 @@ def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dt
         net.set_weights([np.asarray(inputs["weights"][name], dtype=value.dtype) for name, value
                          in zip(inputs["weight_names"], net.get_weights())])
     spe = variant == "steps-per-execution"
+    # "fit" (as the file's author trains), the file's "train_on_batch" opt-in, or its step().
+    how = "step" if what == "step" else keras_step_of(load_user_module(path))
+    steps = steps_per_call(how, spe, inputs["x"])
     training = trained_with(net)
     if what != "step":
         arguments = compile_arguments(net) or {"optimizer": "adam",
@@ -158,57 +196,67 @@ def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dt
             net.compile(**arguments, jit_compile=True if variant == "compiled" else "auto",
                         steps_per_execution=STEPS_PER_EXECUTION if spe else 1)
     with keras.device(placement):  # the user's step gets tensors already on the device
-        call = _call(net, what, spe, arrays, inputs, dtype, batch, path)
+        call = _call(net, what, steps, arrays, inputs, dtype, batch, path)
 
     def placed_call() -> Any:
         with keras.device(placement):
             return call()
 
-    extra = {"parameters": int(net.count_params()), "what": what,
-             "steps_per_call": STEPS_PER_EXECUTION if spe else 1}
+    extra: dict[str, Any] = {"parameters": int(net.count_params()), "what": what,
+                             "steps_per_call": steps}
+    if what != "step":
+        extra["keras_step"] = how
     if what == "train":
         extra["trained_with"] = trained_with_text(training)
-    # One fit call is already STEPS_PER_EXECUTION steps: its loss (their mean) is the result.
-    kept = keep or (1 if spe else KEPT_RESULTS[what])
-    task = ModelTask(placed_call, path, kept, snapshot, to_numpy, extra=extra, spe=spe)
+    # Through fit every variant runs the same block of steps per call, so each is checked
+    # against the as-written reference. Only the opt-in's steps-per-execution call runs other
+    # steps than its as-written (STEPS_PER_EXECUTION batches in one call against one): its
+    # loss, their mean, is checked against as many as-written losses averaged (reference_spe).
+    other_steps = how == "train_on_batch" and spe
+    kept = keep or (1 if other_steps else KEPT_RESULTS[what])
+    task = ModelTask(placed_call, path, kept, snapshot, to_numpy, extra=extra,
+                     spe=other_steps)
     task.eager = placed_call
     return task
 
 
-def count_flops(task: ModelTask) -> tuple[float | None, str]:
-    """FLOPs of one call: on Keras' torch backend by torch's own counter around one call;
-    on JAX and TensorFlow the step is compiled inside Keras' trainer, out of a counter's reach."""
+def count_flops(task: ModelTask) -> tuple[float | None, str, dict[str, Any] | None]:
+    """(FLOPs of one call, who counted them, coverage): on Keras' torch backend by torch's
+    formulas plus the harness's (backends/torch/flops.py) around one call; on JAX and
+    TensorFlow the step is compiled inside Keras' trainer, out of a counter's reach."""
     backend = keras.backend.backend()
     if backend != "torch":
         return None, (f"Keras' {backend} backend compiles its train step inside Keras' "
                       "trainer; no framework counter reaches it (keras-torch counts the same "
-                      "model)")
-    from torch.utils.flop_counter import FlopCounterMode
+                      "model)"), None
+    from backends.torch import flops
 
     if task.eager is None:
-        return None, "the task has no eager call to count"
-    with FlopCounterMode(display=False) as counter:
-        task.eager()
-    return float(counter.get_total_flops()), ("torch.utils.flop_counter.FlopCounterMode around "
-                                              "one call on Keras' torch backend")
+        return None, "the task has no eager call to count", None
+    counted = flops.count(task.eager)
+    return (float(counted.flops), f"{flops.HOW}, one call on Keras' torch backend",
+            counted.coverage)
 
 
-def _call(net: keras.Model, what: str, spe: bool, arrays: list[np.ndarray],
+def _call(net: keras.Model, what: str, steps: int, arrays: list[np.ndarray],
           inputs: dict[str, Any], dtype: str, batch: int, path: str) -> Callable[[], Any]:
+    """One timed call: more than one step is fit / predict over `steps` copies of the batch
+    (the same arrays on every backend), one is train_on_batch / predict_on_batch."""
+    if what == "step":
+        user_step = load_user_module(path).step
+        tensors = [keras.ops.convert_to_tensor(array) for array in arrays]
+        return lambda: user_step(net, *tensors)
+    if steps > 1:
+        many_x = model_input(repeated(arrays, steps))
+        if what == "train":
+            many_target = repeated(cast([inputs["targets"]], dtype), steps)[0]
+            # History's loss is the mean over the call's steps: one number per call.
+            return lambda: net.fit(many_x, many_target, batch_size=batch, epochs=1,
+                                   shuffle=False, verbose=0).history["loss"][-1]
+        return lambda: nested_map(lambda out: out[:batch],
+                                  net.predict(many_x, batch_size=batch, verbose=0))
     x = model_input(arrays)
     if what == "train":
         target = cast([inputs["targets"]], dtype)[0]
-        if spe:
-            many_x, many_target = model_input(repeated(arrays)), repeated([target])[0]
-            return lambda: net.fit(many_x, many_target, batch_size=batch, epochs=1,
-                                   shuffle=False, verbose=0).history["loss"][-1]
         return lambda: net.train_on_batch(x, target)
-    if what == "inference":
-        if spe:
-            many_x = model_input(repeated(arrays))
-            return lambda: nested_map(lambda out: out[:batch],
-                                      net.predict(many_x, batch_size=batch, verbose=0))
-        return lambda: net.predict_on_batch(x)
-    user_step = load_user_module(path).step
-    tensors = [keras.ops.convert_to_tensor(array) for array in arrays]
-    return lambda: user_step(net, *tensors)
+    return lambda: net.predict_on_batch(x)

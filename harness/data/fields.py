@@ -182,8 +182,9 @@ class CaseField:
 
 
 FIELDS: tuple[CaseField, ...] = (
-    CaseField("steps_per_call", int, extra_value("steps_per_call"),
-              help="training steps in one timed call (an epoch)"),
+    CaseField("steps_per_call", int, extra_value("steps_per_call"), cli="steps/call",
+              help="training steps in one timed call (an epoch, or a fit() block): the "
+                   "per-step time is the call's / this"),
     CaseField("suspect", str, case_value("suspect"), help="why the timing guard doubts it"),
     # Rounds (harness.run.rounds) and retries of contended timings (harness.run.worker).
     CaseField("round_spread", float, case_value("round_spread"), format=_percent, report=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from harness.core import registry
 from workloads.usermodel.plan import model_spec
@@ -10,6 +11,15 @@ from workloads.usermodel.plan import model_spec
 WHAT_TEXT = {"train": "one training step against {targets}; {training}",
              "inference": "one forward pass (no gradients)",
              "step": "your step(net, *inputs)"}
+
+
+def call_text(info: dict[str, Any], what: str) -> str:
+    """What one timed call is: a Keras file's calls are fit() (or predict) over a block of
+    steps unless it asks for train_on_batch; the others run one step per call."""
+    if info.get("keras_step") == "fit" and what in ("train", "inference"):
+        return ("a block of training steps against {targets}; {training}" if what == "train"
+                else "predict() over a block of batches (per batch = call / batches)")
+    return WHAT_TEXT[what]
 
 
 def model_lines(model: Path | str) -> list[str]:
@@ -26,7 +36,7 @@ def model_lines(model: Path | str) -> list[str]:
         f"{spec.name}: {info['path']}",
         (f"  a {info['family']} model from {info['builder']}, {info['parameters']:,} "
          f"parameters; at batch 2: inputs {shapes} -> output {output}"),
-        (f"  one timed call: {WHAT_TEXT[what].format(targets=targets, training=training)} "
+        (f"  one timed call: {call_text(info, what).format(targets=targets, training=training)} "
          f"(--param what={'|'.join(others)} for the other{'s' if len(others) > 1 else ''})"),
         f"  sweep: --sizes sets the batch (default {spec.params['batch'].default})",
         (f"  same answer: one set of weights from --param seed= "

@@ -23,6 +23,7 @@ from workloads.usermodel.source import (
     load_user_module,
     user_error_text,
 )
+from workloads.usermodel.spec import KERAS_FIT_STEPS, KERAS_STEP_OPTION, KERAS_STEPS
 
 PROBE_BATCHES = (2, 3)
 CONVENTION = ("define model() returning a torch.nn.Module or a keras.Model, or init(seed) "
@@ -107,6 +108,26 @@ def tolerance_of(user: Any) -> float | None:
         raise NotAModel(f"tolerance = {value!r}: give a number > 0 (the largest difference "
                         "allowed, relative to the reference's largest |value|)")
     return float(value)
+
+
+def keras_step_of(user: Any) -> str:
+    """How a Keras file's calls are made: its HARNESS_KERAS_STEP, else "fit" (as its author
+    trains it). A value the harness does not know is NotAModel, so a typo never silently times
+    the other call."""
+    value = getattr(user, KERAS_STEP_OPTION, KERAS_STEPS[0])
+    if value not in KERAS_STEPS:
+        raise NotAModel(f"{KERAS_STEP_OPTION} = {value!r}: give 'fit' (the default: one call "
+                        "is fit over a block of steps) or 'train_on_batch' (one call is one "
+                        "train_on_batch)")
+    return str(value)
+
+
+def keras_step_text(step: str) -> str:
+    """How a Keras training call is timed, in words (harness list, the plan's summary)."""
+    if step == "train_on_batch":
+        return f"timed one train_on_batch per call (your {KERAS_STEP_OPTION})"
+    return (f"timed through fit() over up to {KERAS_FIT_STEPS} steps per call, per step = "
+            "call / steps")
 
 
 def hook_place(path: str, function: Any) -> str:
@@ -219,7 +240,7 @@ def keras_training(user: Any, path: str, arrays: list[np.ndarray],
             first = (f"{type(exc).__name__}: {exc}".splitlines() or [""])[0][:300]
             raise NotAModel(f"{place}: loss {found['loss']} rejects the targets of shape "
                             f"{target.shape} ({target.dtype}): {first}") from None
-    return trained_with_text(found)
+    return f"{trained_with_text(found)}; {keras_step_text(keras_step_of(user))}"
 
 
 def describe(path: str) -> dict[str, Any]:
@@ -247,6 +268,7 @@ def describe(path: str) -> dict[str, Any]:
                    for a in probes[PROBE_BATCHES[0]]],
         "output_shape": output_shape(out), "parameters": int(parameters),
         "default_what": "step" if has_step else "train", "training": training,
+        "keras_step": keras_step_of(user) if family == "keras" else None,
     }
 
 
