@@ -7,7 +7,7 @@ import os
 import resource
 import subprocess
 import sys
-from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,61 +16,46 @@ from harness.measure import hostload
 WORKER, CHILD, STRANGER = 100, 101, 200
 
 
-def write_proc(root: Path, busy: int, irq: int, processes: dict[int, tuple[int, ...]]) -> None:
-    """A fake /proc: the cpu line and one stat file per pid (pid -> group, own, children[,
-    parent])."""
-    if root.exists():
-        for stat in root.glob("*/stat"):
-            stat.unlink()
-            stat.parent.rmdir()
-    root.mkdir(parents=True, exist_ok=True)
-    # user nice system idle iowait irq softirq steal
-    (root / "stat").write_text(f"cpu  {busy} 0 0 5000 0 {irq} 0 0\ncpu0 0 0 0 0 0 0 0 0\n")
-    for pid, (group, own, children, *parent) in processes.items():
-        ppid = parent[0] if parent else 1
-        (root / str(pid)).mkdir()
-        # fields after the name: state ppid pgrp session tty tpgid flags minflt cminflt majflt
-        # cmajflt utime stime cutime cstime ...
-        (root / str(pid) / "stat").write_text(
-            f"{pid} (proc {pid}) S {ppid} {group} {group} 0 -1 0 0 0 0 0 {own} 0 {children} "
-            "0 20 0\n")
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
-def at(snapshot: hostload.LoadSnapshot | None, wall_s: float) -> hostload.LoadSnapshot:
-    assert snapshot is not None
-    return dataclasses.replace(snapshot, wall_s=wall_s)
+def taken(wall_s: float, busy: int, irq: int,
+          processes: dict[int, tuple[int, ...]]) -> hostload.LoadSnapshot:
+    """A snapshot of made-up counters in clock ticks, as the kernel counts them: all cores' busy
+    and irq time, and per pid (group, own, children[, parent])."""
+    cpu = SimpleNamespace(user=busy * TICK_S, nice=0.0, system=0.0, irq=irq * TICK_S,
+                          softirq=0.0, steal=0.0)
+    times = {pid: hostload.ProcessTimes(f"proc {pid}", group, own * TICK_S, children * TICK_S,
+                                        parent[0] if parent else 1)
+             for pid, (group, own, children, *parent) in processes.items()}
+    return hostload.LoadSnapshot.of(wall_s, cpu, times, WORKER)
 
 
-def test_a_child_that_came_and_went_is_the_workers_own(tmp_path: Path) -> None:
+def test_a_child_that_came_and_went_is_the_workers_own() -> None:
     """The child ran 40 ticks between the snapshots, then exited and was reaped by the worker.
 
     Its time is in the machine's busy total and, once reaped, in the worker's cutime; the old
     check (group members' utime + stime only) called those 40 ticks "other processes".
     """
-    proc = tmp_path / "proc"
-    write_proc(proc, busy=1000, irq=0, processes={WORKER: (WORKER, 50, 0), CHILD: (WORKER, 10, 0)})
-    before = at(hostload.snapshot(proc, group=WORKER), 0.0)
+    before = taken(0.0, busy=1000, irq=0,
+                   processes={WORKER: (WORKER, 50, 0), CHILD: (WORKER, 10, 0)})
     # The worker ran 30 more ticks; the child 40 more, then it was reaped (10 + 40 = 50).
-    write_proc(proc, busy=1070, irq=0, processes={WORKER: (WORKER, 80, 50)})
-    ticks_per_s = os.sysconf("SC_CLK_TCK")
-    after = at(hostload.snapshot(proc, group=WORKER), 70 / ticks_per_s)
+    after = taken(70 * TICK_S, busy=1070, irq=0, processes={WORKER: (WORKER, 80, 50)})
     load = hostload.other_load(before, after)
     assert load is not None and load.other_cores == pytest.approx(0.0)
     assert not load.contended
-    without_children = dataclasses.replace(after, group_ticks=80)  # the pre-fix sum
+    without_children = dataclasses.replace(after, group_s=80 * TICK_S)  # the pre-fix sum
     assert hostload.other_load(before, without_children).other_cores > 0.5
 
 
-def test_a_stranger_is_still_other_and_named(tmp_path: Path) -> None:
-    proc = tmp_path / "proc"
+def test_a_stranger_is_still_other_and_named() -> None:
     ticks_per_s = os.sysconf("SC_CLK_TCK")
-    write_proc(proc, busy=1000, irq=0,
-               processes={WORKER: (WORKER, 50, 0), STRANGER: (STRANGER, 0, 0)})
-    before = at(hostload.snapshot(proc, group=WORKER), 0.0)
-    write_proc(proc, busy=1000 + 2 * ticks_per_s, irq=ticks_per_s // 2,
-               processes={WORKER: (WORKER, 50 + ticks_per_s, 0),
-                          STRANGER: (STRANGER, ticks_per_s, 0)})
-    load = hostload.other_load(before, at(hostload.snapshot(proc, group=WORKER), 1.0))
+    before = taken(0.0, busy=1000, irq=0,
+                   processes={WORKER: (WORKER, 50, 0), STRANGER: (STRANGER, 0, 0)})
+    after = taken(1.0, busy=1000 + 2 * ticks_per_s, irq=ticks_per_s // 2,
+                  processes={WORKER: (WORKER, 50 + ticks_per_s, 0),
+                             STRANGER: (STRANGER, ticks_per_s, 0)})
+    load = hostload.other_load(before, after)
     assert load.other_cores == pytest.approx(1.0)
     assert load.interrupt_cores == pytest.approx(0.5, abs=0.02)  # apart, not "other"
     assert load.top_others == ((f"proc {STRANGER} ({STRANGER})", pytest.approx(1.0)),)
@@ -80,36 +65,33 @@ def test_a_stranger_is_still_other_and_named(tmp_path: Path) -> None:
 SIBLING, SIBLING_CHILD, SPINNER = 102, 300, 400
 
 
-def test_a_stranger_reaped_by_the_group_does_not_hide_a_spinner(tmp_path: Path) -> None:
+def test_a_stranger_reaped_by_the_group_does_not_hide_a_spinner() -> None:
     """The fresh-clone failure: under pytest -n 2 the sibling xdist process (our group) reaped
     its worker (own session) during the window, and the worker's whole lifetime (500 ticks, 450
     of them before the window) joined our cutime; busy minus group then read 0.49 cores while
     the spinner itself used 0.98. Both readings agree once the carried ticks are taken out."""
-    proc = tmp_path / "proc"
     ticks_per_s = os.sysconf("SC_CLK_TCK")
-    write_proc(proc, busy=10_000, irq=0, processes={
+    before = taken(0.0, busy=10_000, irq=0, processes={
         WORKER: (WORKER, 50, 0), SIBLING: (WORKER, 20, 0),
         SIBLING_CHILD: (SIBLING_CHILD, 450, 0, SIBLING), SPINNER: (SPINNER, 0, 0)})
-    before = at(hostload.snapshot(proc, group=WORKER), 0.0)
     # One second: the sibling's worker ran 50 more ticks and was reaped; the spinner ran 1 s.
-    write_proc(proc, busy=10_000 + 50 + ticks_per_s, irq=0, processes={
+    after = taken(1.0, busy=10_000 + 50 + ticks_per_s, irq=0, processes={
         WORKER: (WORKER, 50, 0), SIBLING: (WORKER, 20, 500), SPINNER: (SPINNER, ticks_per_s, 0)})
-    load = hostload.other_load(before, at(hostload.snapshot(proc, group=WORKER), 1.0))
+    load = hostload.other_load(before, after)
     assert load is not None
     assert load.other_cores >= load.top_others[0][1] == pytest.approx(1.0)
     assert load.contended
 
 
-def test_other_cores_are_never_fewer_than_the_strangers_seen(tmp_path: Path) -> None:
+def test_other_cores_are_never_fewer_than_the_strangers_seen() -> None:
     """Whatever the group's counters say, the busiest stranger's own time is a floor."""
-    proc = tmp_path / "proc"
     ticks_per_s = os.sysconf("SC_CLK_TCK")
-    write_proc(proc, busy=1000, irq=0, processes={WORKER: (WORKER, 0, 0), SPINNER: (SPINNER, 0, 0)})
-    before = at(hostload.snapshot(proc, group=WORKER), 0.0)
+    before = taken(0.0, busy=1000, irq=0,
+                   processes={WORKER: (WORKER, 0, 0), SPINNER: (SPINNER, 0, 0)})
     # A reaped child of the group's that /proc never showed: cutime jumps by 2 s of old work.
-    write_proc(proc, busy=1000 + ticks_per_s, irq=0, processes={
+    after = taken(1.0, busy=1000 + ticks_per_s, irq=0, processes={
         WORKER: (WORKER, 0, 2 * ticks_per_s), SPINNER: (SPINNER, ticks_per_s, 0)})
-    load = hostload.other_load(before, at(hostload.snapshot(proc, group=WORKER), 1.0))
+    load = hostload.other_load(before, after)
     assert load is not None and load.other_cores == pytest.approx(1.0)
 
 
@@ -126,10 +108,9 @@ def test_a_real_short_cpu_burning_child_counts_as_ours() -> None:
     usage_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     child_s = (usage_after.ru_utime + usage_after.ru_stime
                - usage_before.ru_utime - usage_before.ru_stime)
-    ticks_per_s = os.sysconf("SC_CLK_TCK")
     assert child_s >= 0.25
     # Tick rounding: at most a couple of ticks short of what the kernel charged the child.
-    assert after.group_ticks - before.group_ticks >= child_s * ticks_per_s - 3
+    assert after.group_s - before.group_s >= child_s - 3 * TICK_S
 
 
 def test_a_child_spawned_during_the_timed_samples_is_counted_as_ours() -> None:
@@ -165,7 +146,7 @@ def test_a_child_spawned_during_the_timed_samples_is_counted_as_ours() -> None:
     policy = TimingPolicy(min_samples=3, min_time_s=0.0, warmup_s=0.0, target_sample_s=0.0)
     autorange(step, lambda: None, policy, Window())
     assert timed["spawned"]
-    child_ticks = (usage["end"] - usage["begin"]) * os.sysconf("SC_CLK_TCK")
-    assert child_ticks >= 0.25 * os.sysconf("SC_CLK_TCK")
-    own = snapshots["end"].group_ticks - snapshots["begin"].group_ticks
-    assert own >= child_ticks - 3  # the child's whole CPU time is the worker's own
+    child_s = usage["end"] - usage["begin"]
+    assert child_s >= 0.25
+    own = snapshots["end"].group_s - snapshots["begin"].group_s
+    assert own >= child_s - 3 * TICK_S  # the child's whole CPU time is the worker's own

@@ -1,4 +1,4 @@
-"""report.html: the markdown subset converted, figures embedded, and the page read by a browser.
+"""report.html: the markdown converted, figures embedded, and the page read by a browser.
 
 The browser test opens the page in headless Chromium (Debian's `chromium`, installed by
 `make test` when apt is usable) and keeps a screenshot in test-artifacts/ (git-ignored).
@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.report.html import markdown_to_html, split_row, write_html_report
+from harness.report.html import markdown_to_html, write_html_report
 from tests.synthetic_runs import cell_result, write_run
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -39,27 +39,33 @@ of one paragraph.
 
 | cell | note |
 |---|---|
-| torch \\| cpu | `a|b` ok |
+| torch \\| cpu | `a\\|b` ok |
 
 ![gone](missing.png)
 """
 
 
-def test_markdown_subset_becomes_html() -> None:
+def test_markdown_becomes_html() -> None:
     body = markdown_to_html(MARKDOWN, lambda target: None if "missing" in target else
                             f"data:image/png;base64,{target}")
     assert "<h1>Benchmark report</h1>" in body and "<h2>At a glance</h2>" in body
-    assert ("<p>Drawn from <code>run-1</code>: <strong>two</strong> lines of one paragraph.</p>"
+    assert ("<p>Drawn from <code>run-1</code>: <strong>two</strong> lines\nof one paragraph.</p>"
             in body)
     assert body.count("<li>") == 2 and "<strong>matmul</strong>" in body
     assert "&lt;fast&gt; &amp; cheap" in body  # text is escaped, never markup
-    assert '<img src="data:image/png;base64,fig.png" alt="matmul: overview">' in body
+    assert ('<figure><img src="data:image/png;base64,fig.png" alt="matmul: overview">'
+            "<figcaption>matmul: overview</figcaption></figure>") in body
+    assert "<p><figure>" not in body  # a lone image is a figure, outside any paragraph
     assert "<td>torch | cpu</td>" in body and "<th>cell</th>" in body
+    assert "<td><code>a|b</code> ok</td>" in body
     assert "[missing figure: missing.png]" in body
 
 
 def test_escaped_pipes_stay_inside_their_cell() -> None:
-    assert split_row("| a \\| b | c |") == ["a | b", "c"]
+    # summary.md escapes every pipe in a cell, code spans included (GFM splits on a bare one).
+    body = markdown_to_html("| a \\| b | c |\n|---|---|\n| `x\\|y` | z |\n", lambda _: None)
+    assert "<th>a | b</th>" in body and "<td><code>x|y</code></td>" in body
+    assert body.count("<td>") == 2
 
 
 def test_figures_are_embedded_so_the_page_stands_alone(tmp_path: Path) -> None:

@@ -258,3 +258,9 @@ def test_merged_rounds_keep_what_one_call_did_the_plan_apart_and_every_round(
     assert case.cold_seconds == 1.0
     assert case.samples == [1.0, 1.1, 1.2, 2.0, 2.1, 2.2]
     assert case.sample_rounds == [0, 0, 0, 1, 1, 1] and case.round_medians == [1.1, 2.1]
+
+
+def test_the_exact_test_counts_ties_as_the_enumeration_does() -> None:
+    # [1, 2, 3, 4] vs [4, 5, 6, 7]: of the 70 ways to split the 8 values, 4 are as extreme
+    # (ties at 4 shared), p = 4/70; the hand-written exact test said 2/70, "significant".
+    assert exact_mann_whitney_p([1, 2, 3, 4], [4, 5, 6, 7]) == pytest.approx(4 / 70)
