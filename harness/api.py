@@ -42,7 +42,6 @@ from harness.run.executors import (
     Executor,
     StateTally,
     executor_from_options,
-    make_executor,
 )
 from harness.run.executors import slurm as slurm_executor
 from harness.run.planner import cell_refusal, refuse_declared
@@ -324,7 +323,7 @@ def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = 
     does); without them Ctrl-C still stops the running worker and the run ends interrupted.
     `executor`: where the cells run ('local', the default, or a harness.run.executors one).
     """
-    chosen = make_executor(executor)
+    chosen = executor_from_options(executor)
     spec = run.spec
     _preflight(chosen, run.cells, RunOptions(timeout_s=run.timeout_s))
     run_dir = store.new_run_dir(run.out, spec.name)
@@ -405,7 +404,7 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
         result = resume_run(resume, executor=executor, progress=progress,
                             command=["harness.compare", "--resume", str(resume)])
         if report and result.stopped_by is None:
-            render_report_safely(result.path)
+            draw_report(result.path)
         return result
     from harness.run import forkserver
 
@@ -416,7 +415,7 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
         result = execute(run, ceilings=ceilings, progress=progress, executor=executor,
                          command=["harness.compare", str(workload or f"--model={model}")])
     if report and result.stopped_by is None:
-        render_report_safely(result.path)
+        draw_report(result.path)
     return result
 
 
@@ -435,9 +434,9 @@ def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
     except store.StoreError as exc:
         raise BadInput(f"--resume: {exc}") from None
     spec = registry.load_workload(document.workload)
-    # None: where the run ran, with its own settings (partition, time limit, sbatch...).
-    chosen = make_executor(executor) if executor is not None else executor_from_options(
-        None, stored=document.executor)
+    # None: where the run ran, with its own settings (partition, time limit, sbatch...); a
+    # SLURM run resumed with 'slurm' keeps them too, as the CLI's --resume does.
+    chosen = executor_from_options(executor, stored=document.executor)
     slurm_executor.check_no_live_tasks(run_dir, cancel_running)
     _preflight(chosen, resume_plan.cells_to_run(resume_plan.planned_cells(document),
                                                 resume_plan.kept_results(document, run_dir)),
@@ -472,11 +471,6 @@ def load(paths: Path | str | Sequence[Path | str]) -> pd.DataFrame:
         store.read_run(folder)
         frames.append(read_measurements(folder))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def render_report_safely(run_dir: Path) -> list[Path]:
-    """Draw the run's report; a drawing failure must never cost the measurements."""
-    return draw_report(run_dir).written
 
 
 @dataclass(frozen=True)
@@ -604,7 +598,7 @@ def _execute(cells: list[Cell], options: RunOptions, run_dir: Path,
              add: Callable[[Cell, Any], None], progress: bool,
              executor: Executor | None = None) -> bool:
     """The executor's run of `cells`; each result handed to `add`; progress when asked."""
-    chosen = executor or make_executor()
+    chosen = executor or executor_from_options()
     if not progress:
         return chosen.run(cells, options, run_dir, add)
     tally = StateTally()

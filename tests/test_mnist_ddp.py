@@ -236,10 +236,19 @@ def test_runs_without_the_scaling_hint_get_no_scaling_section() -> None:
 
 
 def test_report_draws_the_scaling_figure_and_section(tmp_path: Path) -> None:
-    from harness.report.views.scaling import render
+    from harness.report import render_report
+    from tests.synthetic_runs import write_run
 
-    figures, markdown = render([_document(mnist_ddp.SPEC.report_hints())], tmp_path)
+    stored = _document(mnist_ddp.SPEC.report_hints())
+    # Stored as `harness compare` stores a run, then drawn as `harness report` draws it.
+    run = write_run(tmp_path / "run", stored["cells"], stored["host"],
+                    {"processes": [1, 2, 4]}, workload="mnist-ddp", sweep="processes",
+                    work=lambda case: {}, extra_doc={"hints": stored["hints"]})
+    out = tmp_path / "report"
+    figures = [path for path in render_report([run], out) if path.name.endswith("-scaling.png")]
     assert [path.name for path in figures] == ["mnist-ddp-scaling.png"]
     assert figures[0].stat().st_size > 0
-    assert markdown.startswith("## Data-parallel scaling")
-    assert "](mnist-ddp-scaling.png)" in markdown and "efficiency 80%" in markdown
+    summary = (out / "summary.md").read_text()
+    assert "\n## Data-parallel scaling\n" in summary
+    section = summary.split("\n## Data-parallel scaling\n")[1].split("\n## ")[0]
+    assert "](mnist-ddp-scaling.png)" in section and "efficiency 80%" in section

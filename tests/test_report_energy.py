@@ -1,10 +1,18 @@
-"""The report's energy view: energy per step beside time per step, and the two-part verdict."""
+"""The report's energy view: energy per step beside time per step, and the two-part verdict.
+
+The sections are read from summary.md of a report drawn from stored run folders, as
+`harness report` draws it, so what is checked is what the views show.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from harness.report import render_report
 from harness.report.views import energy as view
+from tests.synthetic_runs import write_run
+from tests.test_report import private_matplotlib  # noqa: F401 - autouse: matplotlib's cache
 
 
 def case(device: str, seconds_per_epoch: float, joules_per_step: float | None,
@@ -31,7 +39,17 @@ def document(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
                        "cases": [record]} for device, record in cases.items()]}
 
 
-def test_verdict_says_time_and_energy_per_step() -> None:
+def summary(tmp_path: Path, runs: list[dict[str, Any]]) -> str:
+    """summary.md of the report drawn from these documents, each stored as a run folder."""
+    folders = [write_run(tmp_path / "runs" / f"run{index}", run["cells"], run["host"],
+                         {run["sweep"]: [32]}, workload="mnist-small", sweep=run["sweep"],
+                         work=lambda case: {})
+               for index, run in enumerate(runs)]
+    render_report(folders, tmp_path / "report")
+    return (tmp_path / "report" / "summary.md").read_text()
+
+
+def test_verdict_says_time_and_energy_per_step(tmp_path: Path) -> None:
     # GPU: 0.1 s per 100-step epoch and 0.5 J per step; CPU: 0.4 s and 1.0 J per step.
     runs = [document({"cuda:0": case("cuda:0", 0.1, 0.5), "cpu": case("cpu", 0.4, 1.0)})]
     table = view.energy_table(runs)
@@ -42,7 +60,7 @@ def test_verdict_says_time_and_energy_per_step() -> None:
     assert lines == ["mnist-small torch preloaded, size 32 (box): cuda:0 vs cpu: GPU 4x faster "
                      "(beyond the noise (one round: run-to-run drift not measured)); 2x less "
                      "energy per step (500 mJ GPU board vs 1 J CPU packages)"]
-    text = view.render(runs)
+    text = summary(tmp_path, runs)
     assert "## Energy per step" in text and "idle included" in text
     assert "250 mJ above the 80 W idle" in text
 
@@ -61,28 +79,30 @@ def test_missing_cpu_energy_keeps_the_speed_verdict_and_says_why() -> None:
     assert "; CPU energy unavailable: no /sys/class/powercap" in line
 
 
-def test_runs_without_energy_records_add_no_section() -> None:
+def test_runs_without_energy_records_add_no_section(tmp_path: Path) -> None:
     bare = document({"cpu": {"case": {"batch_size": 32}, "status": "ok", "samples": [0.1],
                              "extra": {}}})
-    assert view.energy_table([bare]).empty and view.render([bare]) == ""
+    assert view.energy_table([bare]).empty
+    text = summary(tmp_path, [bare])
+    assert "## Energy per step" not in text and "## GPU state per case" not in text
     assert view.console_lines(bare) == []
 
 
-def test_gpu_state_suspicion_and_cuda_graph_reasons_reach_the_summary() -> None:
+def test_gpu_state_suspicion_and_cuda_graph_reasons_reach_the_summary(tmp_path: Path) -> None:
     gpu = case("cuda:0", 0.1, 0.5, suspect="GPU throttled (power cap, sw_power_cap) in 2 of 3 "
                "polls while timed")
     gpu["extra"]["cuda_graphs"] = {"captured": False, "graphs": 2, "skips": [
         "skipping cudagraphs due to mutated inputs (1 instances)"], "graph_breaks": {}}
-    text = view.render([document({"cuda:0": gpu})])
+    text = summary(tmp_path, [document({"cuda:0": gpu})])
     assert "## GPU state per case" in text
     assert "SUSPECT: GPU throttled (power cap" in text
     assert "CUDA graphs NOT captured" in text and "mutated inputs" in text
 
 
-def test_unmeasured_cases_are_one_line_per_reason() -> None:
+def test_unmeasured_cases_are_one_line_per_reason(tmp_path: Path) -> None:
     runs = [document({"cpu": case("cpu", 0.4, None, reason="no /sys/class/powercap"),
                       "cpu:1": case("cpu:1", 0.4, None, reason="no /sys/class/powercap")})]
-    text = view.render(runs)
+    text = summary(tmp_path, runs)
     assert text.count("no /sys/class/powercap") == 1
     assert "energy unavailable (2 cases: mnist-small torch cpu preloaded, mnist-small torch " \
            "cpu:1 preloaded): no /sys/class/powercap" in text

@@ -63,7 +63,8 @@ def refused_result(cell: Cell, reason: str) -> CellResult:
 
 
 def refuse_declared(spec: WorkloadSpec) -> Callable[[Cell], CellResult | None]:
-    """For harness.run.runner.run_matrix: a refused cell's result, or None to start a worker."""
+    """For harness.api's run of the cells: a refused cell's result (recorded at once, no
+    worker started), or None to start a worker."""
 
     def planned(cell: Cell) -> CellResult | None:
         reason = cell_refusal(spec, cell)

@@ -348,25 +348,19 @@ def run_json_child(module: str, args: list[str], cell: Cell,
         return document, ""
 
 
-def run_matrix(
-    cells: list[Cell],
-    options: RunOptions,
-    on_result: Callable[[Cell, CellResult], None],
-    planned: Callable[[Cell], CellResult | None] | None = None,
-) -> bool:
-    """Run every cell in order; returns False if a stop signal ended the matrix early.
+def run_matrix(cells: list[Cell], options: RunOptions,
+               on_result: Callable[[Cell, CellResult], None]) -> bool:
+    """Run every cell in order, each in a worker; False if a stop signal ended it early.
 
-    `planned` (harness.run.planner.refuse_declared) gives the result of a cell known not to
-    run, so no worker starts for it; None from it, or no `planned`, starts the worker.
+    Every cell given gets a worker: the cells the declarations refuse were answered before
+    this, without one (harness.api records harness.run.planner.refuse_declared's results).
     """
     # Workers forked from the run's warm processes; none with HARNESS_FORK_WORKERS=0.
     with forkserver.shared() as servers:
         for cell in cells:
             if interrupt.requested() is not None:  # arrived between two workers
                 return False
-            result = planned(cell) if planned is not None else None
-            if result is None:
-                result = run_worker(cell, options, servers)
+            result = run_worker(cell, options, servers)
             on_result(cell, result)
             if result.status == Status.INTERRUPTED:
                 return False

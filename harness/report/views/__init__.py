@@ -81,8 +81,3 @@ def registered() -> list[View]:
                     raise ValueError(f"two report views are named {value.name!r}")
                 found[value.name] = value()
     return sorted(found.values(), key=lambda view: (view.order, view.name))
-
-
-def view_names() -> list[str]:
-    """The names a workload may list in WorkloadSpec.views."""
-    return [view.name for view in registered()]

@@ -293,16 +293,6 @@ def graphs_text(graphs: dict[str, Any]) -> str:
     return text
 
 
-def render(documents: Sequence[RunDocument | dict[str, Any]]) -> str:
-    """Both sections on their own, with their headings ('' when nothing was recorded)."""
-    parts = []
-    for view, table in ((EnergyView(), energy_table(documents)),
-                        (GpuStateView(), pd.DataFrame({"line": gpu_state_lines(documents)}))):
-        if not table.empty:
-            parts += [f"## {view.heading}", "", *view.markdown(table, None, [], Path()), ""]
-    return "\n".join(parts) + "\n" if parts else ""
-
-
 def console_lines(document: RunDocument | dict[str, Any]) -> list[str]:
     """For the CLI after its table: verdicts and each case with a measured energy, else none."""
     table = energy_table([document])

@@ -218,13 +218,6 @@ def scaling_section(table: pd.DataFrame, figures: list[Path], out_dir: Path,
     return lines + [f"- {line}" for line in scaling_lines(table)]
 
 
-def summary_markdown(table: pd.DataFrame, figures: list[Path], out_dir: Path,
-                     labels: dict[str, Any] | None = None) -> str:
-    """The '## Data-parallel scaling' section of summary.md ('' when no run has the hint)."""
-    lines = scaling_section(table, figures, out_dir, labels)
-    return "\n".join([f"## {ScalingView.heading}", "", *lines]) + "\n" if lines else ""
-
-
 def draw(table: pd.DataFrame, out_dir: Path) -> list[Path]:
     """One PNG per workload: samples/s and efficiency vs processes, with the ideal lines."""
     from harness.report.style import use_private_matplotlib_config
@@ -277,17 +270,6 @@ def _finish_axes(rate_axis: Any, efficiency_axis: Any, measured: pd.DataFrame) -
     efficiency_axis.set(xlabel="processes", ylabel="scaling efficiency (%)", xticks=ticks,
                         title="efficiency vs 1 process", ylim=(0, top))
     efficiency_axis.legend(fontsize=7, loc="lower left")
-
-
-def render(documents: list[RunDocument], out_dir: Path,
-           labels: dict[str, Any] | None = None) -> tuple[list[Path], str]:
-    """The section on its own: (figures written, its markdown with the heading)."""
-    labels = labels if labels is not None else _stored_labels(documents)
-    table = scaling_table(documents, labels.get("series_params") or ())
-    if table.empty:
-        return [], ""
-    figures = draw(table, out_dir)
-    return figures, summary_markdown(table, figures, out_dir, labels)
 
 
 def _stored_labels(documents: Sequence[RunDocument | dict[str, Any]]) -> dict[str, Any]:

@@ -1,5 +1,9 @@
 """Where cells run: `local` (default: one worker process after another on this machine) or
-`slurm` (tasks of SLURM job arrays through submitit). See base.py for the seam."""
+`slurm` (tasks of SLURM job arrays through submitit). See base.py for the seam.
+
+`executor_from_options` makes one from a name and the CLI's options (or passes through one
+already made); `check_partitions` asks SLURM for the partitions before any run folder exists.
+"""
 
 from __future__ import annotations
 
@@ -12,37 +16,28 @@ from harness.spec import BadInput
 EXECUTORS = ("local", "slurm")
 
 __all__ = ["EXECUTORS", "CellState", "Executor", "LocalExecutor", "StateTally",
-           "executor_from_options", "make_executor"]
+           "executor_from_options"]
 
 
-def make_executor(executor: str | Executor | None = None, **settings: Any) -> Executor:
-    """An executor from its name (settings go to its constructor) or as given; None: local."""
-    if executor is None or executor == "local":
-        if settings:
-            raise BadInput(f"the local executor takes no settings ({', '.join(settings)}); "
-                           "they apply to --executor slurm")
-        return LocalExecutor()
-    if executor == "slurm":
-        from harness.run.executors.slurm import SlurmExecutor
-
-        return SlurmExecutor(**settings)
-    if isinstance(executor, str):
-        raise BadInput(f"unknown executor {executor!r}; valid: {', '.join(EXECUTORS)}")
-    return executor
-
-
-def executor_from_options(name: str | None = "local", *, partition_cpu: str | None = None,
-                          partition_gpu: str | None = None, time_limit_min: int | None = None,
-                          sbatch: list[str] | None = None, pending_limit_s: float | None = None,
+def executor_from_options(name: str | Executor | None = "local", *,
+                          partition_cpu: str | None = None, partition_gpu: str | None = None,
+                          time_limit_min: int | None = None, sbatch: list[str] | None = None,
+                          pending_limit_s: float | None = None,
                           stored: dict[str, Any] | None = None) -> Executor:
-    """The executor the CLI's --executor and its options describe; BadInput (one line) when
-    they do not fit together or SLURM cannot be reached from here.
+    """The executor the CLI's --executor and its options (or a Python caller's `executor=`)
+    describe; BadInput (one line) when they do not fit together or SLURM cannot be reached
+    from here. The one factory: the CLI and harness.api both come here, so a name means the
+    same executor, checked the same way, from either.
 
+    name: 'local', 'slurm', or an executor already made (harness.api's callers may pass one,
+    e.g. SlurmExecutor(cluster="local")): returned as given, its settings its own.
     stored: the executor a run was made with (run.json's "executor", for --resume): name None
     means that one, and each SLURM setting not given again is the run's own.
     """
     import shutil
 
+    if name is not None and not isinstance(name, str):
+        return name
     stored = stored or {}
     if name is None:
         name = str(stored.get("name") or "local")
