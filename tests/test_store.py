@@ -88,6 +88,7 @@ def test_read_run_accepts_a_harness_folder(tmp_path: Path) -> None:
     (lambda d: (d / "run.json").write_text('{"schema_version": 99}'), "newer"),
     (lambda d: (d / "measurements.csv").unlink(), "measurements.csv"),
 ])
+@pytest.mark.planted  # damages its run on purpose
 def test_read_run_refuses_damaged_or_foreign_folders(tmp_path: Path, damage, message: str) -> None:
     run_dir = _valid_run(tmp_path)
     damage(run_dir)
