@@ -264,3 +264,14 @@ def test_the_exact_test_counts_ties_as_the_enumeration_does() -> None:
     # [1, 2, 3, 4] vs [4, 5, 6, 7]: of the 70 ways to split the 8 values, 4 are as extreme
     # (ties at 4 shared), p = 4/70; the hand-written exact test said 2/70, "significant".
     assert exact_mann_whitney_p([1, 2, 3, 4], [4, 5, 6, 7]) == pytest.approx(4 / 70)
+
+
+def test_each_rounds_whole_calls_keep_their_round_in_the_csv(out_dir: Path) -> None:
+    planned = Cell("mnist-small", "as-written", "torch", "cpu", {"epochs": 2}, rounds=2)
+    results = [(index, CellResult(cell=planned, cases=[CaseResult(
+        {"epochs": 1}, cold_seconds=1.0 + index, samples=[1.0, 1.1, 1.2],
+        call_seconds=[1.0 + index], sample_steps=[4, 4, 4])])) for index in range(2)]
+    case = rounds.merge_cells(planned, results, ("epochs",)).cases[0]
+    assert case.call_seconds == [1.0, 2.0] and case.call_rounds == [0, 1]
+    rows = [row for row in store.epoch_rows({}, case)]
+    assert [(row["sample"], row["round"]) for row in rows] == [(1, 0), (2, 1)]

@@ -604,6 +604,10 @@ class CsvCheck:
             index = int(number) if number is not None and number == number else 0
             expected = calls[index - 1] if 1 <= index <= len(calls) else None
             self.expect(measured, f"seconds of epoch {index}", line, row, "seconds", expected)
+            rounds = measured.case.call_rounds
+            if rounds and "round" in row and 1 <= index <= len(rounds):
+                self.expect(measured, f"round of epoch {index}", line, row, "round",
+                            float(rounds[index - 1]))
 
     def cell_rows(self, rows: list[CsvRow]) -> None:
         """Rows no case claimed: a cell's status row, or a row with no case in run.json."""

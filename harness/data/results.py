@@ -100,7 +100,7 @@ _MEASURED_KEYS = ("cold_seconds", "samples", "calls_per_sample", "timer_overhead
 # set, so a case timed call by call keeps its layout.
 _BLOCK_KEYS = ("call_seconds", "sample_steps")
 # Keys of a case measured over rounds, or timed again after contention: written where set.
-_ROUND_KEYS = ("sample_rounds", "round_medians")
+_ROUND_KEYS = ("sample_rounds", "round_medians", "call_rounds")
 # The plan's values of parameters the rounds shared out (harness.run.rounds), where they differ
 # from what one worker's call did: written where set.
 _PLANNED_KEYS = ("planned",)
@@ -164,6 +164,9 @@ class CaseResult:
     # samples; empty = all round 0) and the median of each round's samples, round 0 first.
     sample_rounds: list[int] = field(default_factory=list)
     round_medians: list[float] = field(default_factory=list)
+    # The round of each whole call in call_seconds (parallel to it; empty = all round 0):
+    # each round is a new worker, whose first call is cold again.
+    call_rounds: list[int] = field(default_factory=list)
     # Every timing of the case when one was contended and timed again (empty: timed once).
     attempts: list[Attempt] = field(default_factory=list)
     # Measured over rounds that shared out the plan's work: the planned values of the shared

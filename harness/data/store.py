@@ -140,12 +140,15 @@ def epoch_rows(case_base: dict[str, Any], case: CaseResult) -> list[dict[str, An
     """The whole calls (epochs) of a case timed in blocks of steps (harness.measure.blocks).
 
     Its warm rows are blocks scaled to seconds per call, each with `block_steps`, the steps
-    its block ran; every whole call is kept as a row of phase "epoch" (sample = the epoch's
-    number, 1 the cold one), which the epoch figure draws.
+    its block ran; every whole call is kept as a row of phase "epoch" (sample = the call's
+    number over the case's rounds, 1 the cold one; round = the worker that ran it), which the
+    epoch figure draws, numbering the calls within each round.
     """
-    return [{**case_base, "phase": "epoch", "sample": number, "seconds": seconds,
-             "calls_per_sample": 1}
-            for number, seconds in enumerate(case.call_seconds, start=1)]
+    rounds = case.call_rounds or [0] * len(case.call_seconds)
+    return [{**case_base, "phase": "epoch", "sample": number, "round": round_number,
+             "seconds": seconds, "calls_per_sample": 1}
+            for number, (seconds, round_number) in enumerate(zip(case.call_seconds, rounds),
+                                                             start=1)]
 
 
 def write_measurements(run_dir: Path, rows: Iterable[dict[str, Any]]) -> None:

@@ -142,6 +142,7 @@ def merge_cases(planned: Cell, rounds: list[tuple[int, CaseResult]],
         merged.samples += result.samples
         merged.sample_rounds += [index] * len(result.samples)
         merged.call_seconds += result.call_seconds
+        merged.call_rounds += [index] * len(result.call_seconds)
         merged.sample_steps += result.sample_steps
         merged.attempts += [replace(attempt, round=index) for attempt in result.attempts]
         if result.samples:

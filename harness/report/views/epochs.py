@@ -104,7 +104,9 @@ def epoch_times(prepared: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
     frame["round"] = rows["round"].fillna(0).astype(int) if "round" in rows else 0
     # per_call timing: the cold call is epoch 1 and warm sample k is epoch k + 1.
     frame["epoch"] = np.where(frame["phase"] == "cold", 1, frame["sample"].fillna(0) + 1)
-    frame["epoch"] = frame["epoch"].where(frame["phase"] != "epoch", frame["sample"])
+    # Whole calls over rounds: numbered within their round (each round's first is cold).
+    within_round = frame.groupby([*CASE_KEYS, "round"]).cumcount() + 1
+    frame["epoch"] = frame["epoch"].where(frame["phase"] != "epoch", within_round)
     return frame.sort_values([*CASE_KEYS, "epoch"])
 
 
@@ -197,7 +199,7 @@ def epochs_figure(times: pd.DataFrame, accuracy: pd.DataFrame, title: str,
         axis.set_axis_off()
     _accuracy_panel(figure.add_subplot(grid[:, 1]), accuracy, labels)
     machines = "" if several_machines or times.empty else f" on {times['machine'].iloc[0]}"
-    what = "training epochs" if call == "epoch" else f"training calls of one {call} each"
+    what = "training epochs" if call == "epoch" else f"timed training calls (each a {call})"
     figure.suptitle(f"{title}: {what}{machines}", fontsize=11)
     legend_cells = pd.concat([times[["framework", "device_kind"]],
                               accuracy[["framework", "device_kind"]]]).drop_duplicates()
