@@ -7,6 +7,7 @@ TaskSpec vs Measurement). Nothing here imports a framework.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -344,9 +345,60 @@ class FrameworkSpec:
         return {"color": self.color, "label": self.label or self.name}
 
 
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in for a parameter value (lists, dicts and sets nested in it)."""
+    if isinstance(value, dict):
+        return frozenset((key, _frozen(item)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(item) for item in value)
+    if isinstance(value, set):
+        return frozenset(_frozen(item) for item in value)
+    return value
+
+
+class FrozenParams(dict[str, Any]):
+    """A cell's parameters: a dict to every reader (JSON, `**`, `dict(...)`), but read-only
+    and hashable, so the Cell holding it is a key (torch.utils.benchmark's TaskSpec)."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(_frozen(dict(self)))
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a cell's params are read-only: build a new Cell with replace()")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled (SLURM, forked workers) as a dict
+        return (FrozenParams, (dict(self),))
+
+
+@dataclass(frozen=True)
+class CellKey:
+    """A cell's identity: (workload, variant, framework, device), the same in every round.
+
+    Rounds, the recorder, resume, SLURM file names, diff and the report group by it.
+    """
+
+    workload: str
+    variant: str
+    framework: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.workload}/{self.variant} {self.framework} on {self.device}"
+
+    @property
+    def slug(self) -> str:
+        """'fp32-torch-cuda0': unique within a run (one workload), safe as a file name."""
+        return re.sub(r"[^A-Za-z0-9_.-]+", "", f"{self.variant}-{self.framework}-{self.device}")
+
+
 @dataclass(frozen=True)
 class Cell:
-    """One (workload, variant, framework, device) combination: one worker process."""
+    """One (workload, variant, framework, device) combination: one worker process.
+
+    Frozen and hashable (its params are FrozenParams); `key` is its identity across rounds.
+    """
 
     workload: str
     variant: str
@@ -359,9 +411,17 @@ class Cell:
     rounds: int = 1
     round: int = 0
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.params, FrozenParams):
+            object.__setattr__(self, "params", FrozenParams(self.params))
+
+    @property
+    def key(self) -> CellKey:
+        return CellKey(self.workload, self.variant, self.framework, self.device)
+
     @property
     def label(self) -> str:
-        return f"{self.workload}/{self.variant} {self.framework} on {self.device}"
+        return str(self.key)
 
     def as_dict(self) -> dict[str, Any]:
         document: dict[str, Any] = {

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.data.results import CaseResult, CellResult, HarnessCost
-from harness.spec import Cell, WorkloadSpec, worst_status
+from harness.spec import Cell, CellKey, WorkloadSpec, worst_status
 
 # The default number of rounds, chosen from measurements (docs/findings.md, 2-core VM under
 # load, 3 quick matmul runs each): 1 round gave 10 contradicting verdicts of 54 pairwise
@@ -182,8 +182,9 @@ def merge_cells(planned: Cell, rounds: list[tuple[int, CellResult]],
     return merged
 
 
-def cell_key(cell: Cell) -> tuple[str, str, str]:
-    return (cell.variant, cell.framework, cell.device)
+def cell_key(cell: Cell) -> CellKey:
+    """The cell's identity across its rounds (Cell.key)."""
+    return cell.key
 
 
 @dataclass
@@ -192,17 +193,17 @@ class RoundMerger:
 
     spec: WorkloadSpec
     rounds: int
-    planned: dict[tuple[str, str, str], Cell]  # the cells as planned, by cell_key
-    seen: dict[tuple[str, str, str], list[tuple[int, CellResult]]] = field(default_factory=dict)
+    planned: dict[CellKey, Cell]  # the cells as planned, by their key
+    seen: dict[CellKey, list[tuple[int, CellResult]]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, spec: WorkloadSpec, cells: list[Cell], rounds: int) -> RoundMerger:
-        return cls(spec, rounds, {cell_key(cell): replace(cell, rounds=rounds, round=0)
+        return cls(spec, rounds, {cell.key: replace(cell, rounds=rounds, round=0)
                                   for cell in cells})
 
     def add(self, cell: Cell, result: CellResult) -> CellResult:
         """Record round `cell.round` of a cell; the cell's result over its rounds so far."""
-        key = cell_key(cell)
+        key = cell.key
         planned = self.planned.get(key) or replace(cell, round=0)
         self.seen.setdefault(key, []).append((cell.round, result))
         return merge_cells(planned, self.seen[key], self.spec.round_split)

@@ -81,10 +81,7 @@ LOCAL_STATES = {"RUNNING": "RUNNING", "FINISHED": "COMPLETED", "INTERRUPTED": "C
 def cell_id(cell: Cell) -> str:
     """'fp32-torch-cuda0' ('fp32-torch-cuda0-round2' for a round of a run of several): the
     cell's file name in RUN_DIR/cells, unique within a run, so no round overwrites another."""
-    name = f"{cell.variant}-{cell.framework}-{cell.device}"
-    if cell.rounds > 1:
-        name += f"-round{cell.round}"
-    return re.sub(r"[^A-Za-z0-9_.-]+", "", name)
+    return cell.key.slug + (f"-round{cell.round}" if cell.rounds > 1 else "")
 
 
 def default_time_limit_min(timeout_s: float) -> int:
