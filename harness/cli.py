@@ -198,32 +198,30 @@ def compare(
     # One set of warm processes for every child, from the --model inspection to the last cell.
     with forkserver.shared():
         try:
-            stored = store.read_run(resume).get("executor") if resume is not None else None
             chosen = executor_from_options(executor if executor or resume else "local",
                                            partition_cpu=partition_cpu,
                                            partition_gpu=partition_gpu, time_limit_min=time_limit,
                                            sbatch=sbatch, pending_limit_s=pending_limit,
-                                           stored=stored if isinstance(stored, dict) else None)
-            if resume is not None:
-                spec = registry.load_workload(str(store.read_run(resume).get("workload")))
-            else:
+                                           stored=stored_executor(resume))
+            if resume is None:
                 # api.plan splits `--x a --x b,c` itself, as it does for Python callers.
                 run = api.plan(workload, frameworks=framework, devices=device,
                                variants=variant, sizes=parse_sizes(sizes),
                                params=parse_param_overrides(param), data=data, quick=quick,
                                out=out, timeout_s=timeout, model=model, rounds=rounds,
                                seed=seed)
-                spec = run.spec
         except (BadInput, store.StoreError) as exc:
             fail_input(str(exc))
         with interrupt.stop_on_signals():
             try:
-                result = api.resume_run(resume, executor=chosen, command=sys.argv,
-                                        cancel_running=cancel_running) \
-                    if resume is not None else \
-                    api.execute(run, ceilings=ceilings, command=sys.argv, executor=chosen)
+                result = api.execute(run, ceilings=ceilings, command=sys.argv, executor=chosen) \
+                    if resume is None else \
+                    api.resume_run(resume, executor=chosen, command=sys.argv,
+                                   cancel_running=cancel_running)
             except BadInput as exc:
                 fail_input(str(exc))
+    # A resumed run's spec by its stored name, as resume_run loaded it.
+    spec = run.spec if resume is None else registry.load_workload(result.document.workload)
     print_results(spec, result)
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
     drawn = api.draw_report(result.path) if result.stopped_by is None and report else None
@@ -233,6 +231,13 @@ def compare(
     # A failed cell says more than a failed drawing; either way the measurements are saved.
     raise typer.Exit(result.exit_code or (drawn.exit_code if drawn else 0)
                      or (api.EXIT_FAILED_CELL if mismatches else 0))
+
+
+def stored_executor(resume: Path | None) -> dict[str, Any] | None:
+    """The executor a run to resume was made with (its run.json's): --executor and the slurm
+    options given replace its settings one by one. StoreError when RESUME is no run folder."""
+    stored = store.read_run(resume).get("executor") if resume is not None else None
+    return stored if isinstance(stored, dict) else None
 
 
 def self_check(result: api.RunResult) -> int:

@@ -12,6 +12,7 @@ import pytest
 import harness
 from harness import api
 from harness.data import store
+from harness.run import session
 from harness.spec import BadInput, Status
 
 
@@ -21,7 +22,7 @@ def no_probe(*args: Any) -> dict[str, Any]:
 
 def test_compare_runs_every_cell_in_a_worker_and_returns_its_rows(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(api, "measure_ceilings", no_probe)
+    monkeypatch.setattr(session, "measure_ceilings", no_probe)
     out = tmp_path / "results"
     result = harness.compare("fault", frameworks="fake", devices=["cpu"], variants=["ok"],
                              sizes=[1, 2], quick=True, out=out, report=False, progress=False)
@@ -59,7 +60,7 @@ def test_ceilings_are_measured_when_the_workload_counts_work(
         measured.append((devices, largest_n))
         return figures
 
-    monkeypatch.setattr(api, "measure_ceilings", fake_measure)
+    monkeypatch.setattr(session, "measure_ceilings", fake_measure)
     result = harness.compare("fault-rated", frameworks="fake", devices="cpu", variants="ok",
                              quick=True, out=tmp_path, report=False, progress=False)
     assert measured == [(["cpu"], round((1e3 * 2 / 2) ** (1 / 3)))]
@@ -102,7 +103,7 @@ def test_load_reads_one_or_several_run_folders(tmp_path: Path) -> None:
 def test_bad_input_raises_before_anything_is_written(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workload: str,
         options: dict[str, Any], message: str) -> None:
-    monkeypatch.setattr(api, "measure_ceilings", no_probe)
+    monkeypatch.setattr(session, "measure_ceilings", no_probe)
     out = tmp_path / "results"
     out.mkdir()
     with pytest.raises(BadInput, match=message):

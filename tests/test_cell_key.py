@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from harness.run.executors.slurm import cell_id
-from harness.run.rounds import RoundMerger, cell_key
+from harness.run.rounds import RoundMerger
 from harness.spec import Cell, CellKey, FrozenParams
 
 
@@ -47,7 +47,6 @@ def test_one_key_across_rounds_for_the_merger_and_slurm_file_names() -> None:
     rounds = [replace(cell, rounds=3, round=index) for index in range(3)]
     assert {item.key for item in rounds} == {CellKey("mnist-small", "as-written", "torch",
                                                      "cuda:0")}
-    assert cell_key(rounds[2]) == cell.key
     assert cell_id(rounds[1]) == "as-written-torch-cuda0-round1"
     assert str(cell.key) == cell.label == "mnist-small/as-written torch on cuda:0"
     merger = RoundMerger.of(None, [cell], 3)  # type: ignore[arg-type]

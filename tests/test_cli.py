@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from harness import api
 from harness.cli import app
 from harness.data.results import CellResult
+from harness.run import plan as run_plan
 from harness.run import planner, runner
 from harness.spec import BadInput, Cell
 from workloads import mnist
@@ -180,7 +181,7 @@ def test_failed_probe_removes_the_folders_it_created(tmp_path: Path,
     def refuse(*args: object, **kwargs: object) -> None:
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(api.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(run_plan.tempfile, "mkstemp", refuse)
     with pytest.raises(BadInput, match="Read-only file system"):
         api.check_writable(tmp_path / "new" / "deeper")
     assert list(tmp_path.iterdir()) == []

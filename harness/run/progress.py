@@ -1,13 +1,34 @@
-"""The progress bar's ETA: the mean time of the cells already done times the cells left.
+"""What a run shows while it runs, on stderr: the progress bar, the cells' states, the ETA.
 
-Why not rich's TimeRemainingColumn: it estimates speed from the last 30 s only, and a cell
-usually takes longer than that, so it would show no estimate for most of a run.
+Progress goes to stderr (`console`), never into the returned data or stdout's tables.
+
+The ETA is the mean time of the cells already done times the cells left. Why not rich's
+TimeRemainingColumn: it estimates speed from the last 30 s only, and a cell usually takes
+longer than that, so it would show no estimate for most of a run.
 """
 
 from __future__ import annotations
 
-from rich.progress import ProgressColumn, Task
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.text import Text
+
+from harness.data.results import CellResult
+from harness.run.executors import CellState, Executor, StateTally
+from harness.run.executors.base import OnResult
+from harness.run.runner import RunOptions
+from harness.spec import Cell
+
+console = Console(stderr=True)
 
 
 def eta_seconds(elapsed: float | None, completed: float, total: float | None) -> float | None:
@@ -31,3 +52,25 @@ class CellEtaColumn(ProgressColumn):
     def render(self, task: Task) -> Text:
         return Text(format_eta(eta_seconds(task.elapsed, task.completed, task.total)),
                     style="progress.remaining")
+
+
+def run_with_progress(executor: Executor, cells: list[Cell], options: RunOptions,
+                      run_dir: Path, add: OnResult) -> bool:
+    """The executor's run of `cells` under a progress bar: the last result, the count done,
+    the cells per state (queued, running, done: harness.run.executors.StateTally), the time
+    and the ETA. Each result is handed to `add` first. The bar is gone when the run ends."""
+    tally = StateTally()
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
+                  "{task.total}"), TextColumn("{task.fields[states]}"), TimeElapsedColumn(),
+                  CellEtaColumn(), console=console, transient=True) as bar:
+        task = bar.add_task("cells", total=len(cells), states="")
+
+        def on_result(cell: Cell, result: CellResult) -> None:
+            add(cell, result)
+            bar.update(task, advance=1, description=f"{cell.label}: {result.status.value}")
+
+        def on_state(cell: Cell, state: CellState, reason: str = "") -> None:
+            tally.update(cell, state, reason)
+            bar.update(task, states=tally.text())
+
+        return executor.run(cells, options, run_dir, on_result, on_state)

@@ -20,11 +20,6 @@ from harness.spec import BadInput, Cell, Status
 TASK_RESULTS_FOLDER = "cells"  # where SLURM tasks write (harness.run.executors.slurm)
 
 
-def cell_key(cell: Cell) -> tuple[str, str, str]:
-    """What tells the cells of one run apart: (variant, framework, device)."""
-    return (cell.variant, cell.framework, cell.device)
-
-
 def planned_cells(document: RunDocument) -> list[Cell]:
     """The cells the run was planned with (stored in run.json since --resume exists)."""
     if not document.planned_cells:
@@ -55,11 +50,11 @@ def kept_results(document: RunDocument, run_dir: Path) -> list[CellResult]:
     """The finished results of a stored run: run.json's, then task files it never recorded
     (or recorded as interrupted while the very task that wrote the file went on to finish)."""
     kept = [result for result in document.cells if not never_ran(result)]
-    done = {cell_key(result.cell) for result in kept}
-    recorded_jobs = {cell_key(result.cell): (result.slurm or {}).get("job_id")
+    done = {result.cell.key for result in kept}
+    recorded_jobs = {result.cell.key: (result.slurm or {}).get("job_id")
                      for result in document.cells}
     for result in _task_results(run_dir):
-        key = cell_key(result.cell)
+        key = result.cell.key
         if key in done or never_ran(result):
             continue
         written_by = (result.slurm or {}).get("job_id")
@@ -73,21 +68,25 @@ def kept_results(document: RunDocument, run_dir: Path) -> list[CellResult]:
 
 def cells_to_run(planned: list[Cell], kept: list[CellResult]) -> list[Cell]:
     """The planned cells without a kept result, in the planned order."""
-    done = {cell_key(result.cell) for result in kept}
-    return [cell for cell in planned if cell_key(cell) not in done]
+    done = {result.cell.key for result in kept}
+    return [cell for cell in planned if cell.key not in done]
 
 
-def reopen(document: RunDocument, run_dir: Path, executor: dict[str, Any],
-           command: list[str]) -> tuple[list[CellResult], list[Cell]]:
-    """Ready a stored run's document to go on: (the results kept, the cells to run).
+def remaining(document: RunDocument, run_dir: Path) -> tuple[list[CellResult], list[Cell]]:
+    """(the results kept, the planned cells without one): read before anything is changed, so
+    the executor can check those cells (SLURM's preflight) while the folder is as it was."""
+    kept = kept_results(document, run_dir)
+    return kept, cells_to_run(planned_cells(document), kept)
+
+
+def reopen(document: RunDocument, cells: list[Cell], executor: dict[str, Any],
+           command: list[str]) -> None:
+    """Ready a stored run's document to go on with CELLS.
 
     The document's cells are emptied (the caller records the kept ones again, which rewrites
     measurements.csv from them), its end and interruption marks cleared, the resume noted.
     """
-    kept = kept_results(document, run_dir)
-    cells = cells_to_run(planned_cells(document), kept)
     document.cells, document.finished, document.interrupted = [], None, False
     document.interrupted_by = ""
     document.resumed.append(
         {"started": time.time(), "command": command, "cells": len(cells), "executor": executor})
-    return kept, cells

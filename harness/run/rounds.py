@@ -182,11 +182,6 @@ def merge_cells(planned: Cell, rounds: list[tuple[int, CellResult]],
     return merged
 
 
-def cell_key(cell: Cell) -> CellKey:
-    """The cell's identity across its rounds (Cell.key)."""
-    return cell.key
-
-
 @dataclass
 class RoundMerger:
     """Collects each cell's round results as they arrive; gives the merged result so far."""

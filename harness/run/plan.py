@@ -1,0 +1,204 @@
+"""Planning a run: every input of `harness compare` resolved and checked before anything runs.
+
+Why apart from the session (harness.run.session): a plan writes nothing and starts no worker,
+so bad input (an unknown framework, sizes below 1, an --out that cannot be written) is one
+`BadInput` line before the run folder exists. `plan` gives the `RunPlan` a session runs.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.backend import canonical_device, parse_cuda_index
+from harness.core import registry
+from harness.measure import envinfo
+from harness.run import rounds as rounds_module
+from harness.spec import BadInput, Cell, WorkloadSpec, expand_matrix
+
+
+def split_names(values: Sequence[str] | str | None) -> list[str]:
+    """`a`, `[a, "b,c"]` -> [a, b, c]."""
+    if isinstance(values, str):
+        values = [values]
+    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+
+
+def given_names(option: str, values: Sequence[str] | str | None) -> list[str] | None:
+    """The names an option was given; None when it was not given at all.
+
+    Why refuse an empty value: `--device ""` (an unset shell variable, a stray `=`) would
+    otherwise be an empty matrix or, worse, silently the default.
+    """
+    if values is None:
+        return None
+    names = split_names(values)
+    if not names:
+        raise BadInput(f"{option} is empty: give at least one name (see `harness list`)")
+    return names
+
+
+def resolve_devices(values: Sequence[str] | str | None) -> list[str]:
+    """Canonical device names; default cpu plus every GPU nvidia-smi lists."""
+    names = given_names("--device", values)
+    if names is None:
+        return ["cpu"] + [f"cuda:{index}" for index in range(len(envinfo.visible_gpus()))]
+    devices = []
+    for name in names:
+        device = canonical_device(name)
+        if device != "cpu" and parse_cuda_index(device) is None:
+            raise BadInput(f"unknown device {name!r}; valid: cpu, cuda, cuda:N")
+        if device not in devices:
+            devices.append(device)
+    return devices
+
+
+def resolve_frameworks(spec: WorkloadSpec, values: Sequence[str] | str | None) -> list[str]:
+    names = given_names("--framework", values) or list(spec.frameworks)
+    for name in names:
+        registry.check_framework_name(name)
+    return list(dict.fromkeys(names))
+
+
+def resolve_variants(spec: WorkloadSpec, value: Sequence[str] | str | None) -> list[str]:
+    names = given_names("--variant", value)
+    if names is None:
+        return list(spec.variants_by_default)
+    if names == ["all"]:
+        return list(spec.variants)
+    for name in names:
+        if name not in spec.variants:
+            raise BadInput(f"unknown variant {name!r} for {spec.name}; valid: "
+                           f"{', '.join(spec.variants)}, all")
+    return names
+
+
+def check_writable(out: Path) -> None:
+    """Refuse an --out that cannot hold a run folder, before any cell runs.
+
+    Why try rather than ask: os.access says yes to root on a read-only mount and knows nothing
+    of pseudo-filesystems such as /proc; creating the folders and a probe file is the honest
+    test. Whatever the probe created is removed again when it fails.
+    """
+    try:
+        missing = _missing_folders(out)
+    except OSError as exc:
+        raise BadInput(f"--out {out}: cannot be checked ({exc.strerror or exc})") from None
+    created: list[Path] = []
+    try:
+        for folder in missing:
+            folder.mkdir()
+            created.append(folder)
+        handle, probe = tempfile.mkstemp(dir=out, prefix=".harness-probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        for folder in reversed(created):
+            with suppress(OSError):
+                folder.rmdir()
+        raise BadInput(f"--out {out}: not writable ({exc.strerror or exc})") from None
+
+
+def _missing_folders(out: Path) -> list[Path]:
+    """The folders that must be created for `out` to exist, outermost first."""
+    missing = []
+    existing = out
+    while not existing.exists():
+        missing.append(existing)
+        existing = existing.parent
+    if not existing.is_dir():
+        raise BadInput(f"--out {out}: {existing} is not a folder")
+    return missing[::-1]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A validated run: the spec, its cells and where the run folder goes."""
+
+    spec: WorkloadSpec
+    cells: list[Cell]
+    devices: list[str]
+    params: dict[str, Any]
+    out: Path
+    timeout_s: float
+    quick: bool
+    # (run folder, params) -> parameters every cell gets, run once the folder exists (a user
+    # model's shared weights and CPU references are made there before any cell).
+    prepare: Callable[[Path, dict[str, Any]], dict[str, Any]] | None = None
+    # Worker processes per cell, the matrix run round by round in a seeded random order.
+    rounds: int = 1
+    seed: int = 0
+
+
+def default_rounds(quick: bool = False) -> int:
+    """--rounds when not given: HARNESS_ROUNDS if set (CI, the test suite), else the default;
+    one under --quick, a smoke test that says its verdicts did not measure run-to-run drift
+    (5 worker starts per cell, each a framework import and, for a compiled variant, a compile,
+    are what a smoke test exists to skip)."""
+    text = os.environ.get("HARNESS_ROUNDS", "")
+    if text.strip().isdigit() and int(text) >= 1:
+        return int(text)
+    return 1 if quick else rounds_module.DEFAULT_ROUNDS
+
+
+def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None = None,
+         devices: Sequence[str] | str | None = None,
+         variants: Sequence[str] | str | None = None, sizes: Sequence[int] | None = None,
+         params: dict[str, Any] | None = None, data: Path | str | None = None,
+         quick: bool = False, out: Path | str = "results",
+         timeout_s: float = 900.0, model: Path | str | None = None,
+         rounds: int | None = None, seed: int | None = None) -> RunPlan:
+    """Validate every input before anything runs; BadInput (one line) otherwise.
+
+    `model`: a user's model file (workloads/usermodel/) instead of a registered workload.
+    `rounds`: worker processes per cell (default: default_rounds(quick)), run round by round with
+    the cells in a new random order each round, from `seed` (default: drawn, and recorded).
+    """
+    chosen_rounds = default_rounds(quick) if rounds is None else int(rounds)
+    if chosen_rounds < 1:
+        raise BadInput(f"--rounds {rounds}: must be >= 1")
+    chosen_seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
+    prepare = None
+    if model is not None:
+        if workload is not None:
+            raise BadInput("give a workload or a model file (--model), not both")
+        usermodel_plan = registry.model_plugin("plan")
+        spec, model_info = usermodel_plan.model_spec(model, quick)
+    else:
+        if workload is not None and not workload.strip():
+            raise BadInput("--workload is empty: name one of the workloads `harness list` shows")
+        spec = registry.load_workload("matmul" if workload is None else workload)
+    chosen_frameworks = resolve_frameworks(spec, frameworks)
+    chosen_devices = resolve_devices(devices)
+    chosen_variants = resolve_variants(spec, variants)
+    if sizes is not None and (not list(sizes) or any(int(size) < 1 for size in sizes)):
+        raise BadInput(f"sizes {list(sizes)!r}: sizes must be >= 1 (example: 64,256,1024)")
+    overrides = {name: str(value) for name, value in (params or {}).items()}
+    values = spec.resolve_params(overrides, None if sizes is None else
+                                 [int(size) for size in sizes], quick)
+    if data is not None:
+        if spec.validate_data is None:
+            raise BadInput(f"--data applies to the MNIST workloads, not {spec.name}")
+        spec.validate_data(Path(data))
+        values["data"] = str(Path(data).resolve())
+    if not timeout_s > 0:
+        raise BadInput(f"--timeout {timeout_s:g}: must be > 0 seconds")
+    if model is not None:
+        usermodel_plan.check_frameworks(model_info, chosen_frameworks)
+        usermodel_plan.check_what(model_info, values["what"])
+
+        def prepare(run_dir: Path, params: dict[str, Any]) -> dict[str, Any]:
+            return usermodel_plan.prepare_run(run_dir, spec, params, timeout_s, quick)
+    out = Path(out)
+    check_writable(out)
+    cells = expand_matrix(spec.name, chosen_variants, chosen_frameworks, chosen_devices, values,
+                          quick)
+    return RunPlan(spec, cells, chosen_devices, values, out, timeout_s, quick, prepare,
+                   chosen_rounds, chosen_seed)
+

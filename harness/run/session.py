@@ -1,0 +1,370 @@
+"""One run, from its plan (or its stored folder) to its run.json saved as ended.
+
+Why one object: a new run and a resumed one differ only in how they open. `RunSession.start`
+makes a new folder and document from a plan (harness.run.plan); `RunSession.reopen` takes a
+stored folder back, keeping its finished cells (harness.run.resume). From there `run` is the
+same code for both: a new run's ceilings and prepared weights first, then the refusals, the
+rounds, a save after every cell (`RunRecorder`), and the end on a stop signal. harness.api's
+execute and resume_run, and through them the CLI, open sessions; nothing else runs cells.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.analysis.stats import work_of
+from harness.core import interrupt, registry
+from harness.data import store
+from harness.data.results import CellResult, RunDocument, cell_from_dict
+from harness.measure import bounds, envinfo
+from harness.run import forkserver
+from harness.run import resume as resume_plan
+from harness.run import rounds as rounds_module
+from harness.run.executors import Executor, executor_from_options
+from harness.run.executors import slurm as slurm_executor
+from harness.run.executors.base import OnResult
+from harness.run.plan import RunPlan
+from harness.run.planner import cell_refusal, refuse_declared
+from harness.run.progress import console as progress_console
+from harness.run.progress import run_with_progress
+from harness.run.runner import RunOptions
+from harness.spec import BadInput, Cell, CellKey, WorkloadSpec
+
+
+class RunRecorder:
+    """Keeps run.json and measurements.csv on disk up to date after every cell."""
+
+    def __init__(self, run_dir: Path, spec: WorkloadSpec, document: RunDocument) -> None:
+        self.run_dir, self.spec, self.document = run_dir, spec, document
+        self.rows: list[dict[str, Any]] = []
+
+    @property
+    def results(self) -> list[CellResult]:
+        return self.document.cells
+
+    def add(self, cell: CellResult) -> None:
+        """Append one cell's result and its tidy rows, then save both files."""
+        self.rows.extend(self._rows(cell))
+        self.document.cells.append(cell)
+        self.save()
+
+    def _rows(self, cell: CellResult) -> list[dict[str, Any]]:
+        work = {index: work_of(self.spec, case.case, case.extra)
+                for index, case in enumerate(cell.cases)}
+        # A cell that ran elsewhere (a SLURM node) carries its own host: its rows name it.
+        host = cell.host or self.document.host
+        return store.case_rows(self.document.run_id, str(host.get("machine_label") or ""),
+                               self.spec.sweep, cell, work)
+
+    def put(self, result: CellResult) -> None:
+        """Record a cell's result, replacing the one recorded for that cell (a later round)."""
+        key = result.cell.key
+        cells = [cell for cell in self.document.cells if cell.cell.key != key]
+        self.document.cells = [*cells, result]
+        self.rows = [row for cell in self.document.cells for row in self._rows(cell)]
+        self.save()
+
+    def order_as(self, cells: list[Cell]) -> None:
+        """Put the recorded cells in the plan's order (rounds record them as they finish)."""
+        position = {cell.key: index for index, cell in enumerate(cells)}
+        self.document.cells.sort(key=lambda result: position.get(
+            result.cell.key, len(position)))
+        self.rows = [row for cell in self.document.cells for row in self._rows(cell)]
+
+    def save(self, finished: bool = False, stopped_by: signal.Signals | None = None) -> None:
+        """Write both files; `finished` stamps the end time, `stopped_by` the stop signal."""
+        if finished:
+            self.document.finished = time.time()
+        self.document.interrupted = stopped_by is not None
+        if stopped_by is not None:
+            self.document.interrupted_by = stopped_by.name
+        store.write_run(self.run_dir, self.document)
+        store.write_measurements(self.run_dir, self.rows)
+
+
+@dataclass
+class RunSession:
+    """A run whose folder holds a run.json: the cells it still has to run, where they run, and
+    (a new run only) the plan whose ceilings and prepared weights come before them."""
+
+    recorder: RunRecorder
+    executor: Executor
+    cells: list[Cell]  # still to run; those the declarations refuse are recorded at once
+    options: RunOptions
+    progress: bool = True
+    # A new run's plan; None for a resumed run, whose document keeps its own ceilings and params.
+    plan: RunPlan | None = None
+    ceilings: bool = True  # measure them (--no-ceilings: the machine's theoretical bound)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.recorder.run_dir
+
+    @property
+    def document(self) -> RunDocument:
+        return self.recorder.document
+
+    @property
+    def spec(self) -> WorkloadSpec:
+        return self.recorder.spec
+
+    @classmethod
+    def start(cls, plan: RunPlan, executor: str | Executor | None = None, *,
+              command: list[str] | None = None, progress: bool = True,
+              ceilings: bool = True) -> RunSession:
+        """A new run folder with a first run.json holding the whole plan; BadInput (nothing
+        written) when the executor cannot run the cells."""
+        chosen = executor_from_options(executor)
+        options = RunOptions(timeout_s=plan.timeout_s)
+        preflight(chosen, plan.cells, options)
+        run_dir = store.new_run_dir(plan.out, plan.spec.name)
+        recorder = RunRecorder(run_dir, plan.spec, new_document(plan, run_dir.name, chosen,
+                                                                 list(command or sys.argv)))
+        recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
+        refused = sum(cell_refusal(plan.spec, cell) is not None for cell in plan.cells)
+        progress_console.print(f"run folder: {run_dir}  ({len(plan.cells)} cells"
+                               + (f"; {refused} unavailable, no worker started)" if refused
+                                  else ")"))
+        return cls(recorder, chosen, plan.cells, options, progress, plan, ceilings)
+
+    @classmethod
+    def reopen(cls, run_dir: Path, executor: str | Executor | None = None, *,
+               command: list[str] | None = None, progress: bool = True,
+               cancel_running: bool = False) -> RunSession:
+        """A stored run taken back: its finished results recorded again, the cells without
+        one to run. BadInput when the folder is no run or stores no plan, or while its SLURM
+        tasks are still queued or running (cancel_running: scancel them)."""
+        try:
+            document = store.load_run(run_dir)
+        except store.StoreError as exc:
+            raise BadInput(f"--resume: {exc}") from None
+        spec = registry.load_workload(document.workload)
+        # None: where the run ran, with its own settings (partition, time limit, sbatch...); a
+        # SLURM run resumed with 'slurm' keeps them too, as the CLI's --resume does.
+        chosen = executor_from_options(executor, stored=document.executor)
+        slurm_executor.check_no_live_tasks(run_dir, cancel_running)
+        options = RunOptions(timeout_s=float(document.timeout_s or 900.0))
+        kept, cells = resume_plan.remaining(document, run_dir)
+        preflight(chosen, cells, options)
+        resume_plan.reopen(document, cells, chosen.describe(), command or sys.argv)
+        recorder = RunRecorder(run_dir, spec, document)
+        for result in kept:
+            recorder.add(result)
+        progress_console.print(f"resuming {run_dir}: {len(kept)} cells kept, {len(cells)} to run")
+        return cls(recorder, chosen, cells, options, progress)
+
+    def run(self) -> signal.Signals | None:
+        """Run the cells and save the run as ended; the stop signal that ended it, if any.
+
+        Stop signals are seen when the caller installed harness.core.interrupt's handlers (the
+        CLI does); without them (a notebook) Ctrl-C still stops the running worker (the runner
+        kills it) and the run ends interrupted by SIGINT.
+        """
+        stopped_by = None
+        try:
+            # One set of warm processes for every child the run starts: the ceilings probe, the
+            # prepared weights and the workers (harness.run.forkserver: a framework imported
+            # once); the CLI's set, opened before the plan, is reused.
+            with forkserver.shared():
+                if self._set_up():
+                    self._run_cells()
+            stopped_by = interrupt.requested()
+        except KeyboardInterrupt:
+            stopped_by = signal.SIGINT
+        self.recorder.save(finished=True, stopped_by=stopped_by)
+        return stopped_by
+
+    def _set_up(self) -> bool:
+        """A new run's ceilings and prepared weights, before its first cell; False when a stop
+        signal came meanwhile. A resumed run has both from its first session."""
+        if self.plan is None:
+            return True
+        self._settle_ceilings(self.plan)
+        self._prepare(self.plan)
+        return interrupt.requested() is None
+
+    def _settle_ceilings(self, plan: RunPlan) -> None:
+        """The ceilings every rate is judged against: measured (--quick: the machine's
+        remembered probe), or with --no-ceilings the machine's theoretical peaks (or its
+        remembered probes), so a rate faster than physics is flagged, never celebrated. None
+        where the cells run elsewhere (the probe would describe the wrong host) or the
+        workload has no rate to judge."""
+        if not (self.executor.runs_cells_here and has_rates(self.spec)):
+            return
+        if self.ceilings:
+            self.document.ceilings = measure_ceilings(
+                plan.devices, largest_square_matmul(self.spec, plan.cells), plan.quick)
+        else:
+            self.document.ceilings = bounds.unprobed_ceilings(plan.devices)
+        self.recorder.save()
+
+    def _prepare(self, plan: RunPlan) -> None:
+        """The parameters every cell gets from the plan's one-off step (a user model's shared
+        weights and CPU references, made in the run folder), stored where --resume finds them."""
+        if plan.prepare is None or interrupt.requested() is not None:
+            return
+        with progress_console.status("preparing the shared weights and CPU references"):
+            added = plan.prepare(self.run_dir, plan.params)
+        self.document.params = {**plan.params, **added}
+        self.cells = [replace(cell, params={**cell.params, **added}) for cell in self.cells]
+        self.document.planned_cells = [cell.as_dict() for cell in self.cells]
+        self.recorder.save()
+
+    def _run_cells(self) -> bool:
+        """The executor's run of the cells the declarations do not refuse; False when a stop
+        signal ended it early.
+
+        Rounds > 1: the executor runs the matrix once per round, in each round's order
+        (harness.run.rounds), and each cell's rounds are merged into one result as they arrive.
+        """
+        to_run = self._record_refusals()
+        if self.document.rounds > 1:
+            return self._run_rounds(to_run)
+        return self._execute(to_run, lambda cell, result: self.recorder.add(result))
+
+    def _record_refusals(self) -> list[Cell]:
+        """Record every cell the declarations rule out (harness.run.planner.refuse_declared:
+        no worker, local or remote, starts for it); the rest."""
+        refusal = refuse_declared(self.spec)
+        to_run = []
+        for cell in self.cells:
+            refused = refusal(cell)
+            if refused is None:
+                to_run.append(cell)
+            else:
+                self.recorder.add(refused)
+        return to_run
+
+    def _execute(self, cells: list[Cell], add: OnResult) -> bool:
+        """The executor's run of `cells`, each result handed to `add`; the progress bar, cell
+        states and ETA on stderr when asked."""
+        if not self.progress:
+            return self.executor.run(cells, self.options, self.run_dir, add)
+        return run_with_progress(self.executor, cells, self.options, self.run_dir, add)
+
+    def _run_rounds(self, to_run: list[Cell]) -> bool:
+        """Every round: the cells to run (TO_RUN) in that round's order, each result merged at
+        once; at the end the recorded cells are put back in the plan's order."""
+        spec, document = self.spec, self.document
+        rounds = document.rounds
+        merger = rounds_module.RoundMerger.of(spec, to_run, rounds)
+        orders = rounds_module.round_orders(len(to_run), rounds, document.seed or 0)
+
+        def merged(cell: Cell, result: CellResult) -> None:
+            self.recorder.put(merger.add(cell, result))
+
+        plan_index = plan_positions(document)
+        finished = True
+        for index, order in enumerate(orders):
+            if interrupt.requested() is not None:
+                finished = False
+                break
+            round_cells = [rounds_module.round_cell(spec, to_run[position], index, rounds)
+                           for position in order]
+            # The order that runs, as plan indices: the cells refused without a worker are in
+            # no round, so the order is recorded as executed, not as shuffled over the plan.
+            document.round_orders.append(
+                [plan_index.get(cell.key, -1) for cell in round_cells])
+            self.recorder.save()
+            if self.progress:
+                progress_console.print(f"round {index + 1} of {rounds}: {len(round_cells)} cells")
+            if not self._execute(round_cells, merged):
+                finished = False
+                break
+        self.recorder.order_as(self.cells)
+        self.recorder.save()
+        return finished
+
+
+def new_document(plan: RunPlan, run_id: str, executor: Executor,
+                 command: list[str]) -> RunDocument:
+    """A new run's first run.json: the plan, the host and the executor, no cell yet."""
+    spec = plan.spec
+    return RunDocument(
+        run_id=run_id, command=command, started=time.time(),
+        workload=spec.name, sweep=spec.sweep, params=plan.params, quick=plan.quick,
+        timeout_s=plan.timeout_s, hints=spec.report_hints(),
+        frameworks=framework_styles(spec, plan.cells), host=envinfo.host_metadata(),
+        # What --resume needs: the whole plan, and where it ran.
+        planned_cells=[cell.as_dict() for cell in plan.cells], executor=executor.describe(),
+        rounds=plan.rounds, seed=plan.seed if plan.rounds > 1 else None,
+    )
+
+
+def framework_styles(spec: WorkloadSpec, cells: list[Cell]) -> dict[str, dict[str, str]]:
+    """Colour and label of each framework in the run, stored so reports need no registry."""
+    styles = {}
+    for name in dict.fromkeys(cell.framework for cell in cells):
+        try:
+            styles[name] = registry.load_framework(name).style()
+        except BadInput as exc:  # its cells become unavailable rows with this reason
+            progress_console.print(f"harness: warning: {exc}", markup=False)
+            styles[name] = {"color": "#7F7F7F", "label": name}
+    return styles
+
+
+def preflight(executor: Executor, cells: list[Cell], options: RunOptions) -> None:
+    """The executor's own check that it can run these cells (SLURM: a usable node, options
+    sbatch accepts), before anything is written; BadInput if not."""
+    check: Callable[[list[Cell], RunOptions], None] | None = getattr(executor, "preflight", None)
+    if check is not None and cells:
+        check(cells, options)
+
+
+def plan_positions(document: RunDocument) -> dict[CellKey, int]:
+    """Each planned cell's index in run.json's planned_cells, by its key."""
+    positions: dict[CellKey, int] = {}
+    for index, stored in enumerate(document.planned_cells):
+        cell, _ = cell_from_dict(stored)
+        positions.setdefault(cell.key, index)
+    return positions
+
+
+def has_rates(spec: WorkloadSpec) -> bool:
+    """Whether the workload counts FLOPs or bytes, so the ceilings have a rate to judge: a probe
+    costs seconds to a minute, and without a rate nothing is held against it."""
+    return spec.flops is not None or spec.bytes_moved is not None or spec.counts_flops
+
+
+def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:
+    """The n of a square matmul doing the run's largest call's FLOPs (2n^3), for the probe."""
+    if spec.flops is None:
+        return None
+    counts = [spec.flops(case) for cell in cells
+              for case in spec.cases_for(cell.params, cell.variant)]
+    largest = max((count for count in counts if count), default=None)
+    return round((largest / 2) ** (1 / 3)) if largest else None
+
+
+# --quick probes two sizes only: the full ladder (up to n=8192) cost 85 s of a 120 s quick
+# matmul run on a 2-core VM. The probe is a lower bound either way, and the machine's cached
+# best probe (harness.measure.ceilings) still sets the ceilings.
+QUICK_PROBE_SIZES = [1024, 2048]
+
+
+def measure_ceilings(devices: list[str], largest_n: int | None,
+                     quick: bool = False) -> dict[str, Any]:
+    """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles.
+
+    --quick takes the machine's remembered best probe where every device has one (it says
+    so: `remembered` in each device's figures), and probes otherwise.
+    """
+    from harness.measure.ceilings import remembered, with_bounds
+    from harness.run import ceiling_probe
+
+    if quick:
+        known = {device: remembered(device) for device in devices}
+        if all(known.values()):
+            return {device: with_bounds(figures) for device, figures in known.items()
+                    if figures is not None}
+    if interrupt.requested() is not None:
+        return {}
+    with progress_console.status("measuring the machine's ceilings (--no-ceilings skips this)"):
+        return ceiling_probe.measure_all(devices, largest_n,
+                                         sizes=QUICK_PROBE_SIZES if quick else None, quick=quick)
