@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
@@ -99,8 +100,11 @@ def start_cli(out_dir: Path, args: list[str], ignored: tuple[int, ...] = (),
     command = [sys.executable, "-c", LAUNCHER, ",".join(str(int(s)) for s in ignored),
                "-m", "harness.cli", "compare", "--workload", workload, "--framework", "fake",
                "--quick", "--no-report", "--out", str(out_dir), *args]
+    # A cache of its own: --quick reuses ceilings remembered by an earlier test in this
+    # process (tests/test_check.py probes), and a run with nothing to probe has no probe child.
+    environ = dict(os.environ, HARNESS_CACHE_DIR=tempfile.mkdtemp(prefix="harness-signals-"))
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True, env=environ)
     _STARTED.append((process, None))
     return process
 
