@@ -120,10 +120,39 @@ def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
 
 
 def _finish(session: RunSession) -> RunResult:
-    """Run an opened session to its end; what it produced, however it ended."""
+    """Run an opened session to its end; what it produced, however it ended.
+
+    A run that ended (not stopped by a signal) keeps its predicted crossovers in run.json
+    here, so every run stores them whether or not a report is drawn afterwards.
+    """
     stopped_by = session.run()
+    saved = save_predictions(session.run_dir) if stopped_by is None else None
+    if saved is not None:
+        session.document.predictions = saved
     return RunResult(session.run_dir, list(session.recorder.results), session.document,
                      stopped_by)
+
+
+def save_predictions(run_dir: Path) -> list[dict[str, Any]] | None:
+    """Compute a stored run's predictions (harness.report.run_predictions) into its run.json.
+
+    run.json is written only when they differ from what it holds, so computing them again
+    (a resumed run, a second call) leaves the file as it was. A failure costs the run nothing:
+    its measurements are saved; it is printed and None returned, run.json left as it was.
+    """
+    try:
+        from harness.report import run_predictions
+
+        found = run_predictions(run_dir)
+        document = store.load_run(run_dir)
+        if document.predictions != found:
+            document.predictions = found
+            store.write_run(run_dir, document)
+        return found
+    except Exception as exc:  # noqa: BLE001 - the measurements are already safe on disk
+        progress_console.print(f"predictions not saved ({type(exc).__name__}: {exc})",
+                               markup=False, highlight=False, soft_wrap=True)
+        return None
 
 
 def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | None = None,
@@ -191,6 +220,8 @@ class ReportOutcome:
 def draw_report(run_dir: Path) -> ReportOutcome:
     """Draw the run's report into its folder; a failure is printed and returned, not raised.
 
+    It writes no run.json: the run stored its predictions when it ended (save_predictions).
+
     A drawing failure (disk full, no permission, a bug) never costs the measurements, which
     are already on disk; the CLI exits with the outcome's code so scripts can tell.
     """
@@ -198,10 +229,6 @@ def draw_report(run_dir: Path) -> ReportOutcome:
         from harness.report import draw_report as draw
 
         drawn = draw([run_dir], run_dir, html=True)
-        if drawn.predictions:  # kept with the measurements, not only in the report's text
-            document = store.load_run(run_dir)
-            document.predictions = drawn.predictions
-            store.write_run(run_dir, document)
         progress_console.print(f"report: {len(drawn.written)} files in {run_dir}")
         return ReportOutcome(drawn.written, verdicts=drawn.verdicts)
     except KeyboardInterrupt:  # the results are complete; only the pictures are missing

@@ -134,18 +134,20 @@ def test_a_power_law_through_the_upper_sizes() -> None:
 
 
 def test_the_report_predicts_stores_and_draws_the_crossover(tmp_path) -> None:
-    """Through the report of a stored run: torch's synthetic costs (CPU 2 us + 2n^3 at 100
-    GFLOP/s, GPU 20 us + 2n^3 at 10 TFLOP/s) cross at n^3 = 9e-6 / 0.99e-11, n ~ 96.9; the
-    measured answer (sizes 64, 256, ...) can only say "from 256"."""
+    """Through a stored run's saved predictions and its report: torch's synthetic costs (CPU
+    2 us + 2n^3 at 100 GFLOP/s, GPU 20 us + 2n^3 at 10 TFLOP/s) cross at n^3 = 9e-6 / 0.99e-11,
+    n ~ 96.9; the measured answer (sizes 64, 256, ...) can only say "from 256"."""
     import json
 
-    from harness.api import draw_report
+    from harness.api import draw_report, save_predictions
     from tests.synthetic_runs import GPU_MACHINE, gpu_machine_results, write_fixture_run
 
     run_dir = write_fixture_run(tmp_path / "run", GPU_MACHINE, gpu_machine_results())
+    saved = save_predictions(run_dir)  # what every run does when it ends
     outcome = draw_report(run_dir)
     assert not outcome.failure
     stored = json.loads((run_dir / "run.json").read_text())["predictions"]
+    assert stored == saved
     torch = next(record for record in stored if record["framework"] == "torch")
     assert torch["kind"] == "crossover" and torch["measured_size"] == 256
     assert torch["size"] == pytest.approx((9e-6 / 0.99e-11) ** (1 / 3), rel=0.01)

@@ -425,7 +425,8 @@ class RunDocument:
     # The cell orders that ran, as indices into planned_cells, one list per round started
     # (cells refused without a worker are in none; a resumed run appends its rounds).
     round_orders: list[list[int]] = field(default_factory=list)
-    # The predicted GPU-vs-CPU crossovers, written with the report (harness.analysis.predict):
+    # The predicted GPU-vs-CPU crossovers, stored by every run that ends (harness.api
+    # save_predictions, from harness.analysis.crossover; never by drawing a report):
     # per framework and variant, the size, its held-out error and the text printed.
     predictions: list[dict[str, Any]] = field(default_factory=list)
     extra_fields: dict[str, Any] = field(default_factory=dict)

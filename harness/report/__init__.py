@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.crossover import crossovers, experiment_predictions
 from harness.data.results import RunDocument
 from harness.data.store import StoreError
 from harness.measure import envinfo
@@ -38,8 +39,6 @@ class DrawnReport:
 
     written: list[Path]
     verdicts: list[str] = field(default_factory=list)
-    # The predicted crossovers of every experiment, as run.json stores them.
-    predictions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def render_report(run_dirs: list[Path], out_dir: Path,
@@ -75,21 +74,21 @@ def draw_report(run_dirs: list[Path], out_dir: Path, tensorboard_dir: Path | Non
     figures = [path for items in [*shown.values(), report_shown] for item in items
                for path in item.figures]
     return DrawnReport([*figures, summary_path, *html_files],
-                       terminal_verdicts(context, shown, out_dir), predictions(shown))
+                       terminal_verdicts(context, shown, out_dir))
 
 
-def predictions(shown: dict[str, list[Shown]]) -> list[dict[str, Any]]:
-    """The crossover view's predictions of every experiment (harness.analysis.predict)."""
-    from harness.report.views.crossover import prediction_records
+def run_predictions(run_dir: Path) -> list[dict[str, Any]]:
+    """The predicted crossovers of one stored run, as run.json stores them; nothing drawn.
 
-    found = []
-    for experiment, items in shown.items():
-        for item in items:
-            if item.view.name == "crossover" and not item.table.empty:
-                sweep = str(item.table["sweep"].iloc[0])
-                found += [{"experiment": experiment, **record}
-                          for record in prediction_records(item.table, sweep)]
-    return found
+    The same context and the same analysis (harness.analysis.crossover) the crossover view
+    phrases, so what a run stores when it ends is what its report says, whichever command
+    draws it and wherever. Of this run alone: a report merging runs stores nothing.
+    """
+    run_set = load_runs([Path(run_dir)])
+    context = build_context(run_set, framework_colors(run_set.documents))
+    return [record for experiment in context.experiments
+            for record in experiment_predictions(
+                experiment.name, crossovers(experiment.stats, experiment.hints))]
 
 
 def show(views: list[View], scope: str, context: ExperimentContext | ReportContext,

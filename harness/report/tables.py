@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.analysis.crossover import case_noise, first_text
 from harness.analysis.noise import MIN_SAMPLES as NOISE_MIN_SAMPLES
-from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
+from harness.analysis.noise import GapVerdict, judge_gap
 from harness.analysis.plausibility import (
     bandwidth_limits,
     device_entry,
@@ -129,10 +130,6 @@ def _latest_run_only(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 def worst(statuses: pd.Series) -> str:
     """The most severe status among the rows (unknown names rank as errors)."""
     return worst_status_name(statuses)
-
-
-def first_text(values: pd.Series) -> str:
-    return next((value for value in values if isinstance(value, str) and value), "")
 
 
 def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
@@ -256,13 +253,6 @@ def iqrs_overlap(q1_a: float, q3_a: float, q1_b: float, q3_b: float) -> bool:
 MIN_SAMPLES_TO_JUDGE = NOISE_MIN_SAMPLES
 
 
-def case_noise(row: pd.Series) -> CaseNoise:
-    """One case_stats row as the noise rule reads it."""
-    rounds = row.get("round_medians")
-    return CaseNoise(float(row["median_s"]), float(row["q1_s"]), float(row["q3_s"]),
-                     int(row["samples"]), dict(rounds) if isinstance(rounds, dict) else {})
-
-
 def gap_verdict(best: pd.Series, second: pd.Series) -> GapVerdict:
     """harness.analysis.noise.judge_gap of two case_stats rows."""
     return judge_gap(case_noise(best), case_noise(second))
@@ -279,15 +269,6 @@ def gap_significance(best: pd.Series, second: pd.Series) -> dict[str, Any]:
     return {"judged": verdict.judged, "significant": verdict.significant,
             "held": verdict.held, "rounds": verdict.rounds, "noise": verdict.phrase(),
             "noise_short": verdict.short()}
-
-
-def excluded_cases(rows: pd.DataFrame) -> list[str]:
-    """'<framework> <device> <status> at <size>: <reason>' for every case not compared."""
-    failed = rows[~rows["valid"]]
-    return [f"{row['framework']} {row['device']} {row['status']}"
-            + (f" at {row['size_label']}" if row["size_label"] else "")
-            + (f": {' '.join(str(row['reason']).split())[:160]}" if row["reason"] else "")
-            for _, row in failed.iterrows()]
 
 
 def headline_sizes(stats: pd.DataFrame) -> pd.DataFrame:

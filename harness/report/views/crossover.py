@@ -4,37 +4,51 @@ Table: one verdict per (experiment, machine, variant) and pair compared (best GP
 CPU cell, and each framework's GPU cell vs its own CPU cell). Figure: time and throughput vs
 size with the crossover marked. Lines: the verdict table, why the GPU loses at small sizes (a
 flat per-call cost) and the cold-start cost; the at-a-glance sentence per machine.
+
+Every number here (verdicts, noise, predictions, flat GPU time) comes from
+harness.analysis.crossover, which run.json's stored predictions come from too; this module
+only phrases and draws them. The analysis names stay importable from here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from harness.analysis.noise import GapVerdict
-from harness.analysis.predict import SweepPoint, predict
+from harness.analysis.crossover import (
+    FLAT_TIME_GROWTH,
+    FLAT_WORK_GROWTH,
+    Crossover,
+    _flat_run,
+    crossovers,
+    find_crossover,
+    flat_time_below_crossover,
+    noise_phrase,
+    predict_curves,
+    predicted,
+    prediction_records,
+    size_verdicts,
+    sweep_points,
+    with_gpu_launches,
+)
 from harness.core.units import device_kind, format_ratio, format_seconds, format_size
 from harness.report import style
 from harness.report.summary import markdown_table
-from harness.report.tables import (
-    CELL_KEYS,
-    ceiling_for,
-    excluded_cases,
-    first_text,
-    flop_ceiling,
-    gap_verdict,
-)
+from harness.report.tables import CELL_KEYS, ceiling_for, flop_ceiling
 from harness.report.views import View
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-# "Flat" per-call time: the work grows by at least this factor while time less than doubles.
-FLAT_WORK_GROWTH = 8.0
-FLAT_TIME_GROWTH = 2.0
+# Re-exported: callers and tests reach the analysis through this view's module as well.
+__all__ = [
+    "FLAT_TIME_GROWTH", "FLAT_WORK_GROWTH", "Crossover", "CrossoverView", "_flat_run",
+    "crossover_figure", "crossovers", "find_crossover", "flat_time_below_crossover",
+    "gpu_section", "machine_gpu_sentence", "noise_phrase", "predict_curves", "predicted",
+    "prediction_records", "size_verdicts", "sweep_points", "with_gpu_launches",
+]
 
 
 class CrossoverView(View):
@@ -68,268 +82,6 @@ class CrossoverView(View):
         machines = best.groupby("machine", sort=False) if not best.empty else []
         return [f"on {machine}: " + machine_gpu_sentence(context, group)
                 for machine, group in machines]
-
-
-# --- the verdicts ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Crossover:
-    """Where GPU time drops below CPU time over a sweep.
-
-    kind: 'crossover' (GPU faster from `size` up), 'gpu-always', 'cpu-always', 'mixed' (no
-    size from which the GPU stays ahead though it leads somewhere), or 'no-overlap'.
-    """
-
-    kind: str
-    size: float | None = None
-    sizes_compared: int = 0
-
-    def text(self, sweep: str) -> str:
-        if self.sizes_compared == 1 and self.kind in ("gpu-always", "cpu-always"):
-            faster = "GPU" if self.kind == "gpu-always" else "CPU"
-            return f"{faster} faster at the one size measured"
-        if self.kind == "crossover":
-            return f"GPU faster from {sweep}={format_size(self.size, sweep)} up"
-        if self.kind == "gpu-always":
-            return f"GPU faster at every {sweep} measured"
-        if self.kind == "cpu-always":
-            return f"no crossover in range: CPU faster at every {sweep} measured"
-        if self.kind == "mixed":
-            return "no crossover in range: GPU leads only at some sizes, not the largest"
-        return "no sizes measured on both CPU and GPU"
-
-
-def find_crossover(curves: pd.DataFrame) -> Crossover:
-    """Crossover from a table with columns size, cpu_s, gpu_s (one row per size).
-
-    The crossover is the smallest size from which the GPU is faster at every larger size
-    measured on both; a lead that is lost again at larger sizes is not a crossover.
-    """
-    both = curves.dropna(subset=["size", "cpu_s", "gpu_s"]).sort_values("size")
-    if both.empty:
-        return Crossover("no-overlap")
-    gpu_faster = list(both["gpu_s"] < both["cpu_s"])
-    sizes = list(both["size"])
-    if all(gpu_faster):
-        return Crossover("gpu-always", sizes[0], len(sizes))
-    if not any(gpu_faster):
-        return Crossover("cpu-always", None, len(sizes))
-    if not gpu_faster[-1]:
-        return Crossover("mixed", None, len(sizes))
-    last_slower = max(index for index, faster in enumerate(gpu_faster) if not faster)
-    return Crossover("crossover", sizes[last_slower + 1], len(sizes))
-
-
-def _curve(stats: pd.DataFrame) -> pd.Series:
-    """size -> median for valid cases, the fastest row per size.
-
-    A case outside the sweep (size_label "", e.g. a variant that runs one fixed case beside
-    a sweep) counts as one point at size 0, so CPU and GPU still compare there.
-    """
-    valid = stats[stats["valid"]]
-    fixed = valid["size_label"] == ""
-    valid = valid[valid["size_value"].notna() | fixed]
-    return valid.groupby(valid["size_value"].where(~fixed, 0.0))["median_s"].min()
-
-
-def crossovers(stats: pd.DataFrame, hints: dict[str, Any] | None = None) -> pd.DataFrame:
-    """GPU vs CPU verdicts per experiment, machine and variant.
-
-    Pairs: the best GPU cell vs the best CPU cell at each size ('best'), and each framework's
-    GPU cell vs its own CPU cell. A device-only variant (a GPU precision mode, pinned copies)
-    has no CPU cell of its own, and a variant the workload names in `cpu_baseline_any_variant`
-    asks "GPU this way vs the best CPU way" (seed 4: copies on the GPU vs a plain CPU library):
-    both are compared with the CPU cells of every variant on that machine. Sizes where a cell
-    failed are not compared; the pair lists them in `excluded` so the summary can say why there
-    is no verdict there.
-    """
-    any_variant = set((hints or {}).get("cpu_baseline_any_variant") or [])
-    rows = []
-    for (experiment, machine, variant), group in stats.groupby(
-            ["experiment", "machine", "variant"], sort=False):
-        machine_rows = stats[(stats["experiment"] == experiment) & (stats["machine"] == machine)]
-        own_cpu = (group["device_kind"] == "cpu").any() and variant not in any_variant
-        cpu_pool = group if own_cpu else machine_rows
-        gpu = group[group["device_kind"] == "gpu"]
-        cpu = cpu_pool[cpu_pool["device_kind"] == "cpu"]
-        sweep = first_text(group["sweep"])
-        base = {"experiment": experiment, "machine": machine, "variant": variant, "sweep": sweep,
-                "cpu_is_other_variant": cpu_pool is machine_rows}
-        best = {**base, "framework": "best", **_pair(_curve(cpu), _curve(gpu), cpu, gpu)}
-        rows.append(best)
-        for framework, gpu_fw in gpu.groupby("framework", sort=False):
-            cpu_fw = cpu[cpu["framework"] == framework]
-            rows.append({**base, "framework": framework,
-                         **_pair(_curve(cpu_fw), _curve(gpu_fw), cpu_fw, gpu_fw),
-                         "prediction": predicted(cpu_fw, gpu_fw)})
-        best["prediction"], best["predicted_from"] = _best_prediction(rows, gpu)
-    return pd.DataFrame(rows)
-
-
-# --- the predicted crossover (harness.analysis.predict) -----------------------------------------
-
-def sweep_points(cases: pd.DataFrame) -> list[SweepPoint]:
-    """One device's measured curve as the predictor reads it: per call, valid sizes only.
-
-    Per call, not per step: FLOPs, launches and device-busy time are counted per call.
-    """
-    valid = cases[cases["valid"] & cases["size_value"].notna()].sort_values("size_value")
-    return [SweepPoint(size=float(row["size_value"]), seconds=float(row["call_median_s"]),
-                       flops=_number(row.get("flops")), nbytes=_number(row.get("bytes")),
-                       launches=_number(row.get("launches_per_call")),
-                       busy_seconds=_number(row.get("device_seconds")),
-                       steps=_number(row.get("steps_per_call")),
-                       noisy=bool(row["noisy"]), suspect=bool(row.get("suspect")))
-            for _, row in valid.iterrows()]
-
-
-def _number(value: Any) -> float | None:
-    number = pd.to_numeric(value, errors="coerce")
-    return float(number) if pd.notna(number) and number > 0 else None
-
-
-def predicted(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> Any:
-    """The framework's predicted crossover, or None where a device has under two sizes."""
-    cpu_points, gpu_points = sweep_points(cpu_rows), sweep_points(gpu_rows)
-    if len(cpu_points) < 2 or len(gpu_points) < 2:
-        return None
-    return predict_curves(cpu_points, gpu_points)
-
-
-def predict_curves(cpu_points: list[SweepPoint], gpu_points: list[SweepPoint]) -> Any:
-    """harness.analysis.predict.predict, the CPU's points given the GPU's launch counts."""
-    return predict(with_gpu_launches(cpu_points, gpu_points), gpu_points)
-
-
-def with_gpu_launches(cpu_points: list[SweepPoint],
-                      gpu_points: list[SweepPoint]) -> list[SweepPoint]:
-    """The CPU's points, each with the GPU's launch count at its size where every size has one.
-
-    The same program dispatches the same ops on either device: the GPU profile's launch count
-    is the CPU cell's op count too (eager frameworks pay a dispatch per op there).
-    """
-    launches = {point.size: point.launches for point in gpu_points if point.launches}
-    if all(point.size in launches for point in cpu_points):
-        return [replace(point, launches=launches[point.size]) for point in cpu_points]
-    return cpu_points
-
-
-def _best_prediction(rows: list[dict[str, Any]], gpu: pd.DataFrame) -> tuple[Any, str]:
-    """For the best-vs-best line: the prediction of the framework fastest on the GPU at the
-    largest size, since the best curves mix frameworks whose costs a model cannot mix."""
-    valid = gpu[gpu["valid"] & gpu["size_value"].notna()]
-    if valid.empty:
-        return None, ""
-    largest = valid[valid["size_value"] == valid["size_value"].max()]
-    fastest = str(largest.sort_values("call_median_s")["framework"].iloc[0])
-    for row in rows:
-        if row.get("framework") == fastest and row.get("prediction") is not None:
-            return row["prediction"], fastest
-    return None, ""
-
-
-def prediction_records(table: pd.DataFrame, sweep: str) -> list[dict[str, Any]]:
-    """The predictions of one experiment's table as run.json stores them."""
-    records = []
-    for _, row in table.iterrows():
-        prediction = row.get("prediction")
-        if row["framework"] == "best" or prediction is None or pd.isna(row["variant"]):
-            continue
-        records.append({
-            "machine": row["machine"], "variant": row["variant"],
-            "framework": row["framework"], "sweep": sweep, "kind": prediction.kind,
-            "size": prediction.size, "extrapolated": prediction.extrapolated,
-            "held_out_error": prediction.held_out_error,
-            "sizes_used": prediction.sizes_used, "caveats": list(prediction.caveats),
-            "measured": row["kind"], "measured_size": row["size"],
-            "text": prediction.text(sweep)})
-    return records
-
-
-def size_verdicts(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> list[GapVerdict]:
-    """At each size both devices measured: the GPU-vs-CPU gap between the fastest cell of
-    each, judged by the one noise rule (harness.analysis.noise: IQRs and round medians)."""
-    found = []
-    for rows in (cpu_rows, gpu_rows):
-        valid = rows[rows["valid"]]
-        fixed = valid["size_label"] == ""
-        valid = valid[valid["size_value"].notna() | fixed]
-        keyed = valid.assign(_size=valid["size_value"].where(~fixed, 0.0))
-        found.append(keyed.sort_values("median_s").drop_duplicates("_size").set_index("_size"))
-    cpu_best, gpu_best = found
-    return [gap_verdict(cpu_best.loc[size], gpu_best.loc[size])
-            for size in sorted(set(cpu_best.index) & set(gpu_best.index))]
-
-
-def noise_phrase(verdicts: list[GapVerdict]) -> str:
-    """' (the faster device beyond the noise at 4 of 5 sizes; held in every round at 4)'."""
-    if not verdicts:
-        return ""
-    beyond = sum(verdict.significant for verdict in verdicts)
-    text = f"the faster device beyond the noise at {beyond} of {len(verdicts)} sizes"
-    rounds = max(verdict.rounds for verdict in verdicts)
-    if rounds < 2:
-        return f" ({text}; one round: run-to-run drift not measured)"
-    every = sum(verdict.held == verdict.rounds for verdict in verdicts)
-    return f" ({text}; held in all {rounds} rounds at {every} of {len(verdicts)})"
-
-
-def _pair(cpu: pd.Series, gpu: pd.Series, cpu_rows: pd.DataFrame,
-          gpu_rows: pd.DataFrame) -> dict[str, Any]:
-    curves = pd.DataFrame({"cpu_s": cpu, "gpu_s": gpu}).rename_axis("size").reset_index()
-    verdict = find_crossover(curves)
-    noise = noise_phrase(size_verdicts(cpu_rows, gpu_rows)) if (
-        not cpu_rows.empty and not gpu_rows.empty) else ""
-    both = curves.dropna()
-    largest = both.iloc[-1] if not both.empty else None
-    return {"excluded": excluded_cases(pd.concat([cpu_rows, gpu_rows])), "kind": verdict.kind,
-            "size": verdict.size, "sizes_compared": verdict.sizes_compared,
-            "verdict": verdict, "noise": noise, "has_cpu": cpu_rows["valid"].any(),
-            "has_gpu": gpu_rows["valid"].any(),
-            "largest_size": None if largest is None else largest["size"],
-            "speedup_at_largest": None if largest is None else largest["cpu_s"] / largest["gpu_s"]}
-
-
-# --- why the GPU loses at small sizes -------------------------------------------------------
-
-def flat_time_below_crossover(stats: pd.DataFrame, verdicts: pd.DataFrame) -> pd.DataFrame:
-    """GPU lines whose time stays ~flat while the work grows, where the CPU is faster.
-
-    A GPU call that takes about the same time for 8x the work is paying a fixed per-call cost
-    (kernel launch, synchronisation, framework dispatch), not compute.
-    """
-    rows = []
-    for _, verdict in verdicts[verdicts["framework"] != "best"].iterrows():
-        if verdict["kind"] not in ("crossover", "cpu-always", "mixed"):
-            continue
-        gpu = stats[(stats["experiment"] == verdict["experiment"])
-                    & (stats["machine"] == verdict["machine"])
-                    & (stats["variant"] == verdict["variant"])
-                    & (stats["framework"] == verdict["framework"])
-                    & (stats["device_kind"] == "gpu") & stats["valid"]
-                    & stats["size_value"].notna()].sort_values("size_value")
-        if verdict["kind"] == "crossover":
-            gpu = gpu[gpu["size_value"] < verdict["size"]]
-        flat = _flat_run(gpu)
-        if flat is not None:
-            rows.append({"experiment": verdict["experiment"], "machine": verdict["machine"],
-                         "variant": verdict["variant"], "framework": verdict["framework"],
-                         "sweep": verdict["sweep"], **flat})
-    return pd.DataFrame(rows)
-
-
-def _flat_run(gpu: pd.DataFrame) -> dict[str, Any] | None:
-    if len(gpu) < 2:
-        return None
-    work = gpu["flops"].where(gpu["flops"] > 0, gpu["bytes"])
-    work = work.where(work > 0, gpu["size_value"])
-    work_growth = work.iloc[-1] / work.iloc[0]
-    time_growth = gpu["median_s"].max() / gpu["median_s"].min()
-    if not (work_growth >= FLAT_WORK_GROWTH and time_growth < FLAT_TIME_GROWTH):
-        return None
-    return {"from_size": gpu["size_value"].iloc[0], "to_size": gpu["size_value"].iloc[-1],
-            "level_s": float(gpu["median_s"].median()), "work_growth": float(work_growth),
-            "time_growth": float(time_growth)}
 
 
 # --- summary.md -------------------------------------------------------------------------------

@@ -13,9 +13,10 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.crossover import excluded_cases
 from harness.core.units import format_ratio, format_seconds, format_size
 from harness.report.summary import markdown_table, size_phrase
-from harness.report.tables import MIN_SAMPLES_TO_JUDGE, excluded_cases, gap_significance
+from harness.report.tables import MIN_SAMPLES_TO_JUDGE, gap_significance
 from harness.report.views import View
 
 
