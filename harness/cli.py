@@ -160,6 +160,9 @@ def compare(
         help="Draw the report (PNGs, summary.md, report.html) into the run folder.")] = True,
     ceilings: Annotated[bool, typer.Option(
         help="Measure each device's peak FLOP/s and bandwidth first (for plausibility).")] = True,
+    probe_ceilings: Annotated[bool, typer.Option(
+        "--probe-ceilings", help="Probe the ceilings again although this machine remembers "
+        "them (reused otherwise while its fingerprint matches, for 30 days).")] = False,
     executor: Annotated[Optional[str], typer.Option(
         help="Where cells run: local (here, one after another) or slurm (one SLURM job-array "
              "task per cell, through submitit). Default: local; with --resume, the run's "
@@ -209,7 +212,7 @@ def compare(
                                variants=variant, sizes=parse_sizes(sizes),
                                params=parse_param_overrides(param), data=data, quick=quick,
                                out=out, timeout_s=timeout, model=model, rounds=rounds,
-                               seed=seed)
+                               seed=seed, probe_ceilings=probe_ceilings)
         except (BadInput, store.StoreError) as exc:
             fail_input(str(exc))
         with interrupt.stop_on_signals():
@@ -292,9 +295,9 @@ def print_verdict(result: api.RunResult, drawn: api.ReportOutcome | None) -> Non
             verdicts_without_drawing([result.path])
     except Exception as exc:  # noqa: BLE001 - the measurements are saved; only the words are lost
         lines = [f"no verdict: {type(exc).__name__}: {exc}"]
-    from harness.analysis.stats import overhead_line, quick_line, rounds_line
+    from harness.analysis.stats import ceilings_line, overhead_line, quick_line, rounds_line
     for line in (rounds_line(result.document), quick_line(result.document),
-                 overhead_line(result.document)):
+                 ceilings_line(result.document), overhead_line(result.document)):
         if line:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print("verdict:", markup=False, highlight=False)

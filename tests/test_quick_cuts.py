@@ -4,7 +4,6 @@ compile thread, and the run's --quick line naming each."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +12,18 @@ import pytest
 from harness import api
 from harness.analysis.stats import quick_line
 from harness.data.results import RunDocument
-from harness.measure import ceilings, envinfo
+from harness.measure import ceilings
 from harness.run import ceiling_probe
 from harness.run.runner import cell_environment
 from harness.spec import Cell
 
 
 def write_cache(folder: Path, device: str, gflops: float) -> None:
-    key = "|".join([envinfo.machine_label(), str(envinfo.usable_cores()), device, "Some GPU"])
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "ceilings.json").write_text(json.dumps({key: {
-        "figures": {"peak_gflops_by_precision": {"fp32": gflops}, "bandwidth_gbps": 900.0},
-        "how": "best probe seen on this machine: sizes [1024]"}}))
+    """This machine's remembered --quick probe of DEVICE, in the cache at FOLDER."""
+    assert ceilings.cache_path().parent == folder
+    ceilings.remember({"device": device, "device_name": "Some GPU", "probe_sizes": [1024, 2048],
+                       "measured_with": ["torch"], "bandwidth_gbps": 900.0,
+                       "peak_gflops_by_precision": {"fp32": gflops}})
 
 
 def test_quick_takes_the_remembered_ceilings_and_probes_nothing(
@@ -37,12 +36,13 @@ def test_quick_takes_the_remembered_ceilings_and_probes_nothing(
 
     monkeypatch.setattr(ceiling_probe, "measure_all", probe)
     figures = api.measure_ceilings(["cuda:0"], None, quick=True)["cuda:0"]
-    assert figures["device_name"] == "Some GPU" and figures["remembered"].startswith("best probe")
+    assert figures["device_name"] == "Some GPU"
+    assert figures["remembered"]["how"].startswith("best probe")
     assert figures["peak_gflops_by_precision"] == {"fp32": 50_000.0}
     assert figures["physical"]["gflops_by_precision"]["fp32"] == pytest.approx(62_500.0)
 
 
-def test_a_device_the_machine_does_not_remember_is_probed_with_the_others_in_one_child(
+def test_a_device_the_machine_does_not_remember_is_probed_alone(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
     write_cache(tmp_path, "cuda:0", 50_000.0)
@@ -54,8 +54,8 @@ def test_a_device_the_machine_does_not_remember_is_probed_with_the_others_in_one
 
     monkeypatch.setattr(ceiling_probe, "measure_all", probe)
     api.measure_ceilings(["cpu", "cuda:0"], None, quick=True)  # cpu is not remembered
-    api.measure_ceilings(["cuda:0"], None, quick=False)  # a full run always probes
-    assert calls == [["cpu", "cuda:0"], ["cuda:0"]]
+    api.measure_ceilings(["cuda:0"], None, quick=False)  # a full run's sizes were not probed
+    assert calls == [["cpu"], ["cuda:0"]]
     assert ceilings.remembered("cuda:1") is None
 
 
@@ -91,7 +91,7 @@ def test_the_quick_line_names_what_quick_changed() -> None:
     line = quick_line(document)
     assert line.startswith("--quick: one round; short timing; no energy pass; ")
     assert "TORCHINDUCTOR_VEC_ISA_OK=1" in line
-    assert "ceilings of cuda:0 remembered" in line
+    assert "remembered" not in line  # the ceilings line says it (test_ceilings_remembered.py)
     document.quick = False
     assert quick_line(document) == ""
 

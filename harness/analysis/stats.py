@@ -161,12 +161,31 @@ def quick_line(document: RunDocument) -> str:
         parts.append("torch.compile trusting the CPU's vector ISA without a test build "
                      f"({settings}, unless set): a compiled CPU cell's cold call "
                      "is not a default setup's")
-    remembered = sorted(device for device, figures in (document.ceilings or {}).items()
-                        if isinstance(figures, dict) and figures.get("remembered"))
-    if remembered:
-        parts.append(f"ceilings of {', '.join(remembered)} remembered from this machine's "
-                     "earlier probes, not measured again")
     return "--quick: " + "; ".join(parts)
+
+
+def ceilings_line(document: RunDocument) -> str:
+    """Where the run's ceilings came from: this machine's remembered probe (and its date), or a
+    probe now and why, so a reader knows whether the bar was measured today; '' where the run
+    has no probed ceilings (--no-ceilings, no rate to judge, cells run elsewhere)."""
+    from harness.measure.ceilings import REMEMBER_FOR_DAYS
+
+    entries = {device: figures for device, figures in (document.ceilings or {}).items()
+               if isinstance(figures, dict) and "error" not in figures}
+    remembered = {device: figures["remembered"] for device, figures in entries.items()
+                  if isinstance(figures.get("remembered"), dict)}
+    reasons = [str(figures["probed_because"]) for figures in entries.values()
+               if figures.get("probed_because")]
+    parts = []
+    if remembered:
+        dates = sorted({str(known.get("probed")) for known in remembered.values()})
+        which = "" if len(remembered) == len(entries) else f" for {', '.join(sorted(remembered))}"
+        parts.append(f"ceilings remembered from {', '.join(dates)}{which} (this machine's probe; "
+                     "--probe-ceilings measures again)")
+    if reasons:
+        parts.append(f"ceilings probed now ({'; '.join(reasons)}), remembered on this machine "
+                     f"for {REMEMBER_FOR_DAYS} days")
+    return "; ".join(parts)
 
 
 def quick_environment(frameworks: set[str]) -> str:

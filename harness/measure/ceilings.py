@@ -8,7 +8,9 @@ Three figures per device, each with how it was obtained:
 - the probe: the best of several matmul sizes (up to the largest the run uses while a call stays
   affordable), best-of samples, all threads, every installed library (`measured_with`);
 - the cache: the best probe seen on this machine before (~/.cache/harness/ceilings.json), so one
-  probe run that lost its cores to another process cannot lower the bar;
+  probe run that lost its cores to another process cannot lower the bar; kept per device and
+  machine fingerprint (CPU, cores, GPUs, driver, the probe's library versions) with its date, so
+  every run reuses it for REMEMBER_FOR_DAYS instead of probing again (`recall`);
 - the physical bound: beyond it a result is impossible, not fast. CPU: cores x SIMD FLOP/cycle x
   clock; GPU: the best probe or cached figure with a margin (no portable theoretical figure).
 Runs in a child process (`python -m harness.measure.ceilings DEVICES SIZES OUT.json`; DEVICES
@@ -17,10 +19,13 @@ comma-separated, all probed in that one process, so the framework is imported on
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +47,12 @@ GPU_BOUND_MARGIN = 1.25
 # Bytes: above a copy's bandwidth by more than this is cache or folding, not memory speed.
 BANDWIDTH_MARGIN = 1.10
 CACHE_ENV = "HARNESS_CACHE_DIR"
+# Every run reuses this machine's remembered ceilings for this long, then probes again. Why a
+# month: the fingerprint sees a new CPU, GPU, driver or library, not what changes under the same
+# names (a BIOS power limit, a clock cap, a GPU swapped for one of its model, a failing fan); a
+# probe a month bounds how long such a change goes unseen, for ~30 s of probing a month.
+REMEMBER_FOR_DAYS = 30
+DAY_S = 86_400.0
 
 
 # Probing again when other processes competed: load only ever slows a probe down.
@@ -139,9 +150,17 @@ def cache_path() -> Path:
     return cache_dir() / "ceilings.json"
 
 
-def _machine_key(figures: dict[str, Any]) -> str:
-    return "|".join([envinfo.machine_label(), str(envinfo.usable_cores()),
-                     figures.get("device", ""), figures.get("device_name", "")])
+def machine_fingerprint() -> dict[str, Any]:
+    """This machine as its probe saw it: CPU, cores, GPUs and driver, and the versions of the
+    probe's libraries (PROVIDERS: their framework names are their distribution names)."""
+    return envinfo.machine_fingerprint(PROVIDERS)
+
+
+def _entry_key(device_name: str, fingerprint: Mapping[str, Any]) -> str:
+    """One cache entry per device and fingerprint: a home folder shared by several machines
+    (NFS on a cluster) keeps each machine's own probe."""
+    text = json.dumps(fingerprint, sort_keys=True)
+    return f"{device_name}|{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
 def _read_cache() -> dict[str, Any]:
@@ -152,18 +171,38 @@ def _read_cache() -> dict[str, Any]:
     return document if isinstance(document, dict) else {}
 
 
-def remember(figures: dict[str, Any]) -> dict[str, Any]:
-    """Attach this machine's best earlier probe to `figures`, then store the new best."""
+def _fresh(entry: Any, now: float) -> bool:
+    """A remembered probe young enough to reuse (entries from before fingerprints: never)."""
+    return (isinstance(entry, dict) and isinstance(entry.get("probed_at"), (int, float))
+            and now - entry["probed_at"] <= REMEMBER_FOR_DAYS * DAY_S)
+
+
+def remember(figures: dict[str, Any], fingerprint: Mapping[str, Any] | None = None,
+             now: float | None = None) -> dict[str, Any]:
+    """Attach this machine's best earlier probe to `figures`, then store the new best with the
+    fingerprint, the date and how it was probed.
+
+    The best of the probes since the entry's last one, so one probe that lost its cores cannot
+    lower the bar; an entry older than REMEMBER_FOR_DAYS is replaced, not merged, since its
+    figures may describe a machine that has changed under the same names.
+    """
     if "error" in figures:
         return figures
+    fingerprint = dict(machine_fingerprint() if fingerprint is None else fingerprint)
+    now = time.time() if now is None else now
     cache = _read_cache()
-    key = _machine_key(figures)
-    previous = cache.get(key) or {}
+    key = _entry_key(figures["device"], fingerprint)
+    previous = cache[key] if _fresh(cache.get(key), now) else {}
     figures = {**figures, "cached": previous}
     best = _best_of([previous.get("figures", {}), _probe_figures(figures)]) if previous \
         else _probe_figures(figures)
-    cache[key] = {"figures": best, "how": "best probe seen on this machine: "
-                  f"sizes {figures.get('probe_sizes')}, libraries {figures.get('measured_with')}"}
+    sizes = sorted({*previous.get("probe_sizes", []), *figures.get("probe_sizes", [])})
+    libraries = sorted({*previous.get("measured_with", []), *figures.get("measured_with", [])})
+    cache[key] = {"device": figures["device"], "device_name": figures.get("device_name", ""),
+                  "fingerprint": fingerprint, "probed_at": now,
+                  "probed": time.strftime("%Y-%m-%d", time.localtime(now)),
+                  "probe_sizes": sizes, "measured_with": libraries, "figures": best,
+                  "how": f"best probe seen on this machine: sizes {sizes}, libraries {libraries}"}
     try:
         write_json_atomic(cache_path(), cache)
     except OSError:
@@ -176,23 +215,68 @@ def _probe_figures(figures: dict[str, Any]) -> dict[str, Any]:
     return {key: figures[key] for key in keys if key in figures}
 
 
-def remembered(device_name: str) -> dict[str, Any] | None:
-    """This machine's best earlier probe of a device, as ceilings figures (--quick uses them
-    instead of probing again); None when the machine has none for it.
+@dataclass(frozen=True)
+class Recall:
+    """A device's remembered ceilings figures, or (figures None) why the run must probe it."""
 
-    Matched on the machine and the device ("cuda:0"), not on the device's description, which
-    only a framework import could read: that import is what this saves.
+    figures: dict[str, Any] | None
+    why_not: str = ""
+
+
+def recall(device_name: str, sizes: Sequence[int] = (),
+           fingerprint: Mapping[str, Any] | None = None, now: float | None = None) -> Recall:
+    """This machine's remembered probe of a device, as ceilings figures, when its fingerprint
+    matches, it is younger than REMEMBER_FOR_DAYS and it tried sizes up to the largest in SIZES
+    (a --quick probe's two sizes would set a GPU's bar too low for a full run); else why not.
+
+    Matched on the device ("cuda:0") and the fingerprint, not on the device's description,
+    which only a framework import could read: that import is what this saves.
     """
-    prefix = "|".join([envinfo.machine_label(), str(envinfo.usable_cores()), device_name, ""])
-    entries = [(key, entry) for key, entry in _read_cache().items()
-               if key.startswith(prefix) and isinstance(entry, dict)
-               and (entry.get("figures") or {}).get("peak_gflops_by_precision")]
-    if len(entries) != 1:  # none, or two GPUs once seen under one name: probe instead
-        return None
-    key, entry = entries[0]
-    return {"device": device_name, "device_name": key[len(prefix):],
-            "remembered": entry.get("how", "best probe seen on this machine"),
-            "cached": entry, **entry["figures"]}
+    fingerprint = machine_fingerprint() if fingerprint is None else fingerprint
+    now = time.time() if now is None else now
+    entries = sorted((entry for entry in _read_cache().values() if isinstance(entry, dict)
+                      and entry.get("device") == device_name and "fingerprint" in entry
+                      and (entry.get("figures") or {}).get("peak_gflops_by_precision")),
+                     key=lambda entry: -float(entry.get("probed_at") or 0.0))
+    if not entries:
+        return Recall(None, f"no remembered probe of {device_name}")
+    entry = next((entry for entry in entries if entry["fingerprint"] == fingerprint), None)
+    if entry is None:
+        changed = fingerprint_change(entries[0]["fingerprint"], fingerprint)
+        return Recall(None, f"this machine changed since {device_name}'s probe: {changed}")
+    if not _fresh(entry, now):
+        return Recall(None, f"{device_name}'s probe of {entry.get('probed')} is older than "
+                            f"{REMEMBER_FOR_DAYS} days")
+    # Sizes within the probe's ladder are bracketed by sizes it tried; only larger ones matter.
+    tried = max(entry.get("probe_sizes") or [0])
+    missing = sorted(size for size in set(sizes) if size > tried)
+    if missing:
+        return Recall(None, f"{device_name}'s probe of {entry.get('probed')} did not try "
+                            f"n={','.join(map(str, missing))}")
+    return Recall({"device": device_name, "device_name": entry.get("device_name", ""),
+                   "measured_with": entry.get("measured_with", []),
+                   "probe_sizes": entry.get("probe_sizes", []),
+                   "remembered": {"probed": entry.get("probed"), "how": entry.get("how")},
+                   "cached": entry, **entry["figures"]})
+
+
+def remembered(device_name: str, sizes: Sequence[int] = (),
+               fingerprint: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """This machine's remembered probe of a device (recall's figures); None when there is no
+    usable one (the --no-ceilings bound and every run's ceilings policy read it)."""
+    return recall(device_name, sizes, fingerprint).figures
+
+
+def fingerprint_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """'torch 2.4.0 -> 2.5.1, cores 64 -> 32': what differs between two fingerprints."""
+    old_libraries, new_libraries = before.get("libraries") or {}, after.get("libraries") or {}
+    changes = [f"{name} {old_libraries.get(name)} -> {new_libraries.get(name)}"
+               for name in sorted({*old_libraries, *new_libraries})
+               if old_libraries.get(name) != new_libraries.get(name)]
+    changes += [f"{key.replace('_', ' ')} {before.get(key)} -> {after.get(key)}"
+                for key in sorted({*before, *after} - {"libraries"})
+                if before.get(key) != after.get(key)]
+    return ", ".join(changes) or "a different fingerprint"
 
 
 def with_bounds(figures: dict[str, Any]) -> dict[str, Any]:

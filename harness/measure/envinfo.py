@@ -7,6 +7,8 @@ import platform
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +72,37 @@ def machine_label() -> str:
     """A short name for series labels: hostname plus the accelerator if any."""
     gpus = visible_gpus()
     return f"{platform.node()} ({gpus[0]})" if gpus else f"{platform.node()} (cpu only)"
+
+
+def machine_fingerprint(libraries: Sequence[str]) -> dict[str, Any]:
+    """What a probe's figures depend on: CPU model, usable cores, the visible GPUs and their
+    driver, and the versions of LIBRARIES (distribution names; None when not installed).
+
+    Why without a framework import: the parent reads it before every run to decide whether the
+    remembered ceilings still describe this machine (harness.measure.ceilings), and importing
+    torch to ask would cost what remembering saves. GPUs and driver come from nvidia-smi.
+    """
+    versions: dict[str, str | None] = {}
+    for name in sorted(libraries):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    gpus = visible_gpus()
+    return {"cpu_model": cpu_model(), "cores": usable_cores(), "gpus": gpus,
+            "gpu_driver": _nvidia_driver() if gpus else None, "libraries": versions}
+
+
+def _nvidia_driver() -> str | None:
+    """The driver version nvidia-smi reports (one per host), or None."""
+    try:
+        listing = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return next((line.strip() for line in listing.splitlines() if line.strip()), None)
 
 
 def load_average() -> list[float] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from harness.measure.ceilings import probe_sizes, remember, with_bounds
@@ -11,11 +12,13 @@ from harness.spec import Cell
 
 def measure_all(device_names: list[str], largest_run_n: int | None = None,
                 timeout_s: float = 300.0, sizes: list[int] | None = None,
-                quick: bool = False) -> dict[str, Any]:
+                quick: bool = False,
+                fingerprint: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Ceilings of every device, probed one after the other in one child process (one
     framework import for all: ~4 s a device on the H100 machine's host). QUICK: the child gets
     a --quick cell's environment, so that it is forked from the warm process the run's torch
-    workers use (harness.run.forkserver)."""
+    workers use (harness.run.forkserver). FINGERPRINT: the machine the figures are remembered
+    for (default: read now), the one the caller matched the remembered ceilings against."""
     sizes_text = ",".join(map(str, sizes or probe_sizes(largest_run_n)))
     # A cpu-only probe hides the GPUs, as a cpu cell does; with a GPU among them, it sees them.
     device = ",".join(device_names)
@@ -27,5 +30,5 @@ def measure_all(device_names: list[str], largest_run_n: int | None = None,
                 for name in device_names}
     by_device = figures.get("devices") if len(device_names) > 1 else {device: figures}
     return {name: with_bounds(remember((by_device or {}).get(name) or {
-        "device": name, "error": "measurement failed: the probe wrote no figures"}))
-        for name in device_names}
+        "device": name, "error": "measurement failed: the probe wrote no figures"},
+        fingerprint)) for name in device_names}

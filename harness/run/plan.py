@@ -134,6 +134,8 @@ class RunPlan:
     # Worker processes per cell, the matrix run round by round in a seeded random order.
     rounds: int = 1
     seed: int = 0
+    # Probe the ceilings even where this machine remembers them (--probe-ceilings).
+    probe_ceilings: bool = False
 
 
 def default_rounds(quick: bool = False) -> int:
@@ -153,12 +155,14 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
          params: dict[str, Any] | None = None, data: Path | str | None = None,
          quick: bool = False, out: Path | str = "results",
          timeout_s: float = 900.0, model: Path | str | None = None,
-         rounds: int | None = None, seed: int | None = None) -> RunPlan:
+         rounds: int | None = None, seed: int | None = None,
+         probe_ceilings: bool = False) -> RunPlan:
     """Validate every input before anything runs; BadInput (one line) otherwise.
 
     `model`: a user's model file (workloads/usermodel/) instead of a registered workload.
     `rounds`: worker processes per cell (default: default_rounds(quick)), run round by round with
     the cells in a new random order each round, from `seed` (default: drawn, and recorded).
+    `probe_ceilings`: measure the ceilings again although this machine remembers them.
     """
     chosen_rounds = default_rounds(quick) if rounds is None else int(rounds)
     if chosen_rounds < 1:
@@ -200,5 +204,5 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
     cells = expand_matrix(spec.name, chosen_variants, chosen_frameworks, chosen_devices, values,
                           quick)
     return RunPlan(spec, cells, chosen_devices, values, out, timeout_s, quick, prepare,
-                   chosen_rounds, chosen_seed)
+                   chosen_rounds, chosen_seed, probe_ceilings)
 

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -190,15 +191,19 @@ class RunSession:
         return interrupt.requested() is None
 
     def _settle_ceilings(self, plan: RunPlan) -> None:
-        """The ceilings every rate is judged against: measured (--quick: the machine's
-        remembered probe), or with --no-ceilings the machine's theoretical peaks (or its
-        remembered probes), so a rate faster than physics is flagged, never celebrated. None
-        where the cells run elsewhere (the probe would describe the wrong host) or the
-        workload has no rate to judge."""
+        """The ceilings every rate is judged against: this machine's remembered probe, else
+        measured (--probe-ceilings: always), or with --no-ceilings the machine's theoretical
+        peaks (or its remembered probes), so a rate faster than physics is flagged, never
+        celebrated. None where the cells run elsewhere (the probe would describe the wrong
+        host) or the workload has no rate to judge."""
         if not (self.executor.runs_cells_here and has_rates(self.spec)):
             return
         if self.ceilings:
-            self.document.ceilings = measure_ceilings(
+            # `probe` bound only when asked: callers replace measure_ceilings with their own
+            # (devices, largest_n, quick) function, and the plain call keeps theirs working.
+            measure = partial(measure_ceilings, probe=True) if plan.probe_ceilings \
+                else measure_ceilings
+            self.document.ceilings = measure(
                 plan.devices, largest_square_matmul(self.spec, plan.cells), plan.quick)
         else:
             self.document.ceilings = bounds.unprobed_ceilings(plan.devices)
@@ -348,23 +353,31 @@ def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:
 QUICK_PROBE_SIZES = [1024, 2048]
 
 
-def measure_ceilings(devices: list[str], largest_n: int | None,
-                     quick: bool = False) -> dict[str, Any]:
+def measure_ceilings(devices: list[str], largest_n: int | None, quick: bool = False,
+                     probe: bool = False) -> dict[str, Any]:
     """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles.
 
-    --quick takes the machine's remembered best probe where every device has one (it says
-    so: `remembered` in each device's figures), and probes otherwise.
+    Every run takes a device's remembered ceilings where this machine's fingerprint matches, the
+    probe is younger than REMEMBER_FOR_DAYS and reached this run's sizes (harness.measure.ceilings
+    .recall; `remembered` in its figures says so): a probe cost ~30 s of a 55 s run on an H200
+    host. The others are probed, in one child, each with `probed_because`; PROBE
+    (--probe-ceilings) probes every device.
     """
-    from harness.measure.ceilings import remembered, with_bounds
+    from harness.measure import ceilings
     from harness.run import ceiling_probe
 
-    if quick:
-        known = {device: remembered(device) for device in devices}
-        if all(known.values()):
-            return {device: with_bounds(figures) for device, figures in known.items()
-                    if figures is not None}
-    if interrupt.requested() is not None:
-        return {}
-    with progress_console.status("measuring the machine's ceilings (--no-ceilings skips this)"):
-        return ceiling_probe.measure_all(devices, largest_n,
-                                         sizes=QUICK_PROBE_SIZES if quick else None, quick=quick)
+    sizes = QUICK_PROBE_SIZES if quick else ceilings.probe_sizes(largest_n)
+    fingerprint = ceilings.machine_fingerprint()
+    recalled = {device: ceilings.Recall(None, "--probe-ceilings") if probe
+                else ceilings.recall(device, sizes, fingerprint) for device in devices}
+    figures = {device: ceilings.with_bounds(known.figures) for device, known in recalled.items()
+               if known.figures is not None}
+    to_probe = [device for device in devices if device not in figures]
+    if to_probe and interrupt.requested() is None:
+        with progress_console.status("measuring the machine's ceilings (--no-ceilings skips "
+                                     "this)"):
+            probed = ceiling_probe.measure_all(to_probe, largest_n, sizes=sizes, quick=quick,
+                                               fingerprint=fingerprint)
+        figures.update({device: {**probed[device], "probed_because": recalled[device].why_not}
+                        for device in to_probe})
+    return {device: figures[device] for device in devices if device in figures}
