@@ -410,10 +410,15 @@ class Cell:
     # round `round` (0-based) and measures its share of the cell's work.
     rounds: int = 1
     round: int = 0
+    # A later round's calls per sample from the cell's first round, one per case by position
+    # (None: calibrate anew): the worker starts its calibration there instead of at 1 call.
+    calibration: tuple[int | None, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.params, FrozenParams):
             object.__setattr__(self, "params", FrozenParams(self.params))
+        if not isinstance(self.calibration, tuple):  # a list, read back from the cell's JSON
+            object.__setattr__(self, "calibration", tuple(self.calibration))
 
     @property
     def key(self) -> CellKey:
@@ -434,6 +439,8 @@ class Cell:
         }
         if self.rounds > 1:  # a one-round cell keeps the layout it always had
             document.update(rounds=self.rounds, round=self.round)
+        if self.calibration:  # only a later round's worker gets one
+            document["calibration"] = list(self.calibration)
         return document
 
 

@@ -104,8 +104,11 @@ _ROUND_KEYS = ("sample_rounds", "round_medians", "call_rounds")
 # The plan's values of parameters the rounds shared out (harness.run.rounds), where they differ
 # from what one worker's call did: written where set.
 _PLANNED_KEYS = ("planned",)
+# The calls per sample a later round started its calibration from (the cell's first round's):
+# written where set, so a reader can tell a reused calibration from one found anew.
+_REUSE_KEYS = ("calls_per_sample_reused",)
 _CASE_KEYS = ("case", "status", "reason", *_MEASURED_KEYS, *_BLOCK_KEYS, *_ROUND_KEYS,
-              *_PLANNED_KEYS, "attempts")
+              *_PLANNED_KEYS, "attempts", *_REUSE_KEYS)
 
 
 @dataclass
@@ -173,6 +176,10 @@ class CaseResult:
     # parameters (MNIST: {"epochs": 1, "train_samples": 60000}) where `case` (what one
     # worker's calls did) differs from them. Empty: the case is as planned.
     planned: dict[str, Any] = field(default_factory=dict)
+    # The calls per sample this case's calibration started from, found by the cell's first
+    # round (None: calibrated from 1 call). A merged case: what its later rounds were given.
+    # `calls_per_sample` stays the count actually used.
+    calls_per_sample_reused: int | None = None
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -247,6 +254,8 @@ class CaseResult:
             document["attempts"] = [asdict(attempt) for attempt in self.attempts]
         if self.planned:
             document["planned"] = self.planned
+        if self.calls_per_sample_reused is not None:
+            document["calls_per_sample_reused"] = self.calls_per_sample_reused
         return {**document, **self.extra_fields}
 
     def block_steps(self, sample: int) -> int | None:

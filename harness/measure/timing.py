@@ -36,6 +36,9 @@ class TimingPolicy:
     warmup_s: float = 0.25  # uncounted calls after the cold one (thread pools spin up)
     target_sample_s: float = 0.005  # calibrate calls per sample up to about this
     overhead_ratio: float = 1000.0  # ...and to at least this many times the timer overhead
+    # Calls per sample an earlier round of the same cell found: calibration starts there, not
+    # at 1 call (None: calibrate from 1). Why: every round's worker grew it anew.
+    reused_calls: int | None = None
 
     @classmethod
     def quick(cls) -> TimingPolicy:
@@ -52,6 +55,10 @@ class TimingPolicy:
         return replace(self, min_samples=max(MIN_ROUND_SAMPLES, -(-self.min_samples // rounds)),
                        min_time_s=self.min_time_s / rounds,
                        max_time_s=max(self.max_time_s / rounds, self.min_time_s))
+
+    def reusing(self, calls: int | None) -> TimingPolicy:
+        """This policy calibrating from `calls` calls per sample (None: from 1 call)."""
+        return replace(self, reused_calls=None if calls is None else max(1, calls))
 
 
 # A round's fewest samples: three give a median and quartiles (see sample_stats).
@@ -229,17 +236,26 @@ def _calibrate(
     """Double the calls per sample until a sample dwarfs the timer overhead.
 
     Starts from the fastest warm-up call: one pre-empted call must not stop the doubling.
-    Returns the calls per sample and the per-call time the last level measured (the
-    prediction the samples are held to).
+    A later round starts from the calls its cell's first round found (policy.reused_calls):
+    one level timed instead of every level from 1, and still doubled from there if the
+    machine got faster. Returns the calls per sample and the per-call time the last level
+    measured (the prediction the samples are held to).
     """
     target = max(policy.target_sample_s, overhead * policy.overhead_ratio)
-    calls = 1
-    sample = single_call_s
+    calls = policy.reused_calls or 1
+    # One call's time is the warm-up's already: a slow step is not called twice more for it.
+    sample = single_call_s if calls == 1 else _fastest_sample(step, synchronize, calls)
     while sample < target and calls < 1_000_000:
         calls *= 2
-        # Two tries per level, keep the faster: a pre-empted try would stop the doubling early.
-        sample = min(_timed_calls(step, synchronize, calls) for _ in range(2))
+        sample = _fastest_sample(step, synchronize, calls)
     return calls, sample / calls
+
+
+def _fastest_sample(step: Callable[[], object], synchronize: Callable[[], None],
+                    calls: int) -> float:
+    """The faster of two samples of `calls` calls: a pre-empted try must not stop the
+    doubling early, nor pass for the prediction."""
+    return min(_timed_calls(step, synchronize, calls) for _ in range(2))
 
 
 def per_call(

@@ -125,6 +125,8 @@ def merge_cases(planned: Cell, rounds: list[tuple[int, CaseResult]],
     merged.calls_per_sample = head.calls_per_sample
     merged.timer_overhead_s = head.timer_overhead_s
     merged.predicted_call_s = head.predicted_call_s
+    merged.calls_per_sample_reused = next((r.calls_per_sample_reused for _, r in measured
+                                           if r.calls_per_sample_reused is not None), None)
     merged.device_profile = next((r.device_profile for _, r in measured
                                   if r.device_profile and "reason" not in r.device_profile),
                                  head.device_profile)
@@ -202,3 +204,21 @@ class RoundMerger:
         planned = self.planned.get(key) or replace(cell, round=0)
         self.seen.setdefault(key, []).append((cell.round, result))
         return merge_cells(planned, self.seen[key], self.spec.round_split)
+
+    def calibrated(self, cell: Cell) -> Cell:
+        """A later round's cell carrying the calls per sample its first round found, per case
+        (first_round_calibration); the first round's, or one whose first round has no
+        result, as it is."""
+        first = next((result for index, result in self.seen.get(cell.key, []) if index == 0),
+                     None)
+        if cell.round == 0 or first is None or self.spec.timing == "per_call":
+            return cell
+        return replace(cell, calibration=first_round_calibration(first))
+
+
+def first_round_calibration(first: CellResult) -> tuple[int | None, ...]:
+    """Per case (by position, as merge_cells matches them), the calls per sample the first
+    round used; None for a case it did not measure. Why: every later round's worker would
+    otherwise grow the same count again from 1 call."""
+    return tuple(case.calls_per_sample if case.measured and case.samples else None
+                 for case in first.cases)

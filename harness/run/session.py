@@ -270,8 +270,9 @@ class RunSession:
             if interrupt.requested() is not None:
                 finished = False
                 break
-            round_cells = [rounds_module.round_cell(spec, to_run[position], index, rounds)
-                           for position in order]
+            # A later round's cells carry the calls per sample their first round found.
+            round_cells = [merger.calibrated(rounds_module.round_cell(
+                spec, to_run[position], index, rounds)) for position in order]
             # The order that runs, as plan indices: the cells refused without a worker are in
             # no round, so the order is recorded as executed, not as shuffled over the plan.
             document.round_orders.append(

@@ -306,14 +306,19 @@ def max_attempts() -> int:
 
 
 def time_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any,
-              watch: CaseWatch | None, clock: PhaseClock, last: bool = True) -> TimedCase:
-    """Prepare, time and check one case once (run_case may call it again when contended)."""
+              watch: CaseWatch | None, clock: PhaseClock, last: bool = True,
+              reused: int | None = None) -> TimedCase:
+    """Prepare, time and check one case once (run_case may call it again when contended).
+
+    REUSED: the calls per sample the cell's first round found, where calibration starts.
+    """
     _reset_peak_memory(device)
     if watch is not None:
         watch.start_case()
     with clock.timing("inputs"):
         inputs = spec.make_inputs(case, cell.variant) if spec.make_inputs else {}
-    policy = (TimingPolicy.quick() if cell.quick else TimingPolicy()).share(cell.rounds)
+    policy = (TimingPolicy.quick() if cell.quick else TimingPolicy()).share(
+        cell.rounds).reusing(reused)
     started = time.perf_counter()
     measurement, output, step = measure_case(spec, module, case, cell.variant, device,
                                              inputs, policy,
@@ -349,6 +354,7 @@ def time_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell,
 def run_case(
     spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any,
     watch: CaseWatch | None = None, clock: PhaseClock | None = None,
+    reused: int | None = None,
 ) -> CaseResult:
     """Prepare, time and check one case; every failure becomes a status in the record.
 
@@ -367,7 +373,7 @@ def run_case(
         allowed = 1 if clock.busy else max_attempts()
         for number in range(1, allowed + 1):
             timed = time_case(spec, module, case, cell, device, watch, clock,
-                              last=number == allowed)
+                              last=number == allowed, reused=reused)
             if number == 1:
                 first_cold = timed.measurement.cold_seconds
             why = timed.contention
@@ -422,12 +428,22 @@ def run_case(
         device_profile=device_profile,
         **blocks.record_fields(measurement),
         attempts=attempts if len(attempts) > 1 else [],
+        calls_per_sample_reused=reused,
     )
     if not check.passed:
         record.status, record.reason = Status.INVALID, f"check failed: {check.detail}"
     elif check.metric == NOT_COMPARED:  # timed and ok; the reason says why nothing was checked
         record.reason = check.detail
     return record
+
+
+def reused_calibration(spec: WorkloadSpec, cell: Cell, position: int) -> int | None:
+    """The calls per sample the cell's first round found for its case at POSITION, if this
+    worker is a later round given one; None where the case is timed call by call (an epoch
+    has nothing to calibrate)."""
+    if spec.timing == "per_call" or position >= len(cell.calibration):
+        return None
+    return cell.calibration[position]
 
 
 def run_cell(cell: Cell, result_path: Path) -> None:
@@ -459,8 +475,9 @@ def run_cell(cell: Cell, result_path: Path) -> None:
         # for --quick, whose energy figures then have no share above idle.
         if not cell.quick and cell.round == 0:
             watch.measure_idle()
-    for case in spec.cases_for(cell.params, cell.variant):
-        run.result.cases.append(run_case(spec, module, case, cell, device, watch, clock))
+    for position, case in enumerate(spec.cases_for(cell.params, cell.variant)):
+        run.result.cases.append(run_case(spec, module, case, cell, device, watch, clock,
+                                         reused_calibration(spec, cell, position)))
         run.save()
     run.finish()
 
