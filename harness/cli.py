@@ -11,11 +11,13 @@ SIGHUP save what finished, stop the running worker and exit 128 + the signal's n
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.padding import Padding
@@ -41,8 +43,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-# Wide even when piped: the results table must not fold into unreadable columns.
-console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
+# A terminal's or $COLUMNS' width; 160 when piped without one, so tables do not fold.
+console = Console(stderr=False, width=None if sys.stdout.isatty()
+                  or os.environ.get("COLUMNS", "").isdigit() else 160)
 errors = Console(stderr=True)
 
 EXIT_BAD_INPUT = 2
@@ -127,6 +130,69 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
     return table
 
 
+# The compact table's widest line; long texts go to the warnings, the rest to --details.
+COMPACT_WIDTH = 100
+
+
+def median_text(row: CaseSummary) -> str:
+    """'2.42 ms ±156 us', or '-' for a case without samples."""
+    if row.median_s is None:
+        return "-"
+    spread = f" ±{format_seconds(row.iqr_s)}" if row.iqr_s is not None else ""
+    return format_seconds(row.median_s) + spread
+
+
+def short_check(row: CaseSummary) -> str:
+    """'pass', 'FAIL', 'not compared' or '-': the figure itself is in --details."""
+    if not row.check:
+        return "-"
+    return row.check if row.check == "not compared" else row.check.split()[0]
+
+
+def short_rate(row: CaseSummary) -> str:
+    """'43.2 GFLOP/s', '>= 0.01 GFLOP/s' (a partial count), '12 GB/s', or '-'."""
+    rates = []
+    if row.gflops is not None:
+        rates.append((">= " if row.flops_gaps else "") + f"{three_digits(row.gflops)} GFLOP/s")
+    if row.gbps is not None:
+        rates.append(f"{three_digits(row.gbps)} GB/s")
+    return ", ".join(rates) or "-"
+
+
+def compact_table(spec: WorkloadSpec, summaries: list[CaseSummary]) -> Table:
+    """One line per case: who, where, status, median ± IQR, rate, check."""
+    table = Table(title=f"{spec.name}: median per call ± IQR (--details: every column)",
+                  box=box.HORIZONTALS, show_edge=True, pad_edge=False, title_justify="left")
+    for column in ("variant", "framework", "device", spec.sweep, "status", "median ± IQR",
+                   "rate", "check"):
+        table.add_column(column, no_wrap=True, overflow="ellipsis",
+                         max_width=20 if column == "variant" else None)
+    for row in summaries:
+        table.add_row(escape(row.variant), row.framework, row.device,
+                      "" if row.size is None else str(row.size), row.status, median_text(row),
+                      short_rate(row), short_check(row))
+    return table
+
+
+def case_warnings(spec: WorkloadSpec, summaries: list[CaseSummary],
+                  ceilings: dict[str, Any] | None) -> dict[str, list[str]]:
+    """The long texts of the full table's last column, each with the cases it concerns."""
+    texts: dict[str, list[str]] = {}
+    for row in summaries:
+        where = f"{row.variant} {row.framework} {row.device}" + (
+            "" if row.size is None else f", {spec.sweep} {row.size}")
+        flag = implausibility(row, (ceilings or {}).get(row.device), spec.bandwidth_ceiling,
+                              dict(spec.variant_precision))
+        gaps = f"FLOP count partial: {row.flops_gaps}" if row.flops_gaps else ""
+        check = row.check if row.check.startswith("FAIL") else ""
+        for text in (row.reason if row.status != "ok" else "", check, flag, gaps,
+                     f"SUSPECT: {row.suspect}" if row.suspect else ""):
+            text = " ".join(text.split())[:320]
+            if text:
+                texts.setdefault(text, []).append(where)
+    return texts
+
+
 @app.command()
 def compare(
     workload: Annotated[Optional[str], typer.Option(
@@ -194,6 +260,9 @@ def compare(
              "overrides); 1: run-to-run drift is not measured.")] = None,
     seed: Annotated[Optional[int], typer.Option(
         help="Seed of the rounds' cell orders (default: drawn; recorded in run.json).")] = None,
+    details: Annotated[bool, typer.Option(
+        "--details", help="Also print the full results table (cold call, peak memory, "
+        "FLOPs/call, steps/call, round drift, accuracy, reasons).")] = False,
 ) -> None:
     """Run WORKLOAD for every framework x device cell, each in its own process."""
     from harness.run import forkserver
@@ -225,12 +294,10 @@ def compare(
                 fail_input(str(exc))
     # A resumed run's spec by its stored name, as resume_run loaded it.
     spec = run.spec if resume is None else registry.load_workload(result.document.workload)
-    print_results(spec, result)
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
     drawn = api.draw_report(result.path) if result.stopped_by is None and report else None
-    console.print(f"results: {result.path}")
-    mismatches = self_check(result) if result.stopped_by is None else 0
-    print_verdict(result, drawn)
+    mismatches, check_line = self_check(result) if result.stopped_by is None else (0, "")
+    print_run(spec, result, drawn, check_line, details)
     # A failed cell says more than a failed drawing; either way the measurements are saved.
     raise typer.Exit(result.exit_code or (drawn.exit_code if drawn else 0)
                      or (api.EXIT_FAILED_CELL if mismatches else 0))
@@ -243,10 +310,11 @@ def stored_executor(resume: Path | None) -> dict[str, Any] | None:
     return stored if isinstance(stored, dict) else None
 
 
-def self_check(result: api.RunResult) -> int:
+def self_check(result: api.RunResult) -> tuple[int, str]:
     """`harness check` on the run just made, before its verdicts are printed: a figure that
     does not recompute from the run's own samples is a bug in the harness, said as such (one
-    line each) and exit 1. Returns the number of mismatches."""
+    line each, on stderr now) and exit 1. Returns the number of mismatches and the check's
+    summary line, printed with the run's other context lines."""
     from harness.analysis.check import audit_run
     from harness.run.rounds import round_orders
 
@@ -254,59 +322,125 @@ def self_check(result: api.RunResult) -> int:
         audit = audit_run(result.path, round_orders)
     except Exception as exc:  # noqa: BLE001 - the run is saved; say the check could not run
         errors.print(f"harness check could not run: {type(exc).__name__}: {exc}")
-        return 0
+        return 0, ""
     for mismatch in audit.mismatches:
         errors.print(f"harness check: {mismatch.line()}", markup=False, highlight=False)
-    console.print(f"harness check: {audit.summary_line()}", markup=False, highlight=False)
-    return len(audit.mismatches)
+    return len(audit.mismatches), f"harness check: {audit.summary_line()}"
 
 
-def print_results(spec: WorkloadSpec, result: api.RunResult) -> None:
-    """The results table on stdout, the scaling lines where the workload has them."""
+class Said:
+    """Prints plain lines on stdout, each once: a sentence already printed is not repeated."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, line: str) -> None:
+        if line and line not in self.lines:
+            self.lines.append(line)
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    def mentions(self, text: str) -> bool:
+        return any(text in line for line in self.lines)
+
+
+def is_warning(line: str) -> bool:
+    return line.lstrip().startswith("warning: ")
+
+
+def print_run(spec: WorkloadSpec, result: api.RunResult, drawn: api.ReportOutcome | None,
+              check_line: str, details: bool = False) -> None:
+    """The answer first: the verdicts, the compact table, the warnings, then one line each
+    of context (rounds, --quick, ceilings, harness check, overhead) and the report's path."""
+    say = Said()
+    verdicts = verdict_lines(result, drawn)
+    print_verdict(say, [line for line in verdicts if not is_warning(line)])
+    summaries = print_results(spec, result, say, details)
+    print_warnings(say, [line for line in verdicts if is_warning(line)],
+                   case_warnings(spec, summaries, result.document.ceilings))
+    print_context(say, result, drawn, check_line)
+
+
+def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
+                  details: bool = False) -> list[CaseSummary]:
+    """The compact table on stdout (and the full one with --details), the scaling and energy
+    lines where the run has them. Returns the table's rows."""
     summaries = [row for cell in result.cells for row in summarize_result(spec, cell)]
-    console.print(results_table(spec, summaries, result.document.ceilings))
+    console.print(compact_table(spec, summaries), width=min(console.width, COMPACT_WIDTH))
+    if details:
+        # As wide as before (160 at least): its long reasons must not fold letter by letter.
+        Console(width=max(console.width, 160)).print(
+            results_table(spec, summaries, result.document.ceilings))
     if spec.scaling:  # data-parallel runs: throughput and efficiency per process
         from harness.report.views.scaling import console_lines
 
         for line in console_lines(result.document):
-            console.print(line, markup=False)
+            say(line)
     from harness.report.views.energy import console_lines as energy_lines  # measured energy only
 
     for line in energy_lines(result.document):
-        console.print(line, markup=False)
+        say(line)
     if result.stopped_by is not None:
         finished = sum(cell.status != Status.INTERRUPTED for cell in result.cells)
         errors.print(f"interrupted by {interrupt.describe(result.stopped_by)}: "
                      f"{finished} finished cells saved in {result.path}")
+    return summaries
 
 
-def print_verdict(result: api.RunResult, drawn: api.ReportOutcome | None) -> None:
-    """The summary's verdict lines, then report.html's path: the last lines a run prints.
+def print_warnings(say: Said, verdict_warnings: list[str],
+                   case_texts: dict[str, list[str]]) -> None:
+    """'warnings:', the verdicts' warnings, then each case's long text that none of them (nor
+    a line printed before) said already."""
+    unsaid = [f"  warning: {', '.join(dict.fromkeys(cases))}: {text}"
+              for text, cases in case_texts.items()
+              if not say.mentions(text.removeprefix("SUSPECT: "))
+              and not any(text.removeprefix("SUSPECT: ") in line for line in verdict_warnings)]
+    if verdict_warnings or unsaid:
+        say("warnings:")
+    for line in [*verdict_warnings, *unsaid]:
+        say(line)
+
+
+def verdict_lines(result: api.RunResult, drawn: api.ReportOutcome | None) -> list[str]:
+    """The summary's verdict lines; none for a stopped run.
 
     Drawn: the verdicts computed with the report; not drawn (--no-report, or the drawing
     failed): computed here from the stored run, with nothing drawn.
     """
     if result.stopped_by is not None:
-        return
+        return []
     from harness.report import verdicts_without_drawing
 
     try:
-        lines = drawn.verdicts if drawn is not None and drawn.written else \
+        return drawn.verdicts if drawn is not None and drawn.written else \
             verdicts_without_drawing([result.path])
     except Exception as exc:  # noqa: BLE001 - the measurements are saved; only the words are lost
-        lines = [f"no verdict: {type(exc).__name__}: {exc}"]
-    from harness.analysis.stats import ceilings_line, overhead_line, quick_line, rounds_line
-    for line in (rounds_line(result.document), quick_line(result.document),
-                 ceilings_line(result.document), overhead_line(result.document)):
-        if line:
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
-    console.print("verdict:", markup=False, highlight=False)
+        return [f"no verdict: {type(exc).__name__}: {exc}"]
+
+
+def print_verdict(say: Said, lines: list[str]) -> None:
+    """'verdict:' and the summary's verdict lines, warnings apart: the first lines after a run."""
+    if lines:
+        say("verdict:")
     for line in lines:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        say(line)
+
+
+def print_context(say: Said, result: api.RunResult, drawn: api.ReportOutcome | None,
+                  check_line: str) -> None:
+    """One line each: rounds, --quick, ceilings, harness check, overhead; then the run folder
+    and report.html's path, the last line a run prints."""
+    from harness.analysis.stats import ceilings_line, overhead_line, quick_line, rounds_line
+
+    if result.stopped_by is None:
+        for line in (rounds_line(result.document), quick_line(result.document),
+                     ceilings_line(result.document), check_line,
+                     overhead_line(result.document)):
+            say(line)
+    say(f"results: {result.path}")
     html = next((path for path in (drawn.written if drawn else []) if path.suffix == ".html"),
                 None)
     if html is not None:
-        console.print(f"report: {html}", markup=False, highlight=False, soft_wrap=True)
+        say(f"report: {html}")
 
 
 @app.command("list")

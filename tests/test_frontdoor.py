@@ -39,7 +39,10 @@ def test_compare_ends_with_the_summary_verdict_and_the_report_path(out_dir: Path
     lines = result.output.rstrip().splitlines()
     assert lines[-1] == f"report: {run_dir / 'report.html'}"
     assert (run_dir / "report.html").is_file()
-    verdict = lines[lines.index("verdict:") + 1:-1]
+    # The answer first: the verdicts up to the compact table, the warnings after it.
+    start = lines.index("verdict:") + 1
+    table = next(i for i, line in enumerate(lines) if line.startswith("fault: median per call"))
+    verdict = lines[start:table] + [line for line in lines if line.startswith("  warning: ")]
     assert verdict[0] == "fault:"
     assert any(line.startswith("  GPU vs CPU on ") for line in verdict), verdict
     assert any(line.startswith("  fastest on ") for line in verdict), verdict

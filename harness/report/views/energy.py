@@ -294,9 +294,40 @@ def graphs_text(graphs: dict[str, Any]) -> str:
 
 
 def console_lines(document: RunDocument | dict[str, Any]) -> list[str]:
-    """For the CLI after its table: verdicts and each case with a measured energy, else none."""
+    """For the CLI after its table: verdicts and each case with a measured energy, else none.
+
+    A counter that measured nothing is one 'energy: CPU unavailable: ...' line for the run,
+    not a clause repeated in every GPU-vs-CPU verdict."""
     table = energy_table([document])
     if table.empty:
         return []
     measured = table[table["j_per_step"].map(_known)]
-    return gpu_vs_cpu_sentences(table) + [case_line(row) for _, row in measured.iterrows()]
+    unmeasured = _unmeasured_reasons(table)
+    sentences = gpu_vs_cpu_sentences(table)
+    once = [f"energy: {kind} {status}: {reason}" for kind, status, reason in unmeasured
+            if any(_clause(kind, status, reason) in line for line in sentences)]
+    return ([_without_reasons(line, unmeasured) for line in sentences]
+            + [case_line(row) for _, row in measured.iterrows()] + once)
+
+
+def _unmeasured_reasons(table: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(GPU or CPU, status, reason) of each counter that measured nothing, once each."""
+    reasons: list[tuple[str, str, str]] = []
+    for _, row in table[~table["j_per_step"].map(_known)].iterrows():
+        item = (device_kind(row["device"]).upper(), str(row["energy_status"]),
+                str(row["energy_reason"]))
+        if item not in reasons:
+            reasons.append(item)
+    return reasons
+
+
+def _clause(kind: str, status: str, reason: str) -> str:
+    """The clause verdict() appends for a counter that measured nothing."""
+    return f"{kind} energy {status}: {reason}"
+
+
+def _without_reasons(line: str, unmeasured: list[tuple[str, str, str]]) -> str:
+    """A GPU-vs-CPU verdict without the unmeasured counters' clauses (said once elsewhere)."""
+    for item in unmeasured:
+        line = line.replace(f"; {_clause(*item)}", "")
+    return line

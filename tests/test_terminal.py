@@ -1,0 +1,60 @@
+"""Issue 42, item 4: the terminal after a run reads at a glance (answer first, a compact table of
+one line per case within 100 columns, each sentence said once)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+WIDTH = 100
+# 8 cells: 2 variants x 2 frameworks x 2 devices; fake has no GPU (2 unavailable rows), the
+# other 6 cells have 2 sizes each.
+CASE_ROWS = 2 * 1 + 6 * 2
+
+
+def run_cli(out_dir: Path) -> list[str]:
+    """`harness compare` in a fresh interpreter, its stdout piped, $COLUMNS at 100."""
+    command = [sys.executable, "-m", "harness.cli", "compare", "--workload", "fault",
+               "--framework", "fake,fakegpu", "--device", "cpu,cuda:0", "--variant", "ok,slow",
+               "--quick", "--no-ceilings", "--out", str(out_dir)]
+    env = {**os.environ, "COLUMNS": str(WIDTH)}
+    ran = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    return ran.stdout.splitlines()
+
+
+def table_of(lines: list[str]) -> tuple[int, list[str]]:
+    """The compact table's title index and its lines (title to bottom rule)."""
+    title = next(i for i, line in enumerate(lines) if line.startswith("fault: median per call"))
+    rules = [i for i in range(title, len(lines)) if set(lines[i].strip()) == {"─"}]
+    return title, lines[title:rules[2] + 1]
+
+
+def test_the_answer_comes_first_in_a_compact_table_and_each_sentence_once(
+        out_dir: Path) -> None:
+    lines = run_cli(out_dir)
+    title, table = table_of(lines)
+    verdict = lines.index("verdict:")
+    assert verdict < title and lines[verdict + 1] == "fault:"
+    # Title, top rule, header, rule, one line per case, bottom rule.
+    header, body = table[2], table[4:-1]
+    assert header.split()[:4] == ["variant", "framework", "device", "size"]
+    assert len(body) == CASE_ROWS, "\n".join(table)
+    assert sum("unavailable" in line for line in body) == 2
+    assert all(len(line.rstrip()) <= WIDTH for line in table), "\n".join(table)
+    # Warnings and context after the table, the report's path last.
+    assert lines.index("warnings:") > title
+    assert lines[-1].startswith("report: ") and lines[-1].endswith("report.html")
+    context = [i for i, line in enumerate(lines)
+               if line.startswith(("rounds: ", "--quick: ", "harness check: "))]
+    assert len(context) == 3 and min(context) > lines.index("warnings:")
+    said = [line.strip() for line in lines if line.strip() and set(line.strip()) != {"─"}]
+    repeated = {line for line in said if said.count(line) > 1}
+    assert not repeated, repeated
+    # An energy counter that measured nothing is one line per run, not one per comparison.
+    reasons = [line for line in lines if "/sys/class/powercap" in line]
+    assert len(reasons) <= 1, reasons
