@@ -213,7 +213,9 @@ def _suspect_pair(out_dir: Path) -> tuple[Path, Path]:
     run_b = out_dir / "slow-and-suspect"
     shutil.copytree(run_a, run_b)
     frame = pd.read_csv(run_b / "measurements.csv")
-    frame.loc[frame["phase"] == "warm", "seconds"] *= 3
+    # 30x, not 3x: the fake's samples on a loaded 2-core machine can spread past 3x, and the
+    # test is about SUSPECT cases, not about how small a slowdown the U test can see.
+    frame.loc[frame["phase"] == "warm", "seconds"] *= 30
     frame["suspect"] = "other processes used 1.5 of 2 cores"
     frame.to_csv(run_b / "measurements.csv", index=False)
     clean = out_dir / "clean-a"
