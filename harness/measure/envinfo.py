@@ -44,18 +44,23 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def nvidia_gpus() -> list[str]:
-    """GPU names from `nvidia-smi -L`, honouring nothing but the driver; [] without one."""
+def nvidia_query(field: str) -> list[str]:
+    """One `nvidia-smi --query-gpu` column, a line per GPU; [] without a driver."""
     if shutil.which("nvidia-smi") is None:
         return []
     try:
         listing = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            ["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
             capture_output=True, text=True, timeout=20, check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in listing.splitlines() if line.strip()]
+
+
+def nvidia_gpus() -> list[str]:
+    """GPU names from nvidia-smi, honouring nothing but the driver; [] without one."""
+    return nvidia_query("name")
 
 
 def visible_gpus() -> list[str]:
@@ -95,14 +100,7 @@ def machine_fingerprint(libraries: Sequence[str]) -> dict[str, Any]:
 
 def _nvidia_driver() -> str | None:
     """The driver version nvidia-smi reports (one per host), or None."""
-    try:
-        listing = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return next((line.strip() for line in listing.splitlines() if line.strip()), None)
+    return next(iter(nvidia_query("driver_version")), None)
 
 
 def load_average() -> list[float] | None:
