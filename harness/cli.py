@@ -43,9 +43,10 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-# A terminal's or $COLUMNS' width; 160 when piped without one, so tables do not fold.
-console = Console(stderr=False, width=None if sys.stdout.isatty()
-                  or os.environ.get("COLUMNS", "").isdigit() else 160)
+# A terminal's width; 160 when piped, so the tables do not fold. Fixed here, at import, and
+# never from $COLUMNS: a width read from the environment at import would depend on which test
+# or caller imported the module first. The compact table reads $COLUMNS when it prints.
+console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
 errors = Console(stderr=True)
 
 EXIT_BAD_INPUT = 2
@@ -134,6 +135,12 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
 COMPACT_WIDTH = 100
 
 
+def terminal_width() -> int:
+    """The width to fit: $COLUMNS where set (read now, not at import), else the console's."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else console.width
+
+
 def median_text(row: CaseSummary) -> str:
     """'2.42 ms ±156 us', or '-' for a case without samples."""
     if row.median_s is None:
@@ -160,17 +167,23 @@ def short_rate(row: CaseSummary) -> str:
 
 
 def compact_table(spec: WorkloadSpec, summaries: list[CaseSummary]) -> Table:
-    """One line per case: who, where, status, median ± IQR, rate, check."""
+    """One line per case: who, where, status, median ± IQR, rate, check. The figures are never
+    cut (their columns are as wide as their longest text); names are, with an ellipsis."""
     table = Table(title=f"{spec.name}: median per call ± IQR (--details: every column)",
                   box=box.HORIZONTALS, show_edge=True, pad_edge=False, title_justify="left")
-    for column in ("variant", "framework", "device", spec.sweep, "status", "median ± IQR",
-                   "rate", "check"):
+    columns = ("variant", "framework", "device", spec.sweep, "status", "median ± IQR", "rate",
+               "check")
+    rows = [(escape(row.variant), row.framework, row.device,
+             "" if row.size is None else str(row.size), row.status, median_text(row),
+             short_rate(row), short_check(row)) for row in summaries]
+    whole = {spec.sweep, "median ± IQR", "rate", "check"}
+    for index, column in enumerate(columns):
+        longest = max([len(column), *(len(row[index]) for row in rows)])
         table.add_column(column, no_wrap=True, overflow="ellipsis",
+                         min_width=longest if column in whole else None,
                          max_width=20 if column == "variant" else None)
-    for row in summaries:
-        table.add_row(escape(row.variant), row.framework, row.device,
-                      "" if row.size is None else str(row.size), row.status, median_text(row),
-                      short_rate(row), short_check(row))
+    for row_cells in rows:
+        table.add_row(*row_cells)
     return table
 
 
@@ -365,7 +378,7 @@ def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
     """The compact table on stdout (and the full one with --details), the scaling and energy
     lines where the run has them. Returns the table's rows."""
     summaries = [row for cell in result.cells for row in summarize_result(spec, cell)]
-    console.print(compact_table(spec, summaries), width=min(console.width, COMPACT_WIDTH))
+    console.print(compact_table(spec, summaries), width=min(terminal_width(), COMPACT_WIDTH))
     if details:
         # As wide as before (160 at least): its long reasons must not fold letter by letter.
         Console(width=max(console.width, 160)).print(

@@ -34,9 +34,10 @@ def test_eta_comes_from_the_cells_already_done() -> None:
 @pytest.mark.slow
 def test_real_torch_and_tensorflow_cells_record_memory_parquet_and_html(out_dir: Path) -> None:
     result = invoke("compare", "--workload", "matmul", "--quick", "--device", "cpu", "--sizes",
-                    "64", "--framework", "torch,tensorflow", "--no-ceilings",
+                    "64", "--framework", "torch,tensorflow", "--no-ceilings", "--details",
                     "--out", str(out_dir))
     assert result.exit_code == 0, result.output
+    # Peak memory is in the full table (--details), not the compact one.
     assert "peak mem" in result.output and "MiB" in result.output
     run_dir = next(p for p in out_dir.iterdir() if p.is_dir())
     frame = pd.read_csv(run_dir / "measurements.csv")
