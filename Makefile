@@ -21,6 +21,8 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# a venv made before the distribution was renamed holds the old "harness" one: drop it
+	$(BIN)/python -m pip uninstall -y -q harness >/dev/null 2>&1 || true
 	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 

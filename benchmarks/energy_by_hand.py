@@ -3,7 +3,7 @@
 The same loop as the harness's mnist `preloaded` variant (nn.Sequential MLP, default Adam,
 CrossEntropyLoss, the whole training set on the GPU, each batch gathered by index there), so
 its joules per step can be held against the harness's extra['energy'] figure. The digits are
-the ones the harness trains on (workloads.mnist_data, data only: a GPU's power depends a little
+the ones the harness trains on (harness.workloads.mnist_data, data only: a GPU's power depends a little
 on the values it multiplies), else random pixels where that module is not importable.
 
     python3 benchmarks/energy_by_hand.py --net small --batch 32 --seconds 6 --out hand.json
@@ -12,7 +12,7 @@ Reports the NVML board counter's total over whole epochs (idle included, the fig
 harness reports) and the share above the idle power read first with nothing running.
 
 --loop own (default) is the loop above, written here. --loop harness runs the harness's own
-training object (backends.torch.mnist.PreloadedTraining on workloads.mnist's inputs), one
+training object (harness.backends.torch.mnist.PreloadedTraining on harness.workloads.mnist's inputs), one
 step() per epoch, with this script's clock and NVML reads around it and nothing of the harness's
 measurement code: it holds the harness's energy figure against a hand reading of the very
 same loop, so a difference is the measurement's, not two loops' (a host-bound step at batch
@@ -47,7 +47,7 @@ def model_for(net: str) -> nn.Sequential:
 def training_data(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, str]:
     """60,000 training digits scaled to [0, 1] on the device, and where they came from."""
     try:
-        from workloads.mnist_data import load_mnist, repeat_to  # noqa: PLC0415
+        from harness.workloads.mnist_data import load_mnist, repeat_to  # noqa: PLC0415
     except ImportError:
         return (torch.rand(TRAIN_SAMPLES, 28, 28, device=device),
                 torch.randint(0, 10, (TRAIN_SAMPLES,), device=device), "random pixels")
@@ -87,9 +87,9 @@ def own_epoch(net: str, batch: int, device: torch.device) -> tuple[Callable[[], 
 
 def harness_epoch(net: str, batch: int, device: torch.device) -> tuple[Callable[[], int], str]:
     """The harness's preloaded training step (one call = one epoch) and its data's source."""
-    from backends.torch.device import open_device  # noqa: PLC0415
-    from backends.torch.mnist import make_task  # noqa: PLC0415
-    from workloads import mnist  # noqa: PLC0415
+    from harness.backends.torch.device import open_device  # noqa: PLC0415
+    from harness.backends.torch.mnist import make_task  # noqa: PLC0415
+    from harness.workloads import mnist  # noqa: PLC0415
 
     spec = mnist.SMALL if net == "small" else mnist.WIDE
     case = {"batch_size": batch, "epochs": 4, "train_samples": TRAIN_SAMPLES,

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 import torch.utils.benchmark as torch_benchmark  # noqa: E402
 
-from backends.torch.device import open_device  # noqa: E402
+from harness.backends.torch.device import open_device  # noqa: E402
 from harness.measure.timing import TimingPolicy, autorange  # noqa: E402
 
 POLICY = TimingPolicy(min_samples=10, min_time_s=1.0, max_time_s=10.0, warmup_s=0.25)

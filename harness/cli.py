@@ -665,7 +665,7 @@ def harness_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("harness")
+        return version("crossframe-harness")
     except PackageNotFoundError:
         return "unknown (not installed; run `pip install -e .`)"
 

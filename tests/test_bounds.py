@@ -239,8 +239,8 @@ def test_retries_are_bounded_on_a_machine_that_stays_busy(
 def test_the_cpu_physical_bound_is_above_what_the_probe_reaches() -> None:
     """The bound IMPLAUSIBLE is judged against must sit above this CPU's own best matmul (load
     from other processes only lowers the probe, so this cannot fail by chance)."""
-    from backends.numpy.ceilings import _rate
-    from backends.numpy.device import open_device
+    from harness.backends.numpy.ceilings import _rate
+    from harness.backends.numpy.device import open_device
 
     bound = envinfo.cpu_theoretical_gflops()
     if bound is None:

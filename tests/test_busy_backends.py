@@ -16,13 +16,13 @@ import pytest
 
 from harness.run.runner import PROJECT_ROOT, RunOptions, cell_environment, run_worker
 from harness.spec import Cell
-from workloads import mnist
+from harness.workloads import mnist
 
 TORCH_SCRIPT = """
 import json, types
 import torch
 from torch.profiler import ProfilerActivity, profile
-from backends.torch.device import device_events, open_device
+from harness.backends.torch.device import device_events, open_device
 from harness.backend import ProfileUnavailable
 
 def raw(activity, name, device, start, duration):
@@ -63,7 +63,7 @@ print(json.dumps({"kinds": [e.kind for e in events], "launches": launches,
 TF_SCRIPT = """
 import json
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
-from backends.tensorflow.device import open_device, xspace_device_events
+from harness.backends.tensorflow.device import open_device, xspace_device_events
 from harness.backend import ProfileUnavailable
 
 space = xplane_pb2.XSpace()

@@ -14,8 +14,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from workloads import elementwise, jacobian, matmul, mnist, transfer
-from workloads.common import (
+from harness.workloads import elementwise, jacobian, matmul, mnist, transfer
+from harness.workloads.common import (
     UNIT_ROUNDOFF,
     accumulation_bound,
     check_product,

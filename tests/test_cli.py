@@ -21,7 +21,7 @@ from harness.data.results import CellResult
 from harness.run import plan as run_plan
 from harness.run import planner, runner
 from harness.spec import BadInput, Cell
-from workloads import mnist
+from harness.workloads import mnist
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

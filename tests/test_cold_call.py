@@ -163,7 +163,7 @@ def check_capture_is_in_the_cold_call() -> None:
     """Child process: a task replaying a CapturedOnFirstCall, timed by the worker's own path
     (make_task, then the timing core): building the task captures nothing, the cold call
     holds the capture, no warm sample does."""
-    from backends.torch.graphs import CapturedOnFirstCall
+    from harness.backends.torch.graphs import CapturedOnFirstCall
 
     log: list[str] = []
 
@@ -197,9 +197,9 @@ def check_capture_is_in_the_cold_call() -> None:
 def check_user_model_graph_captures_in_its_first_step() -> None:
     """Child process: a user model's cuda-graph task captures in its first step(), and a
     capture torch refuses is still a VariantUnavailable, not the user's error."""
-    from backends.torch.graphs import CapturedOnFirstCall
-    from backends.torch.usermodel import GraphModelTask
     from harness.backend import VariantUnavailable
+    from harness.backends.torch.graphs import CapturedOnFirstCall
+    from harness.backends.torch.usermodel import GraphModelTask
 
     log: list[str] = []
     graph = CapturedOnFirstCall(lambda: None, capture=slow_capture(log))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.run.worker import reported_device_memory
-from workloads.mnist_ddp import device_memory_summary
+from harness.workloads.mnist_ddp import device_memory_summary
 
 GIB = 1 << 30
 
@@ -41,7 +41,7 @@ def _ddp_document(one_busy: float | None, two_epoch_s: float,
         return {"case": {"processes": processes, "net": "small", "batch_size": 512},
                 "status": "ok", "samples": [epoch_s] * 3, "extra": extra}
 
-    from workloads import mnist_ddp
+    from harness.workloads import mnist_ddp
 
     cell = {"workload": "mnist-ddp", "framework": "torch", "device": device,
             "variant": "preloaded"}

@@ -6,7 +6,7 @@ import pytest
 
 from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
-from workloads.elementwise import (
+from harness.workloads.elementwise import (
     SPEC,
     bytes_moved,
     check,

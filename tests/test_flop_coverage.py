@@ -150,7 +150,7 @@ def _both(name: str, net: Any, *inputs: Any) -> dict[str, Any]:
     """The forward (no grad) and one training step of `net`, counted."""
     import torch
 
-    from backends.torch.flops import count
+    from harness.backends.torch.flops import count
 
     with torch.no_grad():
         forward = count(lambda: net(*inputs))
@@ -160,7 +160,7 @@ def _both(name: str, net: Any, *inputs: Any) -> dict[str, Any]:
 
 def _without(names: tuple[str, ...], call: Any) -> dict[str, Any]:
     """A count with our formulas for `names` taken out, as torch alone would see the call."""
-    from backends.torch import flops
+    from harness.backends.torch import flops
 
     kept = {name: flops.FORMULAS.pop(name) for name in names}
     try:
@@ -238,7 +238,7 @@ def _fast_path_counts() -> dict[str, Any]:
     import torch
     from torch import nn
 
-    from backends.torch.flops import count
+    from harness.backends.torch.flops import count
 
     x = torch.randn(2, LENGTH, WIDTH)
     attention = nn.MultiheadAttention(WIDTH, HEADS, batch_first=True).eval()
@@ -257,7 +257,7 @@ def _formula_counts() -> dict[str, Any]:
     import torch
     from torch import nn
 
-    from backends.torch.flops import count, fused_rnn, fused_rnn_backward
+    from harness.backends.torch.flops import count, fused_rnn, fused_rnn_backward
 
     shape = torch.empty(STEPS, BATCH, FEATURES, device="meta")
     lstm = {"mode": 2, "input": shape, "hidden_size": HIDDEN, "proj_size": 5,
@@ -281,7 +281,7 @@ def _uncounted_counts() -> dict[str, Any]:
     import torch
     from torch import nn
 
-    from backends.torch.flops import count
+    from harness.backends.torch.flops import count
 
     class Spectral(nn.Module):
         def __init__(self) -> None:
@@ -304,7 +304,7 @@ def _rule_counts() -> dict[str, Any]:
     """Which ops the rule calls cheap (their 0 is the convention) and which heavy."""
     import torch
 
-    from backends.torch.flops import is_cheap
+    from harness.backends.torch.flops import is_cheap
 
     aten = torch.ops.aten
     ops = {"add": aten.add.Tensor, "native_layer_norm": aten.native_layer_norm.default,
@@ -322,7 +322,7 @@ def _vector_counts() -> dict[str, Any]:
     """Matrix-vector and vector-vector products, which torch's registry has no formula for."""
     import torch
 
-    from backends.torch.flops import count
+    from harness.backends.torch.flops import count
 
     weight = torch.nn.Parameter(torch.randn(OUTPUTS, FEATURES))
     vector = torch.randn(FEATURES)
@@ -486,8 +486,8 @@ class _Compiled:
 def check_jax_counts() -> None:
     """Runs in a child (imports JAX): count_flops on tasks whose 'compiled step' answers what
     XLA answers on some backends."""
-    from backends.jax.usermodel import count_flops
-    from workloads.usermodel.common import ModelTask
+    from harness.backends.jax.usermodel import count_flops
+    from harness.workloads.usermodel.common import ModelTask
 
     def counted(analysis: Any, parameters: int = 10) -> tuple[Any, str, Any]:
         task = ModelTask(lambda: None, "m.py", 1, lambda v: v, lambda v: v,

@@ -49,7 +49,7 @@ def test_summary_compares_harness_and_hand_and_names_every_section(tmp_path: Pat
                                        "cases": [gpu_case(32, 0.04, {}, other_load={
                                            "other_cores": 0.1, "interrupt_cores": 0.3,
                                            "seconds": 3.0})]}]})
-    from workloads import mnist_ddp
+    from harness.workloads import mnist_ddp
 
     def ddp_case(processes: int, epoch_s: float, busy: float | None) -> dict:
         memory = mnist_ddp.device_memory_summary(

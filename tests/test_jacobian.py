@@ -7,7 +7,7 @@ import pytest
 
 from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
-from workloads.jacobian import SPEC, check, make_inputs, per_sample_reference
+from harness.workloads.jacobian import SPEC, check, make_inputs, per_sample_reference
 
 BATCH = 2  # as-written does 400*batch backward passes: keep it tiny
 FRAMEWORKS = ("torch", "tensorflow", "jax")

@@ -17,13 +17,14 @@ from harness.cli import app
 from harness.core import registry
 from harness.run.runner import RunOptions, cell_environment, run_worker
 from harness.spec import Cell
-from workloads import elementwise, matmul, mnist, transfer
+from harness.workloads import elementwise, matmul, mnist, transfer
 
 WORKER_TIMEOUT_S = 300
 KERAS_FRAMEWORKS = ("keras-jax", "keras-torch", "keras-tensorflow")
 needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None
                                or importlib.util.find_spec("optax") is None,
-                               reason="jax/optax not installed (pip install 'harness[jax]')")
+                               reason="jax/optax not installed "
+                                      "(pip install 'crossframe-harness[jax]')")
 
 
 def run(workload: str, variant: str, framework: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +43,8 @@ def test_every_new_framework_is_registered_where_it_applies() -> None:
         assert framework in mnist.SMALL.frameworks and framework in mnist.WIDE.frameworks
         assert registry.backend_has_module(framework, "device")
         # One Keras module for all three: they differ only in backend and placement.
-        assert registry.implementation_name(mnist.SMALL, framework) == "backends.keras.training"
+        expected = "harness.backends.keras.training"
+        assert registry.implementation_name(mnist.SMALL, framework) == expected
     assert registry.load_framework("jax").sync == "output"
     assert registry.load_framework("keras-jax").sync == "output"
     # The MNIST cell that was Keras on TensorFlow is listed under its clear name now.
@@ -56,7 +58,7 @@ def test_missing_package_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     assert registry.framework_installed("jax")[0]
     installed, reason = registry.framework_installed("keras-jax")
     assert not installed and reason == ("keras is not installed "
-                                        "(pip install 'harness[keras,jax]')")
+                                        "(pip install 'crossframe-harness[keras,jax]')")
 
 
 @pytest.mark.parametrize("framework,backend", [("keras-jax", "jax"), ("keras-torch", "torch"),

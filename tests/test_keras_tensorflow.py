@@ -9,7 +9,7 @@ import pytest
 from harness.core import registry
 from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
-from workloads import mnist
+from harness.workloads import mnist
 
 TINY = {"epochs": 2, "train_samples": 1600, "test_samples": 200}  # 50 steps an epoch, judged
 WIDE_PARAMS = 1_796_010

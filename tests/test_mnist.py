@@ -14,7 +14,7 @@ from harness.cli import app
 from harness.run.runner import RunOptions
 from harness.run.runner import run_worker as worker_result
 from harness.spec import BadInput, Cell
-from workloads import mnist, mnist_data
+from harness.workloads import mnist, mnist_data
 
 SMALL_PARAMS, WIDE_PARAMS = 101_770, 1_796_010
 WORKER_TIMEOUT_S = 300

@@ -10,7 +10,7 @@ import pytest
 from harness.core import registry
 from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
-from workloads import mnist
+from harness.workloads import mnist
 
 TINY = {"epochs": 1, "train_samples": 256, "test_samples": 50, "blocks": 16}  # 8 steps
 # keras-torch runs the same callback as keras-tensorflow; left out to keep the suite short.

@@ -21,7 +21,7 @@ from harness.cli import app
 from harness.core import registry
 from harness.run.runner import MULTICAST_OFF, RunOptions, cell_environment, run_worker
 from harness.spec import Cell
-from workloads import mnist_ddp
+from harness.workloads import mnist_ddp
 
 SMALL_PARAMS = 101_770
 RANK_LINE = re.compile(r"rank (\d+) of (\d+) \(pid (\d+),.*process group up")

@@ -10,7 +10,7 @@ import pytest
 from harness.core import registry
 from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
-from workloads import mnist
+from harness.workloads import mnist
 
 TINY = {"epochs": 2, "train_samples": 1600, "test_samples": 200}
 SMALL_PARAMS = 101_770

@@ -16,8 +16,8 @@ from harness.core.units import format_bytes, format_joules, format_seconds
 from harness.data.results import CaseResult, CellResult
 from harness.run import rounds
 from harness.spec import Cell
+from harness.workloads import mnist
 from tests.in_subprocess import installed, run_check
-from workloads import mnist
 
 WIDE = registry.load_workload("mnist-wide")
 PLANNED = {"batch_size": 32, "epochs": 1, "train_samples": 60000, "blocks": 16}

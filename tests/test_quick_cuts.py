@@ -143,7 +143,7 @@ def test_a_framework_without_cached_bytecode_gets_the_harness_cache_for_it(
     (package / "__init__.py").write_text("VALUE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path / "src"))
     monkeypatch.setattr(registry, "load_framework", lambda name: FrameworkSpec(
-        name=name, import_name="nopyc_framework", package="backends.nopyc"))
+        name=name, import_name="nopyc_framework", package="harness.backends.nopyc"))
     env = {"HARNESS_CACHE_DIR": str(tmp_path / "cache"), "PYTHONDONTWRITEBYTECODE": "1"}
     assert runner.bytecode_environment("nopyc", env) == {
         "PYTHONPYCACHEPREFIX": str(tmp_path / "cache" / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}

@@ -11,7 +11,7 @@ from harness.analysis.stats import work_of
 from harness.measure.envinfo import visible_gpus
 from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
-from workloads.transfer import (
+from harness.workloads.transfer import (
     BANDWIDTH_VARIANTS,
     MATMUL_VARIANTS,
     OVERLAP_VARIANTS,

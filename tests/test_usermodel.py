@@ -17,14 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.in_subprocess import installed, run_check
-from workloads.usermodel.spec import (
+from harness.workloads.usermodel.spec import (
     KERAS_FIT_STEPS,
     NOTES,
     STEPS_PER_EXECUTION,
     check,
     parity,
 )
+from tests.in_subprocess import installed, run_check
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -167,13 +167,13 @@ def test_what_a_keras_call_is_is_said_where_users_read_it() -> None:
     assert "through fit()" in docstring and "HARNESS_KERAS_STEP" in docstring
 
 
-# The block of one fit call, in a child (backends.keras.usermodel imports keras): seed 002's
+# The block of one fit call, in a child (harness.backends.keras.usermodel imports keras): seed 002's
 # MNIST batch takes KERAS_FIT_STEPS copies; a batch of 224x224 RGB images at 256 would hold
 # 39 GB that way and takes the fewest, one execution's worth.
 FIT_STEPS_CHECK = """
 import numpy as np
-from backends.keras.usermodel import fit_steps
-from workloads.usermodel.spec import KERAS_FIT_STEPS, STEPS_PER_EXECUTION
+from harness.backends.keras.usermodel import fit_steps
+from harness.workloads.usermodel.spec import KERAS_FIT_STEPS, STEPS_PER_EXECUTION
 assert fit_steps([np.zeros((32, 28, 28), np.float32)]) == KERAS_FIT_STEPS
 assert fit_steps([np.zeros((256, 224, 224, 3), np.float32)]) == STEPS_PER_EXECUTION
 middle = fit_steps([np.zeros((32, 96, 96, 3), np.float32)])  # 3.5 MB a batch
@@ -461,8 +461,8 @@ def test_restore_after_a_capture_warm_up_gives_back_the_first_step() -> None:
 
 def test_two_builds_that_differ_are_named_and_an_oom_in_user_code_reads_as_one() -> None:
     from harness.run.failures import failure_reason
-    from workloads.usermodel.prepare import differs
-    from workloads.usermodel.source import UserCodeError, user_error_text
+    from harness.workloads.usermodel.prepare import differs
+    from harness.workloads.usermodel.source import UserCodeError, user_error_text
 
     same = {"w": np.ones((2, 2), np.float32)}
     assert differs(same, {"w": np.ones((2, 2), np.float32)}) == ""
@@ -477,7 +477,7 @@ def test_two_builds_that_differ_are_named_and_an_oom_in_user_code_reads_as_one()
 
 
 def test_a_model_runs_verdicts_are_printed_as_your_model_lines(tmp_path: Path) -> None:
-    from workloads.usermodel.describe import verdict_lines
+    from harness.workloads.usermodel.describe import verdict_lines
 
     (tmp_path / "summary.md").write_text(
         "# Summary\n\n## At a glance\n\n- **model-net**: on h200: GPU faster from batch=100\n"

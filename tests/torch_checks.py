@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from backends.torch import mnist as torch_mnist
-from backends.torch.device import open_device
+from harness.backends.torch import mnist as torch_mnist
+from harness.backends.torch.device import open_device
 
 SAMPLES, BATCH, HIDDEN = 256, 32, (16,)
 
@@ -61,7 +61,7 @@ def check_the_compiled_whole_step_matches_eager() -> None:
 
 def check_the_foreach_adam_is_torch_adam() -> None:
     """AdamState's update, eagerly, against torch.optim.Adam on the same gradients."""
-    from backends.torch.graphs import AdamState
+    from harness.backends.torch.graphs import AdamState
 
     torch.manual_seed(0)
     mine = [torch.randn(5, 3), torch.randn(3)]
@@ -87,7 +87,7 @@ def check_cuda_graph_record_says_why_not() -> None:
 
     from torch._dynamo.utils import counters
 
-    from backends.torch.graphs import SKIP_LOGGERS, CompileWatch
+    from harness.backends.torch.graphs import SKIP_LOGGERS, CompileWatch
 
     watch = CompileWatch(cuda_graphs_expected=True)
     try:
@@ -108,7 +108,7 @@ def check_restore_after_a_capture_warm_up() -> None:
     first step from the shared weights (checked here with eager calls on the CPU)."""
     import torch
 
-    from backends.torch.usermodel import restore, training_call
+    from harness.backends.torch.usermodel import restore, training_call
 
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
@@ -124,12 +124,12 @@ def check_restore_after_a_capture_warm_up() -> None:
 
 
 def check_mnist_declared_flops_are_torchs_count_of_a_training_step() -> None:
-    """workloads.mnist declares the matmul FLOPs one training step executes: torch's own
+    """harness.workloads.mnist declares the matmul FLOPs one training step executes: torch's own
     FlopCounterMode around a step of the harness's MNIST net (forward, loss, backward, Adam)
     counts the same, to the FLOP, for both nets."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from workloads import mnist
+    from harness.workloads import mnist
 
     for hidden in (mnist.SMALL_HIDDEN, mnist.WIDE_HIDDEN):
         net = torch_mnist.build_model(hidden, mnist.DROPOUT)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from harness.spec import Capability, Check, Param, WorkloadSpec
-from workloads.common import UNIT_ROUNDOFF, gamma, rng_for, worst_ratio
+from harness.workloads.common import UNIT_ROUNDOFF, gamma, rng_for, worst_ratio
 
 FLOAT32_BYTES = 4
 DEFAULT_ELEMENTS = [10**5, 10**6, 10**7, 10**8]
@@ -204,10 +204,10 @@ SPEC = WorkloadSpec(
                                     "10000 on gpu", kind=float, minimum=0),
     },
     variants=("as-written", "in-place", "compiled", "graph"),
-    implementations={"torch": "backends.torch.elementwise",
-                     "tensorflow": "backends.tensorflow.elementwise",
-                     "numpy": "backends.numpy.elementwise",
-                     "jax": "backends.jax.elementwise"},
+    implementations={"torch": "harness.backends.torch.elementwise",
+                     "tensorflow": "harness.backends.tensorflow.elementwise",
+                     "numpy": "harness.backends.numpy.elementwise",
+                     "jax": "harness.backends.jax.elementwise"},
     flops=flops,
     bytes_moved=bytes_moved,
     capabilities=CAPABILITIES,

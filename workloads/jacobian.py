@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from harness.spec import Capability, Check, Param, WorkloadSpec
-from workloads.common import UNIT_ROUNDOFF, ErrorBound, gamma, rng_for
+from harness.workloads.common import UNIT_ROUNDOFF, ErrorBound, gamma, rng_for
 
 LAYER_SIZES = (1, 20, 20, 400)  # input, hidden, hidden, output
 U = UNIT_ROUNDOFF["fp32"]
@@ -161,9 +161,9 @@ CAPABILITIES = {
 SPEC = WorkloadSpec(
     name="jacobian",
     kind="jacobian",
-    implementations={"torch": "backends.torch.jacobian",
-                     "tensorflow": "backends.tensorflow.jacobian",
-                     "jax": "backends.jax.jacobian"},
+    implementations={"torch": "harness.backends.torch.jacobian",
+                     "tensorflow": "harness.backends.tensorflow.jacobian",
+                     "jax": "harness.backends.jax.jacobian"},
     summary=("Jacobian of Linear(1,20)-tanh-Linear(20,20)-tanh-Linear(20,400) over batch sizes "
              "(seed 1): full (batch,400,batch,1) as written vs per-sample (batch,400,1)"),
     sweep="batch",

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from harness.spec import Capability, Check, Param, WorkloadSpec
-from workloads.common import matmul_check, rng_for
+from harness.workloads.common import matmul_check, rng_for
 
 # Each variant's arithmetic; a graph replays the fp32 call unchanged.
 PRECISIONS = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp32-graph": "fp32"}
@@ -42,7 +42,7 @@ def check(case: Mapping[str, Any], variant: str, inputs: dict[str, np.ndarray],
           output: dict[str, Any]) -> Check:
     """C against A and B through float64 probes, to the variant's error model (k = n).
 
-    See workloads.common.matmul_check: componentwise, so a large n no longer looks wrong
+    See harness.workloads.common.matmul_check: componentwise, so a large n no longer looks wrong
     (the old normwise C@x figure with Gaussian x was inflated by cancellation, since C ~
     (n/4) 11^T), and O(n^2) per probe, so n = 16384 is checked in seconds.
     """
@@ -57,10 +57,10 @@ SPEC = WorkloadSpec(
     sweep="n",
     params={"n": Param(DEFAULT_SIZES, QUICK_SIZES, "matrix sizes (set with --sizes)", kind=int)},
     variants=("fp32", "tf32", "bf16", "fp32-graph"),
-    implementations={"torch": "backends.torch.matmul",
-                     "tensorflow": "backends.tensorflow.matmul",
-                     "numpy": "backends.numpy.matmul",
-                     "jax": "backends.jax.matmul"},
+    implementations={"torch": "harness.backends.torch.matmul",
+                     "tensorflow": "harness.backends.tensorflow.matmul",
+                     "numpy": "harness.backends.numpy.matmul",
+                     "jax": "harness.backends.jax.matmul"},
     variant_precision=PRECISIONS,
     flops=lambda case: 2.0 * case["n"] ** 3,
     bytes_moved=None,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from harness.spec import Capability, Check, Param, WorkloadSpec
-from workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
+from harness.workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
 
 SMALL_HIDDEN = (128,)
 WIDE_HIDDEN = (1000, 1000)
@@ -188,8 +188,8 @@ NOTES = (
 # device scope on its TensorFlow backend is tf.device, so the seed's placement (variables
 # created and fit run under `with tf.device(...)`) holds for both.
 FRAMEWORKS = ("torch", "jax", "keras-tensorflow", "keras-jax", "keras-torch")
-KERAS_MODULE = "backends.keras.training"
-IMPLEMENTATIONS = {"torch": "backends.torch.mnist", "jax": "backends.jax.mnist",
+KERAS_MODULE = "harness.backends.keras.training"
+IMPLEMENTATIONS = {"torch": "harness.backends.torch.mnist", "jax": "harness.backends.jax.mnist",
                    "keras-tensorflow": KERAS_MODULE, "keras-jax": KERAS_MODULE,
                    "keras-torch": KERAS_MODULE, "tensorflow": KERAS_MODULE}
 # What each implementation runs, declared for the planner: a refused cell becomes an

@@ -154,7 +154,7 @@ def build_embedded_subset(csv_gz: Path, out_path: Path = EMBEDDED_PATH) -> Path:
     return out_path
 
 
-if __name__ == "__main__":  # python -m workloads.mnist_data PATH/TO/mnist_5k.csv.gz
+if __name__ == "__main__":  # python -m harness.workloads.mnist_data PATH/TO/mnist_5k.csv.gz
     import sys
 
     print(build_embedded_subset(Path(sys.argv[1])))

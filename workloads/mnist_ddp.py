@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from harness.spec import BadInput, Capability, Check, Param, WorkloadSpec
-from workloads import mnist
-from workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
+from harness.workloads import mnist
+from harness.workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
 
 NETS = {"small": mnist.SMALL_HIDDEN, "wide": mnist.WIDE_HIDDEN}
 # Fewer optimizer steps than this (all epochs, per process) and no net has learned enough to
@@ -108,7 +108,7 @@ def check(case: Mapping[str, Any], variant: str, inputs: dict[str, Any],
 
 
 def training_flops(case: Mapping[str, Any]) -> float:
-    """Matmul FLOPs of one timed epoch of the whole job (workloads.mnist's executed count)."""
+    """Matmul FLOPs of one timed epoch of the whole job (mnist's executed count)."""
     per_sample = mnist.training_matmul_flops_per_sample(hidden_units(case))
     return float(per_sample * samples_per_epoch(case))
 
@@ -141,8 +141,8 @@ NOTES = (
 SPEC = WorkloadSpec(
     name="mnist-ddp",
     kind="mnist_ddp",
-    implementations={"torch": "backends.torch.mnist_ddp",
-                     "tensorflow": "backends.tensorflow.mnist_ddp"},
+    implementations={"torch": "harness.backends.torch.mnist_ddp",
+                     "tensorflow": "harness.backends.tensorflow.mnist_ddp"},
     summary="seed 3's nets data-parallel over 1..N processes (torch DDP, TF MirroredStrategy); "
             "one call = one epoch of the whole job",
     sweep="processes",

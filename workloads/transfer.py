@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from harness.spec import Capability, Check, Param, WorkloadSpec
-from workloads.common import matmul_check, rng_for
+from harness.workloads.common import matmul_check, rng_for
 
 MATMUL_VARIANTS = ("matmul-resident", "matmul-copy", "matmul-overlap")
 # Streams and pinned buffers exist only with a device: on cpu there is nothing to overlap.
@@ -130,10 +130,10 @@ SPEC = WorkloadSpec(
                        "buffer sizes of the bandwidth variants (set with --sizes)", kind=int),
     },
     variants=MATMUL_VARIANTS + BANDWIDTH_VARIANTS,
-    implementations={"torch": "backends.torch.transfer",
-                     "tensorflow": "backends.tensorflow.transfer",
-                     "numpy": "backends.numpy.transfer",
-                     "jax": "backends.jax.transfer"},
+    implementations={"torch": "harness.backends.torch.transfer",
+                     "tensorflow": "harness.backends.tensorflow.transfer",
+                     "numpy": "harness.backends.numpy.transfer",
+                     "jax": "harness.backends.jax.transfer"},
     overhead_pairs=(("matmul-copy", "matmul-resident", "host<->device copies"),),
     flops=flops,
     bytes_moved=bytes_moved,

@@ -8,8 +8,8 @@ from harness.spec import FrameworkSpec
 FRAMEWORK = FrameworkSpec(
     name="jax",
     import_name="jax",
-    package="backends.jax",
-    install_hint="pip install 'harness[jax]'",
+    package="harness.backends.jax",
+    install_hint="pip install 'crossframe-harness[jax]'",
     color="#9467BD",
     label="JAX",
     # Why: JAX reserves 75% of GPU memory at start unless told not to.

@@ -19,9 +19,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from backends.jax.device import JaxDevice
 from harness.backend import VariantUnavailable
-from workloads.elementwise import CAPABILITIES
+from harness.backends.jax.device import JaxDevice
+from harness.workloads.elementwise import CAPABILITIES
 
 # The declared reasons (the planner refuses these cells first; this is the safety net).
 UNAVAILABLE = CAPABILITIES["jax"].refused

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from backends.jax.device import JaxDevice
-from workloads.jacobian import fingerprint
+from harness.backends.jax.device import JaxDevice
+from harness.workloads.jacobian import fingerprint
 
 LAYERS = (1, 2, 3)
 # Float32 means float32 here too: the 20-wide dots must not drop to TF32 on a GPU.

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from backends.jax.device import JaxDevice
+from harness.backends.jax.device import JaxDevice
 
 PRECISIONS = {"fp32": jax.lax.Precision.HIGHEST, "tf32": jax.lax.Precision.DEFAULT,
               "bf16": jax.lax.Precision.DEFAULT}

@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from backends.jax.device import JaxDevice
 from harness.backend import StepMarks, VariantUnavailable
+from harness.backends.jax.device import JaxDevice
 
 SEED = 0
 EVAL_BATCH = 1000

@@ -15,10 +15,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from backends.jax.device import JaxDevice
-from backends.jax.matmul import MatmulTask, jitted_matmul, resident_inputs
 from harness.backend import VariantUnavailable
-from workloads.transfer import CAPABILITIES
+from harness.backends.jax.device import JaxDevice
+from harness.backends.jax.matmul import MatmulTask, jitted_matmul, resident_inputs
+from harness.workloads.transfer import CAPABILITIES
 
 # The declared reason (the planner refuses this cell first; this is the safety net).
 OVERLAP_REASON = CAPABILITIES["jax"].refused["matmul-overlap"]

@@ -19,9 +19,9 @@ import numpy as np
 import optax
 
 from harness.backend import VariantUnavailable
-from workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
-from workloads.usermodel.source import UserCodeError, call_user, load_user_module
-from workloads.usermodel.spec import KEPT_RESULTS
+from harness.workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
+from harness.workloads.usermodel.source import UserCodeError, call_user, load_user_module
+from harness.workloads.usermodel.spec import KEPT_RESULTS
 
 # The CPU reference is float32; JAX's GPU default for float32 matmuls is TF32-like.
 jax.config.update("jax_default_matmul_precision", "highest")

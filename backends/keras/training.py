@@ -28,9 +28,9 @@ from typing import Any
 import keras
 import numpy as np
 
-from backends.keras.model import build_model, epoch_extra, test_accuracy
 from harness.backend import StepMarks, VariantUnavailable
-from workloads.mnist import ONE_STEP_PER_CALL, STEPS_PER_EXECUTION
+from harness.backends.keras.model import build_model, epoch_extra, test_accuracy
+from harness.workloads.mnist import ONE_STEP_PER_CALL, STEPS_PER_EXECUTION
 
 SEED = 0  # seeds every initializer and dropout layer: the same model on every run
 # Words in a first-epoch failure that mean "the compiler is missing or refuses", not a bug.

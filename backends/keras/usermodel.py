@@ -25,12 +25,12 @@ from typing import Any
 import keras
 import numpy as np
 
-from backends.keras.training import keras_device_name
 from harness.backend import VariantUnavailable
-from workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
-from workloads.usermodel.inspect import keras_step_of
-from workloads.usermodel.source import call_user, load_user_module
-from workloads.usermodel.spec import (
+from harness.backends.keras.training import keras_device_name
+from harness.workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
+from harness.workloads.usermodel.inspect import keras_step_of
+from harness.workloads.usermodel.source import call_user, load_user_module
+from harness.workloads.usermodel.spec import (
     KEPT_RESULTS,
     KERAS_FIT_BLOCK_BYTES,
     KERAS_FIT_STEPS,
@@ -229,7 +229,7 @@ def count_flops(task: ModelTask) -> tuple[float | None, str, dict[str, Any] | No
         return None, (f"Keras' {backend} backend compiles its train step inside Keras' "
                       "trainer; no framework counter reaches it (keras-torch counts the same "
                       "model)"), None
-    from backends.torch import flops
+    from harness.backends.torch import flops
 
     if task.eager is None:
         return None, "the task has no eager call to count", None

@@ -8,8 +8,8 @@ from harness.spec import FrameworkSpec
 FRAMEWORK = FrameworkSpec(
     name="keras-jax",
     import_name="keras",
-    package="backends.keras_jax",
-    install_hint="pip install 'harness[keras,jax]'",
+    package="harness.backends.keras_jax",
+    install_hint="pip install 'crossframe-harness[keras,jax]'",
     color="#C5B0D5",
     label="Keras 3 on JAX",
     # Keras reads its backend once, at import: forced, whatever the shell says.

@@ -19,8 +19,8 @@ from typing import Any
 import jax
 import keras
 
-from backends.jax import device as jax_device
-from backends.keras.model import require_backend
+from harness.backends.jax import device as jax_device
+from harness.backends.keras.model import require_backend
 
 require_backend("jax")
 jax.config.update("jax_default_matmul_precision", "highest")

@@ -8,8 +8,8 @@ from harness.spec import FrameworkSpec
 FRAMEWORK = FrameworkSpec(
     name="keras-tensorflow",
     import_name="keras",
-    package="backends.keras_tensorflow",
-    install_hint="pip install 'harness[keras,tensorflow]'",
+    package="harness.backends.keras_tensorflow",
+    install_hint="pip install 'crossframe-harness[keras,tensorflow]'",
     color="#FFB482",
     label="Keras 3 on TensorFlow",
     # Why: TF reserves nearly all GPU memory at start unless memory growth is on.

@@ -14,8 +14,8 @@ from typing import Any
 
 import keras
 
-from backends.keras.model import require_backend
-from backends.tensorflow import device as tf_device
+from harness.backends.keras.model import require_backend
+from harness.backends.tensorflow import device as tf_device
 
 require_backend("tensorflow")
 

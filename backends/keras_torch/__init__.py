@@ -3,14 +3,14 @@
 FRAMEWORK is plain data (importing this package imports neither keras nor torch).
 """
 
-from backends.torch import QUICK_COMPILE
+from harness.backends.torch import QUICK_COMPILE
 from harness.spec import FrameworkSpec
 
 FRAMEWORK = FrameworkSpec(
     name="keras-torch",
     import_name="keras",
-    package="backends.keras_torch",
-    install_hint="pip install 'harness[keras,torch]'",
+    package="harness.backends.keras_torch",
+    install_hint="pip install 'crossframe-harness[keras,torch]'",
     color="#A1C9F4",
     label="Keras 3 on PyTorch",
     environment={"KERAS_BACKEND": "torch"},  # forced: Keras reads it once, at import

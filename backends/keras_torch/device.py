@@ -14,8 +14,8 @@ from typing import Any
 
 import keras
 
-from backends.keras.model import require_backend
-from backends.torch import device as torch_device
+from harness.backends.keras.model import require_backend
+from harness.backends.torch import device as torch_device
 
 require_backend("torch")
 

@@ -5,7 +5,7 @@ from harness.spec import FrameworkSpec
 FRAMEWORK = FrameworkSpec(
     name="numpy",
     import_name="numpy",
-    package="backends.numpy",
+    package="harness.backends.numpy",
     install_hint="pip install numpy",
     color="#029E73",
     label="NumPy",

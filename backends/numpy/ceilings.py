@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.numpy.device import NumpyDevice
+from harness.backends.numpy.device import NumpyDevice
 from harness.measure.ceilings import best_seconds, climb
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from backends.numpy.device import NumpyDevice
 from harness.backend import VariantUnavailable
+from harness.backends.numpy.device import NumpyDevice
 
 
 def loop_as_written(a: np.ndarray, b: np.ndarray, iterations: int) -> np.ndarray:

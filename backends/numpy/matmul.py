@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from backends.numpy.device import NumpyDevice
 from harness.backend import VariantUnavailable
+from harness.backends.numpy.device import NumpyDevice
 
 
 class MatmulTask:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from backends.numpy.device import NumpyDevice
-from backends.numpy.matmul import MatmulTask
 from harness.backend import VariantUnavailable
+from harness.backends.numpy.device import NumpyDevice
+from harness.backends.numpy.matmul import MatmulTask
 
 
 def make_task(case: dict, variant: str, device: NumpyDevice, inputs: dict[str, np.ndarray]):

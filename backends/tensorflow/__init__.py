@@ -8,8 +8,8 @@ from harness.spec import FrameworkSpec
 FRAMEWORK = FrameworkSpec(
     name="tensorflow",
     import_name="tensorflow",
-    package="backends.tensorflow",
-    install_hint="pip install 'harness[tensorflow]'",
+    package="harness.backends.tensorflow",
+    install_hint="pip install 'crossframe-harness[tensorflow]'",
     color="#DE8F05",
     label="TensorFlow",
     # Why: TF reserves nearly all GPU memory at start unless memory growth is on.

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from backends.tensorflow.device import TensorFlowDevice
 from harness.backend import VariantUnavailable
+from harness.backends.tensorflow.device import TensorFlowDevice
 
 # Options the graph variant runs with; "on" (a test/teaching switch) keeps TF's defaults.
 GRAPPLER_WITHOUT_FOLDING = {"arithmetic_optimization": False}

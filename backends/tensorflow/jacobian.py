@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from backends.tensorflow.device import TensorFlowDevice
 from harness.backend import VariantUnavailable
-from workloads.jacobian import fingerprint
+from harness.backends.tensorflow.device import TensorFlowDevice
+from harness.workloads.jacobian import fingerprint
 
 
 class TanhMlp(tf.Module):

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from backends.tensorflow.device import TensorFlowDevice
 from harness.backend import VariantUnavailable
+from harness.backends.tensorflow.device import TensorFlowDevice
 
 DTYPES = {"fp32": tf.float32, "tf32": tf.float32, "bf16": tf.bfloat16}
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from backends.tensorflow.device import TensorFlowDevice
 from harness.backend import VariantUnavailable
+from harness.backends.tensorflow.device import TensorFlowDevice
 from harness.measure.timing import Measurement, TimingPolicy, per_call
-from workloads import mnist_ddp
+from harness.workloads import mnist_ddp
 
 SEED = 0
 EVAL_BATCH = 1000
@@ -116,7 +116,7 @@ class MirroredTraining:
         import keras  # noqa: PLC0415
         import tensorflow as tf  # noqa: PLC0415
 
-        from backends.keras.model import build_model  # noqa: PLC0415
+        from harness.backends.keras.model import build_model  # noqa: PLC0415
 
         self.case, self.tf = case, tf
         self.on_gpu = devices[0].startswith("/GPU")

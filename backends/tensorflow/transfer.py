@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from backends.tensorflow.device import TensorFlowDevice
-from backends.tensorflow.matmul import MatmulTask as ResidentMatmulTask
 from harness.backend import VariantUnavailable
+from harness.backends.tensorflow.device import TensorFlowDevice
+from harness.backends.tensorflow.matmul import MatmulTask as ResidentMatmulTask
 
 HOST = "/CPU:0"
 

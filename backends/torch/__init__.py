@@ -17,8 +17,8 @@ QUICK_COMPILE = {"TORCHINDUCTOR_VEC_ISA_OK": "1"}
 FRAMEWORK = FrameworkSpec(
     name="torch",
     import_name="torch",
-    package="backends.torch",
-    install_hint="pip install 'harness[torch]'",
+    package="harness.backends.torch",
+    install_hint="pip install 'crossframe-harness[torch]'",
     color="#0173B2",
     label="PyTorch",
     # Keras, if a workload uses it inside a torch cell, must not pull in TensorFlow.
@@ -26,5 +26,5 @@ FRAMEWORK = FrameworkSpec(
     quick_environment_defaults=QUICK_COMPILE,
     # Imported once per run and forked (harness.run.forkserver): torch's import starts no
     # thread pool and opens no device; torch.optim brings torch._dynamo, the largest part.
-    preload=("torch", "torch.optim", "backends.torch.device", "harness.run.worker"),
+    preload=("torch", "torch.optim", "harness.backends.torch.device", "harness.run.worker"),
 )

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from backends.torch.device import TorchDevice
+from harness.backends.torch.device import TorchDevice
 from harness.measure.ceilings import best_seconds, climb
 
 

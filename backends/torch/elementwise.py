@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from backends.torch.device import TorchDevice
 from harness.backend import VariantUnavailable
+from harness.backends.torch.device import TorchDevice
 
 
 def loop_as_written(a: torch.Tensor, b: torch.Tensor, iterations: int) -> torch.Tensor:

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import torch
 from torch._dynamo.utils import counters
 
-from backends.torch.device import capture_cuda_graph
+from harness.backends.torch.device import capture_cuda_graph
 
 # Where torch logs a skipped capture: the "cudagraphs" artifact logger (torch >= 2.5) and,
 # in older releases, the perf_hints one.

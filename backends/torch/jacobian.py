@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from backends.torch.device import TorchDevice, require_cuda
-from backends.torch.graphs import CapturedOnFirstCall
-from workloads.jacobian import fingerprint
+from harness.backends.torch.device import TorchDevice, require_cuda
+from harness.backends.torch.graphs import CapturedOnFirstCall
+from harness.workloads.jacobian import fingerprint
 
 
 def build_net(weights: dict[str, np.ndarray], device: torch.device) -> torch.nn.Sequential:

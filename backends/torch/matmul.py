@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from backends.torch.device import TorchDevice, require_cuda
-from backends.torch.graphs import CapturedOnFirstCall
+from harness.backends.torch.device import TorchDevice, require_cuda
+from harness.backends.torch.graphs import CapturedOnFirstCall
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
           "fp32-graph": torch.float32}

@@ -23,9 +23,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
-from backends.torch.device import TorchDevice, capture_cuda_graph, require_cuda
 from harness.backend import StepMarks, VariantUnavailable
-from workloads.mnist import KERAS_ONLY_VARIANTS
+from harness.backends.torch.device import TorchDevice, capture_cuda_graph, require_cuda
+from harness.workloads.mnist import KERAS_ONLY_VARIANTS
 
 SEED = 0
 EVAL_BATCH = 1000
@@ -211,7 +211,7 @@ class ReduceOverheadTraining(PreloadedTraining):
 
     def __init__(self, *args: Any, mode: str = "reduce-overhead", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        from backends.torch.graphs import AdamState, CompileWatch  # noqa: PLC0415
+        from harness.backends.torch.graphs import AdamState, CompileWatch  # noqa: PLC0415
 
         self.watch = CompileWatch(cuda_graphs_expected=mode == "reduce-overhead")
         self.names = [name for name, _ in self.model.named_parameters()]

@@ -30,11 +30,11 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 from torch.nn.parallel import DistributedDataParallel
 
-from backends.torch.device import TorchDevice
-from backends.torch.mnist import SEED, build_model
 from harness.backend import VariantUnavailable
+from harness.backends.torch.device import TorchDevice
+from harness.backends.torch.mnist import SEED, build_model
 from harness.measure.timing import Measurement, TimingPolicy, per_call
-from workloads import mnist_ddp
+from harness.workloads import mnist_ddp
 
 EVAL_BATCH = 1000
 # A collective that waits this long means a rank is gone or stuck: fail, don't hang the cell.
@@ -212,7 +212,7 @@ class RankTraining:
             self.epoch()
             self.synchronize()
             return None
-        from backends.torch.device import PROFILE_TOOL, profiled_events  # noqa: PLC0415
+        from harness.backends.torch.device import PROFILE_TOOL, profiled_events  # noqa: PLC0415
         from harness.measure.devicetime import summarize  # noqa: PLC0415
 
         ran: list[bool] = []

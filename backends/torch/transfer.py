@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from backends.torch.device import TorchDevice
-from backends.torch.matmul import MatmulTask as ResidentMatmulTask
 from harness.backend import VariantUnavailable
+from harness.backends.torch.device import TorchDevice
+from harness.backends.torch.matmul import MatmulTask as ResidentMatmulTask
 
 
 class CopyMatmulTask:

@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from backends.torch import flops
-from backends.torch.device import TorchDevice, require_cuda
 from harness.backend import VariantUnavailable
-from workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
-from workloads.usermodel.source import UserCodeError, call_user, load_user_module
-from workloads.usermodel.spec import KEPT_RESULTS
+from harness.backends.torch import flops
+from harness.backends.torch.device import TorchDevice, require_cuda
+from harness.workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
+from harness.workloads.usermodel.source import UserCodeError, call_user, load_user_module
+from harness.workloads.usermodel.spec import KEPT_RESULTS
 
 if TYPE_CHECKING:
-    from backends.torch.graphs import CapturedOnFirstCall
+    from harness.backends.torch.graphs import CapturedOnFirstCall
 
 # The CPU reference computes in float32; on a GPU torch would run convolutions in TF32 by
 # default (cuDNN), whose 10-bit mantissa no float32 bound covers.
@@ -187,7 +187,7 @@ def _make_task(variant: str, device: TorchDevice, inputs: dict[str, Any], dtype:
     graph: CapturedOnFirstCall | None = None
     if variant == "cuda-graph":
         require_cuda(device, variant)
-        from backends.torch.graphs import CapturedOnFirstCall  # noqa: PLC0415 - GPU cells only
+        from harness.backends.torch.graphs import CapturedOnFirstCall  # noqa: PLC0415 - GPU cells only
 
         initial = {name: tensor.detach().clone() for name, tensor in net.state_dict().items()}
         # Captured by the first step(), the cold call, not here. Its warm-up calls train the

@@ -38,26 +38,26 @@ PLUGINS_ENV = "HARNESS_PLUGINS"
 MODEL_PREFIX = "model-"
 # The your-own-model workload plugin: its spec for `model-<stem>` names, and the modules the
 # CLI and API call for --model (plan: inspect and prepare in child processes; describe).
-MODEL_PLUGIN = "workloads.usermodel"
+MODEL_PLUGIN = "harness.workloads.usermodel"
 MODEL_SPEC = f"{MODEL_PLUGIN}.spec:spec_for_name"
 
 BUILTIN_WORKLOADS: dict[str, str] = {
-    "matmul": "workloads.matmul:SPEC",
-    "mnist-small": "workloads.mnist:SMALL",
-    "mnist-wide": "workloads.mnist:WIDE",
-    "mnist-ddp": "workloads.mnist_ddp:SPEC",
-    "jacobian": "workloads.jacobian:SPEC",
-    "elementwise": "workloads.elementwise:SPEC",
-    "transfer": "workloads.transfer:SPEC",
+    "matmul": "harness.workloads.matmul:SPEC",
+    "mnist-small": "harness.workloads.mnist:SMALL",
+    "mnist-wide": "harness.workloads.mnist:WIDE",
+    "mnist-ddp": "harness.workloads.mnist_ddp:SPEC",
+    "jacobian": "harness.workloads.jacobian:SPEC",
+    "elementwise": "harness.workloads.elementwise:SPEC",
+    "transfer": "harness.workloads.transfer:SPEC",
 }
 BUILTIN_FRAMEWORKS: dict[str, str] = {
-    "torch": "backends.torch:FRAMEWORK",
-    "tensorflow": "backends.tensorflow:FRAMEWORK",
-    "numpy": "backends.numpy:FRAMEWORK",
-    "jax": "backends.jax:FRAMEWORK",
-    "keras-jax": "backends.keras_jax:FRAMEWORK",
-    "keras-torch": "backends.keras_torch:FRAMEWORK",
-    "keras-tensorflow": "backends.keras_tensorflow:FRAMEWORK",
+    "torch": "harness.backends.torch:FRAMEWORK",
+    "tensorflow": "harness.backends.tensorflow:FRAMEWORK",
+    "numpy": "harness.backends.numpy:FRAMEWORK",
+    "jax": "harness.backends.jax:FRAMEWORK",
+    "keras-jax": "harness.backends.keras_jax:FRAMEWORK",
+    "keras-torch": "harness.backends.keras_torch:FRAMEWORK",
+    "keras-tensorflow": "harness.backends.keras_tensorflow:FRAMEWORK",
 }
 
 # Values: "module:attr" (or "path/to/file.py:attr") of a WorkloadSpec, or the spec itself.
@@ -175,7 +175,7 @@ def load_framework(name: str) -> FrameworkSpec:
     if isinstance(target, (tuple, list)):
         package, import_name = target
         return FrameworkSpec(name=name, import_name=import_name, package=package,
-                             install_hint=f"pip install 'harness[{name}]'")
+                             install_hint=f"pip install 'crossframe-harness[{name}]'")
     try:
         spec = _load_attribute(target)
     except Exception as exc:  # noqa: BLE001

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from harness.backend import VariantUnavailable
-from workloads.usermodel.source import UserCodeError, user_error_text
+from harness.workloads.usermodel.source import UserCodeError, user_error_text
 
 
 class ModelTask:
@@ -56,7 +56,7 @@ def add_deterministic(task: ModelTask, inputs: dict[str, Any],
                       forward_task: Callable[[dict[str, Any]], ModelTask]) -> ModelTask:
     """For a random step: the model's deterministic-mode output (forward_task builds the same
     model from the shared weights in inference mode), made before any timed call."""
-    from workloads.usermodel.spec import wants_deterministic
+    from harness.workloads.usermodel.spec import wants_deterministic
 
     if wants_deterministic(inputs) and inputs.get("what") != "inference":
         forward = forward_task({**inputs, "what": "inference"})

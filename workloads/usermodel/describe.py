@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import registry
-from workloads.usermodel.plan import model_spec
+from harness.workloads.usermodel.plan import model_spec
 
 WHAT_TEXT = {"train": "one training step against {targets}; {training}",
              "inference": "one forward pass (no gradients)",

@@ -1,4 +1,4 @@
-"""`python -m workloads.usermodel.inspect FILE OUT.json`: what a user's model file is, as JSON.
+"""`python -m harness.workloads.usermodel.inspect FILE OUT.json`: a user's model file, as JSON.
 
 A child process, so the parent never imports the file's framework. It imports the file, finds
 its builder (model() returning a torch nn.Module or a keras.Model, or JAX's init/apply pair),
@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from harness.data.store import write_json_atomic
-from workloads.usermodel.source import (
+from harness.workloads.usermodel.source import (
     UserCodeError,
     call_user,
     load_user_module,
     user_error_text,
 )
-from workloads.usermodel.spec import KERAS_FIT_STEPS, KERAS_STEP_OPTION, KERAS_STEPS
+from harness.workloads.usermodel.spec import KERAS_FIT_STEPS, KERAS_STEP_OPTION, KERAS_STEPS
 
 PROBE_BATCHES = (2, 3)
 CONVENTION = ("define model() returning a torch.nn.Module or a keras.Model, or init(seed) "
@@ -223,7 +223,7 @@ def _hook_call(path: str, function: Any, call: str, target: np.ndarray, *args: A
 def keras_training(user: Any, path: str, arrays: list[np.ndarray],
                    target: np.ndarray | None) -> str:
     """A Keras model's own compile() (or the default), tried with one train_on_batch."""
-    from backends.keras.usermodel import compile_arguments, trained_with, trained_with_text
+    from harness.backends.keras.usermodel import compile_arguments, trained_with, trained_with_text
 
     net = call_user(path, "model()", user.model)
     found = trained_with(net)

@@ -12,7 +12,7 @@ from typing import Any
 from harness.core import registry
 from harness.run.runner import run_json_child
 from harness.spec import BadInput, Cell, WorkloadSpec
-from workloads.usermodel.spec import FAMILIES, NAME_PREFIX, PREPARED_PARAM, spec_for_name
+from harness.workloads.usermodel.spec import FAMILIES, NAME_PREFIX, PREPARED_PARAM, spec_for_name
 
 INSPECT_TIMEOUT_S = 300.0
 # Keras' backends in the order the inspector and the preparer prefer (JAX imports fastest).
@@ -47,7 +47,8 @@ def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S,
     QUICK: in a --quick cell's environment, to share the run's warm process (forkserver)."""
     path = check_file(Path(model))
     cell = Cell("inspect", "-", child_framework(None), "cpu", quick=quick)
-    info, why_not = run_json_child("workloads.usermodel.inspect", [str(path)], cell, timeout_s)
+    info, why_not = run_json_child("harness.workloads.usermodel.inspect", [str(path)], cell,
+                                   timeout_s)
     if info is None:
         raise BadInput(f"--model {model}: inspecting it failed ({why_not or 'no report'})")
     if info.get("error"):
@@ -104,7 +105,7 @@ def prepare_run(run_dir: Path, spec: WorkloadSpec, params: dict[str, Any],
     framework = child_framework(family)
     args = [params["model"], str(folder), framework, params["what"], str(params["seed"]),
             ",".join(str(size) for size in sizes)]
-    summary, why_not = run_json_child("workloads.usermodel.prepare", args,
+    summary, why_not = run_json_child("harness.workloads.usermodel.prepare", args,
                                       Cell("prepare", "-", framework, "cpu", quick=quick),
                                       timeout_s)
     if summary is None:
@@ -114,7 +115,7 @@ def prepare_run(run_dir: Path, spec: WorkloadSpec, params: dict[str, Any],
 
 def _write_failure(folder: Path, sizes: list[int], reason: str) -> None:
     from harness.data.store import write_json_atomic
-    from workloads.usermodel.spec import PREPARED_FILE
+    from harness.workloads.usermodel.spec import PREPARED_FILE
 
     folder.mkdir(parents=True, exist_ok=True)
     write_json_atomic(folder / PREPARED_FILE, {

@@ -1,4 +1,4 @@
-"""`python -m workloads.usermodel.prepare FILE FOLDER FRAMEWORK WHAT SEED SIZES OUT.json`.
+"""`python -m harness.workloads.usermodel.prepare FILE FOLDER FRAMEWORK WHAT SEED SIZES OUT.json`.
 
 Runs once per run, on the CPU, before any cell: makes the shared initial weights from the seed
 (weights.npz, in a stable order), each batch size's inputs and targets, and the CPU reference
@@ -26,9 +26,14 @@ import numpy as np
 
 from harness.core.registry import backend_module
 from harness.data.store import write_json_atomic
-from workloads.usermodel.inspect import NotAModel, as_arrays, keras_step_of, make_inputs
-from workloads.usermodel.source import UserCodeError, call_user, load_user_module, user_error_text
-from workloads.usermodel.spec import (
+from harness.workloads.usermodel.inspect import NotAModel, as_arrays, keras_step_of, make_inputs
+from harness.workloads.usermodel.source import (
+    UserCodeError,
+    call_user,
+    load_user_module,
+    user_error_text,
+)
+from harness.workloads.usermodel.spec import (
     IMPLEMENTATIONS,
     KEPT_RESULTS,
     PREPARED_FILE,

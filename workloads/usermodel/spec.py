@@ -26,11 +26,11 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "jax": ("jax",),
 }
 IMPLEMENTATIONS = {
-    "torch": "backends.torch.usermodel",
-    "keras-jax": "backends.keras.usermodel",
-    "keras-torch": "backends.keras.usermodel",
-    "keras-tensorflow": "backends.keras.usermodel",
-    "jax": "backends.jax.usermodel",
+    "torch": "harness.backends.torch.usermodel",
+    "keras-jax": "harness.backends.keras.usermodel",
+    "keras-torch": "harness.backends.keras.usermodel",
+    "keras-tensorflow": "harness.backends.keras.usermodel",
+    "jax": "harness.backends.jax.usermodel",
 }
 VARIANTS = ("as-written", "resident", "compiled", "cuda-graph", "steps-per-execution")
 WHAT = ("train", "inference", "step")
@@ -144,7 +144,7 @@ def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadS
     )
 
 
-# --- the prepared folder: written once by workloads.usermodel.prepare, read by every cell ----
+# --- the prepared folder: written once by usermodel.prepare, read by every cell ----
 
 PREPARED_PARAM = "prepared"
 WEIGHTS_FILE = "weights.npz"
