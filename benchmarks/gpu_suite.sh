@@ -18,6 +18,10 @@
 #   blocks OUT         MNIST block samples vs whole warm epochs (mnist_blocks_check.py)
 #   usermodel OUT      examples/models/ on cpu and cuda:0, every torch variant, and
 #                      usermodel_overhead.py (harness vs a plain loop)          (~6 min)
+#   advise OUT         `harness advise` on seed 002's Keras file, the small CNN and seed 000's
+#                      Jacobian at the seeds' batches, cpu and cuda:0 (3 min cap each) (~9 min)
+#   memfit OUT         the small CNN's memory fit over 3 batches on cuda:0 against the batch
+#                      that really runs out (memory_fit_check.py)             (~6 min)
 #   audit OUT          an LSTM, an attention block and a CNN on cpu and cuda:0, 3 rounds, each
 #                      run then `harness check`ed; seed 002's Keras model: the harness's step
 #                      vs a plain fit() (keras_step_overhead.py), cpu and cuda:0  (~8 min)
@@ -28,7 +32,7 @@
 # gets SIGINT, as Ctrl-C, which stops its worker and keeps the finished cells. Packages the host
 # lacks (keras, nvidia-ml-py, submitit) can be carried as wheels in .whl/ (docs/gpu.md).
 set -u
-usage() { sed -n '2,24p' "$0"; exit 2; }
+usage() { sed -n '2,28p' "$0"; exit 2; }
 [ $# -ge 2 ] || usage
 cmd=$1 out=$2; shift 2
 mkdir -p "$out/runs"
@@ -200,6 +204,26 @@ PY
       limited 200 python3 benchmarks/keras_step_overhead.py --device "$device" \
         --framework keras-jax --rounds 3 | tee -a "$out/keras-fit.txt"
     done ;;
+  advise)
+    # harness advise on the seeds' models at the seeds' batches (seed 002's Keras file at 32,
+    # the small CNN at 32, seed 000's Jacobian at 100), cpu and cuda:0, each capped at 3 min;
+    # then the memory fit against the batch that really runs out (memory_fit_check.py).
+    # The Jacobian's as-written CPU call takes seconds (the seed: 11 s at batch 100), so it
+    # runs --quick (one round, a short timing budget) to fit the cap.
+    for job_args in "keras_mnist 32 keras-jax" "small_cnn 32 torch" \
+                    "jacobian_net 100 torch --quick"; do
+      set -- $job_args
+      limited 180 python3 -m harness.cli advise --model "examples/models/$1.py" --sizes "$2" \
+        --framework "$3" --device cpu,cuda:0 --out "$runs" ${4:-} 2>&1 | tail -n 60
+      python3 -m harness.cli check "$(ls -td "$runs"/*/ | head -n 1)" | tee -a "$out/check.txt"
+      pack
+    done ;;
+  memfit)
+    limited 120 python3 -m harness.cli compare --model examples/models/small_cnn.py \
+      --framework torch --device cuda:0 --sizes 1024,4096,16384 --rounds 1 --no-ceilings \
+      --out "$runs" 2>&1 | grep -i "memory\|verdict" | head -n 20
+    limited 240 python3 benchmarks/memory_fit_check.py "$(ls -td "$runs"/*/ | head -n 1)" \
+      --out "$out/memory-fit.json" ;;
   *) usage ;;
 esac
 pack

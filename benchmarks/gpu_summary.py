@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.core.units import format_bytes, format_joules, format_seconds
 from harness.data.records import GpuState
+from harness.data.upgrade import as_run_document
 from harness.report.views import energy as energy_view
 from harness.report.views import scaling
 
@@ -82,7 +83,8 @@ def energy_lines(documents: list[dict[str, Any]], hand_dir: Path) -> list[str]:
                                          device["joules_per_step"], label)
         lines.append(text)
     lines += [f"- verdict: {line}" for line in
-              energy_view.gpu_vs_cpu_sentences(energy_view.energy_table(documents))]
+              energy_view.gpu_vs_cpu_sentences(energy_view.energy_table(
+                  [as_run_document(document) for document in documents]))]
     return lines
 
 
@@ -173,7 +175,7 @@ def ddp_lines(documents: list[dict[str, Any]]) -> list[str]:
         return []
     lines = ["## mnist-ddp: scaling (with the efficiency note) and device memory from the ranks"]
     for document in ddp:
-        lines += [f"- {line}" for line in scaling.console_lines(document)]
+        lines += [f"- {line}" for line in scaling.console_lines(as_run_document(document))]
     for cell, case, _ in cases(ddp):
         memory = (case.get("extra") or {}).get("device_memory") or {}
         per_rank = ", ".join(f"rank {rank.get('rank')} {format_bytes(rank.get('allocated'))}"

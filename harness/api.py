@@ -53,9 +53,9 @@ from harness.spec import Status, worst_status
 # What moved out stays importable from here: callers and tests import it as harness.api.X.
 __all__ = [
     "EXIT_FAILED_CELL", "EXIT_REPORT_FAILED", "EXIT_SIGNAL_BASE", "QUICK_PROBE_SIZES",
-    "ReportOutcome", "RunPlan", "RunRecorder", "RunResult", "RunSession", "check_writable",
-    "compare", "default_rounds", "draw_report", "execute", "framework_styles", "given_names",
-    "has_rates", "largest_square_matmul", "load", "measure_ceilings", "plan",
+    "ReportOutcome", "RunPlan", "RunRecorder", "RunResult", "RunSession", "advise",
+    "check_writable", "compare", "default_rounds", "draw_report", "execute", "framework_styles",
+    "given_names", "has_rates", "largest_square_matmul", "load", "measure_ceilings", "plan",
     "progress_console", "resolve_devices", "resolve_frameworks", "resolve_variants",
     "resume_run", "split_names",
 ]
@@ -188,6 +188,14 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
     if report and result.stopped_by is None:
         draw_report(result.path)
     return result
+
+
+def advise(workload: str | None = None, **options: Any) -> RunResult:
+    """`harness advise` (harness.run.advise): as-written beside the candidate fixes, then the
+    best combination, one run folder; its advice: harness.analysis.advice.advise_run."""
+    from harness.run.advise import advise as advise_flow
+
+    return advise_flow(workload, finish=_finish, **options)
 
 
 def load(paths: Path | str | Sequence[Path | str]) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""The `harness` command line: compare, list, env, report, export, diff, check.
+"""The `harness` command line: compare, advise, list, env, report, export, diff, check.
 
 Never imports a framework: everything framework-specific runs in worker processes.
 Bad input is one line on stderr and exit code 2 (so is `diff` of runs that share no case); a
@@ -24,11 +24,13 @@ from rich.padding import Padding
 from rich.table import Table
 
 from harness import api
-from harness.analysis.plausibility import flop_limits, precision_of
+from harness.analysis.plausibility import device_entry, flop_limits, precision_of
 from harness.analysis.stats import CaseSummary, implausibility, summarize_result
 from harness.core import interrupt, registry
+from harness.core.settings import Settings
 from harness.core.units import format_seconds, three_digits
 from harness.data import fields, store
+from harness.data.ceilings import Ceilings, DeviceCeiling
 from harness.measure import envinfo
 from harness.measure.memory import memory_text
 from harness.run.executors import executor_from_options
@@ -84,13 +86,13 @@ def parse_param_overrides(values: list[str] | None) -> dict[str, str]:
     return overrides
 
 
-def peak_share_text(gflops: float, entry: dict[str, Any] | None, precision: str) -> str:
+def peak_share_text(gflops: float, entry: DeviceCeiling | None, precision: str) -> str:
     """' (12% of peak)': an achieved FLOP rate against the device's measured matmul peak."""
-    peak = flop_limits(entry or {}, precision)[0]
+    peak = flop_limits(entry, precision)[0]
     return f" ({gflops / peak:.0%} of peak)" if peak else ""
 
 
-def flop_rate_text(row: CaseSummary, entry: dict[str, Any] | None, precision: str) -> str:
+def flop_rate_text(row: CaseSummary, entry: DeviceCeiling | None, precision: str) -> str:
     """'43 GFLOP/s (22% of peak)'; from a count with gaps a lower bound and no share of the
     peak: '>= 0.01 GFLOP/s (partial: aten._cudnn_rnn x2 not counted)'."""
     if row.gflops is None:
@@ -101,7 +103,7 @@ def flop_rate_text(row: CaseSummary, entry: dict[str, Any] | None, precision: st
 
 
 def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
-                  ceilings: dict[str, Any] | None = None) -> Table:
+                  ceilings: Ceilings | None = None) -> Table:
     table = Table(title=f"{spec.name}: median per call (IQR), cold first call apart")
     # Declared per-case values (harness.data.fields) get a column where any row has one.
     extras = [item for item in fields.cli_fields()
@@ -111,13 +113,13 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                    "check / reason"):
         table.add_column(column, overflow="fold")
     for row in summaries:
-        rates = [flop_rate_text(row, (ceilings or {}).get(row.device),
+        rates = [flop_rate_text(row, device_entry(ceilings, row.device),
                                 precision_of(row.variant, dict(spec.variant_precision))),
                  f"{three_digits(row.gbps)} GB/s" if row.gbps is not None else ""]
         rate = ", ".join(filter(None, rates)) or "-"
         spread = format_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
         note = row.check if row.status == "ok" else (row.check + " " + row.reason).strip()
-        flag = implausibility(row, (ceilings or {}).get(row.device), spec.bandwidth_ceiling,
+        flag = implausibility(row, device_entry(ceilings, row.device), spec.bandwidth_ceiling,
                               dict(spec.variant_precision))
         # The failure reason or check first, the suspicion last: both must stay readable.
         note = "; ".join(filter(None, [flag, note,
@@ -188,13 +190,13 @@ def compact_table(spec: WorkloadSpec, summaries: list[CaseSummary]) -> Table:
 
 
 def case_warnings(spec: WorkloadSpec, summaries: list[CaseSummary],
-                  ceilings: dict[str, Any] | None) -> dict[str, list[str]]:
+                  ceilings: Ceilings | None) -> dict[str, list[str]]:
     """The long texts of the full table's last column, each with the cases it concerns."""
     texts: dict[str, list[str]] = {}
     for row in summaries:
         where = f"{row.variant} {row.framework} {row.device}" + (
             "" if row.size is None else f", {spec.sweep} {row.size}")
-        flag = implausibility(row, (ceilings or {}).get(row.device), spec.bandwidth_ceiling,
+        flag = implausibility(row, device_entry(ceilings, row.device), spec.bandwidth_ceiling,
                               dict(spec.variant_precision))
         gaps = f"FLOP count partial: {row.flops_gaps}" if row.flops_gaps else ""
         check = row.check if row.check.startswith("FAIL") else ""
@@ -213,8 +215,8 @@ def compare(
     model: Annotated[Optional[Path], typer.Option(
         help="Your own model file instead of a workload (see README: Your own model).")] = None,
     framework: Annotated[Optional[list[str]], typer.Option(
-        help=f"{', '.join(registry.FRAMEWORKS)}; repeat or comma-separate. Default: every one "
-             "the workload implements (see `harness list`).",
+        help=f"{', '.join(registry.framework_names())}; repeat or comma-separate. Default: "
+             "every one the workload implements (see `harness list`).",
     )] = None,
     device: Annotated[Optional[list[str]], typer.Option(
         help="cpu, cuda, cuda:N; repeat or comma-separate. Default: cpu plus every visible GPU.",
@@ -294,7 +296,9 @@ def compare(
                                variants=variant, sizes=parse_sizes(sizes),
                                params=parse_param_overrides(param), data=data, quick=quick,
                                out=out, timeout_s=timeout, model=model, rounds=rounds,
-                               seed=seed, probe_ceilings=probe_ceilings)
+                               seed=seed, probe_ceilings=probe_ceilings,
+                               # Read once, here: a bad HARNESS_* value is exit 2 too.
+                               settings=Settings.from_environment(quick=quick))
         except (BadInput, store.StoreError) as exc:
             fail_input(str(exc))
         with interrupt.stop_on_signals():
@@ -312,6 +316,54 @@ def compare(
     mismatches, check_line = self_check(result) if result.stopped_by is None else (0, "")
     print_run(spec, result, drawn, check_line, details)
     # A failed cell says more than a failed drawing; either way the measurements are saved.
+    raise typer.Exit(result.exit_code or (drawn.exit_code if drawn else 0)
+                     or (api.EXIT_FAILED_CELL if mismatches else 0))
+
+
+@app.command()
+def advise(
+    workload: Annotated[Optional[str], typer.Option(
+        help="Workload name (see `harness list`), or give --model.")] = None,
+    model: Annotated[Optional[Path], typer.Option(
+        help="Your own model file (see docs/advise.md).")] = None,
+    sizes: Annotated[Optional[str], typer.Option(
+        help="Your batch (the sweep's value), first; one size gets a second (a quarter of "
+             "it; 4x under 4) for the refitted crossover.")] = None,
+    device: Annotated[Optional[list[str]], typer.Option(
+        help="cpu, cuda, cuda:N. Default: cpu plus every visible GPU.")] = None,
+    framework: Annotated[Optional[list[str]], typer.Option(
+        help="Frameworks to advise (default: every one the model or workload runs in).")] = None,
+    rounds: Annotated[Optional[int], typer.Option(
+        help="Worker processes per cell, interleaved (default 3; 1 with --quick).")] = None,
+    quick: Annotated[bool, typer.Option(help="A short timing budget, one round.")] = False,
+    out: Annotated[Path, typer.Option(help="Folder that receives the run folder.")] = Path(
+        "results"),
+    timeout: Annotated[float, typer.Option(
+        help="Seconds before a cell's worker is killed.")] = 900.0,
+    report: Annotated[bool, typer.Option(help="Draw the report into the run folder.")] = True,
+    ceilings: Annotated[bool, typer.Option(
+        help="Measure each device's peak FLOP/s and bandwidth first, as compare does.")] = True,
+) -> None:
+    """What to change: each candidate fix measured beside the as-written cell, ranked."""
+    from harness.analysis.advice import advise_run
+    from harness.run import forkserver
+
+    with forkserver.shared(), interrupt.stop_on_signals():
+        try:
+            if (workload is None) == (model is None):
+                raise BadInput("give one of --model FILE or --workload NAME")
+            result = api.advise(workload, model=model, sizes=parse_sizes(sizes),
+                                devices=device, frameworks=framework, rounds=rounds,
+                                quick=quick, out=out, timeout_s=timeout, command=sys.argv,
+                                ceilings=ceilings)
+        except (BadInput, store.StoreError) as exc:
+            fail_input(str(exc))
+    drawn = api.draw_report(result.path) if result.stopped_by is None and report else None
+    mismatches, check_line = self_check(result) if result.stopped_by is None else (0, "")
+    if result.stopped_by is None:
+        for line in advise_run(result.document).lines():
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    print_context(Said(), result, drawn, check_line)
     raise typer.Exit(result.exit_code or (drawn.exit_code if drawn else 0)
                      or (api.EXIT_FAILED_CELL if mismatches else 0))
 
@@ -367,10 +419,25 @@ def print_run(spec: WorkloadSpec, result: api.RunResult, drawn: api.ReportOutcom
     say = Said()
     verdicts = verdict_lines(result, drawn)
     print_verdict(say, [line for line in verdicts if not is_warning(line)])
+    print_variant_advice(result)
     summaries = print_results(spec, result, say, details)
     print_warnings(say, [line for line in verdicts if is_warning(line)],
                    case_warnings(spec, summaries, result.document.ceilings))
     print_context(say, result, drawn, check_line)
+
+
+def print_variant_advice(result: api.RunResult) -> None:
+    """A run of several variants: each ranked against the as-written one, as `harness advise`
+    ranks its fixes (harness.analysis.advice), so `--variant all` says what to change."""
+    if result.stopped_by is not None or len({cell.variant for cell in result.cells}) < 2:
+        return
+    from harness.analysis.advice import advise_run
+
+    lines = advise_run(result.document).ranked_lines(others=True)
+    if lines:
+        console.print("what to change (each variant against the as-written one):")
+    for line in lines:  # not through Said: two devices may print the same words
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
@@ -468,7 +535,7 @@ def list_workloads(model: Annotated[Optional[Path], typer.Option(
         for line in lines:  # one line each, never wrapped mid-phrase (pipes, tests)
             console.print(line, markup=False, soft_wrap=True)
         return
-    for name in registry.WORKLOADS:
+    for name in registry.workload_names():
         try:
             spec = registry.load_workload(name)
         except registry.PluginUnavailable as exc:
@@ -515,7 +582,7 @@ def probe_framework(name: str, timeout_s: float = 120.0) -> dict[str, Any]:
 def env(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Host, frameworks (installed, version, devices, threads)."""
     document: dict[str, Any] = {"host": envinfo.host_metadata(),
-                "frameworks": [probe_framework(name) for name in registry.FRAMEWORKS]}
+                "frameworks": [probe_framework(name) for name in registry.framework_names()]}
     if as_json:
         console.print_json(json.dumps(document))
         return
@@ -681,6 +748,10 @@ def _options(version: Annotated[bool, typer.Option(
         "--version", callback=_print_version, is_eager=True,
         help="Print the version and exit.")] = False) -> None:
     """Options that apply before any command."""
+    try:  # a bad HARNESS_* value (harness.core.settings) is one line and exit 2, whatever the
+        Settings.from_environment()  # command; compare reads them again, with its --quick
+    except BadInput as exc:
+        fail_input(str(exc))
     registry.warn_once()  # a plugin that failed to load: one line each, then carry on
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -63,18 +63,56 @@ class BadInput(ValueError):
     """Raised for user input the harness refuses; the CLI prints it in one line, exit 2."""
 
 
+# A workload parameter's value: a count, a size, a rate, a name, a flag, a shape (a tuple, a
+# list once read back from JSON) or, before the sweep is expanded into cases, the sweep's list.
+ParamValue = int | float | str | bool | tuple[int, ...] | list[int]
+# One case's parameters by name (or a run's, before the sweep is expanded).
+CaseParams = Mapping[str, ParamValue]
+
+
+def int_param(params: CaseParams, name: str) -> int:
+    """params[name], declared an int; TypeError where it is not one."""
+    value = params[name]
+    if not isinstance(value, int):
+        raise TypeError(f"parameter {name}={value!r} is not an integer")
+    return value
+
+
+def float_param(params: CaseParams, name: str) -> float:
+    """params[name], declared a number (an int from JSON or the command line counts too)."""
+    value = params[name]
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"parameter {name}={value!r} is not a number")
+    return float(value)
+
+
+def str_param(params: CaseParams, name: str) -> str:
+    value = params[name]
+    if not isinstance(value, str):
+        raise TypeError(f"parameter {name}={value!r} is not text")
+    return value
+
+
+def shape_param(params: CaseParams, name: str) -> tuple[int, ...]:
+    """params[name], a shape: a tuple, or the list JSON made of it."""
+    value = params[name]
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"parameter {name}={value!r} is not a shape")
+    return tuple(int(dim) for dim in value)
+
+
 @dataclass(frozen=True)
 class Param:
     """One workload parameter: its type, default, CI-sized default and lower bound."""
 
-    default: Any
-    quick: Any
+    default: ParamValue
+    quick: ParamValue
     help: str
     kind: type = int
     minimum: float | None = 1
     choices: tuple[str, ...] | None = None
 
-    def parse(self, name: str, text: str) -> Any:
+    def parse(self, name: str, text: str) -> ParamValue:
         """Convert command-line text to the parameter's type, or raise BadInput."""
         if self.kind is tuple:  # a shape such as 100x1000x1000
             parts = text.lower().replace(",", "x").split("x")
@@ -94,7 +132,7 @@ class Param:
         self.validate(name, value)
         return value
 
-    def validate(self, name: str, value: Any) -> None:
+    def validate(self, name: str, value: ParamValue) -> None:
         if self.choices is not None and value not in self.choices:
             raise BadInput(f"--param {name}={value!r}: valid values are {', '.join(self.choices)}")
         if self.minimum is not None and isinstance(value, (int, float)) and value < self.minimum:
@@ -111,7 +149,7 @@ class Check:
     bound: float
     detail: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, bool | float | str]:
         return {
             "passed": self.passed,
             "metric": self.metric,
@@ -119,6 +157,42 @@ class Check:
             "bound": self.bound,
             "detail": self.detail,
         }
+
+
+# Composed variants: "resident+compiled+bf16" runs its parts at once (a workload that declares
+# a variant_conflict rule); a numbered variant is declared as "threads-N" and named
+# "threads-4" (N a positive integer).
+COMPOSE = "+"
+NUMBERED = "-N"
+
+
+def variant_parts(name: str) -> tuple[str, ...]:
+    """'resident+bf16' -> ('resident', 'bf16'); a single variant is its own one part."""
+    return tuple(name.split(COMPOSE))
+
+
+def declared_name(part: str) -> str:
+    """The name a part is declared under: 'threads-4' -> 'threads-N'; any other, itself."""
+    stem, dash, number = part.rpartition("-")
+    return f"{stem}{NUMBERED}" if dash and stem and number.isdigit() else part
+
+
+def is_declared(part: str, variants: Iterable[str]) -> bool:
+    """Whether `part` is one of `variants`, or a positive number of a numbered one."""
+    declared = tuple(variants)
+    if part.endswith(NUMBERED):  # the pattern itself needs its number
+        return False
+    if part in declared:
+        return True
+    number = part.rpartition("-")[2]
+    return declared_name(part) in declared and number.isdigit() and int(number) >= 1
+
+
+def compose(parts: Iterable[str], variants: Sequence[str]) -> str:
+    """The canonical name of a set of parts: in the order `variants` declares them."""
+    order = {name: index for index, name in enumerate(variants)}
+    return COMPOSE.join(sorted(parts, key=lambda part: (order.get(declared_name(part),
+                                                                  len(order)), part)))
 
 
 @dataclass(frozen=True)
@@ -137,7 +211,15 @@ class Capability:
     refused_on: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def refusal(self, variant: str, kind: str) -> str | None:
-        """Why `variant` cannot run on a device of `kind`; None when it can."""
+        """Why `variant` cannot run on a device of `kind`; None when it can. A composed name is
+        refused for its first refused part (that part's reason); a numbered name
+        ('threads-4') is looked up under its declared one ('threads-N')."""
+        parts = variant_parts(variant)
+        if len(parts) > 1:
+            return next((f"{part}: {reason}" for part in parts
+                         if (reason := self.refusal(part, kind)) is not None), None)
+        known = {*self.variants, *self.refused, *self.refused_on.get(kind, {})}
+        variant = variant if variant in known else declared_name(variant)
         if variant in self.refused:
             return self.refused[variant]
         if variant in self.refused_on.get(kind, {}):
@@ -175,8 +257,8 @@ class WorkloadSpec:
     implementations: Mapping[str, str] = field(default_factory=dict)
     timing: str = "autorange"
     # (case) -> work done by one call (None: does not apply to that case); for GFLOP/s and GB/s.
-    flops: Callable[[Mapping[str, Any]], float | None] | None = None
-    bytes_moved: Callable[[Mapping[str, Any]], float | None] | None = None
+    flops: Callable[[CaseParams], float | None] | None = None
+    bytes_moved: Callable[[CaseParams], float | None] | None = None
     # What `flops` counts, printed beside every rate made from it ("exact": every FLOP the
     # call's arithmetic executes, as for a matmul's 2n^3; otherwise which part it is).
     flops_covers: str = "exact"
@@ -188,20 +270,20 @@ class WorkloadSpec:
     # Variants run when --variant is not given (default: the first, the as-written one).
     default_variants: tuple[str, ...] = ()
     # (case, variant) -> numpy inputs shared by every framework, generated from a fixed seed.
-    make_inputs: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
+    make_inputs: Callable[[CaseParams, str], dict[str, Any]] | None = None
     # (case, variant, inputs, output) -> Check; a time is trusted only when it passes.
     check: Callable[..., Check] | None = None
     # (case) -> number of calls for per_call timing (e.g. epochs).
-    calls: Callable[[Mapping[str, Any]], int] | None = None
+    calls: Callable[[CaseParams], int] | None = None
     # (case) -> timed blocks of steps per call for per_call timing, where the task reports its
     # steps (harness.measure.blocks: each block after the first is a warm sample); None or 1:
     # one sample per call.
-    call_blocks: Callable[[Mapping[str, Any]], int] | None = None
+    call_blocks: Callable[[CaseParams], int] | None = None
     # Integer parameters that count measured work (MNIST: epochs), divided over the rounds of
     # a run with --rounds N (harness.run.rounds), each round keeping at least 1.
     round_split: tuple[str, ...] = ()
     # (params, variant) -> cases, for workloads whose variants sweep different things.
-    custom_cases: Callable[[Mapping[str, Any], str], list[dict[str, Any]]] | None = None
+    custom_cases: Callable[[CaseParams, str], list[dict[str, ParamValue]]] | None = None
     # (path) -> None or BadInput: validates a --data file before anything runs.
     validate_data: Callable[[Any], None] | None = None
     notes: str = ""
@@ -229,6 +311,9 @@ class WorkloadSpec:
     # framework -> what its implementation runs (see Capability); a framework without an
     # entry runs every variant, as plugins written before declarations did.
     capabilities: Mapping[str, Capability] = field(default_factory=dict)
+    # (parts) -> why these variants cannot run at once, or None: a workload that gives it
+    # takes composed variant names ("resident+compiled"); None: its variants do not compose.
+    variant_conflict: Callable[[tuple[str, ...]], str | None] | None = None
     kind: str = field(default="", kw_only=True)
 
     def __post_init__(self) -> None:
@@ -245,10 +330,16 @@ class WorkloadSpec:
     def refusal(self, variant: str, framework: str, device: str) -> str | None:
         """Why this cell cannot run, from declarations alone; None when it may run."""
         kind = device_kind(device)
-        if kind == "cpu" and variant in self.device_only_variants:
-            return f"variant {variant} needs a GPU device"
+        parts = variant_parts(variant)
+        if kind == "cpu" and (only := [part for part in parts
+                                       if part in self.device_only_variants]):
+            return f"variant {only[0]} needs a GPU device"
         capability = self.capabilities.get(framework)
-        return capability.refusal(variant, kind) if capability is not None else None
+        reason = capability.refusal(variant, kind) if capability is not None else None
+        if reason is None and len(parts) > 1:
+            reason = (self.variant_conflict(parts) if self.variant_conflict is not None
+                      else f"{self.name}'s variants do not compose")
+        return reason
 
     def report_hints(self) -> dict[str, Any]:
         """What the report needs to know about this workload, as plain data for run.json."""
@@ -269,12 +360,12 @@ class WorkloadSpec:
     def variants_by_default(self) -> tuple[str, ...]:
         return self.default_variants or self.variants[:1]
 
-    def defaults(self, quick: bool) -> dict[str, Any]:
+    def defaults(self, quick: bool) -> dict[str, ParamValue]:
         return {name: (p.quick if quick else p.default) for name, p in self.params.items()}
 
     def resolve_params(
         self, overrides: Mapping[str, str], sizes: list[int] | None, quick: bool
-    ) -> dict[str, Any]:
+    ) -> dict[str, ParamValue]:
         """Defaults, then --param overrides, then --sizes for the sweep parameter."""
         values = self.defaults(quick)
         for name, text in overrides.items():
@@ -286,14 +377,13 @@ class WorkloadSpec:
             values[self.sweep] = list(sizes)
         return values
 
-    def cases(self, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def cases(self, params: CaseParams) -> list[dict[str, ParamValue]]:
         """One dict per value of the sweep parameter (list-valued sweeps expand)."""
-        sweep_values = params[self.sweep]
-        if not isinstance(sweep_values, list):
-            sweep_values = [sweep_values]
+        swept = params[self.sweep]
+        sweep_values: list[ParamValue] = list(swept) if isinstance(swept, list) else [swept]
         return [{**params, self.sweep: value} for value in sweep_values]
 
-    def cases_for(self, params: Mapping[str, Any], variant: str) -> list[dict[str, Any]]:
+    def cases_for(self, params: CaseParams, variant: str) -> list[dict[str, ParamValue]]:
         if self.custom_cases is not None:
             return self.custom_cases(params, variant)
         return self.cases(params)

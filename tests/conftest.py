@@ -10,9 +10,15 @@ from typing import Any
 
 import pytest
 
+from harness.core import registry
+
 _SCRATCH = Path(tempfile.mkdtemp(prefix="harness-tests-"))
-# Set before harness.core.registry is imported anywhere: plugins load at import, in workers too.
+# The suite's HARNESS_* variables: read by harness.core.settings wherever a test's run reads
+# its settings (the CLI, harness.api, a RunOptions made here), and handed to the workers.
 os.environ["HARNESS_PLUGINS"] = "tests.fakes.plugin"
+# Merged now, not at the registry's first lookup: a module-level loop over registry.WORKLOADS
+# (collected before any lookup) must see the fault plugin, and must not see it arrive mid-loop.
+registry.use_plugins(("tests.fakes.plugin",))
 # One round unless a test asks for more: the suite's timings and worker counts predate rounds.
 os.environ.setdefault("HARNESS_ROUNDS", "1")
 # One attempt per case unless a test asks for retries: two pytest processes on 2 cores contend

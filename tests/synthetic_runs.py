@@ -16,6 +16,8 @@ from typing import Any
 import pandas as pd
 
 from harness.data import store
+from harness.data.results import CellResult
+from harness.data.upgrade import as_run_document
 
 HOST = {"machine_label": "box (cpu only)", "hostname": "box", "cpu_model": "Test CPU 9000",
         "cores": 2, "memory_bytes": 2**33, "python": "3.11.7", "gpus": [], "os": "Linux"}
@@ -41,14 +43,15 @@ def write_run(run_dir: Path, results: list[dict[str, Any]], host: dict[str, Any]
     rows = []
     for result in results:
         per_case = {index: work(case["case"]) for index, case in enumerate(result["cases"])}
-        rows += store.case_rows(run_dir.name, host["machine_label"], sweep, result, per_case)
+        rows += store.case_rows(run_dir.name, host["machine_label"], sweep,
+                                CellResult.from_dict(result), per_case)
     store.write_measurements(run_dir, rows)
-    store.write_run(run_dir, {"run_id": run_dir.name, "command": ["harness", "compare"],
-                              "started": started, "finished": started + 60,
-                              "workload": workload, "sweep": sweep,
-                              "params": params or {"n": [64, 128], "dtype": "float32"},
-                              "quick": True, "host": host, "cells": results,
-                              **(extra_doc or {})})
+    # The documents here are hand-built in the first layout: typed through the upgrade code.
+    store.write_run(run_dir, as_run_document({
+        "run_id": run_dir.name, "command": ["harness", "compare"], "started": started,
+        "finished": started + 60, "workload": workload, "sweep": sweep,
+        "params": params or {"n": [64, 128], "dtype": "float32"}, "quick": True, "host": host,
+        "cells": results, **(extra_doc or {})}))
     return run_dir
 
 

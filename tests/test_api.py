@@ -12,11 +12,12 @@ import pytest
 import harness
 from harness import api
 from harness.data import store
+from harness.data.ceilings import Ceilings, DeviceCeiling, Peaks
 from harness.run import session
 from harness.spec import BadInput, Status
 
 
-def no_probe(*args: Any) -> dict[str, Any]:
+def no_probe(*args: Any) -> Ceilings:
     raise AssertionError("the ceilings were probed for a workload with no rate to judge")
 
 
@@ -53,10 +54,10 @@ def test_a_failed_cell_sets_the_exit_code(tmp_path: Path) -> None:
 def test_ceilings_are_measured_when_the_workload_counts_work(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     measured: list[tuple[list[str], int | None]] = []
-    figures = {"cpu": {"device": "cpu", "peak_gflops_by_precision": {"fp32": 50.0}}}
+    figures = Ceilings({"cpu": DeviceCeiling("cpu", Peaks({"fp32": 50.0}))})
 
     def fake_measure(devices: list[str], largest_n: int | None,
-                     quick: bool = False) -> dict[str, Any]:
+                     quick: bool = False) -> Ceilings:
         measured.append((devices, largest_n))
         return figures
 
@@ -64,7 +65,7 @@ def test_ceilings_are_measured_when_the_workload_counts_work(
     result = harness.compare("fault-rated", frameworks="fake", devices="cpu", variants="ok",
                              quick=True, out=tmp_path, report=False, progress=False)
     assert measured == [(["cpu"], round((1e3 * 2 / 2) ** (1 / 3)))]
-    assert store.read_run(result.path)["ceilings"] == figures
+    assert Ceilings.from_json(store.read_run(result.path)["ceilings"]) == figures
 
 
 def test_which_workloads_have_a_rate_to_judge() -> None:

@@ -10,6 +10,15 @@ from typing import Any
 import pytest
 
 from harness.analysis.plausibility import judge_case
+from harness.data.ceilings import (
+    HOST_LINK,
+    MEMORY,
+    Bound,
+    Ceilings,
+    DeviceCeiling,
+    Peaks,
+    RememberedProbe,
+)
 from harness.measure import ceilings, envinfo
 from harness.measure.hostload import OtherLoad
 from harness.measure.timing import Measurement
@@ -50,22 +59,22 @@ def test_the_widest_simd_the_flags_name_sets_flops_per_cycle(
     bound = envinfo.cpu_theoretical_gflops(cpuinfo(tmp_path, flags, [2100.0, 2100.0]))
     assert bound is not None
     # A reported 2.1 GHz is below the assumed 4 GHz all-core clock: the bound uses 4 GHz.
-    assert bound["gflops"] == pytest.approx(4 * per_cycle * 4.0)
-    assert bound["how"].startswith(f"4 cores x {per_cycle} fp32 FLOP/cycle ({isa}) x 4 GHz")
+    assert bound.gflops == pytest.approx(4 * per_cycle * 4.0)
+    assert bound.how.startswith(f"4 cores x {per_cycle} fp32 FLOP/cycle ({isa}) x 4 GHz")
 
 
 @pytest.mark.usefixtures("four_cores")
 def test_a_clock_above_the_assumed_maximum_raises_the_bound(tmp_path: Path) -> None:
     bound = envinfo.cpu_theoretical_gflops(cpuinfo(tmp_path, "avx2", [3000.0, 5200.0, 800.0]))
     assert bound is not None
-    assert bound["gflops"] == pytest.approx(4 * 32 * 5.2)  # the fastest core's clock
-    assert "x 5.2 GHz" in bound["how"]
+    assert bound.gflops == pytest.approx(4 * 32 * 5.2)  # the fastest core's clock
+    assert "x 5.2 GHz" in bound.how
 
 
 @pytest.mark.usefixtures("four_cores")
 def test_no_flags_and_no_clock_still_give_a_scalar_bound(tmp_path: Path) -> None:
     bound = envinfo.cpu_theoretical_gflops(cpuinfo(tmp_path, None, []))
-    assert bound is not None and bound["gflops"] == pytest.approx(4 * 2 * 4.0)
+    assert bound is not None and bound.gflops == pytest.approx(4 * 2 * 4.0)
 
 
 def test_the_bound_scales_with_the_usable_cores(tmp_path: Path,
@@ -75,7 +84,7 @@ def test_the_bound_scales_with_the_usable_cores(tmp_path: Path,
     one = envinfo.cpu_theoretical_gflops(info)
     monkeypatch.setattr(envinfo, "usable_cores", lambda: 16)
     sixteen = envinfo.cpu_theoretical_gflops(info)
-    assert one and sixteen and sixteen["gflops"] == pytest.approx(16 * one["gflops"])
+    assert one and sixteen and sixteen.gflops == pytest.approx(16 * one.gflops)
 
 
 def test_no_cpuinfo_means_no_bound(tmp_path: Path) -> None:
@@ -85,78 +94,83 @@ def test_no_cpuinfo_means_no_bound(tmp_path: Path) -> None:
 # --- ceilings.with_bounds -----------------------------------------------------------------------
 
 def theoretical(gflops: float) -> Any:
-    return lambda: {"gflops": gflops, "how": "8 cores x 32 fp32 FLOP/cycle (avx2) x 4 GHz"}
+    return lambda: envinfo.TheoreticalPeak(gflops, "8 cores x 32 fp32 FLOP/cycle (avx2) x 4 GHz")
 
 
-def cpu_figures(cached_fp32: float | None = None) -> dict[str, Any]:
-    figures: dict[str, Any] = {
-        "device": "cpu", "peak_gflops_by_precision": {"fp32": 100.0, "bf16": 40.0},
-        "bandwidth_gbps": 10.0, "matmul_n": 2048}
-    if cached_fp32 is not None:
-        figures["cached"] = {"figures": {"peak_gflops_by_precision": {"fp32": cached_fp32},
-                                         "bandwidth_gbps": 12.0}}
-    return figures
+def cpu_figures(cached_fp32: float | None = None) -> DeviceCeiling:
+    cached = RememberedProbe("cpu", {}, 0.0, Peaks({"fp32": cached_fp32}, {MEMORY: 12.0})) \
+        if cached_fp32 is not None else None
+    return DeviceCeiling("cpu", Peaks({"fp32": 100.0, "bf16": 40.0}, {MEMORY: 10.0}),
+                         probe_sizes=(2048,), cached=cached)
 
 
 def test_the_cpu_fp32_bound_is_the_theoretical_figure(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(envinfo, "cpu_theoretical_gflops", theoretical(1024.0))
     bounded = ceilings.with_bounds(cpu_figures())
-    physical = bounded["physical"]
-    assert physical["gflops_by_precision"]["fp32"] == pytest.approx(1024.0)
-    assert physical["how"]["fp32"].startswith("8 cores x 32")
+    physical = bounded.physical
+    assert physical is not None
+    assert physical.gflops["fp32"] == pytest.approx(1024.0)
+    assert physical.how["fp32"].startswith("8 cores x 32")
     # Precisions without a theoretical figure, and bandwidth, get the probe with a margin.
-    assert physical["gflops_by_precision"]["bf16"] == pytest.approx(40.0 * 1.25)
-    assert physical["how"]["bf16"] == "best probe x 1.25"
-    assert physical["bandwidth_gbps"] == pytest.approx(10.0 * 1.10)
-    assert physical["how"]["bandwidth_gbps"] == "best probe x 1.1"
-    assert "h2d_pinned_gbps" not in physical
+    assert physical.gflops["bf16"] == pytest.approx(40.0 * 1.25)
+    assert physical.how["bf16"] == "best probe x 1.25"
+    assert physical.gbps[MEMORY] == pytest.approx(10.0 * 1.10)
+    assert physical.how[MEMORY] == "best probe x 1.1"
+    assert HOST_LINK not in physical.gbps
     # The figures themselves pass through untouched.
-    assert bounded["peak_gflops_by_precision"] == {"fp32": 100.0, "bf16": 40.0}
-    assert bounded["matmul_n"] == 2048
+    assert bounded.probe == cpu_figures().probe and bounded.probe_sizes == (2048,)
 
 
 def test_a_probe_above_the_theoretical_figure_raises_the_bound(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A wrong clock must not turn the machine's own best into an impossibility."""
     monkeypatch.setattr(envinfo, "cpu_theoretical_gflops", theoretical(80.0))
-    assert ceilings.with_bounds(cpu_figures())["physical"]["gflops_by_precision"]["fp32"] == \
-        pytest.approx(100.0)
-    bounded = ceilings.with_bounds(cpu_figures(cached_fp32=150.0))
-    assert bounded["physical"]["gflops_by_precision"]["fp32"] == pytest.approx(150.0)
+    assert ceilings.with_bounds(cpu_figures()).physical == Bound(
+        {"fp32": 100.0, "bf16": 50.0}, {MEMORY: pytest.approx(11.0)},
+        {"fp32": "8 cores x 32 fp32 FLOP/cycle (avx2) x 4 GHz", "bf16": "best probe x 1.25",
+         MEMORY: "best probe x 1.1"})
+    bounded = ceilings.with_bounds(cpu_figures(cached_fp32=150.0)).physical
+    assert bounded is not None and bounded.gflops["fp32"] == pytest.approx(150.0)
 
 
 def test_bounds_use_the_best_of_probe_and_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(envinfo, "cpu_theoretical_gflops", lambda: None)
-    bounded = ceilings.with_bounds(cpu_figures(cached_fp32=300.0))
-    physical = bounded["physical"]
-    assert physical["gflops_by_precision"]["fp32"] == pytest.approx(300.0 * 1.25)
-    assert physical["how"]["fp32"] == "best probe x 1.25"
-    assert physical["bandwidth_gbps"] == pytest.approx(12.0 * 1.10)  # the cache's 12 > 10
-    assert physical["gflops_by_precision"]["bf16"] == pytest.approx(40.0 * 1.25)
+    physical = ceilings.with_bounds(cpu_figures(cached_fp32=300.0)).physical
+    assert physical is not None
+    assert physical.gflops["fp32"] == pytest.approx(300.0 * 1.25)
+    assert physical.how["fp32"] == "best probe x 1.25"
+    assert physical.gbps[MEMORY] == pytest.approx(12.0 * 1.10)  # the cache's 12 > 10
+    assert physical.gflops["bf16"] == pytest.approx(40.0 * 1.25)
 
 
 def test_a_gpu_is_never_held_to_the_cpu_figure(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(envinfo, "cpu_theoretical_gflops", theoretical(1e9))
-    figures = {"device": "cuda:0", "peak_gflops_by_precision": {"fp32": 50_000.0},
-               "bandwidth_gbps": 3000.0, "h2d_pinned_gbps": 50.0}
-    physical = ceilings.with_bounds(figures)["physical"]
-    assert physical["gflops_by_precision"]["fp32"] == pytest.approx(62_500.0)
-    assert physical["bandwidth_gbps"] == pytest.approx(3300.0)
-    assert physical["h2d_pinned_gbps"] == pytest.approx(55.0)
-    assert physical["how"]["h2d_pinned_gbps"] == "best probe x 1.1"
+    figures = DeviceCeiling("cuda:0", Peaks({"fp32": 50_000.0},
+                                            {MEMORY: 3000.0, HOST_LINK: 50.0}))
+    physical = ceilings.with_bounds(figures).physical
+    assert physical is not None
+    assert physical.gflops["fp32"] == pytest.approx(62_500.0)
+    assert physical.gbps[MEMORY] == pytest.approx(3300.0)
+    assert physical.gbps[HOST_LINK] == pytest.approx(55.0)
+    assert physical.how[HOST_LINK] == "best probe x 1.1"
 
 
 def test_a_failed_probe_gets_no_bounds() -> None:
-    failed = {"device": "cuda:0", "error": "no installed framework can open this device"}
+    failed = DeviceCeiling("cuda:0", error="no installed framework can open this device")
     assert ceilings.with_bounds(failed) == failed
 
 
 # --- the cache: one low probe cannot lower the bar ----------------------------------------------
 
-def gpu_probe(fp32: float) -> dict[str, Any]:
-    return {"device": "cuda:0", "device_name": "Synthetic GPU", "measured_with": ["torch"],
-            "probe_sizes": [4096], "peak_gflops_by_precision": {"fp32": fp32},
-            "bandwidth_gbps": 3000.0}
+def gpu_probe(fp32: float) -> DeviceCeiling:
+    return DeviceCeiling("cuda:0", Peaks({"fp32": fp32}, {MEMORY: 3000.0}),
+                         description="Synthetic GPU", measured_with=("torch",),
+                         probe_sizes=(4096,))
+
+
+def cached_fp32(figures: DeviceCeiling) -> float:
+    assert figures.cached is not None
+    return figures.cached.figures.gflops["fp32"]
 
 
 def test_a_low_probe_after_a_good_one_keeps_the_good_bound(
@@ -165,17 +179,15 @@ def test_a_low_probe_after_a_good_one_keeps_the_good_bound(
     must not make an honest 1,500 GFLOP/s result IMPLAUSIBLE in the lower hour."""
     monkeypatch.setenv(ceilings.CACHE_ENV, str(tmp_path / "cache"))
     first = ceilings.with_bounds(ceilings.remember(gpu_probe(1760.0)))
-    assert first["cached"] == {}  # nothing seen before on this machine
+    assert first.cached is None  # nothing seen before on this machine
     second = ceilings.with_bounds(ceilings.remember(gpu_probe(885.0)))
-    assert second["cached"]["figures"]["peak_gflops_by_precision"]["fp32"] == 1760.0
-    assert second["physical"]["gflops_by_precision"]["fp32"] == pytest.approx(1760.0 * 1.25)
-    [verdict] = judge_case(1500.0, None, "fp32", "cuda:0", {"cuda:0": second})
+    assert cached_fp32(second) == 1760.0
+    assert second.physical and second.physical.gflops["fp32"] == pytest.approx(1760.0 * 1.25)
+    [verdict] = judge_case(1500.0, None, "fp32", "cuda:0", Ceilings({"cuda:0": second}))
     assert verdict.kind == "probe-low" and not verdict.implausible
     # The cache still holds the best, and a better probe raises it.
-    third = ceilings.remember(gpu_probe(2000.0))
-    assert third["cached"]["figures"]["peak_gflops_by_precision"]["fp32"] == 1760.0
-    fourth = ceilings.remember(gpu_probe(900.0))
-    assert fourth["cached"]["figures"]["peak_gflops_by_precision"]["fp32"] == 2000.0
+    assert cached_fp32(ceilings.remember(gpu_probe(2000.0))) == 1760.0
+    assert cached_fp32(ceilings.remember(gpu_probe(900.0))) == 2000.0
 
 
 def test_without_the_cache_the_low_probe_would_flag_the_result(
@@ -183,13 +195,13 @@ def test_without_the_cache_the_low_probe_would_flag_the_result(
     """Control for the test above: the same low probe alone does call 1,500 impossible."""
     monkeypatch.setenv(ceilings.CACHE_ENV, str(tmp_path / "empty-cache"))
     alone = ceilings.with_bounds(ceilings.remember(gpu_probe(885.0)))
-    [verdict] = judge_case(1500.0, None, "fp32", "cuda:0", {"cuda:0": alone})
+    [verdict] = judge_case(1500.0, None, "fp32", "cuda:0", Ceilings({"cuda:0": alone}))
     assert verdict.implausible
 
 
 def test_a_failed_probe_is_not_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ceilings.CACHE_ENV, str(tmp_path / "cache"))
-    failed = {"device": "cuda:0", "error": "boom"}
+    failed = DeviceCeiling("cuda:0", error="boom")
     assert ceilings.remember(failed) == failed
     assert not ceilings.cache_path().exists()
 
@@ -245,18 +257,17 @@ def test_the_cpu_physical_bound_is_above_what_the_probe_reaches() -> None:
     bound = envinfo.cpu_theoretical_gflops()
     if bound is None:
         pytest.skip("no /proc/cpuinfo here")
-    assert "cores x" in bound["how"]
+    assert "cores x" in bound.how
     probe_gflops = _rate(open_device("cpu"), 512)
-    assert 0 < probe_gflops <= bound["gflops"], (probe_gflops, bound)
+    assert 0 < probe_gflops <= bound.gflops, (probe_gflops, bound)
 
 
-def test_best_of_keeps_small_rates_and_the_first_non_rate() -> None:
+def test_best_of_keeps_each_figure_from_the_library_that_reached_it() -> None:
     best = ceilings._best_of([
-        {"peak_gflops_by_precision": {"fp32": 0.5}, "bandwidth_gbps": 0.25, "matmul_n": 64,
-         "device": "cpu"},
-        {"peak_gflops_by_precision": {"fp32": 0.25, "bf16": 0.75}, "bandwidth_gbps": 0.125,
-         "matmul_n": 128, "device": "other"},
+        ceilings.LibraryProbe(Peaks({"fp32": 0.5}, {MEMORY: 0.25}), {"fp32": 64}),
+        ceilings.LibraryProbe(Peaks({"fp32": 0.25, "bf16": 0.75}, {MEMORY: 0.125}),
+                              {"fp32": 128, "bf16": 128}),
     ])
-    assert best == {"peak_gflops_by_precision": {"fp32": 0.5, "bf16": 0.75},
-                    "bandwidth_gbps": 0.25, "matmul_n": 64, "device": "cpu"}
-    assert ceilings._best_of([]) == {"peak_gflops_by_precision": {}}
+    assert best == ceilings.LibraryProbe(Peaks({"fp32": 0.5, "bf16": 0.75}, {MEMORY: 0.25}),
+                                         {"fp32": 64, "bf16": 128})
+    assert ceilings._best_of([]) == ceilings.LibraryProbe(Peaks())

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 from harness import api
 from harness.analysis.stats import ceilings_line
 from harness.data import store
+from harness.data.ceilings import MEMORY, Ceilings, DeviceCeiling, Peaks, as_ceilings
 from harness.data.results import RunDocument
 from harness.measure import ceilings, envinfo
 from harness.run import ceiling_probe
@@ -25,11 +27,15 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TODAY = time.strftime("%Y-%m-%d")
 
 
-def probe_figures(device: str, fp32: float = 100.0) -> dict[str, Any]:
+def probe_figures(device: str, fp32: float = 100.0) -> DeviceCeiling:
     """What a child's probe of DEVICE reports (sizes the default ladder: any run may reuse it)."""
-    return {"device": device, "device_name": "Some CPU", "measured_with": ["numpy"],
-            "probe_sizes": [1024, 2048, 4096, 8192],
-            "peak_gflops_by_precision": {"fp32": fp32}, "bandwidth_gbps": 10.0}
+    return DeviceCeiling(device, Peaks({"fp32": fp32}, {MEMORY: 10.0}), description="Some CPU",
+                         measured_with=("numpy",), probe_sizes=(1024, 2048, 4096, 8192))
+
+
+def entry(document: RunDocument, device: str) -> DeviceCeiling:
+    """A device's ceilings as the run document holds them."""
+    return as_ceilings(document.ceilings).devices[device]
 
 
 @pytest.fixture
@@ -40,7 +46,7 @@ def probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     calls: list[list[str]] = []
 
     def measure_all(devices: list[str], largest_n: int | None = None, **options: Any
-                    ) -> dict[str, Any]:
+                    ) -> dict[str, DeviceCeiling]:
         calls.append(list(devices))
         return {device: ceilings.with_bounds(ceilings.remember(
             probe_figures(device), options.get("fingerprint"))) for device in devices}
@@ -60,13 +66,14 @@ def test_a_second_run_reuses_the_ceilings_and_says_so(
         probes: list[list[str]], tmp_path: Path) -> None:
     first = run_rated(tmp_path / "results")
     assert probes == [["cpu"]]
-    assert first.ceilings["cpu"]["probed_because"] == "no remembered probe of cpu"
+    assert entry(first, "cpu").probed_because == "no remembered probe of cpu"
     assert ceilings_line(first).startswith("ceilings probed now (no remembered probe of cpu)")
     second = run_rated(tmp_path / "results")
     assert probes == [["cpu"]], "the second run probed again"
-    entry = second.ceilings["cpu"]
-    assert entry["remembered"]["probed"] == TODAY and "probed_because" not in entry
-    assert entry["peak_gflops_by_precision"] == {"fp32": 100.0} and entry["physical"]
+    reused = entry(second, "cpu")
+    assert reused.remembered and reused.remembered.probed == TODAY
+    assert not reused.probed_because
+    assert reused.probe.gflops == {"fp32": 100.0} and reused.physical
     assert ceilings_line(second) == (f"ceilings remembered from {TODAY} (this machine's probe; "
                                      "--probe-ceilings measures again)")
     # Stored in run.json as well, for the report and `harness check`.
@@ -80,8 +87,8 @@ def test_probe_ceilings_probes_again_and_keeps_the_best(
     run_rated(tmp_path / "results")
     again = run_rated(tmp_path / "results", probe_ceilings=True)
     assert probes == [["cpu"], ["cpu"]]
-    assert again.ceilings["cpu"]["probed_because"] == "--probe-ceilings"
-    assert "remembered" not in again.ceilings["cpu"]
+    assert entry(again, "cpu").probed_because == "--probe-ceilings"
+    assert entry(again, "cpu").remembered is None
 
 
 def test_a_changed_fingerprint_probes_again(
@@ -93,10 +100,10 @@ def test_a_changed_fingerprint_probes_again(
         return "99.0" if name == "numpy" else version(name)
 
     monkeypatch.setattr(envinfo.metadata, "version", upgraded)
-    figures = api.measure_ceilings(["cpu"], None)["cpu"]
+    figures = api.measure_ceilings(["cpu"], None).devices["cpu"]
     assert probes == [["cpu"], ["cpu"]]
-    assert figures["probed_because"].startswith("this machine changed since cpu's probe: numpy ")
-    assert figures["probed_because"].endswith(" -> 99.0")
+    assert figures.probed_because.startswith("this machine changed since cpu's probe: numpy ")
+    assert figures.probed_because.endswith(" -> 99.0")
     # Fewer usable cores is another machine for the probe as well.
     monkeypatch.setattr(envinfo, "usable_cores", lambda: 999)
     api.measure_ceilings(["cpu"], None)
@@ -107,19 +114,20 @@ def test_a_changed_fingerprint_probes_again(
 def test_a_probe_older_than_the_age_probes_again(probes: list[list[str]]) -> None:
     month_ago = time.time() - (ceilings.REMEMBER_FOR_DAYS + 1) * ceilings.DAY_S
     ceilings.remember(probe_figures("cpu", fp32=500.0), now=month_ago)
-    figures = api.measure_ceilings(["cpu"], None)["cpu"]
+    figures = api.measure_ceilings(["cpu"], None).devices["cpu"]
     assert probes == [["cpu"]]
-    assert f"is older than {ceilings.REMEMBER_FOR_DAYS} days" in figures["probed_because"]
+    assert f"is older than {ceilings.REMEMBER_FOR_DAYS} days" in figures.probed_because
     # The stale best is replaced, not merged: it may describe a machine that has changed.
-    assert figures["cached"] == {}
-    assert (ceilings.remembered("cpu") or {})["peak_gflops_by_precision"] == {"fp32": 100.0}
+    assert figures.cached is None
+    now = ceilings.remembered("cpu")
+    assert now is not None and now.probe.gflops == {"fp32": 100.0}
 
 
 def test_only_the_devices_without_a_usable_probe_are_probed(probes: list[list[str]]) -> None:
     ceilings.remember(probe_figures("cuda:0", fp32=50_000.0))
     figures = api.measure_ceilings(["cpu", "cuda:0"], None)
     assert probes == [["cpu"]]
-    assert list(figures) == ["cpu", "cuda:0"] and figures["cuda:0"]["remembered"]
+    assert list(figures.devices) == ["cpu", "cuda:0"] and figures.devices["cuda:0"].remembered
     document = RunDocument(run_id="r", command=[], started=0.0, workload="matmul", sweep="n",
                            params={}, quick=False, timeout_s=1.0, hints={}, frameworks={},
                            host={}, planned_cells=[], ceilings=figures)
@@ -132,10 +140,10 @@ def test_only_the_devices_without_a_usable_probe_are_probed(probes: list[list[st
 def test_a_quick_probe_is_not_a_full_runs_ceiling(probes: list[list[str]]) -> None:
     """Two sizes set a GPU's bar too low for a full run's large matmuls (its bound would flag
     honest results), so a full run probes again; another --quick run reuses it."""
-    ceilings.remember({**probe_figures("cpu"), "probe_sizes": api.QUICK_PROBE_SIZES})
-    assert api.measure_ceilings(["cpu"], None, quick=True)["cpu"]["remembered"]
-    full = api.measure_ceilings(["cpu"], None)["cpu"]
-    assert probes == [["cpu"]] and "did not try n=4096,8192" in full["probed_because"]
+    ceilings.remember(replace(probe_figures("cpu"), probe_sizes=tuple(api.QUICK_PROBE_SIZES)))
+    assert api.measure_ceilings(["cpu"], None, quick=True).devices["cpu"].remembered
+    full = api.measure_ceilings(["cpu"], None).devices["cpu"]
+    assert probes == [["cpu"]] and "did not try n=4096,8192" in full.probed_because
 
 
 def test_entries_from_before_fingerprints_are_not_reused(probes: list[list[str]],
@@ -154,7 +162,7 @@ def test_the_cli_prints_where_the_ceilings_came_from(
     cache = tmp_path / "cache"
     monkeypatch.setenv(ceilings.CACHE_ENV, str(cache))
     ceilings.remember(probe_figures("cpu", fp32=123.0))
-    stored = json.loads((cache / "ceilings.json").read_text())
+    cached = json.loads((cache / "ceilings.json").read_text())
     done = subprocess.run(
         [sys.executable, "-m", "harness.cli", "compare", "--workload", "fault-rated",
          "--framework", "fake", "--device", "cpu", "--variant", "ok", "--sizes", "1",
@@ -164,15 +172,15 @@ def test_the_cli_prints_where_the_ceilings_came_from(
     assert (f"ceilings remembered from {TODAY} (this machine's probe; --probe-ceilings "
             "measures again)") in done.stdout.splitlines()
     [run_json] = (tmp_path / "results").glob("*/run.json")
-    entry = json.loads(run_json.read_text())["ceilings"]["cpu"]
-    assert entry["peak_gflops_by_precision"] == {"fp32": 123.0}
-    assert json.loads((cache / "ceilings.json").read_text()) == stored  # nothing probed
+    stored = Ceilings.from_json(json.loads(run_json.read_text())["ceilings"])
+    assert stored.devices["cpu"].probe.gflops == {"fp32": 123.0}
+    assert json.loads((cache / "ceilings.json").read_text()) == cached  # nothing probed
 
 
 def test_a_run_larger_than_the_probe_probes_again(probes: list[list[str]]) -> None:
     """A size inside the remembered ladder is bracketed by the sizes it tried; one above it
     could reach a higher rate than any size probed."""
     ceilings.remember(probe_figures("cpu"))
-    assert api.measure_ceilings(["cpu"], 3000)["cpu"]["remembered"]
-    larger = api.measure_ceilings(["cpu"], 10_000)["cpu"]
-    assert probes == [["cpu"]] and "did not try n=10000" in larger["probed_because"]
+    assert api.measure_ceilings(["cpu"], 3000).devices["cpu"].remembered
+    larger = api.measure_ceilings(["cpu"], 10_000).devices["cpu"]
+    assert probes == [["cpu"]] and "did not try n=10000" in larger.probed_because

@@ -248,7 +248,7 @@ def test_missing_framework_is_unavailable_with_its_install_hint(out_dir: Path) -
                     "--variant", "ok", "--quick", "--no-report", "--no-ceilings",
                     "--out", str(out_dir))
     assert result.exit_code == 0, result.output
-    assert "'harness[absent]')" in result.output  # brackets survive the table
+    assert "'crossframe-harness[absent]')" in result.output  # brackets survive the table
     document = json.loads((only_run_dir(out_dir) / "run.json").read_text())
     assert [c["status"] for c in document["cells"]] == ["unavailable", "ok"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.data.upgrade import as_run_document
 from harness.run.worker import reported_device_memory
 from harness.workloads.mnist_ddp import device_memory_summary
 
@@ -54,7 +55,7 @@ def _ddp_document(one_busy: float | None, two_epoch_s: float,
 def _two_process_line(document: dict) -> str:
     from harness.report.views.scaling import scaling_lines, scaling_table
 
-    return scaling_lines(scaling_table([document]))[1]
+    return scaling_lines(scaling_table([as_run_document(document)]))[1]
 
 
 def test_above_ideal_with_a_host_bound_step_is_explained() -> None:

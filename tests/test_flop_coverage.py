@@ -257,7 +257,7 @@ def _formula_counts() -> dict[str, Any]:
     import torch
     from torch import nn
 
-    from harness.backends.torch.flops import count, fused_rnn, fused_rnn_backward
+    from harness.backends.torch.flops import OpArguments, count, fused_rnn, fused_rnn_backward
 
     shape = torch.empty(STEPS, BATCH, FEATURES, device="meta")
     lstm = {"mode": 2, "input": shape, "hidden_size": HIDDEN, "proj_size": 5,
@@ -268,12 +268,12 @@ def _formula_counts() -> dict[str, Any]:
         decomposed_lstm = count(lambda: nn.LSTM(FEATURES, HIDDEN, 2, bias=False, proj_size=5,
                                                 bidirectional=True)(x)).flops
         decomposed_gru = count(lambda: nn.GRU(FEATURES, HIDDEN, 2)(x)).flops
-    return {"cudnn lstm": fused_rnn(lstm, None), "cpu lstm": decomposed_lstm,
+    return {"cudnn lstm": fused_rnn(OpArguments(lstm), None), "cpu lstm": decomposed_lstm,
             "cudnn lstm backward, weights too": fused_rnn_backward(
-                {**lstm, "output_mask": [False, True, True, True]}, None),
+                OpArguments({**lstm, "output_mask": [False, True, True, True]}), None),
             "cudnn lstm backward, data only": fused_rnn_backward(
-                {**lstm, "output_mask": [True, True, True, False]}, None),
-            "cudnn gru": fused_rnn(gru, None), "cpu gru": decomposed_gru}
+                OpArguments({**lstm, "output_mask": [True, True, True, False]}), None),
+            "cudnn gru": fused_rnn(OpArguments(gru), None), "cpu gru": decomposed_gru}
 
 
 def _uncounted_counts() -> dict[str, Any]:

@@ -5,12 +5,28 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from harness.run.forkserver import ForkServer, ForkServers, server_key
-from harness.run.runner import PROJECT_ROOT, RunOptions, cell_environment, run_matrix
+from harness.core import registry
+from harness.run.forkserver import (
+    ForkServer,
+    ForkServerLost,
+    ForkServers,
+    other_threads,
+    server_key,
+)
+from harness.run.runner import (
+    PROJECT_ROOT,
+    RunOptions,
+    cell_environment,
+    framework_preload,
+    run_matrix,
+    run_worker,
+)
 from harness.spec import Cell, Status
 
 PRELOAD = ("tests.fakes.backend.device",)
@@ -82,3 +98,102 @@ def test_fork_workers_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None
     run_matrix(cells, RunOptions(timeout_s=60), lambda cell, result: results.append(result))
     assert results[0].cost is not None
     assert "worker start (python, imports)" in results[0].cost.phases
+
+
+# --- every framework whose workers are forked ----------------------------------------------
+
+MNIST = ("mnist-small", "as-written",
+         {"batch_size": [32], "epochs": 2, "train_samples": 256, "test_samples": 100})
+MATMUL = ("matmul", "fp32", {"n": [64]})
+# A small cell of each framework that declares a preload, the workload it is used for.
+FORKED = {"torch": MATMUL, "jax": MATMUL, "tensorflow": MATMUL,
+          "keras-jax": MNIST, "keras-torch": MNIST, "keras-tensorflow": MNIST}
+
+
+def test_every_framework_that_is_forked_is_compared_with_a_new_interpreter() -> None:
+    assert {name for name in registry.BUILTIN_FRAMEWORKS if framework_preload(name)} == set(FORKED)
+
+
+def answers(result) -> dict:
+    """What a worker answered, without its clock: statuses, checks, versions, devices."""
+    return {"status": result.status, "reason": result.reason,
+            "cases": [(case.case, case.status, case.reason, case.check) for case in result.cases],
+            "version": result.framework_version, "threads": result.threads,
+            "device": result.device_name}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", sorted(FORKED))
+def test_a_forked_worker_answers_as_a_new_interpreter_does(framework: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            ) -> None:
+    """Same checks, same statuses, same results (the check's measured error or accuracy,
+    exactly); and the warm process had no thread but its main one when it forked."""
+    monkeypatch.setenv("HARNESS_ATTEMPTS", "1")
+    workload, variant, params = FORKED[framework]
+    cell = Cell(workload, variant, framework, "cpu", params, quick=True)
+    options = RunOptions(timeout_s=300)
+    spawned = run_worker(cell, options, None)
+    with ForkServers(tmp_path) as servers:
+        forked = run_worker(cell, options, servers)
+        env = cell_environment(cell)
+        assert servers.refusal(framework, env) == ""
+        server, _ = servers.get(framework, framework_preload(framework), env, PROJECT_ROOT)
+        assert server is not None
+        child = server.fork("tests.fakes.helper_child", ["describe", str(tmp_path / "d.json")],
+                            env, tmp_path, tmp_path / "d.txt")
+        assert child.wait_peak(60)[0] == 0
+    assert child.threads_at_fork == 1  # read in the warm process right before os.fork
+    assert spawned.status == Status.OK, spawned.reason
+    assert answers(forked) == answers(spawned)
+    assert forked.cost is not None and spawned.cost is not None
+    assert "worker fork" in forked.cost.phases
+    assert "worker start (python, imports)" in spawned.cost.phases
+
+
+# --- a thread in the warm process: never forked --------------------------------------------
+
+def test_other_threads_sees_a_thread_of_this_process() -> None:
+    before = len(other_threads())
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, daemon=True)
+    thread.start()
+    try:
+        assert len(other_threads()) == before + 1
+    finally:
+        stop.set()
+        thread.join()
+
+
+def warm_env(tmp_path: Path, module: str, code: str) -> dict[str, str]:
+    """A cell environment whose PYTHONPATH holds MODULE (written here) first."""
+    (tmp_path / f"{module}.py").write_text(code)
+    env = cell_environment(Cell("fault", "ok", "fake", "cpu"))
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    return env
+
+
+def test_a_preload_that_starts_a_thread_is_never_forked(tmp_path: Path) -> None:
+    env = warm_env(tmp_path, "thread_at_import", "import threading, time\n"
+                   "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
+    with ForkServers(tmp_path) as servers:
+        server, _ = servers.get("fake", ("thread_at_import",), env, PROJECT_ROOT)
+        assert server is None  # its cells start new interpreters
+    server = ForkServer(("thread_at_import",), env, PROJECT_ROOT, tmp_path / "warm.log")
+    assert "1 thread besides the main one" in server.refused
+
+
+def test_a_thread_started_after_the_imports_stops_the_next_fork(tmp_path: Path) -> None:
+    """The check runs before every fork, not only once the imports are done."""
+    env = warm_env(tmp_path, "thread_later", "import signal, threading, time\n"
+                   "def start(*_):\n"
+                   "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+                   "signal.signal(signal.SIGALRM, start)\n"
+                   "signal.setitimer(signal.ITIMER_REAL, 1.0)\n")
+    server = ForkServer(("thread_later",), env, PROJECT_ROOT, tmp_path / "warm.log")
+    assert not server.refused
+    time.sleep(2.0)  # the alarm starts a thread in the waiting warm process
+    with pytest.raises(ForkServerLost, match="refused to fork: 1 thread"):
+        server.fork("tests.fakes.helper_child", ["describe", str(tmp_path / "d.json")], env,
+                    tmp_path, tmp_path / "d.txt")
+    assert "besides the main one" in server.refused

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.data.records import GpuProcesses, GpuReadings
 from harness.measure import energy, gpustate
 from harness.measure.casewatch import CaseWatch
 from harness.measure.timing import TimingPolicy, autorange
@@ -72,8 +73,8 @@ def test_unmappable_cuda_visible_devices_says_why() -> None:
 
 def test_readings_and_throttle_names(fake_nvml: None) -> None:
     gpu = opened(fake_nvml)
-    assert gpu.readings() == {"sm_clock_mhz": 1980, "memory_clock_mhz": 3201,
-                              "temperature_c": 41, "power_w": WATTS, "power_limit_w": 700}
+    assert gpu.readings() == GpuReadings(sm_clock_mhz=1980, memory_clock_mhz=3201,
+                                         temperature_c=41, power_w=WATTS, power_limit_w=700)
     assert gpustate.throttle_names(0x4 | 0x1) == ["gpu_idle", "sw_power_cap"]
 
 
@@ -120,19 +121,18 @@ def test_another_process_on_the_device_is_flagged_ours_are_not(
 
 
 def test_pids_from_another_namespace_flag_only_more_than_our_group() -> None:
-    few = {"processes": {"readable": True, "ours": [], "others": [], "unseen": [7001],
-                         "our_group_size": 1}}
-    many = {"processes": {"readable": True, "ours": [], "others": [],
-                          "unseen": [7001, 7002, 7003], "our_group_size": 1}}
-    assert gpustate.suspect_text(few) == ""
-    assert "another pid namespace" in gpustate.suspect_text(many)
+    few = GpuProcesses(readable=True, ours=[], others=[], unseen=[7001], our_group_size=1)
+    many = GpuProcesses(readable=True, ours=[], others=[], unseen=[7001, 7002, 7003],
+                        our_group_size=1)
+    assert gpustate.suspect_text(None, few) == ""
+    assert "another pid namespace" in gpustate.suspect_text(None, many)
 
 
 # --- energy: NVML counter windows -------------------------------------------------------------
 
 def test_energy_from_the_timed_samples_when_the_window_is_long_enough(fake_nvml: None) -> None:
     watch = CaseWatch.open(FakeGpuDevice())
-    watch.idle = {"device": {"status": "ok", "watts": 100.0, "window_s": 1.5}}
+    watch.idle = {"device": energy.IdlePower("fake board", 100.0, 1.5)}
     watch.start_case()
     policy = TimingPolicy(min_samples=3, min_time_s=1.1, warmup_s=0.01)
     step = lambda: __import__("time").sleep(0.002)  # noqa: E731
@@ -197,8 +197,8 @@ def test_a_short_window_without_a_step_is_not_measured(fake_nvml: None) -> None:
 def test_idle_power_is_the_counter_over_a_quiet_window(fake_nvml: None) -> None:
     counter = energy.NvmlEnergy(opened(fake_nvml))
     idle = energy.measure_idle({"device": counter}, seconds=0.5)["device"]
-    assert idle["status"] == "ok" and idle["watts"] == pytest.approx(WATTS, rel=0.01)
-    assert idle["settled"] is True and idle["windows"] == 2
+    assert idle.watts == pytest.approx(WATTS, rel=0.01)
+    assert idle.settled is True and idle.windows == 2
 
 
 class Cooling:
@@ -222,11 +222,11 @@ def test_idle_power_waits_for_a_board_that_is_still_cooling_down() -> None:
     idle = energy.measure_idle({"device": board}, seconds=1.0, sleep=board.sleep,
                                clock=lambda: board.now)["device"]
     # 131 -> 123 differs by 6%, 123 -> 122 by 0.8%: settled on the fourth window.
-    assert idle["watts"] == pytest.approx(122.0) and idle["settled"] and idle["windows"] == 4
+    assert idle.watts == pytest.approx(122.0) and idle.settled and idle.windows == 4
     board = Cooling()
     capped = energy.measure_idle({"device": board}, seconds=1.0, sleep=board.sleep,
                                  clock=lambda: board.now, max_windows=2)["device"]
-    assert capped["watts"] == pytest.approx(131.0) and capped["settled"] is False
+    assert capped.watts == pytest.approx(131.0) and capped.settled is False
 
 
 # --- energy: RAPL through a fake powercap folder ----------------------------------------------

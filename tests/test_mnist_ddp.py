@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.core import registry
+from harness.data.results import RunDocument
 from harness.run.runner import MULTICAST_OFF, RunOptions, cell_environment, run_worker
 from harness.spec import Cell
 from harness.workloads import mnist_ddp
@@ -207,12 +208,15 @@ def _case(processes: int, epoch_s: float | None, accuracy: float = 0.9,
             "samples": [epoch_s] * 3 if epoch_s else [], "extra": extra if epoch_s else {}}
 
 
-def _document(hints: dict[str, Any]) -> dict[str, Any]:
+def _document(hints: dict[str, Any]) -> RunDocument:
+    from harness.data.upgrade import as_run_document
+
+
     cases = [_case(1, 1.0), _case(2, 0.625, accuracy=0.88), _case(4, None, status="unavailable")]
     cell = {"workload": "mnist-ddp", "framework": "torch", "device": "cuda:0",
             "variant": "preloaded"}
-    return {"run_id": "r1", "host": {"machine_label": "h200"}, "hints": hints,
-            "cells": [{"cell": cell, "cases": cases}]}
+    return as_run_document({"run_id": "r1", "host": {"machine_label": "h200"},
+                            "hints": hints, "cells": [{"cell": cell, "cases": cases}]})
 
 
 def test_scaling_table_computes_efficiency_and_parity_from_stored_data() -> None:
@@ -239,7 +243,7 @@ def test_report_draws_the_scaling_figure_and_section(tmp_path: Path) -> None:
     from harness.report import render_report
     from tests.synthetic_runs import write_run
 
-    stored = _document(mnist_ddp.SPEC.report_hints())
+    stored = _document(mnist_ddp.SPEC.report_hints()).to_dict()
     # Stored as `harness compare` stores a run, then drawn as `harness report` draws it.
     run = write_run(tmp_path / "run", stored["cells"], stored["host"],
                     {"processes": [1, 2, 4]}, workload="mnist-ddp", sweep="processes",

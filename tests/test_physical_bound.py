@@ -9,12 +9,12 @@ flags IMPLAUSIBLE, and says which bound it used.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.analysis.plausibility import judge, judge_case
 from harness.analysis.stats import CaseSummary, implausibility
+from harness.data.ceilings import MEMORY, Ceilings, DeviceCeiling, Peaks
 from harness.measure import bounds, envinfo
 from harness.measure.bounds import HostFacts, physical_bound
 
@@ -44,7 +44,7 @@ CPU implementer\t: 0x41
 
 def facts(flags: str = "sse sse2 avx avx2 fma", cores: int = 2,
           clocks: dict[str, float] | None = None, gpus: tuple[str, ...] = (),
-          remembered: dict[str, Any] | None = None) -> HostFacts:
+          remembered: dict[str, DeviceCeiling] | None = None) -> HostFacts:
     return HostFacts(cores=cores, cpu_flags=frozenset(flags.split()),
                      clocks_ghz=clocks or {}, gpus=gpus, remembered=remembered or {})
 
@@ -163,14 +163,14 @@ def test_without_facts_or_bound_nothing_is_judged() -> None:
 
 
 def test_measured_ceilings_win_over_the_fallback() -> None:
-    ceilings = {"cpu": {"peak_gflops_by_precision": {"fp32": 100.0},
-                        "physical": {"gflops_by_precision": {"fp32": 400.0}}}}
+    ceilings = Ceilings.from_json({"cpu": {"peak_gflops_by_precision": {"fp32": 100.0},
+                                           "physical": {"gflops_by_precision": {"fp32": 400.0}}}})
     [verdict] = judge_case(300.0, None, "fp32", "cpu", ceilings, host_facts=facts())
     assert verdict.kind == "probe-low" and verdict.bound == 400.0
 
 
 def test_a_precision_the_probe_skipped_falls_back_to_the_bound() -> None:
-    ceilings = {"cpu": {"peak_gflops_by_precision": {"fp32": 100.0}}}
+    ceilings = Ceilings.from_json({"cpu": {"peak_gflops_by_precision": {"fp32": 100.0}}})
     [verdict] = judge_case(1e6, None, "bf16", "cpu", ceilings, host_facts=facts())
     assert verdict.implausible and "16-bit" in verdict.text()
 
@@ -242,9 +242,8 @@ def test_an_unknown_gpu_gets_no_bound(name: str) -> None:
 
 # --- remembered probes -------------------------------------------------------------------------
 
-def remembered_gpu(fp32: float) -> dict[str, Any]:
-    return {"device": "cuda:0", "peak_gflops_by_precision": {"fp32": fp32},
-            "bandwidth_gbps": 1000.0}
+def remembered_gpu(fp32: float) -> DeviceCeiling:
+    return DeviceCeiling("cuda:0", Peaks({"fp32": fp32}, {MEMORY: 1000.0}))
 
 
 def test_an_unknown_gpu_with_a_remembered_probe_is_held_to_that() -> None:
@@ -270,13 +269,13 @@ def test_the_larger_of_datasheet_and_remembered_bound_is_kept() -> None:
 def test_unprobed_ceilings_reach_the_cli_flag_and_judge_case() -> None:
     host = facts(clocks={"cpufreq max": 3.0}, gpus=("Fake GPU",))
     entries = bounds.unprobed_ceilings(["cpu", "cuda:0"], host)
-    assert list(entries) == ["cpu"]  # the unknown GPU has no bound, so no entry
-    assert entries["cpu"]["theoretical_only"] and "peak_gflops_by_precision" not in entries["cpu"]
+    assert list(entries.devices) == ["cpu"]  # the unknown GPU has no bound, so no entry
+    assert entries.devices["cpu"].theoretical_only and not entries.devices["cpu"].probe
     [verdict] = judge_case(900.0, None, "fp32", "cpu", entries)
     assert verdict.implausible and "this CPU's theoretical peak" in verdict.text()
     summary = CaseSummary("fp32", "torch", "cpu", 64, "ok", "", 1.0, 1.0, 0.0, 1.0, 3, False,
                           900.0, None, "pass")
-    assert implausibility(summary, entries["cpu"]).startswith(
+    assert implausibility(summary, entries.devices["cpu"]).startswith(
         "IMPLAUSIBLE: 900 GFLOP/s above this CPU's theoretical peak")
     [under] = judge_case(90.0, None, "fp32", "cpu", entries)
     assert under.kind == "unknown"

@@ -11,6 +11,7 @@ import pytest
 
 from harness import api
 from harness.analysis.stats import quick_line
+from harness.data.ceilings import MEMORY, DeviceCeiling, Peaks
 from harness.data.results import RunDocument
 from harness.measure import ceilings
 from harness.run import ceiling_probe
@@ -21,9 +22,9 @@ from harness.spec import Cell
 def write_cache(folder: Path, device: str, gflops: float) -> None:
     """This machine's remembered --quick probe of DEVICE, in the cache at FOLDER."""
     assert ceilings.cache_path().parent == folder
-    ceilings.remember({"device": device, "device_name": "Some GPU", "probe_sizes": [1024, 2048],
-                       "measured_with": ["torch"], "bandwidth_gbps": 900.0,
-                       "peak_gflops_by_precision": {"fp32": gflops}})
+    ceilings.remember(DeviceCeiling(device, Peaks({"fp32": gflops}, {MEMORY: 900.0}),
+                                    description="Some GPU", probe_sizes=(1024, 2048),
+                                    measured_with=("torch",)))
 
 
 def test_quick_takes_the_remembered_ceilings_and_probes_nothing(
@@ -31,15 +32,15 @@ def test_quick_takes_the_remembered_ceilings_and_probes_nothing(
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
     write_cache(tmp_path, "cuda:0", 50_000.0)
 
-    def probe(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    def probe(*args: Any, **kwargs: Any) -> dict[str, DeviceCeiling]:
         raise AssertionError("probed although the machine remembers this device")
 
     monkeypatch.setattr(ceiling_probe, "measure_all", probe)
-    figures = api.measure_ceilings(["cuda:0"], None, quick=True)["cuda:0"]
-    assert figures["device_name"] == "Some GPU"
-    assert figures["remembered"]["how"].startswith("best probe")
-    assert figures["peak_gflops_by_precision"] == {"fp32": 50_000.0}
-    assert figures["physical"]["gflops_by_precision"]["fp32"] == pytest.approx(62_500.0)
+    figures = api.measure_ceilings(["cuda:0"], None, quick=True).devices["cuda:0"]
+    assert figures.description == "Some GPU"
+    assert figures.remembered and figures.remembered.how.startswith("best probe")
+    assert figures.probe.gflops == {"fp32": 50_000.0}
+    assert figures.physical and figures.physical.gflops["fp32"] == pytest.approx(62_500.0)
 
 
 def test_a_device_the_machine_does_not_remember_is_probed_alone(
@@ -48,9 +49,9 @@ def test_a_device_the_machine_does_not_remember_is_probed_alone(
     write_cache(tmp_path, "cuda:0", 50_000.0)
     calls: list[list[str]] = []
 
-    def probe(devices: list[str], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def probe(devices: list[str], *args: Any, **kwargs: Any) -> dict[str, DeviceCeiling]:
         calls.append(list(devices))
-        return {device: {"device": device, "error": "not here"} for device in devices}
+        return {device: DeviceCeiling(device, error="not here") for device in devices}
 
     monkeypatch.setattr(ceiling_probe, "measure_all", probe)
     api.measure_ceilings(["cpu", "cuda:0"], None, quick=True)  # cpu is not remembered
@@ -63,8 +64,8 @@ def test_one_child_probes_every_device_and_names_each_devices_failure(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
     figures = ceiling_probe.measure_all(["cpu", "nodevice:7"], None, sizes=[64, 128])
-    assert figures["cpu"]["peak_gflops_by_precision"]["fp32"] > 0
-    assert "error" in figures["nodevice:7"]
+    assert (figures["cpu"].gflops("fp32") or 0.0) > 0
+    assert figures["nodevice:7"].failed
     # What one child measured is remembered for the next --quick run.
     assert ceilings.remembered("cpu") is not None
 
@@ -135,6 +136,7 @@ def test_a_framework_without_cached_bytecode_gets_the_harness_cache_for_it(
     import sys
 
     from harness.core import registry
+    from harness.core.settings import Settings
     from harness.run import runner
     from harness.spec import FrameworkSpec
 
@@ -144,8 +146,9 @@ def test_a_framework_without_cached_bytecode_gets_the_harness_cache_for_it(
     monkeypatch.syspath_prepend(str(tmp_path / "src"))
     monkeypatch.setattr(registry, "load_framework", lambda name: FrameworkSpec(
         name=name, import_name="nopyc_framework", package="harness.backends.nopyc"))
-    env = {"HARNESS_CACHE_DIR": str(tmp_path / "cache"), "PYTHONDONTWRITEBYTECODE": "1"}
-    assert runner.bytecode_environment("nopyc", env) == {
+    env = {"PYTHONDONTWRITEBYTECODE": "1"}
+    cached = Settings(cache_dir=str(tmp_path / "cache"))  # the run's HARNESS_CACHE_DIR
+    assert runner.bytecode_environment("nopyc", env, cached) == {
         "PYTHONPYCACHEPREFIX": str(tmp_path / "cache" / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
@@ -156,5 +159,5 @@ def test_a_framework_without_cached_bytecode_gets_the_harness_cache_for_it(
     # A user's own prefix is theirs; bytecode beside the sources needs nothing.
     assert runner.bytecode_environment("nopyc", {"PYTHONPYCACHEPREFIX": "/elsewhere"}) == {}
     assert compileall.compile_dir(str(package), quiet=1, legacy=False)
-    assert runner.bytecode_environment("nopyc", env) == {}
+    assert runner.bytecode_environment("nopyc", env, cached) == {}
     assert "nopyc_framework" not in sys.modules  # found, never imported

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.data.results import RunDocument
+from harness.data.upgrade import as_run_document
 from harness.report import render_report
 from harness.report.views import energy as view
 from tests.synthetic_runs import write_run
@@ -39,6 +41,11 @@ def document(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
                        "cases": [record]} for device, record in cases.items()]}
 
 
+def typed(runs: list[dict[str, Any]]) -> list[RunDocument]:
+    """The hand-built documents as the report reads them: typed by the upgrade code."""
+    return [as_run_document(run) for run in runs]
+
+
 def summary(tmp_path: Path, runs: list[dict[str, Any]]) -> str:
     """summary.md of the report drawn from these documents, each stored as a run folder."""
     folders = [write_run(tmp_path / "runs" / f"run{index}", run["cells"], run["host"],
@@ -52,7 +59,7 @@ def summary(tmp_path: Path, runs: list[dict[str, Any]]) -> str:
 def test_verdict_says_time_and_energy_per_step(tmp_path: Path) -> None:
     # GPU: 0.1 s per 100-step epoch and 0.5 J per step; CPU: 0.4 s and 1.0 J per step.
     runs = [document({"cuda:0": case("cuda:0", 0.1, 0.5), "cpu": case("cpu", 0.4, 1.0)})]
-    table = view.energy_table(runs)
+    table = view.energy_table(typed(runs))
     assert len(table) == 2
     gpu = table[table["device"] == "cuda:0"].iloc[0]
     assert gpu["step_s"] == 0.001 and gpu["j_per_step"] == 0.5
@@ -67,14 +74,14 @@ def test_verdict_says_time_and_energy_per_step(tmp_path: Path) -> None:
 
 def test_more_energy_and_slower_are_said_as_such() -> None:
     runs = [document({"cuda:0": case("cuda:0", 0.2, 2.0), "cpu": case("cpu", 0.1, 1.0)})]
-    (line,) = view.gpu_vs_cpu_sentences(view.energy_table(runs))
+    (line,) = view.gpu_vs_cpu_sentences(view.energy_table(typed(runs)))
     assert "GPU 2x slower (beyond the noise" in line and "; 2x more energy per step" in line
 
 
 def test_missing_cpu_energy_keeps_the_speed_verdict_and_says_why() -> None:
     runs = [document({"cuda:0": case("cuda:0", 0.1, 0.5),
                       "cpu": case("cpu", 0.4, None, reason="no /sys/class/powercap")})]
-    (line,) = view.gpu_vs_cpu_sentences(view.energy_table(runs))
+    (line,) = view.gpu_vs_cpu_sentences(view.energy_table(typed(runs)))
     assert "GPU 4x faster (beyond" in line
     assert "; CPU energy unavailable: no /sys/class/powercap" in line
 
@@ -82,10 +89,10 @@ def test_missing_cpu_energy_keeps_the_speed_verdict_and_says_why() -> None:
 def test_runs_without_energy_records_add_no_section(tmp_path: Path) -> None:
     bare = document({"cpu": {"case": {"batch_size": 32}, "status": "ok", "samples": [0.1],
                              "extra": {}}})
-    assert view.energy_table([bare]).empty
+    assert view.energy_table(typed([bare])).empty
     text = summary(tmp_path, [bare])
     assert "## Energy per step" not in text and "## GPU state per case" not in text
-    assert view.console_lines(bare) == []
+    assert view.console_lines(as_run_document(bare)) == []
 
 
 def test_gpu_state_suspicion_and_cuda_graph_reasons_reach_the_summary(tmp_path: Path) -> None:
@@ -112,8 +119,8 @@ def test_a_gpu_vs_cpu_speed_inside_the_noise_says_so() -> None:
     # 1.01x apart with IQRs that overlap: the line must not read as a bare win.
     gpu, cpu = case("cuda:0", 0.1, 0.5), case("cpu", 0.101, 1.0)
     gpu["samples"], cpu["samples"] = [0.09, 0.1, 0.11], [0.092, 0.101, 0.112]
-    line = view.gpu_vs_cpu_sentences(view.energy_table([document({"cuda:0": gpu,
-                                                                    "cpu": cpu})]))[0]
+    runs = typed([document({"cuda:0": gpu, "cpu": cpu})])
+    line = view.gpu_vs_cpu_sentences(view.energy_table(runs))[0]
     assert "GPU 1.01x faster (within the noise" in line
 
 
@@ -125,6 +132,6 @@ def test_energy_per_step_is_printed_with_the_time_of_its_own_window() -> None:
     gpu["extra"]["energy"]["device"].update(calls=10, steps_per_call=100)
     gpu["samples"], gpu["sample_rounds"] = [0.1] * 6, [0, 0, 0, 1, 1, 1]
     gpu["round_medians"] = [0.1, 0.1]
-    line = view.console_lines(document({"cuda:0": gpu}))[0]
+    line = view.console_lines(as_run_document(document({"cuda:0": gpu})))[0]
     assert "320 mJ per step over the energy window (160 W mean x 2 ms per step" in line
     assert "1 ms per step timed (median of all rounds' samples)" in line

@@ -10,6 +10,7 @@ import ast
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -308,5 +309,5 @@ def test_console_lines_name_series_by_the_workloads_labels() -> None:
     document = _document(registry.load_workload("mnist-ddp").report_hints())
     lines = console_lines(document)
     assert lines[0].startswith("torch cuda:0 (net=wide, batch_size=512), 1 process:")
-    unlabelled = console_lines({**document, "hints": {"scaling": document["hints"]["scaling"]}})
+    unlabelled = console_lines(replace(document, hints={"scaling": document.hints["scaling"]}))
     assert unlabelled[0].startswith("torch cuda:0 (batch_size=512, net=wide), 1 process:")

@@ -244,3 +244,32 @@ def test_second_signal_kills_the_child_group_and_exits_at_once() -> None:
     assert "second SIGINT, exiting now" in completed.stderr
     assert "still running" not in completed.stdout
     assert_group_gone(int(lines[1]))
+
+
+def test_a_run_stopped_within_a_round_records_the_order_that_ran(out_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    """The last round's recorded order holds the cells that got a worker before the stop, in
+    the shuffled order, and `harness check` recomputes it from the seed (a stopped run's
+    shuffle covers the cells it never reached too)."""
+    from harness.analysis.check import audit_run
+    from harness.run.rounds import round_orders
+
+    pid_file = tmp_path / "child.pid"
+    # Four cells, two rounds; seed 5 puts a hanging cell third in round 1 (asserted below).
+    process = start_cli(out_dir, ["--variant", "ok,child-hang", "--framework", "fakegpu",
+                                  "--no-ceilings", "--rounds", "2", "--seed", "5",
+                                  "--param", f"pid_file={pid_file}"])
+    wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 120,
+               "the hanging worker's child")
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+    document = run_document(out_dir)
+    planned = [(cell["framework"], cell["variant"]) for cell in document["planned_cells"]]
+    shuffled = round_orders(len(planned), 2, 5)[0]
+    first_hang = next(at for at, index in enumerate(shuffled)
+                      if planned[index][1] == "child-hang")
+    assert 0 < first_hang < len(planned) - 1  # some cells ran, some were never reached
+    assert document["round_orders"] == [shuffled[:first_hang + 1]]
+    run_dir = next(out_dir.glob("*/run.json")).parent
+    audit = audit_run(run_dir, round_orders)
+    assert not [m.line() for m in audit.mismatches if "round" in m.line()]

@@ -88,7 +88,8 @@ def test_no_answer_ends_no_task_but_a_complete_file_still_counts(tmp_path: Path)
     task.result_path.write_text(json.dumps(PARTIAL))  # error: waits for SLURM's word
     assert executor._ended(task, None, answered=False) is None
     task.result_path.write_text(json.dumps({**PARTIAL, "status": "ok"}))
-    assert executor._ended(task, None, answered=False)["status"] == "ok"
+    ended = executor._ended(task, None, answered=False)
+    assert ended is not None and ended.status.value == "ok"
 
 
 CELL = Cell("fault", "ok", "fake", "cpu", {"size": [1, 2]}, True)
@@ -106,7 +107,8 @@ PARTIAL = {"cell": CELL.as_dict(), "status": "error", "reason": "killed by SIGTE
 ])
 def test_a_task_slurm_ended_is_a_status_row_with_its_state(state: str, status: str,
                                                            words: str) -> None:
-    result = ended_result(CELL, TaskState(state, "JobHeldUser", "node4", "0:9"), PARTIAL)
+    result = ended_result(CELL, TaskState(state, "JobHeldUser", "node4", "0:9"),
+                          CellResult.from_dict(PARTIAL)).to_dict()
     assert result["status"] == status
     assert words in result["reason"] and f"SLURM state {state} on node4" in result["reason"]
     assert "JobHeldUser" in result["reason"] and "killed by SIGTERM" in result["reason"]
@@ -115,13 +117,13 @@ def test_a_task_slurm_ended_is_a_status_row_with_its_state(state: str, status: s
 
 def test_a_task_that_left_no_result_says_what_its_log_said() -> None:
     result = ended_result(CELL, TaskState("FAILED", exit_code="1:0"), None,
-                          "Traceback\nModuleNotFoundError: No module named 'x'")
+                          "Traceback\nModuleNotFoundError: No module named 'x'").to_dict()
     assert result["status"] == "error" and result["cases"] == []
     assert "No module named 'x'" in result["reason"] and "exit code 1:0" in result["reason"]
 
 
 def test_a_completed_task_is_its_own_document() -> None:
-    document = {**PARTIAL, "status": "ok", "reason": ""}
+    document = CellResult.from_dict({**PARTIAL, "status": "ok", "reason": ""})
     assert ended_result(CELL, TaskState("COMPLETED"), document) is document
 
 
@@ -129,14 +131,18 @@ def test_cpu_cells_take_a_whole_node_and_gpu_cells_one_gpu() -> None:
     executor = SlurmExecutor(partition_cpu="cpu", partition_gpu="a100",
                              sbatch={"account": "lab"})
     options = RunOptions(timeout_s=600)
-    cpu, gpu = executor.parameters("cpu", options), executor.parameters("gpu", options)
+    cpu, gpu = (executor.parameters(kind, options).submitit_parameters()
+                for kind in ("cpu", "gpu"))
     assert cpu["slurm_partition"] == "cpu" and cpu["slurm_exclusive"] is True
     assert "slurm_gres" not in cpu
     assert gpu["slurm_partition"] == "a100" and gpu["slurm_gres"] == "gpu:1"
     assert "slurm_exclusive" not in gpu
     assert cpu["timeout_min"] == default_time_limit_min(600) == 15
     assert gpu["slurm_additional_parameters"] == {"account": "lab"}
-    assert SlurmExecutor(time_limit_min=3).parameters("cpu", options)["timeout_min"] == 3
+    assert SlurmExecutor(time_limit_min=3).parameters("cpu", options).timeout_min == 3
+    assert executor.parameters("gpu", options).sbatch_flags() == [
+        "--time=15", "--job-name=harness", "--partition=a100", "--gres=gpu:1",
+        "--account=lab"]
 
 
 def test_sbatch_settings_and_cli_options_are_checked() -> None:
@@ -439,14 +445,14 @@ def test_a_task_lost_with_its_node_is_interrupted_without_submitit_chatter() -> 
     log = ("submitit WARNING (2026-11-23 22:10:01,123) - Bypassing signal SIGCONT\n"
            "slurmstepd: error: *** JOB 7 ON vm CANCELLED DUE TO NODE FAILURE ***\n")
     early = TaskState("TIMEOUT", "TimeLimit", "vm", "0:0", run_s=3.0, limit_s=60.0)
-    result = ended_result(CELL, early, None, log)
+    result = ended_result(CELL, early, None, log).to_dict()
     assert result["status"] == "interrupted" and "not its time limit" in result["reason"]
     assert "submitit" not in result["reason"] and "NODE FAILURE" in result["reason"]
     seen = "node vm stopped responding (DOWN+NOT_RESPONDING)"
     failed = ended_result(CELL, TaskState("FAILED", node="vm"), None, "", node_trouble=seen)
-    assert failed["status"] == "interrupted" and seen in failed["reason"]
+    assert failed.status.value == "interrupted" and seen in failed.reason
     real = ended_result(CELL, TaskState("TIMEOUT", node="vm", run_s=61.0, limit_s=60.0), None)
-    assert real["status"] == "timeout"  # a task that used its whole limit did time out
+    assert real.status.value == "timeout"  # a task that used its whole limit did time out
 
 
 def test_refused_submissions_run_again_on_resume(tmp_path: Path) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from harness.analysis.stats import CaseSummary, implausibility
+from harness.data.ceilings import MEMORY, DeviceCeiling, Peaks
 
-CEILINGS = {"peak_gflops": 1000.0, "peak_gflops_by_precision": {"fp32": 1000.0, "bf16": 8000.0},
-            "bandwidth_gbps": 100.0}
+CEILINGS = DeviceCeiling.from_json({
+    "peak_gflops": 1000.0, "peak_gflops_by_precision": {"fp32": 1000.0, "bf16": 8000.0},
+    "bandwidth_gbps": 100.0})
 
 
 def summary(variant: str = "fp32", gflops: float | None = None,
@@ -37,17 +39,13 @@ def test_a_folded_loop_above_memory_bandwidth_is_flagged() -> None:
 
 def test_no_ceilings_means_no_verdict() -> None:
     assert implausibility(summary(gbps=1e9), None) == ""
-    assert implausibility(summary(gbps=1e9), {"error": "no GPU"}) == ""
+    assert implausibility(summary(gbps=1e9), DeviceCeiling("cuda:0", error="no GPU")) == ""
 
 
 def test_ceilings_keep_the_best_figure_any_library_reached() -> None:
-    from harness.measure.ceilings import _best_of
+    from harness.measure.ceilings import LibraryProbe, _best_of
 
-    best = _best_of([
-        {"peak_gflops": 144.0, "peak_gflops_by_precision": {"fp32": 144.0}, "bandwidth_gbps": 9.0,
-         "matmul_n": 2048},
-        {"peak_gflops": 183.0, "peak_gflops_by_precision": {"fp32": 183.0}, "bandwidth_gbps": 8.0,
-         "matmul_n": 2048},
-    ])
-    assert best["peak_gflops"] == 183.0 and best["peak_gflops_by_precision"]["fp32"] == 183.0
-    assert best["bandwidth_gbps"] == 9.0 and best["matmul_n"] == 2048
+    best = _best_of([LibraryProbe(Peaks({"fp32": 144.0}, {MEMORY: 9.0}), {"fp32": 2048}),
+                     LibraryProbe(Peaks({"fp32": 183.0}, {MEMORY: 8.0}), {"fp32": 4096})])
+    assert best.peaks == Peaks({"fp32": 183.0}, {MEMORY: 9.0})
+    assert best.reached_at_n == {"fp32": 4096}  # the size of the library that reached 183

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.data import store
+from harness.data.results import CellResult, RunDocument
 from harness.data.store import StoreError
 
 
@@ -48,7 +49,7 @@ def test_atomic_write_leaves_old_file_when_serialisation_fails(tmp_path: Path) -
 
 
 def test_rows_are_tidy_one_per_sample_and_round_trip(tmp_path: Path) -> None:
-    rows = store.case_rows("run1", "host (cpu only)", "n", _result("error"),
+    rows = store.case_rows("run1", "host (cpu only)", "n", CellResult.from_dict(_result("error")),
                            {0: {"flops": 2 * 64**3}})
     store.write_measurements(tmp_path, rows)
     frame = pd.read_csv(tmp_path / store.MEASUREMENTS_FILE)
@@ -65,13 +66,13 @@ def test_rows_are_tidy_one_per_sample_and_round_trip(tmp_path: Path) -> None:
 def test_a_cell_stopped_early_gets_its_own_status_row() -> None:
     result = _result("timeout")
     result["reason"] = "no result within --timeout"
-    rows = store.case_rows("run1", "m", "n", result, {})
+    rows = store.case_rows("run1", "m", "n", CellResult.from_dict(result), {})
     assert rows[-1]["status"] == "timeout" and rows[-1]["phase"] == "none"
 
 
 def _valid_run(tmp_path: Path) -> Path:
     run_dir = store.new_run_dir(tmp_path, "matmul")
-    store.write_run(run_dir, {"run_id": run_dir.name, "cells": []})
+    store.write_run(run_dir, RunDocument(run_id=run_dir.name))
     store.write_measurements(run_dir, [])
     return run_dir
 

@@ -21,6 +21,7 @@ from harness.analysis.stats import (
     work_of,
 )
 from harness.core.registry import load_workload
+from harness.data.ceilings import HOST_LINK, MEMORY, Ceilings, DeviceCeiling, Peaks
 from harness.data.results import CaseResult, CellResult, RunDocument, sample_stats
 from harness.measure.devicetime import attribute, diagnose
 from harness.report import tables as t
@@ -131,13 +132,14 @@ def test_summarize_case_gives_both_rates_where_both_are_counted() -> None:
 def test_a_cell_that_stopped_short_gets_a_status_row() -> None:
     document = cell_result("torch", {64: [1e-3, 1e-3]})
     document.update(status="timeout", reason="killed after 900 s")
-    summaries = summarize_result(MATMUL, document)
+    summaries = summarize_result(MATMUL, CellResult.from_dict(document))
     assert len(summaries) == 2
     assert summaries[0].status == "ok" and summaries[0].size == 64
     last = summaries[1]
     assert (last.status, last.reason, last.size, last.samples, last.median_s) == (
         "timeout", "killed after 900 s", None, 0, None)
-    assert len(summarize_result(MATMUL, cell_result("torch", {64: [1e-3]}))) == 1
+    assert len(summarize_result(MATMUL, CellResult.from_dict(cell_result("torch",
+                                                                          {64: [1e-3]})))) == 1
 
 
 def test_implausibility_reads_the_cases_own_device() -> None:
@@ -145,10 +147,10 @@ def test_implausibility_reads_the_cases_own_device() -> None:
                           500.0, None, "pass")
     ceilings = {"peak_gflops_by_precision": {"fp32": 100.0},
                 "physical": {"gflops_by_precision": {"fp32": 400.0}}}
-    assert implausibility(summary, ceilings).startswith("IMPLAUSIBLE: 500 GFLOP/s > physical "
-                                                        "bound 400")
-    assert "probe was low" in implausibility(summary, {**ceilings, "physical": {
-        "gflops_by_precision": {"fp32": 600.0}}})
+    assert implausibility(summary, DeviceCeiling.from_json(ceilings)).startswith(
+        "IMPLAUSIBLE: 500 GFLOP/s > physical bound 400")
+    assert "probe was low" in implausibility(summary, DeviceCeiling.from_json({
+        **ceilings, "physical": {"gflops_by_precision": {"fp32": 600.0}}}))
 
 
 # --- the U test and the diff verdicts ----------------------------------------------------------
@@ -429,32 +431,43 @@ def test_precision_of_a_variant() -> None:
     assert plausibility.precision_of("bf16", {"other": "fp16"}) == "bf16"
 
 
+def entry_of(stored: dict[str, Any], device: str) -> DeviceCeiling | None:
+    """plausibility.device_entry of ceilings as run.json stores them."""
+    return plausibility.device_entry(Ceilings.from_json(stored), device)
+
+
 def test_device_entry_falls_back_from_index_to_kind() -> None:
     ceilings = {"cuda": {"bandwidth_gbps": 1.0}, "cpu": {"bandwidth_gbps": 2.0}}
-    assert plausibility.device_entry(ceilings, "cuda:1") == {"bandwidth_gbps": 1.0}
-    assert plausibility.device_entry({"gpu": {"x": 1}}, "cuda:0") == {"x": 1}
-    assert plausibility.device_entry({"cuda:0": {"error": "no"}, "cuda": {"y": 2}},
-                                     "cuda:0") == {"y": 2}
-    assert plausibility.device_entry({"cuda:0": "broken"}, "cuda:0") == {}
-    assert plausibility.device_entry(None, "cpu") == {} and \
-        plausibility.device_entry({}, "cpu") == {}
+    assert entry_of(ceilings, "cuda:1") == DeviceCeiling("cuda", Peaks(gbps={MEMORY: 1.0}))
+    assert entry_of({"gpu": {"x": 1}}, "cuda:0") == DeviceCeiling("gpu", extra_fields={"x": 1})
+    assert entry_of({"cuda:0": {"error": "no"}, "cuda": {"y": 2}}, "cuda:0") == \
+        DeviceCeiling("cuda", extra_fields={"y": 2})
+    assert entry_of({"cuda:0": "broken"}, "cuda:0") is None
+    assert plausibility.device_entry(None, "cpu") is None and entry_of({}, "cpu") is None
 
 
 def test_flop_and_bandwidth_limits() -> None:
+    """Every stored form (the oldest peak_gflops and peak_gflops_<precision> too) gives the
+    same limits; a value that is no positive number is no probe."""
+    def flop_limits(stored: dict[str, Any], precision: str) -> tuple[float | None, ...]:
+        return plausibility.flop_limits(DeviceCeiling.from_json(stored), precision)
+
+    def bandwidth_limits(stored: dict[str, Any], link: str) -> tuple[float | None, ...]:
+        return plausibility.bandwidth_limits(DeviceCeiling.from_json(stored), link)
+
     entry = {"peak_gflops_by_precision": {"fp32": 100.0, "bf16": 0},
              "peak_gflops_fp16": 400.0, "peak_gflops": 90.0, "bandwidth_gbps": 10.0,
              "physical": {"gflops_by_precision": {"fp32": 300.0}, "bandwidth_gbps": 20.0}}
-    assert plausibility.flop_limits(entry, "fp32") == (100.0, 300.0)
-    assert plausibility.flop_limits(entry, "fp16") == (400.0, pytest.approx(440.0))
-    assert plausibility.flop_limits(entry, "bf16") == (None, None)  # 0 is no probe
-    assert plausibility.flop_limits({"peak_gflops": 90.0}, "fp32") == (90.0, pytest.approx(99.0))
-    assert plausibility.flop_limits({"peak_gflops": 90.0}, "tf32") == (None, None)
-    assert plausibility.bandwidth_limits(entry, "bandwidth_gbps") == (10.0, 20.0)
-    assert plausibility.bandwidth_limits({"bandwidth_gbps": 10}, "bandwidth_gbps") == (
-        10.0, pytest.approx(11.0))
-    assert plausibility.bandwidth_limits(entry, "h2d_pinned_gbps") == (None, None)
-    assert plausibility.bandwidth_limits({"bandwidth_gbps": "fast"}, "bandwidth_gbps") == (
-        None, None)
+    assert flop_limits(entry, "fp32") == (100.0, 300.0)
+    assert flop_limits(entry, "fp16") == (400.0, pytest.approx(440.0))
+    assert flop_limits(entry, "bf16") == (None, None)  # 0 is no probe
+    assert flop_limits({"peak_gflops": 90.0}, "fp32") == (90.0, pytest.approx(99.0))
+    assert flop_limits({"peak_gflops": 90.0}, "tf32") == (None, None)
+    assert bandwidth_limits(entry, MEMORY) == (10.0, 20.0)
+    assert bandwidth_limits({"bandwidth_gbps": 10}, MEMORY) == (10.0, pytest.approx(11.0))
+    assert bandwidth_limits(entry, HOST_LINK) == (None, None)
+    assert bandwidth_limits({"bandwidth_gbps": "fast"}, MEMORY) == (None, None)
+    assert plausibility.flop_limits(None, "fp32") == (None, None)
 
 
 def test_judge_boundaries_and_texts() -> None:
@@ -475,8 +488,9 @@ def test_judge_boundaries_and_texts() -> None:
 
 
 def test_judge_case_judges_every_rate_it_has() -> None:
-    ceilings = {"cuda:0": {"peak_gflops_by_precision": {"fp32": 100.0, "bf16": 400.0},
-                           "bandwidth_gbps": 10.0, "h2d_pinned_gbps": 5.0}}
+    ceilings = Ceilings.from_json({"cuda:0": {
+        "peak_gflops_by_precision": {"fp32": 100.0, "bf16": 400.0}, "bandwidth_gbps": 10.0,
+        "h2d_pinned_gbps": 5.0}})
     both = plausibility.judge_case(90.0, 9.0, "fp32", "cuda:0", ceilings)
     assert [(v.metric, v.kind) for v in both] == [("GFLOP/s", "ok"), ("GB/s", "ok")]
     bf16 = plausibility.judge_case(300.0, None, "bf16", "cuda:0", ceilings)
@@ -484,7 +498,7 @@ def test_judge_case_judges_every_rate_it_has() -> None:
     declared = plausibility.judge_case(300.0, None, "fast", "cuda:0", ceilings,
                                        precisions={"fast": "bf16"})
     assert declared[0].probe == 400.0
-    pinned = plausibility.judge_case(None, 7.0, "fp32", "cuda:0", ceilings, "h2d_pinned_gbps")
+    pinned = plausibility.judge_case(None, 7.0, "fp32", "cuda:0", ceilings, HOST_LINK)
     assert [(v.probe, v.kind) for v in pinned] == [(5.0, "implausible")]
     assert plausibility.judge_case(float("nan"), float("nan"), "fp32", "cuda:0", ceilings) == []
     assert plausibility.judge_case(None, None, "fp32", "cuda:0", ceilings) == []
@@ -710,8 +724,9 @@ def test_peak_fractions_judge_each_rate_and_raise_a_low_probe(tmp_path: Path) ->
                                                       for n in SIZES])]
     stats = stats_of(write_fixture_run(tmp_path / "cpu", CPU_MACHINE, results))[0]
     rates = {n: 2.0 * n**3 / cpu_seconds(n) / 1e9 for n in SIZES}
-    ceilings = {CPU_MACHINE: {"cpu": {"peak_gflops_by_precision": {"fp32": 60.0},
-                                      "physical": {"gflops_by_precision": {"fp32": 99.0}}}}}
+    ceilings = {CPU_MACHINE: Ceilings.from_json({"cpu": {
+        "peak_gflops_by_precision": {"fp32": 60.0},
+        "physical": {"gflops_by_precision": {"fp32": 99.0}}}})}
     frame = t.peak_fractions(stats, ceilings).set_index("size_label")
     assert list(frame.columns) == [c for c in t.PEAK_COLUMNS if c != "size_label"]
     assert frame.loc["4096", "kind"] == "implausible"  # ~100 GFLOP/s > the 99 bound
@@ -723,7 +738,8 @@ def test_peak_fractions_judge_each_rate_and_raise_a_low_probe(tmp_path: Path) ->
     assert frame.loc["4096", "rate"] == pytest.approx(rates[4096])
     assert frame.loc["4096", "sweep"] == "n"
     # With a high probe, the probe is the peak.
-    high = {CPU_MACHINE: {"cpu": {"peak_gflops_by_precision": {"fp32": 200.0}}}}
+    high = {CPU_MACHINE: Ceilings.from_json({"cpu": {
+        "peak_gflops_by_precision": {"fp32": 200.0}}})}
     frame = t.peak_fractions(stats, high).set_index("size_label")
     assert set(frame["kind"]) == {"ok"} and set(frame["peak"]) == {200.0}
     assert frame.loc["1024", "fraction"] == pytest.approx(rates[1024] / 200.0)
@@ -733,14 +749,14 @@ def test_peak_fractions_judge_each_rate_and_raise_a_low_probe(tmp_path: Path) ->
 
 
 def test_ceiling_lookups_per_device_and_precision() -> None:
-    ceilings = {"cuda:0": {"peak_gflops_by_precision": {"fp32": 50.0, "bf16": 800.0},
-                           "h2d_pinned_gbps": 25.0}}
+    ceilings = Ceilings.from_json({"cuda:0": {
+        "peak_gflops_by_precision": {"fp32": 50.0, "bf16": 800.0}, "h2d_pinned_gbps": 25.0}})
     assert t.flop_ceiling(ceilings, "cuda:0", "bf16-autocast") == 800.0
     assert t.flop_ceiling(ceilings, "cuda:0", "fp32") == 50.0
     assert t.flop_ceiling(ceilings, "cuda:0", "fp16") is None
     assert t.flop_ceiling(ceilings, "cpu", "fp32") is None
-    assert t.ceiling_for(ceilings, "cuda:0", "h2d_pinned_gbps") == 25.0
-    assert t.ceiling_for(ceilings, "cuda:0", "bandwidth_gbps") is None
+    assert t.ceiling_for(ceilings, "cuda:0", HOST_LINK) == 25.0
+    assert t.ceiling_for(ceilings, "cuda:0", MEMORY) is None
 
 
 def test_load_cases_keeps_file_order_and_skips_cell_level_rows(tmp_path: Path) -> None:
@@ -786,10 +802,10 @@ def test_peak_fractions_judge_byte_rates_against_bandwidth(tmp_path: Path) -> No
     run = write_fixture_run(tmp_path / "bytes", CPU_MACHINE, results, params={"n": [64]},
                             work=lambda case: {"bytes": 2e9})
     stats = stats_of(run)[0]
-    [row] = t.peak_fractions(stats, {CPU_MACHINE: {"cpu": {"bandwidth_gbps": 40.0}}}).to_dict(
-        "records")
+    memory = {CPU_MACHINE: Ceilings({"cpu": DeviceCeiling("cpu", Peaks(gbps={MEMORY: 40.0}))})}
+    [row] = t.peak_fractions(stats, memory).to_dict("records")
     assert (row["metric"], row["rate"], row["probe"], row["kind"]) == ("GB/s", 20.0, 40.0, "ok")
     assert row["fraction"] == pytest.approx(0.5)
-    pinned = t.peak_fractions(stats, {CPU_MACHINE: {"cpu": {"h2d_pinned_gbps": 10.0}}},
-                              bandwidth_key="h2d_pinned_gbps")
+    link = {CPU_MACHINE: Ceilings({"cpu": DeviceCeiling("cpu", Peaks(gbps={HOST_LINK: 10.0}))})}
+    pinned = t.peak_fractions(stats, link, bandwidth_key=HOST_LINK)
     assert list(pinned["kind"]) == ["implausible"]  # 20 GB/s over a 10 GB/s copy, +10% margin

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
-from harness.spec import Capability, Check, Param, WorkloadSpec
+from harness.spec import Capability, CaseParams, Check, Param, WorkloadSpec, int_param
 from harness.workloads.common import matmul_check, rng_for
 
 # Each variant's arithmetic; a graph replays the fp32 call unchanged.
@@ -31,15 +30,15 @@ CAPABILITIES = {
 }
 
 
-def make_inputs(case: Mapping[str, Any], variant: str) -> dict[str, np.ndarray]:
+def make_inputs(case: CaseParams, variant: str) -> dict[str, np.ndarray]:
     """Uniform [0, 1) like the seed's torch.rand, identical for every framework."""
-    n = case["n"]
+    n = int_param(case, "n")
     rng = rng_for("matmul", n)
     return {"a": rng.random((n, n), dtype=np.float32), "b": rng.random((n, n), dtype=np.float32)}
 
 
-def check(case: Mapping[str, Any], variant: str, inputs: dict[str, np.ndarray],
-          output: dict[str, Any]) -> Check:
+def check(case: CaseParams, variant: str, inputs: dict[str, np.ndarray],
+          output: Mapping[str, np.ndarray]) -> Check:
     """C against A and B through float64 probes, to the variant's error model (k = n).
 
     See harness.workloads.common.matmul_check: componentwise, so a large n no longer looks wrong
@@ -62,7 +61,7 @@ SPEC = WorkloadSpec(
                      "numpy": "harness.backends.numpy.matmul",
                      "jax": "harness.backends.jax.matmul"},
     variant_precision=PRECISIONS,
-    flops=lambda case: 2.0 * case["n"] ** 3,
+    flops=lambda case: 2.0 * int_param(case, "n") ** 3,
     bytes_moved=None,
     device_only_variants=("tf32", "bf16", "fp32-graph"),
     capabilities=CAPABILITIES,

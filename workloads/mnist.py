@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.spec import Capability, Check, Param, WorkloadSpec
+from harness.spec import Capability, CaseParams, Check, Param, WorkloadSpec, int_param, str_param
 from harness.workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
 
 SMALL_HIDDEN = (128,)
@@ -58,21 +58,29 @@ def dense_param_count(hidden_units: tuple[int, ...]) -> int:
     return sum(fan_in * fan_out + fan_out for fan_in, fan_out in itertools.pairwise(widths))
 
 
-def steps_per_epoch(case: Mapping[str, Any]) -> int:
+def steps_per_epoch(case: CaseParams) -> int:
     """Batches in one epoch; the last, partial batch counts (fit and DataLoader keep it)."""
-    return math.ceil(case["train_samples"] / case["batch_size"])
+    return math.ceil(int_param(case, "train_samples") / int_param(case, "batch_size"))
 
 
-def make_inputs_for(hidden_units: tuple[int, ...]) -> Callable[[dict[str, Any], str], dict]:
-    """make_inputs for one architecture: data, per-epoch orders, and the layer widths."""
+def blocks_per_epoch(case: CaseParams) -> int:
+    """Timed blocks of steps per epoch (1: the epoch is one sample)."""
+    return int_param(case, "blocks") if "blocks" in case else 1
 
-    def make_inputs(case: dict[str, Any], variant: str) -> dict[str, Any]:
-        digits = load_mnist(case.get("data", ""))
-        train_index = repeat_to(case["train_samples"], len(digits.y_train), "train")
-        test_count = min(case["test_samples"], len(digits.y_test))
+
+def make_inputs_for(hidden_units: tuple[int, ...]) -> Callable[[CaseParams, str],
+                                                                dict[str, Any]]:
+    """make_inputs for one architecture: data, per-epoch orders, and the layer widths (arrays,
+    numbers and names side by side: what every backend's make_task reads)."""
+
+    def make_inputs(case: CaseParams, variant: str) -> dict[str, Any]:
+        digits = load_mnist(str_param(case, "data") if "data" in case else "")
+        train_samples = int_param(case, "train_samples")
+        train_index = repeat_to(train_samples, len(digits.y_train), "train")
+        test_count = min(int_param(case, "test_samples"), len(digits.y_test))
         test_index = repeat_to(test_count, len(digits.y_test), "test")
         orders = np.stack([epoch_order(epoch, len(train_index))
-                           for epoch in range(case["epochs"])])
+                           for epoch in range(int_param(case, "epochs"))])
         return {
             # Scaled by 1/255 once, before training, as the seed does (float32, as Keras casts).
             "x_train": digits.x_train[train_index].astype(np.float32) / np.float32(255),
@@ -83,7 +91,7 @@ def make_inputs_for(hidden_units: tuple[int, ...]) -> Callable[[dict[str, Any], 
             "hidden_units": hidden_units,
             "dropout": DROPOUT,
             "data_source": digits.source,
-            "samples_distinct": int(min(case["train_samples"], len(digits.y_train))),
+            "samples_distinct": int(min(train_samples, len(digits.y_train))),
         }
 
     return make_inputs
@@ -93,12 +101,13 @@ def check_for(hidden_units: tuple[int, ...]) -> Callable[..., Check]:
     """The check for one architecture: exact parameter count, test accuracy above a bound."""
     expected_params = dense_param_count(hidden_units)
 
-    def check(case: Mapping[str, Any], variant: str, inputs: dict[str, Any],
-              output: dict[str, Any]) -> Check:
+    def check(case: CaseParams, variant: str, inputs: Mapping[str, Any],
+              output: Mapping[str, Any]) -> Check:
         extra = output["extra"]
         params, accuracy = int(extra["params"]), float(extra["accuracy"])
-        total_steps = steps_per_epoch(case) * case["epochs"]
-        tested = len(inputs["y_test"]) if "y_test" in inputs else case["test_samples"]
+        total_steps = steps_per_epoch(case) * int_param(case, "epochs")
+        tested = (len(inputs["y_test"]) if "y_test" in inputs
+                  else int_param(case, "test_samples"))
         judged = total_steps >= MIN_STEPS_TO_JUDGE and tested >= min_test_samples()
         bound = ACCURACY_BOUND if judged else 0.0
         if params != expected_params:
@@ -129,10 +138,10 @@ def training_matmul_flops_per_sample(hidden_units: tuple[int, ...]) -> int:
     return 6 * sum(weights) - 2 * weights[0]
 
 
-def training_flops_for(hidden_units: tuple[int, ...]) -> Callable[[Mapping[str, Any]], float]:
+def training_flops_for(hidden_units: tuple[int, ...]) -> Callable[[CaseParams], float]:
     """Matmul FLOPs of one epoch (training_matmul_flops_per_sample x samples)."""
     per_sample = training_matmul_flops_per_sample(hidden_units)
-    return lambda case: float(per_sample * case["train_samples"])
+    return lambda case: float(per_sample * int_param(case, "train_samples"))
 
 
 # What the declared count covers, said beside every rate made from it.
@@ -238,8 +247,8 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         params=PARAMS,
         variants=VARIANTS,
         timing="per_call",
-        calls=lambda case: case["epochs"],
-        call_blocks=lambda case: case.get("blocks", 1),
+        calls=lambda case: int_param(case, "epochs"),
+        call_blocks=blocks_per_epoch,
         # --rounds N: the epochs are shared out, not repeated; with fewer epochs than rounds,
         # each round trains one epoch of its share of the samples.
         round_split=("epochs", "train_samples"),

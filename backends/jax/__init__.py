@@ -17,4 +17,8 @@ FRAMEWORK = FrameworkSpec(
     # JAX has no device-wide wait: the worker blocks on each step's returned output.
     sync="output",
     also_requires=("optax",),  # Adam for the MNIST step
+    # Imported once per run and forked (harness.run.forkserver): importing jax and optax starts
+    # no thread and no XLA client (jax._src.xla_bridge._backends stays empty until the first
+    # device call, in the child); the device module only defines functions.
+    preload=("jax", "optax", "harness.backends.jax.device", "harness.run.worker"),
 )

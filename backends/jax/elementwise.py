@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
 import jax
 import numpy as np
@@ -38,11 +38,22 @@ def hlo_op_counts(hlo_text: str) -> dict[str, int]:
     return {"additions": len(re.findall(r"\badd\(", hlo_text)),
             "multiplications": len(re.findall(r"\bmultiply\(", hlo_text))}
 
+# What a loop task reports of what ran (op counts, fusion, the graph's settings): its extra.
+Evidence = dict[str, int | bool | str]
+
+
+class LoopOutput(TypedDict):
+    """What the check reads: the result, and what ran beside it (extra)."""
+
+    result: np.ndarray
+    extra: Evidence
+
+
 class LoopTask:
     """Runs `run(a, b)` on resident arrays; `evidence()` says what XLA really executes."""
 
     def __init__(self, run: Callable, a: jax.Array, b: jax.Array, device: JaxDevice,
-                 evidence: Callable[[], dict[str, Any]] | None = None) -> None:
+                 evidence: Callable[[], Evidence] | None = None) -> None:
         self.run, self.a, self.b, self.device, self.evidence = run, a, b, device, evidence
         self.result: jax.Array | None = None
 
@@ -50,10 +61,10 @@ class LoopTask:
         self.result = self.run(self.a, self.b)
         return self.result
 
-    def output(self) -> dict[str, Any]:
+    def output(self) -> LoopOutput:
         result = np.asarray(self.result)
-        extra: dict[str, Any] = {"device_kind": "gpu" if self.device.is_gpu else "cpu",
-                                 "shape": "x".join(map(str, result.shape))}
+        extra: Evidence = {"device_kind": "gpu" if self.device.is_gpu else "cpu",
+                           "shape": "x".join(map(str, result.shape))}
         if self.evidence is not None:
             extra.update(self.evidence())
         return {"result": result, "extra": extra}
@@ -61,7 +72,7 @@ class LoopTask:
 def compiled_task(a: jax.Array, b: jax.Array, iterations: int, device: JaxDevice) -> LoopTask:
     compiled = jax.jit(lambda x, y: loop_as_written(x, y, iterations))
 
-    def evidence() -> dict[str, Any]:
+    def evidence() -> Evidence:
         hlo = compiled.lower(a, b).compile().as_text()
         if hlo is None:  # a backend that cannot print its HLO: no count, no folding verdict
             return {"op_count_source": "unavailable: XLA gave no HLO text",

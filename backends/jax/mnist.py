@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypedDict
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +33,21 @@ EVAL_BATCH = 1000
 PIXELS, CLASSES = 28 * 28, 10
 HIGHEST = jax.lax.Precision.HIGHEST
 Params = list[dict[str, jax.Array]]
+
+
+class TrainState(TypedDict):
+    """What every training step takes and returns: one pytree, jitted and donated whole."""
+
+    params: Params
+    opt_state: optax.OptState
+    key: jax.Array
+    step: jax.Array  # steps so far: folded into the key for a fresh dropout mask per step
+    loss_sum: jax.Array  # this epoch's summed loss, on the device (no sync per batch)
+    seen: jax.Array  # this epoch's samples
+
+
+# A task's output: the figures the check and the report read (extra).
+Output = dict[str, dict[str, int | float | str]]
 
 
 def init_params(key: jax.Array, hidden_units: tuple[int, ...]) -> Params:
@@ -67,7 +82,7 @@ def make_train_step(optimizer: optax.GradientTransformation, dropout: float) -> 
         logits = forward(params, images, dropout, key)
         return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
-    def train_step(state: dict[str, Any], images: jax.Array, labels: jax.Array):
+    def train_step(state: TrainState, images: jax.Array, labels: jax.Array) -> TrainState:
         key = jax.random.fold_in(state["key"], state["step"])  # a fresh dropout mask per step
         loss, grads = jax.value_and_grad(loss_fn)(state["params"], images, labels, key)
         updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
@@ -92,11 +107,11 @@ class JaxTraining:
         optimizer = optax.adam(1e-3)
         with jax.default_device(device.handle):
             params = init_params(jax.random.PRNGKey(SEED), tuple(inputs["hidden_units"]))
-            self.state = jax.device_put({
+            initial: TrainState = {
                 "params": params, "opt_state": optimizer.init(params),
                 "key": jax.random.PRNGKey(SEED + 1), "step": jnp.zeros((), jnp.int32),
-                "loss_sum": jnp.zeros((), jnp.float32), "seen": jnp.zeros((), jnp.int32)},
-                device.handle)
+                "loss_sum": jnp.zeros((), jnp.float32), "seen": jnp.zeros((), jnp.int32)}
+            self.state: TrainState = jax.device_put(initial, device.handle)
         self.train_step = make_train_step(optimizer, inputs["dropout"])
         self.predict = jax.jit(lambda params, images: jnp.argmax(
             forward(params, images, 0.0, None), axis=1))
@@ -108,11 +123,11 @@ class JaxTraining:
     def run_epoch(self) -> None:
         raise NotImplementedError
 
-    def current_state(self) -> dict[str, Any]:
+    def current_state(self) -> TrainState:
         """The latest training state: what a block boundary blocks on (JAX has no device sync)."""
         return self.state
 
-    def step(self) -> dict[str, Any]:
+    def step(self) -> TrainState:
         """One epoch; returns the training state, which the worker blocks on (sync='output')."""
         self.state = {**self.state, "loss_sum": jnp.zeros((), jnp.float32),
                       "seen": jnp.zeros((), jnp.int32)}
@@ -129,7 +144,7 @@ class JaxTraining:
             correct += int(np.sum(predicted == y_test[start:start + EVAL_BATCH]))
         return correct / len(y_test)
 
-    def output(self) -> dict[str, Any]:
+    def output(self) -> Output:
         seen = int(self.state["seen"])
         return {"extra": {
             "params": sum(int(leaf.size) for leaf in jax.tree.leaves(self.state["params"])),
@@ -170,8 +185,8 @@ class PreloadedTraining(JaxTraining):
         self.gathered_step = jax.jit(self._gathered_step, donate_argnums=0,
                                      static_argnames="size")
 
-    def _gathered_step(self, state: dict[str, Any], data: dict[str, jax.Array],
-                       epoch: jax.Array, start: jax.Array, size: int) -> dict[str, Any]:
+    def _gathered_step(self, state: TrainState, data: dict[str, jax.Array],
+                       epoch: jax.Array, start: jax.Array, size: int) -> TrainState:
         index = jax.lax.dynamic_slice(data["orders"][epoch], (start,), (size,))
         return self.train_step(state, data["x"][index], data["y"][index])
 
@@ -193,12 +208,12 @@ class ScannedEpochTraining(PreloadedTraining):
         self.jitted_epoch = jax.jit(partial(self._epoch, batch=self.batch_size),
                                     donate_argnums=0)
 
-    def _epoch(self, state: dict[str, Any], data: dict[str, jax.Array], epoch: jax.Array,
-               batch: int) -> dict[str, Any]:
+    def _epoch(self, state: TrainState, data: dict[str, jax.Array], epoch: jax.Array,
+               batch: int) -> TrainState:
         order = data["orders"][epoch]
         full = order.shape[0] // batch
 
-        def one_batch(carry: dict[str, Any], index: jax.Array) -> tuple[dict[str, Any], None]:
+        def one_batch(carry: TrainState, index: jax.Array) -> tuple[TrainState, None]:
             return self.train_step(carry, data["x"][index], data["y"][index]), None
 
         state, _ = jax.lax.scan(one_batch, state, order[:full * batch].reshape(full, batch))

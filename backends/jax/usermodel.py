@@ -1,8 +1,11 @@
-"""A user's JAX init/apply pair in one cell: ops as written (unjitted), or the step jitted.
+"""A user's JAX init/apply pair in one cell: ops as written (unjitted), the step jitted, bf16.
 
 The file gives init(seed) -> params (any pytree) and apply(params, *inputs). The shared
 weights are the pytree's leaves in tree order; a cell rebuilds the tree's structure with
 init(seed) and puts the stored leaves in it. Training: optax Adam on the mean squared error.
+bf16: apply runs on bfloat16 copies of the params and inputs and its output is cast back to
+float32, so the loss, the gradients (through the casts) and the update stay float32, as
+mixed precision keeps its master weights; parts join with '+' ("compiled+bf16").
 """
 
 from __future__ import annotations
@@ -19,9 +22,17 @@ import numpy as np
 import optax
 
 from harness.backend import VariantUnavailable
-from harness.workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
+from harness.workloads.usermodel.common import (
+    ModelTask,
+    add_deterministic,
+    forward_variant,
+    nested_map,
+    user_code,
+)
 from harness.workloads.usermodel.source import UserCodeError, call_user, load_user_module
-from harness.workloads.usermodel.spec import KEPT_RESULTS
+from harness.workloads.usermodel.spec import CAPABILITIES, KEPT_RESULTS, split_parts
+
+RUNS = frozenset(CAPABILITIES["jax"].variants)
 
 # The CPU reference is float32; JAX's GPU default for float32 matmuls is TF32-like.
 jax.config.update("jax_default_matmul_precision", "highest")
@@ -44,17 +55,38 @@ def to_numpy(value: Any) -> Any:
 def make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any],
               dtype: str = "float32", keep: int | None = None) -> ModelTask:
     with user_code(inputs["model"], f"preparing {variant}"):
+        forward = forward_variant(variant, ("bf16",))
         return add_deterministic(_make_task(variant, device, inputs, dtype, keep), inputs,
-                                 lambda forward: _make_task("as-written", device, forward,
-                                                            dtype, 1))
+                                 lambda forward_inputs: _make_task(forward, device,
+                                                                   forward_inputs, dtype, 1))
+
+
+def in_bfloat16(apply: Callable[..., Any]) -> Callable[..., Any]:
+    """apply on bfloat16 copies of its floating arguments, its output back in float32."""
+    def cast(value: Any, to: Any) -> Any:
+        return value.astype(to) if jnp.issubdtype(jnp.result_type(value), jnp.floating) \
+            else value
+
+    def applied(params: Any, *xs: Any) -> Any:
+        low = jax.tree_util.tree_map(lambda leaf: cast(leaf, jnp.bfloat16), (params, xs))
+        output = apply(low[0], *low[1])
+        return jax.tree_util.tree_map(lambda leaf: cast(leaf, jnp.float32), output)
+    return applied
 
 
 def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
                keep: int | None) -> ModelTask:
-    if variant not in ("as-written", "compiled"):
-        raise VariantUnavailable(f"jax runs no variant {variant!r} of a user model")
+    parts = frozenset(split_parts(variant))
+    for part in parts:
+        if part not in RUNS:
+            raise VariantUnavailable(f"jax runs no variant {part!r} of a user model")
     path, what = inputs["model"], inputs["what"]
-    user = load_user_module(path)
+    user: Any = load_user_module(path)
+    if "bf16" in parts:
+        if what == "step":
+            raise VariantUnavailable("bf16 casts apply's params and inputs; your step() runs "
+                                     "as written only")
+        user = _BFloat16User(user)
     handle = device.handle
 
     def placed(array: np.ndarray) -> Any:
@@ -66,7 +98,7 @@ def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
     leaves = [placed(inputs["weights"][name]) for name in inputs["weight_names"]]
     params = jax.tree_util.tree_unflatten(structure, leaves)
     xs = [placed(array) for array in inputs["x"]]
-    jit = variant == "compiled"
+    jit = "compiled" in parts
     trained_with = ""
     if what == "train":
         loss_of, optimizer, trained_with = training_parts(path, user)
@@ -95,12 +127,25 @@ def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
     # A training call returns (loss, params) so the worker waits for the update too; the
     # loss is the result compared with the reference.
     kept = (lambda v: v[0]) if what == "train" else (lambda v: v)
-    extra = {"parameters": parameters, "what": what}
+    extra: dict[str, Any] = {"parameters": parameters, "what": what}
+    if "bf16" in parts:
+        extra["precision"] = "apply in bfloat16 (params and inputs cast), loss and update float32"
     if trained_with:
         extra["trained_with"] = trained_with
     task = ModelTask(placed_call, path, keep or KEPT_RESULTS[what], kept, to_numpy, extra=extra)
     task.lowered = lowered
     return task
+
+
+class _BFloat16User:
+    """The user's module with apply in bfloat16 (in_bfloat16); every other name as the file's."""
+
+    def __init__(self, user: Any) -> None:
+        self._user = user
+        self.apply = in_bfloat16(user.apply)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._user, name)
 
 
 def count_flops(task: ModelTask) -> tuple[float | None, str, dict[str, Any] | None]:

@@ -11,7 +11,10 @@ The model trains as the file compiled it (its optimizer, fresh per cell, its los
 weights and metrics), or, returned uncompiled, with Adam and mean squared error.
 compiled: the same with jit_compile=True; steps-per-execution: the same fit (or predict) with
 steps_per_execution=STEPS_PER_EXECUTION (with the opt-in: fit over STEPS_PER_EXECUTION copies
-of the batch in one execution).
+of the batch in one execution); bf16 / fp16: the model built under the dtype policy
+"mixed_bfloat16" / "mixed_float16" (Keras wraps the optimizer of a mixed_float16 model in a
+LossScaleOptimizer when it compiles), the global policy put back once the model is built.
+Parts join with '+' ("compiled+bf16").
 Weights travel as arrays (get_weights / set_weights), so every backend starts from the same.
 """
 
@@ -27,15 +30,41 @@ import numpy as np
 
 from harness.backend import VariantUnavailable
 from harness.backends.keras.training import keras_device_name
-from harness.workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
+from harness.workloads.usermodel.common import (
+    ModelTask,
+    add_deterministic,
+    forward_variant,
+    nested_map,
+    user_code,
+)
 from harness.workloads.usermodel.inspect import keras_step_of
 from harness.workloads.usermodel.source import call_user, load_user_module
 from harness.workloads.usermodel.spec import (
     KEPT_RESULTS,
     KERAS_FIT_BLOCK_BYTES,
     KERAS_FIT_STEPS,
+    KERAS_PARTS,
     STEPS_PER_EXECUTION,
+    split_parts,
 )
+
+# The dtype policy each precision part builds the model under.
+POLICIES = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+@contextmanager
+def dtype_policy(name: str | None) -> Iterator[None]:
+    """Layers built inside take the policy `name` ("mixed_bfloat16"); None leaves it alone.
+    Put back afterwards: a layer keeps the policy it was built with, nothing else should."""
+    if name is None:
+        yield
+        return
+    before = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(before)
 
 
 @contextmanager
@@ -165,26 +194,39 @@ def trained_with_text(found: dict[str, str]) -> str:
 def make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any],
               dtype: str = "float32", keep: int | None = None) -> ModelTask:
     with user_code(inputs["model"], f"preparing {variant}"):
+        forward = forward_variant(variant, POLICIES)
         return add_deterministic(_make_task(case, variant, device, inputs, dtype, keep), inputs,
-                                 lambda forward: _make_task(case, "as-written", device, forward,
-                                                            dtype, 1))
+                                 lambda forward_inputs: _make_task(case, forward, device,
+                                                                   forward_inputs, dtype, 1))
+
+
+def parts_of(variant: str, what: str, device: Any) -> frozenset[str]:
+    """The variant's parts, or VariantUnavailable for one Keras does not run here."""
+    parts = frozenset(split_parts(variant))
+    for part in parts:
+        if part not in KERAS_PARTS:
+            raise VariantUnavailable(f"Keras runs no variant {part!r} of a user model")
+    if what == "step" and parts != {"as-written"}:
+        raise VariantUnavailable(f"{variant} changes how Keras runs its own train/predict "
+                                 "functions; your step() runs as written only")
+    if "fp16" in parts and not getattr(device, "is_gpu", False):
+        raise VariantUnavailable("fp16 (mixed_float16) is a GPU fix: CPUs have no fast "
+                                 "float16 matmuls")
+    return parts
 
 
 def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dtype: str,
                keep: int | None) -> ModelTask:
     path, what, batch = inputs["model"], inputs["what"], case["batch"]
-    if variant not in ("as-written", "compiled", "steps-per-execution"):
-        raise VariantUnavailable(f"Keras runs no variant {variant!r} of a user model")
-    if what == "step" and variant != "as-written":
-        raise VariantUnavailable(f"{variant} changes how Keras runs its own train/predict "
-                                 "functions; your step() runs as written only")
+    parts = parts_of(variant, what, device)
+    policy = next((POLICIES[part] for part in parts if part in POLICIES), None)
     placement = keras_device_name(device)
     arrays = cast(inputs["x"], dtype)
-    with keras.device(placement):
+    with keras.device(placement), dtype_policy(policy):
         net = build(path, arrays, dtype=dtype)
         net.set_weights([np.asarray(inputs["weights"][name], dtype=value.dtype) for name, value
                          in zip(inputs["weight_names"], net.get_weights())])
-    spe = variant == "steps-per-execution"
+    spe = "steps-per-execution" in parts
     # "fit" (as the file's author trains), the file's "train_on_batch" opt-in, or its step().
     how = "step" if what == "step" else keras_step_of(load_user_module(path))
     steps = steps_per_call(how, spe, inputs["x"])
@@ -193,7 +235,7 @@ def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dt
         arguments = compile_arguments(net) or {"optimizer": "adam",
                                                "loss": "mean_squared_error"}
         with keras.device(placement):  # the optimizer's variables next to the weights
-            net.compile(**arguments, jit_compile=True if variant == "compiled" else "auto",
+            net.compile(**arguments, jit_compile=True if "compiled" in parts else "auto",
                         steps_per_execution=STEPS_PER_EXECUTION if spe else 1)
     with keras.device(placement):  # the user's step gets tensors already on the device
         call = _call(net, what, steps, arrays, inputs, dtype, batch, path)
@@ -208,6 +250,8 @@ def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dt
         extra["keras_step"] = how
     if what == "train":
         extra["trained_with"] = trained_with_text(training)
+    if policy is not None:
+        extra["dtype_policy"] = policy
     # Through fit every variant runs the same block of steps per call, so each is checked
     # against the as-written reference. Only the opt-in's steps-per-execution call runs other
     # steps than its as-written (STEPS_PER_EXECUTION batches in one call against one): its

@@ -16,4 +16,7 @@ FRAMEWORK = FrameworkSpec(
     environment={"KERAS_BACKEND": "jax", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
     sync="output",
     also_requires=("jax",),
+    # Forked from a warm process (harness.run.forkserver): Keras' import on JAX initialises no
+    # backend; the pyarrow thread it brings (through pandas) is off in the warm process.
+    preload=("jax", "keras", "harness.backends.keras_jax.device", "harness.run.worker"),
 )

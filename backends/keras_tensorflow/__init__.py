@@ -16,4 +16,8 @@ FRAMEWORK = FrameworkSpec(
     environment={"KERAS_BACKEND": "tensorflow", "TF_FORCE_GPU_ALLOW_GROWTH": "true"},
     environment_defaults={"TF_CPP_MIN_LOG_LEVEL": "2"},
     also_requires=("tensorflow",),
+    # Forked from a warm process (harness.run.forkserver): importing TensorFlow starts no
+    # thread and no eager context. Not harness.backends.tensorflow.device: it lists the GPUs
+    # at import, which would initialise TF's devices in the warm process, where none is seen.
+    preload=("tensorflow", "keras", "harness.run.worker"),
 )

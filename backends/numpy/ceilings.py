@@ -6,12 +6,11 @@ misses is still there.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from harness.backends.numpy.device import NumpyDevice
-from harness.measure.ceilings import best_seconds, climb
+from harness.data.ceilings import MEMORY, Peaks
+from harness.measure.ceilings import LibraryProbe, best_seconds, climb
 
 
 def _rate(device: NumpyDevice, n: int) -> float:
@@ -19,12 +18,12 @@ def _rate(device: NumpyDevice, n: int) -> float:
     return 2 * n**3 / best_seconds(lambda: a @ a, device.synchronize) / 1e9
 
 
-def measure(device: NumpyDevice, sizes: list[int]) -> dict[str, Any]:
+def measure(device: NumpyDevice, sizes: list[int]) -> LibraryProbe:
     rates = climb(sizes, lambda n: _rate(device, n))
     best = max(rates, key=rates.__getitem__)
     nbytes = 1 << 28
     source = np.ones(nbytes // 4, dtype=np.float32)
     target = np.empty_like(source)
     copy_s = best_seconds(lambda: np.copyto(target, source), device.synchronize)
-    return {"peak_gflops": rates[best], "peak_gflops_by_precision": {"fp32": rates[best]},
-            "peak_reached_at_n": {"fp32": best}, "bandwidth_gbps": 2 * nbytes / copy_s / 1e9}
+    return LibraryProbe(Peaks({"fp32": rates[best]}, {MEMORY: 2 * nbytes / copy_s / 1e9}),
+                        {"fp32": best})

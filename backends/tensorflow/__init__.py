@@ -17,4 +17,8 @@ FRAMEWORK = FrameworkSpec(
     # is TensorFlow's only on Keras' TensorFlow backend, whatever the shell says.
     environment={"TF_FORCE_GPU_ALLOW_GROWTH": "true", "KERAS_BACKEND": "tensorflow"},
     environment_defaults={"TF_CPP_MIN_LOG_LEVEL": "2"},
+    # Forked from a warm process (harness.run.forkserver): importing TensorFlow starts no
+    # thread and creates no eager context (that happens at the first op, in the child). Not
+    # its device module: it lists the GPUs at import (harness.backends.keras_tensorflow).
+    preload=("tensorflow", "harness.run.worker"),
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import tensorflow as tf
@@ -87,11 +87,22 @@ def hlo_op_counts(hlo_text: str) -> dict[str, int]:
             "multiplications": len(re.findall(r"\bmultiply\(", hlo_text))}
 
 
+# What a loop task reports of what ran (op counts, fusion, the graph's settings): its extra.
+Evidence = dict[str, int | bool | str]
+
+
+class LoopOutput(TypedDict):
+    """What the check reads: the result, and what ran beside it (extra)."""
+
+    result: np.ndarray
+    extra: Evidence
+
+
 class LoopTask:
     """Runs `run() -> result` on the cell's device; `evidence()` says what really executed."""
 
     def __init__(self, run: Callable[[], Any], placement: str, device_kind: str,
-                 evidence: Callable[[], dict[str, Any]] | None = None) -> None:
+                 evidence: Callable[[], Evidence] | None = None) -> None:
         self.run, self.placement, self.device_kind = run, placement, device_kind
         self.evidence = evidence
         self.result: Any = None
@@ -100,10 +111,10 @@ class LoopTask:
         with tf.device(self.placement):
             self.result = self.run()
 
-    def output(self) -> dict[str, Any]:
+    def output(self) -> LoopOutput:
         result = tf.convert_to_tensor(self.result).numpy()
-        extra: dict[str, Any] = {"device_kind": self.device_kind,
-                                 "shape": "x".join(map(str, result.shape))}
+        extra: Evidence = {"device_kind": self.device_kind,
+                           "shape": "x".join(map(str, result.shape))}
         if self.evidence is not None:
             with tf.device(self.placement):
                 extra.update(self.evidence())
@@ -140,7 +151,7 @@ def compiled_task(a: tf.Tensor, b: tf.Tensor, iterations: int, placement: str,
         state["compiled_once"] = True
         return result
 
-    def evidence() -> dict[str, Any]:
+    def evidence() -> Evidence:
         hlo = compiled.experimental_get_compiler_ir(a, b)(stage="optimized_hlo")
         counts = hlo_op_counts(hlo)
         # XLA fuses the whole loop into one kernel (seen on CPU): held to a, b in, result out.
@@ -161,10 +172,10 @@ def graph_task(a: tf.Tensor, b: tf.Tensor, case: dict, placement: str,
     iterations = case["iterations"]
     timed_function = tf.function(loop_of(iterations))
 
-    def evidence() -> dict[str, Any]:
+    def evidence() -> Evidence:
         traced = timed_function.get_concrete_function(a, b).graph.as_graph_def()
-        found: dict[str, Any] = {"traced_nodes": len(traced.node),
-                                 "arithmetic_optimizer": "on" if folding_allowed else "off"}
+        found: Evidence = {"traced_nodes": len(traced.node),
+                           "arithmetic_optimizer": "on" if folding_allowed else "off"}
         executed = executed_graph_counts(lambda: tf.function(loop_of(iterations))(a, b))
         if not executed:
             return {**found, "op_count_source": "unavailable: TF recorded no function graph"}

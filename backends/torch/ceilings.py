@@ -7,12 +7,11 @@ matmul reached 2,112). The probe climbs sizes while a call stays affordable and 
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from harness.backends.torch.device import TorchDevice
-from harness.measure.ceilings import best_seconds, climb
+from harness.data.ceilings import HOST_LINK, MEMORY, Peaks
+from harness.measure.ceilings import LibraryProbe, best_seconds, climb
 
 
 def _rate(device: TorchDevice, n: int, dtype: torch.dtype, tf32: bool) -> float:
@@ -47,18 +46,16 @@ def pinned_h2d_gbps(device: TorchDevice, nbytes: int) -> float:
                                  device.synchronize) / 1e9
 
 
-def measure(device: TorchDevice, sizes: list[int]) -> dict[str, Any]:
+def measure(device: TorchDevice, sizes: list[int]) -> LibraryProbe:
     precisions = ({"fp32": (torch.float32, False), "tf32": (torch.float32, True),
                    "bf16": (torch.bfloat16, False)} if device.is_gpu
                   else {"fp32": (torch.float32, False)})
-    peaks, reached_at = {}, {}
+    peaks: dict[str, float] = {}
+    reached_at: dict[str, int] = {}
     for precision, (dtype, tf32) in precisions.items():
         peaks[precision], reached_at[precision] = matmul_gflops(device, sizes, dtype, tf32)
-    figures: dict[str, Any] = {"peak_gflops": peaks["fp32"], "peak_gflops_by_precision": peaks,
-                               "peak_reached_at_n": reached_at}
     if device.is_gpu:
-        figures["bandwidth_gbps"] = copy_gbps(device, 1 << 30)
-        figures["h2d_pinned_gbps"] = pinned_h2d_gbps(device, 1 << 28)
+        gbps = {MEMORY: copy_gbps(device, 1 << 30), HOST_LINK: pinned_h2d_gbps(device, 1 << 28)}
     else:
-        figures["bandwidth_gbps"] = copy_gbps(device, 1 << 28)
-    return figures
+        gbps = {MEMORY: copy_gbps(device, 1 << 28)}
+    return LibraryProbe(Peaks(peaks, gbps), reached_at)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 import torch
@@ -21,11 +21,22 @@ def loop_as_written(a: torch.Tensor, b: torch.Tensor, iterations: int) -> torch.
     return result
 
 
+# What a loop task reports of what ran (op counts, fusion, the graph's settings): its extra.
+Evidence = dict[str, int | bool | str]
+
+
+class LoopOutput(TypedDict):
+    """What the check reads: the result, and what ran beside it (extra)."""
+
+    result: np.ndarray
+    extra: Evidence
+
+
 class LoopTask:
     """Runs `run() -> result` under no_grad, as the seed did; `evidence()` adds what ran."""
 
     def __init__(self, run: Callable[[], torch.Tensor], device_kind: str,
-                 evidence: Callable[[], dict[str, Any]] | None = None) -> None:
+                 evidence: Callable[[], Evidence] | None = None) -> None:
         self.run, self.device_kind, self.evidence = run, device_kind, evidence
         self.result: torch.Tensor | None = None
 
@@ -33,10 +44,11 @@ class LoopTask:
         with torch.no_grad():
             self.result = self.run()
 
-    def output(self) -> dict[str, Any]:
+    def output(self) -> LoopOutput:
         assert self.result is not None  # output() follows the timed step() calls
         result = self.result.cpu().numpy()
-        extra = {"device_kind": self.device_kind, "shape": "x".join(map(str, result.shape))}
+        extra: Evidence = {"device_kind": self.device_kind,
+                           "shape": "x".join(map(str, result.shape))}
         if self.evidence is not None:
             with torch.no_grad():
                 extra.update(self.evidence())
@@ -97,7 +109,7 @@ def scripted_task(a: torch.Tensor, b: torch.Tensor, iterations: int,
     except Exception as exc:  # noqa: BLE001 - any scripting failure means no graph mode here
         raise VariantUnavailable(f"torch.jit.script failed: {type(exc).__name__}: {exc}") from exc
 
-    def evidence() -> dict[str, Any]:
+    def evidence() -> Evidence:
         scripted(a, b, iterations)
         graph_text = str(torch.jit.last_executed_optimized_graph())
         fusion_groups = len(re.findall(r"prim::(?:TensorExprGroup|FusionGroup|CudaFusionGroup)",

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -37,22 +37,89 @@ HOW = ("torch.utils.flop_counter formulas (FlopCounterMode's flop_registry: matm
        "convolutions, attention) plus the harness's for fused RNN, CPU attention and fused "
        "transformer ops (backends/torch/flops.py); elementwise ops count 0")
 
-Formula = Callable[[dict[str, Any], Any], int | None]
+T = TypeVar("T")
+
+# A FLOP count's coverage as the harness stores it in extra['flops_coverage'] (JSON).
+CoverageRecord = dict[str, bool | float | dict[str, int]]
 
 
-def coverage_record(complete: bool, uncounted_ops: dict[str, int],
-                    uncounted_param_share: float) -> dict[str, Any]:
-    """The record the harness reads as extra['flops_coverage'] (these key names exactly)."""
-    return {"complete": complete, "uncounted_ops": uncounted_ops,
-            "uncounted_param_share": uncounted_param_share}
+@dataclass(frozen=True)
+class FlopCoverage:
+    """What a count covers: complete, or the heavy ops without a formula (name -> calls) and
+    the share of the parameters' elements that reached only those."""
+
+    complete: bool
+    uncounted_ops: Mapping[str, int]
+    uncounted_param_share: float
+
+    def record(self) -> CoverageRecord:
+        """The record the harness reads as extra['flops_coverage'] (these key names exactly)."""
+        return {"complete": self.complete, "uncounted_ops": dict(self.uncounted_ops),
+                "uncounted_param_share": self.uncounted_param_share}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Counted:
-    """FLOPs of one call, and what the count covers (`coverage_record`)."""
+    """FLOPs of one call, and what the count covers."""
 
     flops: int
-    coverage: dict[str, Any] = field(default_factory=dict)
+    covered: FlopCoverage
+
+    @property
+    def coverage(self) -> CoverageRecord:
+        """The coverage as stored beside the count (a usermodel's count_flops returns it)."""
+        return self.covered.record()
+
+
+class OpArguments:
+    """One op call's arguments by their schema names, defaults filled in, read as the type a
+    formula needs: a value of another type raises TypeError, and the call counts as uncounted
+    (formula_for), never as a wrong number."""
+
+    def __init__(self, values: Mapping[str, object]) -> None:
+        self.values = values
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.values
+
+    def _typed(self, name: str, kind: type[T]) -> T:
+        value = self.values[name]
+        if not isinstance(value, kind):
+            raise TypeError(f"argument {name} is {type(value).__name__}, not {kind.__name__}")
+        return value
+
+    def tensor(self, name: str) -> torch.Tensor:
+        return self._typed(name, torch.Tensor)
+
+    def integer(self, name: str) -> int:
+        return self._typed(name, int)
+
+    def optional_integer(self, name: str) -> int | None:
+        """An int argument that an op may lack or leave None (proj_size)."""
+        return None if self.values.get(name) is None else self.integer(name)
+
+    def flag(self, name: str) -> bool:
+        return self._typed(name, bool)
+
+    def _items(self, name: str) -> list[object]:
+        value = self.values[name]
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(f"argument {name} is {type(value).__name__}, not a list")
+        return list(value)
+
+    def flags(self, name: str) -> list[bool]:
+        """A bool[N] argument (output_mask)."""
+        return [bool(item) for item in self._items(name)]
+
+    def tensors(self, name: str) -> list[torch.Tensor]:
+        """A Tensor[] argument (the MPS LSTM's params)."""
+        found = [item for item in self._items(name) if isinstance(item, torch.Tensor)]
+        if len(found) != len(self._items(name)):
+            raise TypeError(f"argument {name} holds a value that is not a tensor")
+        return found
+
+
+Formula = Callable[[OpArguments, object], int | None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,46 +153,47 @@ def tokens_of(sequence: torch.Tensor) -> int:
     return sequence.numel() // sequence.shape[-1] if sequence.shape[-1] else 0
 
 
-def fused_rnn(values: dict[str, Any], out: Any) -> int:
+def fused_rnn(args: OpArguments, out: object) -> int:
     """_cudnn_rnn / miopen_rnn: the whole stack, all layers and directions in one call."""
-    return rnn_flops(values["mode"], tokens_of(values["input"]), values["input"].shape[-1],
-                     values["hidden_size"], values.get("proj_size") or 0, values["num_layers"],
-                     values["bidirectional"])
+    sequence = args.tensor("input")
+    return rnn_flops(args.integer("mode"), tokens_of(sequence), sequence.shape[-1],
+                     args.integer("hidden_size"), args.optional_integer("proj_size") or 0,
+                     args.integer("num_layers"), args.flag("bidirectional"))
 
 
-def fused_rnn_backward(values: dict[str, Any], out: Any) -> int:
+def fused_rnn_backward(args: OpArguments, out: object) -> int:
     """_cudnn_rnn_backward / miopen_rnn_backward: the data pass (gradients of the inputs and
     hidden states: the forward's matmuls against the transposed weights, the same FLOPs) always
     runs; the weight pass (gate gradients times inputs and states, the same FLOPs again) runs
     where output_mask asks for weight gradients."""
-    forward = fused_rnn(values, out)
-    return forward * (2 if values["output_mask"][3] else 1)
+    forward = fused_rnn(args, out)
+    return forward * (2 if args.flags("output_mask")[3] else 1)
 
 
-def mkldnn_rnn_layer(values: dict[str, Any], out: Any) -> int:
+def mkldnn_rnn_layer(args: OpArguments, out: object) -> int:
     """oneDNN's RNN on the CPU (nn.LSTM without proj_size): one call per layer and direction,
     its input that layer's (layer 0: the model's; later: both directions' outputs, 2H)."""
-    sequence = values["input"]
-    return rnn_flops(values["mode"], tokens_of(sequence), sequence.shape[-1],
-                     values["hidden_size"], 0, 1, False)
+    sequence = args.tensor("input")
+    return rnn_flops(args.integer("mode"), tokens_of(sequence), sequence.shape[-1],
+                     args.integer("hidden_size"), 0, 1, False)
 
 
-def mkldnn_rnn_layer_backward(values: dict[str, Any], out: Any) -> int:
+def mkldnn_rnn_layer_backward(args: OpArguments, out: object) -> int:
     """oneDNN's backward of one layer and direction computes the data and the weight gradients
     together: twice the forward's matmuls."""
-    return 2 * mkldnn_rnn_layer(values, out)
+    return 2 * mkldnn_rnn_layer(args, out)
 
 
-def lstm_mps(values: dict[str, Any], out: Any) -> int:
+def lstm_mps(args: OpArguments, out: object) -> int:
     """The MPS LSTM: params holds w_ih (4H x in), w_hh (4H x H) [, biases] per layer."""
-    hidden = values["params"][1].shape[-1]
-    sequence = values["input"]
+    hidden = args.tensors("params")[1].shape[-1]
+    sequence = args.tensor("input")
     return rnn_flops(2, tokens_of(sequence), sequence.shape[-1], hidden, 0,
-                     values["num_layers"], values["bidirectional"])
+                     args.integer("num_layers"), args.flag("bidirectional"))
 
 
-def lstm_mps_backward(values: dict[str, Any], out: Any) -> int:
-    return 2 * lstm_mps(values, out)
+def lstm_mps_backward(args: OpArguments, out: object) -> int:
+    return 2 * lstm_mps(args, out)
 
 
 def attention_flops(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> int:
@@ -148,12 +216,13 @@ def attention_backward_flops(query: torch.Tensor, key: torch.Tensor,
     return 2 * heads * length * source * (3 * query.shape[-1] + 2 * value.shape[-1])
 
 
-def sdpa(values: dict[str, Any], out: Any) -> int:
-    return attention_flops(values["query"], values["key"], values["value"])
+def sdpa(args: OpArguments, out: object) -> int:
+    return attention_flops(args.tensor("query"), args.tensor("key"), args.tensor("value"))
 
 
-def sdpa_backward(values: dict[str, Any], out: Any) -> int:
-    return attention_backward_flops(values["query"], values["key"], values["value"])
+def sdpa_backward(args: OpArguments, out: object) -> int:
+    return attention_backward_flops(args.tensor("query"), args.tensor("key"),
+                                    args.tensor("value"))
 
 
 def sequence_lengths(batch: torch.Tensor) -> list[int] | None:
@@ -166,54 +235,54 @@ def sequence_lengths(batch: torch.Tensor) -> list[int] | None:
     return [batch.shape[1]] * batch.shape[0]
 
 
-def native_multi_head_attention(values: dict[str, Any], out: Any) -> int | None:
+def native_multi_head_attention(args: OpArguments, out: object) -> int | None:
     """nn.MultiheadAttention's fast path (eval, no grad): the q, k and v projections
     (E x E each, over the query's and the key's tokens), the attention of every query token
     to every key token of its sequence (E wide over all heads, both products), the output
     projection (E x E)."""
-    queries, keys = sequence_lengths(values["query"]), sequence_lengths(values["key"])
+    queries, keys = sequence_lengths(args.tensor("query")), sequence_lengths(args.tensor("key"))
     if queries is None or keys is None:
         return None
-    width = values["embed_dim"]
+    width = args.integer("embed_dim")
     pairs = sum(q * k for q, k in zip(queries, keys))
     projections = 2 * width * width * (2 * sum(queries) + 2 * sum(keys))
     return projections + 4 * width * pairs
 
 
-def transformer_encoder_layer(values: dict[str, Any], out: Any) -> int | None:
+def transformer_encoder_layer(args: OpArguments, out: object) -> int | None:
     """nn.TransformerEncoderLayer's fast path (eval, no grad): per token the fused qkv
     projection (E x 3E), the output projection (E x E) and the two feed-forward matmuls
     (E x F, F x E); per pair of tokens in a sequence the attention's two products (E wide)."""
-    lengths = sequence_lengths(values["src"])
+    lengths = sequence_lengths(args.tensor("src"))
     if lengths is None:
         return None
-    width, hidden = values["embed_dim"], values["ffn_weight_1"].shape[0]
+    width, hidden = args.integer("embed_dim"), args.tensor("ffn_weight_1").shape[0]
     tokens, pairs = sum(lengths), sum(length * length for length in lengths)
     per_token = 2 * width * (3 * width + width + 2 * hidden)
     return tokens * per_token + 4 * width * pairs
 
 
-def matrix_vector(values: dict[str, Any], out: Any) -> int:
+def matrix_vector(args: OpArguments, out: object) -> int:
     """mv / addmv: one multiply-add per matrix element (the added vector is elementwise)."""
-    matrix = values["self"] if "mat" not in values else values["mat"]
+    matrix = args.tensor("mat" if "mat" in args else "self")
     return 2 * matrix.numel()
 
 
-def dot(values: dict[str, Any], out: Any) -> int:
-    return 2 * values["self"].numel()
+def dot(args: OpArguments, out: object) -> int:
+    return 2 * args.tensor("self").numel()
 
 
-def addbmm(values: dict[str, Any], out: Any) -> int:
+def addbmm(args: OpArguments, out: object) -> int:
     """Batched products summed into one matrix: b x n x k by b x k x m (the sum over the
     batch is the multiply-adds' own accumulation)."""
-    batch, rows, inner = values["batch1"].shape
-    return 2 * batch * rows * inner * values["batch2"].shape[-1]
+    batch, rows, inner = args.tensor("batch1").shape
+    return 2 * batch * rows * inner * args.tensor("batch2").shape[-1]
 
 
-def addmm_activation(values: dict[str, Any], out: Any) -> int:
+def addmm_activation(args: OpArguments, out: object) -> int:
     """addmm with a fused relu/gelu (nn.Linear in some fused paths): the matmul's FLOPs."""
-    rows, inner = values["mat1"].shape
-    return 2 * rows * inner * values["mat2"].shape[-1]
+    rows, inner = args.tensor("mat1").shape
+    return 2 * rows * inner * args.tensor("mat2").shape[-1]
 
 
 FORMULAS: dict[str, Formula] = {
@@ -331,9 +400,9 @@ def op_name(func: Any) -> str:
     return f"{func.namespace}.{func._overloadpacket.__name__}"
 
 
-def bound(func: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+def bound(func: Any, args: tuple, kwargs: Mapping[str, object]) -> OpArguments:
     """The op's arguments by their schema names, defaults filled in."""
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for position, argument in enumerate(func._schema.arguments):
         if position < len(args) and not argument.kwarg_only:
             values[argument.name] = args[position]
@@ -341,11 +410,11 @@ def bound(func: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
             values[argument.name] = kwargs[argument.name]
         elif argument.has_default_value():
             values[argument.name] = argument.default_value
-    return values
+    return OpArguments(values)
 
 
 # (op, args, kwargs, output) -> FLOPs of that call, or None where it cannot tell.
-OpCounter = Callable[[Any, tuple, dict[str, Any], Any], int | None]
+OpCounter = Callable[[Any, tuple, Mapping[str, object], object], int | None]
 
 
 def formula_for(func: Any) -> OpCounter | None:
@@ -359,7 +428,7 @@ def formula_for(func: Any) -> OpCounter | None:
     if ours is None:
         return None
 
-    def counted(op: Any, args: tuple, kwargs: dict[str, Any], out: Any) -> int | None:
+    def counted(op: Any, args: tuple, kwargs: Mapping[str, object], out: object) -> int | None:
         try:
             return ours(bound(op, args, kwargs), out)
         except (KeyError, IndexError, TypeError, ValueError, RuntimeError):
@@ -465,14 +534,14 @@ class Counting(TorchDispatchMode):
             self.reach.uncounted |= reached
         return out
 
-    def coverage(self) -> dict[str, Any]:
+    def coverage(self) -> FlopCoverage:
         share = round(self.reach.uncounted_share(), 6)
-        return coverage_record(not self.uncounted and share == 0,
-                               dict(sorted(self.uncounted.items())), share)
+        return FlopCoverage(not self.uncounted and share == 0,
+                            dict(sorted(self.uncounted.items())), share)
 
 
 def count(call: Callable[[], Any]) -> Counted:
-    """FLOPs of one eager call of `call` (run once here), and its coverage record."""
+    """FLOPs of one eager call of `call` (run once here), and what the count covers."""
     with Counting() as counting:
         call()
     return Counted(counting.flops, counting.coverage())

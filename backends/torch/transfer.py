@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
@@ -29,7 +27,8 @@ class CopyMatmulTask:
         # .cpu() waits for the matmul: the caller gets a finished numpy array every call.
         self.c_host = torch.matmul(a, b).cpu().numpy()
 
-    def output(self) -> dict[str, Any]:
+    def output(self) -> dict[str, np.ndarray]:
+        assert self.c_host is not None  # output() follows the timed step() calls
         return {"c": self.c_host}
 
 
@@ -75,7 +74,7 @@ class OverlappedCopyMatmulTask:
             finished.record(self.compute_stream)
         self.slot_free[slot] = finished
 
-    def output(self) -> dict[str, Any]:
+    def output(self) -> dict[str, np.ndarray]:
         torch.cuda.synchronize(self.device)
         last_slot = (self.calls - 1) % self.SLOTS
         return {"c": self.c_slots[last_slot].numpy().copy()}
@@ -92,7 +91,7 @@ class HostToDeviceTask:
         # A fresh tensor each call (the caching allocator makes that cheap): nothing to reuse.
         self.on_device = self.host.to(self.device, non_blocking=self.non_blocking)
 
-    def output(self) -> dict[str, Any]:
+    def output(self) -> dict[str, np.ndarray]:
         assert self.on_device is not None  # output() follows the timed step() calls
         return {"copied": self.on_device.cpu().numpy()}
 
@@ -110,7 +109,7 @@ class DeviceToHostTask:
     def step(self) -> None:
         self.host.copy_(self.on_device, non_blocking=self.non_blocking)
 
-    def output(self) -> dict[str, Any]:
+    def output(self) -> dict[str, np.ndarray]:
         return {"copied": self.host.numpy().copy()}
 
 

@@ -1,8 +1,17 @@
-"""A user's torch model in one cell: as written, data resident, torch.compile, CUDA graph."""
+"""A user's torch model in one cell: as written, or with fixes applied (usermodel/spec.py).
+
+A variant is one fix or several joined with '+' ("resident+compiled+bf16"); each part changes
+one thing of the as-written step: where the inputs live (resident; cuda-graph needs them
+resident), how the step runs (torch.compile in one of its modes, a CUDA graph), its arithmetic
+(autocast bf16 / fp16 with a GradScaler, TF32), the layout (channels_last), or a process-wide
+switch (cudnn.benchmark, the CPU's thread count). Switches are set in the cell's own worker
+process, which runs this cell alone, so nothing outlives the cell.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,9 +21,23 @@ import torch
 from harness.backend import VariantUnavailable
 from harness.backends.torch import flops
 from harness.backends.torch.device import TorchDevice, require_cuda
-from harness.workloads.usermodel.common import ModelTask, add_deterministic, nested_map, user_code
+from harness.workloads.usermodel.common import (
+    ModelTask,
+    add_deterministic,
+    forward_variant,
+    nested_map,
+    user_code,
+)
 from harness.workloads.usermodel.source import UserCodeError, call_user, load_user_module
-from harness.workloads.usermodel.spec import KEPT_RESULTS
+from harness.workloads.usermodel.spec import (
+    CAPABILITIES,
+    GPU_ONLY,
+    KEPT_RESULTS,
+    THREADS,
+    TORCH_COMPILE_MODE,
+    declared_name,
+    split_parts,
+)
 
 if TYPE_CHECKING:
     from harness.backends.torch.graphs import CapturedOnFirstCall
@@ -58,28 +81,68 @@ def on_device(array: np.ndarray, handle: torch.device, dtype: torch.dtype) -> to
     return tensor.to(dtype) if tensor.is_floating_point() else tensor
 
 
+Autocast = Callable[[], AbstractContextManager[Any]]
+
+
 def training_call(net: Any, optimizer: torch.optim.Optimizer, inputs: Callable[[], list],
                   target: torch.Tensor,
                   loss_of: Callable[[Any, Any], Any] = torch.nn.functional.mse_loss,
+                  *, autocast: Autocast = nullcontext, scaled: ScaledUpdate | None = None,
                   ) -> Callable[[], torch.Tensor]:
     """One optimizer step on the loss against the fixed targets; returns the loss.
 
     Default: Adam on the mean squared error; the file's loss(output, target) and
-    optimizer(parameters) where it has them."""
+    optimizer(parameters) where it has them. `autocast` wraps forward and loss (the backward
+    runs outside it, as torch's AMP recipe says); `scaled` (fp16) scales the loss for the
+    backward and unscales the gradients before the update."""
     def call() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_of(net(*inputs()), target)
-        loss.backward()
-        optimizer.step()
+        with autocast():
+            loss = loss_of(net(*inputs()), target)
+        if scaled is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaled.backward_and_step(loss)
         return loss
     return call
 
 
-def inference_call(net: Any, inputs: Callable[[], list]) -> Callable[[], Any]:
+def inference_call(net: Any, inputs: Callable[[], list],
+                   autocast: Autocast = nullcontext) -> Callable[[], Any]:
     def call() -> Any:
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             return net(*inputs())
     return call
+
+
+class ScaledUpdate:
+    """fp16's GradScaler around the optimizer step, counting the updates it skipped among the
+    first `watched` calls (inf/NaN gradients at its scale: the loss then did not move, which
+    the check names). The scaler reads found-inf on the host every step anyway (a sync of
+    its own): counting adds a Python integer, no device work."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, device_type: str,
+                 watched: int) -> None:
+        self.optimizer, self.watched = optimizer, watched
+        self.scaler = torch.amp.GradScaler(device_type)
+        self.calls = self.updates = self.skipped = 0
+        optimizer.register_step_post_hook(self._updated)
+
+    def _updated(self, *args: Any) -> None:
+        self.updates += 1
+
+    def backward_and_step(self, loss: torch.Tensor) -> None:
+        before = self.updates
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.calls += 1
+        if self.calls <= self.watched and self.updates == before:
+            self.skipped += 1
+
+    def record(self) -> dict[str, Any]:
+        return {"skipped_updates": self.skipped}
 
 
 def training_parts(path: str, net: torch.nn.Module, capturable: bool,
@@ -135,57 +198,150 @@ class GraphModelTask(ModelTask):
         return super().step()
 
 
+# The parts this implementation runs (threads-N stands for every thread count).
+RUNS = frozenset(CAPABILITIES["torch"].variants)
+# Parts that change the arithmetic: a random step's deterministic forward runs them too.
+ARITHMETIC = ("bf16", "fp16", "tf32", "channels-last")
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def parts_of(variant: str) -> frozenset[str]:
+    """The variant's parts, or VariantUnavailable for one this implementation does not run."""
+    parts = split_parts(variant)
+    for part in parts:
+        if declared_name(part) not in RUNS:
+            raise VariantUnavailable(f"torch runs no variant {part!r} of a user model")
+    return frozenset(parts)
+
+
+def set_switches(parts: frozenset[str], device: TorchDevice) -> dict[str, Any]:
+    """Set the process-wide switches the parts ask for; what was set, for the case's extra.
+
+    Process-wide on purpose: the worker runs this one cell, and the switch must hold for
+    every op of the step, the user's own included."""
+    for part in parts & GPU_ONLY.keys():
+        if not device.is_gpu:
+            raise VariantUnavailable(f"variant {part} needs a CUDA device: {GPU_ONLY[part]}")
+    switched: dict[str, Any] = {}
+    if "tf32" in parts:  # set_float32_matmul_precision("high") and cuDNN's TF32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        switched["tf32"] = True
+    if "cudnn-benchmark" in parts:
+        torch.backends.cudnn.benchmark = True
+        switched["cudnn_benchmark"] = True
+    threads = [part for part in parts if declared_name(part) == THREADS]
+    if threads:
+        if device.is_gpu:
+            raise VariantUnavailable(f"{threads[0]} sets the CPU's thread count: a CPU variant")
+        torch.set_num_threads(int(threads[0].rpartition("-")[2]))
+    return switched
+
+
+def autocast_for(parts: frozenset[str], handle: torch.device, graphed: bool) -> Autocast:
+    """torch.autocast in the variant's precision (bf16 / fp16), else no context. A captured
+    graph must not keep autocast's cast cache (torch's CUDA-graph notes): off when graphed."""
+    dtype = next((AUTOCAST_DTYPES[part] for part in parts if part in AUTOCAST_DTYPES), None)
+    if dtype is None:
+        return nullcontext
+    return lambda: torch.autocast(handle.type, dtype=dtype, cache_enabled=not graphed)
+
+
+def channels_last(parts: frozenset[str], host_arrays: list[np.ndarray]) -> bool:
+    """Whether the variant asks for channels_last; refused for a model without 4-D inputs."""
+    if "channels-last" not in parts:
+        return False
+    if not any(array.ndim == 4 for array in host_arrays):
+        shapes = ", ".join(str(tuple(array.shape)) for array in host_arrays)
+        raise VariantUnavailable(f"channels-last lays out 4-D (image) tensors; this model's "
+                                 f"inputs have none ({shapes})")
+    return True
+
+
 def make_task(case: dict, variant: str, device: TorchDevice, inputs: dict[str, Any],
               dtype: torch.dtype = torch.float32, keep: int | None = None) -> ModelTask:
     with user_code(inputs["model"], f"preparing {variant}"):
+        forward = forward_variant(variant, ARITHMETIC)
         return add_deterministic(_make_task(variant, device, inputs, dtype, keep), inputs,
-                                 lambda forward: _make_task("as-written", device, forward,
-                                                            dtype, 1))
+                                 lambda forward_inputs: _make_task(forward, device,
+                                                                   forward_inputs, dtype, 1))
 
 
 def _make_task(variant: str, device: TorchDevice, inputs: dict[str, Any], dtype: torch.dtype,
                keep: int | None) -> ModelTask:
+    parts = parts_of(variant)
     path, what = inputs["model"], inputs["what"]
     handle = device.handle
+    extra: dict[str, Any] = set_switches(parts, device)
+    graphed = "cuda-graph" in parts
+    host_arrays = inputs["x"]
+    nhwc = channels_last(parts, host_arrays)
     net = build(path)
     load_weights(net, inputs["weights"], inputs["weight_names"])
     net = net.to(handle, dtype=dtype) if dtype != torch.float32 else net.to(handle)
-    host_arrays = inputs["x"]
-    resident = [on_device(array, handle, dtype) for array in host_arrays]
-    if variant == "as-written":  # copied from host memory on every call, as a plain loop does
+    if nhwc:
+        # Module.to takes memory_format (its **kwargs); torch's stubs list no such overload.
+        net = net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        extra["memory_format"] = "channels_last"
+
+    def placed(array: np.ndarray) -> torch.Tensor:
+        tensor = on_device(array, handle, dtype)
+        return tensor.contiguous(memory_format=torch.channels_last) \
+            if nhwc and tensor.dim() == 4 else tensor
+
+    resident = [placed(array) for array in host_arrays]
+    # Copied from host memory on every call, as a plain loop does, unless the variant keeps
+    # them on the device (resident) or must (a captured graph reads fixed addresses).
+    copied = not parts & {"resident", "cuda-graph"}
+    if copied:
         def current() -> list:
-            return [on_device(array, handle, dtype) for array in host_arrays]
+            return [placed(array) for array in host_arrays]
     else:
         def current() -> list:
             return resident
+    extra["inputs"] = "copied from host each call" if copied else "resident on the device"
     model: Any = net
-    if variant == "compiled":
-        model = torch.compile(net)
+    compiled = [part for part in parts if part in TORCH_COMPILE_MODE]
+    mode = TORCH_COMPILE_MODE[compiled[0]] if compiled else None
+    if compiled:
+        model = torch.compile(net, mode=mode)
+        extra["compile_mode"] = mode or "default"
+    autocast = autocast_for(parts, handle, graphed)
+    if autocast is not nullcontext:
+        extra["autocast"] = "bfloat16" if "bf16" in parts else "float16"
     optimizer = None
     trained_with = ""
+    scaled: ScaledUpdate | None = None
     if what == "train":
         net.train()
         target = on_device(inputs["targets"], handle, dtype)
-        loss_of, optimizer, trained_with = training_parts(path, net, variant == "cuda-graph")
+        loss_of, optimizer, trained_with = training_parts(path, net, graphed)
+        if "fp16" in parts:  # float16 gradients underflow without a loss scale
+            scaled = ScaledUpdate(optimizer, handle.type, KEPT_RESULTS["train"])
+            extra["loss_scaler"] = "torch.amp.GradScaler"
 
         def make_call(module: Any) -> Callable[[], Any]:
-            return training_call(module, optimizer, current, target, loss_of)
+            return training_call(module, optimizer, current, target, loss_of,
+                                 autocast=autocast, scaled=scaled)
     elif what == "inference":
         net.eval()
 
         def make_call(module: Any) -> Callable[[], Any]:
-            return inference_call(module, current)
+            return inference_call(module, current, autocast)
     else:
         user_step = load_user_module(path).step
 
         def make_call(module: Any) -> Callable[[], Any]:
             def call() -> Any:  # compiled: the step gets torch.compile(model), as users do
-                return user_step(module, *current())
+                with autocast():
+                    return user_step(module, *current())
             return call
     call = make_call(model)
     eager = call if model is net else make_call(net)
+    if mode == "reduce-overhead":
+        call = marked_steps(call)
     graph: CapturedOnFirstCall | None = None
-    if variant == "cuda-graph":
+    if graphed:
         require_cuda(device, variant)
         from harness.backends.torch.graphs import CapturedOnFirstCall  # noqa: PLC0415 - GPU cells only
 
@@ -195,17 +351,38 @@ def _make_task(variant: str, device: TorchDevice, inputs: dict[str, Any], dtype:
         graph = CapturedOnFirstCall(call, handle,
                                     after_capture=lambda: restore(net, initial, optimizer))
         call = graph
-    elif variant not in ("as-written", "resident", "compiled"):
-        raise VariantUnavailable(f"torch runs no variant {variant!r} of a user model")
     parameters = sum(p.numel() for p in net.parameters())
-    extra = {"parameters": parameters, "what": what}
+    extra.update(parameters=parameters, what=what)
     if trained_with:
         extra["trained_with"] = trained_with
     kept = (path, keep or KEPT_RESULTS[what], snapshot, to_numpy)
     task = (ModelTask(call, *kept, extra=extra) if graph is None
             else GraphModelTask(graph, *kept, extra=extra))
     task.eager = eager
+    if not device.is_gpu:  # the count it ran with, read after the timed calls
+        task.late_extra.append(lambda: {"threads": torch.get_num_threads()})
+    if scaled is not None:
+        task.late_extra.append(scaled.record)
+    if mode == "reduce-overhead" and device.is_gpu:
+        task.late_extra.append(compile_watch())
     return task
+
+
+def marked_steps(call: Callable[[], Any]) -> Callable[[], Any]:
+    """reduce-overhead's CUDA graphs reuse their output memory: each call is a new iteration,
+    which torch must be told (the kept results are copies, snapshot's)."""
+    def marked() -> Any:
+        torch.compiler.cudagraph_mark_step_begin()
+        return call()
+    return marked
+
+
+def compile_watch() -> Callable[[], dict[str, Any]]:
+    """Whether Inductor captured CUDA graphs for reduce-overhead, or why not (its skip log)."""
+    from harness.backends.torch.graphs import CompileWatch  # noqa: PLC0415 - GPU cells only
+
+    watch = CompileWatch(cuda_graphs_expected=True)
+    return lambda: {"cuda_graphs": watch.record()}
 
 
 def count_flops(task: ModelTask) -> tuple[float | None, str, dict[str, Any] | None]:

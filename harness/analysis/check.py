@@ -4,7 +4,8 @@ The product is a measurement, so a wrong printed number is the worst bug. This m
 run folder mechanically: measurements.csv against run.json row by row, run.json's derived
 fields (round medians, the kept attempt, declared FLOPs, energy) against its raw samples, the
 round orders against the plan, and the figures summary.md prints (the fastest table, the
-ranking, GPU vs CPU, rates, cold starts, energy lines, warnings) against a second computation.
+ranking, GPU vs CPU, rates, cold starts, energy lines, warnings, memory fits) against a second
+computation.
 
 Why a second computation: the report takes its statistics from harness.data.results.sample_stats
 and its tables from pandas; re-using them here would only prove that one function agrees with
@@ -27,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.analysis.memoryfit import BULLET_PREFIX as MEMORY_FIT_PREFIX
+from harness.analysis.memoryfit import DEVICE_RESERVE_BYTES, HOST_CASE_FIGURE
 from harness.analysis.plausibility import (
     bandwidth_limits,
     device_entry,
@@ -43,6 +46,7 @@ from harness.core.units import (
     format_size,
     size_label,
 )
+from harness.data.ceilings import MEMORY
 from harness.data.records import CaseEnergy, EnergyRecord
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.data.store import MEASUREMENTS_FILE, load_run
@@ -751,15 +755,16 @@ def _had_worker(result: CellResult) -> bool:
     return not (result.status == Status.UNAVAILABLE and not result.cases)
 
 
-def _worker_cells(document: RunDocument) -> list[int]:
-    """Plan indices of the cells that ran in a worker (not refused without one)."""
+def _worker_cells(document: RunDocument, unreached: bool = False) -> list[int]:
+    """Plan indices of the cells that ran in a worker (not refused without one); `unreached`:
+    also those a stopped run never reached (no result), which its rounds had shuffled too."""
     results = {(c.variant, c.framework, c.device): c for c in document.cells}
     found = []
     for index, planned in enumerate(document.planned_cells):
         key = (str(planned.get("variant", "")), str(planned.get("framework", "")),
                str(planned.get("device", "")))
         result = results.get(key)
-        if result is not None and _had_worker(result):
+        if (result is not None and _had_worker(result)) or (result is None and unreached):
             found.append(index)
     return found
 
@@ -783,11 +788,19 @@ def check_round_orders(ledger: Ledger, document: RunDocument, shuffle: Shuffle |
                    f"{workers} (the cells that have workers)")
     if shuffle is None or document.seed is None or document.resumed:
         return
-    expected = [[workers[position] for position in order]
-                for order in shuffle(len(workers), document.rounds, document.seed)]
+    shuffled = _worker_cells(document, unreached=document.interrupted)
+    expected = [[shuffled[position] for position in order]
+                for order in shuffle(len(shuffled), document.rounds, document.seed)]
     ran_rounds = len(orders)
-    ledger.verdict("", "round orders vs the seeded shuffle", where,
-                   orders == expected[:ran_rounds], str(orders), str(expected[:ran_rounds]))
+    # A run stopped within a round ran that round's shuffled order only up to where it
+    # stopped: the last recorded order is then the shuffle's cells that ran, in its order.
+    last_cut = document.interrupted and ran_rounds and orders[-1] != expected[ran_rounds - 1]
+    matches = orders[:-1] == expected[:ran_rounds - 1] and (
+        orders[-1] == expected[ran_rounds - 1] if not last_cut else
+        orders[-1] == [index for index in expected[ran_rounds - 1] if index in orders[-1]])
+    ledger.verdict("", "round orders vs the seeded shuffle", where, matches, str(orders),
+                   str(expected[:ran_rounds]) + (" (the last round stopped: the cells of its "
+                                                 "order that ran)" if last_cut else ""))
 
 
 # --- d: summary.md, parsed ---------------------------------------------------------------------
@@ -835,6 +848,16 @@ IMPLAUSIBLE = re.compile(r"^- IMPLAUSIBLE: (?P<machine>.+?), (?P<fw>\S+) (?P<dev
 PROBE_LOW = re.compile(r"^- The ceiling probe was low on (?P<machine>.+) (?P<dev>\S+): it "
                        r"measured (?P<probe>[\d,]+) (?P<metric>GFLOP/s|GB/s), but (?P<fw>\S+) "
                        r"(?P<variant>\S+)(?: at [^=]+=(?P<size>.+?))? reached (?P<rate>[\d,]+) ")
+BYTES_TEXT = r"-?[\d.,]+ (?:B|KiB|MiB|GiB|TiB)"
+BATCH_TEXT = r"\d{1,3}(?:,\d{3})*"
+MEMORY_FIT = re.compile(  # harness.analysis.memoryfit MemoryFit.line, as a summary.md bullet
+    r"^- Memory fit \(run `(?P<run>[^`]+)`\): (?P<dev>\S+) \((?P<fw>[^,)]+)"
+    rf"(?:, (?P<variant>[^)]+))?\): (?:the largest batch predicted to fit in "
+    rf"(?P<capacity>{BYTES_TEXT})(?: \(of {BYTES_TEXT}\)| of RAM| \((?P<given>given)\))? is "
+    rf"(?:~(?P<batch>{BATCH_TEXT})|none[^(]*) \(|peak memory )fixed (?P<fixed>{BYTES_TEXT}) \+ "
+    rf"(?P<per>{BYTES_TEXT}) per sample, fitted over (?P<sizes>\d+) sizes up to "
+    rf"(?P<largest>{BATCH_TEXT})(?:, largest residual (?P<residual>{BYTES_TEXT}))?(?:.*?; the "
+    r"predicted crossover \(batch ~(?P<cross>[\d,.]+)\) lies (?P<side>below|above))?")
 KIND_OF_VERDICT = (("GPU faster from", "crossover"), ("GPU faster at every", "gpu-always"),
                    ("CPU faster at every", "cpu-always"), ("GPU leads only", "mixed"),
                    ("GPU faster at the one", "gpu-always"), ("CPU faster at the one", "cpu-always"),
@@ -971,7 +994,7 @@ class SummaryCheck:
             ("- Why the GPU loses", self.why), ("- noisy (IQR/median", self.noisy),
             ("- IMPLAUSIBLE: ", self.implausible), ("- The ceiling probe was low", self.probe),
             ("- Distinct training samples: ", self.distinct),
-            ("- ", self.energy)]
+            (MEMORY_FIT_PREFIX, self.memory_fit), ("- ", self.energy)]
         for number, line in enumerate(self.lines, start=1):
             self.number = number
             self.exponents(line)
@@ -1243,7 +1266,7 @@ class SummaryCheck:
                 probe = flop_limits(entry, precision_of(measured.cell.variant, precisions))[0]
             else:
                 probe = bandwidth_limits(entry, hints.get("bandwidth_ceiling")
-                                         or "bandwidth_gbps")[0]
+                                         or MEMORY)[0]
             if probe is not None:
                 found.append(float(probe))
         return found
@@ -1748,6 +1771,22 @@ class SummaryCheck:
         self.ledger.verdict("", "share of the planned epoch", self.where, match[2] == share,
                             match[2], share)
 
+    def memory_fit(self, line: str) -> None:
+        """A memory fit's bullet: its line refitted with numpy from the run's peaks."""
+        match = MEMORY_FIT.match(line)
+        if match is None:
+            return  # 'no memory fit: why' says no figure
+        document = next((d for d in self.pool.documents if d.run_id == match["run"]), None)
+        cells = [] if document is None else [
+            cell for cell in document.cells if (cell.framework, cell.device) ==
+            (match["fw"], match["dev"]) and match["variant"] in (None, cell.variant)]
+        subject = f"{match['fw']} {match['dev']} {match['variant'] or ''}".strip()
+        if document is None or len(cells) != 1:
+            self.ledger.cannot(subject, "memory fit", self.where,
+                               f"{len(cells)} cells of run {match['run']} match")
+            return
+        check_memory_fit(self.ledger, self.where, subject, document, cells[0], match)
+
     def run_line(self, line: str) -> None:
         self.run_id = line[3:].partition("`")[0]
 
@@ -1839,6 +1878,94 @@ def _first_case_per_cell(cases: list[Measured]) -> list[Measured]:
         key = (item.machine, item.cell.framework, item.cell.device, item.cell.variant)
         first.setdefault(key, item)
     return list(first.values())
+
+
+def memory_points(document: RunDocument, cell: CellResult) -> list[tuple[float, float]]:
+    """(batch, peak bytes) of each case: the device's reserved peak where known, else the
+    allocated one, on a GPU; the case's own host peak on a CPU."""
+    points = []
+    for case in cell.cases:
+        batch = case.case.get(document.sweep)
+        peak = (case.peak_device_reserved_bytes or case.peak_device_allocated_bytes
+                if device_kind(cell.device) == "gpu" else case.extra.get(HOST_CASE_FIGURE))
+        if isinstance(batch, (int, float)) and not isinstance(batch, bool) and batch > 0 \
+                and isinstance(peak, (int, float)) and peak > 0:
+            points.append((float(batch), float(peak)))
+    return points
+
+
+def memory_capacity(document: RunDocument, cell: CellResult) -> float | None:
+    """The bytes a cell may fill as the run recorded them (a GPU: less the assumed reserve)."""
+    host = cell.host or document.host
+    if device_kind(cell.device) != "gpu":
+        total = host.get("memory_bytes")
+        return float(total) if isinstance(total, (int, float)) else None
+    totals = host.get("gpu_memory_bytes") or []
+    index = int(cell.device.partition(":")[2] or 0)
+    return (float(totals[index]) - DEVICE_RESERVE_BYTES
+            if index < len(totals) and isinstance(totals[index], (int, float)) else None)
+
+
+def check_memory_fit(ledger: Ledger, where: str, subject: str, document: RunDocument,
+                     cell: CellResult, match: re.Match[str]) -> None:
+    """Every figure of one memory fit's line against a numpy least-squares refit."""
+    points = memory_points(document, cell)
+    batches = np.array([batch for batch, _ in points])
+    peaks = np.array([peak for _, peak in points])
+    sizes = len(set(batches.tolist()))
+    ledger.verdict(subject, "memory fit: sizes", where, match["sizes"] == str(sizes),
+                   match["sizes"], str(sizes))
+    if sizes < 2:
+        return
+    slope, fixed_bytes = (float(value) for value in np.polyfit(batches, peaks, 1))
+    ledger.printed(subject, "memory fit: fixed", where, printed_bytes(match["fixed"]),
+                   fixed_bytes, format_bytes)
+    ledger.printed(subject, "memory fit: per sample", where, printed_bytes(match["per"]),
+                   slope, format_bytes)
+    largest_size = f"{int(batches.max()):,}"
+    ledger.verdict(subject, "memory fit: largest size", where, match["largest"] == largest_size,
+                   match["largest"], largest_size)
+    if match["residual"]:
+        residual = float(np.abs(peaks - (fixed_bytes + slope * batches)).max())
+        ledger.printed(subject, "memory fit: largest residual", where,
+                       printed_bytes(match["residual"]), residual, format_bytes)
+    if match["capacity"] is None:
+        return
+    capacity = memory_capacity(document, cell)
+    if match["given"] or capacity is None:
+        ledger.cannot(subject, "memory fit: largest batch", where,
+                      "the capacity was given, not recorded in the run")
+        return
+    ledger.printed(subject, "memory fit: capacity", where, printed_bytes(match["capacity"]),
+                   capacity, format_bytes)
+    largest = max(0, math.floor((capacity - fixed_bytes) / slope)) if slope > 0 else None
+    if match["batch"] is not None and largest is not None:
+        # Printed rounded down to 3 significant digits; agreeing within one unit of the third
+        # covers a refit whose last bits put the batch across a rounding step.
+        step = 10 ** max(0, len(str(largest)) - 3)
+        printed = _number(match["batch"])
+        ledger.verdict(subject, "memory fit: largest batch", where,
+                       largest - step < printed <= largest, match["batch"], f"{largest:,}")
+    if match["cross"] is not None and largest is not None:
+        check_memory_crossover(ledger, where, subject, document, cell, match, largest)
+
+
+def check_memory_crossover(ledger: Ledger, where: str, subject: str, document: RunDocument,
+                           cell: CellResult, match: re.Match[str], largest: int) -> None:
+    """The stored predicted crossover and its side of the largest batch predicted to fit."""
+    stored = next((record.get("size") for record in document.predictions
+                   if (record.get("framework"), record.get("variant")) ==
+                   (cell.framework, cell.variant) and record.get("kind") == "crossover"), None)
+    if not isinstance(stored, (int, float)):
+        ledger.cannot(subject, "memory fit: predicted crossover", where,
+                      "run.json stores no predicted crossover for this cell")
+        return
+    ledger.printed(subject, "memory fit: predicted crossover", where,
+                   printed_general(match["cross"], 2), float(stored),
+                   lambda value: f"{value:,.0f}")
+    side = "below" if stored <= largest else "above"
+    ledger.verdict(subject, "memory fit: crossover side", where, match["side"] == side,
+                   match["side"], side)
 
 
 # --- the whole audit ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """One place that decides whether a rate is plausible, for the CLI table and the report alike.
 
-Two limits per rate (see harness/ceilings.py for how each is measured):
+Two limits per rate, read from the run's ceilings record (harness.data.ceilings; see
+harness/measure/ceilings.py for how each is measured):
 - the probe: the best this machine's own matmul/copy reached. A result above it by more than
   PROBE_MARGIN means the probe was low (a probe is a sample, not a law): the result becomes the
   ceiling and the report says so;
@@ -16,11 +17,11 @@ nobody measured is no ceiling to be a share of.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from harness.core.units import device_kind
-from harness.measure.bounds import Bound, HostFacts, physical_bound
+from harness.data.ceilings import MEMORY, Bound, Ceilings, DeviceCeiling
+from harness.measure.bounds import HostFacts, physical_bound
 
 # A simple kernel's best case (one large matmul, a 1:1 copy) can be edged past by a few percent
 # by other kernels (3 reads per write beat a copy).
@@ -56,7 +57,7 @@ class RateVerdict:
         return ""
 
 
-def precision_of(variant: str, declared: dict[str, str] | None = None) -> str:
+def precision_of(variant: str, declared: Mapping[str, str] | None = None) -> str:
     """A variant's arithmetic precision: as its workload declared it (the variant_precision
     hint), else what its name implies (fp32 unless it names another)."""
     if declared and variant in declared:
@@ -65,39 +66,36 @@ def precision_of(variant: str, declared: dict[str, str] | None = None) -> str:
     return next((marker for marker in REDUCED_PRECISION_MARKERS if marker in name), "fp32")
 
 
-def device_entry(ceilings: dict[str, Any] | None, device: str) -> dict[str, Any]:
-    """A device's ceilings ('cuda:0' falls back to 'cuda', then 'gpu'); {} when none."""
-    if not ceilings:
-        return {}
-    kind = device_kind(device)
-    for name in (device, device.split(":")[0], kind):
-        entry = ceilings.get(name)
-        if isinstance(entry, dict) and "error" not in entry:
-            return entry
-    return {}
+def device_entry(ceilings: Ceilings | None, device: str) -> DeviceCeiling | None:
+    """A device's ceilings ('cuda:0' falls back to 'cuda', then 'gpu'); None when none."""
+    return ceilings.for_device(device) if ceilings else None
 
 
-def _positive(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+def _positive(value: float | None) -> float | None:
+    return value if value is not None and value > 0 else None
 
 
-def flop_limits(entry: dict[str, Any], precision: str) -> tuple[float | None, float | None]:
+def _with_margin(probe: float | None, bound: float | None) -> tuple[float | None, float | None]:
+    """(probe, bound); runs from before bounds: the probe with PROBE_MARGIN is the bound."""
+    return probe, bound or (probe * PROBE_MARGIN if probe else None)
+
+
+def flop_limits(entry: DeviceCeiling | None, precision: str
+                ) -> tuple[float | None, float | None]:
     """(probe, bound) for a FLOP rate at a precision; a precision without a probe has none."""
-    by_precision = entry.get("peak_gflops_by_precision") or {}
-    probe = _positive(by_precision.get(precision)) or _positive(
-        entry.get(f"peak_gflops_{precision}"))
-    if probe is None and precision == "fp32":
-        probe = _positive(entry.get("peak_gflops"))
-    physical = (entry.get("physical") or {}).get("gflops_by_precision") or {}
-    bound = _positive(physical.get(precision))
-    return probe, bound or (probe * PROBE_MARGIN if probe else None)
+    if entry is None:
+        return None, None
+    bound = entry.physical.gflops.get(precision) if entry.physical else None
+    return _with_margin(_positive(entry.gflops(precision)), _positive(bound))
 
 
-def bandwidth_limits(entry: dict[str, Any], key: str) -> tuple[float | None, float | None]:
-    """(probe, bound) for a byte rate held to ceiling `key` (bandwidth_gbps, h2d_pinned_gbps)."""
-    probe = _positive(entry.get(key))
-    bound = _positive((entry.get("physical") or {}).get(key))
-    return probe, bound or (probe * PROBE_MARGIN if probe else None)
+def bandwidth_limits(entry: DeviceCeiling | None, link: str
+                     ) -> tuple[float | None, float | None]:
+    """(probe, bound) for a byte rate held to the ceiling of `link` (MEMORY, HOST_LINK)."""
+    if entry is None:
+        return None, None
+    bound = entry.physical.gbps.get(link) if entry.physical else None
+    return _with_margin(_positive(entry.gbps(link)), _positive(bound))
 
 
 def judge(rate: float, metric: str, probe: float | None, bound: float | None,
@@ -113,10 +111,9 @@ def judge(rate: float, metric: str, probe: float | None, bound: float | None,
     return RateVerdict(metric, rate, probe, bound, "ok", how)
 
 
-def bound_how(entry: dict[str, Any], key: str) -> str:
-    """The sentence an entry's physical bound for `key` (a precision, a ceiling) came with."""
-    how = (entry.get("physical") or {}).get("how") or {}
-    return str(how.get(key) or "")
+def bound_how(entry: DeviceCeiling | None, key: str) -> str:
+    """The sentence an entry's physical bound for `key` (a precision, a link) came with."""
+    return entry.physical.how.get(key, "") if entry and entry.physical else ""
 
 
 def limits_with_fallback(limits: tuple[float | None, float | None], how: str, key: str,
@@ -125,13 +122,13 @@ def limits_with_fallback(limits: tuple[float | None, float | None], how: str, ke
     or a ceiling key) where the ceilings have neither a probe nor a bound for it."""
     if limits != (None, None) or fallback is None:
         return (*limits, how)
-    rate = fallback.gflops.get(key, fallback.gbps.get(key))
+    rate = fallback.rate(key)
     return None, rate, fallback.how.get(key, "") if rate is not None else ""
 
 
 def judge_case(gflops: float | None, gbps: float | None, variant: str, device: str,
-               ceilings: dict[str, Any] | None, bandwidth_key: str = "bandwidth_gbps",
-               precisions: dict[str, str] | None = None,
+               ceilings: Ceilings | None, bandwidth_key: str = MEMORY,
+               precisions: Mapping[str, str] | None = None,
                host_facts: HostFacts | None = None) -> list[RateVerdict]:
     """Every rate a case has, judged; the report and the CLI both call this.
 

@@ -8,6 +8,7 @@ from typing import Any
 from harness.analysis.plausibility import judge_case
 from harness.core import registry
 from harness.data import fields
+from harness.data.ceilings import MEMORY, Ceilings, DeviceCeiling
 from harness.data.results import CaseResult, CellResult, HarnessCost, RunDocument
 from harness.spec import BadInput, WorkloadSpec
 
@@ -97,9 +98,8 @@ def summarize_case(spec: WorkloadSpec, cell: CellResult, case: CaseResult) -> Ca
     )
 
 
-def summarize_result(spec: WorkloadSpec, result: CellResult | dict[str, Any]) -> list[CaseSummary]:
+def summarize_result(spec: WorkloadSpec, cell: CellResult) -> list[CaseSummary]:
     """One summary per case, plus a status-only row when the cell stopped short."""
-    cell = result if isinstance(result, CellResult) else CellResult.from_dict(result)
     summaries = [summarize_case(spec, cell, case) for case in cell.cases]
     if cell.stopped_short:
         summaries.append(CaseSummary(
@@ -109,11 +109,11 @@ def summarize_result(spec: WorkloadSpec, result: CellResult | dict[str, Any]) ->
     return summaries
 
 
-def implausibility(summary: CaseSummary, ceilings: dict[str, Any] | None,
-                   bandwidth_key: str = "bandwidth_gbps",
+def implausibility(summary: CaseSummary, ceilings: DeviceCeiling | None,
+                   bandwidth_key: str = MEMORY,
                    precisions: dict[str, str] | None = None) -> str:
     """The CLI's flag for a case: IMPLAUSIBLE above physics, a note when the probe was low."""
-    device_ceilings = {summary.device: ceilings} if ceilings else None
+    device_ceilings = Ceilings({summary.device: ceilings}) if ceilings else None
     verdicts = judge_case(summary.gflops, summary.gbps, summary.variant, summary.device,
                           device_ceilings, bandwidth_key, precisions)
     return "; ".join(text for text in (verdict.text() for verdict in verdicts) if text)
@@ -170,15 +170,13 @@ def ceilings_line(document: RunDocument) -> str:
     has no probed ceilings (--no-ceilings, no rate to judge, cells run elsewhere)."""
     from harness.measure.ceilings import REMEMBER_FOR_DAYS
 
-    entries = {device: figures for device, figures in (document.ceilings or {}).items()
-               if isinstance(figures, dict) and "error" not in figures}
-    remembered = {device: figures["remembered"] for device, figures in entries.items()
-                  if isinstance(figures.get("remembered"), dict)}
-    reasons = [str(figures["probed_because"]) for figures in entries.values()
-               if figures.get("probed_because")]
+    entries = document.ceilings.measured()
+    remembered = {device: entry.remembered for device, entry in entries.items()
+                  if entry.remembered}
+    reasons = [entry.probed_because for entry in entries.values() if entry.probed_because]
     parts = []
     if remembered:
-        dates = sorted({str(known.get("probed")) for known in remembered.values()})
+        dates = sorted({known.probed for known in remembered.values()})
         which = "" if len(remembered) == len(entries) else f" for {', '.join(sorted(remembered))}"
         parts.append(f"ceilings remembered from {', '.join(dates)}{which} (this machine's probe; "
                      "--probe-ceilings measures again)")

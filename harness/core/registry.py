@@ -4,11 +4,14 @@ Three sources, later ones overriding earlier ones:
 1. the built-in tables below (so a source checkout works without `pip install`);
 2. Python entry points, groups `harness.workloads` and `harness.frameworks`: how an installed
    plugin package adds its own (see examples/harness-softmax), as pytest and benchopt do;
-3. modules named in $HARNESS_PLUGINS (comma-separated module names, importable from PYTHONPATH,
-   or paths of .py files) with WORKLOADS / FRAMEWORKS dicts, whose values are "module:attribute"
-   strings or the WorkloadSpec / FrameworkSpec objects themselves: for quick experiments and the
-   test suite's fault-injection backend. A module that fails to import is one warning line and
-   a workload of its name that lists as `unavailable` with the reason.
+3. the plugin modules of the run's settings (harness.core.settings: HARNESS_PLUGINS,
+   comma-separated module names, importable from PYTHONPATH, or paths of .py files) with
+   WORKLOADS / FRAMEWORKS dicts, whose values are "module:attribute" strings or the
+   WorkloadSpec / FrameworkSpec objects themselves: for quick experiments and the test suite's
+   fault-injection backend. A module that fails to import is one warning line and a workload
+   of its name that lists as `unavailable` with the reason. They are merged at the first
+   lookup (`use_plugins`), so a worker loads the plugins its settings name, never the ones of
+   an environment it inherited.
 A workload is known by the name it is registered under (an entry point's name, a WORKLOADS
 key), whatever its spec's `name` says. `model-<stem>`, where no workload of that name is
 registered, names a user's model file
@@ -30,11 +33,11 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from harness.core import settings
 from harness.spec import BadInput, FrameworkSpec, WorkloadSpec
 
 WORKLOAD_GROUP = "harness.workloads"
 FRAMEWORK_GROUP = "harness.frameworks"
-PLUGINS_ENV = "HARNESS_PLUGINS"
 MODEL_PREFIX = "model-"
 # The your-own-model workload plugin: its spec for `model-<stem>` names, and the modules the
 # CLI and API call for --model (plan: inspect and prepare in child processes; describe).
@@ -66,6 +69,8 @@ WORKLOADS: dict[str, Any] = dict(BUILTIN_WORKLOADS)
 FRAMEWORKS: dict[str, Any] = dict(BUILTIN_FRAMEWORKS)
 # Plugin problems found while registering: shown once as warning lines, never raised.
 LOAD_WARNINGS: list[str] = []
+# The plugin modules merged so far, each once.
+PLUGINS_LOADED: list[str] = []
 
 
 class PluginUnavailable(BadInput):
@@ -81,17 +86,16 @@ def _entry_points(group: str) -> dict[str, str]:
     return {entry.name: entry.value for entry in found}
 
 
-def _env_plugins() -> None:
-    """Merge WORKLOADS / FRAMEWORKS from modules named in $HARNESS_PLUGINS.
-
-    Why the environment: worker processes must see the same plugins as the CLI.
-    """
-    for module_name in filter(None, (part.strip() for part in
-                                     os.environ.get(PLUGINS_ENV, "").split(","))):
+def use_plugins(module_names: tuple[str, ...] | list[str]) -> None:
+    """Merge WORKLOADS / FRAMEWORKS from these plugin modules (each once per process)."""
+    for module_name in module_names:
+        if module_name in PLUGINS_LOADED:
+            continue
+        PLUGINS_LOADED.append(module_name)
         try:
             plugin = _import(module_name)
         except Exception as exc:  # noqa: BLE001 - one warning line, the rest still works
-            LOAD_WARNINGS.append(f"plugin module {module_name!r} ($HARNESS_PLUGINS) failed to "
+            LOAD_WARNINGS.append(f"plugin module {module_name!r} (HARNESS_PLUGINS) failed to "
                                  f"import: {type(exc).__name__}: {exc}")
             # Listed as unavailable under its own name, the reason found again on loading.
             WORKLOADS.setdefault(_plugin_label(module_name), f"{module_name}:WORKLOADS")
@@ -103,7 +107,23 @@ def _env_plugins() -> None:
 def _register() -> None:
     WORKLOADS.update(_entry_points(WORKLOAD_GROUP))
     FRAMEWORKS.update(_entry_points(FRAMEWORK_GROUP))
-    _env_plugins()
+
+
+def _with_plugins() -> None:
+    """The active settings' plugins merged (harness.core.settings.active_plugins)."""
+    use_plugins(settings.active_plugins())
+
+
+def workload_names() -> list[str]:
+    """Every registered workload's name, plugins included."""
+    _with_plugins()
+    return list(WORKLOADS)
+
+
+def framework_names() -> list[str]:
+    """Every registered framework's name, plugins included."""
+    _with_plugins()
+    return list(FRAMEWORKS)
 
 
 def _plugin_label(module_name: str) -> str:
@@ -149,6 +169,7 @@ def load_workload(name: str) -> WorkloadSpec:
     The spec answers to the registered name even where its own `name` differs (an entry point
     named otherwise), so every cell's worker finds it again by that name.
     """
+    _with_plugins()
     if name.startswith(MODEL_PREFIX) and name not in WORKLOADS:  # a user's model file
         return _load_attribute(MODEL_SPEC)(name)
     if name not in WORKLOADS:
@@ -187,6 +208,7 @@ def load_framework(name: str) -> FrameworkSpec:
 
 
 def check_framework_name(name: str) -> None:
+    _with_plugins()
     if name not in FRAMEWORKS:
         raise BadInput(f"unknown framework {name!r}; valid: {', '.join(FRAMEWORKS)}")
 
@@ -229,4 +251,4 @@ def warn_once(stream: Any = None) -> None:
         print(f"harness: warning: {LOAD_WARNINGS.pop(0)}", file=stream or sys.stderr)
 
 
-_register()  # last: it uses the loaders above
+_register()  # last: it uses the loaders above (plugins: at the first lookup)

@@ -5,53 +5,30 @@ nested JSON objects `extra["energy"]` ({"device": ..., "host": ...}) and `extra[
 everything that reads them back (the declared CSV columns in harness.data.fields, the report's
 energy and GPU-state views) goes through these classes instead of chains of `.get()`. Every
 record says whether it holds figures (`status` "ok") or why not ("unavailable", "not
-measured", "error", with a `reason`). Keys a newer worker adds are kept in `extra_fields` and
-written back, and missing keys read as None, so older run folders load unchanged.
+measured", "error", with a `reason`). They serialize through harness.data.serial like every
+record of run.json: keys are written where set (the layout the worker wrote before these types
+existed), keys a newer worker adds are kept in `extra_fields` and written back, and missing
+keys read as their defaults, so older run folders load unchanged.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from harness.data.serial import ALWAYS, IF_SET, JsonObject, JsonRecord
 
 OK = "ok"
 UNAVAILABLE = "unavailable"
 NOT_MEASURED = "not measured"
 NOT_RECORDED = "not recorded"  # no record at all: an older run, or a case that was never timed
 
-Record = TypeVar("Record", bound="_JsonRecord")
 
 
-class _JsonRecord:
-    """to_dict/from_dict for a frozen dataclass of JSON values and nested records.
+class _JsonRecord(JsonRecord):
+    """A record of a case's `extra`: its keys are written where set, `status` always."""
 
-    to_dict leaves out None and '' (the layout the worker wrote before these types existed),
-    except the names in ALWAYS; NESTED names the fields that hold another record.
-    """
-
-    ALWAYS: ClassVar[tuple[str, ...]] = ("status",)
-    NESTED: ClassVar[dict[str, type[_JsonRecord]]] = {}
-    extra_fields: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        document: dict[str, Any] = {}
-        for item in fields(self):  # type: ignore[arg-type]  # every subclass is a dataclass
-            value = getattr(self, item.name)
-            if item.name == "extra_fields" or (
-                    item.name not in self.ALWAYS and (value is None or value == "")):
-                continue
-            document[item.name] = value.to_dict() if isinstance(value, _JsonRecord) else value
-        return {**document, **self.extra_fields}
-
-    @classmethod
-    def from_dict(cls: type[Record], document: dict[str, Any]) -> Record:
-        names = {item.name for item in fields(cls)} - {"extra_fields"}  # type: ignore[arg-type]
-        known = {key: value for key, value in document.items() if key in names}
-        for name, kind in cls.NESTED.items():
-            value = known.get(name)
-            known[name] = kind.from_dict(value) if isinstance(value, dict) else None
-        rest = {key: value for key, value in document.items() if key not in names}
-        return cls(**known, extra_fields=rest)  # type: ignore[call-arg]  # subclasses are dataclasses
+    WRITE_UNMARKED: ClassVar[str] = IF_SET["json"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +39,7 @@ class EnergyRecord(_JsonRecord):
     idle power measured before the cell over the same window.
     """
 
-    status: str = NOT_RECORDED
+    status: str = field(default=NOT_RECORDED, metadata=ALWAYS)
     reason: str = ""
     counter: str | None = None
     source: str | None = None  # the timed samples, or an energy pass after the check
@@ -79,7 +56,7 @@ class EnergyRecord(_JsonRecord):
     idle_settled: bool | None = None
     joules_per_call_above_idle: float | None = None
     joules_per_step_above_idle: float | None = None
-    extra_fields: dict[str, Any] = field(default_factory=dict)
+    extra_fields: JsonObject = field(default_factory=dict)
 
     @classmethod
     def unavailable(cls, reason: str) -> EnergyRecord:
@@ -102,12 +79,9 @@ class EnergyRecord(_JsonRecord):
 class CaseEnergy(_JsonRecord):
     """extra['energy']: the device's counter (GPU cells) and the host's (RAPL), each or why not."""
 
-    ALWAYS: ClassVar[tuple[str, ...]] = ()
-    NESTED: ClassVar[dict[str, type[_JsonRecord]]] = {"device": EnergyRecord,
-                                                      "host": EnergyRecord}
     device: EnergyRecord | None = None
     host: EnergyRecord | None = None
-    extra_fields: dict[str, Any] = field(default_factory=dict)
+    extra_fields: JsonObject = field(default_factory=dict)
 
     @classmethod
     def read(cls, document: Any) -> CaseEnergy | None:
@@ -129,27 +103,25 @@ class CaseEnergy(_JsonRecord):
 class GpuReadings(_JsonRecord):
     """The GPU at one moment: clocks (MHz), temperature (C), power and its limit (W)."""
 
-    ALWAYS: ClassVar[tuple[str, ...]] = ()
     sm_clock_mhz: int | None = None
     memory_clock_mhz: int | None = None
     temperature_c: int | None = None
     power_w: float | None = None
     power_limit_w: float | None = None
-    extra_fields: dict[str, Any] = field(default_factory=dict)
+    extra_fields: JsonObject = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class WhileTimed(_JsonRecord):
     """What the polls saw while the case was timed: throttle reasons (name -> polls), clocks."""
 
-    ALWAYS: ClassVar[tuple[str, ...]] = ("polls", "throttle_reasons")
-    polls: int = 0
+    polls: int = field(default=0, metadata=ALWAYS)
     seconds: float | None = None
-    throttle_reasons: dict[str, int] = field(default_factory=dict)
+    throttle_reasons: dict[str, int] = field(default_factory=dict, metadata=ALWAYS)
     sm_clock_mhz_min: int | None = None
     sm_clock_mhz_max: int | None = None
     power_w_mean: float | None = None
-    extra_fields: dict[str, Any] = field(default_factory=dict)
+    extra_fields: JsonObject = field(default_factory=dict)
 
     def throttles_text(self) -> str:
         """'sw_power_cap 3/10, gpu_idle 10/10', or 'none'."""
@@ -161,24 +133,20 @@ class WhileTimed(_JsonRecord):
 class GpuProcesses(_JsonRecord):
     """Compute processes seen on the device while timed: ours, others, pids /proc cannot see."""
 
-    ALWAYS: ClassVar[tuple[str, ...]] = ("readable",)
-    readable: bool = True
+    readable: bool = field(default=True, metadata=ALWAYS)
     ours: list[int] | None = None
     others: list[int] | None = None
     unseen: list[int] | None = None
     our_group_size: int | None = None
     note: str = ""
-    extra_fields: dict[str, Any] = field(default_factory=dict)
+    extra_fields: JsonObject = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class GpuState(_JsonRecord):
     """extra['gpu_state']: the GPU before, while and after a case was timed, or why not."""
 
-    NESTED: ClassVar[dict[str, type[_JsonRecord]]] = {
-        "before": GpuReadings, "after": GpuReadings, "while_timed": WhileTimed,
-        "processes": GpuProcesses}
-    status: str = NOT_RECORDED
+    status: str = field(default=NOT_RECORDED, metadata=ALWAYS)
     reason: str = ""
     cuda_device: str | None = None
     nvml_name: str | None = None
@@ -189,9 +157,9 @@ class GpuState(_JsonRecord):
     while_timed: WhileTimed | None = None
     processes: GpuProcesses | None = None
     suspect: str = ""
-    extra_fields: dict[str, Any] = field(default_factory=dict)
+    extra_fields: JsonObject = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """As the worker wrote it: an ok record always says its suspicion ('' for none)."""
         document = super().to_dict()
         return {**document, "suspect": self.suspect} if self.ok else document

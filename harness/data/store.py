@@ -21,13 +21,12 @@ from typing import Any
 from harness.data import fields
 from harness.data.columns import BASE_COLUMNS
 from harness.data.results import SCHEMA_VERSION, CaseResult, CellResult, RunDocument
-from harness.data.upgrade import UpgradeError, as_run_document, upgrade
+from harness.data.upgrade import UpgradeError, upgrade
 
 __all__ = [
     "BASE_COLUMNS",
     "SCHEMA_VERSION",
     "StoreError",
-    "as_run_document",
     "case_rows",
     "load_run",
     "new_run_dir",
@@ -86,13 +85,12 @@ def _format(value: Any) -> Any:
     return value
 
 
-def case_rows(run_id: str, machine: str, spec_sweep: str, result: CellResult | dict[str, Any],
+def case_rows(run_id: str, machine: str, spec_sweep: str, cell: CellResult,
               work: dict[int, dict[str, float]]) -> list[dict[str, Any]]:
     """Tidy rows for one cell's worker result: one per sample, or one status row.
 
     WORK holds each case's FLOPs and bytes by case index (harness.analysis.stats.work_of).
     """
-    cell = result if isinstance(result, CellResult) else CellResult.from_dict(result)
     base = {
         "run_id": run_id, "machine": machine, "workload": cell.workload,
         "variant": cell.variant, "framework": cell.framework,
@@ -177,9 +175,9 @@ def write_parquet(path: Path, rows: list[dict[str, Any]], columns: list[str]) ->
     write_bytes_atomic(path, data)
 
 
-def write_run(run_dir: Path, document: RunDocument | dict[str, Any]) -> None:
-    """run.json in the current layout; a dict is typed first (upgraded when it is older)."""
-    write_json_atomic(run_dir / RUN_FILE, as_run_document(document).to_dict())
+def write_run(run_dir: Path, document: RunDocument) -> None:
+    """run.json in the current layout (RunDocument.to_dict)."""
+    write_json_atomic(run_dir / RUN_FILE, document.to_dict())
 
 
 def read_run(run_dir: Path) -> dict[str, Any]:

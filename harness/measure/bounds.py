@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from harness.core.units import device_kind
+from harness.data.ceilings import HOST_LINK, MEMORY, Bound, Ceilings, DeviceCeiling
 from harness.measure import ceilings, envinfo
 
 CPUINFO = Path("/proc/cpuinfo")
@@ -45,7 +45,7 @@ class HostFacts:
     cpu_flags: frozenset[str] = frozenset()
     clocks_ghz: Mapping[str, float] = field(default_factory=dict)  # source -> GHz
     gpus: tuple[str, ...] = ()  # names as nvidia-smi reports them, in CUDA index order
-    remembered: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # device -> figures
+    remembered: Mapping[str, DeviceCeiling] = field(default_factory=dict)  # device -> probe
 
     @classmethod
     def from_machine(cls, cpuinfo: Path = CPUINFO, cpufreq_max: Path = CPUFREQ_MAX,
@@ -64,26 +64,10 @@ class HostFacts:
                                if figures is not None})
 
 
-@dataclass(frozen=True)
-class Bound:
-    """Rates beyond which a device's result is impossible, each with the sentence saying why.
-
-    gflops by precision (fp32, tf32, bf16, fp16); gbps by ceiling key (bandwidth_gbps: device
-    memory, h2d_pinned_gbps: the host link); `how` by either key ("this CPU's theoretical
-    peak 2 cores x 3 GHz x 32 FLOP/cycle = 192 GFLOP/s").
-    """
-
-    device: str
-    gflops: Mapping[str, float] = field(default_factory=dict)
-    gbps: Mapping[str, float] = field(default_factory=dict)
-    how: Mapping[str, str] = field(default_factory=dict)
-
-    def ceilings_entry(self) -> dict[str, Any]:
-        """As a run.json ceilings entry with a physical bound and no probe, so every reader of
-        the ceilings (CLI table, report) judges against it and none takes it for a measurement."""
-        return {"device": self.device, "theoretical_only": True,
-                "physical": {"gflops_by_precision": dict(self.gflops), **self.gbps,
-                             "how": dict(self.how)}}
+def unprobed_entry(device: str, bound: Bound) -> DeviceCeiling:
+    """A device's ceilings holding a physical bound and no probe, so every reader of the
+    ceilings (CLI table, report) judges against it and none takes it for a measurement."""
+    return DeviceCeiling(device, physical=bound, theoretical_only=True)
 
 
 def physical_bound(device: str, host_facts: HostFacts) -> Bound | None:
@@ -102,13 +86,13 @@ def physical_bound(device: str, host_facts: HostFacts) -> Bound | None:
     return merged(theoretical, remembered)
 
 
-def unprobed_ceilings(devices: list[str], host_facts: HostFacts | None = None,
-                      ) -> dict[str, dict[str, Any]]:
+def unprobed_ceilings(devices: list[str], host_facts: HostFacts | None = None) -> Ceilings:
     """Ceilings entries holding only the bound, for a run whose ceilings were not measured
     (`--no-ceilings`); a device without a bound has no entry. Computed where the cells run."""
     facts = host_facts or HostFacts.from_machine()
     found = {device: physical_bound(device, facts) for device in devices}
-    return {device: bound.ceilings_entry() for device, bound in found.items() if bound}
+    return Ceilings({device: unprobed_entry(device, bound)
+                     for device, bound in found.items() if bound})
 
 
 # --- CPU: cores x clock x FLOP/cycle -------------------------------------------------------------
@@ -187,7 +171,7 @@ def cpu_bound(facts: HostFacts) -> Bound | None:
     sentence = (f"this CPU's theoretical peak {facts.cores} cores x {ghz:.3g} GHz x "
                 f"{per_cycle} FLOP/cycle ({isa}) = {fp32:,.0f} GFLOP/s (clock: {clock_source})")
     half_sentence = sentence.replace(" GFLOP/s (", f" GFLOP/s fp32, x {half} for 16-bit (")
-    return Bound("cpu", gflops={"fp32": fp32, "tf32": fp32, "bf16": fp32 * half,
+    return Bound(gflops={"fp32": fp32, "tf32": fp32, "bf16": fp32 * half,
                                 "fp16": fp32 * half, "half": fp32 * half},
                  how={"fp32": sentence, "tf32": sentence + "; tf32 runs as fp32 on a CPU",
                       "bf16": half_sentence, "fp16": half_sentence, "half": half_sentence})
@@ -271,27 +255,22 @@ def gpu_bound(device: str, name: str) -> Bound | None:
     link = 2 * sheet.host_link_gbps
     how = {precision: f"{where} {precision} {rate:,.0f} GFLOP/s (dense)"
            for precision, rate in gflops.items()}
-    how["bandwidth_gbps"] = f"{where} memory bandwidth {sheet.memory_gbps:,.0f} GB/s"
-    how["h2d_pinned_gbps"] = (f"{where} host link {sheet.host_link_gbps:,.4g} GB/s each way, "
-                              f"{link:,.4g} GB/s both ways")
-    return Bound(device, gflops=gflops,
-                 gbps={"bandwidth_gbps": sheet.memory_gbps, "h2d_pinned_gbps": link}, how=how)
+    how[MEMORY] = f"{where} memory bandwidth {sheet.memory_gbps:,.0f} GB/s"
+    how[HOST_LINK] = (f"{where} host link {sheet.host_link_gbps:,.4g} GB/s each way, "
+                      f"{link:,.4g} GB/s both ways")
+    return Bound(gflops=gflops, gbps={MEMORY: sheet.memory_gbps, HOST_LINK: link}, how=how)
 
 
 # --- remembered probes, and the larger of two bounds ---------------------------------------------
 
-def remembered_bound(device: str, figures: dict[str, Any]) -> Bound | None:
+def remembered_bound(device: str, figures: DeviceCeiling) -> Bound | None:
     """The bound harness.measure.ceilings sets from this machine's best earlier probe."""
-    physical = ceilings.with_bounds({**figures, "device": device}).get("physical") or {}
-    how = physical.get("how") or {}
-    gflops = {precision: float(rate)
-              for precision, rate in (physical.get("gflops_by_precision") or {}).items()}
-    gbps = {key: float(physical[key]) for key in ("bandwidth_gbps", "h2d_pinned_gbps")
-            if key in physical}
+    physical = ceilings.with_bounds(replace(figures, device=device)).physical or Bound()
     said = {key: f"this machine's remembered probe bound {rate:,.0f} "
-                 f"{'GFLOP/s' if key in gflops else 'GB/s'} ({how.get(key, 'best probe')})"
-            for key, rate in {**gflops, **gbps}.items()}
-    return Bound(device, gflops, gbps, said) if gflops or gbps else None
+                 f"{'GFLOP/s' if key in physical.gflops else 'GB/s'} "
+                 f"({physical.how.get(key, 'best probe')})"
+            for key, rate in {**physical.gflops, **physical.gbps}.items()}
+    return Bound(physical.gflops, physical.gbps, said) if physical else None
 
 
 def merged(first: Bound | None, second: Bound | None) -> Bound | None:
@@ -304,7 +283,7 @@ def merged(first: Bound | None, second: Bound | None) -> Bound | None:
         for key, rate in theirs.items():
             if rate > mine.get(key, 0.0):
                 mine[key], how[key] = rate, second.how.get(key, "")
-    return Bound(first.device, gflops, gbps, how)
+    return Bound(gflops, gbps, how)
 
 
 def this_machine_text() -> str:

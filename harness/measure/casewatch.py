@@ -32,7 +32,7 @@ class CaseWatch:
         self.is_gpu = is_gpu
         self.state = gpustate.GpuStateWatch(gpu) if gpu is not None else None
         self.device_counter = energy.NvmlEnergy(gpu) if gpu is not None else None
-        self.idle: dict[str, dict[str, Any]] = {}
+        self.idle: dict[str, energy.IdlePower] = {}
         self.windows: dict[str, energy.EnergyWindow] = {}
         self.pair: tuple[Callable[[], object], Callable[[], None]] | None = None
 

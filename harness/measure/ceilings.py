@@ -21,16 +21,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from harness.backend import DeviceUnavailable
 from harness.core.registry import backend_has_module, backend_module, framework_installed
+from harness.core.settings import Settings, cache_folder
+from harness.data.ceilings import (
+    Bound,
+    DeviceCeiling,
+    Fingerprint,
+    Peaks,
+    Remembered,
+    RememberedProbe,
+    failed,
+)
 from harness.data.store import write_json_atomic
 from harness.measure import envinfo
 from harness.measure.timing import TimingPolicy, autorange
@@ -46,7 +54,7 @@ MAX_PROBE_CALL_S = 1.0
 GPU_BOUND_MARGIN = 1.25
 # Bytes: above a copy's bandwidth by more than this is cache or folding, not memory speed.
 BANDWIDTH_MARGIN = 1.10
-CACHE_ENV = "HARNESS_CACHE_DIR"
+CACHE_ENV = "HARNESS_CACHE_DIR"  # read by harness.core.settings, never here
 # Every run reuses this machine's remembered ceilings for this long, then probes again. Why a
 # month: the fingerprint sees a new CPU, GPU, driver or library, not what changes under the same
 # names (a BIOS power limit, a clock cap, a GPU swapped for one of its model, a failing fan); a
@@ -101,25 +109,37 @@ def probe_sizes(largest_run_n: int | None) -> list[int]:
     return sorted(set(sizes))
 
 
-def _best_of(measured: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per figure, the best any library reached (seen: torch's CPU matmul at 144 GFLOP/s where
-    numpy and TF reach 180-200)."""
-    best: dict[str, Any] = {"peak_gflops_by_precision": {}}
-    for figures in measured:
-        for key, value in figures.items():
-            if key == "peak_gflops_by_precision":
-                for precision, rate in value.items():
-                    best[key][precision] = max(best[key].get(precision, 0.0), rate)
-            elif isinstance(value, float):
-                best[key] = max(best.get(key, 0.0), value)
-            else:
-                best.setdefault(key, value)
-    return best
+@dataclass(frozen=True)
+class LibraryProbe:
+    """What one library's probe of a device reached (a backend's `ceilings.measure`), and the
+    matmul size that reached each precision's peak."""
+
+    peaks: Peaks
+    reached_at_n: Mapping[str, int] = field(default_factory=dict)
 
 
-def measure_in_process(device_name: str, sizes: list[int]) -> dict[str, Any]:
+def _best_of(measured: Sequence[LibraryProbe]) -> LibraryProbe:
+    """Per figure, the best any library reached, with the size that reached it (seen: torch's
+    CPU matmul at 144 GFLOP/s where numpy and TF reach 180-200)."""
+    gflops: dict[str, float] = {}
+    reached: dict[str, int] = {}
+    gbps: dict[str, float] = {}
+    for probe in measured:
+        for precision, rate in probe.peaks.gflops.items():
+            if precision not in gflops or rate > gflops[precision]:
+                gflops[precision] = rate
+                if precision in probe.reached_at_n:
+                    reached[precision] = probe.reached_at_n[precision]
+        for link, rate in probe.peaks.gbps.items():
+            gbps[link] = max(gbps.get(link, rate), rate)
+    return LibraryProbe(Peaks(gflops, gbps), reached)
+
+
+def measure_in_process(device_name: str, sizes: list[int]) -> DeviceCeiling:
     """Measure with every installed provider that can open the device; keep the best."""
-    measured, used, description = [], [], ""
+    measured: list[LibraryProbe] = []
+    used: list[str] = []
+    description = ""
     for framework in PROVIDERS:
         installed, _ = framework_installed(framework)
         if not (installed and backend_has_module(framework, "ceilings")):
@@ -132,38 +152,42 @@ def measure_in_process(device_name: str, sizes: list[int]) -> dict[str, Any]:
         used.append(framework)
         description = description or device.description
     if not measured:
-        return {"device": device_name, "error": "no installed framework can open this device"}
-    return {"device": device_name, "device_name": description, "measured_with": used,
-            "probe_sizes": sizes, "probe_contended_cores": max(PROBE_CONTENTION, default=0.0),
-            **_best_of(measured)}
+        return failed(device_name, "no installed framework can open this device")
+    best = _best_of(measured)
+    return DeviceCeiling(device_name, probe=best.peaks, description=description,
+                         measured_with=tuple(used), probe_sizes=tuple(sizes),
+                         reached_at_n=best.reached_at_n,
+                         contended_cores=max(PROBE_CONTENTION, default=0.0))
 
 
 # --- the per-machine cache and the physical bounds ---------------------------------------------
 
-def cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
-    """The harness's per-machine cache: HARNESS_CACHE_DIR, else XDG's cache, else ~/.cache."""
-    return Path(environ.get(CACHE_ENV) or os.path.join(
-        environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "harness"))
+def cache_dir(settings: Settings | None = None) -> Path:
+    """The harness's per-machine cache: the settings' cache_dir (HARNESS_CACHE_DIR; None: the
+    process's active settings), else XDG's cache, else ~/.cache."""
+    return cache_folder(settings)
 
 
 def cache_path() -> Path:
     return cache_dir() / "ceilings.json"
 
 
-def machine_fingerprint() -> dict[str, Any]:
+def machine_fingerprint() -> Fingerprint:
     """This machine as its probe saw it: CPU, cores, GPUs and driver, and the versions of the
     probe's libraries (PROVIDERS: their framework names are their distribution names)."""
     return envinfo.machine_fingerprint(PROVIDERS)
 
 
-def _entry_key(device_name: str, fingerprint: Mapping[str, Any]) -> str:
+def _entry_key(device_name: str, fingerprint: Mapping[str, object]) -> str:
     """One cache entry per device and fingerprint: a home folder shared by several machines
     (NFS on a cluster) keeps each machine's own probe."""
     text = json.dumps(fingerprint, sort_keys=True)
     return f"{device_name}|{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
-def _read_cache() -> dict[str, Any]:
+def _read_cache() -> dict[str, object]:
+    """The cache file as stored (entries this version cannot read are written back as they
+    were: another harness version on a shared home may still use them)."""
     try:
         document = json.loads(cache_path().read_text())
     except (OSError, ValueError):
@@ -171,38 +195,44 @@ def _read_cache() -> dict[str, Any]:
     return document if isinstance(document, dict) else {}
 
 
-def _fresh(entry: Any, now: float) -> bool:
+def _remembered_probes(cache: Mapping[str, object]) -> list[RememberedProbe]:
+    return [probe for value in cache.values()
+            if (probe := RememberedProbe.from_json(value)) is not None]
+
+
+def _fresh(entry: RememberedProbe | None, now: float) -> bool:
     """A remembered probe young enough to reuse (entries from before fingerprints: never)."""
-    return (isinstance(entry, dict) and isinstance(entry.get("probed_at"), (int, float))
-            and now - entry["probed_at"] <= REMEMBER_FOR_DAYS * DAY_S)
+    return entry is not None and now - entry.probed_at <= REMEMBER_FOR_DAYS * DAY_S
 
 
-def remember(figures: dict[str, Any], fingerprint: Mapping[str, Any] | None = None,
-             now: float | None = None) -> dict[str, Any]:
-    """Attach this machine's best earlier probe to `figures`, then store the new best with the
-    fingerprint, the date and how it was probed.
+def remember(figures: DeviceCeiling, fingerprint: Mapping[str, object] | None = None,
+             now: float | None = None) -> DeviceCeiling:
+    """Attach this machine's best earlier probe to `figures` (`cached`), then store the new
+    best with the fingerprint, the date and how it was probed.
 
     The best of the probes since the entry's last one, so one probe that lost its cores cannot
     lower the bar; an entry older than REMEMBER_FOR_DAYS is replaced, not merged, since its
     figures may describe a machine that has changed under the same names.
     """
-    if "error" in figures:
+    if figures.failed:
         return figures
     fingerprint = dict(machine_fingerprint() if fingerprint is None else fingerprint)
     now = time.time() if now is None else now
     cache = _read_cache()
-    key = _entry_key(figures["device"], fingerprint)
-    previous = cache[key] if _fresh(cache.get(key), now) else {}
-    figures = {**figures, "cached": previous}
-    best = _best_of([previous.get("figures", {}), _probe_figures(figures)]) if previous \
-        else _probe_figures(figures)
-    sizes = sorted({*previous.get("probe_sizes", []), *figures.get("probe_sizes", [])})
-    libraries = sorted({*previous.get("measured_with", []), *figures.get("measured_with", [])})
-    cache[key] = {"device": figures["device"], "device_name": figures.get("device_name", ""),
-                  "fingerprint": fingerprint, "probed_at": now,
-                  "probed": time.strftime("%Y-%m-%d", time.localtime(now)),
-                  "probe_sizes": sizes, "measured_with": libraries, "figures": best,
-                  "how": f"best probe seen on this machine: sizes {sizes}, libraries {libraries}"}
+    key = _entry_key(figures.device, fingerprint)
+    stored = RememberedProbe.from_json(cache.get(key))
+    previous = stored if _fresh(stored, now) else None
+    figures = replace(figures, cached=previous)
+    best = previous.figures.best(figures.probe) if previous else figures.probe
+    sizes = tuple(sorted({*(previous.probe_sizes if previous else ()), *figures.probe_sizes}))
+    libraries = tuple(sorted({*(previous.measured_with if previous else ()),
+                              *figures.measured_with}))
+    cache[key] = RememberedProbe(
+        device=figures.device, fingerprint=fingerprint, probed_at=now, figures=best,
+        description=figures.description, probed=time.strftime("%Y-%m-%d", time.localtime(now)),
+        probe_sizes=sizes, measured_with=libraries,
+        how=f"best probe seen on this machine: sizes {list(sizes)}, libraries {list(libraries)}",
+    ).to_json()
     try:
         write_json_atomic(cache_path(), cache)
     except OSError:
@@ -210,22 +240,17 @@ def remember(figures: dict[str, Any], fingerprint: Mapping[str, Any] | None = No
     return figures
 
 
-def _probe_figures(figures: dict[str, Any]) -> dict[str, Any]:
-    keys = ("peak_gflops_by_precision", "bandwidth_gbps", "h2d_pinned_gbps")
-    return {key: figures[key] for key in keys if key in figures}
-
-
 @dataclass(frozen=True)
 class Recall:
-    """A device's remembered ceilings figures, or (figures None) why the run must probe it."""
+    """A device's remembered ceilings, or (figures None) why the run must probe it."""
 
-    figures: dict[str, Any] | None
+    figures: DeviceCeiling | None
     why_not: str = ""
 
 
 def recall(device_name: str, sizes: Sequence[int] = (),
-           fingerprint: Mapping[str, Any] | None = None, now: float | None = None) -> Recall:
-    """This machine's remembered probe of a device, as ceilings figures, when its fingerprint
+           fingerprint: Mapping[str, object] | None = None, now: float | None = None) -> Recall:
+    """This machine's remembered probe of a device, as its ceilings, when its fingerprint
     matches, it is younger than REMEMBER_FOR_DAYS and it tried sizes up to the largest in SIZES
     (a --quick probe's two sizes would set a GPU's bar too low for a full run); else why not.
 
@@ -234,42 +259,44 @@ def recall(device_name: str, sizes: Sequence[int] = (),
     """
     fingerprint = machine_fingerprint() if fingerprint is None else fingerprint
     now = time.time() if now is None else now
-    entries = sorted((entry for entry in _read_cache().values() if isinstance(entry, dict)
-                      and entry.get("device") == device_name and "fingerprint" in entry
-                      and (entry.get("figures") or {}).get("peak_gflops_by_precision")),
-                     key=lambda entry: -float(entry.get("probed_at") or 0.0))
+    entries = sorted((entry for entry in _remembered_probes(_read_cache())
+                      if entry.device == device_name and entry.figures.gflops),
+                     key=lambda entry: -entry.probed_at)
     if not entries:
         return Recall(None, f"no remembered probe of {device_name}")
-    entry = next((entry for entry in entries if entry["fingerprint"] == fingerprint), None)
+    entry = next((entry for entry in entries if entry.fingerprint == fingerprint), None)
     if entry is None:
-        changed = fingerprint_change(entries[0]["fingerprint"], fingerprint)
+        changed = fingerprint_change(entries[0].fingerprint, fingerprint)
         return Recall(None, f"this machine changed since {device_name}'s probe: {changed}")
     if not _fresh(entry, now):
-        return Recall(None, f"{device_name}'s probe of {entry.get('probed')} is older than "
+        return Recall(None, f"{device_name}'s probe of {entry.probed} is older than "
                             f"{REMEMBER_FOR_DAYS} days")
     # Sizes within the probe's ladder are bracketed by sizes it tried; only larger ones matter.
-    tried = max(entry.get("probe_sizes") or [0])
+    tried = max(entry.probe_sizes or (0,))
     missing = sorted(size for size in set(sizes) if size > tried)
     if missing:
-        return Recall(None, f"{device_name}'s probe of {entry.get('probed')} did not try "
+        return Recall(None, f"{device_name}'s probe of {entry.probed} did not try "
                             f"n={','.join(map(str, missing))}")
-    return Recall({"device": device_name, "device_name": entry.get("device_name", ""),
-                   "measured_with": entry.get("measured_with", []),
-                   "probe_sizes": entry.get("probe_sizes", []),
-                   "remembered": {"probed": entry.get("probed"), "how": entry.get("how")},
-                   "cached": entry, **entry["figures"]})
+    return Recall(DeviceCeiling(
+        device_name, probe=entry.figures, description=entry.description,
+        measured_with=entry.measured_with, probe_sizes=entry.probe_sizes,
+        remembered=Remembered(entry.probed, entry.how), cached=entry))
 
 
 def remembered(device_name: str, sizes: Sequence[int] = (),
-               fingerprint: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+               fingerprint: Mapping[str, object] | None = None) -> DeviceCeiling | None:
     """This machine's remembered probe of a device (recall's figures); None when there is no
     usable one (the --no-ceilings bound and every run's ceilings policy read it)."""
     return recall(device_name, sizes, fingerprint).figures
 
 
-def fingerprint_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+def fingerprint_change(before: Mapping[str, object], after: Mapping[str, object]) -> str:
     """'torch 2.4.0 -> 2.5.1, cores 64 -> 32': what differs between two fingerprints."""
-    old_libraries, new_libraries = before.get("libraries") or {}, after.get("libraries") or {}
+    def libraries(fingerprint: Mapping[str, object]) -> Mapping[str, object]:
+        found = fingerprint.get("libraries")
+        return found if isinstance(found, Mapping) else {}
+
+    old_libraries, new_libraries = libraries(before), libraries(after)
     changes = [f"{name} {old_libraries.get(name)} -> {new_libraries.get(name)}"
                for name in sorted({*old_libraries, *new_libraries})
                if old_libraries.get(name) != new_libraries.get(name)]
@@ -279,26 +306,23 @@ def fingerprint_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> s
     return ", ".join(changes) or "a different fingerprint"
 
 
-def with_bounds(figures: dict[str, Any]) -> dict[str, Any]:
+def with_bounds(figures: DeviceCeiling) -> DeviceCeiling:
     """Add `physical`: the rates beyond which a result is impossible, and how each was set."""
-    if "error" in figures:
+    if figures.failed:
         return figures
-    cached = (figures.get("cached") or {}).get("figures", {})
-    best = _best_of([_probe_figures(figures), cached])
-    bounds: dict[str, Any] = {"gflops_by_precision": {}, "how": {}}
-    theoretical = envinfo.cpu_theoretical_gflops() if figures["device"] == "cpu" else None
-    for precision, rate in best["peak_gflops_by_precision"].items():
+    best = figures.probe.best(figures.cached.figures) if figures.cached else figures.probe
+    theoretical = envinfo.cpu_theoretical_gflops() if figures.device == "cpu" else None
+    gflops, how = {}, {}
+    for precision, rate in best.gflops.items():
         if theoretical and precision == "fp32":
-            bounds["gflops_by_precision"][precision] = max(theoretical["gflops"], rate)
-            bounds["how"][precision] = theoretical["how"]
+            gflops[precision] = max(theoretical.gflops, rate)
+            how[precision] = theoretical.how
         else:
-            bounds["gflops_by_precision"][precision] = rate * GPU_BOUND_MARGIN
-            bounds["how"][precision] = f"best probe x {GPU_BOUND_MARGIN:g}"
-    for key in ("bandwidth_gbps", "h2d_pinned_gbps"):
-        if key in best:
-            bounds[key] = best[key] * BANDWIDTH_MARGIN
-            bounds["how"][key] = f"best probe x {BANDWIDTH_MARGIN:g}"
-    return {**figures, "physical": bounds}
+            gflops[precision] = rate * GPU_BOUND_MARGIN
+            how[precision] = f"best probe x {GPU_BOUND_MARGIN:g}"
+    gbps = {link: rate * BANDWIDTH_MARGIN for link, rate in best.gbps.items()}
+    how.update({link: f"best probe x {BANDWIDTH_MARGIN:g}" for link in gbps})
+    return replace(figures, physical=Bound(gflops, gbps, how))
 
 
 def main(argv: list[str]) -> int:
@@ -308,16 +332,16 @@ def main(argv: list[str]) -> int:
     # in harness.measure.ceilings, which `python -m` runs as a second copy named __main__.
     from harness.measure import ceilings as imported
 
-    by_device = {}
+    by_device: dict[str, DeviceCeiling] = {}
     for device_name in device_names:
         try:
             by_device[device_name] = imported.measure_in_process(
                 device_name, [int(n) for n in sizes.split(",")])
         except Exception as exc:  # noqa: BLE001 - reported as data
-            by_device[device_name] = {"device": device_name,
-                                      "error": f"{type(exc).__name__}: {exc}"}
+            by_device[device_name] = failed(device_name, f"{type(exc).__name__}: {exc}")
         imported.PROBE_CONTENTION.clear()  # each device's figures name their own contention
-    document = by_device[device_names[0]] if len(device_names) == 1 else {"devices": by_device}
+    document = by_device[device_names[0]].to_json() if len(device_names) == 1 else {
+        "devices": {name: entry.to_json() for name, entry in by_device.items()}}
     write_json_atomic(out_path, document)
     return 0
 

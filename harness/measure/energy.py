@@ -16,16 +16,16 @@ only since Linux 5.10); else `unavailable` with the reason. Never an estimate fr
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.core import settings
 from harness.data.records import EnergyRecord
 
-POWERCAP_ENV = "HARNESS_POWERCAP_ROOT"
+POWERCAP_ENV = "HARNESS_POWERCAP_ROOT"  # read by harness.core.settings, never here
 POWERCAP_ROOT = Path("/sys/class/powercap")
 # A window must be this long for a counter that advances every 20-100 ms to be within ~10%.
 MIN_WINDOW_S = 1.0
@@ -89,7 +89,7 @@ class RaplEnergy:
 
 def open_rapl(root: Path | None = None) -> RaplEnergy | str:
     """The package domains under the powercap folder, or why there are none."""
-    root = Path(root or os.environ.get(POWERCAP_ENV) or POWERCAP_ROOT)
+    root = Path(root or settings.active().powercap_root or POWERCAP_ROOT)
     if not root.is_dir():
         return f"no {root} (the kernel exposes no powercap/RAPL here)"
     zones = sorted(path for path in root.glob("intel-rapl:*") if path.name.count(":") == 1)
@@ -147,8 +147,8 @@ class EnergyWindow:
 def measure_idle(counters: dict[str, EnergyCounter], seconds: float = IDLE_WINDOW_S,
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.perf_counter,
-                 max_windows: int = IDLE_MAX_WINDOWS) -> dict[str, dict[str, Any]]:
-    """Each counter's power with nothing launched: {'watts', 'window_s', 'settled'} or a reason.
+                 max_windows: int = IDLE_MAX_WINDOWS) -> dict[str, IdlePower]:
+    """Each counter's power with nothing launched (watts None where it gave no reading).
 
     Quiet windows one after another until two in a row agree within IDLE_SETTLED (every
     counter), at most max_windows: a GPU that has just been busy, or whose context was just
@@ -156,7 +156,7 @@ def measure_idle(counters: dict[str, EnergyCounter], seconds: float = IDLE_WINDO
     made the share above idle negative). The last window is the figure; 'settled' says
     whether it agreed with the one before.
     """
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, IdlePower] = {}
     previous: dict[str, float] = {}
     for count in range(1, max_windows + 1):
         windows = {name: EnergyWindow(counter, clock) for name, counter in counters.items()}
@@ -166,24 +166,36 @@ def measure_idle(counters: dict[str, EnergyCounter], seconds: float = IDLE_WINDO
         for window in windows.values():
             window.end(0)
         found = {name: idle_record(window) for name, window in windows.items()}
-        watts = {name: record["watts"] for name, record in found.items() if "watts" in record}
+        watts = {name: record.watts for name, record in found.items()
+                 if record.watts is not None}
         settled = bool(watts) and all(
             name in previous and abs(value - previous[name]) <= IDLE_SETTLED * previous[name]
             for name, value in watts.items())
-        for record in found.values():
-            record.update(settled=settled, windows=count)
+        found = {name: replace(record, settled=settled, windows=count)
+                 for name, record in found.items()}
         if settled or not watts:
             break
         previous = watts
     return found
 
 
-def idle_record(window: EnergyWindow) -> dict[str, Any]:
+@dataclass(frozen=True)
+class IdlePower:
+    """A counter's power over one quiet window before the cell (None: it gave no reading),
+    and whether it agreed with the window before it (`settled`, after `windows` windows)."""
+
+    counter: str
+    watts: float | None
+    window_s: float = 0.0
+    settled: bool = False
+    windows: int = 1
+
+
+def idle_record(window: EnergyWindow) -> IdlePower:
     joules = window.joules
     if joules is None or window.seconds <= 0:
-        return EnergyRecord.not_measured(f"{window.counter.name} gave no reading").to_dict()
-    return {"status": "ok", "watts": joules / window.seconds, "window_s": window.seconds,
-            "counter": window.counter.name}
+        return IdlePower(window.counter.name, None)
+    return IdlePower(window.counter.name, joules / window.seconds, window.seconds)
 
 
 def energy_pass(counters: dict[str, EnergyCounter], step: Callable[[], object],
@@ -221,7 +233,7 @@ def energy_pass(counters: dict[str, EnergyCounter], step: Callable[[], object],
 
 
 def window_record(window: EnergyWindow, steps_per_call: float | None,
-                  idle: dict[str, Any] | None, source: str) -> EnergyRecord:
+                  idle: IdlePower | None, source: str) -> EnergyRecord:
     """Energy per call and per step from one window, total and above idle."""
     joules, calls = window.joules, window.calls
     if joules is None:
@@ -233,7 +245,7 @@ def window_record(window: EnergyWindow, steps_per_call: float | None,
             f"window too short: {window.seconds:.2g} s < {MIN_WINDOW_S} s for a counter that "
             "advances every 20-100 ms")
     steps = steps_per_call or 1
-    idle_watts = (idle or {}).get("watts")
+    idle_watts = idle.watts if idle else None
     above = None if idle_watts is None else joules - idle_watts * window.seconds
     return EnergyRecord(
         status="ok", counter=window.counter.name, source=source, reported=REPORTED,
@@ -241,7 +253,7 @@ def window_record(window: EnergyWindow, steps_per_call: float | None,
         watts_mean=joules / window.seconds, joules_per_call=joules / calls,
         joules_per_step=joules / calls / steps, steps_per_call=steps,
         idle_watts=idle_watts,
-        idle_window_s=None if above is None else (idle or {}).get("window_s"),
-        idle_settled=None if above is None else (idle or {}).get("settled"),
+        idle_window_s=None if idle is None or above is None else idle.window_s,
+        idle_settled=None if idle is None or above is None else idle.settled,
         joules_per_call_above_idle=None if above is None else above / calls,
         joules_per_step_above_idle=None if above is None else above / calls / steps)

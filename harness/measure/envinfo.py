@@ -8,9 +8,12 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from harness.data.ceilings import Fingerprint
 
 
 def cpu_model() -> str:
@@ -65,12 +68,28 @@ def nvidia_gpus() -> list[str]:
 
 def visible_gpus() -> list[str]:
     """GPUs a worker would see: nvidia-smi's list filtered by CUDA_VISIBLE_DEVICES."""
-    gpus = nvidia_gpus()
+    return only_visible(nvidia_gpus())
+
+
+def only_visible(per_gpu: list[str]) -> list[str]:
+    """The entries of a per-GPU nvidia-smi column that CUDA_VISIBLE_DEVICES lets a worker see."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
-        return gpus
+        return per_gpu
     indices = [int(i) for i in visible.split(",") if i.strip().isdigit()]
-    return [gpus[i] for i in indices if i < len(gpus)]
+    return [per_gpu[i] for i in indices if i < len(per_gpu)]
+
+
+def visible_gpu_memory_bytes() -> list[int]:
+    """Each visible GPU's total memory (nvidia-smi's memory.total, MiB), for the memory fit's
+    capacity (harness.analysis.memoryfit); [] without a driver or when unreadable."""
+    totals = []
+    for text in only_visible(nvidia_query("memory.total")):
+        number = text.split()[0] if text.split() else ""  # "143771 MiB"
+        if not number.isdigit():
+            return []
+        totals.append(int(number) * 2**20)
+    return totals
 
 
 def machine_label() -> str:
@@ -79,7 +98,7 @@ def machine_label() -> str:
     return f"{platform.node()} ({gpus[0]})" if gpus else f"{platform.node()} (cpu only)"
 
 
-def machine_fingerprint(libraries: Sequence[str]) -> dict[str, Any]:
+def machine_fingerprint(libraries: Sequence[str]) -> Fingerprint:
     """What a probe's figures depend on: CPU model, usable cores, the visible GPUs and their
     driver, and the versions of LIBRARIES (distribution names; None when not installed).
 
@@ -94,8 +113,8 @@ def machine_fingerprint(libraries: Sequence[str]) -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     gpus = visible_gpus()
-    return {"cpu_model": cpu_model(), "cores": usable_cores(), "gpus": gpus,
-            "gpu_driver": _nvidia_driver() if gpus else None, "libraries": versions}
+    return Fingerprint(cpu_model=cpu_model(), cores=usable_cores(), gpus=gpus,
+                       gpu_driver=_nvidia_driver() if gpus else None, libraries=versions)
 
 
 def _nvidia_driver() -> str | None:
@@ -122,6 +141,7 @@ def host_metadata() -> dict[str, Any]:
         "os": platform.platform(),
         "python": sys.version.split()[0],
         "gpus": visible_gpus(),
+        "gpu_memory_bytes": visible_gpu_memory_bytes(),
     }
 
 
@@ -133,7 +153,15 @@ SIMD_FP32_FLOPS_PER_CYCLE = (("avx512f", 64), ("avx2", 32), ("avx", 16), ("sse2"
 ASSUMED_MAX_GHZ = 4.0
 
 
-def cpu_theoretical_gflops(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class TheoreticalPeak:
+    """A CPU's fp32 FLOP/s bound and the arithmetic that set it."""
+
+    gflops: float
+    how: str  # "4 cores x 32 fp32 FLOP/cycle (avx2) x 4 GHz (...)"
+
+
+def cpu_theoretical_gflops(cpuinfo: Path = Path("/proc/cpuinfo")) -> TheoreticalPeak | None:
     """An upper bound on fp32 FLOP/s from cores x SIMD width x clock, with how it was derived.
 
     Not a target: a physical limit that no honest CPU result can pass (Linux only; `cpuinfo`
@@ -151,6 +179,7 @@ def cpu_theoretical_gflops(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, A
                 if line.startswith("cpu MHz")]
     ghz = max([ASSUMED_MAX_GHZ, *reported])
     cores = usable_cores()
-    return {"gflops": cores * per_cycle * ghz,
-            "how": f"{cores} cores x {per_cycle} fp32 FLOP/cycle ({isa}) x {ghz:.2g} GHz "
-                   f"(the larger of the reported clock and {ASSUMED_MAX_GHZ:g} GHz)"}
+    return TheoreticalPeak(
+        cores * per_cycle * ghz,
+        f"{cores} cores x {per_cycle} fp32 FLOP/cycle ({isa}) x {ghz:.2g} GHz "
+        f"(the larger of the reported clock and {ASSUMED_MAX_GHZ:g} GHz)")

@@ -8,8 +8,9 @@ throttle reasons and compute processes polled while the case was timed) and flag
 while throttled (power, thermal, hardware slowdown; never idle) or shared as SUSPECT.
 
 NVML comes from nvidia-ml-py (`import pynvml`). Where it is missing or fails, the record says
-`unavailable` with the reason and the case is timed as before. HARNESS_NVML_MODULE names
-another module with pynvml's API (the tests' fake).
+`unavailable` with the reason and the case is timed as before. The settings' nvml_module
+(HARNESS_NVML_MODULE, handed to the worker by the run: harness.core.settings) names another
+module with pynvml's API (the tests' fake).
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.data.records import GpuState
+from harness.core import settings
+from harness.data.records import OK, GpuProcesses, GpuReadings, GpuState, WhileTimed
 
-# Where a GPU-state record keeps the compute processes seen on the device.
-PROCESSES_KEY = "processes"
-NVML_MODULE_ENV = "HARNESS_NVML_MODULE"
+NVML_MODULE_ENV = "HARNESS_NVML_MODULE"  # read by harness.core.settings, never here
 # How often the watcher reads throttle reasons and processes while a case is timed: fine
 # enough to see a throttle that lasts a fraction of a second, and ~100 us of NVML calls in a
 # thread that releases the GIL is far below the noise of any GPU case.
@@ -54,7 +54,7 @@ def throttle_names(mask: int) -> list[str]:
 
 def load_nvml(module_name: str | None = None) -> tuple[Any | None, str]:
     """(initialised NVML module, '') or (None, why not)."""
-    module_name = module_name or os.environ.get(NVML_MODULE_ENV) or "pynvml"
+    module_name = module_name or settings.active().nvml_module
     try:
         nvml = importlib.import_module(module_name)
     except ImportError:
@@ -106,21 +106,17 @@ class NvmlGpu:
         except Exception:  # noqa: BLE001 - NVMLError_NotSupported and kin: unknown, not fatal
             return None
 
-    def identity(self) -> dict[str, Any]:
-        return {"cuda_device": self.cuda_name, "nvml_name": self.name, "nvml_uuid": self.uuid}
-
-    def readings(self) -> dict[str, Any]:
+    def readings(self) -> GpuReadings:
         """Clocks (MHz), temperature (C) and power (W) now."""
         nvml, handle = self.nvml, self.handle
         power_mw = self._try(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
         limit_mw = self._try(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle))
-        return {
-            "sm_clock_mhz": self._try(lambda: nvml.nvmlDeviceGetClockInfo(handle, 1)),
-            "memory_clock_mhz": self._try(lambda: nvml.nvmlDeviceGetClockInfo(handle, 2)),
-            "temperature_c": self._try(lambda: nvml.nvmlDeviceGetTemperature(handle, 0)),
-            "power_w": None if power_mw is None else power_mw / 1000,
-            "power_limit_w": None if limit_mw is None else limit_mw / 1000,
-        }
+        return GpuReadings(
+            sm_clock_mhz=self._try(lambda: nvml.nvmlDeviceGetClockInfo(handle, 1)),
+            memory_clock_mhz=self._try(lambda: nvml.nvmlDeviceGetClockInfo(handle, 2)),
+            temperature_c=self._try(lambda: nvml.nvmlDeviceGetTemperature(handle, 0)),
+            power_w=None if power_mw is None else power_mw / 1000,
+            power_limit_w=None if limit_mw is None else limit_mw / 1000)
 
     def max_sm_clock_mhz(self) -> int | None:
         return self._try(lambda: self.nvml.nvmlDeviceGetMaxClockInfo(self.handle, 1))
@@ -231,8 +227,8 @@ class GpuStateWatch:
                  proc: Path = Path("/proc")) -> None:
         self.gpu, self.poll_s, self.proc = gpu, poll_s, proc
         self.group, self.root_pid = os.getpgrp(), os.getpid()
-        self.before: dict[str, Any] = {}
-        self.after: dict[str, Any] = {}
+        self.before: GpuReadings | None = None
+        self.after: GpuReadings | None = None
         self.log = PollLog()
         self.timed_s: float | None = None
         self._stop = threading.Event()
@@ -241,7 +237,7 @@ class GpuStateWatch:
 
     def before_case(self) -> None:
         self.stop()  # a case that failed while timed never reached end()
-        self.before, self.after, self.log, self.timed_s = self.gpu.readings(), {}, PollLog(), None
+        self.before, self.after, self.log, self.timed_s = self.gpu.readings(), None, PollLog(), None
 
     def stop(self) -> None:
         self._stop.set()
@@ -257,10 +253,10 @@ class GpuStateWatch:
         for name in throttle_names(mask or 0):
             log.reason_polls[name] = log.reason_polls.get(name, 0) + 1
         readings = self.gpu.readings()
-        if readings["sm_clock_mhz"] is not None:
-            log.sm_clocks.append(readings["sm_clock_mhz"])
-        if readings["power_w"] is not None:
-            log.powers.append(readings["power_w"])
+        if readings.sm_clock_mhz is not None:
+            log.sm_clocks.append(readings.sm_clock_mhz)
+        if readings.power_w is not None:
+            log.powers.append(readings.power_w)
         pids = self.gpu.compute_pids()
         if pids is None:
             log.processes_readable = False
@@ -286,62 +282,60 @@ class GpuStateWatch:
     def after_case(self) -> GpuState:
         """The case's record (extra['gpu_state']), its 'suspect' text included."""
         self.after = self.gpu.readings()
-        record: dict[str, Any] = {
-            "status": "ok", **self.gpu.identity(), "before": self.before, "after": self.after,
-            "max_sm_clock_mhz": self.gpu.max_sm_clock_mhz(),
-        }
-        if self.log.polls:
-            record["while_timed"] = self._while_timed()
-        record[PROCESSES_KEY] = self._processes()
-        record["suspect"] = suspect_text(record)
-        return GpuState.from_dict(record)
+        while_timed = self._while_timed() if self.log.polls else None
+        processes = self._processes()
+        return GpuState(OK, cuda_device=self.gpu.cuda_name, nvml_name=self.gpu.name,
+                        nvml_uuid=self.gpu.uuid, before=self.before, after=self.after,
+                        max_sm_clock_mhz=self.gpu.max_sm_clock_mhz(), while_timed=while_timed,
+                        processes=processes, suspect=suspect_text(while_timed, processes))
 
-    def _while_timed(self) -> dict[str, Any]:
+    def _while_timed(self) -> WhileTimed:
         log = self.log
-        return {"polls": log.polls, "seconds": self.timed_s,
-                "throttle_reasons": dict(sorted(log.reason_polls.items())),
-                "sm_clock_mhz_min": min(log.sm_clocks, default=None),
-                "sm_clock_mhz_max": max(log.sm_clocks, default=None),
-                "power_w_mean": sum(log.powers) / len(log.powers) if log.powers else None}
+        return WhileTimed(polls=log.polls, seconds=self.timed_s,
+                          throttle_reasons=dict(sorted(log.reason_polls.items())),
+                          sm_clock_mhz_min=min(log.sm_clocks, default=None),
+                          sm_clock_mhz_max=max(log.sm_clocks, default=None),
+                          power_w_mean=sum(log.powers) / len(log.powers) if log.powers
+                          else None)
 
-    def _processes(self) -> dict[str, Any]:
+    def _processes(self) -> GpuProcesses:
         """Compute processes seen while timed: ours, others, and pids this /proc cannot see."""
         if not self.log.processes_readable and not self.log.pids:
-            return {"readable": False}
+            return GpuProcesses(readable=False)
         if not self.log.pids:
-            return {"readable": True, "ours": [], "others": [], "unseen": [],
-                    "note": "NVML listed no compute process while timed, not even this "
-                            "worker's (hidden, as in some containers): sharing cannot be seen"}
+            return GpuProcesses(
+                readable=True, ours=[], others=[], unseen=[],
+                note="NVML listed no compute process while timed, not even this worker's "
+                     "(hidden, as in some containers): sharing cannot be seen")
         ours: list[int] = []
         others: list[int] = []
         unseen: list[int] = []
         for pid in sorted(self.log.pids):
             verdict = is_ours(pid, self.group, self.root_pid, self.proc)
             (ours if verdict else unseen if verdict is None else others).append(pid)
-        return {"readable": True, "ours": ours, "others": others, "unseen": unseen,
-                "our_group_size": group_size(self.group, self.proc) if unseen else None}
+        return GpuProcesses(readable=True, ours=ours, others=others, unseen=unseen,
+                            our_group_size=group_size(self.group, self.proc) if unseen
+                            else None)
 
 
-def suspect_text(record: dict[str, Any]) -> str:
+def suspect_text(while_timed: WhileTimed | None, processes: GpuProcesses | None) -> str:
     """Why this case's GPU time may not be the device's own ('' when nothing is wrong)."""
     reasons = []
-    timed = record.get("while_timed") or {}
-    polls = timed.get("polls") or 0
-    for name, count in (timed.get("throttle_reasons") or {}).items():
+    timed = while_timed or WhileTimed()
+    for name, count in timed.throttle_reasons.items():
         if name in SLOWING_THROTTLES:
             reasons.append(f"GPU throttled ({SLOWING_THROTTLES[name]}, {name}) in {count} of "
-                           f"{polls} polls while timed")
-    processes = record.get(PROCESSES_KEY) or {}
-    if processes.get("others"):
-        pids = ", ".join(str(pid) for pid in processes["others"][:5])
+                           f"{timed.polls} polls while timed")
+    seen = processes or GpuProcesses()
+    if seen.others:
+        pids = ", ".join(str(pid) for pid in seen.others[:5])
         reasons.append(f"GPU shared: other compute processes on the device while timed "
                        f"(pid {pids})")
-    unseen = processes.get("unseen") or []
+    unseen = seen.unseen or []
     # NVML's pids come from another pid namespace: ours cannot be told from others by pid,
     # only more processes than our whole group holds are certainly not all ours.
-    if unseen and not processes.get("ours") and len(unseen) > (processes.get("our_group_size")
-                                                                 or 1):
+    if unseen and not seen.ours and len(unseen) > (seen.our_group_size or 1):
         reasons.append(f"GPU shared: {len(unseen)} compute processes on the device while "
-                       f"timed, more than this worker's {processes.get('our_group_size')} "
+                       f"timed, more than this worker's {seen.our_group_size} "
                        "(their pids are from another pid namespace)")
     return "; ".join(reasons)

@@ -65,3 +65,35 @@ def memory_text(host_bytes: int | None, device_bytes: int | None) -> str:
     """One compact table cell: host peak RSS, and the device peak where there is one."""
     text = format_bytes(host_bytes)
     return text if device_bytes is None else f"{text} / dev {format_bytes(device_bytes)}"
+
+
+# --- one case's host peak, inside the worker ----------------------------------------------------
+# A worker times every size of its cell, so the process's high-water mark above is the largest
+# case's. The memory fit (harness.analysis.memoryfit) needs each case's own: Linux resets a
+# process's VmHWM to its current RSS when "5" is written to /proc/self/clear_refs (kernel 4.0+),
+# so the mark read after a case is that case's peak (what earlier cases left allocated
+# included, as the fit's fixed part expects).
+CLEAR_REFS = "/proc/self/clear_refs"
+STATUS = "/proc/self/status"
+
+
+def reset_host_peak() -> bool:
+    """Start a new high-water mark at the current RSS; False where the kernel refuses."""
+    try:
+        with open(CLEAR_REFS, "w") as handle:
+            handle.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def host_peak_bytes() -> int | None:
+    """VmHWM of this process since the last reset, in bytes; None where /proc has none."""
+    try:
+        with open(STATUS) as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # "VmHWM:  123456 kB"
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.data.ceilings import Ceilings, as_ceilings
 from harness.data.results import RunDocument
 from harness.report import tables as t
 from harness.report.load import DEFAULT_HINTS, VIEW_HINTS, RunSet, hints_for_old_run
@@ -35,9 +36,9 @@ class ExperimentContext:
     cells: pd.DataFrame  # one row per cell (tables.cell_status)
     headline: pd.DataFrame  # the size each (machine, variant) is compared at
     hints: dict[str, Any]  # the workload's report hints, as stored in run.json
-    ceilings: dict[str, dict[str, Any]]  # machine -> measured ceilings, from this experiment's runs
+    ceilings: dict[str, Ceilings]  # machine -> measured ceilings, from this experiment's runs
     # machine -> measured ceilings from any run of the report (a run may skip the probe).
-    machine_ceilings: dict[str, dict[str, Any]]
+    machine_ceilings: dict[str, Ceilings]
     extras: pd.DataFrame  # per-case extras of run.json (harness.report.load.extra_rows)
 
     @property
@@ -60,7 +61,7 @@ class ReportContext:
     documents: list[RunDocument]  # run.json of each run, typed, in the order given
     notes: list[str]  # notes on the data: runs not merged, cases measured twice
     framework_colors: dict[str, str]
-    ceilings: dict[str, dict[str, Any]]  # machine -> latest measured ceilings (any run)
+    ceilings: dict[str, Ceilings]  # machine -> latest measured ceilings (any run)
     experiments: list[ExperimentContext]
 
     @property
@@ -105,7 +106,7 @@ def with_views(hints: dict[str, Any], workload: str) -> dict[str, Any]:
 
 
 def experiment_context(runs: pd.DataFrame, prepared: pd.DataFrame, extras: pd.DataFrame,
-                       machine_ceilings: dict[str, dict[str, Any]],
+                       machine_ceilings: dict[str, Ceilings],
                        name: str) -> ExperimentContext:
     """Every shared table of one experiment, computed before any view runs."""
     rows = prepared[prepared["experiment"] == name]
@@ -162,22 +163,18 @@ def merged_params(runs: pd.DataFrame) -> dict[str, Any]:
     return params
 
 
-def ceilings_by_machine(runs: pd.DataFrame) -> dict[str, dict[str, Any]]:
+def ceilings_by_machine(runs: pd.DataFrame) -> dict[str, Ceilings]:
     """The latest run's measured ceilings per machine (absent in older runs: then none)."""
-    found: dict[str, dict[str, Any]] = {}
-    for machine, ceilings in zip(runs["machine"], runs["ceilings"]):
-        if isinstance(ceilings, dict) and ceilings:
+    found: dict[str, Ceilings] = {}
+    for machine, stored in zip(runs["machine"], runs["ceilings"]):
+        ceilings = as_ceilings(stored)
+        if ceilings:
             # A run's measured probe wins over a later run's theoretical bound alone.
-            if _theoretical_only(ceilings) and machine in found \
-                    and not _theoretical_only(found[machine]):
+            if ceilings.theoretical_only and machine in found \
+                    and not found[machine].theoretical_only:
                 continue
             found[machine] = ceilings
     return found
-
-
-def _theoretical_only(ceilings: dict[str, Any]) -> bool:
-    return all(isinstance(entry, dict) and entry.get("theoretical_only")
-               for entry in ceilings.values())
 
 
 def mismatch_notes(runs: pd.DataFrame) -> list[str]:

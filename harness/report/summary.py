@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.memoryfit import memory_fit_lines
 from harness.core.units import format_size
 
 
@@ -222,8 +223,9 @@ def terminal_verdicts(context: Any, shown: dict[str, list[Shown]], out_dir: Path
     """summary.md's answer in plain lines, for the end of `harness compare`.
 
     Per experiment: the views' "At a glance" sentences (GPU vs CPU per machine, the fastest
-    cell), then the ranking's and the warnings' bullets: the very lines summary.md writes from
-    the same context (markdown emphasis dropped), never a second phrasing.
+    cell), then the ranking's and the warnings' bullets, then the memory fits' lines: the very
+    lines summary.md writes from the same context (markdown emphasis dropped), never a second
+    phrasing.
     """
     lines = []
     for experiment in context.experiments:
@@ -243,7 +245,15 @@ def terminal_verdicts(context: Any, shown: dict[str, list[Shown]], out_dir: Path
             if item.view.name == "warnings" and not bullets:
                 bullets, label = ["none"], "warnings: "
             lines += [f"  {label}{bullet}" for bullet in bullets]
+        lines += [f"  memory: {line}" for line in _memory_fit_lines(context, experiment)]
     return lines
+
+
+def _memory_fit_lines(context: Any, experiment: Any) -> list[str]:
+    """The memory view's fit lines (harness.analysis.memoryfit) of this experiment's runs."""
+    run_ids = set(experiment.runs["run_id"])
+    return [line for document in context.documents if document.run_id in run_ids
+            for line in memory_fit_lines(document)]
 
 
 def _plain(markdown_bullet: str) -> str:

@@ -28,6 +28,7 @@ from harness.analysis.plausibility import (
     precision_of,
 )
 from harness.core.units import device_kind
+from harness.data.ceilings import MEMORY, Ceilings
 from harness.data.results import NOISY_IQR_FRACTION, sample_stats
 from harness.spec import Status, worst_status_name
 
@@ -308,12 +309,12 @@ def _most_measured_size(group: pd.DataFrame) -> str:
 
 # --- rates against the machine's ceilings -----------------------------------------------------
 
-def ceiling_for(ceilings: dict[str, Any], device: str, key: str) -> float | None:
+def ceiling_for(ceilings: Ceilings | None, device: str, key: str) -> float | None:
     """A device's measured byte-rate probe (bandwidth_gbps or h2d_pinned_gbps), or None."""
     return bandwidth_limits(device_entry(ceilings, device), key)[0]
 
 
-def flop_ceiling(ceilings: dict[str, Any], device: str, variant: str) -> float | None:
+def flop_ceiling(ceilings: Ceilings | None, device: str, variant: str) -> float | None:
     """The measured FLOP/s probe for a variant's precision (bfloat16 work is never held to the
     float32 peak), or None."""
     return flop_limits(device_entry(ceilings, device), precision_of(variant))[0]
@@ -323,8 +324,8 @@ PEAK_COLUMNS = [*CASE_KEYS, "sweep", "metric", "rate", "probe", "bound", "kind",
                 "fraction"]
 
 
-def peak_fractions(stats: pd.DataFrame, ceilings_by_machine: dict[str, dict[str, Any]],
-                   bandwidth_key: str = "bandwidth_gbps",
+def peak_fractions(stats: pd.DataFrame, ceilings_by_machine: dict[str, Ceilings],
+                   bandwidth_key: str = MEMORY,
                    precisions: dict[str, str] | None = None) -> pd.DataFrame:
     """Each valid case's rate, judged (harness.analysis.plausibility) and as a share of the ceiling.
 
@@ -334,7 +335,7 @@ def peak_fractions(stats: pd.DataFrame, ceilings_by_machine: dict[str, dict[str,
     """
     rows = []
     for _, row in stats[stats["valid"]].iterrows():
-        ceilings = ceilings_by_machine.get(row["machine"]) or {}
+        ceilings = ceilings_by_machine.get(row["machine"])
         gflops = row["gflops"] if pd.notna(row["gflops"]) else None
         gbps = row["gbps"] if pd.notna(row["gbps"]) else None
         partial = bool(row.get("flops_gaps")) if "flops_gaps" in row else False

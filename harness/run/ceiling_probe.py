@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from harness.data.ceilings import DeviceCeiling, failed
 from harness.measure.ceilings import probe_sizes, remember, with_bounds
 from harness.run.runner import run_json_child
 from harness.spec import Cell
@@ -13,7 +13,7 @@ from harness.spec import Cell
 def measure_all(device_names: list[str], largest_run_n: int | None = None,
                 timeout_s: float = 300.0, sizes: list[int] | None = None,
                 quick: bool = False,
-                fingerprint: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                fingerprint: Mapping[str, object] | None = None) -> dict[str, DeviceCeiling]:
     """Ceilings of every device, probed one after the other in one child process (one
     framework import for all: ~4 s a device on the H100 machine's host). QUICK: the child gets
     a --quick cell's environment, so that it is forked from the warm process the run's torch
@@ -22,13 +22,15 @@ def measure_all(device_names: list[str], largest_run_n: int | None = None,
     sizes_text = ",".join(map(str, sizes or probe_sizes(largest_run_n)))
     # A cpu-only probe hides the GPUs, as a cpu cell does; with a GPU among them, it sees them.
     device = ",".join(device_names)
-    figures, why_not = run_json_child("harness.measure.ceilings", [device, sizes_text],
-                                      Cell("ceilings", "-", "torch", device, quick=quick),
-                                      timeout_s * len(device_names))
-    if figures is None:
-        return {name: {"device": name, "error": f"measurement failed: {why_not}"}
-                for name in device_names}
-    by_device = figures.get("devices") if len(device_names) > 1 else {device: figures}
-    return {name: with_bounds(remember((by_device or {}).get(name) or {
-        "device": name, "error": "measurement failed: the probe wrote no figures"},
-        fingerprint)) for name in device_names}
+    document, why_not = run_json_child("harness.measure.ceilings", [device, sizes_text],
+                                       Cell("ceilings", "-", "torch", device, quick=quick),
+                                       timeout_s * len(device_names))
+    if document is None:
+        return {name: failed(name, f"measurement failed: {why_not}") for name in device_names}
+    # The child writes one device's figures, or {"devices": {name: figures}} for several.
+    by_device = document.get("devices") if len(device_names) > 1 else {device: document}
+    stored = by_device if isinstance(by_device, dict) else {}
+    return {name: with_bounds(remember(
+        DeviceCeiling.from_json(stored[name], name) if isinstance(stored.get(name), dict)
+        else failed(name, "measurement failed: the probe wrote no figures"), fingerprint))
+        for name in device_names}

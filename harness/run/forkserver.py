@@ -6,9 +6,19 @@ worker on the H100 machine's 16-core host, where Python keeps no bytecode for to
 (FrameworkSpec.preload) once and forks one child per cell, so every cell still runs in its own
 process, with its own environment, and ends with it; only the imports are shared.
 
-What keeps a fork safe, by construction:
-- only frameworks that declare `preload` are forked (torch: its import starts no thread pool
-  and no device; numpy's OpenBLAS server thread re-arms itself across fork);
+What keeps a fork safe, by construction and checked before every fork:
+- only frameworks that declare `preload` are forked, and a preload stops before anything that
+  opens a device or initialises a backend (JAX's XLA client, TensorFlow's eager context, TF's
+  GPU listing in harness.backends.tensorflow.device): those start thread pools;
+- the warm process forks only while it is single-threaded: right before each os.fork it reads
+  /proc/self/task, and with any thread besides the main one it refuses (the cell then starts
+  a new interpreter, and so do the framework's later cells). Two libraries start a thread at
+  import, and both are stopped as they would stop it themselves at fork: numpy's (and
+  scipy's) OpenBLAS server threads, through OpenBLAS's own fork hook (blas_thread_shutdown_,
+  which its pthread_atfork handler calls; the child starts them again at its first BLAS
+  call), and pyarrow's jemalloc background thread (Keras imports pandas, pandas imports
+  pyarrow), off in the warm process through JE_ARROW_MALLOC_CONF (jemalloc turns background
+  threads off in a forked child anyway, and the worker never allocates through Arrow);
 - the warm process starts with every GPU hidden (CUDA_VISIBLE_DEVICES=""), so nothing it
   imports can open a device context that a child would inherit; each child then sets the
   cell's own environment before the worker runs;
@@ -16,8 +26,9 @@ What keeps a fork safe, by construction:
 
 The protocol (JSON lines): the warm process says {"ready": true, "import_s": ...} or
 {"ready": false, "reason": ...}; then for each request {"argv", "env", "stderr", "cwd"} it
-answers {"pid": ...} at the fork and {"pid": ..., "exit": ..., "peak_rss": ...} when it has
-reaped the child. It exits when its stdin closes (the harness is done or gone).
+answers {"pid": ..., "threads_at_fork": 1} at the fork (or {"refused": why} when a thread
+besides the main one would be forked) and {"pid": ..., "exit": ..., "peak_rss": ...} when it
+has reaped the child. It exits when its stdin closes (the harness is done or gone).
 
 The parent's side (ForkServers, ForkedWorker) imports nothing but the standard library: the
 parent never imports a framework.
@@ -26,6 +37,7 @@ parent never imports a framework.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import json
 import os
@@ -38,7 +50,7 @@ import tempfile
 import time
 import traceback
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -46,6 +58,13 @@ from typing import IO, Any
 # set its own; every other variable must match the warm process's for a cell to be forked.
 LATE_VARIABLES = ("CUDA_VISIBLE_DEVICES",)
 READY_TIMEOUT_S = 300.0
+# Set in the warm process only (each child gets the cell's own environment back): pyarrow's
+# jemalloc starts no background thread there. Keras imports pandas, which imports pyarrow.
+WARM_ONLY_VARIABLES = {"JE_ARROW_MALLOC_CONF": "background_thread:false"}
+# OpenBLAS's own fork hook: it stops the server threads; the next BLAS call starts them again.
+OPENBLAS_STOP = "blas_thread_shutdown_"
+# How long a stopped thread may take to leave /proc/self/task after it was joined.
+THREAD_EXIT_WAIT_S = 1.0
 
 
 # --- the warm process ------------------------------------------------------------------------
@@ -53,6 +72,47 @@ READY_TIMEOUT_S = 300.0
 
 def _reply(document: dict[str, Any]) -> None:
     os.write(1, (json.dumps(document) + "\n").encode())
+
+
+def other_threads() -> list[str]:
+    """This process's threads besides the main one, by name (/proc/self/task/*/comm)."""
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        if int(task) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):  # it ended while we looked
+            names.append(Path(f"/proc/self/task/{task}/comm").read_text().strip())
+    return names
+
+
+def stop_openblas_threads() -> None:
+    """Stop the server threads of every OpenBLAS loaded here (numpy's, scipy's) the way
+    OpenBLAS stops them at each fork (its pthread_atfork handler); the next BLAS call, in
+    the child or here, starts them again with the same settings."""
+    with open("/proc/self/maps") as maps:
+        libraries = {line.split()[-1] for line in maps
+                     if "openblas" in line.rsplit("/", 1)[-1].lower()}
+    for path in sorted(libraries):
+        with contextlib.suppress(OSError):
+            stop = getattr(ctypes.CDLL(path), OPENBLAS_STOP, None)
+            if stop is not None:
+                stop()
+
+
+def threads_at_fork(wait_s: float = THREAD_EXIT_WAIT_S) -> list[str]:
+    """The threads besides the main one that a fork now would copy, after the known ones
+    were stopped: [] is the only state a child is forked from."""
+    stop_openblas_threads()
+    deadline = time.monotonic() + wait_s
+    while (names := other_threads()) and time.monotonic() < deadline:
+        time.sleep(0.01)  # a joined thread leaves /proc a moment after pthread_join returns
+    return names
+
+
+def threads_refusal(names: list[str]) -> str:
+    return (f"{len(names)} thread{'s' if len(names) != 1 else ''} besides the main one "
+            f"({', '.join(sorted(names))}) in the warm process: a fork would copy them "
+            "half-way through their work")
 
 
 def _child(request: dict[str, Any]) -> None:
@@ -96,12 +156,16 @@ def _serve(requests: IO[str]) -> None:
         if not line.strip():
             continue
         request = json.loads(line)
+        threads = threads_at_fork()  # read right before the fork
+        if threads:
+            _reply({"refused": threads_refusal(threads)})
+            continue
         pid = os.fork()
         if pid == 0:
             _child(request)
         with contextlib.suppress(OSError):  # the child may have set it already
             os.setpgid(pid, pid)
-        _reply({"pid": pid})
+        _reply({"pid": pid, "threads_at_fork": 1 + len(threads)})
         _, status, usage = os.wait4(pid, 0)
         _reply({"pid": pid, "exit": os.waitstatus_to_exitcode(status),
                 "peak_rss": rusage_peak_bytes(usage.ru_maxrss)})
@@ -119,6 +183,10 @@ def main(argv: list[str]) -> int:
             importlib.import_module(name)
     except BaseException as exc:  # noqa: BLE001 - any failure means: spawn workers instead
         _reply({"ready": False, "reason": f"preload failed: {type(exc).__name__}: {exc}"})
+        return 1
+    threads = threads_at_fork()  # a preload that started a thread is never forked
+    if threads:
+        _reply({"ready": False, "reason": threads_refusal(threads)})
         return 1
     _reply({"ready": True, "import_s": time.perf_counter() - began})
     _serve(sys.stdin)
@@ -161,8 +229,9 @@ class ForkedWorker:
     """A worker forked by a warm process: what the runner needs of a Popen (pid, waiting with
     the peak RSS, reaping after a kill), answered by the warm process that reaped it."""
 
-    def __init__(self, pid: int, lines: _Lines) -> None:
+    def __init__(self, pid: int, lines: _Lines, threads_at_fork: int = 1) -> None:
         self.pid = pid
+        self.threads_at_fork = threads_at_fork  # the warm process's, read right before
         self.returncode: int | None = None
         self._lines = lines
 
@@ -190,7 +259,8 @@ class ForkServer:
         self.start_s = 0.0
         self.refused = ""
         began = time.monotonic()
-        warm_env = {**env, **{name: "" for name in LATE_VARIABLES}}  # no GPU in the warm one
+        warm_env = {**env, **{name: "" for name in LATE_VARIABLES},  # no GPU in the warm one
+                    **WARM_ONLY_VARIABLES}
         self._log = open(log_path, "wb")  # noqa: SIM115 - open for the server's life
         self._process = subprocess.Popen(
             [sys.executable, "-m", "harness.run.forkserver", ",".join(preload)],
@@ -231,9 +301,14 @@ class ForkServer:
         except (OSError, ValueError) as exc:
             raise ForkServerLost(f"the warm process is gone ({exc})") from None
         answer = self._lines.read(READY_TIMEOUT_S)
+        if answer is not None and answer.get("refused"):
+            self.refused = str(answer["refused"])
+            self.close()
+            raise ForkServerLost(f"the warm process refused to fork: {self.refused}")
         if answer is None or "pid" not in answer:
             raise ForkServerLost("the warm process did not fork")
-        return ForkedWorker(int(answer["pid"]), self._lines)
+        return ForkedWorker(int(answer["pid"]), self._lines,
+                            int(answer.get("threads_at_fork") or 1))
 
     def close(self) -> None:
         with contextlib.suppress(OSError, ValueError):
@@ -277,6 +352,12 @@ class ForkServers:
         server = self._servers[key]
         return (None if server.refused else server), started_now
 
+    def refusal(self, framework: str, env: dict[str, str]) -> str:
+        """Why this framework's warm process forks no worker ('' where it does or none was
+        started)."""
+        server = self._servers.get(server_key(framework, env))
+        return server.refused if server is not None else ""
+
     def drop(self, framework: str, env: dict[str, str]) -> None:
         """Forget a warm process that is gone; its cells start new interpreters from now on."""
         server = self._servers.get(server_key(framework, env))
@@ -297,10 +378,6 @@ class ForkServers:
         self.close()
 
 
-def fork_workers_wanted(environ: Mapping[str, str]) -> bool:
-    """Workers are forked from warm processes unless HARNESS_FORK_WORKERS=0."""
-    return environ.get("HARNESS_FORK_WORKERS", "1").strip() != "0"
-
 
 _ACTIVE: list[ForkServers] = []  # the run's warm processes while shared() is open
 
@@ -311,11 +388,16 @@ def active() -> ForkServers | None:
 
 
 @contextlib.contextmanager
-def shared() -> Iterator[ForkServers | None]:
+def shared(fork_workers: bool = True) -> Iterator[ForkServers | None]:
     """Warm processes for everything a run starts here (ceilings probe, prepared weights,
-    workers), so that the framework is imported once; an already open set is reused. None
-    when HARNESS_FORK_WORKERS=0."""
-    if _ACTIVE or not fork_workers_wanted(os.environ):
+    workers), so that the framework is imported once; an already open set is reused (it
+    starts a warm process only when a child first asks). None when FORK_WORKERS is False (the
+    run's settings: HARNESS_FORK_WORKERS=0), even where a set is open: a caller that opened
+    one before the run's settings were read (the CLI, harness.api.compare) forks nothing then."""
+    if not fork_workers:
+        yield None
+        return
+    if _ACTIVE:
         yield active()
         return
     with tempfile.TemporaryDirectory(prefix="harness-warm-") as scratch, \

@@ -2,7 +2,8 @@
 
 Why apart from the session (harness.run.session): a plan writes nothing and starts no worker,
 so bad input (an unknown framework, sizes below 1, an --out that cannot be written) is one
-`BadInput` line before the run folder exists. `plan` gives the `RunPlan` a session runs.
+`BadInput` line before the run folder exists. `plan` gives the `RunPlan` a session runs, with
+the run's settings (harness.core.settings: --quick and the HARNESS_* variables, read once).
 """
 
 from __future__ import annotations
@@ -12,15 +13,24 @@ import random
 import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.backend import canonical_device, parse_cuda_index
 from harness.core import registry
+from harness.core.settings import Settings, using
 from harness.measure import envinfo
 from harness.run import rounds as rounds_module
-from harness.spec import BadInput, Cell, WorkloadSpec, expand_matrix
+from harness.spec import (
+    BadInput,
+    Cell,
+    WorkloadSpec,
+    compose,
+    expand_matrix,
+    is_declared,
+    variant_parts,
+)
 
 
 def split_names(values: Sequence[str] | str | None) -> list[str]:
@@ -70,13 +80,23 @@ def resolve_variants(spec: WorkloadSpec, value: Sequence[str] | str | None) -> l
     names = given_names("--variant", value)
     if names is None:
         return list(spec.variants_by_default)
-    if names == ["all"]:
-        return list(spec.variants)
+    if names == ["all"]:  # a numbered variant ("threads-N") needs its number: not in all
+        return [name for name in spec.variants if is_declared(name, spec.variants)]
+    resolved = []
     for name in names:
-        if name not in spec.variants:
-            raise BadInput(f"unknown variant {name!r} for {spec.name}; valid: "
-                           f"{', '.join(spec.variants)}, all")
-    return names
+        parts = variant_parts(name)
+        if len(parts) > 1 and spec.variant_conflict is None:
+            raise BadInput(f"variant {name!r}: the variants of {spec.name} do not compose "
+                           "with '+'")
+        for part in parts:
+            if not is_declared(part, spec.variants):
+                raise BadInput(f"unknown variant {part!r} for {spec.name}; valid: "
+                               f"{', '.join(spec.variants)}, all"
+                               + (", or several joined with '+'" if spec.variant_conflict
+                                  else ""))
+        # The same set of parts is always the same cell, whatever order it was given in.
+        resolved.append(compose(parts, spec.variants) if len(parts) > 1 else name)
+    return list(dict.fromkeys(resolved))
 
 
 def check_writable(out: Path) -> None:
@@ -136,17 +156,19 @@ class RunPlan:
     seed: int = 0
     # Probe the ceilings even where this machine remembers them (--probe-ceilings).
     probe_ceilings: bool = False
+    # --quick and the HARNESS_* variables, read once (harness.core.settings): recorded in
+    # run.json and passed to every worker.
+    settings: Settings = field(default_factory=Settings)
 
 
-def default_rounds(quick: bool = False) -> int:
-    """--rounds when not given: HARNESS_ROUNDS if set (CI, the test suite), else the default;
-    one under --quick, a smoke test that says its verdicts did not measure run-to-run drift
-    (5 worker starts per cell, each a framework import and, for a compiled variant, a compile,
-    are what a smoke test exists to skip)."""
-    text = os.environ.get("HARNESS_ROUNDS", "")
-    if text.strip().isdigit() and int(text) >= 1:
-        return int(text)
-    return 1 if quick else rounds_module.DEFAULT_ROUNDS
+def default_rounds(settings: Settings) -> int:
+    """--rounds when not given: the settings' rounds if set (HARNESS_ROUNDS: CI, the test
+    suite), else the default; one under --quick, a smoke test that says its verdicts did not
+    measure run-to-run drift (5 worker starts per cell, each a framework import and, for a
+    compiled variant, a compile, are what a smoke test exists to skip)."""
+    if settings.rounds is not None:
+        return settings.rounds
+    return 1 if settings.quick else rounds_module.DEFAULT_ROUNDS
 
 
 def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None = None,
@@ -156,15 +178,33 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
          quick: bool = False, out: Path | str = "results",
          timeout_s: float = 900.0, model: Path | str | None = None,
          rounds: int | None = None, seed: int | None = None,
-         probe_ceilings: bool = False) -> RunPlan:
+         probe_ceilings: bool = False, settings: Settings | None = None) -> RunPlan:
     """Validate every input before anything runs; BadInput (one line) otherwise.
 
     `model`: a user's model file (workloads/usermodel/) instead of a registered workload.
     `rounds`: worker processes per cell (default: default_rounds(quick)), run round by round with
     the cells in a new random order each round, from `seed` (default: drawn, and recorded).
     `probe_ceilings`: measure the ceilings again although this machine remembers them.
+    `settings`: --quick and the HARNESS_* variables (harness.core.settings; default: read from
+    the environment now, a bad value being BadInput); `quick` true makes them quick. They are
+    active while the plan is made (the registry's plugins, a model file's inspection child).
     """
-    chosen_rounds = default_rounds(quick) if rounds is None else int(rounds)
+    chosen = (Settings.from_environment(quick=quick) if settings is None
+              else settings.with_quick(quick or settings.quick))
+    with using(chosen):
+        return _plan(workload, frameworks, devices, variants, sizes, params, data, out,
+                     timeout_s, model, rounds, seed, probe_ceilings, chosen)
+
+
+def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
+          devices: Sequence[str] | str | None, variants: Sequence[str] | str | None,
+          sizes: Sequence[int] | None, params: dict[str, Any] | None,
+          data: Path | str | None, out: Path | str, timeout_s: float,
+          model: Path | str | None, rounds: int | None, seed: int | None,
+          probe_ceilings: bool, settings: Settings) -> RunPlan:
+    """plan's work, under its settings."""
+    quick = settings.quick
+    chosen_rounds = default_rounds(settings) if rounds is None else int(rounds)
     if chosen_rounds < 1:
         raise BadInput(f"--rounds {rounds}: must be >= 1")
     chosen_seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
@@ -204,5 +244,5 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
     cells = expand_matrix(spec.name, chosen_variants, chosen_frameworks, chosen_devices, values,
                           quick)
     return RunPlan(spec, cells, chosen_devices, values, out, timeout_s, quick, prepare,
-                   chosen_rounds, chosen_seed, probe_ceilings)
+                   chosen_rounds, chosen_seed, probe_ceilings, settings)
 

@@ -21,11 +21,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
 from harness.core import interrupt, registry
+from harness.core.settings import CHILD_MODULE, Settings, active, child_arguments, variable_names
 from harness.data.results import CellResult
 from harness.measure.ceilings import cache_dir
 from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
@@ -55,6 +56,9 @@ class RunOptions:
     timeout_s: float
     worker_module: str = "harness.run.worker"
     extra_pythonpath: tuple[str, ...] = ()
+    # The run's settings, passed to every worker on its argument list (harness.core.settings);
+    # by default the active ones (a run's, else this process's environment).
+    settings: Settings = field(default_factory=active)
 
 
 def framework_environment(framework: str, current: dict[str, str],
@@ -71,7 +75,8 @@ def framework_environment(framework: str, current: dict[str, str],
     return {**wanted, **spec.environment}
 
 
-def bytecode_environment(framework: str, env: dict[str, str]) -> dict[str, str]:
+def bytecode_environment(framework: str, env: dict[str, str],
+                         settings: Settings | None = None) -> dict[str, str]:
     """PYTHONPYCACHEPREFIX (the harness's cache) for a framework whose modules have no cached
     bytecode beside them, so that only the first worker compiles them; {} otherwise.
 
@@ -92,21 +97,25 @@ def bytecode_environment(framework: str, env: dict[str, str]) -> dict[str, str]:
     if not origin or not origin.endswith(".py") or \
             os.path.exists(importlib.util.cache_from_source(origin)):
         return {}
-    return {"PYTHONPYCACHEPREFIX": str(cache_dir(env) / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
+    return {"PYTHONPYCACHEPREFIX": str(cache_dir(settings) / "pycache"),
+            "PYTHONDONTWRITEBYTECODE": ""}
 
 
-def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = ()) -> dict[str, str]:
+def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = (),
+                     settings: Settings | None = None) -> dict[str, str]:
     """The environment a worker starts with: the framework's own variables, GPUs hidden from
-    cpu cells, NVLink multicast off.
+    cpu cells, NVLink multicast off, and no HARNESS_* setting (a child gets the run's settings
+    on its argument list, harness.core.settings, never from an environment it inherited).
 
     Why hide GPUs: a cpu cell that can see a GPU may still create a CUDA context; hiding them
     makes cpu mean cpu. Each framework's variables (TF memory growth, KERAS_BACKEND, JAX
     preallocation) come from its FrameworkSpec, not from here.
     """
-    env = dict(os.environ)
+    hidden = variable_names()
+    env = {name: value for name, value in os.environ.items() if name not in hidden}
     env.update(framework_environment(cell.framework, env, cell.quick))
     env["PYTHONUNBUFFERED"] = "1"
-    env.update(bytecode_environment(cell.framework, env))
+    env.update(bytecode_environment(cell.framework, env, settings))
     if env.get("PYTHONDONTWRITEBYTECODE") == "":
         del env["PYTHONDONTWRITEBYTECODE"]  # lifted (bytecode_environment)
     env.update(MULTICAST_OFF)
@@ -269,8 +278,11 @@ def _run_worker_once(cell: Cell, options: RunOptions,
         with open(stderr_path, "wb") as stderr_file:
             try:
                 process, shared_start_s = _start_child(
-                    options.worker_module, [str(cell_path), str(result_path)], cell.framework,
-                    cell_environment(cell, options.extra_pythonpath), servers, stderr_file)
+                    options.worker_module,
+                    [str(cell_path), str(result_path), options.settings.to_json()],
+                    cell.framework,
+                    cell_environment(cell, options.extra_pythonpath, options.settings),
+                    servers, stderr_file)
                 returncode, peak_rss = _wait_for_child(process, options.timeout_s)
             except ForkServerLost as lost:
                 return _partial(cell, result_path, Status.ERROR, f"{lost}; worker stopped"), True
@@ -319,9 +331,12 @@ def _partial(cell: Cell, result_path: Path, status: Status, reason: str) -> Cell
     return result
 
 
-def run_json_child(module: str, args: list[str], cell: Cell,
-                   timeout_s: float) -> tuple[dict[str, Any] | None, str]:
+def run_json_child(module: str, args: list[str], cell: Cell, timeout_s: float,
+                   settings: Settings | None = None) -> tuple[dict[str, Any] | None, str]:
     """Run `python -m MODULE *ARGS OUT.json` in CELL's environment and read OUT.json.
+
+    SETTINGS (None: the active ones, a run's) reach the child on its argument list, through
+    harness.core.settings's entry point, which installs them and then runs MODULE.
 
     For the short helper processes (framework probe, ceilings) that, like workers, must keep
     frameworks out of the parent; like workers they get their own process group, so a timeout
@@ -331,9 +346,11 @@ def run_json_child(module: str, args: list[str], cell: Cell,
         out_path, stderr_path = Path(scratch) / "out.json", Path(scratch) / "stderr.txt"
         with open(stderr_path, "wb") as stderr_file:
             try:
-                process, _ = _start_child(module, [*args, str(out_path)], cell.framework,
-                                          cell_environment(cell), forkserver.active(),
-                                          stderr_file)
+                chosen = settings or active()
+                process, _ = _start_child(
+                    CHILD_MODULE, child_arguments(chosen, module, [*args, str(out_path)]),
+                    cell.framework, cell_environment(cell, settings=chosen),
+                    forkserver.active() if chosen.fork_workers else None, stderr_file)
                 returncode, _peak_rss = _wait_for_child(process, timeout_s)
             except ForkServerLost as lost:
                 return None, str(lost)
@@ -355,8 +372,9 @@ def run_matrix(cells: list[Cell], options: RunOptions,
     Every cell given gets a worker: the cells the declarations refuse were answered before
     this, without one (harness.api records harness.run.planner.refuse_declared's results).
     """
-    # Workers forked from the run's warm processes; none with HARNESS_FORK_WORKERS=0.
-    with forkserver.shared() as servers:
+    # Workers forked from the run's warm processes; none where the settings say fork_workers
+    # False (HARNESS_FORK_WORKERS=0).
+    with forkserver.shared(options.settings.fork_workers) as servers:
         for cell in cells:
             if interrupt.requested() is not None:  # arrived between two workers
                 return False

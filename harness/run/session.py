@@ -21,7 +21,9 @@ from typing import Any
 
 from harness.analysis.stats import work_of
 from harness.core import interrupt, registry
+from harness.core.settings import Settings, using
 from harness.data import store
+from harness.data.ceilings import Ceilings
 from harness.data.results import CellResult, RunDocument, cell_from_dict
 from harness.measure import bounds, envinfo
 from harness.run import forkserver
@@ -122,7 +124,7 @@ class RunSession:
         """A new run folder with a first run.json holding the whole plan; BadInput (nothing
         written) when the executor cannot run the cells."""
         chosen = executor_from_options(executor)
-        options = RunOptions(timeout_s=plan.timeout_s)
+        options = RunOptions(timeout_s=plan.timeout_s, settings=plan.settings)
         preflight(chosen, plan.cells, options)
         run_dir = store.new_run_dir(plan.out, plan.spec.name)
         recorder = RunRecorder(run_dir, plan.spec, new_document(plan, run_dir.name, chosen,
@@ -137,23 +139,30 @@ class RunSession:
     @classmethod
     def reopen(cls, run_dir: Path, executor: str | Executor | None = None, *,
                command: list[str] | None = None, progress: bool = True,
-               cancel_running: bool = False) -> RunSession:
+               cancel_running: bool = False, settings: Settings | None = None) -> RunSession:
         """A stored run taken back: its finished results recorded again, the cells without
         one to run. BadInput when the folder is no run or stores no plan, or while its SLURM
-        tasks are still queued or running (cancel_running: scancel them)."""
+        tasks are still queued or running (cancel_running: scancel them). It runs with the
+        settings the run recorded, or SETTINGS where given (recorded in their place)."""
         try:
             document = store.load_run(run_dir)
         except store.StoreError as exc:
             raise BadInput(f"--resume: {exc}") from None
-        spec = registry.load_workload(document.workload)
+        chosen_settings = (settings or recorded_settings(document)).with_quick(document.quick)
+        with using(chosen_settings):  # a plugin's workload, by the run's own plugins
+            spec = registry.load_workload(document.workload)
         # None: where the run ran, with its own settings (partition, time limit, sbatch...); a
         # SLURM run resumed with 'slurm' keeps them too, as the CLI's --resume does.
         chosen = executor_from_options(executor, stored=document.executor)
         slurm_executor.check_no_live_tasks(run_dir, cancel_running)
-        options = RunOptions(timeout_s=float(document.timeout_s or 900.0))
+        options = RunOptions(timeout_s=float(document.timeout_s or 900.0),
+                             settings=chosen_settings)
         kept, cells = resume_plan.remaining(document, run_dir)
         preflight(chosen, cells, options)
-        resume_plan.reopen(document, cells, chosen.describe(), command or sys.argv)
+        with using(chosen_settings):  # the local executor describes how its workers start
+            described = chosen.describe()
+        resume_plan.reopen(document, cells, described, command or sys.argv)
+        document.settings = chosen_settings.to_dict()
         recorder = RunRecorder(run_dir, spec, document)
         for result in kept:
             recorder.add(result)
@@ -172,7 +181,8 @@ class RunSession:
             # One set of warm processes for every child the run starts: the ceilings probe, the
             # prepared weights and the workers (harness.run.forkserver: a framework imported
             # once); the CLI's set, opened before the plan, is reused.
-            with forkserver.shared():
+            settings = self.options.settings
+            with using(settings), forkserver.shared(settings.fork_workers):
                 if self._set_up():
                     self._run_cells()
             stopped_by = interrupt.requested()
@@ -203,10 +213,11 @@ class RunSession:
             # (devices, largest_n, quick) function, and the plain call keeps theirs working.
             measure = partial(measure_ceilings, probe=True) if plan.probe_ceilings \
                 else measure_ceilings
-            self.document.ceilings = measure(
+            settled = measure(
                 plan.devices, largest_square_matmul(self.spec, plan.cells), plan.quick)
         else:
-            self.document.ceilings = bounds.unprobed_ceilings(plan.devices)
+            settled = bounds.unprobed_ceilings(plan.devices)
+        self.document.ceilings = settled
         self.recorder.save()
 
     def _prepare(self, plan: RunPlan) -> None:
@@ -261,7 +272,11 @@ class RunSession:
         merger = rounds_module.RoundMerger.of(spec, to_run, rounds)
         orders = rounds_module.round_orders(len(to_run), rounds, document.seed or 0)
 
+        started: set[CellKey] = set()  # this round's cells that got a worker
+
         def merged(cell: Cell, result: CellResult) -> None:
+            if result.cost is None or result.cost.workers > 0:
+                started.add(cell.key)
             self.recorder.put(merger.add(cell, result))
 
         plan_index = plan_positions(document)
@@ -280,7 +295,11 @@ class RunSession:
             self.recorder.save()
             if self.progress:
                 progress_console.print(f"round {index + 1} of {rounds}: {len(round_cells)} cells")
+            started.clear()
             if not self._execute(round_cells, merged):
+                # Stopped within the round: its recorded order keeps the cells that ran.
+                document.round_orders[-1] = [plan_index.get(cell.key, -1)
+                                             for cell in round_cells if cell.key in started]
                 finished = False
                 break
         self.recorder.order_as(self.cells)
@@ -290,17 +309,29 @@ class RunSession:
 
 def new_document(plan: RunPlan, run_id: str, executor: Executor,
                  command: list[str]) -> RunDocument:
-    """A new run's first run.json: the plan, the host and the executor, no cell yet."""
+    """A new run's first run.json: the plan, its settings, the host and the executor, no cell
+    yet."""
     spec = plan.spec
+    with using(plan.settings):  # the local executor describes how its workers start
+        described = executor.describe()
     return RunDocument(
         run_id=run_id, command=command, started=time.time(),
         workload=spec.name, sweep=spec.sweep, params=plan.params, quick=plan.quick,
         timeout_s=plan.timeout_s, hints=spec.report_hints(),
         frameworks=framework_styles(spec, plan.cells), host=envinfo.host_metadata(),
         # What --resume needs: the whole plan, and where it ran.
-        planned_cells=[cell.as_dict() for cell in plan.cells], executor=executor.describe(),
+        planned_cells=[cell.as_dict() for cell in plan.cells], executor=described,
         rounds=plan.rounds, seed=plan.seed if plan.rounds > 1 else None,
+        settings=plan.settings.to_dict(),
     )
+
+
+def recorded_settings(document: RunDocument) -> Settings:
+    """The settings a stored run used; for a run from before they were recorded, this
+    process's environment's (what such a run was resumed with)."""
+    if document.settings:
+        return Settings.from_dict(document.settings)
+    return Settings.from_environment(quick=document.quick)
 
 
 def framework_styles(spec: WorkloadSpec, cells: list[Cell]) -> dict[str, dict[str, str]]:
@@ -355,7 +386,7 @@ QUICK_PROBE_SIZES = [1024, 2048]
 
 
 def measure_ceilings(devices: list[str], largest_n: int | None, quick: bool = False,
-                     probe: bool = False) -> dict[str, Any]:
+                     probe: bool = False) -> Ceilings:
     """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles.
 
     Every run takes a device's remembered ceilings where this machine's fingerprint matches, the
@@ -379,6 +410,6 @@ def measure_ceilings(devices: list[str], largest_n: int | None, quick: bool = Fa
                                      "this)"):
             probed = ceiling_probe.measure_all(to_probe, largest_n, sizes=sizes, quick=quick,
                                                fingerprint=fingerprint)
-        figures.update({device: {**probed[device], "probed_because": recalled[device].why_not}
+        figures.update({device: replace(probed[device], probed_because=recalled[device].why_not)
                         for device in to_probe})
-    return {device: figures[device] for device in devices if device in figures}
+    return Ceilings({device: figures[device] for device in devices if device in figures})

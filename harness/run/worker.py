@@ -1,8 +1,11 @@
-"""`python -m harness.run.worker CELL.json RESULT.json`: run ONE cell, write ONE JSON document.
+"""`python -m harness.run.worker CELL.json RESULT.json SETTINGS`: run ONE cell, write ONE JSON
+document.
 
 The only process that imports a framework. The result goes to a file, never stdout, so
 framework logging cannot corrupt it; it is rewritten (atomically) after every case, so a
-timeout or crash at the largest size keeps the smaller sizes already measured.
+timeout or crash at the largest size keeps the smaller sizes already measured. SETTINGS is
+the run's harness.core.settings.Settings as JSON (the runner passes them; the worker never
+reads a HARNESS_* variable): they are installed for the whole process before anything else.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backend import DeviceUnavailable, ProfileUnavailable, VariantUnavailable
+from harness.core import settings as run_settings
 from harness.core.registry import (
     backend_module,
     framework_installed,
@@ -33,9 +37,14 @@ from harness.measure import blocks
 from harness.measure.casewatch import LATER_ROUND_REASON as LATER_ROUND_ENERGY_REASON
 from harness.measure.casewatch import QUICK_REASON as QUICK_ENERGY_REASON
 from harness.measure.casewatch import CaseWatch
+from harness.measure.memory import host_peak_bytes, reset_host_peak
 from harness.measure.timing import Measurement, TimingPolicy, autorange
 from harness.run.failures import failure_reason
 from harness.spec import Cell, Status, WorkloadSpec
+
+# Why a run's cases carry no energy figure when its command asked for none (harness advise).
+NO_ENERGY_REASON = ("not asked for: harness advise times the fixes only (no idle power, no "
+                    "energy pass)")
 
 
 def peak_host_memory_bytes() -> int | None:
@@ -231,7 +240,8 @@ def timed_pair(task: Any, device: Any, sync_style: str) -> tuple[Any, Any]:
 # A case timed while other processes used the cores, or while the GPU throttled, is timed
 # again after a pause, at most this many times in all; it stays SUSPECT only when every
 # attempt was contended (the record keeps each attempt and why).
-MAX_ATTEMPTS = 3  # HARNESS_ATTEMPTS changes it (the test suite, which is contended by design)
+# The settings' attempts change it (HARNESS_ATTEMPTS: the test suite, contended by design).
+MAX_ATTEMPTS = run_settings.DEFAULT_ATTEMPTS
 RETRY_PAUSE_S = 1.0
 QUICK_RETRY_PAUSE_S = 0.25
 # A case whose timed calls took longer than this (MNIST epochs) is not timed again: a retry
@@ -295,16 +305,6 @@ class PhaseClock:
             self.add(name, time.perf_counter() - started)
 
 
-def max_attempts() -> int:
-    """How many times a contended case is timed: HARNESS_ATTEMPTS where set, else 3.
-
-    Why a knob: the test suite runs two pytest processes on 2 cores, so every case there is
-    contended by design and retrying it would only triple the suite's worker time.
-    """
-    text = os.environ.get("HARNESS_ATTEMPTS", "").strip()
-    return int(text) if text.isdigit() and int(text) >= 1 else MAX_ATTEMPTS
-
-
 def time_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any,
               watch: CaseWatch | None, clock: PhaseClock, last: bool = True,
               reused: int | None = None) -> TimedCase:
@@ -346,6 +346,7 @@ def time_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell,
             output["seconds_per_call"], output.get("extra", {}).get("steps_per_call"),
             not last, load is not None and load.contended,
             no_energy_pass=(QUICK_ENERGY_REASON if cell.quick else
+                            NO_ENERGY_REASON if not run_settings.active().energy else
                             LATER_ROUND_ENERGY_REASON if cell.round > 0 else ""),
         ) if watch is not None else ({}, "")
     return TimedCase(measurement, output, step, check, memory, watched, gpu_suspect, inputs)
@@ -354,13 +355,15 @@ def time_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell,
 def run_case(
     spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any,
     watch: CaseWatch | None = None, clock: PhaseClock | None = None,
-    reused: int | None = None,
+    reused: int | None = None, max_attempts: int = MAX_ATTEMPTS,
 ) -> CaseResult:
     """Prepare, time and check one case; every failure becomes a status in the record.
 
     A contended timing (other processes on the cores, a throttling GPU) is timed again after
-    a pause, up to MAX_ATTEMPTS in all; the first uncontended attempt is kept, else the last
-    (the only one whose energy was measured), and the case is SUSPECT only then.
+    a pause, up to MAX_ATTEMPTS in all (the settings' attempts; why a knob: the test suite runs
+    two pytest processes on 2 cores, so every case there is contended by design and retrying
+    it would only triple the suite's worker time); the first uncontended attempt is kept,
+    else the last (the only one whose energy was measured), and the case is SUSPECT only then.
     The case's cold call is the first attempt's first call whichever attempt is kept: a
     retry's first call finds the compile caches, the graphs and the allocator already warm.
     """
@@ -369,8 +372,9 @@ def run_case(
     kept: TimedCase | None = None
     kept_number = 0
     first_cold: float | None = None  # attempt 1's first call: the only cold one
+    host_peak_reset = reset_host_peak()  # this case's own host peak, for the memory fit
     try:
-        allowed = 1 if clock.busy else max_attempts()
+        allowed = 1 if clock.busy else max_attempts
         for number in range(1, allowed + 1):
             timed = time_case(spec, module, case, cell, device, watch, clock,
                               last=number == allowed, reused=reused)
@@ -422,7 +426,8 @@ def run_case(
                      "steal_cores": measurement.other_load.steal_cores,
                      "seconds": measurement.other_load.seconds,
                      "interrupt_cores": measurement.other_load.interrupt_cores}),
-        extra={**kept.output.get("extra", {}), **kept.watched},
+        extra={**kept.output.get("extra", {}), **kept.watched,
+               **case_host_peak(host_peak_reset)},
         peak_device_allocated_bytes=kept.memory["peak_device_allocated_bytes"],
         peak_device_reserved_bytes=kept.memory["peak_device_reserved_bytes"],
         device_profile=device_profile,
@@ -437,6 +442,13 @@ def run_case(
     return record
 
 
+def case_host_peak(reset: bool) -> dict[str, int]:
+    """{"peak_host_memory_bytes": the case's own host peak} where the mark was reset before
+    the case, else nothing (a process-wide peak would be an earlier, larger case's)."""
+    peak = host_peak_bytes() if reset else None
+    return {} if peak is None else {"peak_host_memory_bytes": peak}
+
+
 def reused_calibration(spec: WorkloadSpec, cell: Cell, position: int) -> int | None:
     """The calls per sample the cell's first round found for its case at POSITION, if this
     worker is a later round given one; None where the case is timed call by call (an epoch
@@ -446,7 +458,10 @@ def reused_calibration(spec: WorkloadSpec, cell: Cell, position: int) -> int | N
     return cell.calibration[position]
 
 
-def run_cell(cell: Cell, result_path: Path) -> None:
+def run_cell(cell: Cell, result_path: Path,
+             settings: run_settings.Settings | None = None) -> None:
+    """Run CELL's cases under SETTINGS (None: the process's active ones), saving after each."""
+    chosen = settings or run_settings.active()
     run = CellRun(cell, result_path)
     run.save()
     clock = run.clock
@@ -473,22 +488,30 @@ def run_cell(cell: Cell, result_path: Path) -> None:
         watch = CaseWatch.open(device)  # NVML and RAPL, each or the reason it is unavailable
         # Idle power settles for seconds: measured once per cell (its first round), and not
         # for --quick, whose energy figures then have no share above idle.
-        if not cell.quick and cell.round == 0:
+        if not cell.quick and cell.round == 0 and chosen.energy:
             watch.measure_idle()
     for position, case in enumerate(spec.cases_for(cell.params, cell.variant)):
         run.result.cases.append(run_case(spec, module, case, cell, device, watch, clock,
-                                         reused_calibration(spec, cell, position)))
+                                         reused_calibration(spec, cell, position),
+                                         chosen.attempts))
         run.save()
     run.finish()
 
 
 def main(argv: list[str]) -> int:
+    """CELL.json RESULT.json [SETTINGS]: without SETTINGS (JSON), the defaults, not the
+    environment's HARNESS_* variables."""
     cell_path, result_path = Path(argv[0]), Path(argv[1])
+    settings = run_settings.Settings.from_json(argv[2]) if len(argv) > 2 \
+        else run_settings.Settings()
+    # Installed first: the registry's plugins, the MNIST loader and the NVML and RAPL
+    # openers under CaseWatch read the active settings, and no argument reaches them.
+    run_settings.install(settings)
     cell_fields = json.loads(cell_path.read_text())
     cell = Cell(**cell_fields)
     print(f"worker {cell.label} on {platform.node()}", file=sys.stderr)
     try:
-        run_cell(cell, result_path)
+        run_cell(cell, result_path, settings)
     except Exception as exc:  # anything outside a case (a broken import, say) is the cell's error
         traceback.print_exc()
         partial = CellRun(cell, result_path)

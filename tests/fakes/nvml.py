@@ -1,8 +1,8 @@
 """A fake `pynvml` with known answers, for harness.measure.gpustate and energy on a CPU box.
 
-Selected with HARNESS_NVML_MODULE=tests.fakes.nvml (in workers too: the runner passes the
-environment on). What it reports is set by environment variables, so a test can set them
-before the worker starts:
+Selected with HARNESS_NVML_MODULE=tests.fakes.nvml (in workers too: the run's settings carry
+it to them, harness.core.settings). What it reports is set by environment variables, which
+the runner passes on, so a test can set them before the worker starts:
   FAKE_NVML_WATTS      the board's constant power (default 250): the energy counter grows at
                        exactly this rate, so every energy figure has a known answer
   FAKE_NVML_THROTTLE   an nvmlClocksEventReason bit mask (default 0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -33,6 +33,9 @@ class ModelTask:
         self.eager: Callable[[], Any] | None = None
         self.lowered: Callable[[], Any] | None = None
         self.extra = extra or {}
+        # Figures read when the results are collected, after every timed call (the thread
+        # count a cell really ran with, the updates a loss scaler skipped): merged into extra.
+        self.late_extra: list[Callable[[], dict[str, Any]]] = []
         self.spe = spe
 
     def step(self) -> Any:
@@ -45,8 +48,11 @@ class ModelTask:
         return value
 
     def output(self) -> dict[str, Any]:
+        extra = dict(self.extra)
+        for read in self.late_extra:
+            extra.update(read())
         output = {"result": [self.to_numpy(value) for value in self.kept], "spe": self.spe,
-                  "extra": dict(self.extra)}
+                  "extra": extra}
         if self.deterministic is not None:
             output["deterministic"] = self.deterministic
         return output
@@ -84,3 +90,14 @@ def user_code(path: str, doing: str) -> Iterator[None]:
         raise
     except Exception as exc:
         raise UserCodeError(user_error_text(exc, path, doing)) from exc
+
+
+def forward_variant(variant: str, arithmetic: Iterable[str]) -> str:
+    """The variant a random step's deterministic-mode forward runs as: the parts of `variant`
+    among `arithmetic` (those that change the numbers: a precision, a layout), else as-written.
+    The check compares that forward with the float32 reference, so it must compute as the
+    timed step does."""
+    from harness.workloads.usermodel.spec import compose_variant, split_parts
+
+    chosen = [part for part in split_parts(variant) if part in set(arithmetic)]
+    return compose_variant(chosen) if chosen else "as-written"

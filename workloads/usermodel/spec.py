@@ -11,13 +11,25 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.spec import Capability, Check, Param, WorkloadSpec
+from harness.core.units import device_kind
+from harness.spec import (
+    BadInput,
+    Capability,
+    Check,
+    Param,
+    WorkloadSpec,
+    compose,
+    declared_name,
+    is_declared,
+)
+from harness.spec import variant_parts as split_parts
 
 NAME_PREFIX = "model-"
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -32,7 +44,15 @@ IMPLEMENTATIONS = {
     "keras-tensorflow": "harness.backends.keras.usermodel",
     "jax": "harness.backends.jax.usermodel",
 }
-VARIANTS = ("as-written", "resident", "compiled", "cuda-graph", "steps-per-execution")
+# The canonical order of a composed name's parts ("resident+compiled+bf16"): this tuple's.
+VARIANTS = ("as-written", "resident", "compiled", "compile-reduce-overhead",
+            "compile-max-autotune", "cuda-graph", "steps-per-execution", "bf16", "fp16", "tf32",
+            "channels-last", "cudnn-benchmark", "threads-N")
+COMPILE_MODES = ("compiled", "compile-reduce-overhead", "compile-max-autotune")
+# torch.compile's mode per compile variant (None: the default mode).
+TORCH_COMPILE_MODE = {"compiled": None, "compile-reduce-overhead": "reduce-overhead",
+                      "compile-max-autotune": "max-autotune-no-cudagraphs"}
+THREADS = "threads-N"
 WHAT = ("train", "inference", "step")
 # Keras' steps-per-execution variant: fit (or predict) compiled with this many steps in one
 # execution (with HARNESS_KERAS_STEP = "train_on_batch": one call is this many batches).
@@ -62,44 +82,231 @@ DEFAULT_SEED = 0
 ON_CPU_RESIDENT = "on the CPU the data already sits where the model runs: same as as-written"
 TORCH_ONLY = "a torch variant"
 KERAS_ONLY = "a Keras variant (fit/predict with steps_per_execution)"
+KERAS_PLACES = "Keras cells place the data with keras.device"
+GPU_ONLY = {
+    "cuda-graph": "CUDA graphs need a GPU device",
+    "compile-reduce-overhead": "reduce-overhead's gain is Inductor's CUDA graphs: on a CPU it "
+                               "is the default compiled",
+    "fp16": "float16 autocast is a GPU fix (CPUs have no fast float16 matmuls; try bf16)",
+    "tf32": "TF32 is a GPU tensor-core format",
+    "cudnn-benchmark": "cuDNN runs on a GPU only",
+}
+ON_GPU_THREADS = ("the CPU's thread count: a GPU cell's host threads launch kernels, the "
+                  "arithmetic runs on the device")
+# Parts only torch's implementation runs (every other family refuses them as TORCH_ONLY).
+TORCH_PARTS = ("resident", "compile-reduce-overhead", "compile-max-autotune", "cuda-graph",
+               "tf32", "channels-last", "cudnn-benchmark", THREADS)
+KERAS_PARTS = ("as-written", "compiled", "steps-per-execution", "bf16", "fp16")
+JAX_FP16 = ("float16 needs loss scaling the file's optax chain would have to carry; bf16 is "
+            "JAX's mixed precision")
 CAPABILITIES = {
     "torch": Capability(
-        variants=("as-written", "resident", "compiled", "cuda-graph"),
+        variants=tuple(name for name in VARIANTS if name != "steps-per-execution"),
         refused={"steps-per-execution": KERAS_ONLY},
-        refused_on={"cpu": {"resident": ON_CPU_RESIDENT,
-                            "cuda-graph": "CUDA graphs need a GPU device"}}),
+        refused_on={"cpu": {"resident": ON_CPU_RESIDENT, **GPU_ONLY},
+                    "gpu": {THREADS: ON_GPU_THREADS}}),
     "jax": Capability(
-        variants=("as-written", "compiled"),
-        refused={"resident": "JAX cells always keep the data on the device",
-                 "cuda-graph": TORCH_ONLY, "steps-per-execution": KERAS_ONLY}),
+        variants=("as-written", "compiled", "bf16"),
+        refused={**dict.fromkeys(TORCH_PARTS, TORCH_ONLY),
+                 "resident": "JAX cells always keep the data on the device",
+                 "steps-per-execution": KERAS_ONLY, "fp16": JAX_FP16}),
     **{framework: Capability(
-        variants=("as-written", "compiled", "steps-per-execution"),
-        refused={"resident": "Keras cells place the data with keras.device",
-                 "cuda-graph": TORCH_ONLY})
+        variants=KERAS_PARTS,
+        refused={**dict.fromkeys(TORCH_PARTS, TORCH_ONLY), "resident": KERAS_PLACES},
+        refused_on={"cpu": {"fp16": GPU_ONLY["fp16"]}})
        for framework in FAMILIES["keras"]},
 }
 # Keras' torch backend runs one step per call (its trainer refuses steps_per_execution > 1).
 CAPABILITIES["keras-torch"] = Capability(
-    variants=("as-written", "compiled"),
-    refused={"resident": "Keras cells place the data with keras.device",
-             "cuda-graph": TORCH_ONLY,
-             "steps-per-execution": "Keras' torch backend refuses steps_per_execution > 1"})
+    variants=tuple(name for name in KERAS_PARTS if name != "steps-per-execution"),
+    refused={**dict.fromkeys(TORCH_PARTS, TORCH_ONLY), "resident": KERAS_PLACES,
+             "steps-per-execution": "Keras' torch backend refuses steps_per_execution > 1"},
+    refused_on={"cpu": {"fp16": GPU_ONLY["fp16"]}})
 
 NOTES = (
     "as-written: the model as the file builds it, inputs copied from host numpy on every call "
     f"(torch), Keras' fit / predict over {KERAS_FIT_STEPS} copies of the batch per call (fewer "
     "for large inputs; jit_compile='auto'; time per step = call / steps_per_call), or "
     f"train_on_batch / predict_on_batch where the file sets {KERAS_STEP_OPTION} = "
-    "'train_on_batch', JAX ops unjitted; "
+    "'train_on_batch', JAX ops unjitted. Every other variant changes one thing of it: "
     "resident (torch, GPU): inputs put on the device once; compiled: torch.compile / Keras "
-    "jit_compile=True / jax.jit of the whole step; cuda-graph (torch, GPU): the step captured "
-    "once and replayed; steps-per-execution (keras-jax, keras-tensorflow): the same fit/predict "
+    "jit_compile=True / jax.jit of the whole step (torch: inputs still copied each call; "
+    "resident+compiled: both); compile-reduce-overhead (torch, GPU) and compile-max-autotune "
+    "(torch): torch.compile(mode='reduce-overhead' / 'max-autotune-no-cudagraphs'); "
+    "cuda-graph (torch, GPU): the step, its inputs resident, captured once and replayed; "
+    "steps-per-execution (keras-jax, keras-tensorflow): the same fit/predict "
     f"with steps_per_execution={STEPS_PER_EXECUTION} (train_on_batch files: fit over "
-    f"{STEPS_PER_EXECUTION} batches in one execution). Training: "
+    f"{STEPS_PER_EXECUTION} batches in one execution); bf16: torch.autocast(bfloat16) around "
+    "forward and loss / Keras policy mixed_bfloat16 / JAX params and inputs cast to bfloat16 "
+    "in apply (loss and update in float32); fp16 (torch, Keras; GPU): autocast float16 with a "
+    "GradScaler / policy mixed_float16 (its LossScaleOptimizer); tf32 (torch, GPU): TF32 "
+    "matmuls and convolutions; channels-last (torch, 4-D inputs): model and inputs in "
+    "torch.channels_last; cudnn-benchmark (torch, GPU): cudnn.benchmark=True; threads-N "
+    "(torch, CPU): torch.set_num_threads(N). Join variants with '+' to run them at once "
+    "(resident+compiled+bf16). bf16, fp16 and tf32 are checked against the float32 reference "
+    "with their precision's tolerance (stated in the check). Training: "
     "Adam (each framework's defaults), mean squared error against fixed random targets of the "
     "output's shape (or the file's targets(batch, rng)). Matmuls and convolutions in float32 "
-    "(TF32 off), as the CPU reference computes them."
+    "(TF32 off unless the variant is tf32), as the CPU reference computes them."
 )
+
+
+# --- composed variants -------------------------------------------------------------------------
+
+def variant_parts(name: str) -> tuple[str, ...]:
+    """The parts of a (possibly composed) variant name; BadInput for a part not declared."""
+    parts = split_parts(name)
+    for part in parts:
+        if not is_declared(part, VARIANTS):
+            raise BadInput(f"unknown variant {part!r} of a model file; valid: "
+                           f"{', '.join(VARIANTS)} (threads-N: N a positive integer), "
+                           "joined with '+'")
+    return parts
+
+
+def compose_variant(parts: Iterable[str]) -> str:
+    """The one name of a set of parts, in VARIANTS' order: the same set, the same cell."""
+    chosen = tuple(parts)
+    for part in chosen:
+        variant_parts(part)
+    return compose(chosen, VARIANTS)
+
+
+def conflict(parts: Iterable[str]) -> str | None:
+    """Why these parts cannot run at once; None when they can."""
+    chosen = tuple(parts)
+    declared = [declared_name(part) for part in chosen]
+    repeated = sorted({name for name in declared if declared.count(name) > 1})
+    if repeated:
+        return f"{repeated[0]} given twice: a cell runs one of each"
+    if "as-written" in declared and len(declared) > 1:
+        return "as-written is the model unchanged: it joins no other variant"
+    compiles = [name for name in declared if name in COMPILE_MODES]
+    if len(compiles) > 1:
+        return f"{' and '.join(compiles)} are two compile modes: one torch.compile per step"
+    if compiles and "cuda-graph" in declared:
+        return (f"{compiles[0]} with cuda-graph: the hand-made capture runs eager steps; "
+                "compile-reduce-overhead is torch.compile's own CUDA graphs")
+    if "bf16" in declared and "fp16" in declared:
+        return "bf16 and fp16 are two autocast precisions: one at a time"
+    if "fp16" in declared and "cuda-graph" in declared:
+        return ("fp16's GradScaler checks the gradients for inf on the host every step, which "
+                "a captured graph cannot do")
+    return None
+
+
+# --- numerics: what a lower-precision variant is allowed to change -----------------------------
+
+# Relative to max |reference|, like every bound of this check. A loss after two Adam steps moves
+# by what the forward's rounding does: each matmul or convolution rounds both operands once to
+# the variant's format (relative error up to one unit roundoff u, accumulation stays float32),
+# and errors of independent roundings partly cancel in a loss that averages many outputs. bf16
+# keeps 8 significant bits (u = 2^-9 ~ 2e-3, one ulp ~ 4e-3): a few layers deep that is ~1e-2,
+# so 3e-2 leaves 3x room yet still catches a model whose answer lives below bf16's resolution
+# (a difference of large values, a sum that cancels: errors of order 1). fp16 keeps 11 bits
+# (u = 2^-11 ~ 5e-4) and stores activations in float16 too (both operands and outputs round):
+# 1e-2. TF32 rounds only the matmul/convolution operands to 11 bits and keeps float32 storage:
+# 5e-3. Adam's first update is lr * sign(gradient) per weight: rounding flips only the signs of
+# near-zero gradients, whose weights move the loss least, so the second loss adds little.
+PRECISION_TOLERANCE = {"bf16": 3e-2, "fp16": 1e-2, "tf32": 5e-3}
+
+
+def reduced_precision(variant: str) -> str | None:
+    """The least precise of a variant's arithmetic formats other than float32, or None."""
+    parts = set(split_parts(variant))
+    return max((name for name in PRECISION_TOLERANCE if name in parts),
+               key=PRECISION_TOLERANCE.__getitem__, default=None)
+
+
+# --- the fixes `harness advise` tries: what each is, where it applies, when it helps ----------
+
+# Diagnosis kinds: harness/measure/devicetime.py's Diagnosis.kind for a GPU cell, and
+# "host-bound" (a CPU cell, or a GPU cell whose host work dominates) / "copy-bound" (the
+# host<->device copies; devicetime calls it transfer-bound).
+LAUNCH, TRANSFER, COMPUTE, MEMORY, DEVICE = ("launch-bound", "transfer-bound", "compute-bound",
+                                             "memory-bound", "device-bound")
+HOST, COPY = "host-bound", "copy-bound"
+DIAGNOSIS_KINDS = frozenset({LAUNCH, TRANSFER, COMPUTE, MEMORY, DEVICE, HOST, COPY})
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One fix of a user's model, as a variant a cell runs: where it applies and why it helps."""
+
+    name: str  # the variant's name (THREADS stands for every threads-N)
+    families: frozenset[str]  # torch, keras, jax
+    devices: frozenset[str]  # "cpu", "gpu"
+    changes_numerics: bool  # checked against the fp32 reference with PRECISION_TOLERANCE
+    helps_when: frozenset[str]  # DIAGNOSIS_KINDS
+    why: str
+
+
+def _fix(name: str, families: str, devices: str, numerics: bool, helps: set[str],
+         why: str) -> Fix:
+    return Fix(name, frozenset(families.split()), frozenset(devices.split()), numerics,
+               frozenset(helps), why)
+
+
+FIXES: dict[str, Fix] = {fix.name: fix for fix in (
+    _fix("resident", "torch", "gpu", False, {TRANSFER, COPY},
+         "the inputs are put on the device once, so no step waits on a host-to-device copy"),
+    _fix("compiled", "torch keras jax", "cpu gpu", False, {LAUNCH, HOST, MEMORY, DEVICE},
+         "the compiler fuses elementwise ops into fewer kernels and drops per-op Python "
+         "dispatch, so fewer launches and fewer trips through memory"),
+    _fix("compile-reduce-overhead", "torch", "gpu", False, {LAUNCH, HOST},
+         "the compiled step is replayed as CUDA graphs: one launch for all its kernels"),
+    _fix("compile-max-autotune", "torch", "cpu gpu", False, {COMPUTE, MEMORY, DEVICE},
+         "Inductor times several kernel configurations per matmul and fused op and keeps the "
+         "fastest"),
+    _fix("cuda-graph", "torch", "gpu", False, {LAUNCH, HOST},
+         "the whole step is captured once and replayed: one launch instead of one per kernel"),
+    _fix("steps-per-execution", "keras", "cpu gpu", False, {LAUNCH, HOST},
+         f"Keras runs {STEPS_PER_EXECUTION} steps per compiled execution, paying its "
+         "per-execution host overhead once for all of them"),
+    _fix("bf16", "torch keras jax", "cpu gpu", True, {COMPUTE, MEMORY, DEVICE},
+         "matmuls and convolutions run in bfloat16 on tensor cores (or a CPU's bf16 units) "
+         "and move half the bytes"),
+    _fix("fp16", "torch keras", "gpu", True, {COMPUTE, MEMORY, DEVICE},
+         "matmuls and convolutions run in float16 on tensor cores and move half the bytes"),
+    _fix("tf32", "torch", "gpu", True, {COMPUTE, DEVICE},
+         "float32 matmuls and convolutions run on TF32 tensor cores, several times the "
+         "float32 FLOP rate"),
+    _fix("channels-last", "torch", "cpu gpu", False, {COMPUTE, MEMORY, DEVICE},
+         "convolutions read NHWC, the layout cuDNN's tensor-core and oneDNN's kernels use, "
+         "without transposing every activation"),
+    _fix("cudnn-benchmark", "torch", "gpu", False, {COMPUTE, DEVICE},
+         "cuDNN times its convolution algorithms for these shapes once and keeps the fastest"),
+    _fix(THREADS, "torch", "cpu", False, {HOST, COMPUTE},
+         "the CPU's intra-op thread count: fewer threads spin less on small ops, more use "
+         "every core on large ones"),
+)}
+
+
+def thread_counts(cpu_cores: int | None, default_threads: int | None = None) -> list[int]:
+    """Thread counts worth a cell: half and all of the physical cores, each only where it
+    differs from the count the cell would use anyway (torch's default: the physical cores)."""
+    if not cpu_cores or cpu_cores < 1:
+        return []
+    default = default_threads or cpu_cores
+    return [count for count in sorted({max(1, cpu_cores // 2), cpu_cores}) if count != default]
+
+
+def fixes_for(framework: str, device: str, *, cpu_cores: int | None = None,
+              default_threads: int | None = None) -> list[str]:
+    """The single variants worth trying for `framework` on `device`, in VARIANTS' order:
+    the fixes of its family for that kind of device that its implementation runs there.
+    threads-N: one name per count of thread_counts (none without cpu_cores)."""
+    family, kind = family_of(framework), device_kind(device)
+    capability = CAPABILITIES.get(framework)
+    names = []
+    for fix in FIXES.values():
+        if family not in fix.families or kind not in fix.devices:
+            continue
+        candidates = ([f"threads-{count}" for count in thread_counts(cpu_cores, default_threads)]
+                      if fix.name == THREADS else [fix.name])
+        names += [name for name in candidates
+                  if capability is None or capability.refusal(name, kind) is None]
+    return names
 
 
 def family_of(framework: str) -> str | None:
@@ -140,6 +347,7 @@ def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadS
         notes=NOTES,
         overhead_pairs=(("as-written", "resident", "host->device copies"),),
         capabilities={fw: CAPABILITIES[fw] for fw in frameworks},
+        variant_conflict=conflict,
         counts_flops=True,
     )
 
@@ -219,26 +427,64 @@ def check(case: Mapping[str, Any], variant: str, inputs: dict[str, Any],
 
     A step random by design (dropout) is compared in the model's deterministic mode, where the
     same weights and inputs must give the reference's output; where even that is random, it is
-    not compared (passed, metric 'not_compared', the reason in the detail).
+    not compared (passed, metric 'not_compared', the reason in the detail). A variant that
+    computes in a lower precision (bf16, fp16, tf32) is held to that precision's tolerance
+    (PRECISION_TOLERANCE, or the float32 bound where that is wider), which the detail states.
     """
     size = inputs["size"]
     compare = size.get("compare", "step")
+    precision = reduced_precision(variant)
     if compare == "none":
         return Check(True, "not_compared", 0.0, 0.0, f"not compared: {size['not_compared']}")
     if compare == "deterministic":
+        bound, formula = precision_bound(precision, size["eval_bound"],
+                                         size["eval_bound_formula"])
         verdict = parity(flat_result(output.get("deterministic", [])),
                          flat_result(inputs["reference_eval"]), size["eval_scale"],
-                         size["eval_bound"], size["eval_bound_formula"])
+                         bound, formula)
         return Check(verdict.passed, "deterministic_mode_diff", verdict.value, verdict.bound,
                      f"compared the model in its deterministic mode "
                      f"({size['deterministic_mode']}) on the shared weights and inputs, since "
-                     f"{size['random_step']}; the step is timed as written; {verdict.detail}")
+                     f"{size['random_step']}; the step is timed as written; "
+                     f"{precision_text(verdict, precision, 'output')}{verdict.detail}")
     reference = inputs["reference_spe"] if output.get("spe") else inputs["reference"]
     result = flat_result(output["result"])
-    verdict = parity(result, flat_result(reference), size["scale"], size["bound"],
-                     size["bound_formula"])
+    bound, formula = precision_bound(precision, size["bound"], size["bound_formula"])
+    verdict = parity(result, flat_result(reference), size["scale"], bound, formula)
     why = inputs["nondeterministic"] or size.get("nondeterministic", "")
     if why:  # equal answers cannot be asked of a model the seed does not fix
         return Check(False, verdict.metric, verdict.value, verdict.bound,
                      f"not comparable: {why}; {verdict.detail}")
-    return verdict
+    if precision is None:
+        return verdict
+    compared = {"train": "loss", "inference": "output"}.get(inputs.get("what", ""), "result")
+    detail = precision_text(verdict, precision, compared) + verdict.detail
+    skipped = (output.get("extra") or {}).get("skipped_updates")
+    if skipped:
+        detail += (f"; the loss scaler skipped {skipped} of the first optimizer updates "
+                   "(inf/NaN gradients at its starting scale)")
+    return Check(verdict.passed, verdict.metric, verdict.value, verdict.bound, detail)
+
+
+def precision_bound(precision: str | None, bound: float, formula: str) -> tuple[float, str]:
+    """The bound a variant of `precision` is held to, and its formula: float32's unchanged."""
+    if precision is None:
+        return bound, formula
+    tolerance = PRECISION_TOLERANCE[precision]
+    if bound > tolerance:  # the file's own tolerance (or a float32 bound) is wider already
+        return bound, f"{formula} (wider than the {precision} tolerance {short(tolerance)})"
+    return tolerance, f"rtol {short(tolerance)} ({precision} tolerance)"
+
+
+def short(value: float) -> str:
+    """3e-2, not 3e-02: how a tolerance is written in a sentence."""
+    return f"{value:.0e}".replace("e-0", "e-").replace("e+0", "e")
+
+
+def precision_text(verdict: Check, precision: str | None, compared: str) -> str:
+    """'loss within rtol 3e-2 of the fp32 reference (bf16 tolerance); ' or ''."""
+    if precision is None:
+        return ""
+    where = "within" if verdict.passed else "beyond"
+    return (f"{compared} {where} rtol {short(verdict.bound)} of the fp32 reference "
+            f"({precision} tolerance); ")

@@ -34,6 +34,7 @@ from harness.analysis.crossover import (
     with_gpu_launches,
 )
 from harness.core.units import device_kind, format_ratio, format_seconds, format_size
+from harness.data.ceilings import MEMORY, Ceilings
 from harness.report import style
 from harness.report.summary import markdown_table
 from harness.report.tables import CELL_KEYS, ceiling_for, flop_ceiling
@@ -65,7 +66,7 @@ class CrossoverView(View):
         path = crossover_figure(
             context.stats, table, context.name, context.sweep, context.unit, context.ceilings,
             out_dir / f"{context.stem}-crossover.png",
-            context.hints.get("bandwidth_ceiling", "bandwidth_gbps"))
+            context.hints.get("bandwidth_ceiling", MEMORY))
         return [path] if path is not None else []
 
     def when_empty(self, context: Any) -> list[str]:
@@ -202,8 +203,8 @@ def _cold_lines(context: Any) -> list[str]:
 # --- the figure --------------------------------------------------------------------------------
 
 def crossover_figure(stats: pd.DataFrame, verdicts: pd.DataFrame, title: str, sweep: str,
-                     unit: str, ceilings: dict[str, dict[str, Any]], path: Path,
-                     bandwidth_key: str = "bandwidth_gbps") -> Path | None:
+                     unit: str, ceilings: dict[str, Ceilings], path: Path,
+                     bandwidth_key: str = MEMORY) -> Path | None:
     """Time (and throughput) vs size, log-log, median line with IQR band, crossover marked."""
     import matplotlib.pyplot as plt
 
@@ -241,7 +242,7 @@ def crossover_figure(stats: pd.DataFrame, verdicts: pd.DataFrame, title: str, sw
         row_axes[0].set_title(f"{machine} · variant {variant}: time\n"
                               + "\n".join(note for note in notes if note), fontsize=9.5)
         for axis, rate in zip(row_axes[1:], rates):
-            _rate_panel(axis, pd.concat([group, reference]), rate, ceilings.get(machine) or {},
+            _rate_panel(axis, pd.concat([group, reference]), rate, ceilings.get(machine),
                         bandwidth_key)
             axis.set_title(f"{machine} · variant {variant}: "
                            f"{'compute' if rate == 'gflops' else 'bytes'} throughput", fontsize=10)
@@ -365,7 +366,7 @@ def _mark_crossover(axis: Axes, verdict: pd.Series | None) -> None:
         axis.axvline(verdict["size"], color="black", linestyle=":", linewidth=1.2)
 
 
-def _rate_panel(axis: Axes, rows: pd.DataFrame, rate: str, ceilings: dict[str, Any],
+def _rate_panel(axis: Axes, rows: pd.DataFrame, rate: str, ceilings: Ceilings | None,
                 bandwidth_key: str) -> None:
     from harness.report.figures import format_rate, log_labels
 

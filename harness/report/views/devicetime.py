@@ -20,6 +20,7 @@ import pandas as pd
 
 from harness.analysis.plausibility import bandwidth_limits, device_entry, flop_limits, precision_of
 from harness.core.units import format_seconds
+from harness.data.ceilings import MEMORY, Ceilings
 from harness.measure.devicetime import attribute, diagnose
 from harness.report import style
 from harness.report.tables import CASE_KEYS, PROFILE_COLUMNS, sort_cells
@@ -83,7 +84,7 @@ def device_numbers(prepared: pd.DataFrame) -> pd.DataFrame:
 
 
 def attribution_table(stats: pd.DataFrame, prepared: pd.DataFrame,
-                      ceilings_by_machine: dict[str, dict[str, Any]],
+                      ceilings_by_machine: dict[str, Ceilings],
                       hints: dict[str, Any] | None = None) -> pd.DataFrame:
     """Per valid case: wall and busy per step, the parts, the cold extra and the diagnosis.
 
@@ -91,16 +92,16 @@ def attribution_table(stats: pd.DataFrame, prepared: pd.DataFrame,
     variant's precision (whose FLOP ceiling applies).
     """
     hints = hints or {}
-    bandwidth_key = hints.get("bandwidth_ceiling") or "bandwidth_gbps"
+    bandwidth_key = hints.get("bandwidth_ceiling") or MEMORY
     precisions = hints.get("variant_precision") or {}
     own = stats[stats["valid"]].drop(columns=[c for c in PROFILE_COLUMNS if c in stats])
     cases = own.merge(device_numbers(prepared), on=CASE_KEYS, how="left")
-    rows = [_attributed(row, ceilings_by_machine.get(row["machine"], {}), bandwidth_key,
+    rows = [_attributed(row, ceilings_by_machine.get(row["machine"]), bandwidth_key,
                         precisions) for _, row in cases.iterrows()]
     return sort_cells(pd.DataFrame(rows)) if rows else pd.DataFrame()
 
 
-def _attributed(row: pd.Series, ceilings: dict[str, Any], bandwidth_key: str,
+def _attributed(row: pd.Series, ceilings: Ceilings | None, bandwidth_key: str,
                 precisions: dict[str, str]) -> dict[str, Any]:
     steps = row["steps_per_call"] if row["steps_per_call"] > 0 else 1.0
     wall = row["call_median_s"]

@@ -31,7 +31,6 @@ from harness.data.records import (
     WhileTimed,
 )
 from harness.data.results import CaseResult, CellResult, RunDocument
-from harness.data.upgrade import as_run_document
 from harness.report.views import REPORT, View
 from harness.spec import Status
 
@@ -143,10 +142,10 @@ def _window_step_s(record: EnergyRecord) -> float | None:
     return record.window_s / record.calls / (record.steps_per_call or 1)
 
 
-def energy_table(documents: Sequence[RunDocument | dict[str, Any]]) -> pd.DataFrame:
+def energy_table(documents: Sequence[RunDocument]) -> pd.DataFrame:
     """Every case of these runs with its time and energy per step (latest run wins)."""
     rows = []
-    for document in map(as_run_document, documents):
+    for document in documents:
         rows += energy_rows(document, document.machine)
     table = pd.DataFrame(rows, columns=COLUMNS)
     if table.empty:
@@ -216,7 +215,8 @@ def case_line(row: pd.Series) -> str:
     window = row["window_step_s"] if _known(row["window_step_s"]) else row["step_s"]
     text = (f"{where}: {format_joules(row['j_per_step'])} per step over the energy window "
             f"({row['watts_mean']:.0f} W mean x {format_seconds(window)} per step, "
-            f"{row['window_s']:.2g} s in all; {row['counter']}, idle included")
+            f"{row['window_s']:.2g} s in all; {source_phrase(row['source'])}; "
+            f"{row['counter']}, idle included")
     if _known(row["j_per_step_above_idle"]):
         text += (f"; {format_joules(row['j_per_step_above_idle'])} above the "
                  f"{row['idle_watts']:.0f} W idle")
@@ -226,6 +226,24 @@ def case_line(row: pd.Series) -> str:
     if _known(row["host_j_per_step"]):
         text += f"; host CPU packages {format_joules(row['host_j_per_step'])} per step"
     return text + (f"; SUSPECT: {row['suspect']}" if row["suspect"] else "")
+
+
+# EnergyRecord.source as the worker writes it (harness.measure.casewatch): the timed samples'
+# own window, or an energy pass of more calls after the check where that window was too short.
+TIMED_SOURCE, PASS_SOURCE = "the timed samples", "an energy pass"
+
+
+def source_phrase(source: Any) -> str:
+    """Where a figure's window came from, in a few words: 'from the timed samples' or
+    'separate pass (the timed samples lasted 0.3 s, ...)'; the stored text where it is neither
+    (another worker's wording), 'source not recorded' where there is none (older runs)."""
+    text = str(source or "")
+    if text == TIMED_SOURCE:
+        return "from the timed samples"
+    if text.startswith(PASS_SOURCE):
+        why = text[text.find("("):] if "(" in text else ""
+        return f"separate pass {why}".strip()
+    return text or "source not recorded"
 
 
 def unmeasured_lines(table: pd.DataFrame) -> list[str]:
@@ -240,10 +258,10 @@ def unmeasured_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def gpu_state_lines(documents: Sequence[RunDocument | dict[str, Any]]) -> list[str]:
+def gpu_state_lines(documents: Sequence[RunDocument]) -> list[str]:
     """Per GPU case: clocks, temperature, power and throttling while timed; CUDA graphs."""
     lines = []
-    for document in map(as_run_document, documents):
+    for document in documents:
         for result in document.cells:
             name = f"{result.workload} {result.framework} {result.device} {result.variant}"
             for case in result.cases:
@@ -293,7 +311,7 @@ def graphs_text(graphs: dict[str, Any]) -> str:
     return text
 
 
-def console_lines(document: RunDocument | dict[str, Any]) -> list[str]:
+def console_lines(document: RunDocument) -> list[str]:
     """For the CLI after its table: verdicts and each case with a measured energy, else none.
 
     A counter that measured nothing is one 'energy: CPU unavailable: ...' line for the run,

@@ -1,4 +1,5 @@
-"""Peak memory per cell: a table and a bar chart, appended to summary.md as its own section.
+"""Peak memory per cell: a table and a bar chart, appended to summary.md as its own section, with
+the largest batch predicted to fit for each batch sweep (harness.analysis.memoryfit).
 
 Host memory is the worker's peak RSS (one figure per cell: the process ran every size), device
 memory the framework allocator's peak per case; a cell shows its largest case. Why report it
@@ -13,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.memoryfit import summary_bullets
 from harness.core.units import format_bytes
 from harness.report import style
 from harness.report.tables import CELL_KEYS, sort_cells
@@ -43,7 +45,10 @@ class MemoryView(View):
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        return memory_lines(table, figures[0] if figures else None, out_dir)
+        lines = memory_lines(table, figures[0] if figures else None, out_dir)
+        # Will a bigger batch fit: peak memory fitted over each batch sweep.
+        bullets = summary_bullets(context.documents)
+        return lines + ["", *bullets] if bullets else lines
 
 
 def memory_table(prepared: pd.DataFrame) -> pd.DataFrame:

@@ -23,7 +23,6 @@ import pandas as pd
 
 from harness.core.units import device_kind, format_seconds
 from harness.data.results import CaseResult, CellResult, RunDocument
-from harness.data.upgrade import as_run_document
 from harness.report.views import REPORT, View
 from harness.spec import Status
 
@@ -102,11 +101,11 @@ def _case_row(document: RunDocument, machine: str, hint: dict[str, Any],
     }
 
 
-def scaling_table(documents: Sequence[RunDocument | dict[str, Any]],
+def scaling_table(documents: Sequence[RunDocument],
                   series_params: tuple[str, ...] | list[str] = ()) -> pd.DataFrame:
     """Every scaling row of these runs, with efficiency and accuracy vs the 1-process case."""
     rows = []
-    for document in map(as_run_document, documents):
+    for document in documents:
         rows += scaling_rows(document, document.machine)
     table = pd.DataFrame(rows, columns=COLUMNS)
     if table.empty:
@@ -272,16 +271,16 @@ def _finish_axes(rate_axis: Any, efficiency_axis: Any, measured: pd.DataFrame) -
     efficiency_axis.legend(fontsize=7, loc="lower left")
 
 
-def _stored_labels(documents: Sequence[RunDocument | dict[str, Any]]) -> dict[str, Any]:
+def _stored_labels(documents: Sequence[RunDocument]) -> dict[str, Any]:
     """This view's labels as the first run stored them in its hints ({} when none did)."""
-    for document in map(as_run_document, documents):
+    for document in documents:
         labels = (document.hints.get("view_labels") or {}).get(ScalingView.name)
         if labels:
             return dict(labels)
     return {}
 
 
-def console_lines(document: RunDocument | dict[str, Any]) -> list[str]:
+def console_lines(document: RunDocument) -> list[str]:
     """The scaling sentences of one run document, for the CLI after its table."""
     table = scaling_table([document], _stored_labels([document]).get("series_params") or ())
     return scaling_lines(table) if not table.empty else []

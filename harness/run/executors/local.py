@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.core.settings import active
 from harness.data.results import CellResult
 from harness.run.executors.base import CellState, OnResult, OnState, ignore_state
-from harness.run.forkserver import fork_workers_wanted
 from harness.run.runner import RunOptions, run_matrix
 from harness.spec import Cell
 
@@ -41,8 +41,7 @@ class LocalExecutor:
         return run_matrix(cells, options, finished)
 
     def describe(self) -> dict[str, Any]:
-        import os
-
+        """Its name and how workers start: the active settings' (the run's, in a session)."""
         workers = ("forked from a warm process per framework that declares preload"
-                   if fork_workers_wanted(os.environ) else "a new interpreter each")
+                   if active().fork_workers else "a new interpreter each")
         return {"name": self.name, "workers": workers}

@@ -25,9 +25,10 @@ import math
 import os
 import re
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from harness.core import interrupt
 from harness.core.units import device_kind
@@ -99,19 +100,59 @@ def default_pending_limit_s(time_limit_min: int) -> float:
     return time_limit_min * 60.0
 
 
-def sbatch_flags(parameters: dict[str, Any]) -> list[str]:
-    """The sbatch options submitit writes for these parameters, for `sbatch --test-only`."""
-    flags = [f"--time={parameters['timeout_min']}", f"--job-name={parameters['name']}"]
-    if "slurm_partition" in parameters:
-        flags.append(f"--partition={parameters['slurm_partition']}")
-    if "slurm_gres" in parameters:
-        flags.append(f"--gres={parameters['slurm_gres']}")
-    if parameters.get("slurm_exclusive"):
-        flags.append("--exclusive")
-    for name, value in parameters["slurm_additional_parameters"].items():
-        option = name.replace("_", "-")
-        flags.append(f"--{option}" if value is True else f"--{option}={value}")
-    return flags
+# `--sbatch` settings: KEY=VALUE as its text, a bare KEY (a flag such as requeue) as True.
+SbatchSettings = dict[str, str | bool]
+# What SlurmExecutor.describe stores in run.json's "executor" (a --resume reads it back).
+ExecutorDescription = dict[str, str | int | float | bool | SbatchSettings | None]
+
+
+@dataclass(frozen=True)
+class JobParameters:
+    """What the tasks of one array ask SLURM for: as submitit's parameters, and as the sbatch
+    options submitit writes for them (for `sbatch --test-only`)."""
+
+    timeout_min: int
+    name: str = "harness"
+    partition: str | None = None
+    gres: str | None = None  # 'gpu:1' for GPU cells
+    exclusive: bool = False  # a whole node, for CPU cells
+    additional: Mapping[str, str | bool] = field(default_factory=dict)
+
+    def submitit_parameters(self) -> dict[str, int | str | bool | SbatchSettings]:
+        """The keyword arguments of submitit's `update_parameters`."""
+        found: dict[str, int | str | bool | SbatchSettings] = {
+            "timeout_min": self.timeout_min, "name": self.name,
+            "slurm_additional_parameters": dict(self.additional)}
+        if self.partition:
+            found["slurm_partition"] = self.partition
+        if self.gres:
+            found["slurm_gres"] = self.gres
+        if self.exclusive:
+            found["slurm_exclusive"] = True
+        return found
+
+    def sbatch_flags(self) -> list[str]:
+        """The sbatch options submitit writes for these parameters."""
+        flags = [f"--time={self.timeout_min}", f"--job-name={self.name}"]
+        if self.partition:
+            flags.append(f"--partition={self.partition}")
+        if self.gres:
+            flags.append(f"--gres={self.gres}")
+        if self.exclusive:
+            flags.append("--exclusive")
+        for name, value in self.additional.items():
+            option = name.replace("_", "-")
+            flags.append(f"--{option}" if value is True else f"--{option}={value}")
+        return flags
+
+
+class ArrayRecord(TypedDict):
+    """One submitted array, as RUN_DIR/slurm/arrays.json keeps it."""
+
+    array: str  # SLURM's array id
+    kind: str  # 'cpu' or 'gpu'
+    submitted: float  # time.time()
+    tasks: dict[str, str]  # task id ('123_0') -> cell id (its file name in RUN_DIR/cells)
 
 
 def log_lines(text: str) -> list[str]:
@@ -139,9 +180,9 @@ def node_failure(state: TaskState, trouble: str) -> str:
     return ""
 
 
-def parse_sbatch_settings(values: list[str] | None) -> dict[str, Any]:
+def parse_sbatch_settings(values: list[str] | None) -> SbatchSettings:
     """`--sbatch account=lab --sbatch requeue` -> {'account': 'lab', 'requeue': True}."""
-    settings: dict[str, Any] = {}
+    settings: SbatchSettings = {}
     for value in values or []:
         name, has_value, text = value.partition("=")
         name = name.strip().lstrip("-")
@@ -165,7 +206,7 @@ def record_array(run_dir: Path, kind: str, tasks: list[Task]) -> None:
     os.replace(temporary, path)
 
 
-def recorded_arrays(run_dir: Path) -> list[dict[str, Any]]:
+def recorded_arrays(run_dir: Path) -> list[ArrayRecord]:
     """The arrays a run submitted, oldest first ([] before any or for a local run)."""
     try:
         found = json.loads((run_dir / SUBMITIT_FOLDER / ARRAYS_FILE).read_text())
@@ -220,15 +261,28 @@ def usable_nodes(partition: str, settle_s: float = PREFLIGHT_SETTLE_S) -> list[
         time.sleep(0.5)
 
 
-def read_result(path: Path) -> dict[str, Any] | None:
+def read_result(path: Path) -> CellResult | None:
+    """The result a task wrote; None while there is none (or it cannot be read yet)."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        return CellResult.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, KeyError):  # not (yet) a cell result's document
         return None
 
 
-def ended_result(cell: Cell, state: TaskState, document: dict[str, Any] | None,
-                 log_tail: str = "", node_trouble: str = "") -> dict[str, Any]:
+def as_cell_row(cell: Cell, written: CellResult | None, status: Status,
+                reason: str) -> CellResult:
+    """The row of a task that did not complete: `cell` with this status and reason, keeping
+    the cases its task saved (`written`, if it wrote anything)."""
+    if written is None:
+        written = empty_result(cell, status, reason)
+    # The cell as this run planned it, not as the task's file spelled it (cell_extra: keys of
+    # that spelling this harness does not know).
+    return replace(written, cell=cell, cell_extra={}, status=status, reason=reason,
+                   finished=time.time())
+
+
+def ended_result(cell: Cell, state: TaskState, document: CellResult | None,
+                 log_tail: str = "", node_trouble: str = "") -> CellResult:
     """The result of a task SLURM ended: the task's own document if it completed, else a status
     row with SLURM's state and reason that keeps whatever cases the task saved. A task lost
     with its node is `interrupted` (see node_failure), so --resume runs it again."""
@@ -242,22 +296,21 @@ def ended_result(cell: Cell, state: TaskState, document: dict[str, Any] | None,
     if lost:
         status, words = Status.INTERRUPTED, f"lost with its node: {lost}"
     reason = f"{words}: {state.describe()}"
-    told = (document or {}).get("reason") or " | ".join(log_lines(log_tail)[-4:])
+    told = (document.reason if document is not None else "") or " | ".join(
+        log_lines(log_tail)[-4:])
     if told:
         reason += f"; task said: {told}"
-    result = dict(document) if document is not None else empty_result(
-        cell, status, reason).to_dict()
-    result.update(cell=cell.as_dict(), status=status.value, reason=reason, finished=time.time())
-    return result
+    return as_cell_row(cell, document, status, reason)
 
 
-def interrupted_result(cell: Cell, document: dict[str, Any] | None,
-                       reason: str) -> dict[str, Any]:
+def interrupted_result(cell: Cell, document: CellResult | None, reason: str) -> CellResult:
     """A cell a stop signal cut short: interrupted, keeping the cases its task saved."""
-    result = dict(document) if document is not None else empty_result(
-        cell, Status.INTERRUPTED, reason).to_dict()
-    result.update(cell=cell.as_dict(), status=Status.INTERRUPTED.value, reason=reason,
-                  finished=time.time())
+    return as_cell_row(cell, document, Status.INTERRUPTED, reason)
+
+
+def with_slurm(result: CellResult, **seen: str | int | bool | None) -> CellResult:
+    """The result with what SLURM said of its task added to its `slurm` record."""
+    result.slurm = {**(result.slurm or {}), **seen}
     return result
 
 
@@ -307,7 +360,7 @@ class SlurmExecutor:
     partition_cpu: str | None = None
     partition_gpu: str | None = None
     time_limit_min: int | None = None
-    sbatch: dict[str, Any] = field(default_factory=dict)
+    sbatch: SbatchSettings = field(default_factory=dict)
     pending_limit_s: float | None = None
     exclusive_cpu: bool = True
     gpus_per_cell: int = 1
@@ -318,28 +371,22 @@ class SlurmExecutor:
     name = "slurm"
     runs_cells_here = False
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ExecutorDescription:
         return {"name": self.name, "cluster": self.cluster, "partition_cpu": self.partition_cpu,
                 "partition_gpu": self.partition_gpu, "time_limit_min": self.time_limit_min,
                 "sbatch": self.sbatch, "pending_limit_s": self.pending_limit_s,
                 "exclusive_cpu": self.exclusive_cpu,
                 "gpus_per_cell": self.gpus_per_cell}
 
-    def parameters(self, kind: str, options: RunOptions) -> dict[str, Any]:
-        """submitit parameters for the array of one device kind ('cpu' or 'gpu')."""
-        found: dict[str, Any] = {
-            "timeout_min": self.time_limit_min or default_time_limit_min(options.timeout_s),
-            "name": "harness",
-            "slurm_additional_parameters": dict(self.sbatch),
-        }
-        partition = self.partition_gpu if kind == "gpu" else self.partition_cpu
-        if partition:
-            found["slurm_partition"] = partition
-        if kind == "gpu":
-            found["slurm_gres"] = f"gpu:{self.gpus_per_cell}"
-        elif self.exclusive_cpu:
-            found["slurm_exclusive"] = True
-        return found
+    def parameters(self, kind: str, options: RunOptions) -> JobParameters:
+        """What the array of one device kind ('cpu' or 'gpu') asks SLURM for."""
+        gpu = kind == "gpu"
+        return JobParameters(
+            timeout_min=self.time_limit(options),
+            partition=(self.partition_gpu if gpu else self.partition_cpu) or None,
+            gres=f"gpu:{self.gpus_per_cell}" if gpu else None,
+            exclusive=not gpu and self.exclusive_cpu,
+            additional=dict(self.sbatch))
 
     def time_limit(self, options: RunOptions) -> int:
         return self.time_limit_min or default_time_limit_min(options.timeout_s)
@@ -366,7 +413,7 @@ class SlurmExecutor:
                 seen = ", ".join(f"{node}: {state}" for node, state, _ in listed[:6])
                 raise BadInput(f"{option}: no node can take a task now ({seen}); SLURM would "
                                "queue the cells without end")
-            flags = sbatch_flags(self.parameters(kind, options))
+            flags = self.parameters(kind, options).sbatch_flags()
             code, _, said = slurm_state._run(["sbatch", "--test-only", *flags, "--wrap", "true"])
             if code != 0:
                 last = (said.strip().splitlines() or [f"exit code {code}"])[0]
@@ -374,7 +421,7 @@ class SlurmExecutor:
                                f"({' '.join(flags)}): {last}")
 
     def submit(self, cells: list[Cell], options: RunOptions,
-               run_dir: Path) -> tuple[list[Task], list[dict[str, Any]]]:
+               run_dir: Path) -> tuple[list[Task], list[CellResult]]:
         """One array per device kind (partition and resources differ): a Task per cell, and
         an error result per cell of an array that sbatch refused (no such partition, no GPUs
         there, an account it does not know...)."""
@@ -383,7 +430,7 @@ class SlurmExecutor:
         results = run_dir / RESULTS_FOLDER
         results.mkdir(parents=True, exist_ok=True)
         tasks: list[Task] = []
-        refused: list[dict[str, Any]] = []
+        refused: list[CellResult] = []
         for kind in ("cpu", "gpu"):
             group = [cell for cell in cells if device_kind(cell.device) == kind]
             if not group:
@@ -392,7 +439,7 @@ class SlurmExecutor:
             # cell must not inherit the CPU cells' --exclusive.
             executor = submitit.AutoExecutor(folder=run_dir / SUBMITIT_FOLDER / "%j",
                                              cluster=self.cluster)
-            executor.update_parameters(**self.parameters(kind, options))
+            executor.update_parameters(**self.parameters(kind, options).submitit_parameters())
             paths = [results / f"{cell_id(cell)}.json" for cell in group]
             for path in paths:  # a --resume: the cut-short run's file must not pass for news
                 path.unlink(missing_ok=True)
@@ -405,10 +452,9 @@ class SlurmExecutor:
                 said = " | ".join(str(exc).strip().splitlines()[-3:])
                 for cell in group:
                     row = empty_result(cell, Status.ERROR,
-                                       f"sbatch refused the {kind} cells: {said}").to_dict()
+                                       f"sbatch refused the {kind} cells: {said}")
                     # Never submitted: --resume counts the cell as not run.
-                    row["slurm"] = {"job_id": None, "refused": True}
-                    refused.append(row)
+                    refused.append(with_slurm(row, job_id=None, refused=True))
                 self._log(run_dir, f"sbatch refused the {len(group)} {kind} cells: {said}")
                 continue
             group_tasks = [Task(cell, job, path) for cell, job, path in zip(group, jobs, paths)]
@@ -464,9 +510,8 @@ class SlurmExecutor:
         self._partition_blocked: dict[str, str] = {}
         tasks, refused = self.submit(cells, options, run_dir)
         for result in refused:
-            cell = Cell(**result["cell"])
-            on_result(cell, CellResult.from_dict(result))
-            report_state(cell, CellState.DONE)
+            on_result(result.cell, result)
+            report_state(result.cell, CellState.DONE)
         for task in tasks:
             report_state(task.cell, CellState.QUEUED)
         pending = list(tasks)
@@ -501,14 +546,14 @@ class SlurmExecutor:
             if result is None:
                 still.append(task)
                 continue
-            result.setdefault("slurm", {})["job_id"] = task.job_id
+            seen: dict[str, str | int] = {"job_id": task.job_id}
             if state is not None and state.finished:  # a complete cell may beat its task's end
-                result["slurm"]["state"] = state.state
+                seen["state"] = state.state
             if state is not None and state.node:
-                result["slurm"]["node"] = state.node
+                seen["node"] = state.node
             if task.restarts:
-                result["slurm"]["restarts"] = task.restarts
-            on_result(task.cell, CellResult.from_dict(result))
+                seen["restarts"] = task.restarts
+            on_result(task.cell, with_slurm(result, **seen))
             report_state(task.cell, CellState.DONE)
         return still
 
@@ -544,7 +589,7 @@ class SlurmExecutor:
         elif task.blocked_since is None:
             task.blocked_since = time.monotonic()
 
-    def _blocked_too_long(self, task: Task, state: TaskState | None) -> dict[str, Any] | None:
+    def _blocked_too_long(self, task: Task, state: TaskState | None) -> CellResult | None:
         """Cancel a task that could not start for longer than the pending limit: its cell is
         `interrupted` with SLURM's reason (so --resume runs it), and nothing waits forever."""
         if state is None or not state.pending or task.blocked_since is None:
@@ -557,7 +602,7 @@ class SlurmExecutor:
                   f"{self._pending_limit:g} s), cancelled: {task.reason}")
         self._log(self._run_dir, f"{task.job_id} ({task.cell.label}) {reason}")
         result = interrupted_result(task.cell, None, reason)
-        result["slurm"] = {"state": "CANCELLED", "pending_reason": task.reason}
+        result.slurm = {"state": "CANCELLED", "pending_reason": task.reason}
         return result
 
     def _watch_nodes(self, pending: list[Task], states: dict[str, TaskState]) -> None:
@@ -605,17 +650,17 @@ class SlurmExecutor:
                                       f"take a task ({seen})")
         return blocked
 
-    def _own(self, task: Task) -> dict[str, Any] | None:
+    def _own(self, task: Task) -> CellResult | None:
         """The task's result file, if this very task wrote it: a file another task wrote (an
         older run's task still queued when this one was submitted) is not this cell's result."""
         document = read_result(task.result_path)
-        written_by = ((document or {}).get("slurm") or {}).get("job_id")
+        written_by = ((document.slurm if document is not None else None) or {}).get("job_id")
         if document is not None and task.job_id and written_by not in (None, task.job_id):
             return None
         return document
 
     def _ended(self, task: Task, state: TaskState | None,
-               answered: bool = True) -> dict[str, Any] | None:
+               answered: bool = True) -> CellResult | None:
         """The task's result once SLURM says it ended (and its file is in), else None.
         answered: whether SLURM answered at all this time (if not, only a complete file counts).
 
@@ -624,7 +669,7 @@ class SlurmExecutor:
         say what SLURM did.
         """
         document = self._own(task)
-        if document is not None and document.get("status") in COMPLETE_STATUSES:
+        if document is not None and document.status.value in COMPLETE_STATUSES:
             return document  # the cell ran to its end; how its task exits changes nothing
         if not answered:
             return None
@@ -642,7 +687,7 @@ class SlurmExecutor:
                 task.node_trouble = lost.describe()
         return ended_result(task.cell, state, document, task.log_tail(), task.node_trouble)
 
-    def _after_grace(self, task: Task, state: TaskState) -> dict[str, Any] | None:
+    def _after_grace(self, task: Task, state: TaskState) -> CellResult | None:
         """None until the result file has had missing_grace_s to appear, then a status row."""
         now = time.monotonic()
         if task.missing_since is None:
@@ -678,10 +723,8 @@ class SlurmExecutor:
                 result = document
             else:
                 result = interrupted_result(task.cell, document, reason)
-            result.setdefault("slurm", {})
-            result["slurm"].update(job_id=task.job_id,
-                                   state=state.state if state is not None else "CANCELLED")
-            on_result(task.cell, CellResult.from_dict(result))
+            on_result(task.cell, with_slurm(result, job_id=task.job_id, state=(
+                state.state if state is not None else "CANCELLED")))
             report_state(task.cell, CellState.DONE)
 
 

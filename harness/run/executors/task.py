@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.backend import parse_cuda_index
 from harness.core import interrupt
+from harness.core.settings import using
 from harness.core.units import device_kind
 from harness.measure import envinfo
 from harness.run.runner import RunOptions, run_worker
@@ -79,7 +80,9 @@ def run_task(cell_fields: dict[str, Any], result_path: str, options: RunOptions,
     # handlers would ignore SIGTERM and, on USR2 (its warning before the time limit), requeue
     # or raise mid-cell; a cell has no checkpoint to resume from, so the warning is ignored.
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-    with interrupt.stop_on_signals():
+    # The run's settings, as the submitting process read them (they travel on OPTIONS): the
+    # registry's plugins here follow them, not the node's environment.
+    with interrupt.stop_on_signals(), using(options.settings):
         _first_sigterm_only()
         result = run_worker(worker_cell, options)
     result.cell, result.host, result.slurm = cell, host, task_identity()

@@ -1,0 +1,414 @@
+"""Will a bigger batch fit? Peak memory fitted over a batch sweep, and the largest batch predicted.
+
+Per (framework, device, variant) cell of a run whose sweep is a batch size, the measured peak
+memory of each case is fitted as `fixed + per_sample x batch` (ordinary least squares), and the
+largest batch predicted to fit is floor((capacity - fixed) / per_sample). The record says how
+good the fit is (sizes used, residuals), where the batch lies against the predicted GPU-vs-CPU
+crossover that run.json stores (`predictions`, harness.analysis.crossover), and, where there is
+no prediction, why not. Pure computation over a RunDocument: no framework, no file.
+
+What is fitted, and against what capacity:
+- GPU cells: each case's peak device memory as the framework's allocator reports it (reserved
+  where the framework tells it, else allocated: CaseResult.peak_device_bytes), against the GPU's
+  total memory as the run recorded it (host fact `gpu_memory_bytes`, one figure per visible GPU,
+  or a capacity the caller gives) less DEVICE_RESERVE_BYTES. Why less: the allocator's peak does
+  not see the CUDA context, the driver's and the libraries' own allocations, which live outside
+  it; the fitted fixed part holds the model, its optimizer state and the allocator's cache, but
+  not those. The reserve is an assumption (docs/methodology.md states it), not a measurement;
+  lines show the capacity left after it beside the total ('79 GiB (of 80 GiB)').
+- CPU cells: a per-case host peak where the run recorded one (case `extra` key
+  HOST_CASE_FIGURE: the worker resets Linux's high-water mark before each case,
+  harness.measure.memory), against the host's RAM (host fact `memory_bytes`). Without one (the
+  kernel refused the reset) only the cell's peak RSS exists, which no per-batch fit can use;
+  such a cell gets no prediction and says so.
+
+A straight line is the model because a training step's memory is weights, optimizer state and
+workspace (fixed) plus activations and inputs (proportional to the batch). The prediction is an
+extrapolation, usually far beyond the sizes run; the record gives the largest size fitted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from itertools import pairwise
+
+from harness.analysis.predict import SEARCH_FACTOR
+from harness.core.units import device_kind, format_bytes
+from harness.data.results import CaseResult, CellResult, RunDocument
+from harness.spec import Status
+
+# Sweeps whose values are a batch size: only there is "per sample" the slope of the line.
+BATCH_SWEEPS = frozenset({"batch", "batch_size"})
+# Device memory outside the framework's allocator (CUDA context, driver, cuDNN/cuBLAS handles):
+# about 0.3-0.6 GiB on recent GPUs and drivers; 1 GiB errs on the side of a smaller batch.
+DEVICE_RESERVE_BYTES = 2**30
+# The case `extra` key of a per-case host peak (bytes), where a worker records one.
+HOST_CASE_FIGURE = "peak_host_memory_bytes"
+# How summary.md names a fit's bullet (harness.analysis.check reads it back).
+BULLET_PREFIX = "- Memory fit (run `"
+
+
+@dataclass(frozen=True)
+class MemoryPoint:
+    """One measured case: its batch size and the peak memory it held (bytes)."""
+
+    batch: float
+    peak_bytes: float
+
+
+@dataclass(frozen=True)
+class LineFit:
+    """peak = fixed + per_sample x batch, least squares over `sizes` distinct batch sizes."""
+
+    fixed_bytes: float
+    per_sample_bytes: float
+    sizes: int
+    largest_size: float
+    # Residuals (measured - fitted), bytes; None with two sizes: a line through two points
+    # leaves none, so its error is not measured.
+    max_residual_bytes: float | None
+    rms_residual_bytes: float | None
+
+    def bytes_at(self, batch: float) -> float:
+        return self.fixed_bytes + self.per_sample_bytes * batch
+
+
+def fit_line(points: Sequence[MemoryPoint]) -> LineFit | None:
+    """The least-squares line through POINTS; None with fewer than two distinct batch sizes.
+
+    Closed form (the normal equations of two unknowns) in exact fractions, so a peak that grows
+    exactly linearly gives its fixed and per-sample parts to the byte, and this module needs no
+    numpy; `harness check` refits with numpy, a second computation.
+    """
+    sizes = {point.batch for point in points}
+    if len(sizes) < 2:
+        return None
+    batches = [Fraction(point.batch) for point in points]
+    peaks = [Fraction(point.peak_bytes) for point in points]
+    mean_batch, mean_peak = sum(batches) / len(points), sum(peaks) / len(points)
+    slope = (sum((b - mean_batch) * (p - mean_peak) for b, p in zip(batches, peaks))
+             / sum((b - mean_batch) ** 2 for b in batches))
+    fixed = mean_peak - slope * mean_batch
+    residuals = [float(p - fixed - slope * b) for b, p in zip(batches, peaks)]
+    measured = len(sizes) > 2
+    return LineFit(float(fixed), float(slope), len(sizes), max(sizes),
+                   max(residuals, key=abs) if measured else None,
+                   math.sqrt(sum(r * r for r in residuals) / len(points)) if measured else None)
+
+
+@dataclass(frozen=True)
+class CrossoverPlace:
+    """The predicted GPU-vs-CPU crossover run.json stores for the cell's framework and variant.
+
+    kind: as harness.analysis.predict.Prediction ('crossover', 'gpu-always', 'cpu-always',
+    'too-few-sizes'); batch: the crossover's batch ('crossover' only); searched_to: the largest
+    batch the predictor searched (SEARCH_FACTOR x the largest batch measured validly).
+    """
+
+    kind: str
+    batch: float | None
+    searched_to: float | None
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """The answer to "will a bigger batch fit?" for one cell, with its evidence."""
+
+    run_id: str
+    machine: str
+    framework: str
+    device: str
+    variant: str
+    memory: str  # 'device' (a GPU's allocator) or 'host' (the worker's RSS)
+    figure: str  # what was fitted, in words
+    points: tuple[MemoryPoint, ...]
+    fit: LineFit | None
+    capacity_bytes: float | None  # what the cell may fill (the reserve already subtracted)
+    # How lines name the capacity ('78.6 GiB (of 79.6 GiB)'), or why there is none.
+    capacity_text: str
+    largest_batch: int | None
+    reason: str = ""  # why there is no largest batch ('' when there is one)
+    crossover: CrossoverPlace | None = None
+    caveats: tuple[str, ...] = field(default=())
+    label: str = ""  # how lines name the cell: 'cuda:0 (torch)', 'cuda:0 (torch, compiled)'
+
+    @property
+    def crossover_below(self) -> bool | None:
+        """Whether the GPU is predicted to win at some batch that fits (None: not known)."""
+        place = self.crossover
+        if self.largest_batch is None or place is None:
+            return None
+        if place.kind == "gpu-always":
+            return True
+        if place.kind == "crossover" and place.batch is not None:
+            return place.batch <= self.largest_batch
+        if place.kind == "cpu-always" and place.searched_to is not None \
+                and place.searched_to >= self.largest_batch:
+            return False
+        return None
+
+    def line(self) -> str:
+        """The answer in one line, as the terminal and summary.md print it."""
+        head = self.label or f"{self.device} ({self.framework})"
+        if self.fit is None:
+            return f"{head}: no memory fit: {self.reason}"
+        basis = fit_basis(self.fit)
+        parts = (f"fixed {format_bytes(self.fit.fixed_bytes)} + "
+                 f"{format_bytes(self.fit.per_sample_bytes)} per sample, {basis}")
+        if self.largest_batch is None:
+            return f"{head}: peak memory {parts}; no largest batch: {self.reason}"
+        answer = (f"is ~{batch_text(self.largest_batch)}" if self.largest_batch > 0
+                  else "is none: the fixed part alone does not fit")
+        text = (f"{head}: the largest batch predicted to fit in {self.capacity_text} {answer} "
+                f"({parts})")
+        return text + self.crossover_clause() + "".join(f"; {note}" for note in self.caveats)
+
+    def crossover_clause(self) -> str:
+        """'; the predicted crossover (batch ~900) lies below it', or '' where none is known."""
+        place, below = self.crossover, self.crossover_below
+        if place is None or self.memory != "device":
+            return ""
+        if place.kind == "crossover":
+            side = "below it" if below else "above it: the GPU cannot win at any batch that fits"
+            return f"; the predicted crossover (batch ~{two_digits(place.batch)}) lies {side}"
+        if place.kind == "gpu-always":
+            return "; the GPU is predicted faster at every batch"
+        if place.kind == "cpu-always" and place.searched_to is not None:
+            tail = ": the GPU cannot win at any batch that fits" if below is False else ""
+            return f"; no crossover predicted up to batch {two_digits(place.searched_to)}{tail}"
+        return ""
+
+    def __str__(self) -> str:
+        return self.line()
+
+
+def fit_basis(fit: LineFit) -> str:
+    """'fitted over 3 sizes up to 512, largest residual 2.1 MiB' (or why no residual)."""
+    basis = f"fitted over {fit.sizes} sizes up to {int(fit.largest_size):,}"
+    if fit.max_residual_bytes is None:
+        return basis + ", no residual (a line through 2 points)"
+    return basis + f", largest residual {format_bytes(abs(fit.max_residual_bytes))}"
+
+
+def batch_text(batch: float) -> str:
+    """A batch as printed: whole numbers with thousands separators; over 1,000 rounded down to
+    3 significant digits (an extrapolated batch is not known to the sample, and rounding down
+    keeps it a batch predicted to fit)."""
+    whole = int(batch)
+    if whole < 1000:
+        return f"{whole:,}"
+    step = 10 ** (len(str(whole)) - 3)
+    return f"{whole // step * step:,}"
+
+
+def two_digits(size: float | None) -> str:
+    """A predicted crossover's batch with the 2 significant digits its error allows."""
+    if size is None:
+        return "?"
+    if size < 100:
+        return f"{float(f'{size:.2g}'):g}"
+    return f"{round(size, -math.floor(math.log10(size)) + 1):,.0f}"
+
+
+# --- from a run --------------------------------------------------------------------------------
+
+def memory_fits(document: RunDocument, capacity_bytes: dict[str, float] | None = None
+                ) -> list[MemoryFit]:
+    """A MemoryFit per cell of a batch sweep that measured anything; [] for other sweeps.
+
+    CAPACITY_BYTES: device -> bytes the cell may fill, overriding what the run recorded.
+    """
+    if document.sweep not in BATCH_SWEEPS:
+        return []
+    variants = {cell.variant for cell in document.cells}
+    return [cell_fit(document, cell, (capacity_bytes or {}).get(cell.device),
+                     label_variant=len(variants) > 1)
+            for cell in document.cells if cell.cases]
+
+
+def largest_batch_that_fits(document: RunDocument, framework: str, device: str,
+                            variant: str, capacity_bytes: float | None = None
+                            ) -> MemoryFit | None:
+    """The memory fit of one cell of the run; None where the run has no such cell or its sweep
+    is not a batch size. Its `largest_batch` is None where nothing can be predicted, and its
+    `reason` says why. CAPACITY_BYTES overrides the capacity the run recorded."""
+    if document.sweep not in BATCH_SWEEPS:
+        return None
+    for cell in document.cells:
+        if (cell.framework, cell.device, cell.variant) == (framework, device, variant):
+            return cell_fit(document, cell, capacity_bytes, label_variant=True)
+    return None
+
+
+def memory_fit_lines(document: RunDocument) -> list[str]:
+    """The lines compare and summary.md print: every GPU cell's fit (or why none), and a host
+    fit where the run recorded per-case host peaks; CPU cells without one stay quiet."""
+    return [fit.line() for fit in memory_fits(document) if shown(fit)]
+
+
+def shown(fit: MemoryFit) -> bool:
+    """Whether a fit is worth a line: any measured GPU cell, a CPU cell only with a fit."""
+    if fit.memory == "device":
+        return bool(fit.points)
+    return fit.fit is not None
+
+
+def summary_bullets(documents: Sequence[RunDocument]) -> list[str]:
+    """summary.md's bullets, each naming its run (harness check finds the run by it)."""
+    return [f"{BULLET_PREFIX}{document.run_id}`): {line}" for document in documents
+            for line in memory_fit_lines(document)]
+
+
+def cell_fit(document: RunDocument, cell: CellResult, capacity_bytes: float | None = None,
+             label_variant: bool = False) -> MemoryFit:
+    """One cell's fit: its points, line, capacity, largest batch and crossover."""
+    on_gpu = device_kind(cell.device) == "gpu"
+    points = device_points(document.sweep, cell) if on_gpu else host_points(document.sweep, cell)
+    if capacity_bytes is not None:
+        capacity: float | None = capacity_bytes
+        capacity_text = f"{format_bytes(capacity_bytes)} (given)"
+    else:
+        capacity, capacity_text = (device_capacity(document, cell) if on_gpu
+                                   else host_capacity(document, cell))
+    fit = fit_line(points)
+    largest, reason = largest_batch(fit, capacity, capacity_text, points, on_gpu, cell)
+    label = f"{cell.device} ({cell.framework}{', ' + cell.variant if label_variant else ''})"
+    return MemoryFit(
+        run_id=document.run_id, machine=document.machine, framework=cell.framework,
+        device=cell.device, variant=cell.variant, memory="device" if on_gpu else "host",
+        figure=device_figure(cell) if on_gpu else "the worker's peak RSS per case",
+        points=tuple(points), fit=fit, capacity_bytes=capacity, capacity_text=capacity_text,
+        largest_batch=largest, reason=reason,
+        crossover=crossover_place(document, cell) if on_gpu else None,
+        caveats=order_caveats(document.sweep, cell) if fit is not None else (), label=label)
+
+
+def batch_of(sweep: str, case: CaseResult) -> float | None:
+    """The case's batch size, or None where it has no numeric one."""
+    value = case.case.get(sweep)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value > 0 else None
+
+
+def device_points(sweep: str, cell: CellResult) -> list[MemoryPoint]:
+    """Each case's device peak (reserved where known, else allocated) at its batch size."""
+    points = []
+    for case in cell.cases:
+        batch, peak = batch_of(sweep, case), case.peak_device_bytes
+        if batch is not None and peak:
+            points.append(MemoryPoint(batch, float(peak)))
+    return points
+
+
+def host_points(sweep: str, cell: CellResult) -> list[MemoryPoint]:
+    """Each case's own host peak where the worker recorded one (none do today)."""
+    points = []
+    for case in cell.cases:
+        batch, peak = batch_of(sweep, case), case.extra.get(HOST_CASE_FIGURE)
+        if batch is not None and isinstance(peak, (int, float)) and peak > 0:
+            points.append(MemoryPoint(batch, float(peak)))
+    return points
+
+
+def device_figure(cell: CellResult) -> str:
+    reserved = [case.peak_device_reserved_bytes for case in cell.cases]
+    if any(reserved):
+        return "the allocator's peak reserved memory per case"
+    return "the allocator's peak allocated memory per case"
+
+
+def device_capacity(document: RunDocument, cell: CellResult) -> tuple[float | None, str]:
+    """(bytes the cell may fill, in words): the GPU's recorded total less the reserve."""
+    host = cell.host or document.host
+    totals = host.get("gpu_memory_bytes") if isinstance(host, dict) else None
+    index = cuda_index(cell.device)
+    if not isinstance(totals, list) or index is None or index >= len(totals) \
+            or not isinstance(totals[index], (int, float)):
+        return None, "the GPU's total memory is not recorded in this run"
+    total = float(totals[index])
+    capacity = total - DEVICE_RESERVE_BYTES
+    return capacity, f"{format_bytes(capacity)} (of {format_bytes(total)})"
+
+
+def host_capacity(document: RunDocument, cell: CellResult) -> tuple[float | None, str]:
+    """(the host's RAM, in words): other processes' memory is not subtracted, so this is an
+    upper bound."""
+    host = cell.host or document.host
+    total = host.get("memory_bytes") if isinstance(host, dict) else None
+    if not isinstance(total, (int, float)) or total <= 0:
+        return None, "the host's memory is not recorded in this run"
+    return float(total), f"{format_bytes(total)} of RAM"
+
+
+def cuda_index(device: str) -> int | None:
+    """N of 'cuda:N' (0 for 'cuda'); None for other names."""
+    kind, _, number = device.partition(":")
+    if kind != "cuda":
+        return None
+    return int(number) if number.isdigit() else 0 if not number else None
+
+
+def largest_batch(fit: LineFit | None, capacity: float | None, capacity_text: str,
+                  points: Sequence[MemoryPoint], on_gpu: bool,
+                  cell: CellResult) -> tuple[int | None, str]:
+    """(floor((capacity - fixed) / per_sample), '') or (None, why not)."""
+    if fit is None:
+        return None, no_fit_reason(points, on_gpu, cell)
+    if fit.per_sample_bytes <= 0:
+        return None, (f"peak memory did not grow with the batch over the {fit.sizes} sizes "
+                      "run, so no per-sample cost can be extrapolated")
+    if capacity is None:
+        return None, capacity_text
+    return max(0, math.floor((capacity - fit.fixed_bytes) / fit.per_sample_bytes)), ""
+
+
+def no_fit_reason(points: Sequence[MemoryPoint], on_gpu: bool, cell: CellResult) -> str:
+    if points:
+        return (f"one batch size measured ({int(points[0].batch):,}); a fit needs two or "
+                "more")
+    if on_gpu:
+        return "no case recorded its peak device memory"
+    if cell.peak_host_memory_bytes is not None:
+        return ("the host's peak RSS is one figure per cell (its worker ran every batch "
+                "size), so no per-batch fit")
+    return "no host memory recorded"
+
+
+def order_caveats(sweep: str, cell: CellResult) -> tuple[str, ...]:
+    """A caveat where the sizes did not run smallest first: a later, smaller batch's peak can
+    then hold memory a larger one left cached (a never-reset peak, the allocator's cache)."""
+    batches = [batch for batch in (batch_of(sweep, case) for case in cell.cases)
+               if batch is not None]
+    if all(first < second for first, second in pairwise(batches)):
+        return ()
+    return ("the batch sizes did not run smallest first: a smaller batch's peak may hold "
+            "memory a larger one left cached",)
+
+
+def crossover_place(document: RunDocument, cell: CellResult) -> CrossoverPlace | None:
+    """The stored prediction of the cell's framework and variant on this machine, if any."""
+    found = [record for record in document.predictions
+             if record.get("framework") == cell.framework
+             and record.get("variant") == cell.variant]
+    same_machine = [record for record in found if record.get("machine") == document.machine]
+    if not found or not (record := (same_machine or found)[0]).get("kind"):
+        return None
+    size = record.get("size")
+    largest = largest_valid_batch(document, cell.framework, cell.variant)
+    return CrossoverPlace(str(record["kind"]),
+                          float(size) if isinstance(size, (int, float)) else None,
+                          largest * SEARCH_FACTOR if largest is not None else None)
+
+
+def largest_valid_batch(document: RunDocument, framework: str, variant: str) -> float | None:
+    """The largest batch the framework's cells of this variant measured validly (the
+    predictor's largest point: its search runs to SEARCH_FACTOR x this)."""
+    batches = [batch_of(document.sweep, case) for cell in document.cells
+               if (cell.framework, cell.variant) == (framework, variant)
+               for case in cell.cases if case.status == Status.OK and case.samples]
+    known = [batch for batch in batches if batch is not None]
+    return max(known) if known else None

@@ -1,0 +1,231 @@
+"""The run's settings: `--quick` and every HARNESS_* variable, read once and passed on.
+
+Why one object: each variable used to be read by the module that used it, in whichever process
+it ran, so a worker learnt its settings from the environment it happened to inherit. Now the
+parent (the CLI, harness.api, harness.run.plan, a resumed RunSession) reads them once per run
+with `Settings.from_environment` (the ONLY place a HARNESS_* variable is read; a bad value is
+one `BadInput` line there, exit 2 from the CLI), records them in run.json (`--resume` uses the
+recorded ones) and hands them down: on RunOptions to the runner and the executors, on the
+worker's argument list (`python -m harness.run.worker CELL.json RESULT.json SETTINGS`), and
+to the helper children of run_json_child through this module's own entry point
+(`python -m harness.core.settings SETTINGS MODULE ARGS...`). The runner removes the variables
+from every child's environment, so nothing below the parent can read them by accident.
+
+Inside a process, `install` (a worker, a helper child: for its whole life) or `using` (the
+parent: for one run) makes a Settings the `active()` one, for the few readers no argument
+reaches (a workload's MNIST loader, the NVML and RAPL openers under the worker's CaseWatch,
+the ceilings cache, the registry's plugins). A process that was handed none (a library call
+into such a module, a test) reads its environment, here.
+
+The variables (name, type, default, what it does):
+- HARNESS_ATTEMPTS (int >= 1, default 3): how many times a contended case is timed; the test
+  suite sets 1 (its two pytest processes contend by design).
+- HARNESS_ROUNDS (int >= 1, default unset): the default of --rounds (5, 1 with --quick).
+- HARNESS_FORK_WORKERS (0/1, default 1): 0 starts a new interpreter per worker instead of
+  forking it from a warm process per framework (harness.run.forkserver).
+- HARNESS_CACHE_DIR (folder, default $XDG_CACHE_HOME/harness or ~/.cache/harness): the
+  per-machine cache (remembered ceilings, the workers' bytecode).
+- HARNESS_NVML_MODULE (module name, default pynvml): the NVML binding the GPU-state and
+  energy records read (the test suite's fake: tests.fakes.nvml).
+- HARNESS_POWERCAP_ROOT (folder, default /sys/class/powercap): where RAPL's counters are.
+- HARNESS_PLUGINS (comma-separated module names or .py paths, default none): plugin modules
+  with WORKLOADS / FRAMEWORKS (harness.core.registry).
+- HARNESS_MNIST_DOWNLOAD (0/1, default 0): 1 lets the MNIST loader download the full set
+  through keras when no file is found (offline it hangs ~4 s and fails).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import runpy
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from harness.spec import BadInput
+
+DEFAULT_ATTEMPTS = 3
+DEFAULT_NVML_MODULE = "pynvml"
+DEFAULT_POWERCAP_ROOT = "/sys/class/powercap"
+TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _positive_int(name: str, text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise BadInput(f"{name}={text!r}: must be a whole number >= 1")
+    return int(text)
+
+
+def _switch(name: str, text: str) -> bool:
+    if text.lower() in TRUE_WORDS:
+        return True
+    if text.lower() in FALSE_WORDS:
+        return False
+    raise BadInput(f"{name}={text!r}: must be 1 or 0")
+
+
+def _names(name: str, text: str) -> tuple[str, ...]:  # (name, text): the parsers' signature
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _text(name: str, text: str) -> str:  # (name, text): the parsers' signature
+    return text
+
+
+def _variable(env: str, parse: Callable[[str, str], Any], default: Any) -> Any:
+    """A field read from the environment variable ENV (unset or blank: the default)."""
+    return field(default=default, metadata={"env": env, "parse": parse})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run decides once: --quick and the HARNESS_* variables (module docstring)."""
+
+    quick: bool = False
+    # Decided by the command, not the environment, like quick: `harness advise` asks only how
+    # fast each fix runs, so its workers read no idle power and run no separate energy pass.
+    energy: bool = True
+    attempts: int = _variable("HARNESS_ATTEMPTS", _positive_int, DEFAULT_ATTEMPTS)
+    rounds: int | None = _variable("HARNESS_ROUNDS", _positive_int, None)
+    fork_workers: bool = _variable("HARNESS_FORK_WORKERS", _switch, True)
+    cache_dir: str | None = _variable("HARNESS_CACHE_DIR", _text, None)
+    nvml_module: str = _variable("HARNESS_NVML_MODULE", _text, DEFAULT_NVML_MODULE)
+    powercap_root: str = _variable("HARNESS_POWERCAP_ROOT", _text, DEFAULT_POWERCAP_ROOT)
+    plugins: tuple[str, ...] = _variable("HARNESS_PLUGINS", _names, ())
+    mnist_download: bool = _variable("HARNESS_MNIST_DOWNLOAD", _switch, False)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] = os.environ, *,
+                         quick: bool = False) -> Settings:
+        """The settings ENVIRON asks for; BadInput (one line) for a value that cannot be one."""
+        found: dict[str, Any] = {}
+        for item in fields(cls):
+            name = item.metadata.get("env")
+            text = environ.get(name, "").strip() if name else ""
+            if text:
+                found[item.name] = item.metadata["parse"](name, text)
+        return cls(quick=quick, **found)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON: run.json's `settings`, a worker's argument."""
+        document = asdict(self)
+        document["plugins"] = list(self.plugins)
+        return document
+
+    @classmethod
+    def from_dict(cls, document: Mapping[str, Any]) -> Settings:
+        """Back from to_dict; a key it lacks keeps its default, an unknown key is ignored (a
+        later harness's setting), a value of the wrong type is BadInput."""
+        known = {item.name: item for item in fields(cls)}
+        values: dict[str, Any] = {}
+        for name, value in document.items():
+            if name in known and value is not None:
+                values[name] = _typed(name, value, known[name].default)
+        return cls(**values)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Settings:
+        try:
+            document = json.loads(text)
+        except ValueError as exc:
+            raise BadInput(f"settings: not JSON ({exc})") from None
+        if not isinstance(document, dict):
+            raise BadInput("settings: not a JSON object")
+        return cls.from_dict(document)
+
+    def with_quick(self, quick: bool) -> Settings:
+        return self if self.quick == quick else replace(self, quick=quick)
+
+
+def _typed(name: str, value: Any, default: Any) -> Any:
+    """A stored value checked against its field's kind (the default's type, or int/str)."""
+    if name in ("quick", "energy", "fork_workers", "mnist_download"):
+        ok = isinstance(value, bool)
+    elif name in ("attempts", "rounds"):
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    elif name == "plugins":
+        ok = isinstance(value, (list, tuple)) and all(isinstance(part, str) for part in value)
+        value = tuple(value) if ok else value
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        raise BadInput(f"settings: {name}={value!r} is not a valid value (default {default!r})")
+    return value
+
+
+def variable_names() -> tuple[str, ...]:
+    """Every environment variable the settings read (the runner keeps them from children)."""
+    return tuple(item.metadata["env"] for item in fields(Settings) if "env" in item.metadata)
+
+
+# --- the settings active in this process -----------------------------------------------------
+
+_INSTALLED: list[Settings] = []
+
+
+def active() -> Settings:
+    """The settings this process was handed (install / using); where none were, read from
+    its environment now (the parent before a run, a library call, a test)."""
+    return _INSTALLED[-1] if _INSTALLED else Settings.from_environment()
+
+
+def active_plugins() -> tuple[str, ...]:
+    """The plugin modules of the active settings. Where none were handed over, only
+    HARNESS_PLUGINS is read (no other value is checked): the registry lists plugins before
+    a command has read, and judged, the rest (the CLI's --help)."""
+    if _INSTALLED:
+        return _INSTALLED[-1].plugins
+    return _names("HARNESS_PLUGINS", os.environ.get("HARNESS_PLUGINS", ""))
+
+
+def install(settings: Settings) -> None:
+    """Make SETTINGS active for the rest of this process (a worker, a helper child)."""
+    _INSTALLED.append(settings)
+
+
+@contextlib.contextmanager
+def using(settings: Settings) -> Iterator[Settings]:
+    """Make SETTINGS active while the block runs (the parent: one run)."""
+    _INSTALLED.append(settings)
+    try:
+        yield settings
+    finally:
+        _INSTALLED.remove(settings)
+
+
+def cache_folder(settings: Settings | None = None) -> Path:
+    """The harness's per-machine cache: the settings' cache_dir, else XDG's, else ~/.cache."""
+    chosen = settings or active()
+    return Path(chosen.cache_dir or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "harness"))
+
+
+# --- helper children: `python -m harness.core.settings SETTINGS MODULE ARGS...` --------------
+
+CHILD_MODULE = "harness.core.settings"
+
+
+def child_arguments(settings: Settings, module: str, args: list[str]) -> list[str]:
+    """The argument list that runs `python -m MODULE *ARGS` under SETTINGS (run_json_child)."""
+    return [settings.to_json(), module, *args]
+
+
+def run_child(argv: list[str]) -> None:
+    """Install the settings of ARGV[0], then run ARGV[1] as __main__ with the rest as its
+    arguments. Through the imported module, not __main__ (a second copy under `python -m`)."""
+    from harness.core import settings as imported
+
+    imported.install(imported.Settings.from_json(argv[0]))
+    sys.argv = [argv[1], *argv[2:]]
+    runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    run_child(sys.argv[1:])

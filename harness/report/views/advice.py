@@ -1,0 +1,136 @@
+"""What to change: each fix's measured speedup over the as-written cell, and the answer.
+
+Report scope: per stored run with a variant beside its as-written cell (`harness advise`, or
+`compare --variant all`), the advice harness.analysis.advice computes from the run document
+(the same lines the terminal prints): the answer first, then one table row per fix with its
+speedup, noise verdict, parity and standing. The figure draws the speedup per fix (the
+as-written cell at 1x) per framework x device, and on a GPU panel the CPU's time as a line:
+the speedup the GPU would need to match the CPU's best configuration. Computed first, drawn
+second; the view draws nothing a run of one variant cannot say.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis.advice import NO_ANSWER, RunAdvice, advise_run
+from harness.core.units import device_kind, format_ratio, format_seconds
+from harness.report.summary import markdown_table
+from harness.report.views import REPORT, View
+
+FIGURE = "what-to-change.png"
+STANDING_COLORS = {"recommended": "#029E73", "did not help": "#949494",
+                   "fails parity": "#D55E00", "failed": "#CC78BC", "not measured": "#CC78BC"}
+
+
+class AdviceView(View):
+    """What to change, measured: the fixes ranked per device and the GPU-vs-CPU answer."""
+
+    name = "what-to-change"
+    order = 205
+    scope = REPORT
+    heading = "What to change"
+
+    def compute(self, context: Any) -> pd.DataFrame:
+        return advice_table([advise_run(document) for document in context.documents
+                             if len({cell.variant for cell in document.cells}) > 1],
+                            [document.run_id for document in context.documents
+                             if len({cell.variant for cell in document.cells}) > 1])
+
+    def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
+        path = speedup_figure(table, out_dir / FIGURE)
+        return [path] if path is not None else []
+
+    def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
+                 out_dir: Path) -> list[str]:
+        return advice_section(table, figures, out_dir)
+
+
+def advice_table(advices: list[RunAdvice], run_ids: list[str]) -> pd.DataFrame:
+    """One row per fix of every framework x device, with the run's answer lines attached."""
+    rows = []
+    for run_id, advice in zip(run_ids, advices):
+        answers = [item.text for item in advice.answers]
+        cpu_best = {item.framework: item.best_median_s for item in advice.devices
+                    if device_kind(item.device) == "cpu"}
+        for device in advice.devices:
+            fixes = list(device.fixes) + ([device.combined] if device.combined else [])
+            for fix in fixes:
+                rows.append({
+                    "run_id": run_id, "framework": device.framework, "device": device.device,
+                    "size": advice.size, "sweep": advice.sweep, "diagnosis": device.diagnosis.kind,
+                    "variant": fix.variant, "standing": fix.standing, "speedup": fix.speedup,
+                    "noise": fix.verdict.phrase() if fix.verdict is not None else "not judged",
+                    "parity": fix.parity, "why": fix.why, "median_s": fix.median_s,
+                    "baseline_s": device.baseline.median_s,
+                    "cpu_best_s": cpu_best.get(device.framework),
+                    "answers": answers})
+    return pd.DataFrame(rows)
+
+
+def advice_section(table: pd.DataFrame, figures: list[Path], out_dir: Path) -> list[str]:
+    """The answer per run, the figure, then the fixes ranked per framework x device."""
+    lines: list[str] = []
+    for run_id, rows in table.groupby("run_id", sort=False):
+        first = rows.iloc[0]
+        lines += [f"Run `{run_id}`, at {first['sweep']} {first['size']}:", ""]
+        lines += [f"- {text}" for text in first["answers"]] or [f"- {NO_ANSWER}"]
+        lines.append("")
+    for path in figures:
+        lines += [f"![what to change: speedup per fix]({_link(path, out_dir)})", ""]
+    shown = [[row["framework"], row["device"], row["variant"], row["standing"],
+              format_ratio(row["speedup"]), format_seconds(row["median_s"]),
+              format_seconds(row["baseline_s"]), row["noise"], row["parity"], row["why"]]
+             for _, row in table.iterrows()]
+    return lines + markdown_table(["framework", "device", "fix", "standing",
+                                   "speedup vs baseline", "median per step",
+                                   "baseline", "noise", "parity", "why"], shown)
+
+
+def _link(path: Path, out_dir: Path) -> str:
+    try:
+        return path.relative_to(out_dir).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def speedup_figure(table: pd.DataFrame, path: Path) -> Path | None:
+    """Speedup per fix per framework x device (as-written at 1x); the CPU's time as a line."""
+    drawn = table[table["speedup"].notna()]
+    if drawn.empty:
+        return None
+    import matplotlib.pyplot as plt
+
+    groups = list(drawn.groupby(["run_id", "framework", "device"], sort=False))
+    figure, axes = plt.subplots(len(groups), 1, squeeze=False,
+                                figsize=(8.0, 1.2 + sum(0.35 * len(rows) + 0.6
+                                                        for _, rows in groups)))
+    for axis, ((_, framework, device), rows) in zip(axes[:, 0], groups):
+        _panel(axis, rows, f"{framework} on {device}")
+    axes[-1, 0].set_xlabel("speedup over the baseline step (x, log scale)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def _panel(axis: Any, rows: pd.DataFrame, title: str) -> None:
+    """One framework x device: a bar per fix, 1x marked, and the CPU's best time as a line."""
+    positions = list(range(len(rows)))
+    axis.barh(positions, rows["speedup"], color=[STANDING_COLORS.get(standing, "#949494")
+                                                for standing in rows["standing"]])
+    axis.set_yticks(positions, [f"{variant} ({standing})" for variant, standing
+                                in zip(rows["variant"], rows["standing"])], fontsize="small")
+    axis.invert_yaxis()
+    axis.set_xscale("log")
+    axis.axvline(1.0, color="black", linewidth=1, label="baseline (1x)")
+    first = rows.iloc[0]
+    cpu, baseline = first["cpu_best_s"], first["baseline_s"]
+    if device_kind(first["device"]) == "gpu" and pd.notna(cpu) and pd.notna(baseline) and cpu:
+        axis.axvline(baseline / cpu, color="#0173B2", linestyle="--",
+                     label=f"the CPU's time ({format_seconds(cpu)}/step)")
+    axis.set_title(title, fontsize=9)
+    axis.legend(fontsize="x-small", loc="lower right")

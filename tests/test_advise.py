@@ -1,0 +1,285 @@
+"""`harness advise`: the fixes measured beside the as-written cell, ranked, and the answer.
+
+The ranking is unit-tested on synthetic run documents whose answer is known (a faster fix, a
+slower one, one within the noise, one failing parity, a conflict); the flow runs through real
+workers on the CPU with a tiny torch model (marked slow, CI-sized: --quick, two batches).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.analysis import advice
+from harness.analysis.check import audit_run
+from harness.data.results import RunDocument
+from harness.run.rounds import round_orders
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PASS = {"passed": True, "metric": "max_rel_diff", "value": 1e-7, "bound": 4e-6,
+        "detail": "vs the CPU reference: bound 4e-06 = fp32"}
+BF16_FAIL = {"passed": False, "metric": "max_rel_diff", "value": 0.4, "bound": 3e-2,
+             "detail": "loss beyond rtol 3e-02 of the fp32 reference (bf16 tolerance); ..."}
+GPU_PROFILE = {"calls": 3, "busy_seconds": 2e-4, "copy_seconds": 1e-5, "kernels_per_call": 180,
+               "copies_per_call": 2, "launches_per_call": 190, "span_seconds": None,
+               "tool": "synthetic"}
+
+
+def samples_around(median: float, rounds: int = 3, per_round: int = 5) -> tuple[list[float],
+                                                                               list[int]]:
+    """Tight samples (1% spread) in each round: a 2x gap between two cases is beyond the noise."""
+    values, numbers = [], []
+    for number in range(rounds):
+        for index in range(per_round):
+            values.append(median * (1 + 0.01 * (index - per_round // 2) / per_round))
+            numbers.append(number)
+    return values, numbers
+
+
+def cell(variant: str, device: str, medians: dict[int, float], check: dict[str, Any] | None = None,
+         status: str = "ok", profile: dict[str, Any] | None = None) -> dict[str, Any]:
+    cases = []
+    for batch, median in medians.items():
+        values, numbers = samples_around(median)
+        cases.append({"case": {"batch": batch}, "status": status, "reason": "",
+                      "cold_seconds": median * 3, "samples": values, "calls_per_sample": 1,
+                      "sample_rounds": numbers, "check": check or PASS,
+                      "device_profile": profile})
+    return {"cell": {"workload": "model-net", "variant": variant, "framework": "torch",
+                     "device": device, "params": {"batch": list(medians)}},
+            "status": status, "reason": "", "cases": cases}
+
+
+def document(cells: list[dict[str, Any]], size: int = 32) -> RunDocument:
+    return RunDocument.from_dict({
+        "run_id": "synthetic", "workload": "model-net", "sweep": "batch",
+        "params": {"batch": [size, 4 * size]}, "rounds": 3, "cells": cells,
+        "planned_cells": [item["cell"] for item in cells], advice.RUN_KEY: {"size": size}})
+
+
+def launch_bound_gpu_run() -> RunDocument:
+    """GPU as written 1 ms (launch-bound: busy 0.2 ms), CPU 0.5 ms; on the GPU cuda-graph is
+    4x faster, compiled 2x, compile-reduce-overhead 0.93x (slower), bf16 3x but failing its
+    tolerance, resident within the noise."""
+    return document([
+        cell("as-written", "cpu", {32: 5e-4, 128: 1.6e-3}),
+        cell("as-written", "cuda:0", {32: 1e-3, 128: 1.05e-3}, profile=GPU_PROFILE),
+        cell("cuda-graph", "cuda:0", {32: 2.5e-4, 128: 3e-4}),
+        cell("compiled", "cuda:0", {32: 5e-4, 128: 5.5e-4}),
+        cell("compile-reduce-overhead", "cuda:0", {32: 1e-3 / 0.93, 128: 1.1e-3}),
+        cell("bf16", "cuda:0", {32: 1e-3 / 3, 128: 3.6e-4}, check=BF16_FAIL, status="invalid"),
+        cell("resident", "cuda:0", {32: 1e-3 * 0.999, 128: 1.05e-3}),
+    ])
+
+
+def by_variant(found: advice.RunAdvice, device: str) -> dict[str, advice.FixResult]:
+    own = next(item for item in found.devices if item.device == device)
+    return {fix.variant: fix for fix in own.fixes}
+
+
+def test_faster_fixes_are_ranked_by_speedup_with_noise_and_parity() -> None:
+    found = advice.advise_run(launch_bound_gpu_run())
+    gpu = next(item for item in found.devices if item.device == "cuda:0")
+    assert gpu.diagnosis.kind == "launch-bound"
+    recommended = [fix.variant for fix in gpu.fixes if fix.recommended]
+    assert recommended == ["cuda-graph", "compiled"]
+    graph = by_variant(found, "cuda:0")["cuda-graph"]
+    assert graph.speedup == pytest.approx(4.0, rel=0.01)
+    assert graph.verdict is not None and graph.verdict.significant
+    assert "held in 3 of 3 rounds" in graph.line()
+    assert "parity pass" in graph.line()
+    assert "launch-bound: the graph replays 180 kernels in one launch" in graph.line()
+
+
+def test_a_slower_fix_did_not_help_and_says_its_ratio() -> None:
+    fixes = by_variant(advice.advise_run(launch_bound_gpu_run()), "cuda:0")
+    slower = fixes["compile-reduce-overhead"]
+    assert slower.standing == advice.DID_NOT_HELP
+    assert slower.line().startswith("compile-reduce-overhead: 0.93x, slower here")
+    within = fixes["resident"]
+    assert within.standing == advice.DID_NOT_HELP
+    assert "within the noise here" in within.line()
+
+
+def test_a_fix_failing_parity_is_shown_and_never_recommended() -> None:
+    found = advice.advise_run(launch_bound_gpu_run())
+    bf16 = by_variant(found, "cuda:0")["bf16"]
+    assert bf16.speedup == pytest.approx(3.0, rel=0.01)  # faster, and still not advice
+    assert bf16.standing == advice.FAILS_PARITY
+    assert "fails parity (FAIL (max_rel_diff 0.4 > the bf16 tolerance 0.03))" in bf16.line()
+    gpu = next(item for item in found.devices if item.device == "cuda:0")
+    assert "bf16" not in gpu.combination
+    assert any("bf16" in line and "fails parity" in line for line in found.lines())
+
+
+def test_the_combination_keeps_what_helped_and_drops_conflicts() -> None:
+    found = advice.advise_run(launch_bound_gpu_run())
+    gpu = next(item for item in found.devices if item.device == "cuda:0")
+    # compiled conflicts with cuda-graph (the catalogue's conflict): the faster one stays.
+    assert gpu.combination == ["cuda-graph"]
+    recommended = [advice.FixResult(name, "torch", "cuda:0", advice.RECOMMENDED, speedup,
+                                    None, "pass", "", 1e-3)
+                   for name, speedup in (("resident", 1.5), ("compiled", 2.0), ("tf32", 1.2))]
+    chosen = advice.best_combination(recommended)
+    assert chosen == ["compiled", "resident", "tf32"]
+    assert advice.compose_variant(chosen) == "resident+compiled+tf32"
+
+
+def test_the_answer_uses_each_devices_best_and_refits_the_crossover() -> None:
+    found = advice.advise_run(launch_bound_gpu_run())
+    [answer] = found.answers
+    # cuda-graph 0.25 ms against the CPU's 0.5 ms: the GPU now wins at batch 32.
+    assert answer.gpu_wins is True
+    assert "yes, the GPU now wins at batch 32: GPU cuda-graph vs CPU as-written, 2x" in \
+        answer.text
+    lines = found.lines()
+    assert lines[0].startswith("answer (model-net at batch 32):")
+    assert lines.index("did not help (never recommended):") > lines.index(
+        "  1. " + by_variant(found, "cuda:0")["cuda-graph"].line())
+
+
+def test_where_the_gpu_still_loses_the_answer_says_from_which_batch() -> None:
+    run = document([
+        cell("as-written", "cpu", {32: 2e-4, 128: 8e-4}),
+        cell("as-written", "cuda:0", {32: 1e-3, 128: 1.02e-3}, profile=GPU_PROFILE),
+        cell("compiled", "cuda:0", {32: 5e-4, 128: 5.1e-4}),
+    ])
+    [answer] = advice.advise_run(run).answers
+    assert answer.gpu_wins is False
+    assert "no, the GPU still loses at batch 32: GPU compiled vs CPU as-written" in answer.text
+    assert answer.prediction is not None and answer.prediction.kind == "crossover"
+    assert "refitted with the fixed step's costs, predicted: GPU faster above batch" in \
+        answer.text
+
+
+# --- through real workers ---------------------------------------------------------------------
+
+TORCH_MLP = """
+    import numpy as np
+    import torch.nn as nn
+
+    def model():
+        return nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 4))
+
+    def inputs(batch, rng):
+        return rng.standard_normal((batch, 32), dtype=np.float32)
+"""
+# Its output is the difference of two nearly equal products, and the loss (against zero
+# targets) is that difference squared: bfloat16's 8 bits cannot hold it.
+CANCELLING = """
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+    class Cancelling(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(32, 8)
+            self.b = nn.Linear(32, 8)
+            with torch.no_grad():
+                self.b.weight.copy_(self.a.weight + 1e-3 * torch.randn_like(self.a.weight))
+                self.b.bias.copy_(self.a.bias)
+
+        def forward(self, x):
+            return self.a(x) - self.b(x)
+
+    def model():
+        return Cancelling()
+
+    def inputs(batch, rng):
+        return 100 * rng.standard_normal((batch, 32), dtype=np.float32)
+
+    def targets(batch, rng):
+        return np.zeros((batch, 8), dtype=np.float32)
+"""
+
+
+def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=PROJECT_ROOT,
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def advise_model(tmp_path: Path, source: str, *extra: str) -> tuple[subprocess.CompletedProcess,
+                                                                    Path | None]:
+    model = tmp_path / "net.py"
+    model.write_text(textwrap.dedent(source))
+    out = tmp_path / "out"
+    ran = run_cli("advise", "--model", str(model), "--device", "cpu", "--sizes", "8",
+                  "--quick", "--no-ceilings", "--no-report", "--out", str(out), *extra)
+    folders = sorted(out.glob("*/run.json"))
+    return ran, folders[0].parent if folders else None
+
+
+@pytest.mark.slow  # real torch workers
+def test_advise_measures_compile_and_ranks_it_and_its_rows_pass_check(tmp_path: Path) -> None:
+    ran, run_dir = advise_model(tmp_path, TORCH_MLP, "--rounds", "2")
+    assert run_dir is not None, ran.stderr
+    stored = json.loads((run_dir / "run.json").read_text())
+    variants = {item["cell"]["variant"] for item in stored["cells"]}
+    assert {"as-written", "compiled"} <= variants
+    assert stored[advice.RUN_KEY]["size"] == 8
+    found = advice.advise_run(RunDocument.from_dict(stored))
+    [cpu] = found.devices
+    compiled = next(fix for fix in cpu.fixes if fix.variant == "compiled")
+    assert compiled.speedup is not None and compiled.verdict is not None
+    assert "compiled: " in ran.stdout and advice.format_ratio(compiled.speedup) in ran.stdout
+    assert compiled.verdict.phrase() in ran.stdout
+    assert ran.stdout.startswith("answer (model-net at batch 8):")
+    # Whatever did not help is never in the recommended combination.
+    unhelpful = {fix.variant for fix in cpu.fixes if not fix.recommended}
+    assert not unhelpful & set(cpu.combination)
+    audit = audit_run(run_dir, round_orders)
+    assert audit.mismatches == []
+    # Time only: the run's settings say no energy, and the 8-sample batch got a 2-sample one.
+    assert stored["settings"]["energy"] is False
+    assert [case["case"]["batch"] for case in stored["cells"][0]["cases"]] == [8, 2]
+
+
+def test_an_advice_plan_adds_a_smaller_batch_and_measures_no_energy(tmp_path: Path) -> None:
+    """One batch gets a second, a quarter of it (4x under 4); 3 rounds unless asked; the
+    workers are told to skip idle power and energy passes."""
+    from harness.run.advise import advice_sizes, plan_advice
+
+    assert advice_sizes([100]) == [100, 25] and advice_sizes([2]) == [2, 8]
+    assert advice_sizes([32, 64]) == [32, 64]
+    model = tmp_path / "net.py"
+    model.write_text(textwrap.dedent(TORCH_MLP))
+    run, size = plan_advice(model=model, sizes=[32], devices="cpu", frameworks="torch",
+                            out=tmp_path / "out")
+    assert size == 32 and run.rounds == 3 and run.settings.energy is False
+    assert run.params["batch"] == [32, 8]
+
+
+@pytest.mark.slow  # real torch workers
+def test_a_mixed_precision_result_outside_its_tolerance_fails_parity(tmp_path: Path) -> None:
+    ran, run_dir = advise_model(tmp_path, CANCELLING)
+    assert run_dir is not None, ran.stderr
+    found = advice.advise_run(RunDocument.from_dict(
+        json.loads((run_dir / "run.json").read_text())))
+    [cpu] = found.devices
+    bf16 = next(fix for fix in cpu.fixes if fix.variant == "bf16")
+    assert bf16.standing == advice.FAILS_PARITY, bf16.line()
+    assert "bf16 tolerance" in bf16.parity
+    assert "bf16" not in cpu.combination
+    assert f"{bf16.line()}" in ran.stdout
+
+
+@pytest.mark.parametrize("args, says", [
+    ((), "give one of --model FILE or --workload NAME"),
+    (("--workload", "matmul", "--sizes", "a"), "--sizes 'a'"),
+    (("--workload", "matmul", "--framework", "nope"), "nope"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...],
+                                          says: str) -> None:
+    ran = run_cli("advise", *args, "--out", str(tmp_path / "out"), timeout=120)
+    assert ran.returncode == 2
+    assert ran.stderr.count("\n") == 1 and says in ran.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -1,0 +1,348 @@
+"""Will a bigger batch fit: peak memory fitted over a batch sweep (harness.analysis.memoryfit),
+printed by compare and summary.md, and recomputed by `harness check`.
+
+Synthetic runs carry made-up peaks with known answers (exactly linear, noisy, one size); one
+real CPU run goes through the workers to show what a run of today records for the host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.analysis.check import audit_run
+from harness.analysis.memoryfit import (
+    DEVICE_RESERVE_BYTES,
+    HOST_CASE_FIGURE,
+    largest_batch_that_fits,
+    memory_fit_lines,
+    memory_fits,
+)
+from harness.data.results import RunDocument
+from harness.data.store import load_run
+from tests.synthetic_runs import make_case, make_result, write_run
+
+MiB, GiB = 2**20, 2**30
+GPU_TOTAL = 80 * GiB
+MACHINE = "gpubox (NVIDIA H100 80GB HBM3)"
+HOST = {"machine_label": MACHINE, "hostname": "gpubox", "cpu_model": "Synth", "cores": 8,
+        "memory_bytes": 64 * GiB, "os": "Linux", "python": "3.11",
+        "gpus": ["NVIDIA H100 80GB HBM3"], "gpu_memory_bytes": [GPU_TOTAL]}
+BATCHES = [32, 64, 128]
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def gpu_case(batch: int, peak: float, reserved: bool = True) -> dict[str, Any]:
+    case = make_case({"batch": batch}, 1e-3 + batch * 1e-6)
+    case["peak_device_allocated_bytes"] = int(peak * 0.9)
+    case["peak_device_reserved_bytes"] = int(peak) if reserved else None
+    if not reserved:
+        case["peak_device_allocated_bytes"] = int(peak)
+    return case
+
+
+def cpu_case(batch: int, host_peak: float | None = None) -> dict[str, Any]:
+    case = make_case({"batch": batch}, 5e-4 + batch * 2e-5,
+                     extra={HOST_CASE_FIGURE: int(host_peak)} if host_peak else None)
+    case["peak_device_allocated_bytes"] = None
+    return case
+
+
+def results(peaks: Mapping[int, float], host_peaks: Mapping[int, float] | None = None
+            ) -> list[dict[str, Any]]:
+    """torch on cuda:0 with these device peaks per batch, and torch on cpu."""
+    gpu = make_result("jacobian", "torch", "cuda:0",
+                      [gpu_case(batch, peak) for batch, peak in peaks.items()],
+                      variant="as-written")
+    cpu = make_result("jacobian", "torch", "cpu",
+                      [cpu_case(batch, (host_peaks or {}).get(batch)) for batch in peaks],
+                      variant="as-written")
+    cpu["peak_host_memory_bytes"] = 900 * MiB
+    return [cpu, gpu]
+
+
+def crossover_record(size: float | None, kind: str = "crossover") -> dict[str, Any]:
+    """A predicted crossover as run.json stores it (harness.analysis.crossover)."""
+    return {"experiment": "jacobian", "machine": MACHINE, "variant": "as-written",
+            "framework": "torch", "sweep": "batch", "kind": kind, "size": size,
+            "extrapolated": False, "held_out_error": 0.05, "sizes_used": 3, "caveats": [],
+            "measured": "cpu-always", "measured_size": None, "text": "synthetic"}
+
+
+def document(peaks: Mapping[int, float], predictions: list[dict[str, Any]] | None = None,
+             host: dict[str, Any] | None = None,
+             host_peaks: Mapping[int, float] | None = None) -> RunDocument:
+    return RunDocument.from_dict({
+        "run_id": "r1", "workload": "jacobian", "sweep": "batch", "host": host or HOST,
+        "params": {"batch": list(peaks)}, "cells": results(peaks, host_peaks),
+        "predictions": predictions or []})
+
+
+def linear(fixed: float, per_sample: float) -> Mapping[int, float]:
+    return {batch: fixed + per_sample * batch for batch in BATCHES}
+
+
+def gpu_fit(doc: RunDocument, **given: Any) -> Any:
+    fit = largest_batch_that_fits(doc, "torch", "cuda:0", "as-written", **given)
+    assert fit is not None
+    return fit
+
+
+# --- the fit -----------------------------------------------------------------------------------
+
+def test_exactly_linear_memory_gives_its_parts_and_the_largest_batch_exactly() -> None:
+    fit = gpu_fit(document(linear(GiB, 3 * MiB)))
+    assert fit.memory == "device" and fit.fit is not None
+    assert fit.fit.fixed_bytes == GiB and fit.fit.per_sample_bytes == 3 * MiB
+    assert fit.fit.sizes == 3 and fit.fit.max_residual_bytes == 0
+    assert fit.capacity_bytes == GPU_TOTAL - DEVICE_RESERVE_BYTES
+    # (80 GiB - 1 GiB reserve - 1 GiB fixed) / 3 MiB = 26,624 exactly: that batch fills it.
+    assert fit.largest_batch == 26_624
+    assert fit.reason == ""
+
+
+def test_a_per_sample_part_that_does_not_divide_the_room_is_rounded_down() -> None:
+    fit = gpu_fit(document(linear(1.5 * GiB, 3_000_000)))
+    room = GPU_TOTAL - DEVICE_RESERVE_BYTES - 1.5 * GiB
+    assert fit.largest_batch == int(room // 3_000_000)
+    assert fit.fit is not None and fit.fit.fixed_bytes + 3_000_000 * (
+        fit.largest_batch + 1) > GPU_TOTAL - DEVICE_RESERVE_BYTES
+
+
+def test_noisy_memory_states_its_residual() -> None:
+    noise = {32: 5 * MiB, 64: -9 * MiB, 128: 4 * MiB}
+    peaks = {batch: GiB + 3 * MiB * batch + noise[batch] for batch in BATCHES}
+    fit = gpu_fit(document(peaks))
+    slope, intercept = np.polyfit(BATCHES, [peaks[b] for b in BATCHES], 1)
+    expected = max(abs(peaks[b] - (intercept + slope * b)) for b in BATCHES)
+    assert fit.fit is not None
+    assert fit.fit.per_sample_bytes == pytest.approx(slope, rel=1e-9)
+    assert abs(fit.fit.max_residual_bytes) == pytest.approx(expected, rel=1e-9)
+    assert expected > MiB  # the noise shows, it is not fitted away
+    assert "fitted over 3 sizes up to 128, largest residual" in fit.line()
+
+
+def test_two_sizes_fit_a_line_but_say_no_residual_was_measured() -> None:
+    fit = gpu_fit(document({32: GiB + 32 * MiB, 128: GiB + 128 * MiB}))
+    assert fit.fit is not None and fit.fit.max_residual_bytes is None
+    assert fit.largest_batch == (GPU_TOTAL - DEVICE_RESERVE_BYTES - GiB) // MiB
+    assert "no residual (a line through 2 points)" in fit.line()
+
+
+def test_sizes_run_print_exactly_and_the_predicted_batch_rounds_down() -> None:
+    fit = gpu_fit(document({1024: GiB + 1024 * MiB, 4096: GiB + 4096 * MiB}))
+    assert fit.largest_batch == 78 * 1024  # 79,872
+    assert "is ~79,800 (" in fit.line() and "fitted over 2 sizes up to 4,096," in fit.line()
+
+
+def test_one_size_gives_no_prediction_and_says_why() -> None:
+    fit = gpu_fit(document({64: GiB + 64 * MiB}))
+    assert fit.fit is None and fit.largest_batch is None
+    assert fit.reason == "one batch size measured (64); a fit needs two or more"
+    assert fit.line() == ("cuda:0 (torch, as-written): no memory fit: one batch size measured "
+                          "(64); a fit needs two or more")
+
+
+def test_memory_that_does_not_grow_with_the_batch_predicts_nothing() -> None:
+    fit = gpu_fit(document({32: 2 * GiB, 64: 2 * GiB - MiB, 128: 2 * GiB - 2 * MiB}))
+    assert fit.largest_batch is None
+    assert "did not grow with the batch" in fit.reason
+
+
+def test_without_the_gpus_total_memory_the_fit_is_given_but_no_batch() -> None:
+    host = {key: value for key, value in HOST.items() if key != "gpu_memory_bytes"}
+    fit = gpu_fit(document(linear(GiB, 3 * MiB), host=host))
+    assert fit.largest_batch is None and fit.fit is not None
+    assert "not recorded" in fit.reason
+    assert fit.line().startswith("cuda:0 (torch, as-written): peak memory fixed 1 GiB + 3 MiB "
+                                 "per sample")
+    given = gpu_fit(document(linear(GiB, 3 * MiB), host=host), capacity_bytes=40 * GiB)
+    assert given.largest_batch == (40 * GiB - GiB) // (3 * MiB)
+
+
+def test_a_fixed_part_larger_than_the_gpu_fits_no_batch() -> None:
+    fit = gpu_fit(document(linear(90 * GiB, MiB)))
+    assert fit.largest_batch == 0
+    assert "is none: the fixed part alone does not fit" in fit.line()
+
+
+def test_sizes_run_largest_first_are_a_caveat() -> None:
+    peaks = {128: GiB + 128 * MiB, 64: GiB + 64 * MiB, 32: GiB + 32 * MiB}
+    fit = gpu_fit(document(peaks))
+    assert fit.largest_batch is not None
+    assert "did not run smallest first" in fit.line()
+
+
+def test_only_batch_sweeps_are_fitted_and_unknown_cells_are_none() -> None:
+    doc = document(linear(GiB, 3 * MiB))
+    assert largest_batch_that_fits(doc, "jax", "cuda:0", "as-written") is None
+    doc.sweep = "n"
+    assert largest_batch_that_fits(doc, "torch", "cuda:0", "as-written") is None
+    assert memory_fits(doc) == []
+
+
+# --- against the predicted crossover -----------------------------------------------------------
+
+def test_a_crossover_below_the_largest_batch_says_so() -> None:
+    fit = gpu_fit(document(linear(GiB, 3 * MiB), [crossover_record(913.4)]))
+    assert fit.crossover_below is True
+    assert fit.line().endswith("; the predicted crossover (batch ~910) lies below it")
+
+
+def test_a_crossover_above_the_largest_batch_says_the_gpu_cannot_win() -> None:
+    fit = gpu_fit(document(linear(GiB, 3 * MiB), [crossover_record(41_700.0)]))
+    assert fit.crossover_below is False
+    assert fit.line().endswith("; the predicted crossover (batch ~42,000) lies above it: the GPU "
+                               "cannot win at any batch that fits")
+
+
+def test_no_crossover_up_to_the_searched_batch_is_said_with_its_limit() -> None:
+    # The predictor searched to 1000x the largest batch run (128): 128,000 > 26,624.
+    fit = gpu_fit(document(linear(GiB, 3 * MiB), [crossover_record(None, "cpu-always")]))
+    assert fit.crossover_below is False
+    assert fit.line().endswith("; no crossover predicted up to batch 130,000: the GPU cannot win "
+                               "at any batch that fits")
+
+
+def test_the_line_reads_as_the_issue_asks() -> None:
+    fit = gpu_fit(document(linear(GiB, 3 * MiB), [crossover_record(913.4)]))
+    assert fit.line() == (
+        "cuda:0 (torch, as-written): the largest batch predicted to fit in 79 GiB (of 80 GiB) "
+        "is ~26,600 (fixed 1 GiB + 3 MiB per sample, fitted over 3 sizes up to 128, largest "
+        "residual 0 B); the predicted crossover (batch ~910) lies below it")
+
+
+# --- the host ----------------------------------------------------------------------------------
+
+def test_a_host_peak_per_case_is_fitted_against_the_hosts_ram() -> None:
+    doc = document(linear(GiB, 3 * MiB), host_peaks=linear(600 * MiB, 2 * MiB))
+    fit = largest_batch_that_fits(doc, "torch", "cpu", "as-written")
+    assert fit is not None and fit.memory == "host" and fit.fit is not None
+    assert fit.fit.per_sample_bytes == 2 * MiB
+    assert fit.largest_batch == (64 * GiB - 600 * MiB) // (2 * MiB)
+    assert fit.crossover_clause() == ""  # the crossover is the GPU's question
+
+
+def test_one_rss_per_cell_is_not_fitted_and_cpu_cells_stay_quiet() -> None:
+    doc = document(linear(GiB, 3 * MiB))
+    fit = largest_batch_that_fits(doc, "torch", "cpu", "as-written")
+    assert fit is not None and fit.largest_batch is None
+    assert "one figure per cell" in fit.reason
+    assert [line.split(":")[0] for line in memory_fit_lines(doc)] == ["cuda"]
+
+
+# --- printed and recomputed --------------------------------------------------------------------
+
+@pytest.fixture
+def fitted_run(tmp_path: Path) -> Path:
+    """A run folder whose GPU cell fits exactly, with a stored crossover, and its report."""
+    from harness.report import render_report
+
+    run_dir = write_run(tmp_path / "run", results(linear(GiB, 3 * MiB)), HOST,
+                        {"batch": BATCHES}, workload="jacobian", sweep="batch",
+                        work=lambda case: {},
+                        extra_doc={"predictions": [crossover_record(913.4)]})
+    render_report([run_dir], run_dir)
+    return run_dir
+
+
+def fit_mismatches(run_dir: Path) -> tuple[list[str], list[str]]:
+    audit = audit_run(run_dir)
+    return ([m.line() for m in audit.mismatches if m.figure.startswith("memory fit")],
+            [u.line() for u in audit.unverifiable if u.figure.startswith("memory fit")])
+
+
+def test_summary_and_terminal_print_the_fit_and_check_recomputes_it(fitted_run: Path) -> None:
+    from harness.report import verdicts_without_drawing
+
+    summary = (fitted_run / "summary.md").read_text()
+    bullet = "- Memory fit (run `run`): cuda:0 (torch): the largest batch predicted to fit"
+    assert bullet in summary
+    terminal = verdicts_without_drawing([fitted_run])
+    assert any(line.startswith("  memory: cuda:0 (torch): the largest batch predicted to fit")
+               and line.endswith("lies below it") for line in terminal)
+    assert fit_mismatches(fitted_run) == ([], [])
+
+
+@pytest.mark.parametrize("printed, changed, figure", [
+    ("is ~26,600", "is ~30,000", "memory fit: largest batch"),
+    ("+ 3 MiB per sample", "+ 3.5 MiB per sample", "memory fit: per sample"),
+    ("(batch ~910) lies below", "(batch ~1,900) lies below", "memory fit: predicted crossover"),
+])
+def test_a_changed_memory_fit_figure_is_named(fitted_run: Path, printed: str, changed: str,
+                                              figure: str) -> None:
+    summary = fitted_run / "summary.md"
+    text = summary.read_text()
+    assert printed in text
+    summary.write_text(text.replace(printed, changed))
+    mismatches, _ = fit_mismatches(fitted_run)
+    assert len(mismatches) == 1 and f": {figure} printed" in mismatches[0]
+
+
+# --- a real run through the workers ------------------------------------------------------------
+
+TINY_TORCH = """
+    import numpy as np
+    import torch.nn as nn
+
+    def model():
+        return nn.Sequential(nn.Linear(64, 256), nn.Tanh(), nn.Linear(256, 4))
+
+    def inputs(batch, rng):
+        return rng.standard_normal((batch, 64), dtype=np.float32)
+"""
+
+
+@pytest.mark.slow  # real framework workers
+def test_a_real_cpu_run_records_what_the_host_fit_can_use(tmp_path: Path) -> None:
+    model = tmp_path / "tiny.py"
+    model.write_text(textwrap.dedent(TINY_TORCH))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT_ROOT))
+    ran = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "compare", "--model", str(model), "--device",
+         "cpu", "--framework", "torch", "--sizes", "64,4096,16384", "--quick", "--no-ceilings",
+         "--no-report", "--out", str(tmp_path / "out")],
+        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    run_dir = next((tmp_path / "out").glob("*/run.json")).parent
+    doc = load_run(run_dir)
+    fit = largest_batch_that_fits(doc, "torch", "cpu", "as-written")
+    assert fit is not None and fit.memory == "host"
+    assert fit.capacity_bytes == json.loads((run_dir / "run.json").read_text())["host"][
+        "memory_bytes"]
+    cell = next(cell for cell in doc.cells if cell.device == "cpu")
+    # Each case's own host peak (Linux: VmHWM reset before the case), growing with the batch:
+    # 16,384 x (64 inputs + 256 + 256 activations and their gradients) floats is tens of MiB.
+    per_case = [case.extra.get(HOST_CASE_FIGURE) for case in cell.cases]
+    assert all(per_case) and per_case[-1] > per_case[0], per_case
+    assert fit.fit is not None and fit.fit.per_sample_bytes > 0
+    assert fit.largest_batch is not None and fit.largest_batch > 16384
+
+
+def test_the_run_records_each_visible_gpus_total_memory(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """host_metadata's gpu_memory_bytes, the fit's capacity: nvidia-smi's memory.total (MiB)
+    for each GPU CUDA_VISIBLE_DEVICES leaves visible, in that order."""
+    from harness.measure import envinfo
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text('#!/bin/sh\ncase "$1" in\n'
+                    '  --query-gpu=memory.total) printf "81559 MiB\\n143771 MiB\\n" ;;\n'
+                    '  --query-gpu=name) printf "NVIDIA H100 80GB HBM3\\nNVIDIA H200\\n" ;;\n'
+                    'esac\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert envinfo.host_metadata()["gpu_memory_bytes"] == [81559 * 2**20, 143771 * 2**20]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    host = envinfo.host_metadata()
+    assert host["gpus"] == ["NVIDIA H200"] and host["gpu_memory_bytes"] == [143771 * 2**20]
