@@ -202,7 +202,7 @@ def test_a_crossover_above_the_largest_batch_says_the_gpu_cannot_win() -> None:
     fit = gpu_fit(document(linear(GiB, 3 * MiB), [crossover_record(41_700.0)]))
     assert fit.crossover_below is False
     assert fit.line().endswith("; the predicted crossover (batch ~42,000) lies above it: the GPU "
-                               "cannot win at any batch that fits")
+                               "cannot win below that batch")
 
 
 def test_no_crossover_up_to_the_searched_batch_is_said_with_its_limit() -> None:
@@ -210,7 +210,7 @@ def test_no_crossover_up_to_the_searched_batch_is_said_with_its_limit() -> None:
     fit = gpu_fit(document(linear(GiB, 3 * MiB), [crossover_record(None, "cpu-always")]))
     assert fit.crossover_below is False
     assert fit.line().endswith("; no crossover predicted up to batch 130,000: the GPU cannot win "
-                               "at any batch that fits")
+                               "below that batch")
 
 
 def test_the_line_reads_as_the_issue_asks() -> None:
@@ -218,7 +218,9 @@ def test_the_line_reads_as_the_issue_asks() -> None:
     assert fit.line() == (
         "cuda:0 (torch, as-written): the largest batch predicted to fit in 79 GiB (of 80 GiB) "
         "is ~26,600 (fixed 1 GiB + 3 MiB per sample, fitted over 3 sizes up to 128, largest "
-        "residual 0 B); the predicted crossover (batch ~910) lies below it")
+        "residual 0 B); a floor, not the limit, where the framework trades workspace for "
+        "memory near it (cuDNN convolutions: docs/methodology.md); the predicted crossover "
+        "(batch ~910) lies below it")
 
 
 # --- the host ----------------------------------------------------------------------------------

@@ -164,7 +164,7 @@ class MemoryFit:
                   else "is none: the fixed part alone does not fit")
         text = (f"{head}: the largest batch predicted to fit in {self.capacity_text} {answer} "
                 f"({parts})")
-        return text + self.crossover_clause() + "".join(f"; {note}" for note in self.caveats)
+        return text + "".join(f"; {note}" for note in self.caveats) + self.crossover_clause()
 
     def crossover_clause(self) -> str:
         """'; the predicted crossover (batch ~900) lies below it', or '' where none is known."""
@@ -172,12 +172,12 @@ class MemoryFit:
         if place is None or self.memory != "device":
             return ""
         if place.kind == "crossover":
-            side = "below it" if below else "above it: the GPU cannot win at any batch that fits"
+            side = "below it" if below else "above it: the GPU cannot win below that batch"
             return f"; the predicted crossover (batch ~{two_digits(place.batch)}) lies {side}"
         if place.kind == "gpu-always":
             return "; the GPU is predicted faster at every batch"
         if place.kind == "cpu-always" and place.searched_to is not None:
-            tail = ": the GPU cannot win at any batch that fits" if below is False else ""
+            tail = ": the GPU cannot win below that batch" if below is False else ""
             return f"; no crossover predicted up to batch {two_digits(place.searched_to)}{tail}"
         return ""
 
@@ -283,7 +283,9 @@ def cell_fit(document: RunDocument, cell: CellResult, capacity_bytes: float | No
         points=tuple(points), fit=fit, capacity_bytes=capacity, capacity_text=capacity_text,
         largest_batch=largest, reason=reason,
         crossover=crossover_place(document, cell) if on_gpu else None,
-        caveats=order_caveats(document.sweep, cell) if fit is not None else (), label=label)
+        caveats=((*order_caveats(document.sweep, cell),
+                  *((DEVICE_FLOOR,) if on_gpu and largest else ())) if fit is not None
+                 else ()), label=label)
 
 
 def batch_of(sweep: str, case: CaseResult) -> float | None:
@@ -376,6 +378,13 @@ def no_fit_reason(points: Sequence[MemoryPoint], on_gpu: bool, cell: CellResult)
         return ("the host's peak RSS is one figure per cell (its worker ran every batch "
                 "size), so no per-batch fit")
     return "no host memory recorded"
+
+
+# A device fit extrapolates the workspaces the small batches got; near the limit cuDNN falls
+# back to convolution algorithms with less (the small CNN on an H100: 628 KB per sample at
+# batch 43,649, 226 KB from 87,298 up; predicted ~87,300, ran out at 349,192).
+DEVICE_FLOOR = ("a floor, not the limit, where the framework trades workspace for memory near "
+                "it (cuDNN convolutions: docs/methodology.md)")
 
 
 def order_caveats(sweep: str, cell: CellResult) -> tuple[str, ...]:
