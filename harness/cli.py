@@ -31,6 +31,7 @@ from harness.core.settings import Settings
 from harness.core.units import format_seconds, three_digits
 from harness.data import fields, store
 from harness.data.ceilings import Ceilings, DeviceCeiling
+from harness.data.serial import JsonObject
 from harness.measure import envinfo
 from harness.measure.memory import memory_text
 from harness.run.executors import executor_from_options
@@ -368,7 +369,7 @@ def advise(
                      or (api.EXIT_FAILED_CELL if mismatches else 0))
 
 
-def stored_executor(resume: Path | None) -> dict[str, Any] | None:
+def stored_executor(resume: Path | None) -> JsonObject | None:
     """The executor a run to resume was made with (its run.json's): --executor and the slurm
     options given replace its settings one by one. StoreError when RESUME is no run folder."""
     stored = store.read_run(resume).get("executor") if resume is not None else None
@@ -566,7 +567,7 @@ def print_capabilities(spec: WorkloadSpec) -> None:
         console.print(f"    {footnote}", markup=False)
 
 
-def probe_framework(name: str, timeout_s: float = 120.0) -> dict[str, Any]:
+def probe_framework(name: str, timeout_s: float = 120.0) -> JsonObject:
     """Ask a child process what a framework sees (the parent never imports it)."""
     installed, reason = registry.framework_installed(name)
     if not installed:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -38,6 +38,26 @@ TRAINED_ACCURACY = 0.85  # a little under the lowest measured on the quick param
 # Below this many optimizer steps (e.g. --sizes 4096 with --quick) no model has learned enough
 # to judge, so only the parameter count and a finite, valid accuracy are checked.
 MIN_STEPS_TO_JUDGE = 100
+
+
+class DigitsInputs(TypedDict):
+    """What every MNIST cell trains and evaluates on (pixels scaled to [0, 1], float32;
+    labels int64) and the net it builds; what its extras report about the data."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    hidden_units: tuple[int, ...]
+    dropout: float
+    data_source: str
+    samples_distinct: int
+
+
+class MnistInputs(DigitsInputs):
+    """One process's inputs: `orders[epoch]` is the sample order of that epoch's batches."""
+
+    orders: np.ndarray
 # Measured on n test digits, an accuracy p has binomial standard error sqrt(p(1-p)/n). The
 # bound is judged when it lies this many standard errors from both chance and a trained model.
 JUDGE_SIGMAS = 4.0

@@ -15,10 +15,11 @@ inputs with `rank_inputs` (deterministic numpy), so no 200 MB array travels betw
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
+from harness.measure.timing import Measurement
 from harness.spec import BadInput, Capability, Check, Param, WorkloadSpec
 from harness.workloads import mnist
 from harness.workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
@@ -30,6 +31,32 @@ MIN_STEPS_TO_JUDGE = mnist.MIN_STEPS_TO_JUDGE
 # Test accuracy within this of the 1-process run counts as parity (quick params on the embedded
 # digits: 1 and 2 gloo processes measured 0.02 apart; the global batch doubles at 2).
 PARITY_POINTS = 0.05
+
+
+class RankInputs(mnist.DigitsInputs):
+    """One rank's inputs: `batches[epoch]` holds that rank's shard of each global batch."""
+
+    batches: np.ndarray
+
+
+class DeviceMemorySummary(TypedDict):
+    """A cell's device memory over its ranks, in bytes (None where no rank reported it)."""
+
+    allocated: int | None
+    reserved: int | None
+    allocated_sum: int | None
+    reserved_sum: int | None
+    per_rank: list[dict[str, int | None]]
+    measured_in: str
+
+
+class RankResult(TypedDict):
+    """What rank 0 (torch) or the child (TF) hands back to the cell's worker: the timed
+    epochs, the cell's extras and the device memory of every rank."""
+
+    measurement: Measurement
+    extra: dict[str, object]
+    device_memory: DeviceMemorySummary
 
 
 def hidden_units(case: Mapping[str, Any]) -> tuple[int, ...]:
@@ -66,7 +93,7 @@ def global_order(case: Mapping[str, Any], epoch: int) -> np.ndarray:
     return epoch_order(epoch, case["train_samples"])[: samples_per_epoch(case)]
 
 
-def rank_inputs(case: Mapping[str, Any], rank: int) -> dict[str, Any]:
+def rank_inputs(case: Mapping[str, Any], rank: int) -> RankInputs:
     """What rank `rank` trains and evaluates on; identical in every framework and process."""
     if steps_per_epoch(case) < 1:
         raise BadInput(f"train_samples={case['train_samples']} is less than one global batch "
@@ -88,8 +115,8 @@ def rank_inputs(case: Mapping[str, Any], rank: int) -> dict[str, Any]:
     }
 
 
-def check(case: Mapping[str, Any], variant: str, inputs: dict[str, Any],
-          output: dict[str, Any]) -> Check:
+def check(case: Mapping[str, Any], variant: str, inputs: Mapping[str, object],
+          output: Mapping[str, Any]) -> Check:
     """Exact parameter count of the chosen net, test accuracy above the MNIST bound."""
     extra = output["extra"]
     params, accuracy = int(extra["params"]), float(extra["accuracy"])
@@ -173,7 +200,7 @@ SPEC = WorkloadSpec(
 )
 
 
-def device_memory_summary(per_rank: list[dict[str, int | None]]) -> dict[str, Any]:
+def device_memory_summary(per_rank: list[dict[str, int | None]]) -> DeviceMemorySummary:
     """The cell's device memory from every rank's peaks: the largest (what one GPU must hold),
     the sum over ranks (what the job holds), and each rank's."""
     def known(key: str) -> list[int]:

@@ -30,7 +30,13 @@ from harness.workloads.usermodel.common import (
     user_code,
 )
 from harness.workloads.usermodel.source import UserCodeError, call_user, load_user_module
-from harness.workloads.usermodel.spec import CAPABILITIES, KEPT_RESULTS, split_parts
+from harness.workloads.usermodel.spec import (
+    CAPABILITIES,
+    KEPT_RESULTS,
+    ModelInputs,
+    split_parts,
+    training_targets,
+)
 
 RUNS = frozenset(CAPABILITIES["jax"].variants)
 
@@ -52,7 +58,7 @@ def to_numpy(value: Any) -> Any:
     return nested_map(lambda v: np.asarray(v, dtype=np.float64), value)
 
 
-def make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any],
+def make_task(case: dict, variant: str, device: Any, inputs: ModelInputs,
               dtype: str = "float32", keep: int | None = None) -> ModelTask:
     with user_code(inputs["model"], f"preparing {variant}"):
         forward = forward_variant(variant, ("bf16",))
@@ -74,7 +80,7 @@ def in_bfloat16(apply: Callable[..., Any]) -> Callable[..., Any]:
     return applied
 
 
-def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
+def _make_task(variant: str, device: Any, inputs: ModelInputs, dtype: str,
                keep: int | None) -> ModelTask:
     parts = frozenset(split_parts(variant))
     for part in parts:
@@ -102,7 +108,7 @@ def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
     trained_with = ""
     if what == "train":
         loss_of, optimizer, trained_with = training_parts(path, user)
-        call = training_call(user.apply, params, xs, placed(inputs["targets"]), jit, loss_of,
+        call = training_call(user.apply, params, xs, placed(training_targets(inputs)), jit, loss_of,
                              optimizer)
         lowered = call.lowered  # type: ignore[attr-defined]
     elif what == "inference":
@@ -127,7 +133,7 @@ def _make_task(variant: str, device: Any, inputs: dict[str, Any], dtype: str,
     # A training call returns (loss, params) so the worker waits for the update too; the
     # loss is the result compared with the reference.
     kept = (lambda v: v[0]) if what == "train" else (lambda v: v)
-    extra: dict[str, Any] = {"parameters": parameters, "what": what}
+    extra: dict[str, object] = {"parameters": parameters, "what": what}
     if "bf16" in parts:
         extra["precision"] = "apply in bfloat16 (params and inputs cast), loss and update float32"
     if trained_with:
@@ -148,7 +154,7 @@ class _BFloat16User:
         return getattr(self._user, name)
 
 
-def count_flops(task: ModelTask) -> tuple[float | None, str, dict[str, Any] | None]:
+def count_flops(task: ModelTask) -> tuple[float | None, str, None]:
     """(FLOPs of one call, who counted them, None): XLA's own cost analysis of the step,
     jitted as the compiled variant runs it (the unjitted ops do the same arithmetic). What
     XLA cannot say is no number: some GPU backends answer -1, None or no 'flops', and 0 for a
@@ -160,7 +166,7 @@ def count_flops(task: ModelTask) -> tuple[float | None, str, dict[str, Any] | No
     if flops is None:
         return None, why, None
     parameters = task.extra.get("parameters") or 0
-    if flops == 0 and parameters > 0:
+    if flops == 0 and isinstance(parameters, int) and parameters > 0:
         return None, (f"XLA's cost analysis counted 0 FLOPs for a model with {parameters} "
                       "parameters on this backend"), None
     return flops, "jax.jit(step).lower(...).compile().cost_analysis()['flops']", None

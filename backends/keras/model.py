@@ -8,16 +8,19 @@ per cell by the runner) and in placement.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import keras
 import numpy as np
+
+if TYPE_CHECKING:
+    from harness.workloads.mnist import DigitsInputs
 
 CLASSES = 10
 EVAL_BATCH = 1000  # test images per forward pass when measuring accuracy
 
 
-def test_accuracy(model: keras.Sequential, inputs: dict[str, Any]) -> float:
+def test_accuracy(model: keras.Sequential, inputs: DigitsInputs) -> float:
     """Share of test digits classified right; call it inside the cell's device placement."""
     x_test, y_test = inputs["x_test"], inputs["y_test"]
     correct = 0
@@ -28,8 +31,8 @@ def test_accuracy(model: keras.Sequential, inputs: dict[str, Any]) -> float:
     return correct / len(y_test)
 
 
-def epoch_extra(model: keras.Sequential, inputs: dict[str, Any], batch_size: int,
-                epochs_run: int, train_loss: float, accuracy: float) -> dict[str, Any]:
+def epoch_extra(model: keras.Sequential, inputs: DigitsInputs, batch_size: int,
+                epochs_run: int, train_loss: float, accuracy: float) -> dict[str, object]:
     """The extras every Keras MNIST cell reports (parameters, accuracy, steps per epoch...)."""
     return {
         "params": int(model.count_params()),

@@ -30,7 +30,12 @@ import numpy as np
 
 from harness.backend import StepMarks, VariantUnavailable
 from harness.backends.keras.model import build_model, epoch_extra, test_accuracy
-from harness.workloads.mnist import ONE_STEP_PER_CALL, STEPS_PER_EXECUTION
+from harness.workloads.mnist import (
+    ONE_STEP_PER_CALL,
+    STEPS_PER_EXECUTION,
+    DigitsInputs,
+    MnistInputs,
+)
 
 SEED = 0  # seeds every initializer and dropout layer: the same model on every run
 # Words in a first-epoch failure that mean "the compiler is missing or refuses", not a bug.
@@ -69,7 +74,7 @@ class StepMarksCallback(keras.callbacks.Callback):
 class KerasTraining:
     """One Keras model on one device; step() trains one epoch, output() evaluates."""
 
-    def __init__(self, model: keras.Sequential, inputs: dict[str, Any], device: Any,
+    def __init__(self, model: keras.Sequential, inputs: MnistInputs, device: Any,
                  batch_size: int) -> None:
         self.model, self.inputs, self.device = model, inputs, device
         self.batch_size = batch_size
@@ -117,7 +122,7 @@ class KerasTraining:
         with self.placed():
             return test_accuracy(self.model, self.inputs)
 
-    def output(self) -> dict[str, Any]:
+    def output(self) -> dict[str, dict[str, object]]:
         return {"extra": {
             **epoch_extra(self.model, self.inputs, self.batch_size, self.epoch,
                           self.train_loss, self.test_accuracy()),
@@ -173,7 +178,7 @@ def check_compile_possible(device: Any) -> None:
                                  "which needs a C++ compiler on CPU; none found")
 
 
-def compiled_model(inputs: dict[str, Any], jit_compile: bool | str,
+def compiled_model(inputs: DigitsInputs, jit_compile: bool | str,
                    steps_per_execution: int = 1) -> keras.Sequential:
     """The seed's model.compile; jit_compile is Keras' default "auto" unless asked, and
     steps_per_execution > 1 runs that many steps per call into the backend (fewer dispatches)."""
@@ -193,7 +198,7 @@ JIT_VARIANTS = ("compiled", "compiled-steps")
 MULTI_STEP_VARIANTS = ("steps-per-execution", "compiled-steps")
 
 
-def make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any]) -> KerasTraining:
+def make_task(case: dict, variant: str, device: Any, inputs: MnistInputs) -> KerasTraining:
     """The same task on every backend; the framework's device module chose the backend."""
     if variant not in TRAININGS:  # torch's own step variants (CUDA graphs, fused Adam)
         raise VariantUnavailable(f"variant {variant} is written for native torch, not Keras")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import keras
 import numpy as np
@@ -45,8 +45,13 @@ from harness.workloads.usermodel.spec import (
     KERAS_FIT_STEPS,
     KERAS_PARTS,
     STEPS_PER_EXECUTION,
+    ModelInputs,
     split_parts,
+    training_targets,
 )
+
+if TYPE_CHECKING:  # the torch counter is imported only where Keras runs on torch
+    from harness.backends.torch.flops import CoverageRecord
 
 # The dtype policy each precision part builds the model under.
 POLICIES = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -145,7 +150,7 @@ def steps_per_call(how: str, spe: bool, stored: list[np.ndarray]) -> int:
     return 1
 
 
-def compile_arguments(net: keras.Model) -> dict[str, Any] | None:
+def compile_arguments(net: keras.Model) -> dict[str, object] | None:
     """The arguments of the file's own compile(), rebuilt from its config (so every cell gets a
     fresh optimizer of the same class and settings), or None for an uncompiled model."""
     config = net.get_compile_config() if getattr(net, "compiled", False) else {}
@@ -191,7 +196,7 @@ def trained_with_text(found: dict[str, str]) -> str:
     return f"loss: {found['loss']}, optimizer: {found['optimizer']}, from {found['source']}"
 
 
-def make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any],
+def make_task(case: dict, variant: str, device: Any, inputs: ModelInputs,
               dtype: str = "float32", keep: int | None = None) -> ModelTask:
     with user_code(inputs["model"], f"preparing {variant}"):
         forward = forward_variant(variant, POLICIES)
@@ -215,7 +220,7 @@ def parts_of(variant: str, what: str, device: Any) -> frozenset[str]:
     return parts
 
 
-def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dtype: str,
+def _make_task(case: dict, variant: str, device: Any, inputs: ModelInputs, dtype: str,
                keep: int | None) -> ModelTask:
     path, what, batch = inputs["model"], inputs["what"], case["batch"]
     parts = parts_of(variant, what, device)
@@ -244,7 +249,7 @@ def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dt
         with keras.device(placement):
             return call()
 
-    extra: dict[str, Any] = {"parameters": int(net.count_params()), "what": what,
+    extra: dict[str, object] = {"parameters": int(net.count_params()), "what": what,
                              "steps_per_call": steps}
     if what != "step":
         extra["keras_step"] = how
@@ -264,7 +269,7 @@ def _make_task(case: dict, variant: str, device: Any, inputs: dict[str, Any], dt
     return task
 
 
-def count_flops(task: ModelTask) -> tuple[float | None, str, dict[str, Any] | None]:
+def count_flops(task: ModelTask) -> tuple[float | None, str, CoverageRecord | None]:
     """(FLOPs of one call, who counted them, coverage): on Keras' torch backend by torch's
     formulas plus the harness's (backends/torch/flops.py) around one call; on JAX and
     TensorFlow the step is compiled inside Keras' trainer, out of a counter's reach."""
@@ -283,7 +288,7 @@ def count_flops(task: ModelTask) -> tuple[float | None, str, dict[str, Any] | No
 
 
 def _call(net: keras.Model, what: str, steps: int, arrays: list[np.ndarray],
-          inputs: dict[str, Any], dtype: str, batch: int, path: str) -> Callable[[], Any]:
+          inputs: ModelInputs, dtype: str, batch: int, path: str) -> Callable[[], Any]:
     """One timed call: more than one step is fit / predict over `steps` copies of the batch
     (the same arrays on every backend), one is train_on_batch / predict_on_batch."""
     if what == "step":
@@ -293,7 +298,7 @@ def _call(net: keras.Model, what: str, steps: int, arrays: list[np.ndarray],
     if steps > 1:
         many_x = model_input(repeated(arrays, steps))
         if what == "train":
-            many_target = repeated(cast([inputs["targets"]], dtype), steps)[0]
+            many_target = repeated(cast([training_targets(inputs)], dtype), steps)[0]
             # History's loss is the mean over the call's steps: one number per call.
             return lambda: net.fit(many_x, many_target, batch_size=batch, epochs=1,
                                    shuffle=False, verbose=0).history["loss"][-1]
@@ -301,6 +306,6 @@ def _call(net: keras.Model, what: str, steps: int, arrays: list[np.ndarray],
                                   net.predict(many_x, batch_size=batch, verbose=0))
     x = model_input(arrays)
     if what == "train":
-        target = cast([inputs["targets"]], dtype)[0]
+        target = cast([training_targets(inputs)], dtype)[0]
         return lambda: net.train_on_batch(x, target)
     return lambda: net.predict_on_batch(x)

@@ -16,6 +16,7 @@ import pickle
 import signal
 import statistics
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,8 @@ def replica_devices(device: TensorFlowDevice, replicas: int) -> list[str]:
 
 
 def measure(case: dict[str, Any], variant: str, device: TensorFlowDevice,
-            inputs: dict[str, Any], policy: TimingPolicy) -> tuple[Measurement, dict[str, Any]]:
+            inputs: Mapping[str, object],
+            policy: TimingPolicy) -> tuple[Measurement, dict[str, Any]]:
     """Run the case in a spawned child with its own replica devices; read back its result."""
     devices = replica_devices(device, case["processes"])
     if mnist_ddp.steps_per_epoch(case) < 1:
@@ -76,7 +78,7 @@ def _exit_text(exitcode: int | None) -> str:
     return f"exited with code {exitcode} without a result (traceback on stderr)"
 
 
-def replica_device_memory(tf: Any, devices: list[str]) -> dict[str, Any]:
+def replica_device_memory(tf: Any, devices: list[str]) -> mnist_ddp.DeviceMemorySummary:
     """Each replica GPU's peak bytes in this child, where the training ran."""
     per_replica = []
     for rank, device in enumerate(devices):
@@ -100,8 +102,9 @@ def child_main(case: dict[str, Any], devices: list[str], result_path: str) -> No
     else:  # as the worker's device module does: else TF takes every GPU's memory at start
         for gpu in tf.config.list_physical_devices("GPU"):
             tf.config.experimental.set_memory_growth(gpu, True)
-    result = MirroredTraining(case, devices).run()
-    result["device_memory"] = replica_device_memory(tf, devices)
+    timed, extra = MirroredTraining(case, devices).run()
+    result: mnist_ddp.RankResult = {"measurement": timed, "extra": extra,
+                                    "device_memory": replica_device_memory(tf, devices)}
     Path(result_path).write_bytes(pickle.dumps(result))
 
 
@@ -143,9 +146,10 @@ class MirroredTraining:
         if self.on_gpu:
             self.tf.test.experimental.sync_devices()
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> tuple[Measurement, dict[str, object]]:
+        """The timed epochs and the cell's extras (test accuracy after the last epoch)."""
         timed = per_call(self.epoch, self.synchronize, self.case["epochs"])
-        return {"measurement": timed, "extra": self.extra(timed)}
+        return timed, self.extra(timed)
 
     def test_accuracy(self) -> float:
         x_test, y_test = self.inputs["x_test"], self.inputs["y_test"]
@@ -156,7 +160,7 @@ class MirroredTraining:
                                   == y_test[start:start + EVAL_BATCH]))
         return correct / len(y_test)
 
-    def extra(self, timed: Measurement) -> dict[str, Any]:
+    def extra(self, timed: Measurement) -> dict[str, object]:
         steps = mnist_ddp.steps_per_epoch(self.case)
         samples_per_call = mnist_ddp.samples_per_epoch(self.case)
         epoch_s = statistics.median(timed.samples)

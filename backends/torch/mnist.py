@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, Sampler, TensorDataset
 
 from harness.backend import StepMarks, VariantUnavailable
 from harness.backends.torch.device import TorchDevice, capture_cuda_graph, require_cuda
-from harness.workloads.mnist import KERAS_ONLY_VARIANTS
+from harness.workloads.mnist import KERAS_ONLY_VARIANTS, MnistInputs
 
 SEED = 0
 EVAL_BATCH = 1000
@@ -69,7 +69,7 @@ class AdamFlags(TypedDict, total=False):
 class MnistTraining:
     """One model, its optimizer and a batch source; step() trains one epoch."""
 
-    def __init__(self, model: nn.Module, train_model: nn.Module, inputs: dict[str, Any],
+    def __init__(self, model: nn.Module, train_model: nn.Module, inputs: MnistInputs,
                  device: TorchDevice, batch_size: int,
                  adam_options: AdamFlags | None = None) -> None:
         self.model = model  # the plain module: parameters and evaluation
@@ -122,7 +122,7 @@ class MnistTraining:
                 correct += int((predicted == y_test[start:start + EVAL_BATCH]).sum())
         return correct / len(y_test)
 
-    def output(self) -> dict[str, Any]:
+    def output(self) -> dict[str, dict[str, object]]:
         train_loss = float(self.loss_sum.cpu()) / max(self.samples_seen, 1)
         return {"extra": {
             "params": sum(p.numel() for p in self.model.parameters()),
@@ -260,7 +260,7 @@ class ReduceOverheadTraining(PreloadedTraining):
             self.samples_seen += len(batch_index)
         self.epoch += 1
 
-    def output(self) -> dict[str, Any]:
+    def output(self) -> dict[str, dict[str, object]]:
         found = super().output()
         found["extra"]["cuda_graphs"] = {**self.watch.record(), "form": self.FORM}
         return found
@@ -350,7 +350,7 @@ ADAM_OPTIONS: dict[str, AdamFlags] = {
 
 
 def make_task(case: dict, variant: str, device: TorchDevice,
-              inputs: dict[str, Any]) -> MnistTraining:
+              inputs: MnistInputs) -> MnistTraining:
     if variant in KERAS_ONLY_VARIANTS:
         raise VariantUnavailable(f"{variant} is a Keras fit option (steps_per_execution); "
                                  "torch's counterparts are cuda-graph and reduce-overhead")

@@ -19,8 +19,9 @@ import os
 import signal
 import sys
 import uuid
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -61,9 +62,25 @@ def threads_per_rank(processes: int) -> int:
     return max(1, (os.cpu_count() or 1) // processes)
 
 
+class LaunchOptions(TypedDict, total=False):
+    """The LaunchConfig fields set here (shutdown_timeout only where this torch has it)."""
+
+    min_nodes: int
+    max_nodes: int
+    nproc_per_node: int
+    run_id: str
+    rdzv_backend: str
+    rdzv_endpoint: str
+    rdzv_configs: dict[str, int]
+    max_restarts: int
+    monitor_interval: float
+    start_method: str
+    shutdown_timeout: int
+
+
 def launch_config(processes: int) -> LaunchConfig:
     """A single-node launch on a free port (torchrun --standalone) that never restarts a rank."""
-    options: dict[str, Any] = {
+    options: LaunchOptions = {
         "min_nodes": 1, "max_nodes": 1, "nproc_per_node": processes,
         "run_id": f"harness-{uuid.uuid4().hex[:8]}", "rdzv_backend": "c10d",
         "rdzv_endpoint": "127.0.0.1:0", "rdzv_configs": {"timeout": RENDEZVOUS_TIMEOUT_S},
@@ -90,7 +107,8 @@ def failure_text(error: ChildFailedError) -> str:
     return f"rank {rank} (pid {failure.pid}) {how}" + (f": {detail}" if detail else "")
 
 
-def measure(case: dict[str, Any], variant: str, device: TorchDevice, inputs: dict[str, Any],
+def measure(case: dict[str, Any], variant: str, device: TorchDevice,
+            inputs: Mapping[str, object],
             policy: TimingPolicy) -> tuple[Measurement, dict[str, Any]]:
     """Launch the ranks, return rank 0's measurement and output (the worker's 'measure' style)."""
     processes = case["processes"]
@@ -112,7 +130,7 @@ def measure(case: dict[str, Any], variant: str, device: TorchDevice, inputs: dic
 
 # --- inside each rank (a spawned process) ------------------------------------------------------
 
-def rank_main(case: dict[str, Any], devices: list[str]) -> dict[str, Any] | None:
+def rank_main(case: dict[str, Any], devices: list[str]) -> mnist_ddp.RankResult | None:
     """One rank: join the group, train under DDP with the harness clock, leave the group."""
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     handle = torch.device(devices[int(os.environ["LOCAL_RANK"])])
@@ -181,7 +199,7 @@ class RankTraining:
         with self.ddp.no_sync():
             self.epoch()
 
-    def run(self) -> dict[str, Any] | None:
+    def run(self) -> mnist_ddp.RankResult | None:
         epochs = self.case["epochs"]
         timed = per_call(self.epoch, self.synchronize, epochs)
         train_loss = float(self.loss_sum.cpu()) / len(self.batches[0])
@@ -252,7 +270,7 @@ class RankTraining:
         return correct / len(y_test)
 
     def extra(self, timed: Measurement, local: Measurement, accuracy: float | None,
-              train_loss: float) -> dict[str, Any]:
+              train_loss: float) -> dict[str, object]:
         steps = len(self.batches[0])
         samples_per_call = mnist_ddp.samples_per_epoch(self.case)
         epoch_s, local_s = float(np.median(timed.samples)), float(np.median(local.samples))

@@ -10,7 +10,7 @@ process, which runs this cell alone, so nothing outlives the cell.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,8 +35,10 @@ from harness.workloads.usermodel.spec import (
     KEPT_RESULTS,
     THREADS,
     TORCH_COMPILE_MODE,
+    ModelInputs,
     declared_name,
     split_parts,
+    training_targets,
 )
 
 if TYPE_CHECKING:
@@ -141,7 +143,7 @@ class ScaledUpdate:
         if self.calls <= self.watched and self.updates == before:
             self.skipped += 1
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, int]:
         return {"skipped_updates": self.skipped}
 
 
@@ -214,7 +216,7 @@ def parts_of(variant: str) -> frozenset[str]:
     return frozenset(parts)
 
 
-def set_switches(parts: frozenset[str], device: TorchDevice) -> dict[str, Any]:
+def set_switches(parts: frozenset[str], device: TorchDevice) -> dict[str, bool]:
     """Set the process-wide switches the parts ask for; what was set, for the case's extra.
 
     Process-wide on purpose: the worker runs this one cell, and the switch must hold for
@@ -222,7 +224,7 @@ def set_switches(parts: frozenset[str], device: TorchDevice) -> dict[str, Any]:
     for part in parts & GPU_ONLY.keys():
         if not device.is_gpu:
             raise VariantUnavailable(f"variant {part} needs a CUDA device: {GPU_ONLY[part]}")
-    switched: dict[str, Any] = {}
+    switched: dict[str, bool] = {}
     if "tf32" in parts:  # set_float32_matmul_precision("high") and cuDNN's TF32
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -258,7 +260,7 @@ def channels_last(parts: frozenset[str], host_arrays: list[np.ndarray]) -> bool:
     return True
 
 
-def make_task(case: dict, variant: str, device: TorchDevice, inputs: dict[str, Any],
+def make_task(case: dict, variant: str, device: TorchDevice, inputs: ModelInputs,
               dtype: torch.dtype = torch.float32, keep: int | None = None) -> ModelTask:
     with user_code(inputs["model"], f"preparing {variant}"):
         forward = forward_variant(variant, ARITHMETIC)
@@ -267,12 +269,12 @@ def make_task(case: dict, variant: str, device: TorchDevice, inputs: dict[str, A
                                                                    forward_inputs, dtype, 1))
 
 
-def _make_task(variant: str, device: TorchDevice, inputs: dict[str, Any], dtype: torch.dtype,
+def _make_task(variant: str, device: TorchDevice, inputs: ModelInputs, dtype: torch.dtype,
                keep: int | None) -> ModelTask:
     parts = parts_of(variant)
     path, what = inputs["model"], inputs["what"]
     handle = device.handle
-    extra: dict[str, Any] = set_switches(parts, device)
+    extra: dict[str, object] = dict(set_switches(parts, device))
     graphed = "cuda-graph" in parts
     host_arrays = inputs["x"]
     nhwc = channels_last(parts, host_arrays)
@@ -314,7 +316,7 @@ def _make_task(variant: str, device: TorchDevice, inputs: dict[str, Any], dtype:
     scaled: ScaledUpdate | None = None
     if what == "train":
         net.train()
-        target = on_device(inputs["targets"], handle, dtype)
+        target = on_device(training_targets(inputs), handle, dtype)
         loss_of, optimizer, trained_with = training_parts(path, net, graphed)
         if "fp16" in parts:  # float16 gradients underflow without a loss scale
             scaled = ScaledUpdate(optimizer, handle.type, KEPT_RESULTS["train"])
@@ -377,7 +379,7 @@ def marked_steps(call: Callable[[], Any]) -> Callable[[], Any]:
     return marked
 
 
-def compile_watch() -> Callable[[], dict[str, Any]]:
+def compile_watch() -> Callable[[], Mapping[str, object]]:
     """Whether Inductor captured CUDA graphs for reduce-overhead, or why not (its skip log)."""
     from harness.backends.torch.graphs import CompileWatch  # noqa: PLC0415 - GPU cells only
 
@@ -385,7 +387,7 @@ def compile_watch() -> Callable[[], dict[str, Any]]:
     return lambda: {"cuda_graphs": watch.record()}
 
 
-def count_flops(task: ModelTask) -> tuple[float | None, str, dict[str, Any] | None]:
+def count_flops(task: ModelTask) -> tuple[float | None, str, flops.CoverageRecord | None]:
     """(FLOPs of one call, who counted them, coverage): torch's formulas plus ours for the
     fused ops it has none for (backends/torch/flops.py), around one eager call of the same
     step (a compiled or graph-replayed step runs the same ops, which a dispatch mode cannot

@@ -12,14 +12,16 @@ which command drew a picture. The view (harness.report.views.crossover) only lay
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
 from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
 from harness.analysis.predict import Prediction, SweepPoint, predict
 from harness.core.units import format_size
+from harness.data.serial import JsonValue
 
 # "Flat" per-call time: the work grows by at least this factor while time less than doubles.
 FLAT_WORK_GROWTH = 8.0
@@ -95,7 +97,8 @@ def _curve(stats: pd.DataFrame) -> pd.Series:
     return keyed.groupby("_size")["median_s"].min().rename_axis("size_value")
 
 
-def crossovers(stats: pd.DataFrame, hints: dict[str, Any] | None = None) -> pd.DataFrame:
+def crossovers(stats: pd.DataFrame,
+               hints: Mapping[str, JsonValue] | None = None) -> pd.DataFrame:
     """GPU vs CPU verdicts per experiment, machine and variant.
 
     Pairs: the best GPU cell vs the best CPU cell at each size ('best'), and each framework's
@@ -106,8 +109,8 @@ def crossovers(stats: pd.DataFrame, hints: dict[str, Any] | None = None) -> pd.D
     failed are not compared; the pair lists them in `excluded` so the summary can say why there
     is no verdict there.
     """
-    any_variant = set((hints or {}).get("cpu_baseline_any_variant") or [])
-    rows: list[dict[str, Any]] = []
+    any_variant = _names((hints or {}).get("cpu_baseline_any_variant"))
+    rows: list[dict[str, object]] = []  # one per pair: the table's mixed columns
     for (experiment, machine, variant), group in stats.groupby(
             ["experiment", "machine", "variant"], sort=False):
         machine_rows = stats[(stats["experiment"] == experiment) & (stats["machine"] == machine)]
@@ -129,8 +132,28 @@ def crossovers(stats: pd.DataFrame, hints: dict[str, Any] | None = None) -> pd.D
     return pd.DataFrame(rows)
 
 
+def _names(listed: JsonValue) -> set[str]:
+    """A hint that lists names (variants), as a set; empty where the hint is absent."""
+    return {str(name) for name in listed} if isinstance(listed, list) else set()
+
+
+class PairVerdict(TypedDict):
+    """The columns _pair adds to a crossovers row."""
+
+    excluded: list[str]
+    kind: str
+    size: float | None
+    sizes_compared: int
+    verdict: Crossover
+    noise: str
+    has_cpu: bool
+    has_gpu: bool
+    largest_size: float | None
+    speedup_at_largest: float | None
+
+
 def _pair(cpu: pd.Series, gpu: pd.Series, cpu_rows: pd.DataFrame,
-          gpu_rows: pd.DataFrame) -> dict[str, Any]:
+          gpu_rows: pd.DataFrame) -> PairVerdict:
     """One pair's verdict, noise phrase, excluded cases and speedup at the largest size."""
     curves = pd.DataFrame({"cpu_s": cpu, "gpu_s": gpu}).rename_axis("size").reset_index()
     verdict = find_crossover(curves)
@@ -241,7 +264,7 @@ def with_gpu_launches(cpu_points: list[SweepPoint],
     return cpu_points
 
 
-def _best_prediction(rows: list[dict[str, Any]],
+def _best_prediction(rows: list[dict[str, object]],
                      gpu: pd.DataFrame) -> tuple[Prediction | None, str]:
     """For the best-vs-best line: the prediction of the framework fastest on the GPU at the
     largest size, since the best curves mix frameworks whose costs a model cannot mix."""
@@ -251,18 +274,43 @@ def _best_prediction(rows: list[dict[str, Any]],
     largest = valid[valid["size_value"] == valid["size_value"].max()]
     fastest = str(largest.sort_values("call_median_s")["framework"].iloc[0])
     for row in rows:
-        if row.get("framework") == fastest and row.get("prediction") is not None:
-            return row["prediction"], fastest
+        prediction = row.get("prediction")
+        if row.get("framework") == fastest and isinstance(prediction, Prediction):
+            return prediction, fastest
     return None, ""
 
 
-def prediction_records(table: pd.DataFrame, sweep: str) -> list[dict[str, Any]]:
+class PredictionRecord(TypedDict):
+    """One predicted crossover of a framework and variant, as run.json stores it (plain JSON)."""
+
+    machine: str
+    variant: str
+    framework: str
+    sweep: str
+    kind: str
+    size: float | None
+    extrapolated: bool
+    held_out_error: float | None
+    sizes_used: int
+    caveats: list[str]
+    measured: str  # the measured verdict's kind
+    measured_size: float | None
+    text: str
+
+
+class StoredPrediction(PredictionRecord):
+    """A PredictionRecord named by its experiment: one entry of RunDocument.predictions."""
+
+    experiment: str
+
+
+def prediction_records(table: pd.DataFrame, sweep: str) -> list[PredictionRecord]:
     """The predictions of one experiment's `crossovers` table as run.json stores them.
 
     Plain JSON values only (NaN as None, no numpy scalars), so a stored list read back
     compares equal to a recomputed one and an unchanged run.json is not written again.
     """
-    records = []
+    records: list[PredictionRecord] = []
     for _, row in table.iterrows():
         prediction = row.get("prediction")
         if row["framework"] == "best" or not isinstance(prediction, Prediction) \
@@ -280,7 +328,8 @@ def prediction_records(table: pd.DataFrame, sweep: str) -> list[dict[str, Any]]:
 
 
 def experiment_predictions(experiment: str, table: pd.DataFrame) -> list[dict[str, Any]]:
-    """prediction_records of one experiment's table, each named by its experiment."""
+    """prediction_records of one experiment's table, each named by its experiment: the shape of
+    StoredPrediction (typed so once RunDocument.predictions and run_predictions take it)."""
     if table.empty:
         return []
     sweep = str(table["sweep"].iloc[0])
@@ -328,7 +377,17 @@ def _gpu_below(stats: pd.DataFrame, verdict: pd.Series) -> pd.DataFrame:
     return gpu
 
 
-def _flat_run(gpu: pd.DataFrame) -> dict[str, Any] | None:
+class FlatRun(TypedDict):
+    """A GPU line's flat stretch: sizes it spans, its time level and how work and time grew."""
+
+    from_size: float
+    to_size: float
+    level_s: float
+    work_growth: float
+    time_growth: float
+
+
+def _flat_run(gpu: pd.DataFrame) -> FlatRun | None:
     """From, to, level and growths where the work grows FLAT_WORK_GROWTH-fold or more while
     the time grows under FLAT_TIME_GROWTH; None otherwise."""
     if len(gpu) < 2:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +11,8 @@ from harness.core import registry
 from harness.data import fields
 from harness.data.ceilings import MEMORY, Ceilings, DeviceCeiling
 from harness.data.results import CaseResult, CellResult, HarnessCost, RunDocument
-from harness.spec import BadInput, WorkloadSpec
+from harness.data.serial import JsonObject
+from harness.spec import BadInput, CaseParams, WorkloadSpec
 
 
 @dataclass(frozen=True)
@@ -39,11 +41,11 @@ class CaseSummary:
     peak_host_bytes: int | None = None
     peak_device_bytes: int | None = None
     # The declared per-case values the CLI shows (harness.data.fields), by field name.
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: JsonObject = field(default_factory=dict)
 
 
-def work_of(spec: WorkloadSpec, case: dict[str, Any],
-            extra: dict[str, Any] | None = None) -> dict[str, float]:
+def work_of(spec: WorkloadSpec, case: CaseParams,
+            extra: Mapping[str, object] | None = None) -> dict[str, float]:
     """FLOPs and bytes of one timed call (None: does not apply).
 
     The call's own count comes first: the worker recorded `flops_per_call` from the case it
@@ -53,7 +55,7 @@ def work_of(spec: WorkloadSpec, case: dict[str, Any],
     """
     work: dict[str, float] = {}
     counted = (extra or {}).get("flops_per_call")
-    if counted:
+    if counted and isinstance(counted, (int, float, str)):  # a number, as the worker wrote it
         work["flops"] = float(counted)
     for key, count_of in (("flops", spec.flops), ("bytes", spec.bytes_moved)):
         count = count_of(case) if count_of is not None and key not in work else None
@@ -66,7 +68,7 @@ def work_of(spec: WorkloadSpec, case: dict[str, Any],
 NOT_COMPARED = "not_compared"
 
 
-def _check_text(check: dict[str, Any] | None) -> str:
+def _check_text(check: Mapping[str, object] | None) -> str:
     """'pass max_rel_err=3e-07', 'FAIL ...', or 'not compared' for a check that compared
     nothing (a pass with a value of 0 would read as a perfect match)."""
     if not check:

@@ -64,9 +64,10 @@ BUILTIN_FRAMEWORKS: dict[str, str] = {
 }
 
 # Values: "module:attr" (or "path/to/file.py:attr") of a WorkloadSpec, or the spec itself.
-WORKLOADS: dict[str, Any] = dict(BUILTIN_WORKLOADS)
-# Values: "module:attr" of a FrameworkSpec, or (backend package, import name) from old plugins.
-FRAMEWORKS: dict[str, Any] = dict(BUILTIN_FRAMEWORKS)
+WORKLOADS: dict[str, str | WorkloadSpec] = dict(BUILTIN_WORKLOADS)
+# Values: "module:attr" of a FrameworkSpec, the spec itself, or (backend package, import name)
+# from old plugins.
+FRAMEWORKS: dict[str, str | FrameworkSpec | tuple[str, str]] = dict(BUILTIN_FRAMEWORKS)
 # Plugin problems found while registering: shown once as warning lines, never raised.
 LOAD_WARNINGS: list[str] = []
 # The plugin modules merged so far, each once.

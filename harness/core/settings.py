@@ -44,7 +44,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from harness.spec import BadInput
 
@@ -52,6 +52,8 @@ DEFAULT_ATTEMPTS = 3
 DEFAULT_NVML_MODULE = "pynvml"
 DEFAULT_POWERCAP_ROOT = "/sys/class/powercap"
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+# One value of Settings.to_dict (plain JSON: the plugins tuple becomes a list).
+SettingValue: TypeAlias = bool | int | float | str | list[str] | None
 
 
 def _positive_int(name: str, text: str) -> int:
@@ -110,7 +112,7 @@ class Settings:
                 found[item.name] = item.metadata["parse"](name, text)
         return cls(quick=quick, **found)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, SettingValue]:
         """Plain JSON: run.json's `settings`, a worker's argument."""
         document = asdict(self)
         document["plugins"] = list(self.plugins)

@@ -12,13 +12,14 @@ dict (energy, GPU clocks, ...) is one line in FIELDS, for example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from harness.core.units import device_kind, format_bytes, format_joules, format_seconds
 from harness.data.records import NOT_RECORDED, EnergyRecord, WhileTimed
 from harness.data.results import CaseResult, CellResult
+from harness.data.serial import JsonObject
 
 # Where a value lives: read from the cell and the case (None for a cell-level value).
 Reader = Callable[[CellResult, "CaseResult | None"], Any]
@@ -76,7 +77,7 @@ def energy_reason(cell: CellResult, case: CaseResult | None) -> str | None:
     return record.why_not() or ("" if record.ok else NOT_RECORDED)
 
 
-def flops_gaps(extra: dict[str, Any]) -> str:
+def flops_gaps(extra: Mapping[str, object]) -> str:
     """What a FLOP count missed, from the counter's coverage record (extra['flops_coverage']):
     '' for a complete count or one without a record (a workload's declared count), else e.g.
     'aten._cudnn_rnn x3 not counted; 97% of parameters reach only uncounted ops'."""
@@ -137,6 +138,11 @@ def _fraction(value: Any) -> str:
     return f"{float(value):.3f}"
 
 
+# A cell of measurements.csv as csv_value gives it: text ('' for none, "64x64" for a shape),
+# a number or a flag.
+CsvValue: TypeAlias = str | int | float | bool
+
+
 @dataclass(frozen=True)
 class CaseField:
     """One declared per-case value."""
@@ -163,7 +169,7 @@ class CaseField:
             return "-"
         return self.format(value)
 
-    def csv_value(self, value: Any) -> Any:
+    def csv_value(self, value: Any) -> CsvValue:
         """The CSV cell: '' for none, shapes as 64x64, numbers and text as they are."""
         if value is None:
             return ""
@@ -171,7 +177,7 @@ class CaseField:
             return "x".join(str(part) for part in value)
         return value
 
-    def table_value(self, value: Any) -> Any:
+    def table_value(self, value: Any) -> float | str:
         """The report table's cell: a float (NaN for none) for numbers, text ('' for none)."""
         if self.kind in (int, float):
             try:
@@ -274,17 +280,17 @@ def columns_of_kind(kind: type) -> tuple[str, ...]:
     return tuple(item.name for item in csv_fields() if item.kind is kind)
 
 
-def csv_values(cell: CellResult, case: CaseResult | None) -> dict[str, Any]:
+def csv_values(cell: CellResult, case: CaseResult | None) -> dict[str, CsvValue]:
     """The declared CSV columns of one case (of the cell alone when CASE is None)."""
     return {item.name: item.csv_value(item.value(cell, case)) for item in csv_fields()
             if case is not None or item.per_cell}
 
 
-def report_values(cell: CellResult, case: CaseResult) -> dict[str, Any]:
+def report_values(cell: CellResult, case: CaseResult) -> JsonObject:
     """The declared report columns of one case."""
     return {item.name: item.table_value(item.value(cell, case)) for item in report_fields()}
 
 
-def cli_values(cell: CellResult, case: CaseResult | None) -> dict[str, Any]:
+def cli_values(cell: CellResult, case: CaseResult | None) -> JsonObject:
     """The declared CLI columns of one case, raw (CaseField.text formats them)."""
     return {item.name: item.value(cell, case) for item in cli_fields()}

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, ClassVar
 
+from harness.core.settings import SettingValue
 from harness.data.ceilings import Ceilings
 from harness.data.records import CaseEnergy, GpuState
 from harness.data.serial import (
@@ -31,7 +32,7 @@ from harness.data.serial import (
     read_field,
     type_hints,
 )
-from harness.spec import Cell, Status, worst_status
+from harness.spec import Cell, ParamValue, Status, worst_status
 
 NOISY_IQR_FRACTION = 0.10
 
@@ -124,7 +125,7 @@ class CaseResult(JsonRecord):
     samples: list[float] = field(default_factory=list, metadata=TIMED)
     calls_per_sample: int = field(default=1, metadata=TIMED)
     timer_overhead_s: float | None = field(default=None, metadata=TIMED)
-    check: dict[str, Any] | None = field(default=None, metadata=TIMED)
+    check: JsonObject | None = field(default=None, metadata=TIMED)
     suspect: str = field(default="", metadata=TIMED)
     predicted_call_s: float | None = field(default=None, metadata=TIMED)
     # Load of other processes while the samples ran: other_cores, steal_cores, seconds.
@@ -133,7 +134,7 @@ class CaseResult(JsonRecord):
     peak_device_allocated_bytes: int | None = field(default=None, metadata=TIMED)
     peak_device_reserved_bytes: int | None = field(default=None, metadata=TIMED)
     # The device-busy pass: figures per call, or {"reason": why there are none}.
-    device_profile: dict[str, Any] | None = field(default=None, metadata=TIMED)
+    device_profile: JsonObject | None = field(default=None, metadata=TIMED)
     # Timed in blocks of steps within each call: every whole call's seconds (the cold one
     # first), and the steps of the block behind each warm sample (samples[i] ran
     # sample_steps[i] steps, scaled to a whole call). Empty for a case timed call by call.
@@ -151,7 +152,7 @@ class CaseResult(JsonRecord):
     # Measured over rounds that shared out the plan's work: the planned values of the shared
     # parameters (MNIST: {"epochs": 1, "train_samples": 60000}) where `case` (what one
     # worker's calls did) differs from them. Empty: the case is as planned.
-    planned: dict[str, Any] = field(default_factory=dict)
+    planned: dict[str, ParamValue] = field(default_factory=dict)
     # The calls per sample this case's calibration started from, found by the cell's first
     # round (None: calibrated from 1 call). A merged case: what its later rounds were given.
     # `calls_per_sample` stays the count actually used.
@@ -342,7 +343,7 @@ class RunDocument(JsonRecord):
     # What --resume needs: every planned cell (Cell.as_dict), the executor that ran them, and
     # one entry per resumption.
     planned_cells: list[dict[str, Any]] = field(default_factory=list, metadata=IF_SET)
-    executor: dict[str, Any] = field(default_factory=dict, metadata=IF_SET)
+    executor: JsonObject = field(default_factory=dict, metadata=IF_SET)
     resumed: list[dict[str, Any]] = field(default_factory=list, metadata=IF_SET)
     # Rounds (harness.run.rounds): worker processes per cell, and the seed of the cell orders
     # (None: one round, cells in plan order). 1 round: run-to-run drift was not measured.
@@ -354,10 +355,10 @@ class RunDocument(JsonRecord):
     # The predicted GPU-vs-CPU crossovers, stored by every run that ends (harness.api
     # save_predictions, from harness.analysis.crossover; never by drawing a report):
     # per framework and variant, the size, its held-out error and the text printed.
-    predictions: list[dict[str, Any]] = field(default_factory=list, metadata=IF_SET)
+    predictions: list[JsonObject] = field(default_factory=list, metadata=IF_SET)
     # The settings the run used (harness.core.settings.Settings.to_dict: --quick and the
     # HARNESS_* variables); --resume runs with them unless given others.
-    settings: dict[str, Any] = field(default_factory=dict, metadata=IF_SET)
+    settings: dict[str, SettingValue] = field(default_factory=dict, metadata=IF_SET)
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -16,11 +16,12 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from harness.data import fields
 from harness.data.columns import BASE_COLUMNS
 from harness.data.results import SCHEMA_VERSION, CaseResult, CellResult, RunDocument
+from harness.data.serial import JsonObject, JsonValue
 from harness.data.upgrade import UpgradeError, upgrade
 
 __all__ = [
@@ -85,8 +86,13 @@ def _format(value: Any) -> Any:
     return value
 
 
+# One row of measurements.csv (and the Parquet copy): column name -> a scalar (str, number,
+# bool or None; a shape parameter is written as "AxB" text by _format).
+MeasurementRow: TypeAlias = dict[str, JsonValue]
+
+
 def case_rows(run_id: str, machine: str, spec_sweep: str, cell: CellResult,
-              work: dict[int, dict[str, float]]) -> list[dict[str, Any]]:
+              work: dict[int, dict[str, float]]) -> list[MeasurementRow]:
     """Tidy rows for one cell's worker result: one per sample, or one status row.
 
     WORK holds each case's FLOPs and bytes by case index (harness.analysis.stats.work_of).
@@ -101,7 +107,7 @@ def case_rows(run_id: str, machine: str, spec_sweep: str, cell: CellResult,
     if not cell.cases:
         return [{**base, "status": cell.status.value, "reason": cell.reason, "phase": "none",
                  **{f"param_{k}": _format(v) for k, v in cell.cell.params.items()}}]
-    rows: list[dict[str, Any]] = []
+    rows: list[MeasurementRow] = []
     for index, case in enumerate(cell.cases):
         check = case.check or {}
         case_base = {
@@ -134,7 +140,7 @@ def case_rows(run_id: str, machine: str, spec_sweep: str, cell: CellResult,
     return rows
 
 
-def epoch_rows(case_base: dict[str, Any], case: CaseResult) -> list[dict[str, Any]]:
+def epoch_rows(case_base: MeasurementRow, case: CaseResult) -> list[MeasurementRow]:
     """The whole calls (epochs) of a case timed in blocks of steps (harness.measure.blocks).
 
     Its warm rows are blocks scaled to seconds per call, each with `block_steps`, the steps
@@ -149,7 +155,7 @@ def epoch_rows(case_base: dict[str, Any], case: CaseResult) -> list[dict[str, An
                                                              start=1)]
 
 
-def write_measurements(run_dir: Path, rows: Iterable[dict[str, Any]]) -> None:
+def write_measurements(run_dir: Path, rows: Iterable[MeasurementRow]) -> None:
     rows = list(rows)
     extra = sorted({key for row in rows for key in row} - set(BASE_COLUMNS))
     buffer = io.StringIO()
@@ -160,7 +166,7 @@ def write_measurements(run_dir: Path, rows: Iterable[dict[str, Any]]) -> None:
     write_parquet(run_dir / PARQUET_FILE, rows, BASE_COLUMNS + extra)
 
 
-def write_parquet(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
+def write_parquet(path: Path, rows: list[MeasurementRow], columns: list[str]) -> None:
     """The CSV's rows and columns as typed Parquet, written atomically like the CSV.
 
     The CSV stays the file every reader relies on; without pyarrow the Parquet copy is skipped
@@ -180,7 +186,7 @@ def write_run(run_dir: Path, document: RunDocument) -> None:
     write_json_atomic(run_dir / RUN_FILE, document.to_dict())
 
 
-def read_run(run_dir: Path) -> dict[str, Any]:
+def read_run(run_dir: Path) -> JsonObject:
     """run.json of a harness run folder in the current layout, or StoreError saying why not.
 
     Older layouts are upgraded (harness.data.upgrade); load_run gives the typed document.

@@ -8,6 +8,7 @@ change it; nothing here draws or writes a file.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ import pandas as pd
 
 from harness.data.ceilings import Ceilings, as_ceilings
 from harness.data.results import RunDocument
+from harness.data.serial import JsonObject, JsonValue
 from harness.report import tables as t
 from harness.report.load import DEFAULT_HINTS, VIEW_HINTS, RunSet, hints_for_old_run
 
@@ -29,13 +31,13 @@ class ExperimentContext:
     sweep: str
     unit: str  # "step" for workloads whose calls are epochs of several steps, else "call"
     call_name: str
-    params: dict[str, Any]
+    params: dict[str, JsonValue]  # as run.json stored them; the swept one merged
     runs: pd.DataFrame  # this experiment's runs
     rows: pd.DataFrame  # its prepared samples
     stats: pd.DataFrame  # one row per case (tables.case_stats)
     cells: pd.DataFrame  # one row per cell (tables.cell_status)
     headline: pd.DataFrame  # the size each (machine, variant) is compared at
-    hints: dict[str, Any]  # the workload's report hints, as stored in run.json
+    hints: JsonObject  # the workload's report hints, as stored in run.json
     ceilings: dict[str, Ceilings]  # machine -> measured ceilings, from this experiment's runs
     # machine -> measured ceilings from any run of the report (a run may skip the probe).
     machine_ceilings: dict[str, Ceilings]
@@ -44,11 +46,24 @@ class ExperimentContext:
     @property
     def views(self) -> frozenset[str]:
         """The optional views this experiment's workload asks for."""
-        return frozenset(self.hints.get("views") or ())
+        return views_of(self.hints)
 
-    def labels(self, view: str) -> dict[str, Any]:
+    def labels(self, view: str) -> JsonObject:
         """The labels the workload gives one view ({} when it gives none)."""
-        return dict((self.hints.get("view_labels") or {}).get(view) or {})
+        return labels_of(self.hints, view)
+
+
+def views_of(hints: Mapping[str, JsonValue]) -> frozenset[str]:
+    """The optional views stored hints ask for (their `views` list)."""
+    names = hints.get("views") or ()
+    return frozenset(str(name) for name in names) if isinstance(names, list) else frozenset()
+
+
+def labels_of(hints: Mapping[str, JsonValue], view: str) -> JsonObject:
+    """The labels stored hints give one view ({} when they give none)."""
+    by_view = hints.get("view_labels") or {}
+    labels = by_view.get(view) if isinstance(by_view, dict) else None
+    return dict(labels) if isinstance(labels, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -68,19 +83,19 @@ class ReportContext:
     def views(self) -> frozenset[str]:
         """The optional views any run of the report asks for."""
         return frozenset(name for run_hints in self.runs["hints"]
-                         for name in run_hints.get("views") or ())
+                         for name in views_of(run_hints))
 
-    def labels(self, view: str) -> dict[str, Any]:
+    def labels(self, view: str) -> JsonObject:
         """The labels of the first run that asks for this view."""
         for run_hints in self.runs["hints"]:
-            if view in (run_hints.get("views") or ()):
-                return dict((run_hints.get("view_labels") or {}).get(view) or {})
+            if view in views_of(run_hints):
+                return labels_of(run_hints, view)
         return {}
 
     def documents_declaring(self, view: str) -> list[RunDocument]:
         """run.json of every run whose workload asks for this view."""
         return [document for document, run_hints in zip(self.documents, self.runs["hints"])
-                if view in (run_hints.get("views") or ())]
+                if view in views_of(run_hints)]
 
 
 def build_context(run_set: RunSet, framework_colors: dict[str, str]) -> ReportContext:
@@ -98,7 +113,7 @@ def build_context(run_set: RunSet, framework_colors: dict[str, str]) -> ReportCo
         ceilings=ceilings, experiments=experiments)
 
 
-def with_views(hints: dict[str, Any], workload: str) -> dict[str, Any]:
+def with_views(hints: JsonObject, workload: str) -> JsonObject:
     """Stored hints; where they predate the view declarations, with those derived for them."""
     if all(key in hints for key in VIEW_HINTS):
         return hints
@@ -126,7 +141,8 @@ def experiment_context(runs: pd.DataFrame, prepared: pd.DataFrame, extras: pd.Da
         extras=extras)
 
 
-def call_name(unit: str, params: dict[str, Any], rows: pd.DataFrame, epoch_param: str) -> str:
+def call_name(unit: str, params: Mapping[str, JsonValue], rows: pd.DataFrame,
+              epoch_param: str) -> str:
     """What one timed call is, as the report names it: 'call'; 'epoch' where a call trains
     the planned epoch; '20,000-sample call (1/3 epoch)' where rounds shared one epoch out
     (each worker's call trained its share), so no figure calls a third of an epoch an epoch."""
@@ -147,9 +163,9 @@ def call_name(unit: str, params: dict[str, Any], rows: pd.DataFrame, epoch_param
     return f"{samples:,}-sample call ({share} epoch)"
 
 
-def merged_params(runs: pd.DataFrame) -> dict[str, Any]:
+def merged_params(runs: pd.DataFrame) -> dict[str, JsonValue]:
     """The experiment's parameters; the swept one as the union of every run's values."""
-    params = dict(runs["params"].iloc[0])
+    params: dict[str, JsonValue] = dict(runs["params"].iloc[0])
     sweep = runs["sweep"].iloc[0]
     values: list[Any] = []
     for run_params in runs["params"]:

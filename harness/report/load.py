@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pandas as pd
 
 from harness.analysis.stats import overhead_line, quick_line, rounds_line
 from harness.core.units import size_label
 from harness.data import fields, store
+from harness.data.ceilings import Ceilings
 from harness.data.columns import (
     BOOL_COLUMNS,
     FALSE_TEXT,
@@ -26,7 +27,9 @@ from harness.data.columns import (
     TRUE_TEXT,
 )
 from harness.data.results import CellResult, RunDocument
+from harness.data.serial import JsonObject
 from harness.data.upgrade import DEFAULT_HINTS, hints_for_workload
+from harness.spec import ParamValue
 
 __all__ = ["DEFAULT_HINTS", "RunSet", "extra_rows", "load_runs", "read_measurements", "run_row"]
 
@@ -74,7 +77,32 @@ def read_measurements(run_dir: Path) -> pd.DataFrame:
     return frame
 
 
-def run_row(run_dir: Path, document: RunDocument, order: int) -> dict[str, Any]:
+class RunRow(TypedDict):
+    """One row of RunSet.runs: a run as the report's tables see it."""
+
+    run_id: str
+    run_dir: str
+    order: int
+    workload: str
+    sweep: str
+    params: dict[str, ParamValue]
+    quick: bool
+    started: float | None
+    machine: str
+    host: JsonObject
+    ceilings: Ceilings
+    hints: JsonObject
+    interrupted: bool
+    interrupted_by: str
+    finished: float | None
+    cells_saved: list[str]
+    command: str
+    rounds_line: str
+    quick_line: str
+    overhead_line: str
+
+
+def run_row(run_dir: Path, document: RunDocument, order: int) -> RunRow:
     """One line describing a run: who, where, when, with which parameters."""
     return {
         "run_id": document.run_id or run_dir.name,
@@ -105,7 +133,7 @@ def run_row(run_dir: Path, document: RunDocument, order: int) -> dict[str, Any]:
 VIEW_HINTS = ("views", "view_labels")
 
 
-def hints_for_old_run(workload: str, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+def hints_for_old_run(workload: str, stored: JsonObject | None = None) -> JsonObject:
     """Runs stored before run.json carried hints: ask the installed spec, else the defaults.
 
     With `stored` (hints written before they named the report's optional views): those hints,
@@ -127,7 +155,7 @@ EXTRA_KEYS = ["run_id", "machine", "workload", "variant", "framework", "device",
 EXTRA_COLUMNS = [*EXTRA_KEYS, *(item.name for item in fields.report_fields())]
 
 
-def extra_rows(document: RunDocument, machine: str) -> list[dict[str, Any]]:
+def extra_rows(document: RunDocument, machine: str) -> list[JsonObject]:
     """Per-case values of run.json declared for the report (harness.data.fields: accuracy,
     data source, memory, ...), keyed like the CSV rows."""
     rows = []

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import PurePath
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,7 @@ from harness.analysis.plausibility import (
 from harness.core.units import device_kind
 from harness.data.ceilings import MEMORY, Ceilings
 from harness.data.results import NOISY_IQR_FRACTION, sample_stats
+from harness.data.serial import JsonObject, JsonValue
 from harness.spec import Status, worst_status_name
 
 CELL_KEYS = ["experiment", "machine", "variant", "framework", "device"]
@@ -48,7 +50,7 @@ def _comparable(value: Any) -> Any:
     return value
 
 
-def param_signature(params: dict[str, Any], sweep: str) -> str:
+def param_signature(params: Mapping[str, JsonValue], sweep: str) -> str:
     """The workload parameters that define the experiment: all but the swept one."""
     kept = {name: _comparable(value) for name, value in params.items() if name != sweep}
     return json.dumps(kept, sort_keys=True, default=str)
@@ -79,7 +81,7 @@ def assign_experiments(runs: pd.DataFrame) -> pd.DataFrame:
     return runs
 
 
-def _differing_params(signatures: list[dict[str, Any]]) -> list[str]:
+def _differing_params(signatures: list[JsonObject]) -> list[str]:
     names = sorted({name for params in signatures for name in params})
     return [name for name in names
             if len({json.dumps(params.get(name), default=str) for params in signatures}) > 1]
@@ -259,7 +261,22 @@ def gap_verdict(best: pd.Series, second: pd.Series) -> GapVerdict:
     return judge_gap(case_noise(best), case_noise(second))
 
 
-def gap_significance(best: pd.Series, second: pd.Series) -> dict[str, Any]:
+class _GapColumns(TypedDict):
+    judged: bool
+    significant: bool
+    held: int
+    rounds: int
+    noise: str
+
+
+class GapSignificance(_GapColumns, total=False):
+    """gap_significance's columns, spread into a view's table row (ranking drops noise_short,
+    so it is the one key that may be missing)."""
+
+    noise_short: str
+
+
+def gap_significance(best: pd.Series, second: pd.Series) -> GapSignificance:
     """Whether a gap between two cases is beyond their noise (harness.analysis.noise: the IQRs
     and the round medians both apart), and the phrase that says so.
 

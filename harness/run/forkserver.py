@@ -52,7 +52,7 @@ import traceback
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TypedDict, cast
 
 # Read by a framework when it opens a device, not when it is imported, so a forked child may
 # set its own; every other variable must match the warm process's for a cell to be forked.
@@ -67,10 +67,34 @@ OPENBLAS_STOP = "blas_thread_shutdown_"
 THREAD_EXIT_WAIT_S = 1.0
 
 
+class ForkRequest(TypedDict):
+    """One line the parent sends: fork a child that runs `python -m MODULE` (argv[0] = MODULE)."""
+
+    module: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    stderr: str  # the path the child's stdout and stderr go to
+
+
+class ForkReply(TypedDict, total=False):
+    """One line the warm process sends (the module docstring's protocol): ready (with import_s
+    or the reason not), a fork refused, the forked pid, or the child's exit and peak RSS."""
+
+    ready: bool
+    reason: str
+    import_s: float
+    refused: str
+    pid: int
+    threads_at_fork: int
+    exit: int
+    peak_rss: int | None
+
+
 # --- the warm process ------------------------------------------------------------------------
 
 
-def _reply(document: dict[str, Any]) -> None:
+def _reply(document: ForkReply) -> None:
     os.write(1, (json.dumps(document) + "\n").encode())
 
 
@@ -115,7 +139,7 @@ def threads_refusal(names: list[str]) -> str:
             "half-way through their work")
 
 
-def _child(request: dict[str, Any]) -> None:
+def _child(request: ForkRequest) -> None:
     """In the forked child: become the cell's own process group with the cell's streams,
     directory and environment, run the worker module as __main__, and never return."""
     code = 1
@@ -207,7 +231,7 @@ class _Lines:
         self._fd = stream.fileno()
         self._buffer = b""
 
-    def read(self, timeout_s: float) -> dict[str, Any] | None:
+    def read(self, timeout_s: float) -> ForkReply | None:
         """The next line as JSON; None when none came in time; ForkServerLost at EOF."""
         deadline = time.monotonic() + timeout_s
         while b"\n" not in self._buffer:
@@ -222,7 +246,7 @@ class _Lines:
                 raise ForkServerLost("the warm process that forks workers has ended")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
-        return dict(json.loads(line))
+        return cast(ForkReply, dict(json.loads(line)))  # the warm process writes only these
 
 
 class ForkedWorker:
@@ -291,8 +315,8 @@ class ForkServer:
              stderr_path: Path) -> ForkedWorker:
         """Fork a child that runs `python -m MODULE *ARGS` with ENV; ForkServerLost if the
         warm process is gone."""
-        request = {"module": module, "argv": [module, *args], "env": env, "cwd": str(cwd),
-                   "stderr": str(stderr_path)}
+        request: ForkRequest = {"module": module, "argv": [module, *args], "env": env,
+                                "cwd": str(cwd), "stderr": str(stderr_path)}
         stdin = self._process.stdin
         try:
             assert stdin is not None

@@ -11,11 +11,10 @@ from __future__ import annotations
 import os
 import random
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from harness.backend import canonical_device, parse_cuda_index
 from harness.core import registry
@@ -25,6 +24,7 @@ from harness.run import rounds as rounds_module
 from harness.spec import (
     BadInput,
     Cell,
+    ParamValue,
     WorkloadSpec,
     compose,
     expand_matrix,
@@ -144,13 +144,13 @@ class RunPlan:
     spec: WorkloadSpec
     cells: list[Cell]
     devices: list[str]
-    params: dict[str, Any]
+    params: dict[str, ParamValue]
     out: Path
     timeout_s: float
     quick: bool
     # (run folder, params) -> parameters every cell gets, run once the folder exists (a user
     # model's shared weights and CPU references are made there before any cell).
-    prepare: Callable[[Path, dict[str, Any]], dict[str, Any]] | None = None
+    prepare: Callable[[Path, dict[str, ParamValue]], dict[str, ParamValue]] | None = None
     # Worker processes per cell, the matrix run round by round in a seeded random order.
     rounds: int = 1
     seed: int = 0
@@ -174,7 +174,7 @@ def default_rounds(settings: Settings) -> int:
 def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None = None,
          devices: Sequence[str] | str | None = None,
          variants: Sequence[str] | str | None = None, sizes: Sequence[int] | None = None,
-         params: dict[str, Any] | None = None, data: Path | str | None = None,
+         params: Mapping[str, ParamValue] | None = None, data: Path | str | None = None,
          quick: bool = False, out: Path | str = "results",
          timeout_s: float = 900.0, model: Path | str | None = None,
          rounds: int | None = None, seed: int | None = None,
@@ -198,7 +198,7 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
 
 def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
           devices: Sequence[str] | str | None, variants: Sequence[str] | str | None,
-          sizes: Sequence[int] | None, params: dict[str, Any] | None,
+          sizes: Sequence[int] | None, params: Mapping[str, ParamValue] | None,
           data: Path | str | None, out: Path | str, timeout_s: float,
           model: Path | str | None, rounds: int | None, seed: int | None,
           probe_ceilings: bool, settings: Settings) -> RunPlan:
@@ -237,7 +237,7 @@ def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
         usermodel_plan.check_frameworks(model_info, chosen_frameworks)
         usermodel_plan.check_what(model_info, values["what"])
 
-        def prepare(run_dir: Path, params: dict[str, Any]) -> dict[str, Any]:
+        def prepare(run_dir: Path, params: dict[str, ParamValue]) -> dict[str, ParamValue]:
             return usermodel_plan.prepare_run(run_dir, spec, params, timeout_s, quick)
     out = Path(out)
     check_writable(out)

@@ -23,11 +23,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from harness.core import interrupt, registry
 from harness.core.settings import CHILD_MODULE, Settings, active, child_arguments, variable_names
 from harness.data.results import CellResult
+from harness.data.serial import JsonObject, JsonValue
 from harness.measure.ceilings import cache_dir
 from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
 from harness.run import forkserver
@@ -195,9 +196,11 @@ def interrupted_reason(signum: signal.Signals) -> str:
     return f"interrupted by {interrupt.describe(signum)}; worker stopped"
 
 
-def _read_result(path: Path) -> dict[str, Any] | None:
+def _read_result(path: Path) -> JsonValue:
+    """The JSON a child wrote to PATH (None: missing or half-written)."""
     try:
-        return json.loads(path.read_text())
+        loaded: JsonValue = json.loads(path.read_text())
+        return loaded
     except (OSError, json.JSONDecodeError):
         return None
 
@@ -332,7 +335,7 @@ def _partial(cell: Cell, result_path: Path, status: Status, reason: str) -> Cell
 
 
 def run_json_child(module: str, args: list[str], cell: Cell, timeout_s: float,
-                   settings: Settings | None = None) -> tuple[dict[str, Any] | None, str]:
+                   settings: Settings | None = None) -> tuple[JsonObject | None, str]:
     """Run `python -m MODULE *ARGS OUT.json` in CELL's environment and read OUT.json.
 
     SETTINGS (None: the active ones, a run's) reach the child on its argument list, through
@@ -360,7 +363,7 @@ def run_json_child(module: str, args: list[str], cell: Cell, timeout_s: float,
         if returncode is None:
             return None, f"timed out after {timeout_s:g} s"
         document = _read_result(out_path)
-        if document is None:
+        if not isinstance(document, dict):  # every child writes one JSON object, or nothing
             return None, " | ".join(_stderr_tail(stderr_path).splitlines()[-3:])
         return document, ""
 

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from harness.analysis.stats import work_of
 from harness.core import interrupt, registry
@@ -45,7 +44,7 @@ class RunRecorder:
 
     def __init__(self, run_dir: Path, spec: WorkloadSpec, document: RunDocument) -> None:
         self.run_dir, self.spec, self.document = run_dir, spec, document
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[store.MeasurementRow] = []
 
     @property
     def results(self) -> list[CellResult]:
@@ -57,7 +56,7 @@ class RunRecorder:
         self.document.cells.append(cell)
         self.save()
 
-    def _rows(self, cell: CellResult) -> list[dict[str, Any]]:
+    def _rows(self, cell: CellResult) -> list[store.MeasurementRow]:
         work = {index: work_of(self.spec, case.case, case.extra)
                 for index, case in enumerate(cell.cases)}
         # A cell that ran elsewhere (a SLURM node) carries its own host: its rows name it.

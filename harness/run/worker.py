@@ -32,6 +32,7 @@ from harness.core.registry import (
     load_workload,
 )
 from harness.data.results import Attempt, CaseResult, CellResult, HarnessCost
+from harness.data.serial import JsonObject
 from harness.data.store import write_json_atomic
 from harness.measure import blocks
 from harness.measure.casewatch import LATER_ROUND_REASON as LATER_ROUND_ENERGY_REASON
@@ -40,7 +41,7 @@ from harness.measure.casewatch import CaseWatch
 from harness.measure.memory import host_peak_bytes, reset_host_peak
 from harness.measure.timing import Measurement, TimingPolicy, autorange
 from harness.run.failures import failure_reason
-from harness.spec import Cell, Status, WorkloadSpec
+from harness.spec import Cell, ParamValue, Status, WorkloadSpec
 
 # Why a run's cases carry no energy figure when its command asked for none (harness advise).
 NO_ENERGY_REASON = ("not asked for: harness advise times the fixes only (no idle power, no "
@@ -103,7 +104,7 @@ def profile_calls(spec: WorkloadSpec, calls_per_sample: int) -> int:
 LATER_ROUND_REASON = "measured in the cell's first round only"
 
 
-def device_profile_record(device: Any, step: Any, calls: int) -> dict[str, Any]:
+def device_profile_record(device: Any, step: Any, calls: int) -> JsonObject:
     """The device-busy pass: figures per call, or {'reason': why there are none}.
 
     Runs after the timed samples and the check, so the profiler's own cost never reaches a
@@ -149,7 +150,7 @@ class CellRun:
         write_json_atomic(self.result_path, self.result.to_dict())
 
 
-def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant: str,
+def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], variant: str,
                  device: Any, inputs: dict[str, Any], policy: TimingPolicy,
                  sync_style: str = "device", window: CaseWatch | None = None,
                  ) -> tuple[Measurement, dict[str, Any], Any]:
@@ -187,8 +188,8 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], variant:
     return measurement, output, step
 
 
-def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, Any],
-                 task: Any) -> dict[str, Any]:
+def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue],
+                 task: Any) -> JsonObject:
     """FLOPs of one call: the workload's exact count where it declares one (matmul: 2n^3),
     else the framework's own counter (the implementation's count_flops(task), which may make
     one more call) with its coverage record where it gives one (flops_coverage: the ops it had
@@ -210,7 +211,7 @@ def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, Any],
         return {"flops_counted_by": f"unavailable: the counter failed: {failure_reason(exc)}"}
     if count is None:
         return {"flops_counted_by": f"unavailable: {how}"}
-    record: dict[str, Any] = {"flops_per_call": float(count), "flops_counted_by": how}
+    record: JsonObject = {"flops_per_call": float(count), "flops_counted_by": how}
     if rest and rest[0] is not None:
         record["flops_coverage"] = rest[0]
     return record
@@ -258,7 +259,7 @@ class TimedCase:
     step: Any
     check: Any
     memory: dict[str, int | None]
-    watched: dict[str, Any]
+    watched: JsonObject  # energy and GPU-state extras (CaseWatch.finish_case)
     gpu_suspect: str
     inputs: dict[str, Any]
 
@@ -305,8 +306,8 @@ class PhaseClock:
             self.add(name, time.perf_counter() - started)
 
 
-def time_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any,
-              watch: CaseWatch | None, clock: PhaseClock, last: bool = True,
+def time_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], cell: Cell,
+              device: Any, watch: CaseWatch | None, clock: PhaseClock, last: bool = True,
               reused: int | None = None) -> TimedCase:
     """Prepare, time and check one case once (run_case may call it again when contended).
 
@@ -353,7 +354,7 @@ def time_case(spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell,
 
 
 def run_case(
-    spec: WorkloadSpec, module: Any, case: dict[str, Any], cell: Cell, device: Any,
+    spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], cell: Cell, device: Any,
     watch: CaseWatch | None = None, clock: PhaseClock | None = None,
     reused: int | None = None, max_attempts: int = MAX_ATTEMPTS,
 ) -> CaseResult:
@@ -394,7 +395,7 @@ def run_case(
         with clock.timing("device profile"):
             # Once per cell, in its first round: the profile describes the code, not the
             # minute, and a second clock per round would cost a profiled pass per worker.
-            device_profile = device_profile_record(
+            device_profile: JsonObject = device_profile_record(
                 device, kept.step, profile_calls(spec, kept.measurement.calls_per_sample)
             ) if cell.round == 0 else {"reason": LATER_ROUND_REASON}
     except VariantUnavailable as exc:

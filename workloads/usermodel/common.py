@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.backend import VariantUnavailable
 from harness.workloads.usermodel.source import UserCodeError, user_error_text
+
+if TYPE_CHECKING:  # spec imports this module's family implementations' helpers at run time
+    from harness.workloads.usermodel.spec import ModelInputs
 
 
 class ModelTask:
@@ -21,7 +24,7 @@ class ModelTask:
 
     def __init__(self, call: Callable[[], Any], path: str, keep: int,
                  snapshot: Callable[[Any], Any], to_numpy: Callable[[Any], Any],
-                 extra: dict[str, Any] | None = None, spe: bool = False) -> None:
+                 extra: dict[str, object] | None = None, spe: bool = False) -> None:
         self.call, self.path, self.keep = call, path, keep
         self.snapshot, self.to_numpy = snapshot, to_numpy
         self.kept: list[Any] = []
@@ -35,7 +38,7 @@ class ModelTask:
         self.extra = extra or {}
         # Figures read when the results are collected, after every timed call (the thread
         # count a cell really ran with, the updates a loss scaler skipped): merged into extra.
-        self.late_extra: list[Callable[[], dict[str, Any]]] = []
+        self.late_extra: list[Callable[[], Mapping[str, object]]] = []
         self.spe = spe
 
     def step(self) -> Any:
@@ -58,8 +61,8 @@ class ModelTask:
         return output
 
 
-def add_deterministic(task: ModelTask, inputs: dict[str, Any],
-                      forward_task: Callable[[dict[str, Any]], ModelTask]) -> ModelTask:
+def add_deterministic(task: ModelTask, inputs: ModelInputs,
+                      forward_task: Callable[[ModelInputs], ModelTask]) -> ModelTask:
     """For a random step: the model's deterministic-mode output (forward_task builds the same
     model from the shared weights in inference mode), made before any timed call."""
     from harness.workloads.usermodel.spec import wants_deterministic

@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.core import registry
 from harness.run.runner import run_json_child
-from harness.spec import BadInput, Cell, WorkloadSpec
+from harness.spec import BadInput, CaseParams, Cell, ParamValue, WorkloadSpec, int_param, str_param
 from harness.workloads.usermodel.spec import FAMILIES, NAME_PREFIX, PREPARED_PARAM, spec_for_name
 
 INSPECT_TIMEOUT_S = 300.0
@@ -53,7 +53,7 @@ def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S,
         raise BadInput(f"--model {model}: inspecting it failed ({why_not or 'no report'})")
     if info.get("error"):
         raise BadInput(f"--model {model}: {info['error']}")
-    family = info["family"]
+    family = str(info["family"])  # the inspector's JSON: a family name
     frameworks = FAMILIES[family]
     if family == "keras":  # every Keras backend that is installed
         frameworks = tuple(installed(frameworks)) or frameworks
@@ -61,7 +61,7 @@ def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S,
     against = "your targets()" if info["has_targets"] else "fixed random targets"
     times = {"step": "your step(net, *inputs)",
              "train": f"one training step against {against} "
-                      f"({info.get('training', '')})"}[info["default_what"]]
+                      f"({info.get('training', '')})"}[str(info["default_what"])]
     info["summary"] = (f"your {family} model {path.name} ({info['parameters']:,} parameters); "
                        f"one call: {times}")
     return info
@@ -91,19 +91,21 @@ def check_what(info: dict[str, Any], what: str) -> None:
                        "array; give step(net, *inputs) or use --param what=inference")
 
 
-def prepare_run(run_dir: Path, spec: WorkloadSpec, params: dict[str, Any],
-                timeout_s: float, quick: bool = False) -> dict[str, Any]:
+def prepare_run(run_dir: Path, spec: WorkloadSpec, params: CaseParams,
+                timeout_s: float, quick: bool = False) -> dict[str, ParamValue]:
     """Weights, inputs and CPU references into RUN/model/; the parameters cells then carry.
 
     A failure is not raised: prepared.json says why and every cell becomes an error row with
     that reason, so the run folder still tells the story.
     """
     folder = run_dir / "model"
-    sizes = params[spec.sweep] if isinstance(params[spec.sweep], list) else [params[spec.sweep]]
+    swept = params[spec.sweep]
+    sizes = list(swept) if isinstance(swept, list) else [int_param(params, spec.sweep)]
     family = next(family for family, members in FAMILIES.items()
                   if spec.frameworks[0] in members)
     framework = child_framework(family)
-    args = [params["model"], str(folder), framework, params["what"], str(params["seed"]),
+    args = [str_param(params, "model"), str(folder), framework, str_param(params, "what"),
+            str(params["seed"]),
             ",".join(str(size) for size in sizes)]
     summary, why_not = run_json_child("harness.workloads.usermodel.prepare", args,
                                       Cell("prepare", "-", framework, "cpu", quick=quick),

@@ -39,6 +39,9 @@ from harness.workloads.usermodel.spec import (
     PREPARED_FILE,
     STEPS_PER_EXECUTION,
     WEIGHTS_FILE,
+    ModelInputs,
+    PreparedDocument,
+    SizeEntry,
     case_file,
     family_of,
     flat_result,
@@ -80,7 +83,7 @@ def differs(first: dict[str, np.ndarray], second: dict[str, np.ndarray]) -> str:
     return ""
 
 
-def run_reference(impl: Any, device: Any, case: dict[str, Any], inputs: dict[str, Any],
+def run_reference(impl: Any, device: Any, case: dict[str, int], inputs: ModelInputs,
                   calls: int, **options: Any) -> list[Any]:
     """The kept results of `calls` as-written calls from the initial weights."""
     task = impl.make_task(case, "as-written", device, inputs, keep=calls, **options)
@@ -94,7 +97,7 @@ def runs_on_jax(family: str) -> bool:
     return family == "jax" or (family == "keras" and os.environ.get("KERAS_BACKEND") == "jax")
 
 
-def float64_options(family: str) -> dict[str, Any]:
+def float64_options(family: str) -> dict[str, object]:
     if family == "torch":
         import torch
 
@@ -113,8 +116,8 @@ def float32_again(family: str) -> None:
         jax.config.update("jax_enable_x64", False)
 
 
-def bound_for(reference: np.ndarray, family: str, impl: Any, device: Any, case: dict[str, Any],
-              inputs: dict[str, Any], calls: int, tolerance: float | None) -> dict[str, Any]:
+def bound_for(reference: np.ndarray, family: str, impl: Any, device: Any, case: dict[str, int],
+              inputs: ModelInputs, calls: int, tolerance: float | None) -> SizeEntry:
     """scale, bound and its formula for one batch size."""
     scale = float(np.max(np.abs(reference))) if reference.size else 0.0
     scale = scale if scale > 0 else 1.0
@@ -140,7 +143,7 @@ def bound_for(reference: np.ndarray, family: str, impl: Any, device: Any, case: 
 
 
 def targets_for(user: Any, path: str, family: str, impl: Any, device: Any,
-                case: dict[str, Any], inputs: dict[str, Any], batch: int,
+                case: dict[str, int], inputs: ModelInputs, batch: int,
                 seed: int) -> np.ndarray:
     """The file's targets(batch, rng), else fixed normal numbers of the output's shape."""
     rng = np.random.default_rng([seed, batch, 1])
@@ -158,13 +161,13 @@ DETERMINISTIC_MODE = {"torch": "eval() under no_grad", "keras": "training=False"
                       "jax": "apply(params, *inputs)"}
 
 
-def deterministic_mode(family: str, impl: Any, device: Any, case: dict[str, Any],
-                       inputs: dict[str, Any], tolerance: float | None, why: str,
-                       stored: dict[str, np.ndarray]) -> dict[str, Any]:
+def deterministic_mode(family: str, impl: Any, device: Any, case: dict[str, int],
+                       inputs: ModelInputs, tolerance: float | None, why: str,
+                       stored: dict[str, np.ndarray]) -> SizeEntry:
     """What a random step's cells are checked on: the model's output in its deterministic mode
     from the shared weights and inputs (torch eval(), Keras training=False), if that repeats;
     else nothing, and the reason. Adds the reference to `stored` (reference_eval)."""
-    forward = {**inputs, "what": "inference"}
+    forward: ModelInputs = {**inputs, "what": "inference"}
     first = flat_result(run_reference(impl, device, case, forward, 1))
     second = flat_result(run_reference(impl, device, case, forward, 1))
     mode = DETERMINISTIC_MODE[family]
@@ -183,13 +186,13 @@ def deterministic_mode(family: str, impl: Any, device: Any, case: dict[str, Any]
 
 
 def prepare_size(user: Any, path: str, family: str, impl: Any, device: Any, folder: Path,
-                 batch: int, base: dict[str, Any], tolerance: float | None,
-                 check_repeat: bool, random_step: str = "") -> dict[str, Any]:
+                 batch: int, base: ModelInputs, tolerance: float | None,
+                 check_repeat: bool, random_step: str = "") -> SizeEntry:
     """Write batch-N.npz and return its entry of prepared.json."""
     what, seed = base["what"], base["seed"]
     arrays = make_inputs(user, path, batch, seed)
     case = {"batch": batch}
-    inputs = {**base, "x": arrays, "targets": None}
+    inputs: ModelInputs = {**base, "x": arrays, "targets": None}
     if what == "train":
         inputs["targets"] = targets_for(user, path, family, impl, device, case, inputs, batch,
                                         seed)
@@ -200,8 +203,9 @@ def prepare_size(user: Any, path: str, family: str, impl: Any, device: Any, fold
     calls = max(KEPT_RESULTS[what], spe_calls)
     results = run_reference(impl, device, case, inputs, calls)
     reference = flat_result(results[:KEPT_RESULTS[what]])
-    entry = {"inputs": len(arrays), **bound_for(reference, family, impl, device, case, inputs,
-                                                  KEPT_RESULTS[what], tolerance)}
+    entry: SizeEntry = {"inputs": len(arrays),
+                        **bound_for(reference, family, impl, device, case, inputs,
+                                    KEPT_RESULTS[what], tolerance)}
     stored: dict[str, np.ndarray] = {}
     why = random_step
     if check_repeat:  # the same step from the same weights again, with the RNG moved on
@@ -228,7 +232,7 @@ def prepare_size(user: Any, path: str, family: str, impl: Any, device: Any, fold
 
 
 def prepare(path: str, folder: Path, framework: str, what: str, seed: int,
-            sizes: list[int]) -> dict[str, Any]:
+            sizes: list[int]) -> PreparedDocument:
     family = family_of(framework)
     if family is None:
         raise ValueError(f"{framework} runs no model file (torch, jax or a keras-* framework)")
@@ -241,10 +245,10 @@ def prepare(path: str, folder: Path, framework: str, what: str, seed: int,
     second, _ = initial_weights(family, impl, path, seed, sample)
     folder.mkdir(parents=True, exist_ok=True)
     np.savez(folder / WEIGHTS_FILE, **first)  # type: ignore[arg-type]  # as above
-    document: dict[str, Any] = {
+    document: PreparedDocument = {
         "framework": framework, "seed": seed, "what": what, "weight_names": list(first),
         "weight_labels": names, "nondeterministic": differs(first, second), "sizes": {}}
-    base = {"model": path, "what": what, "seed": seed, "weights": first,
+    base: ModelInputs = {"model": path, "what": what, "seed": seed, "weights": first,
             "weight_names": list(first)}
     random_step = ""  # found at the first size: every size's cells are checked the same way
     for index, batch in enumerate(sorted(sizes)):

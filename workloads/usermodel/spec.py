@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -363,17 +363,77 @@ def case_file(folder: str | Path, batch: int) -> Path:
     return Path(folder) / f"batch-{batch}.npz"
 
 
-def read_prepared(folder: str | Path) -> dict[str, Any]:
-    return json.loads((Path(folder) / PREPARED_FILE).read_text())
+class SizeEntry(TypedDict, total=False):
+    """One batch size's entry of prepared.json: how many input arrays, how its cells are
+    compared (scale, bound and its formula; for a random step the deterministic-mode ones, or
+    why nothing is compared), or the error that left it without inputs."""
+
+    inputs: int
+    scale: float
+    bound: float
+    bound_formula: str
+    compare: str  # "deterministic" or "none"; absent: the step's own results
+    random_step: str
+    deterministic_mode: str
+    eval_scale: float
+    eval_bound: float
+    eval_bound_formula: str
+    not_compared: str
+    nondeterministic: str
+    error: str
+
+
+class PreparedDocument(TypedDict, total=False):
+    """prepared.json: what usermodel.prepare made (or the reason it made nothing)."""
+
+    framework: str
+    seed: int
+    what: str
+    weight_names: list[str]
+    weight_labels: list[str]
+    nondeterministic: str
+    sizes: dict[str, SizeEntry]
+    error: str
+
+
+class ModelInputs(TypedDict, total=False):
+    """A cell's inputs (make_inputs): the batch, targets and initial weights every cell shares,
+    the CPU references the check compares with, and which file runs how."""
+
+    x: list[np.ndarray]
+    targets: np.ndarray | None
+    weights: dict[str, np.ndarray]
+    weight_names: list[str]
+    reference: np.ndarray | None
+    reference_spe: np.ndarray | None
+    reference_eval: np.ndarray | None
+    size: SizeEntry
+    nondeterministic: str
+    model: str
+    what: str
+    seed: int
+
+
+def read_prepared(folder: str | Path) -> PreparedDocument:
+    document: PreparedDocument = json.loads((Path(folder) / PREPARED_FILE).read_text())
+    return document
 
 
 class PreparationFailed(RuntimeError):
     """The preparing child could not make this batch size's inputs or reference."""
 
 
-def wants_deterministic(inputs: Mapping[str, Any]) -> bool:
+def training_targets(inputs: ModelInputs) -> np.ndarray:
+    """A training cell's targets (prepared for what=train only: an inference cell has none)."""
+    targets = inputs.get("targets")
+    if targets is None:
+        raise PreparationFailed("no targets: these inputs were prepared for inference")
+    return targets
+
+
+def wants_deterministic(inputs: ModelInputs) -> bool:
     """Whether a cell must also give its model's deterministic-mode output (a random step)."""
-    return (inputs.get("size") or {}).get("compare") == "deterministic"
+    return (inputs.get("size") or SizeEntry()).get("compare") == "deterministic"
 
 
 def make_inputs(case: Mapping[str, Any], variant: str) -> dict[str, Any]:
@@ -421,8 +481,8 @@ def parity(result: np.ndarray, reference: np.ndarray, scale: float, bound: float
     return Check(value <= bound, "max_rel_diff", value, bound, detail)
 
 
-def check(case: Mapping[str, Any], variant: str, inputs: dict[str, Any],
-          output: dict[str, Any]) -> Check:
+def check(case: Mapping[str, Any], variant: str, inputs: ModelInputs,
+          output: Mapping[str, Any]) -> Check:
     """Same answer as the CPU reference made from the same weights, or say why not.
 
     A step random by design (dropout) is compared in the model's deterministic mode, where the

@@ -13,6 +13,7 @@ was.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pandas as pd
 from harness.analysis.plausibility import bandwidth_limits, device_entry, flop_limits, precision_of
 from harness.core.units import format_seconds
 from harness.data.ceilings import MEMORY, Ceilings
+from harness.data.serial import JsonValue
 from harness.measure.devicetime import attribute, diagnose
 from harness.report import style
 from harness.report.tables import CASE_KEYS, PROFILE_COLUMNS, sort_cells
@@ -85,15 +87,18 @@ def device_numbers(prepared: pd.DataFrame) -> pd.DataFrame:
 
 def attribution_table(stats: pd.DataFrame, prepared: pd.DataFrame,
                       ceilings_by_machine: dict[str, Ceilings],
-                      hints: dict[str, Any] | None = None) -> pd.DataFrame:
+                      hints: Mapping[str, JsonValue] | None = None) -> pd.DataFrame:
     """Per valid case: wall and busy per step, the parts, the cold extra and the diagnosis.
 
     `hints` are the workload's run.json hints: which ceiling bounds its byte rate, and each
     variant's precision (whose FLOP ceiling applies).
     """
     hints = hints or {}
-    bandwidth_key = hints.get("bandwidth_ceiling") or MEMORY
-    precisions = hints.get("variant_precision") or {}
+    bandwidth = hints.get("bandwidth_ceiling")
+    bandwidth_key = bandwidth if isinstance(bandwidth, str) and bandwidth else MEMORY
+    stored = hints.get("variant_precision")
+    precisions = ({str(variant): str(precision) for variant, precision in stored.items()}
+                  if isinstance(stored, dict) else {})
     own = stats[stats["valid"]].drop(columns=[c for c in PROFILE_COLUMNS if c in stats])
     cases = own.merge(device_numbers(prepared), on=CASE_KEYS, how="left")
     rows = [_attributed(row, ceilings_by_machine.get(row["machine"]), bandwidth_key,
@@ -102,7 +107,7 @@ def attribution_table(stats: pd.DataFrame, prepared: pd.DataFrame,
 
 
 def _attributed(row: pd.Series, ceilings: Ceilings | None, bandwidth_key: str,
-                precisions: dict[str, str]) -> dict[str, Any]:
+                precisions: dict[str, str]) -> dict[str, object]:
     steps = row["steps_per_call"] if row["steps_per_call"] > 0 else 1.0
     wall = row["call_median_s"]
     found = {key: row[key] for key in (*CASE_KEYS, "device_kind", "sweep", "size_value")}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
@@ -92,14 +92,42 @@ GPU_STATE_EXPLANATION = (
     "is SUSPECT.")
 
 
-def energy_rows(document: RunDocument, machine: str) -> list[dict[str, Any]]:
+class EnergyRow(TypedDict):
+    """One case of a run with its time and energy per step (a row of energy_table)."""
+
+    run_id: str
+    machine: str
+    workload: str
+    framework: str
+    device: str
+    variant: str
+    size: str
+    status: str
+    step_s: float | None
+    window_step_s: float | None
+    rounds: int
+    noise: CaseNoise | None
+    energy_status: str
+    energy_reason: str
+    j_per_step: float | None
+    j_per_step_above_idle: float | None
+    idle_watts: float | None
+    watts_mean: float | None
+    window_s: float | None
+    counter: str
+    source: str
+    host_j_per_step: float | None
+    suspect: str
+
+
+def energy_rows(document: RunDocument, machine: str) -> list[EnergyRow]:
     """One row per case of one run document."""
     return [_case_row(document, machine, result, case)
             for result in document.cells for case in result.cases]
 
 
 def _case_row(document: RunDocument, machine: str, result: CellResult,
-              case: CaseResult) -> dict[str, Any]:
+              case: CaseResult) -> EnergyRow:
     device = result.device
     energy = case.energy or CaseEnergy()
     primary = energy.primary(device_kind(device))
@@ -296,7 +324,18 @@ def _watts(value: Any) -> str:
     return "-" if value is None else f"{value:.0f} W"
 
 
-def graphs_text(graphs: dict[str, Any]) -> str:
+class CudaGraphs(TypedDict, total=False):
+    """A compiled step's `cuda_graphs` extra, as the torch backend stores it."""
+
+    captured: bool
+    expected: bool
+    graphs: int
+    skipped_graphs: int
+    graph_breaks: dict[str, int]  # reason -> how often
+    skips: list[str]  # why the compiler skipped CUDA graphs
+
+
+def graphs_text(graphs: CudaGraphs) -> str:
     """Whether a compiled step's CUDA graphs were captured, and if not, the compiler's reasons."""
     breaks = graphs.get("graph_breaks") or {}
     skips = graphs.get("skips") or []

@@ -18,7 +18,7 @@ Lines: the accuracy table, the data source and the distinct samples.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -35,9 +35,26 @@ if TYPE_CHECKING:
 EPOCH_COLUMNS = [*CASE_KEYS, "device_kind", "phase", "sample", "seconds", "epoch", "round"]
 ACCURACY_COLUMNS = [*CASE_KEYS, "device_kind", "status", "accuracy", "data_source",
                     "samples_distinct", "check_passed"]
-DEFAULT_LABELS = {"metric": "accuracy", "chance": None, "accuracy_field": "accuracy",
-                  "data_source_field": "data_source",
-                  "distinct_samples_field": "samples_distinct", "accuracy_check": "accuracy"}
+
+
+class EpochsLabels(TypedDict, total=False):
+    """This view's labels (WorkloadSpec.view_labels["epochs-accuracy"], as run.json stores
+    them), over DEFAULT_LABELS; `size` and `call` are filled in by the view."""
+
+    metric: str  # what the accuracy is called: 'test accuracy'
+    chance: float | None  # the accuracy of guessing, drawn for scale
+    accuracy_field: str  # the case extra that holds the accuracy
+    data_source_field: str
+    distinct_samples_field: str
+    accuracy_check: str  # else a check whose metric names this
+    size: str  # what the swept size is called
+    call: str  # what one timed call is (ExperimentContext.call_name)
+
+
+DEFAULT_LABELS: EpochsLabels = {
+    "metric": "accuracy", "chance": None, "accuracy_field": "accuracy",
+    "data_source_field": "data_source", "distinct_samples_field": "samples_distinct",
+    "accuracy_check": "accuracy"}
 
 
 class EpochsAccuracyView(View):
@@ -61,7 +78,7 @@ class EpochsAccuracyView(View):
         times, accuracy = split(table)
         at_headline = accuracy.merge(context.headline,
                                      on=["experiment", "machine", "variant", "size_label"])
-        labels = {**view_labels(context), "call": context.call_name}
+        labels: EpochsLabels = {**view_labels(context), "call": context.call_name}
         path = epochs_figure(times, at_headline, context.name, labels,
                              out_dir / f"{context.stem}-epochs.png")
         return [path] if path is not None else []
@@ -71,7 +88,7 @@ class EpochsAccuracyView(View):
         return accuracy_section(context, split(table)[1], view_labels(context))
 
 
-def view_labels(context: Any) -> dict[str, Any]:
+def view_labels(context: Any) -> EpochsLabels:
     """The workload's labels for this view over the defaults; the sweep names the size."""
     return {**DEFAULT_LABELS, "size": context.sweep or "size",
             **context.labels(EpochsAccuracyView.name)}
@@ -111,7 +128,7 @@ def epoch_times(prepared: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
 
 
 def accuracy_table(stats: pd.DataFrame, extras: pd.DataFrame,
-                   labels: dict[str, Any] | None = None) -> pd.DataFrame:
+                   labels: EpochsLabels | None = None) -> pd.DataFrame:
     """Accuracy per case: run.json's extra (the `accuracy_field` label), else the value of a
     check whose metric names the `accuracy_check` label."""
     labels = {**DEFAULT_LABELS, **(labels or {})}
@@ -131,7 +148,7 @@ def accuracy_table(stats: pd.DataFrame, extras: pd.DataFrame,
 
 # --- summary.md -------------------------------------------------------------------------------
 
-def accuracy_section(context: Any, table: pd.DataFrame, labels: dict[str, Any]) -> list[str]:
+def accuracy_section(context: Any, table: pd.DataFrame, labels: EpochsLabels) -> list[str]:
     """The accuracy per case, where the data came from and how many distinct samples it had."""
     if table.empty:
         return []
@@ -171,7 +188,7 @@ def trained_per_call(context: Any) -> Any:
 # --- the figure --------------------------------------------------------------------------------
 
 def epochs_figure(times: pd.DataFrame, accuracy: pd.DataFrame, title: str,
-                  labels: dict[str, Any], path: Path) -> Path | None:
+                  labels: EpochsLabels, path: Path) -> Path | None:
     """Seconds per epoch with epoch 1 (the cold one) marked, and the accuracy per cell."""
     if times.empty and accuracy.empty:
         return None
@@ -245,7 +262,7 @@ def _epoch_panel(axis: Axes, group: pd.DataFrame, call: str = "epoch") -> None:
     axis.grid(alpha=0.3)
 
 
-def _accuracy_panel(axis: Axes, accuracy: pd.DataFrame, labels: dict[str, Any]) -> None:
+def _accuracy_panel(axis: Axes, accuracy: pd.DataFrame, labels: EpochsLabels) -> None:
     if accuracy.empty:
         axis.text(0.5, 0.5, "no accuracy recorded", ha="center", transform=axis.transAxes)
         axis.set_axis_off()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -67,9 +67,33 @@ def _headline(headline: pd.DataFrame, experiment: str, machine: str, variant: st
     return match["size_label"].iloc[0] if not match.empty else ""
 
 
+class CellAtSize(TypedDict):
+    """Which cell, at which size: the key columns of an overview row."""
+
+    experiment: str
+    machine: str
+    variant: str
+    framework: str
+    device: str
+    device_kind: str
+    size_label: str
+
+
+class OverviewRow(CellAtSize):
+    """One cell at its headline size: its status and, where shown, its median and IQR."""
+
+    status: str
+    reason: str
+    shown: bool
+    median_s: float
+    q1_s: float
+    q3_s: float
+    noisy: bool
+
+
 def _overview_row(stats: pd.DataFrame, cells: pd.DataFrame, experiment: str, machine: str,
-                  variant: str, framework: str, device: str, size: str) -> dict[str, Any]:
-    base = {"experiment": experiment, "machine": machine, "variant": variant,
+                  variant: str, framework: str, device: str, size: str) -> OverviewRow:
+    base: CellAtSize = {"experiment": experiment, "machine": machine, "variant": variant,
             "framework": framework, "device": device, "device_kind": device_kind(device),
             "size_label": size}
     case = stats[(stats["experiment"] == experiment) & (stats["machine"] == machine)

@@ -15,7 +15,11 @@ import pandas as pd
 
 from harness.core.units import format_ratio, format_seconds
 from harness.report.summary import size_phrase
-from harness.report.tables import MIN_SAMPLES_TO_JUDGE, gap_significance
+from harness.report.tables import (
+    MIN_SAMPLES_TO_JUDGE,
+    GapSignificance,
+    gap_significance,
+)
 from harness.report.views import View
 
 
@@ -54,7 +58,7 @@ def framework_ranking(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFra
         fastest = ranked["median_s"].iloc[0]
         above = None
         for rank, (_, row) in enumerate(ranked.iterrows(), start=1):
-            gap = gap_significance(above, row) if above is not None else {
+            gap: GapSignificance = gap_significance(above, row) if above is not None else {
                 "judged": False, "significant": False, "held": 0, "rounds": 1, "noise": ""}
             gap.pop("noise_short", None)
             rows.append({"experiment": experiment, "machine": machine, "variant": variant,

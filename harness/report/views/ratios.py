@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -42,7 +42,7 @@ def ratio_table(stats: pd.DataFrame) -> pd.DataFrame:
     One row per (kind, row label, size). A GPU-only variant is compared with the same
     framework's CPU cell of another variant, and the row label says which.
     """
-    rows: list[dict[str, Any]] = []
+    rows: list[RatioRow] = []
     valid = stats[stats["valid"]]
     for (experiment, machine), group in valid.groupby(["experiment", "machine"], sort=False):
         rows.extend(_gpu_speedups(experiment, machine, group))
@@ -51,8 +51,20 @@ def ratio_table(stats: pd.DataFrame) -> pd.DataFrame:
                                        "size_value", "ratio"])
 
 
-def _gpu_speedups(experiment: str, machine: str, group: pd.DataFrame) -> list[dict[str, Any]]:
-    rows = []
+class RatioRow(TypedDict):
+    """One ratio of median times: a GPU speedup or a framework pair's ratio, at one size."""
+
+    experiment: str
+    machine: str
+    kind: str  # "gpu_speedup" or "framework_ratio"
+    label: str
+    size_label: str
+    size_value: float
+    ratio: float
+
+
+def _gpu_speedups(experiment: str, machine: str, group: pd.DataFrame) -> list[RatioRow]:
+    rows: list[RatioRow] = []
     for (framework, variant, device), gpu in group[group["device_kind"] == "gpu"].groupby(
             ["framework", "variant", "device"], sort=False):
         cpu_fw = group[(group["device_kind"] == "cpu") & (group["framework"] == framework)]
@@ -74,10 +86,10 @@ def _gpu_speedups(experiment: str, machine: str, group: pd.DataFrame) -> list[di
 
 
 def _framework_ratios(experiment: str, machine: str,
-                      group: pd.DataFrame) -> list[dict[str, Any]]:
+                      group: pd.DataFrame) -> list[RatioRow]:
     """Time of framework A / time of framework B for every pair, same device, variant, size."""
     names = list(dict.fromkeys(group["framework"]))
-    rows = []
+    rows: list[RatioRow] = []
     for position, first in enumerate(names):
         for second in names[position + 1:]:
             merged = group[group["framework"] == first].merge(

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 
 from harness.core.units import device_kind, format_seconds
 from harness.data.results import CaseResult, CellResult, RunDocument
+from harness.data.serial import JsonObject, JsonValue
 from harness.report.views import REPORT, View
 from harness.spec import Status
 
@@ -52,9 +53,8 @@ class ScalingView(View):
     heading = "Data-parallel scaling"
 
     def compute(self, context: Any) -> pd.DataFrame:
-        labels = context.labels(self.name)
         return scaling_table(context.documents_declaring(self.name),
-                             labels.get("series_params") or ())
+                             _series_params(context.labels(self.name)))
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
         return draw(table, out_dir)
@@ -64,32 +64,62 @@ class ScalingView(View):
         return scaling_section(table, figures, out_dir, context.labels(self.name))
 
 
-def scaling_rows(document: RunDocument, machine: str) -> list[dict[str, Any]]:
+class ScalingRow(TypedDict):
+    """One case of a scaling run, before efficiency and parity are added (scaling_table)."""
+
+    run_id: str
+    machine: str
+    workload: str
+    framework: str
+    device: str
+    variant: str
+    setting: str
+    processes: int
+    status: str
+    reason: str
+    samples_per_s: float | None
+    step_s: float | None
+    allreduce_share: float | None
+    accuracy: float | None
+    communication: str
+    parity_points: JsonValue
+    device_busy_share: float | None
+
+
+def scaling_rows(document: RunDocument, machine: str) -> list[ScalingRow]:
     """One row per case of a run with a scaling hint; [] for any other run."""
     hint = document.hints.get(HINT)
-    if not hint:
+    if not hint or not isinstance(hint, dict):
         return []
     return [_case_row(document, machine, hint, result, case)
             for result in document.cells for case in result.cases]
 
 
-def _case_row(document: RunDocument, machine: str, hint: dict[str, Any],
-              result: CellResult, case: CaseResult) -> dict[str, Any]:
+def _hint_name(hint: JsonObject, key: str) -> str:
+    """The name the scaling hint gives `key` (a case parameter or extra), else `key` itself."""
+    name = hint.get(key, key)
+    return name if isinstance(name, str) else key
+
+
+def _case_row(document: RunDocument, machine: str, hint: JsonObject,
+              result: CellResult, case: CaseResult) -> ScalingRow:
     params = case.case
     extra = case.extra
     ok = case.status == Status.OK and bool(case.samples)
     epoch_s = case.stats.median if ok else None
-    per_call = extra.get(hint.get("samples_per_call", "samples_per_call"))
+    per_call = extra.get(_hint_name(hint, "samples_per_call"))
     steps = extra.get("steps_per_call") or 1
-    share = extra.get(hint.get("allreduce_share", "allreduce_share"))
-    processes_key = hint.get("processes", "processes")
+    share = extra.get(_hint_name(hint, "allreduce_share"))
+    processes_key = _hint_name(hint, "processes")
+    processes = params.get(processes_key, 0)
     setting = ", ".join(f"{name}={value}" for name, value in sorted(params.items())
                         if name not in (processes_key, "data"))
     return {
         "run_id": document.run_id, "machine": machine,
         "workload": result.workload, "framework": result.framework,
         "device": result.device, "variant": result.variant,
-        "setting": setting, "processes": int(params.get(processes_key, 0)),
+        "setting": setting,
+        "processes": int(processes) if isinstance(processes, (int, float, str)) else 0,
         "status": case.status.value, "reason": case.reason,
         "samples_per_s": per_call / epoch_s if epoch_s and per_call else None,
         "step_s": epoch_s / steps if epoch_s is not None else None,
@@ -206,7 +236,7 @@ def _parity_text(row: pd.Series) -> str:
 
 
 def scaling_section(table: pd.DataFrame, figures: list[Path], out_dir: Path,
-                    labels: dict[str, Any] | None = None) -> list[str]:
+                    labels: JsonObject | None = None) -> list[str]:
     """The lines of the data-parallel scaling section (none when no run has the hint)."""
     if table.empty:
         return []
@@ -271,16 +301,23 @@ def _finish_axes(rate_axis: Any, efficiency_axis: Any, measured: pd.DataFrame) -
     efficiency_axis.legend(fontsize=7, loc="lower left")
 
 
-def _stored_labels(documents: Sequence[RunDocument]) -> dict[str, Any]:
+def _stored_labels(documents: Sequence[RunDocument]) -> JsonObject:
     """This view's labels as the first run stored them in its hints ({} when none did)."""
     for document in documents:
-        labels = (document.hints.get("view_labels") or {}).get(ScalingView.name)
-        if labels:
+        by_view = document.hints.get("view_labels") or {}
+        labels = by_view.get(ScalingView.name) if isinstance(by_view, dict) else None
+        if labels and isinstance(labels, dict):
             return dict(labels)
     return {}
 
 
+def _series_params(labels: JsonObject) -> list[str]:
+    """The `series_params` label: the parameters that name a series ([] = all of them)."""
+    names = labels.get("series_params") or ()
+    return [str(name) for name in names] if isinstance(names, list) else []
+
+
 def console_lines(document: RunDocument) -> list[str]:
     """The scaling sentences of one run document, for the CLI after its table."""
-    table = scaling_table([document], _stored_labels([document]).get("series_params") or ())
+    table = scaling_table([document], _series_params(_stored_labels([document])))
     return scaling_lines(table) if not table.empty else []

@@ -20,12 +20,13 @@ from harness.backend import parse_cuda_index
 from harness.core import interrupt
 from harness.core.settings import using
 from harness.core.units import device_kind
+from harness.data.serial import JsonObject
 from harness.measure import envinfo
 from harness.run.runner import RunOptions, run_worker
 from harness.spec import Cell
 
 
-def task_identity() -> dict[str, Any]:
+def task_identity() -> JsonObject:
     """The SLURM job id ('123_4' for an array task) and node this task runs as and on."""
     array_id, index = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
     job_id = f"{array_id}_{index}" if array_id and index else os.environ.get("SLURM_JOB_ID")
@@ -107,7 +108,7 @@ def _first_sigterm_only() -> None:
     signal.signal(signal.SIGTERM, first_only)
 
 
-def _write_atomically(path: Path, document: dict[str, Any]) -> None:
+def _write_atomically(path: Path, document: JsonObject) -> None:
     """Temporary file, then rename: the submitting process never reads half a result."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(handle, "w") as stream:
