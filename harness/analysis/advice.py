@@ -587,7 +587,10 @@ class RunAdvice:
         for advice in self.devices:
             lines.append(advice.head())
             lines += [f"  {line}" for line in advice.ranked_lines()]
-            lines += [f"  {line}" for line in (advice.other_lines() if others else [])]
+            # Named as in lines(): two devices' "0.99x, slower here" would read as one line
+            # said twice (a flaky sentence-once test on the 2-core VM caught it).
+            lines += [f"  {advice.framework} on {advice.device}: {line}"
+                      for line in (advice.other_lines() if others else [])]
         return lines
 
 
