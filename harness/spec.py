@@ -407,7 +407,12 @@ class FrameworkSpec:
     accelerator devices. preload: modules a warm process imports once per run, so that this
     framework's workers are forked from it instead of each importing them anew
     (harness.run.forkserver); () for a framework whose import is not safe to fork after
-    (one that starts thread pools or opens a device when imported).
+    (one that starts thread pools or opens a device when imported). compile_cache_variable:
+    the variable naming a directory where the framework's compiler keeps what it compiled
+    (with compile_cache_environment, what makes it keep everything); the runner gives each cpu
+    cell its own, new with every run, so round 0 compiles cold and the later rounds of that
+    cell load round 0's programs instead of compiling them again (harness.run.runner
+    `compile_cache_environment`).
     """
 
     name: str
@@ -425,6 +430,8 @@ class FrameworkSpec:
     # makes the cell `unavailable` with the install hint, like a missing import_name.
     also_requires: tuple[str, ...] = ()
     preload: tuple[str, ...] = ()
+    compile_cache_variable: str = ""
+    compile_cache_environment: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.sync not in SYNC_STYLES:
@@ -503,12 +510,20 @@ class Cell:
     # A later round's calls per sample from the cell's first round, one per case by position
     # (None: calibrate anew): the worker starts its calibration there instead of at 1 call.
     calibration: tuple[int | None, ...] = ()
+    # A later round's FLOP records from the cell's first round, one per case by position
+    # (flops_per_call, flops_counted_by, flops_coverage; None: count anew): a case's FLOPs per
+    # call are deterministic, so the worker takes them instead of running the counter again.
+    flops: tuple[FrozenParams | None, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.params, FrozenParams):
             object.__setattr__(self, "params", FrozenParams(self.params))
         if not isinstance(self.calibration, tuple):  # a list, read back from the cell's JSON
             object.__setattr__(self, "calibration", tuple(self.calibration))
+        if not all(isinstance(record, FrozenParams | None) for record in self.flops) \
+                or not isinstance(self.flops, tuple):  # dicts in a list, from the cell's JSON
+            object.__setattr__(self, "flops", tuple(
+                None if record is None else FrozenParams(record) for record in self.flops))
 
     @property
     def key(self) -> CellKey:
@@ -531,6 +546,9 @@ class Cell:
             document.update(rounds=self.rounds, round=self.round)
         if self.calibration:  # only a later round's worker gets one
             document["calibration"] = list(self.calibration)
+        if self.flops:  # only a later round's worker gets them
+            document["flops"] = [None if record is None else dict(record)
+                                 for record in self.flops]
         return document
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from harness.run.runner import (
     PROJECT_ROOT,
     RunOptions,
     cell_environment,
+    compile_cache_environment,
     framework_preload,
     run_matrix,
     run_worker,
@@ -149,6 +151,51 @@ def test_a_forked_worker_answers_as_a_new_interpreter_does(framework: str, tmp_p
     assert forked.cost is not None and spawned.cost is not None
     assert "worker fork" in forked.cost.phases
     assert "worker start (python, imports)" in spawned.cost.phases
+
+
+# --- a cpu cell's own compile cache, new with each run --------------------------------------
+
+def test_each_cpu_cell_of_a_caching_framework_gets_its_own_compile_cache(tmp_path: Path) -> None:
+    jax_cell = Cell("matmul", "fp32", "jax", "cpu", {"n": [64]})
+    folders = {compile_cache_environment(cell, tmp_path)["JAX_COMPILATION_CACHE_DIR"]
+               for cell in (jax_cell, replace(jax_cell, variant="bf16"),
+                            replace(jax_cell, framework="keras-jax"),
+                            replace(jax_cell, round=2))}
+    assert len(folders) == 3  # a later round shares its cell's, no other cell does
+    assert all(Path(folder).parent == tmp_path for folder in folders)
+    assert compile_cache_environment(jax_cell, tmp_path)[
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0"
+    # none on a GPU (its autotuned kernels would carry over), for torch, or without a run's root
+    assert compile_cache_environment(replace(jax_cell, device="cuda:0"), tmp_path) == {}
+    assert compile_cache_environment(replace(jax_cell, framework="torch"), tmp_path) == {}
+    assert compile_cache_environment(jax_cell, None) == {}
+    assert "JAX_COMPILATION_CACHE_DIR" not in cell_environment(jax_cell)
+
+
+@pytest.mark.slow
+def test_forked_and_new_jax_workers_fill_their_cells_cache_and_share_one_warm_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forked worker imported jax before its cache variables were set: it must take the
+    cache up all the same (backends/jax/device.py use_compile_cache), and cells whose caches
+    differ still fork from one warm process."""
+    monkeypatch.setenv("HARNESS_ATTEMPTS", "1")
+    root = tmp_path / "compiled"
+    options = RunOptions(timeout_s=300, compile_cache_root=root)
+    cells = [Cell("matmul", "fp32", "jax", "cpu", {"n": [n]}, quick=True) for n in (64, 96)]
+    defaults = {name: param.default for name, param in
+                registry.load_workload("elementwise").params.items()}
+    cells[1] = Cell("elementwise", "compiled", "jax", "cpu",
+                    {**defaults, "elements": [1000], "iterations": 10}, quick=True)
+    spawned = run_worker(replace(cells[0], round=1), options, None)
+    with ForkServers(tmp_path) as servers:
+        forked = [run_worker(cell, options, servers) for cell in cells]
+        assert len(servers._servers) == 1
+    assert [r.status for r in [spawned, *forked]] == [Status.OK] * 3, [r.reason for r in forked]
+    assert all(result.cost is not None and "worker fork" in result.cost.phases
+               for result in forked)
+    for cell in cells:
+        folder = Path(compile_cache_environment(cell, root)["JAX_COMPILATION_CACHE_DIR"])
+        assert folder.is_dir() and any(folder.iterdir()), folder
 
 
 # --- a thread in the warm process: never forked --------------------------------------------

@@ -86,8 +86,23 @@ class JaxDevice:
         return self.handle.platform in GPU_PLATFORMS
 
 
+def use_compile_cache() -> None:
+    """Take up the compile cache the runner named for this cell (harness.run.runner
+    `compile_cache_environment`). JAX reads these variables at import, which in a worker forked
+    from the run's warm process happened before they were set; nothing has compiled yet here."""
+    folder = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if not folder:
+        return
+    jax.config.update("jax_compilation_cache_dir", folder)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(
+        os.environ.get("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")))
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", int(
+        os.environ.get("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")))
+
+
 def open_device(name: str) -> JaxDevice:
     """'cpu' or 'cuda:N'; DeviceUnavailable with the reason if it is not there."""
+    use_compile_cache()
     if name == "cpu":
         return JaxDevice("cpu", cpu_model(), jax.devices("cpu")[0])
     index = parse_cuda_index(name)

@@ -3,6 +3,7 @@
 FRAMEWORK is plain data (importing this package imports neither keras nor jax).
 """
 
+from harness.backends.jax import JAX_CACHE_KEEPS_ALL, JAX_CACHE_VARIABLE
 from harness.spec import FrameworkSpec
 
 FRAMEWORK = FrameworkSpec(
@@ -19,4 +20,6 @@ FRAMEWORK = FrameworkSpec(
     # Forked from a warm process (harness.run.forkserver): Keras' import on JAX initialises no
     # backend; the pyarrow thread it brings (through pandas) is off in the warm process.
     preload=("jax", "keras", "harness.backends.keras_jax.device", "harness.run.worker"),
+    compile_cache_variable=JAX_CACHE_VARIABLE,  # as jax's (backends/jax/__init__.py)
+    compile_cache_environment=JAX_CACHE_KEEPS_ALL,
 )

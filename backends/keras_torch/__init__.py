@@ -18,6 +18,6 @@ FRAMEWORK = FrameworkSpec(
     quick_environment_defaults=QUICK_COMPILE,  # its jit_compile is torch.compile
     # Forked from a warm process (harness.run.forkserver), as torch is; Keras' import on
     # torch opens no device (the pyarrow thread it brings is off in the warm process).
-    preload=("torch", "torch.optim", "keras", "harness.backends.keras_torch.device",
-             "harness.run.worker"),
+    preload=("torch", "torch.optim", "torch._dynamo", "keras",
+             "harness.backends.keras_torch.device", "harness.run.worker"),
 )

@@ -25,6 +25,9 @@ FRAMEWORK = FrameworkSpec(
     environment_defaults={"KERAS_BACKEND": "torch"},
     quick_environment_defaults=QUICK_COMPILE,
     # Imported once per run and forked (harness.run.forkserver): torch's import starts no
-    # thread pool and opens no device; torch.optim brings torch._dynamo, the largest part.
-    preload=("torch", "torch.optim", "harness.backends.torch.device", "harness.run.worker"),
+    # thread pool and opens no device. torch._dynamo is named: torch.optim no longer imports it,
+    # the first optimizer does (~0.8 s of every worker's warm-up on the 2-core VM: cProfile of
+    # an MNIST cell, Adam.__init__); its import starts no thread either.
+    preload=("torch", "torch.optim", "torch._dynamo", "harness.backends.torch.device",
+             "harness.run.worker"),
 )

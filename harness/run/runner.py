@@ -60,6 +60,8 @@ class RunOptions:
     # The run's settings, passed to every worker on its argument list (harness.core.settings);
     # by default the active ones (a run's, else this process's environment).
     settings: Settings = field(default_factory=active)
+    # The run's folder for compile caches (compile_cache_environment); None: none kept.
+    compile_cache_root: Path | None = None
 
 
 def framework_environment(framework: str, current: dict[str, str],
@@ -102,8 +104,44 @@ def bytecode_environment(framework: str, env: dict[str, str],
             "PYTHONDONTWRITEBYTECODE": ""}
 
 
+def compile_cache_environment(cell: Cell, root: Path | None) -> dict[str, str]:
+    """The variables that give a cpu cell its own compile cache under ROOT (the run's, new
+    with every run; FrameworkSpec.compile_cache_variable), {} where there is none.
+
+    Why per cell and new per run: round 0 must compile cold, as the user's first run does (its
+    cold call is the one reported), and only that cell's later rounds may load its programs.
+    Why cpu only: on a GPU the compiler autotunes its kernels at compile time, and programs
+    loaded from round 0 would carry round 0's choices into every round, hiding how much they
+    vary from one process to the next.
+    """
+    if root is None or cell.device != "cpu":
+        return {}
+    try:
+        spec = registry.load_framework(cell.framework)
+    except BadInput:
+        return {}
+    if not spec.compile_cache_variable:
+        return {}
+    folder = root / "-".join(part.replace("/", "_").replace(":", "_") for part in
+                             (cell.workload, cell.variant, cell.framework, cell.device))
+    return {**spec.compile_cache_environment, spec.compile_cache_variable: str(folder)}
+
+
+def per_cell_variables(framework: str) -> tuple[str, ...]:
+    """What a warm process must not see (nor be keyed by): the late variables and the
+    framework's compile-cache ones, which differ from cell to cell."""
+    try:
+        spec = registry.load_framework(framework)
+    except BadInput:
+        return forkserver.LATE_VARIABLES
+    cache = (spec.compile_cache_variable, *spec.compile_cache_environment) \
+        if spec.compile_cache_variable else ()
+    return (*forkserver.LATE_VARIABLES, *cache)
+
+
 def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = (),
-                     settings: Settings | None = None) -> dict[str, str]:
+                     settings: Settings | None = None,
+                     compile_cache_root: Path | None = None) -> dict[str, str]:
     """The environment a worker starts with: the framework's own variables, GPUs hidden from
     cpu cells, NVLink multicast off, and no HARNESS_* setting (a child gets the run's settings
     on its argument list, harness.core.settings, never from an environment it inherited).
@@ -122,6 +160,7 @@ def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = (),
     env.update(MULTICAST_OFF)
     if cell.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
+    env.update(compile_cache_environment(cell, compile_cache_root))
     paths = [str(PROJECT_ROOT), *extra_pythonpath]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
@@ -226,14 +265,17 @@ def _start_child(module: str, args: list[str], framework: str, env: dict[str, st
     """`python -m MODULE *ARGS` in ENV: forked from FRAMEWORK's warm process where there is one,
     else a new interpreter; with the seconds spent starting that warm process for this child."""
     if servers is not None:
-        server, started_s = servers.get(framework, framework_preload(framework), env,
+        per_cell = per_cell_variables(framework)
+        warm_env = {name: value for name, value in env.items()
+                    if name not in per_cell or name in forkserver.LATE_VARIABLES}
+        server, started_s = servers.get(framework, framework_preload(framework), warm_env,
                                         PROJECT_ROOT)
         if server is not None:
             try:
                 return server.fork(module, args, env, PROJECT_ROOT,
                                    Path(stderr_file.name)), started_s
             except ForkServerLost:
-                servers.drop(framework, env)  # this child and the rest start anew
+                servers.drop(framework, warm_env)  # this child and the rest start anew
     process = subprocess.Popen(
         [sys.executable, "-m", module, *args], stdin=subprocess.DEVNULL, stdout=stderr_file,
         stderr=stderr_file, env=env, cwd=PROJECT_ROOT,
@@ -284,7 +326,8 @@ def _run_worker_once(cell: Cell, options: RunOptions,
                     options.worker_module,
                     [str(cell_path), str(result_path), options.settings.to_json()],
                     cell.framework,
-                    cell_environment(cell, options.extra_pythonpath, options.settings),
+                    cell_environment(cell, options.extra_pythonpath, options.settings,
+                                     options.compile_cache_root),
                     servers, stderr_file)
                 returncode, peak_rss = _wait_for_child(process, options.timeout_s)
             except ForkServerLost as lost:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -181,7 +182,11 @@ class RunSession:
             # prepared weights and the workers (harness.run.forkserver: a framework imported
             # once); the CLI's set, opened before the plan, is reused.
             settings = self.options.settings
-            with using(settings), forkserver.shared(settings.fork_workers):
+            with using(settings), forkserver.shared(settings.fork_workers), \
+                    tempfile.TemporaryDirectory(prefix="harness-compiled-") as compiled:
+                # Each cpu cell's compile cache, new with this session (runner.py
+                # compile_cache_environment): later rounds load what round 0 compiled.
+                self.options = replace(self.options, compile_cache_root=Path(compiled))
                 if self._set_up():
                     self._run_cells()
             stopped_by = interrupt.requested()
