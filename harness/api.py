@@ -191,7 +191,8 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
 
 
 def advise(workload: str | None = None, **options: Any) -> RunResult:
-    """`harness advise` (harness.run.advise): as-written beside the candidate fixes, then the
+    """`harness advise` (harness.run.advise): the as-written cells first, then the candidate
+    fixes their diagnosis ranks within `budget_s` seconds (default 180; 0: no limit), then the
     best combination, one run folder; its advice: harness.analysis.advice.advise_run."""
     from harness.run.advise import advise as advise_flow
 

@@ -344,9 +344,12 @@ def advise(
     report: Annotated[bool, typer.Option(help="Draw the report into the run folder.")] = True,
     ceilings: Annotated[bool, typer.Option(
         help="Measure each device's peak FLOP/s and bandwidth first, as compare does.")] = True,
+    budget: Annotated[float, typer.Option(
+        help="Seconds for the whole run, from its start: the fixes the diagnosis points at "
+             "first, as many as fit (0: no limit, every fix).")] = 180.0,
 ) -> None:
     """What to change: each candidate fix measured beside the as-written cell, ranked."""
-    from harness.analysis.advice import advise_run
+    from harness.analysis.advice import advise_rounds_line, advise_run
     from harness.run import forkserver
 
     with forkserver.shared(), interrupt.stop_on_signals():
@@ -356,7 +359,7 @@ def advise(
             result = api.advise(workload, model=model, sizes=parse_sizes(sizes),
                                 devices=device, frameworks=framework, rounds=rounds,
                                 quick=quick, out=out, timeout_s=timeout, command=sys.argv,
-                                ceilings=ceilings)
+                                ceilings=ceilings, budget_s=budget)
         except (BadInput, store.StoreError) as exc:
             fail_input(str(exc))
     drawn = api.draw_report(result.path) if result.stopped_by is None and report else None
@@ -364,7 +367,7 @@ def advise(
     if result.stopped_by is None:
         for line in advise_run(result.document).lines():
             console.print(line, markup=False, highlight=False, soft_wrap=True)
-    print_context(Said(), result, drawn, check_line)
+    print_context(Said(), result, drawn, check_line, advise_rounds_line(result.document))
     raise typer.Exit(result.exit_code or (drawn.exit_code if drawn else 0)
                      or (api.EXIT_FAILED_CELL if mismatches else 0))
 
@@ -507,13 +510,14 @@ def print_verdict(say: Said, lines: list[str]) -> None:
 
 
 def print_context(say: Said, result: api.RunResult, drawn: api.ReportOutcome | None,
-                  check_line: str) -> None:
-    """One line each: rounds, --quick, ceilings, harness check, overhead; then the run folder
-    and report.html's path, the last line a run prints."""
+                  check_line: str, rounds: str | None = None) -> None:
+    """One line each: rounds (ROUNDS where the command orders them its own way: advise),
+    --quick, ceilings, harness check, overhead; then the run folder and report.html's path,
+    the last line a run prints."""
     from harness.analysis.stats import ceilings_line, overhead_line, quick_line, rounds_line
 
     if result.stopped_by is None:
-        for line in (rounds_line(result.document), quick_line(result.document),
+        for line in (rounds or rounds_line(result.document), quick_line(result.document),
                      ceilings_line(result.document), check_line,
                      overhead_line(result.document)):
             say(line)

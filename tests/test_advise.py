@@ -1,8 +1,10 @@
 """`harness advise`: the fixes measured beside the as-written cell, ranked, and the answer.
 
 The ranking is unit-tested on synthetic run documents whose answer is known (a faster fix, a
-slower one, one within the noise, one failing parity, a conflict); the flow runs through real
-workers on the CPU with a tiny torch model (marked slow, CI-sized: --quick, two batches).
+slower one, one within the noise, one failing parity, a conflict), and so is the choice of what
+to measure (the diagnosis ranks the candidates, the budget cuts them, the rest are listed as
+not tried with why); the flow runs through real workers on the CPU with a tiny torch model
+(marked slow, CI-sized: --quick, two batches).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,7 +23,9 @@ import pytest
 from harness.analysis import advice
 from harness.analysis.check import audit_run
 from harness.data.results import RunDocument
+from harness.run import advise as advise_flow
 from harness.run.rounds import round_orders
+from harness.spec import Cell
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PASS = {"passed": True, "metric": "max_rel_diff", "value": 1e-7, "bound": 4e-6,
@@ -159,6 +164,92 @@ def test_where_the_gpu_still_loses_the_answer_says_from_which_batch() -> None:
         answer.text
 
 
+# --- what to measure: the diagnosis ranks, the budget cuts ---------------------------------------
+
+LAUNCH_BOUND_CANDIDATES = ["resident", "cuda-graph", "bf16", "tf32", "channels-last"]
+
+
+def test_the_diagnosis_ranks_what_it_points_at_first_and_argues_against_the_rest() -> None:
+    ranked = advice.rank_candidates(LAUNCH_BOUND_CANDIDATES, "cuda:0", "launch-bound")
+    assert ranked == ["cuda-graph", "resident", "bf16", "tf32", "channels-last"]
+    assert advice.candidate_fit("cuda-graph", "cuda:0", "launch-bound") == advice.AIMED
+    assert advice.candidate_fit("bf16", "cuda:0", "launch-bound") == advice.ARGUED_AGAINST
+    assert advice.candidate_fit("cuda-graph", "cuda:0", "compute-bound") == \
+        advice.ARGUED_AGAINST
+    # A CPU cell is host-bound as a whole: it ranks, it rules nothing out.
+    assert advice.candidate_fit("bf16", "cpu", advice.HOST_BOUND) == advice.UNSAID
+    assert advice.rank_candidates(["bf16", "compiled"], "cpu", advice.HOST_BOUND) == \
+        ["compiled", "bf16"]
+    # An unprofiled GPU cell says nothing either way.
+    assert advice.candidate_fit("bf16", "cuda:0", advice.UNPROFILED) == advice.UNSAID
+    assert advice.argued_against("bf16", "launch-bound").startswith(
+        "launch-bound, bf16 cannot shorten launches (it helps when compute-bound")
+
+
+def candidate(variant: str, first_s: float, later_s: float, rank: int,
+              device: str = "cuda:0") -> advise_flow.Candidate:
+    return advise_flow.Candidate(Cell("model-net", variant, "torch", device), advice.UNSAID,
+                                 rank, advise_flow.Costs(first_s, later_s), "launch-bound")
+
+
+def test_a_budget_too_small_keeps_the_first_ranked_fixes_and_prices_the_rest() -> None:
+    baseline = advise_flow.Costs(4.0, 3.0)
+    ranked = [candidate("cuda-graph", 4, 3, 0), candidate("compiled", 20, 20, 1),
+              candidate("resident", 4, 3, 2), candidate("bf16", 4, 3, 3)]
+    # 3 rounds: 26 s left after the baseline's two later rounds (6 s); cuda-graph (10 s) fits,
+    # compiled (60 s) does not and is passed over for the cheaper resident after it; 6 s are
+    # left, so bf16 (10 s) needs a budget of 44 s, offered as 50.
+    plan = advise_flow._fill([baseline], ranked, 32.0, 3, 40.0)
+    assert [item.cell.variant for item in plan.chosen] == ["cuda-graph", "resident"]
+    assert [(item.cell.variant, needed) for item, needed in plan.left_out] == \
+        [("compiled", 100.0), ("bf16", 50.0)]
+    # fit_budget cuts rounds before fixes: at 2 rounds compiled (40 s) still does not fit, at
+    # one round (20 s) it does, and all four fixes are measured.
+    chosen = advise_flow.fit_budget([baseline], ranked, 32.0, 3, 40.0)
+    assert chosen.rounds == 1 and len(chosen.chosen) == 4 and not chosen.left_out
+    # Without a budget: every candidate, every round.
+    assert advise_flow.fit_budget([baseline], ranked, None, 3, None).rounds == 3
+
+
+def costed(item: dict[str, Any], wall_s: float = 4.0) -> dict[str, Any]:
+    """A synthetic cell with one worker's cost (what the budget reads)."""
+    return {**item, "cost": {"wall_s": wall_s, "timed_s": 1.0, "workers": 1,
+                             "phases": {"device profile": 1.0}}}
+
+
+def test_what_the_diagnosis_argues_against_and_the_budget_cuts_is_listed_not_tried(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chooser on a launch-bound GPU baseline, 10 s left: the fix the diagnosis points at
+    and the next run, the rest are not tried, each with the diagnosis's reason and a budget."""
+    run = launch_bound_gpu_run()
+    baselines = [costed(item) for item in
+                 (cell("as-written", "cuda:0", {32: 1e-3, 128: 1.05e-3}, profile=GPU_PROFILE),)]
+    stored = document(baselines)
+    saved: list[bool] = []
+    session: Any = SimpleNamespace(
+        document=stored, cells=[result.cell for result in stored.cells], progress=False,
+        recorder=SimpleNamespace(results=stored.cells, save=lambda: saved.append(True)))
+    monkeypatch.setattr(advise_flow, "clock", lambda: 0.0)
+    chooser = advise_flow.Chooser(session, {("torch", "cuda:0"): LAUNCH_BOUND_CANDIDATES}, 32,
+                                  10.0, 0.0, 7, rounds=3)
+    chosen = chooser.decide()
+    assert [cell.variant for cell in chosen] == ["cuda-graph", "resident"]
+    record = stored.extra_fields[advice.RUN_KEY]
+    assert record["rounds_run"] == 1 and saved
+    assert [item["variant"] for item in record["not_tried"]] == ["bf16", "tf32", "channels-last"]
+    assert {item["fit"] for item in record["not_tried"]} == {advice.ARGUED_AGAINST}
+    # The advice of a run with that record names them, under the answer's notes.
+    run.extra_fields[advice.RUN_KEY] = {**record, "size": 32, "tried": 2}
+    lines = advice.advise_run(run).lines()
+    assert "not tried (never measured):" in lines
+    assert ("  torch on cuda:0: tf32: not tried: launch-bound, tf32 cannot shorten launches "
+            "(it helps when compute-bound, device-bound); --budget 20 would run it") in lines
+    assert "measured 2 of 5 candidate fixes (a budget of 10 s; the as-written cells' first " \
+           "round chose them: docs/advise.md)" in lines
+    assert any(line.startswith("1 round of 3: the budget of 10 s: the as-written step takes")
+               for line in lines)
+
+
 # --- through real workers ---------------------------------------------------------------------
 
 TORCH_MLP = """
@@ -241,6 +332,39 @@ def test_advise_measures_compile_and_ranks_it_and_its_rows_pass_check(tmp_path: 
     # Time only: the run's settings say no energy, and the 8-sample batch got a 2-sample one.
     assert stored["settings"]["energy"] is False
     assert [case["case"]["batch"] for case in stored["cells"][0]["cases"]] == [8, 2]
+
+
+@pytest.mark.slow  # real torch workers
+def test_a_budget_too_small_for_every_fix_runs_the_first_ranked_and_lists_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """60 s and a clock that never moves (the test must not hang on the VM's speed): the
+    compiled fix, ranked first for a host-bound CPU cell, carries a compile allowance no
+    60 s hold, so it is listed as not tried with the budget that would run it; the cheaper
+    fixes after it run; the as-written cell ran first; every row passes harness check."""
+    from harness import api
+
+    model = tmp_path / "net.py"
+    model.write_text(textwrap.dedent(TORCH_MLP))
+    monkeypatch.setattr(advise_flow, "clock", lambda: 0.0)
+    result = api.advise(model=model, devices="cpu", sizes=[8], quick=True,
+                        ceilings=False, out=tmp_path / "out", budget_s=60.0, progress=False)
+    stored = result.document
+    record = stored.extra_fields[advice.RUN_KEY]
+    ran = {cell.variant for cell in stored.cells}
+    assert "compiled" not in ran and "as-written" in ran and len(ran) >= 3, ran
+    [compiled] = [item for item in record["not_tried"] if item["variant"] == "compiled"]
+    assert compiled["fit"] == advice.AIMED and compiled["needed_s"] > 60
+    assert stored.round_orders[0][0] == 0  # planned_cells[0]: the as-written cell, first
+    lines = advice.advise_run(stored).lines()
+    assert (f"  torch on cpu: compiled: not tried: left out by the budget of 60 s; --budget "
+            f"{compiled['needed_s']:.0f} would run it") in lines
+    # channels-last has no 4-D input to lay out: unavailable, not measured; a combination
+    # of two fixes that helped (phase 2) is no candidate.
+    measured = sum(cell.variant != "as-written" and "+" not in cell.variant
+                   and cell.status.value != "unavailable" for cell in stored.cells)
+    assert f"measured {measured} of {record['candidate_count']} candidate fixes" in \
+        "\n".join(lines)
+    assert audit_run(result.path, round_orders).mismatches == []
 
 
 def test_an_advice_plan_adds_a_smaller_batch_and_measures_no_energy(tmp_path: Path) -> None:

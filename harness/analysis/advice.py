@@ -15,6 +15,10 @@ no file. Per framework x device, at the user's batch:
   one that failed its check "fails parity"; neither is ever recommended;
 - the best combination of the recommended fixes (compose_variant, conflicts dropped), which
   `harness advise` measures as one more cell;
+- before anything is measured, the order in which `harness advise` tries the candidates
+  (rank_candidates: those the diagnosis points at, then those it does not speak of, then those
+  it argues against) and, from its run.json record, the ones it did not try, with why
+  (NotTried: the diagnosis's reason, the budget that would have run them);
 - the answer to the user's question: with the best of each device, does the GPU beat the CPU
   at their batch, and if not, from which batch (harness.analysis.predict refitted on the best
   configurations' sweeps).
@@ -122,6 +126,83 @@ def plausible(name: str, kind: str) -> bool | None:
         return None
     names = KIND_ALIASES.get(kind, (kind,))
     return any(part in names for part in wanted)
+
+
+# --- choosing what to measure: the diagnosis ranks the candidates -----------------------------
+
+# How the as-written cell's diagnosis stands to a candidate fix (harness advise runs them in
+# this order, as far as its time budget goes).
+AIMED = "aimed"  # the diagnosis points at it (the catalogue's helps_when)
+UNSAID = "unsaid"  # the catalogue does not say, or the diagnosis cannot tell
+ARGUED_AGAINST = "argued against"  # the catalogue expects it to help under other diagnoses
+FIT_ORDER = {AIMED: 0, UNSAID: 1, ARGUED_AGAINST: 2}
+# What a fix would have to do under each diagnosis: the words of a not-tried line.
+KIND_NEEDS = {"launch-bound": "shorten launches", "transfer-bound": "remove host-device copies",
+              "copy-bound": "remove host-device copies",
+              "compute-bound": "speed up the arithmetic", "memory-bound": "move fewer bytes",
+              "device-bound": "shorten the device's own work",
+              HOST_BOUND: "cut the host's work per step"}
+
+
+def candidate_fit(name: str, device: str, kind: str) -> str:
+    """AIMED, UNSAID or ARGUED_AGAINST: how the diagnosis KIND of the as-written cell on DEVICE
+    stands to the fix NAME (every part of a composed one).
+
+    Only a GPU's split argues against a fix: a CPU cell is host-bound as a whole (the CPU does
+    all the work), which ranks the fixes aimed at the host first but rules out nothing (bf16
+    sped the small CNN's CPU step up 1.28x, a fix aimed at compute-bound steps:
+    docs/findings.md); an unprofiled GPU cell says nothing either way.
+    """
+    fits = [plausible(part, kind) for part in variant_parts(name)]
+    if any(fits):
+        return AIMED
+    if device_kind(device) == "cpu" or kind == UNPROFILED or all(fit is None for fit in fits):
+        return UNSAID
+    return ARGUED_AGAINST
+
+
+def rank_candidates(names: Sequence[str], device: str, kind: str) -> list[str]:
+    """The candidate fixes in the order worth measuring: those the diagnosis points at, then
+    those it says nothing of, then those it argues against; the catalogue's order within."""
+    return sorted(names, key=lambda name: FIT_ORDER[candidate_fit(name, device, kind)])
+
+
+def argued_against(name: str, kind: str) -> str:
+    """'launch-bound, bf16 cannot shorten launches (it helps when compute-, memory- or
+    device-bound)': why the diagnosis argues against a fix, from the catalogue."""
+    helps = sorted({wanted for part in variant_parts(name) for wanted in helps_when(part)})
+    when = ", ".join(helps) if helps else "other diagnoses"
+    need = KIND_NEEDS.get(kind, f"help a {kind} step")
+    return f"{kind}, {name} cannot {need} (it helps when {when})"
+
+
+@dataclass(frozen=True)
+class NotTried:
+    """A candidate fix `harness advise` did not measure, and why (its run.json record)."""
+
+    variant: str
+    fit: str  # AIMED, UNSAID or ARGUED_AGAINST
+    kind: str  # the as-written cell's diagnosis when the choice was made
+    budget_s: float | None  # the run's budget (None: no limit)
+    needed_s: float | None  # a budget that would have run it (None: not estimated)
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> NotTried:
+        needed = record.get("needed_s")
+        budget = record.get("budget_s")
+        return cls(str(record.get("variant")), str(record.get("fit") or UNSAID),
+                   str(record.get("diagnosis") or ""),
+                   float(budget) if isinstance(budget, (int, float)) else None,
+                   float(needed) if isinstance(needed, (int, float)) else None)
+
+    def line(self) -> str:
+        """'bf16: not tried: launch-bound, bf16 cannot shorten launches (...); --budget 260
+        would run it' or 'compiled: not tried: left out by the budget of 180 s; ...'."""
+        why = (argued_against(self.variant, self.kind) if self.fit == ARGUED_AGAINST
+               else f"left out by the budget of {self.budget_s:.0f} s" if self.budget_s
+               else "left out")
+        more = f"; --budget {self.needed_s:.0f} would run it" if self.needed_s else ""
+        return f"{self.variant}: not tried: {why}{more}"
 
 
 # --- one measured case, as the advice reads it -------------------------------------------------
@@ -370,6 +451,8 @@ class DeviceAdvice:
     fixes: list[FixResult]  # ranked
     combination: list[str]  # the recommended fixes that run together
     combined: FixResult | None  # the combination measured as one cell, where it was
+    not_tried: list[NotTried] = field(default_factory=list)  # candidates never measured
+    combination_note: str = ""  # why the combination was not measured, where it was not
 
     @property
     def combination_name(self) -> str:
@@ -412,12 +495,17 @@ class DeviceAdvice:
         """What did not help, failed parity or failed: never recommended."""
         return [item.line() for item in self.fixes if not item.recommended]
 
+    def not_tried_lines(self) -> list[str]:
+        """The candidates never measured, each with why (the diagnosis, the budget)."""
+        return [item.line() for item in self.not_tried]
+
     def _combination_lines(self) -> list[str]:
         if len(self.combination) < 2:
             return []
         name = self.combination_name
         if self.combined is None:
-            return [f"combination {name}: not measured"]
+            note = f" ({self.combination_note})" if self.combination_note else ""
+            return [f"combination {name}: not measured{note}"]
         item = self.combined
         if item.recommended:
             return [f"combination {name}: {format_ratio(item.speedup)} faster, measured as "
@@ -565,19 +653,24 @@ class RunAdvice:
     size: Any
     devices: list[DeviceAdvice]
     answers: list[Answer] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # the budget's: rounds, fixes measured
 
     def lines(self) -> list[str]:
-        """The answer first, then per device the ranked fixes, then what did not help."""
+        """The answer first, then the budget's notes, per device the ranked fixes, what did
+        not help, and the candidates not tried."""
         at = f"{self.sweep} {format_size(self.size, self.sweep)}" if self.size is not None \
             else "the measured size"
         lines = [f"answer ({self.workload} at {at}):"]
         lines += [f"  {item.text}" for item in self.answers] or [f"  {NO_ANSWER}"]
+        lines += self.notes
         lines += self.ranked_lines()
-        others = [(advice, advice.other_lines()) for advice in self.devices]
-        if any(lines_ for _, lines_ in others):
-            lines.append("did not help (never recommended):")
-            lines += [f"  {advice.framework} on {advice.device}: {line}"
-                      for advice, lines_ in others for line in lines_]
+        for title, lines_of in (("did not help (never recommended):", DeviceAdvice.other_lines),
+                                ("not tried (never measured):", DeviceAdvice.not_tried_lines)):
+            found = [(advice, lines_of(advice)) for advice in self.devices]
+            if any(lines_ for _, lines_ in found):
+                lines.append(title)
+                lines += [f"  {advice.framework} on {advice.device}: {line}"
+                          for advice, lines_ in found for line in lines_]
         return lines
 
     def ranked_lines(self, others: bool = False) -> list[str]:
@@ -625,15 +718,16 @@ def advise_run(document: RunDocument, size: Any | None = None) -> RunAdvice:
     cases = measured_cases(document)
     baseline = baseline_variant(document)
     size = user_size(document, cases, baseline) if size is None else size
+    record = document.extra_fields.get(RUN_KEY) or {}
     combined = dict(((item.get("framework"), item.get("device")), item.get("variant"))
-                    for item in (document.extra_fields.get(RUN_KEY) or {}).get("combined", []))
+                    for item in record.get("combined", []))
     devices = []
     for framework, device in dict.fromkeys((case.framework, case.device) for case in cases):
         advice = device_advice(cases, framework, device, size,
                                combined.get((framework, device), ""), baseline,
                                document.ceilings)
         if advice is not None:
-            devices.append(advice)
+            devices.append(with_choice(advice, record))
     answers = []
     for framework in dict.fromkeys(advice.framework for advice in devices):
         own = [advice for advice in devices if advice.framework == framework]
@@ -642,4 +736,57 @@ def advise_run(document: RunDocument, size: Any | None = None) -> RunAdvice:
             found = answer(cpu, gpu, cases, document.sweep, size, document)
             if found is not None:
                 answers.append(found)
-    return RunAdvice(document.workload, document.sweep, size, devices, answers)
+    return RunAdvice(document.workload, document.sweep, size, devices, answers,
+                     budget_notes(record))
+
+
+def _own(items: Any, advice: DeviceAdvice) -> list[dict[str, Any]]:
+    return [item for item in items or [] if isinstance(item, dict)
+            and (item.get("framework"), item.get("device")) == (advice.framework, advice.device)]
+
+
+def with_choice(advice: DeviceAdvice, record: dict[str, Any]) -> DeviceAdvice:
+    """A device's advice with what `harness advise` chose not to measure (run.json's advise
+    record: `not_tried`, and `combination_left_out` for a combination the budget left out)."""
+    not_tried = [NotTried.of(item) for item in _own(record.get("not_tried"), advice)]
+    left_out = next(iter(_own(record.get("combination_left_out"), advice)), None)
+    note = ""
+    if left_out is not None:
+        needed = left_out.get("needed_s")
+        note = f"left out by the budget of {float(left_out.get('budget_s') or 0):.0f} s" + (
+            f"; --budget {float(needed):.0f} would run it" if needed else "")
+    return replace(advice, not_tried=not_tried, combination_note=note)
+
+
+def advise_rounds_line(document: RunDocument) -> str | None:
+    """The rounds line of an advice run (None for any other run: harness.analysis.stats
+    .rounds_line's): its orders are `harness advise`'s, not the plain seeded shuffle."""
+    record = document.extra_fields.get(RUN_KEY) or {}
+    if "rounds_run" not in record:
+        return None
+    ran = record["rounds_run"]
+    if ran <= 1:
+        return ("rounds: 1, the as-written cells first (run-to-run drift not measured; "
+                "--rounds N judges every verdict against the spread between N worker "
+                "processes per cell)")
+    return (f"rounds: {ran}, the as-written cells first in round 1 (their diagnosis chose the "
+            f"fixes), then every cell in a new random order each round (advise seed "
+            f"{record.get('order_seed')}); beyond the noise = beyond the IQRs and the round "
+            "medians")
+
+
+def budget_notes(record: dict[str, Any]) -> list[str]:
+    """The budget's lines of an advice: rounds cut for a slow step, fixes measured of the
+    candidates ('' where the run had no budget record)."""
+    budget = record.get("budget_s")
+    if "rounds_run" not in record:
+        return []
+    tried, candidates = record.get("tried", 0), record.get("candidate_count", 0)
+    limit = f"a budget of {float(budget):.0f} s" if budget else "no time budget"
+    lines = [f"measured {tried} of {candidates} candidate fixes ({limit}; the as-written "
+             "cells' first round chose them: docs/advise.md)"]
+    planned, ran = record.get("rounds_planned"), record.get("rounds_run")
+    if isinstance(planned, int) and isinstance(ran, int) and ran < planned:
+        lines.append(f"{ran} round{'s' if ran != 1 else ''} of {planned}: "
+                     f"{record.get('rounds_why') or 'the budget'}")
+    return lines

@@ -39,6 +39,12 @@ from harness.run.progress import run_with_progress
 from harness.run.runner import RunOptions
 from harness.spec import BadInput, Cell, CellKey, WorkloadSpec
 
+# A caller's say over each round (RunSession.pick; harness advise: its candidates chosen from
+# the baselines' first round, a time budget): given the round's index and its planned cells not
+# run yet in this round (in the round's order), the next cells to run, as planned cells; a cell
+# the run has not planned is planned then. [] ends the round.
+RoundPick = Callable[[int, list[Cell]], list[Cell]]
+
 
 class RunRecorder:
     """Keeps run.json and measurements.csv on disk up to date after every cell."""
@@ -104,6 +110,9 @@ class RunSession:
     # A new run's plan; None for a resumed run, whose document keeps its own ceilings and params.
     plan: RunPlan | None = None
     ceilings: bool = True  # measure them (--no-ceilings: the machine's theoretical bound)
+    # None: every round runs all its cells in the seeded order. Given: the rounds run stage
+    # by stage as it picks (RoundPick), and each round's recorded order is the cells that ran.
+    pick: RoundPick | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -241,10 +250,11 @@ class RunSession:
         signal ended it early.
 
         Rounds > 1: the executor runs the matrix once per round, in each round's order
-        (harness.run.rounds), and each cell's rounds are merged into one result as they arrive.
+        (harness.run.rounds), and each cell's rounds are merged into one result as they arrive;
+        so does a run with a `pick`, whatever its rounds, stage by stage as it picks.
         """
         to_run = self._record_refusals()
-        if self.document.rounds > 1:
+        if self.document.rounds > 1 or self.pick is not None:
             return self._run_rounds(to_run)
         return self._execute(to_run, lambda cell, result: self.recorder.add(result))
 
@@ -290,6 +300,12 @@ class RunSession:
                 finished = False
                 break
             # A later round's cells carry the calls per sample their first round found.
+            if self.pick is not None:
+                if not self._run_picked(index, [to_run[position] for position in order],
+                                        to_run, merger, merged, started):
+                    finished = False
+                    break
+                continue
             round_cells = [merger.calibrated(rounds_module.round_cell(
                 spec, to_run[position], index, rounds)) for position in order]
             # The order that runs, as plan indices: the cells refused without a worker are in
@@ -309,6 +325,47 @@ class RunSession:
         self.recorder.order_as(self.cells)
         self.recorder.save()
         return finished
+
+    def _run_picked(self, index: int, offered: list[Cell], to_run: list[Cell],
+                    merger: rounds_module.RoundMerger, merged: OnResult,
+                    started: set[CellKey]) -> bool:
+        """Round INDEX stage by stage, as `pick` chooses (OFFERED: the round's planned cells in
+        its order); False when a stop signal ended it. The round's recorded order is the cells
+        that got a worker, in the order they ran; a round where none did is not recorded."""
+        assert self.pick is not None
+        document, rounds = self.document, self.document.rounds
+        document.round_orders.append([])
+        ran: list[Cell] = []
+        left, finished = list(offered), True
+        while finished and interrupt.requested() is None and (chosen := self.pick(index, left)):
+            self._plan_more(chosen, to_run, merger)
+            stage = [merger.calibrated(rounds_module.round_cell(self.spec, cell, index, rounds))
+                     for cell in chosen]
+            started.clear()
+            finished = self._execute(stage, merged)
+            ran += [cell for cell in stage if cell.key in started]
+            positions = plan_positions(document)
+            document.round_orders[-1] = [positions[cell.key] for cell in ran]
+            self.recorder.save()
+            keys = {cell.key for cell in chosen}
+            left = [cell for cell in left if cell.key not in keys]
+        if not document.round_orders[-1]:
+            document.round_orders.pop()
+        return finished and interrupt.requested() is None
+
+    def _plan_more(self, cells: list[Cell], to_run: list[Cell],
+                   merger: rounds_module.RoundMerger) -> None:
+        """Plan the cells `pick` chose that the run has not planned: appended to run.json's
+        planned cells (the indices already recorded stay valid) and to the round merger."""
+        known = {cell.key for cell in to_run}
+        for cell in cells:
+            if cell.key in known:
+                continue
+            known.add(cell.key)
+            to_run.append(cell)
+            self.cells.append(cell)
+            self.document.planned_cells.append(cell.as_dict())
+            merger.planned[cell.key] = replace(cell, rounds=self.document.rounds, round=0)
 
 
 def new_document(plan: RunPlan, run_id: str, executor: Executor,
