@@ -485,3 +485,24 @@ def test_a_model_runs_verdicts_are_printed_as_your_model_lines(tmp_path: Path) -
     assert verdict_lines(tmp_path) == ["your model: on h200: GPU faster from batch=100",
                                        "your model: fastest at batch=1000: torch cuda:0"]
     assert verdict_lines(tmp_path / "missing") == []
+
+
+@pytest.mark.parametrize("source, family", [
+    ("import torch\nfrom torch import nn\nimport numpy as np\n", "torch"),
+    ("import numpy as np\nfrom tensorflow import keras\n", "keras"),
+    ("import keras\nimport jax\n", None),  # two families: no guess, Keras' environment
+    ("import jax.numpy as jnp\nfrom flax import linen\n", "jax"),
+    ("def model():\n    import torchvision\n    return torchvision.models.resnet18()\n", "torch"),
+    ("from . import helpers\nimport os\n", None),
+    ("def broken(:\n", None),
+])
+def test_the_inspector_runs_in_the_environment_the_files_imports_name(
+        tmp_path: Path, source: str, family: str | None) -> None:
+    """A torch file is inspected in torch's environment (its warm process is the workers'),
+    not in Keras-on-JAX's, which imported JAX and Keras for nothing."""
+    from harness.workloads.usermodel.plan import child_framework, guess_family
+    path = tmp_path / "model.py"
+    path.write_text(source)
+    assert guess_family(path) == family
+    if family == "torch":
+        assert child_framework(guess_family(path)) == "torch"

@@ -22,11 +22,25 @@ from harness.measure.envinfo import cpu_model, usable_cores
 
 GPU_PLATFORMS = ("cuda", "rocm", "gpu")
 
-# A cpu cell runs with CUDA_VISIBLE_DEVICES="" (the runner hides GPUs from it); JAX would still
-# try its CUDA plugin and log the failure, so it is told to use the CPU alone, before any
-# backend starts.
-if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
-    jax.config.update("jax_platforms", "cpu")
+_platforms_settled = False
+
+
+def settle_platforms() -> None:
+    """Before JAX's first backend starts: a cpu cell runs with CUDA_VISIBLE_DEVICES="" (the
+    runner hides GPUs from it), and JAX would still try its CUDA plugin and log the failure,
+    so it is told to use the CPU alone.
+
+    Why here and not at import: the run's warm process imports this module with every GPU
+    hidden, and a setting made then was inherited by every worker forked from it, so each GPU
+    cell of JAX and Keras-on-JAX found no GPU and was started again in a new interpreter
+    (4-5 s of imports per GPU worker on the H100 host). Read at first use, the setting is the
+    forked worker's own environment's."""
+    global _platforms_settled
+    if _platforms_settled:
+        return
+    _platforms_settled = True
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+        jax.config.update("jax_platforms", "cpu")
 
 
 def version() -> str:
@@ -43,6 +57,7 @@ def threads() -> dict[str, Any]:
 
 def gpu_devices() -> list[Any]:
     """JAX's GPU devices, [] when jaxlib has no GPU plugin or the plugin finds no device."""
+    settle_platforms()
     try:
         return [d for d in jax.devices() if d.platform in GPU_PLATFORMS]
     except RuntimeError:  # no backend could initialise
@@ -103,6 +118,7 @@ def use_compile_cache() -> None:
 def open_device(name: str) -> JaxDevice:
     """'cpu' or 'cuda:N'; DeviceUnavailable with the reason if it is not there."""
     use_compile_cache()
+    settle_platforms()
     if name == "cpu":
         return JaxDevice("cpu", cpu_model(), jax.devices("cpu")[0])
     index = parse_cuda_index(name)

@@ -6,6 +6,7 @@ Never imports the file or its framework: both steps are short child processes
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,33 @@ def child_framework(family: str | None) -> str:
     return FAMILIES[family][0]
 
 
+# The top-level packages whose import says which family a file is likely of (a guess from its
+# text: it picks only the environment the inspector runs in, never the answer).
+IMPORT_FAMILIES = {"torch": "torch", "torchvision": "torch", "keras": "keras",
+                   "tensorflow": "keras", "jax": "jax", "flax": "jax", "optax": "jax"}
+
+
+def guess_family(path: Path) -> str | None:
+    """The one family the file's imports name, or None (none, several, or unreadable).
+
+    Why: the inspector's child runs in one framework's environment and forks from that
+    framework's warm process, which the run's workers then share. Without a guess a torch file
+    was inspected in Keras-on-JAX's environment, importing JAX and Keras for nothing (1.5 s on
+    the 2-core VM, a warm process of its own). The inspector still decides the family: a wrong
+    guess costs time, not a wrong answer, since every family's file loads in any of them.
+    """
+    try:
+        tree = ast.parse(path.read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    names = {alias.name.split(".")[0] for node in ast.walk(tree)
+             if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module.split(".")[0] for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+    families = {IMPORT_FAMILIES[name] for name in names if name in IMPORT_FAMILIES}
+    return families.pop() if len(families) == 1 else None
+
+
 def check_file(path: Path) -> Path:
     if not path.exists():
         raise BadInput(f"--model {path}: no such file")
@@ -46,7 +74,7 @@ def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S,
     """What the file is (family, builder, output...), or BadInput naming the file and why.
     QUICK: in a --quick cell's environment, to share the run's warm process (forkserver)."""
     path = check_file(Path(model))
-    cell = Cell("inspect", "-", child_framework(None), "cpu", quick=quick)
+    cell = Cell("inspect", "-", child_framework(guess_family(path)), "cpu", quick=quick)
     info, why_not = run_json_child("harness.workloads.usermodel.inspect", [str(path)], cell,
                                    timeout_s)
     if info is None:
