@@ -1,8 +1,10 @@
 """Will a bigger batch fit: peak memory fitted over a batch sweep (harness.analysis.memoryfit),
 printed by compare and summary.md, and recomputed by `harness check`.
 
-Synthetic runs carry made-up peaks with known answers (exactly linear, noisy, one size); one
-real CPU run goes through the workers to show what a run of today records for the host.
+Synthetic runs carry made-up peaks with known answers (exactly linear, noisy, one size), and
+GPU cells the memory each step must hold beside their peaks (the fit prefers it); real CPU
+runs go through the workers to show what a run of today records for the host, and that the
+memory a torch step must hold is measured exactly (a small MLP, counted by hand).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from harness.analysis.check import audit_run
 from harness.analysis.memoryfit import (
     DEVICE_RESERVE_BYTES,
     HOST_CASE_FIGURE,
+    REQUIRED_BASIS,
+    REQUIRED_CASE_FIGURE,
     largest_batch_that_fits,
     memory_fit_lines,
     memory_fits,
@@ -41,8 +45,10 @@ BATCHES = [32, 64, 128]
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-def gpu_case(batch: int, peak: float, reserved: bool = True) -> dict[str, Any]:
-    case = make_case({"batch": batch}, 1e-3 + batch * 1e-6)
+def gpu_case(batch: int, peak: float, reserved: bool = True,
+             required: float | None = None) -> dict[str, Any]:
+    case = make_case({"batch": batch}, 1e-3 + batch * 1e-6,
+                     extra={REQUIRED_CASE_FIGURE: int(required)} if required else None)
     case["peak_device_allocated_bytes"] = int(peak * 0.9)
     case["peak_device_reserved_bytes"] = int(peak) if reserved else None
     if not reserved:
@@ -57,11 +63,12 @@ def cpu_case(batch: int, host_peak: float | None = None) -> dict[str, Any]:
     return case
 
 
-def results(peaks: Mapping[int, float], host_peaks: Mapping[int, float] | None = None
-            ) -> list[dict[str, Any]]:
-    """torch on cuda:0 with these device peaks per batch, and torch on cpu."""
+def results(peaks: Mapping[int, float], host_peaks: Mapping[int, float] | None = None,
+            required: Mapping[int, float] | None = None) -> list[dict[str, Any]]:
+    """torch on cuda:0 with these device peaks (and step memory) per batch, and torch on cpu."""
     gpu = make_result("jacobian", "torch", "cuda:0",
-                      [gpu_case(batch, peak) for batch, peak in peaks.items()],
+                      [gpu_case(batch, peak, required=(required or {}).get(batch))
+                       for batch, peak in peaks.items()],
                       variant="as-written")
     cpu = make_result("jacobian", "torch", "cpu",
                       [cpu_case(batch, (host_peaks or {}).get(batch)) for batch in peaks],
@@ -80,10 +87,11 @@ def crossover_record(size: float | None, kind: str = "crossover") -> dict[str, A
 
 def document(peaks: Mapping[int, float], predictions: list[dict[str, Any]] | None = None,
              host: dict[str, Any] | None = None,
-             host_peaks: Mapping[int, float] | None = None) -> RunDocument:
+             host_peaks: Mapping[int, float] | None = None,
+             required: Mapping[int, float] | None = None) -> RunDocument:
     return RunDocument.from_dict({
         "run_id": "r1", "workload": "jacobian", "sweep": "batch", "host": host or HOST,
-        "params": {"batch": list(peaks)}, "cells": results(peaks, host_peaks),
+        "params": {"batch": list(peaks)}, "cells": results(peaks, host_peaks, required),
         "predictions": predictions or []})
 
 
@@ -223,6 +231,43 @@ def test_the_line_reads_as_the_issue_asks() -> None:
         "(batch ~910) lies below it")
 
 
+# --- the memory the step must hold, preferred to the peak -------------------------------------
+
+def test_the_memory_the_step_must_hold_is_preferred_and_the_peak_is_the_floor() -> None:
+    # The peak carries 4x the step's per-sample bytes (a convolution's workspace while memory
+    # is free): the prediction comes from the step, the peak's is printed as the floor.
+    doc = document(linear(GiB, 4 * MiB), [crossover_record(913.4)],
+                   required=linear(GiB // 2, MiB))
+    fit = gpu_fit(doc)
+    assert fit.basis == "required" and fit.fit is not None and fit.peak_fit is not None
+    assert fit.fit.fixed_bytes == GiB // 2 and fit.fit.per_sample_bytes == MiB
+    assert fit.peak_fit.per_sample_bytes == 4 * MiB
+    room = GPU_TOTAL - DEVICE_RESERVE_BYTES
+    assert fit.largest_batch == (room - GiB // 2) // MiB  # 80,384
+    assert fit.peak_batch == (room - GiB) // (4 * MiB)  # 19,968
+    assert [point.peak_bytes for point in fit.points] == [GiB // 2 + MiB * b for b in BATCHES]
+    assert fit.line() == (
+        "cuda:0 (torch, as-written): the largest batch predicted to fit in 79 GiB (of 80 GiB) "
+        "is ~80,300 (fixed 512 MiB + 1 MiB per sample, fitted over 3 sizes up to 128, largest "
+        f"residual 0 B); {REQUIRED_BASIS}; the measured peak, the libraries' workspace "
+        "included, gives ~19,900 (fixed 1 GiB + 4 MiB per sample): a floor; the predicted "
+        "crossover (batch ~910) lies below it")
+
+
+def test_one_size_of_step_memory_leaves_the_peak_as_the_prediction() -> None:
+    fit = gpu_fit(document(linear(GiB, 3 * MiB), required={128: GiB + 128 * MiB}))
+    assert fit.basis == "peak" and fit.largest_batch == 26_624
+    assert REQUIRED_BASIS not in fit.line() and "a floor, not the limit" in fit.line()
+
+
+def test_step_memory_without_the_gpus_total_says_so() -> None:
+    host = {key: value for key, value in HOST.items() if key != "gpu_memory_bytes"}
+    fit = gpu_fit(document(linear(GiB, 4 * MiB), host=host, required=linear(GiB, MiB)))
+    assert fit.largest_batch is None and "not recorded" in fit.reason
+    assert fit.line().startswith("cuda:0 (torch, as-written): required memory fixed 1 GiB + "
+                                 "1 MiB per sample")
+
+
 # --- the host ----------------------------------------------------------------------------------
 
 def test_a_host_peak_per_case_is_fitted_against_the_hosts_ram() -> None:
@@ -244,17 +289,21 @@ def test_one_rss_per_cell_is_not_fitted_and_cpu_cells_stay_quiet() -> None:
 
 # --- printed and recomputed --------------------------------------------------------------------
 
-@pytest.fixture
-def fitted_run(tmp_path: Path) -> Path:
+def fitted_run_dir(folder: Path, required: Mapping[int, float] | None = None) -> Path:
     """A run folder whose GPU cell fits exactly, with a stored crossover, and its report."""
     from harness.report import render_report
 
-    run_dir = write_run(tmp_path / "run", results(linear(GiB, 3 * MiB)), HOST,
+    run_dir = write_run(folder, results(linear(GiB, 3 * MiB), required=required), HOST,
                         {"batch": BATCHES}, workload="jacobian", sweep="batch",
                         work=lambda case: {},
                         extra_doc={"predictions": [crossover_record(913.4)]})
     render_report([run_dir], run_dir)
     return run_dir
+
+
+@pytest.fixture
+def fitted_run(tmp_path: Path) -> Path:
+    return fitted_run_dir(tmp_path / "run")
 
 
 def fit_mismatches(run_dir: Path) -> tuple[list[str], list[str]]:
@@ -288,6 +337,18 @@ def test_a_changed_memory_fit_figure_is_named(fitted_run: Path, printed: str, ch
     summary.write_text(text.replace(printed, changed))
     mismatches, _ = fit_mismatches(fitted_run)
     assert len(mismatches) == 1 and f": {figure} printed" in mismatches[0]
+
+
+def test_check_refits_the_step_memory_where_the_line_is_based_on_it(tmp_path: Path) -> None:
+    run_dir = fitted_run_dir(tmp_path / "run", required=linear(GiB // 2, MiB))
+    summary = run_dir / "summary.md"
+    text = summary.read_text()
+    assert "is ~80,300 (fixed 512 MiB + 1 MiB per sample" in text and REQUIRED_BASIS in text
+    assert fit_mismatches(run_dir) == ([], [])
+    # A per-sample figure that is the peak's, not the step's, is named.
+    summary.write_text(text.replace("+ 1 MiB per sample, fitted", "+ 3 MiB per sample, fitted"))
+    mismatches, _ = fit_mismatches(run_dir)
+    assert len(mismatches) == 1 and ": memory fit: per sample printed" in mismatches[0]
 
 
 # --- a real run through the workers ------------------------------------------------------------
@@ -348,3 +409,52 @@ def test_the_run_records_each_visible_gpus_total_memory(tmp_path: Path,
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     host = envinfo.host_metadata()
     assert host["gpus"] == ["NVIDIA H200"] and host["gpu_memory_bytes"] == [143771 * 2**20]
+
+
+# A two-layer MLP: every byte of its step can be counted by hand.
+MLP_TORCH = """
+    import numpy as np
+    import torch.nn as nn
+
+    def model():
+        return nn.Sequential(nn.Linear(64, 256), nn.Tanh(), nn.Linear(256, 4))
+
+    def inputs(batch, rng):
+        return rng.standard_normal((batch, 64), dtype=np.float32)
+"""
+MLP_PARAMETER_BYTES = 4 * (64 * 256 + 256 + 256 * 4 + 4)  # 70,672
+
+
+@pytest.mark.slow  # real framework workers
+def test_a_torch_step_must_hold_what_is_counted_by_hand(tmp_path: Path) -> None:
+    model = tmp_path / "mlp.py"
+    model.write_text(textwrap.dedent(MLP_TORCH))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT_ROOT))
+    ran = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "compare", "--model", str(model), "--device",
+         "cpu", "--framework", "torch", "--sizes", "128,256,512", "--quick", "--no-ceilings",
+         "--no-report", "--out", str(tmp_path / "out")],
+        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    cell = next(cell for cell in load_run(next((tmp_path / "out").glob("*/run.json")).parent
+                                          ).cells if cell.device == "cpu")
+    for case in cell.cases:
+        batch = case.case["batch"]
+        parts = case.extra["required_device_parts"]
+        assert parts == {
+            "weights": MLP_PARAMETER_BYTES,
+            "gradients": MLP_PARAMETER_BYTES,
+            # Adam: exp_avg and exp_avg_sq per parameter, and a float32 step per tensor.
+            "optimizer_state": 2 * MLP_PARAMETER_BYTES + 4 * 4,
+            # Saved for backward: the input (64), tanh's output (256, also the second layer's
+            # input: one storage), the output and the target (4 + 4), float32; the weights a
+            # matmul saves are weights already.
+            "saved_activations": 4 * (64 + 256 + 4 + 4) * batch,
+            # The largest op output: a 256-wide activation (or its gradient), above the
+            # largest non-batch one (a 64x256 weight's gradient, 65,536 bytes) from batch 128.
+            "largest_transient": 4 * 256 * batch,
+        }, (batch, parts)
+        assert case.extra[REQUIRED_CASE_FIGURE] == sum(parts.values())
+    # Exactly linear in the batch: 2,336 bytes per sample on 282,704 fixed.
+    assert [case.extra[REQUIRED_CASE_FIGURE] for case in cell.cases] == [
+        282_704 + 2_336 * batch for batch in (128, 256, 512)]

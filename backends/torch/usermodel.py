@@ -14,12 +14,13 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 import numpy as np
 import torch
 
 from harness.backend import VariantUnavailable
-from harness.backends.torch import flops
+from harness.backends.torch import flops, stepmemory
 from harness.backends.torch.device import TorchDevice, require_cuda
 from harness.workloads.usermodel.common import (
     ModelTask,
@@ -361,6 +362,7 @@ def _make_task(variant: str, device: TorchDevice, inputs: ModelInputs, dtype: to
     task = (ModelTask(call, *kept, extra=extra) if graph is None
             else GraphModelTask(graph, *kept, extra=extra))
     task.eager = eager
+    MEMORY_PASSES[task] = lambda: stepmemory.measure_step(eager, net, optimizer)
     if not device.is_gpu:  # the count it ran with, read after the timed calls
         task.late_extra.append(lambda: {"threads": torch.get_num_threads()})
     if scaled is not None:
@@ -385,6 +387,20 @@ def compile_watch() -> Callable[[], Mapping[str, object]]:
 
     watch = CompileWatch(cuda_graphs_expected=True)
     return lambda: {"cuda_graphs": watch.record()}
+
+
+# Each task's memory pass (required_memory), kept beside the task: ModelTask is shared by every
+# framework, and only torch's has such a pass.
+MEMORY_PASSES: WeakKeyDictionary[ModelTask, Callable[[], stepmemory.StepMemory]] = \
+    WeakKeyDictionary()
+
+
+def required_memory(task: ModelTask) -> dict[str, object]:
+    """What one step of the task must hold (weights, gradients, optimizer state, saved
+    activations, the largest transient: backends/torch/stepmemory.py), measured in one more
+    eager call of the same step, as the case's extra; {} for a task built elsewhere."""
+    measure = MEMORY_PASSES.get(task)
+    return {} if measure is None else measure().record()
 
 
 def count_flops(task: ModelTask) -> tuple[float | None, str, flops.CoverageRecord | None]:

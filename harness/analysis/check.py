@@ -24,12 +24,16 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
 from harness.analysis.memoryfit import BULLET_PREFIX as MEMORY_FIT_PREFIX
-from harness.analysis.memoryfit import DEVICE_RESERVE_BYTES, HOST_CASE_FIGURE
+from harness.analysis.memoryfit import (
+    DEVICE_RESERVE_BYTES,
+    HOST_CASE_FIGURE,
+    REQUIRED_CASE_FIGURE,
+)
 from harness.analysis.plausibility import (
     bandwidth_limits,
     device_entry,
@@ -854,8 +858,9 @@ MEMORY_FIT = re.compile(  # harness.analysis.memoryfit MemoryFit.line, as a summ
     r"^- Memory fit \(run `(?P<run>[^`]+)`\): (?P<dev>\S+) \((?P<fw>[^,)]+)"
     rf"(?:, (?P<variant>[^)]+))?\): (?:the largest batch predicted to fit in "
     rf"(?P<capacity>{BYTES_TEXT})(?: \(of {BYTES_TEXT}\)| of RAM| \((?P<given>given)\))? is "
-    rf"(?:~(?P<batch>{BATCH_TEXT})|none[^(]*) \(|peak memory )fixed (?P<fixed>{BYTES_TEXT}) \+ "
-    rf"(?P<per>{BYTES_TEXT}) per sample, fitted over (?P<sizes>\d+) sizes up to "
+    rf"(?:~(?P<batch>{BATCH_TEXT})|none[^(]*) \(|(?:peak|required) memory )fixed "
+    rf"(?P<fixed>{BYTES_TEXT}) \+ (?P<per>{BYTES_TEXT}) per sample, fitted over "
+    rf"(?P<sizes>\d+) sizes up to "
     rf"(?P<largest>{BATCH_TEXT})(?:, largest residual (?P<residual>{BYTES_TEXT}))?(?:.*?; the "
     r"predicted crossover \(batch ~(?P<cross>[\d,.]+)\) lies (?P<side>below|above))?")
 KIND_OF_VERDICT = (("GPU faster from", "crossover"), ("GPU faster at every", "gpu-always"),
@@ -1881,17 +1886,30 @@ def _first_case_per_cell(cases: list[Measured]) -> list[Measured]:
 
 
 def memory_points(document: RunDocument, cell: CellResult) -> list[tuple[float, float]]:
-    """(batch, peak bytes) of each case: the device's reserved peak where known, else the
-    allocated one, on a GPU; the case's own host peak on a CPU."""
+    """(batch, bytes) of each case: on a GPU the memory its step must hold where two batch
+    sizes or more have it (REQUIRED_CASE_FIGURE), else the device's reserved peak where known,
+    else the allocated one; the case's own host peak on a CPU."""
+    on_gpu = device_kind(cell.device) == "gpu"
+    needed = [(float(batch), float(figure)) for batch, figure in
+              ((case.case.get(document.sweep), case.extra.get(REQUIRED_CASE_FIGURE))
+               for case in cell.cases)
+              if _positive(batch) and _positive(figure)]
+    if on_gpu and len({batch for batch, _ in needed}) >= 2:
+        return needed
     points = []
     for case in cell.cases:
         batch = case.case.get(document.sweep)
         peak = (case.peak_device_reserved_bytes or case.peak_device_allocated_bytes
-                if device_kind(cell.device) == "gpu" else case.extra.get(HOST_CASE_FIGURE))
+                if on_gpu else case.extra.get(HOST_CASE_FIGURE))
         if isinstance(batch, (int, float)) and not isinstance(batch, bool) and batch > 0 \
                 and isinstance(peak, (int, float)) and peak > 0:
             points.append((float(batch), float(peak)))
     return points
+
+
+def _positive(value: object) -> TypeGuard[float]:
+    """A number above 0 (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 def memory_capacity(document: RunDocument, cell: CellResult) -> float | None:

@@ -1,16 +1,24 @@
-"""Will a bigger batch fit? Peak memory fitted over a batch sweep, and the largest batch predicted.
+"""Will a bigger batch fit? Memory fitted over a batch sweep, and the largest batch predicted.
 
-Per (framework, device, variant) cell of a run whose sweep is a batch size, the measured peak
-memory of each case is fitted as `fixed + per_sample x batch` (ordinary least squares), and the
-largest batch predicted to fit is floor((capacity - fixed) / per_sample). The record says how
-good the fit is (sizes used, residuals), where the batch lies against the predicted GPU-vs-CPU
-crossover that run.json stores (`predictions`, harness.analysis.crossover), and, where there is
-no prediction, why not. Pure computation over a RunDocument: no framework, no file.
+Per (framework, device, variant) cell of a run whose sweep is a batch size, the memory of each
+case (below: which figure) is fitted as `fixed + per_sample x batch` (ordinary least squares),
+and the largest batch predicted to fit is floor((capacity - fixed) / per_sample). The record
+says how good the fit is (sizes used, residuals), where the batch lies against the predicted
+GPU-vs-CPU crossover that run.json stores (`predictions`, harness.analysis.crossover), and,
+where there is no prediction, why not. Pure computation over a RunDocument: no framework, no
+file.
 
 What is fitted, and against what capacity:
-- GPU cells: each case's peak device memory as the framework's allocator reports it (reserved
-  where the framework tells it, else allocated: CaseResult.peak_device_bytes), against the GPU's
-  total memory as the run recorded it (host fact `gpu_memory_bytes`, one figure per visible GPU,
+- GPU cells: the memory each case's step must hold where the worker measured it (case `extra`
+  key REQUIRED_CASE_FIGURE: weights, gradients, optimizer state, the activations autograd saves
+  and the largest transient, counted tensor by tensor in one more eager step: torch user models,
+  backends/torch/stepmemory.py), at two batch sizes or more; the prediction is based on it.
+  The peak device memory as the framework's allocator reports it (reserved where the framework
+  tells it, else allocated: CaseResult.peak_device_bytes) is fitted too: it includes workspace
+  the libraries take while memory is free and give up near the limit (cuDNN's convolution
+  algorithms), so its prediction is a floor, printed beside the other, and the prediction
+  itself where no step was measured. Both against the GPU's total memory as the run recorded
+  it (host fact `gpu_memory_bytes`, one figure per visible GPU,
   or a capacity the caller gives) less DEVICE_RESERVE_BYTES. Why less: the allocator's peak does
   not see the CUDA context, the driver's and the libraries' own allocations, which live outside
   it; the fitted fixed part holds the model, its optimizer state and the allocator's cache, but
@@ -47,6 +55,11 @@ BATCH_SWEEPS = frozenset({"batch", "batch_size"})
 DEVICE_RESERVE_BYTES = 2**30
 # The case `extra` key of a per-case host peak (bytes), where a worker records one.
 HOST_CASE_FIGURE = "peak_host_memory_bytes"
+# The case `extra` key of the memory a step must hold (bytes; backends/torch/stepmemory.py).
+REQUIRED_CASE_FIGURE = "required_device_bytes"
+# What a required-memory prediction is based on, as lines say it.
+REQUIRED_BASIS = ("predicted from the memory the step must hold (weights, gradients, optimizer "
+                  "state, saved activations, the largest transient)")
 # How summary.md names a fit's bullet (harness.analysis.check reads it back).
 BULLET_PREFIX = "- Memory fit (run `"
 
@@ -134,6 +147,11 @@ class MemoryFit:
     crossover: CrossoverPlace | None = None
     caveats: tuple[str, ...] = field(default=())
     label: str = ""  # how lines name the cell: 'cuda:0 (torch)', 'cuda:0 (torch, compiled)'
+    # 'required': `fit` is of the memory each step must hold (REQUIRED_CASE_FIGURE) and the
+    # peak's own fit and batch (a floor) are beside it; 'peak': `fit` is of the peak.
+    basis: str = "peak"
+    peak_fit: LineFit | None = None
+    peak_batch: int | None = None
 
     @property
     def crossover_below(self) -> bool | None:
@@ -155,16 +173,27 @@ class MemoryFit:
         head = self.label or f"{self.device} ({self.framework})"
         if self.fit is None:
             return f"{head}: no memory fit: {self.reason}"
-        basis = fit_basis(self.fit)
-        parts = (f"fixed {format_bytes(self.fit.fixed_bytes)} + "
-                 f"{format_bytes(self.fit.per_sample_bytes)} per sample, {basis}")
+        parts = f"{line_parts(self.fit)}, {fit_basis(self.fit)}"
         if self.largest_batch is None:
-            return f"{head}: peak memory {parts}; no largest batch: {self.reason}"
+            return f"{head}: {self.basis} memory {parts}; no largest batch: {self.reason}"
         answer = (f"is ~{batch_text(self.largest_batch)}" if self.largest_batch > 0
                   else "is none: the fixed part alone does not fit")
         text = (f"{head}: the largest batch predicted to fit in {self.capacity_text} {answer} "
-                f"({parts})")
+                f"({parts}){self.peak_clause()}")
         return text + "".join(f"; {note}" for note in self.caveats) + self.crossover_clause()
+
+    def peak_clause(self) -> str:
+        """'; predicted from the memory the step must hold (...); the measured peak, the
+        libraries' workspace included, gives ~87,200 (fixed 7.33 MiB + 945 KiB per sample): a
+        floor', or '' for a prediction from the peak itself."""
+        if self.basis != "required":
+            return ""
+        if self.peak_fit is None or self.peak_batch is None:
+            peak = "the measured peak gives no prediction"
+        else:
+            peak = (f"the measured peak, the libraries' workspace included, gives "
+                    f"~{batch_text(self.peak_batch)} ({line_parts(self.peak_fit)}): a floor")
+        return f"; {REQUIRED_BASIS}; {peak}"
 
     def crossover_clause(self) -> str:
         """'; the predicted crossover (batch ~900) lies below it', or '' where none is known."""
@@ -183,6 +212,12 @@ class MemoryFit:
 
     def __str__(self) -> str:
         return self.line()
+
+
+def line_parts(fit: LineFit) -> str:
+    """'fixed 7.33 MiB + 945 KiB per sample'."""
+    return (f"fixed {format_bytes(fit.fixed_bytes)} + {format_bytes(fit.per_sample_bytes)} "
+            "per sample")
 
 
 def fit_basis(fit: LineFit) -> str:
@@ -267,25 +302,36 @@ def cell_fit(document: RunDocument, cell: CellResult, capacity_bytes: float | No
     """One cell's fit: its points, line, capacity, largest batch and crossover."""
     on_gpu = device_kind(cell.device) == "gpu"
     points = device_points(document.sweep, cell) if on_gpu else host_points(document.sweep, cell)
+    required = required_points(document.sweep, cell) if on_gpu else []
+    basis = "required" if fit_line(required) is not None else "peak"
     if capacity_bytes is not None:
         capacity: float | None = capacity_bytes
         capacity_text = f"{format_bytes(capacity_bytes)} (given)"
     else:
         capacity, capacity_text = (device_capacity(document, cell) if on_gpu
                                    else host_capacity(document, cell))
-    fit = fit_line(points)
-    largest, reason = largest_batch(fit, capacity, capacity_text, points, on_gpu, cell)
+    peak_fit = fit_line(points)
+    peak_batch, reason = largest_batch(peak_fit, capacity, capacity_text, points, on_gpu, cell)
+    fit, largest = peak_fit, peak_batch
+    if basis == "required":
+        fit = fit_line(required)
+        largest, reason = largest_batch(fit, capacity, capacity_text, required, on_gpu, cell)
     label = f"{cell.device} ({cell.framework}{', ' + cell.variant if label_variant else ''})"
+    floor = (DEVICE_FLOOR,) if on_gpu and largest and basis == "peak" else ()
     return MemoryFit(
         run_id=document.run_id, machine=document.machine, framework=cell.framework,
         device=cell.device, variant=cell.variant, memory="device" if on_gpu else "host",
-        figure=device_figure(cell) if on_gpu else "the worker's peak RSS per case",
-        points=tuple(points), fit=fit, capacity_bytes=capacity, capacity_text=capacity_text,
+        figure=(REQUIRED_FIGURE if basis == "required" else device_figure(cell)) if on_gpu
+        else "the worker's peak RSS per case",
+        points=tuple(required if basis == "required" else points), fit=fit,
+        capacity_bytes=capacity, capacity_text=capacity_text,
         largest_batch=largest, reason=reason,
         crossover=crossover_place(document, cell) if on_gpu else None,
-        caveats=((*order_caveats(document.sweep, cell),
-                  *((DEVICE_FLOOR,) if on_gpu and largest else ())) if fit is not None
-                 else ()), label=label)
+        # The order matters to a peak (the allocator's cache), not to tensors counted per step.
+        caveats=((*(order_caveats(document.sweep, cell) if basis == "peak" else ()), *floor)
+                 if fit is not None else ()),
+        label=label, basis=basis, peak_fit=peak_fit if basis == "required" else None,
+        peak_batch=peak_batch if basis == "required" else None)
 
 
 def batch_of(sweep: str, case: CaseResult) -> float | None:
@@ -304,6 +350,20 @@ def device_points(sweep: str, cell: CellResult) -> list[MemoryPoint]:
         if batch is not None and peak:
             points.append(MemoryPoint(batch, float(peak)))
     return points
+
+
+def required_points(sweep: str, cell: CellResult) -> list[MemoryPoint]:
+    """Each case's memory its step must hold, where the worker measured it."""
+    points = []
+    for case in cell.cases:
+        batch, required = batch_of(sweep, case), case.extra.get(REQUIRED_CASE_FIGURE)
+        if batch is not None and isinstance(required, (int, float)) \
+                and not isinstance(required, bool) and required > 0:
+            points.append(MemoryPoint(batch, float(required)))
+    return points
+
+
+REQUIRED_FIGURE = "the memory each case's step must hold (measured tensor by tensor)"
 
 
 def host_points(sweep: str, cell: CellResult) -> list[MemoryPoint]:
