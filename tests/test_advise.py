@@ -407,3 +407,25 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...],
     assert ran.returncode == 2
     assert ran.stderr.count("\n") == 1 and says in ran.stderr
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_batch_whose_profile_was_left_out_is_diagnosed_from_another_batch() -> None:
+    """Seed 000's Jacobian: a 12 s GPU call's profile pass is left out (worker.pass_too_long);
+    the as-written cell at the quarter batch was profiled, and its diagnosis stands in, naming
+    its batch and why the user's has none. Without any profile: unprofiled, as before."""
+    left_out = {"reason": "the device profile was left out: a call takes 12 s"}
+    user_batch_unprofiled = cell("as-written", "cuda:0", {32: 1e-3}, profile=left_out)
+    quarter_profiled = cell("as-written", "cuda:0", {128: 1.05e-3}, profile=GPU_PROFILE)
+    merged = {**user_batch_unprofiled,
+              "cases": user_batch_unprofiled["cases"] + quarter_profiled["cases"]}
+    found = advice.advise_run(document([cell("as-written", "cpu", {32: 5e-4, 128: 1.6e-3}),
+                                        merged]))
+    [gpu] = [item for item in found.devices if item.device == "cuda:0"]
+    assert gpu.diagnosis.kind == "launch-bound", gpu.diagnosis.text
+    assert "(at batch 128; at 32 the device profile was left out: a call takes 12 s)" in \
+        gpu.diagnosis.text
+    alone = advice.advise_run(document([cell("as-written", "cpu", {32: 5e-4}),
+                                        cell("as-written", "cuda:0", {32: 1e-3},
+                                             profile=left_out)]))
+    [gpu] = [item for item in alone.devices if item.device == "cuda:0"]
+    assert gpu.diagnosis.kind == advice.UNPROFILED

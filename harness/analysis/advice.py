@@ -272,6 +272,30 @@ def measured_cases(document: RunDocument) -> list[Measured]:
 
 # --- the diagnosis of the as-written cell -------------------------------------------------------
 
+def profiled(case: Measured) -> bool:
+    return (case.profile or {}).get("busy_seconds") is not None and bool(case.call_median_s)
+
+
+def diagnosis_at(case: Measured, cases: Sequence[Measured],
+                 ceilings: Ceilings | None = None) -> Diagnosis:
+    """diagnosis_of CASE, or where its GPU profile is missing (left out: a call of seconds,
+    harness.run.worker pass_too_long) that of the same cell at another batch, which says so:
+    what bounds a step (launches, copies, compute) rarely changes between two batches of one
+    sweep, and an unprofiled diagnosis argues for no fix and against none."""
+    if device_kind(case.device) == "cpu" or profiled(case):
+        return diagnosis_of(case, ceilings)
+    others = [other for other in cases if other is not case and profiled(other)
+              and (other.framework, other.device, other.variant)
+              == (case.framework, case.device, case.variant)]
+    if not others:
+        return diagnosis_of(case, ceilings)
+    stand_in = min(others, key=lambda other: other.call_median_s or 0.0)  # the cheapest
+    found = diagnosis_of(stand_in, ceilings)
+    why = (case.profile or {}).get("reason") or "no device-busy pass"
+    return Diagnosis(found.kind, f"{found.text} (at batch {stand_in.size}; at {case.size} "
+                                 f"{why})")
+
+
 def diagnosis_of(case: Measured, ceilings: Ceilings | None = None) -> Diagnosis:
     """What bounds the as-written case: the device profile's split on a GPU, host on a CPU."""
     median = case.median_s
@@ -527,7 +551,7 @@ def device_advice(cases: list[Measured], framework: str, device: str, size: Any,
     baseline = next((case for case in own if case.variant == baseline_variant), None)
     if baseline is None:
         return None
-    diagnosis = diagnosis_of(baseline, ceilings)
+    diagnosis = diagnosis_at(baseline, cases, ceilings)
     fixes = ranked(judge_fix(baseline, case, diagnosis) for case in own
                    if case.variant not in (baseline_variant, combination))
     combined_case = next((case for case in own if combination and case.variant == combination),

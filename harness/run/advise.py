@@ -433,7 +433,8 @@ class Chooser:
                          and case.size == self.size), None)
         if baseline is None or not baseline.valid:
             return advice_module.UNPROFILED
-        return advice_module.diagnosis_of(baseline, self.session.document.ceilings).kind
+        return advice_module.diagnosis_at(baseline, cases,
+                                          self.session.document.ceilings).kind
 
     def _record(self, chosen: BudgetPlan, ranked: list[Candidate], diagnoses: dict[str, str],
                 cases: list[advice_module.Measured]) -> None:
