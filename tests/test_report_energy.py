@@ -135,3 +135,17 @@ def test_energy_per_step_is_printed_with_the_time_of_its_own_window() -> None:
     line = view.console_lines(as_run_document(document({"cuda:0": gpu})))[0]
     assert "320 mJ per step over the energy window (160 W mean x 2 ms per step" in line
     assert "1 ms per step timed (median of all rounds' samples)" in line
+
+
+def test_an_idle_power_read_back_from_the_machine_says_from_when() -> None:
+    """A remembered idle power (harness.measure.energy, an hour at most) names its time; one
+    measured in the run says nothing more."""
+    remembered = case("cuda:0", 0.1, 0.32)
+    remembered["extra"]["energy"]["device"].update(
+        calls=10, steps_per_call=100, idle_remembered_from="14:02")
+    measured = case("cuda:0", 0.1, 0.32)
+    measured["extra"]["energy"]["device"].update(calls=10, steps_per_call=100)
+    lines = [view.console_lines(as_run_document(document({"cuda:0": record})))[0]
+             for record in (remembered, measured)]
+    assert "above the 80 W idle, remembered from 14:02)" in lines[0]
+    assert "remembered" not in lines[1] and "above the 80 W idle)" in lines[1]

@@ -1,18 +1,22 @@
 """What the worker reads around each case besides the clock: the GPU's state and energy.
 
 One CaseWatch per cell: it opens NVML (GPU cells) and RAPL (where readable), measures idle
-power before the first case, and per case hands the timing core a window (begin/end around
-the timed samples) and then writes extra['gpu_state'] and extra['energy'] plus the GPU-state
+power before the first case (or reads the figure this machine remembered within the hour),
+and per case hands the timing core a window (begin/end around the timed samples) and then
+writes extra['gpu_state'] and extra['energy'] (from an edge-aligned energy pass where the
+timed samples were too short for the counter) plus the GPU-state
 part of the case's SUSPECT text. Every failure becomes a status and a reason in the record.
 """
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Callable
 from typing import Any
 
 from harness.data.records import CaseEnergy, EnergyRecord, GpuState
-from harness.measure import energy, gpustate
+from harness.data.serial import JsonObject
+from harness.measure import energy, envinfo, gpustate
 
 # Why no energy pass (seconds each) runs for a case whose timed samples were too short.
 LATER_ROUND_REASON = "measured in the cell's first round only"
@@ -20,6 +24,15 @@ QUICK_REASON = "--quick: no energy pass (the timed samples were too short for th
 RETRIED_REASON = "contended: this timing was repeated, and no energy pass spent on it"
 MEASURE_STYLE_REASON = ("timed inside the backend's own processes (e.g. data-parallel ranks): "
                         "no window around the warm calls")
+
+
+def idle_fingerprint(device_name: str, description: str) -> JsonObject:
+    """What a remembered idle power is matched on: the host, its CPU and usable cores, and
+    the device (its name in the run and as its framework describes it). Read without
+    nvidia-smi (a worker's start must not pay a subprocess for what it saves)."""
+    return {"host": platform.node(), "cpu_model": envinfo.cpu_model(),
+            "cores": envinfo.usable_cores(), "device": device_name,
+            "description": description}
 
 
 class CaseWatch:
@@ -65,10 +78,24 @@ class CaseWatch:
             found["host"] = self.host
         return found
 
-    def measure_idle(self) -> None:
-        """Idle power before the cell's first case, on every counter at once."""
-        if self.counters():
-            self.idle = energy.measure_idle(self.counters())
+    def measure_idle(self, fingerprint: JsonObject | None = None) -> None:
+        """Idle power before the cell's first case, on every counter at once; with a
+        FINGERPRINT (idle_fingerprint), the figure this machine remembered for it within
+        energy.IDLE_REMEMBER_S instead, and a new settled measurement is remembered."""
+        counters = self.counters()
+        if not counters:
+            return
+        if fingerprint is not None:
+            names = [counter.name for counter in counters.values()]
+            recalled = energy.recall_idle(fingerprint, names)
+            if recalled is not None:
+                self.idle = {name: recalled[counter.name]
+                             for name, counter in counters.items()}
+                return
+        self.idle = energy.measure_idle(counters)
+        if fingerprint is not None:
+            energy.remember_idle(fingerprint, {self.idle[name].counter: self.idle[name]
+                                               for name in self.idle})
 
     # --- per case ------------------------------------------------------------------------------
 
@@ -142,9 +169,7 @@ class CaseWatch:
                               host=records["host"] if "host" not in windows else skipped)
         if windows and short and self.pair is not None and seconds_per_call:
             timed_s = next(iter(windows.values())).seconds
-            windows = self._energy_pass(seconds_per_call)
-            source = (f"an energy pass after the check (the timed samples lasted "
-                      f"{timed_s:.2g} s, too short for the counter)")
+            return self._energy_pass(seconds_per_call, steps_per_call, timed_s, records)
         for name in self.counters():
             window = windows.get(name)
             records[name] = (EnergyRecord.not_measured(MEASURE_STYLE_REASON) if window is None
@@ -152,8 +177,26 @@ class CaseWatch:
                                                        self.idle.get(name), source))
         return CaseEnergy(device=records.get("device"), host=records["host"])
 
-    def _energy_pass(self, seconds_per_call: float) -> dict[str, energy.EnergyWindow]:
-        """Repeat the case's calls until the window is long enough; every counter at once."""
+    def _energy_pass(self, seconds_per_call: float, steps_per_call: float | None,
+                     timed_s: float, records: dict[str, EnergyRecord]) -> CaseEnergy:
+        """More of the case's calls, every counter at once, each read between two of its own
+        updates (energy.edge_energy_pass), or over the whole pass where it showed none."""
         assert self.pair is not None
         step, synchronize = self.pair
-        return energy.energy_pass(self.counters(), step, synchronize, seconds_per_call)
+        counters = self.counters()
+        found = energy.edge_energy_pass(counters, step, synchronize, seconds_per_call)
+        for name, counter in counters.items():
+            records[name] = energy.edge_record(counter, found, name, steps_per_call,
+                                               self.idle.get(name),
+                                               pass_source(found.spans.get(name), timed_s))
+        return CaseEnergy(device=records.get("device"), host=records["host"])
+
+
+def pass_source(span: energy.EdgeSpan | None, timed_s: float) -> str:
+    """The record's `source` for a figure from an energy pass (the report's energy line
+    quotes what is in the parentheses, so they hold the whole reason, and none nested)."""
+    why = f"the timed samples lasted {timed_s:.2g} s, too short for the counter"
+    if span is None:
+        return f"an energy pass after the check ({why}; no two counter updates seen in it)"
+    return (f"an energy pass after the check (between two counter updates {span.seconds:.2g} s "
+            f"apart, each within {span.resolution_s * 1e3:.2g} ms; {why})")

@@ -9,6 +9,7 @@ sample until the timer's own overhead is a negligible fraction of a sample.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Protocol
 
 from harness.core.units import format_seconds
 from harness.data.results import sample_stats
+from harness.data.serial import JsonObject
 from harness.measure import hostload
 
 # Two clusters of per-call times whose gap is at least this factor are two behaviours (a call
@@ -26,6 +28,20 @@ BIMODAL_GAP_FACTOR = 2.0
 CALIBRATION_DRIFT_FACTOR = 2.0
 
 
+# Warm-up settles when the last SETTLE_CALLS single calls all lie within SETTLE_BAND of their
+# median and do not each fall below the one before (calls still getting faster warm up to
+# warmup_s). Chosen from 23 fixed warm-ups replayed offline (benchmarks/warmup_check.py, 2-core
+# VM, the example LSTM and small CNN and torch/numpy matmul): 5 calls within 5% stopped after a
+# median 13 calls with their median 2.0% (worst 8.8%) from the warm level; 3 calls stopped on
+# a stall (worst 1264%), 2% bands ran hundreds of calls, 8 calls gained nothing.
+SETTLE_CALLS = 5
+SETTLE_BAND = 0.05
+# The fewest warm-up calls, however settled the first ones look.
+MIN_WARMUP_CALLS = 2
+WARMUP_SETTLED = "settled"
+WARMUP_CAP = "cap"
+
+
 @dataclass(frozen=True)
 class TimingPolicy:
     """How long and how often to sample one case."""
@@ -33,7 +49,10 @@ class TimingPolicy:
     min_samples: int = 7
     min_time_s: float = 0.5  # keep sampling at least this long (after warm-up)
     max_time_s: float = 10.0  # stop once this is spent and at least 3 samples exist
-    warmup_s: float = 0.25  # uncounted calls after the cold one (thread pools spin up)
+    warmup_s: float = 0.25  # the most uncounted calls after the cold one may take
+    # Warm-up ends before warmup_s once the last `settle_calls` single calls agree (settled);
+    # 0: every warm-up runs to warmup_s (the rule before issue 42).
+    settle_calls: int = SETTLE_CALLS
     target_sample_s: float = 0.005  # calibrate calls per sample up to about this
     overhead_ratio: float = 1000.0  # ...and to at least this many times the timer overhead
     # Calls per sample an earlier round of the same cell found: calibration starts there, not
@@ -75,8 +94,16 @@ class Measurement:
     timer_overhead_s: float = 0.0
     predicted_call_s: float | None = None  # what calibration measured per call
     single_calls: list[float] = field(default_factory=list)  # warm-up calls, timed one by one
+    # Why the warm-up stopped: WARMUP_SETTLED (its last calls agreed) or WARMUP_CAP (warmup_s
+    # spent); '' where there was no warm-up (per_call).
+    warmup_stopped: str = ""
     other_load: hostload.OtherLoad | None = None  # what ran beside the sampling
     suspect: str = ""  # why these samples may not be what a user's loop costs ('' if none)
+
+    def warmup_record(self) -> JsonObject:
+        """How the warm-up went, for the case's record: calls, seconds and why it stopped."""
+        return {"calls": len(self.single_calls), "seconds": sum(self.single_calls),
+                "stopped": self.warmup_stopped}
 
     @property
     def median(self) -> float | None:  # None without samples
@@ -194,10 +221,11 @@ def autorange(
     """
     cold = _timed_calls(step, synchronize, 1)
     overhead = timer_overhead(synchronize)
-    singles = _warm_up(step, synchronize, policy)
+    singles, stopped = warm_up(step, synchronize, policy)
     calls, predicted = _calibrate(step, synchronize, policy, overhead, min(singles))
     measurement = Measurement(cold, calls_per_sample=calls, timer_overhead_s=overhead,
-                              predicted_call_s=predicted, single_calls=singles)
+                              predicted_call_s=predicted, single_calls=singles,
+                              warmup_stopped=stopped)
     load_before = hostload.snapshot()
     if window is not None:
         window.begin()
@@ -215,15 +243,37 @@ def autorange(
             return measurement
 
 
-def _warm_up(step: Callable[[], object], synchronize: Callable[[], None],
-             policy: TimingPolicy) -> list[float]:
-    """Uncounted single calls for policy.warmup_s; their times feed calibration and the guard."""
+def warm_up(step: Callable[[], object], synchronize: Callable[[], None],
+            policy: TimingPolicy) -> tuple[list[float], str]:
+    """Uncounted single calls until they settle or policy.warmup_s is spent: (their times, why
+    it stopped). Their times feed calibration and the bimodal guard.
+
+    Why not always warmup_s: a small model's calls settle within a few calls, and 0.25 s per
+    case in every round's worker was most of a small run's own cost. Settled needs at least
+    MIN_WARMUP_CALLS calls (one call alone says nothing about the next); a call that alone
+    takes warmup_s is its whole warm-up, as before (a 5 s step must not pay 10 s per round).
+    """
     singles = [_timed_calls(step, synchronize, 1)]
     total = singles[0]  # kept running: sum(singles) per call made a 0.6 us step's warm-up 3.5 s
     while total < policy.warmup_s:
+        if len(singles) >= MIN_WARMUP_CALLS and settled(singles, policy.settle_calls):
+            return singles, WARMUP_SETTLED
         singles.append(_timed_calls(step, synchronize, 1))
         total += singles[-1]
-    return singles
+    return singles, WARMUP_CAP
+
+
+def settled(singles: list[float], window: int, band: float = SETTLE_BAND) -> bool:
+    """Whether the last WINDOW calls agree: each within BAND of their median, and not each
+    faster than the one before (a call still getting faster is not warm yet). WINDOW 0:
+    never (a fixed warm-up)."""
+    if window < 1 or len(singles) < window:
+        return False
+    last = singles[-window:]
+    middle = statistics.median(last)
+    if any(abs(value - middle) > band * middle for value in last):
+        return False
+    return window < 3 or not all(later < earlier for earlier, later in itertools.pairwise(last))
 
 
 def _calibrate(

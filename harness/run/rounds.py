@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.data.results import CaseResult, CellResult, HarnessCost
-from harness.spec import Cell, CellKey, WorkloadSpec, worst_status
+from harness.spec import Cell, CellKey, FrozenParams, WorkloadSpec, worst_status
 
 # The default number of rounds, chosen from measurements (docs/findings.md, 2-core VM under
 # load, 3 quick matmul runs each): 1 round gave 10 contradicting verdicts of 54 pairwise
@@ -207,13 +207,30 @@ class RoundMerger:
 
     def calibrated(self, cell: Cell) -> Cell:
         """A later round's cell carrying the calls per sample its first round found, per case
-        (first_round_calibration); the first round's, or one whose first round has no
-        result, as it is."""
+        (first_round_calibration), and the FLOPs it counted (first_round_flops); the first
+        round's, or one whose first round has no result, as it is."""
         first = next((result for index, result in self.seen.get(cell.key, []) if index == 0),
                      None)
-        if cell.round == 0 or first is None or self.spec.timing == "per_call":
+        if cell.round == 0 or first is None:
             return cell
-        return replace(cell, calibration=first_round_calibration(first))
+        counted = replace(cell, flops=first_round_flops(first))
+        if self.spec.timing == "per_call":
+            return counted
+        return replace(counted, calibration=first_round_calibration(first))
+
+
+# What a later round takes of its first round's FLOP record (harness.run.worker flops_record).
+FLOPS_KEYS = ("flops_per_call", "flops_counted_by", "flops_coverage")
+
+
+def first_round_flops(first: CellResult) -> tuple[FrozenParams | None, ...]:
+    """Per case (by position), the FLOP record the first round counted; None where it has
+    none to give (not measured, or its counter failed). Why: a call's FLOPs are fixed by the
+    case, and the counter (torch's FlopCounterMode pass, a JAX/Keras cost analysis) runs an
+    extra traced call in every later round's worker for the same number."""
+    return tuple(FrozenParams({key: case.extra[key] for key in FLOPS_KEYS if key in case.extra})
+                 if case.measured and case.extra.get("flops_per_call") is not None else None
+                 for case in first.cases)
 
 
 def first_round_calibration(first: CellResult) -> tuple[int | None, ...]:

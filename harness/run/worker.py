@@ -31,13 +31,14 @@ from harness.core.registry import (
     load_framework,
     load_workload,
 )
+from harness.core.units import format_seconds
 from harness.data.results import Attempt, CaseResult, CellResult, HarnessCost
 from harness.data.serial import JsonObject
 from harness.data.store import write_json_atomic
 from harness.measure import blocks
 from harness.measure.casewatch import LATER_ROUND_REASON as LATER_ROUND_ENERGY_REASON
 from harness.measure.casewatch import QUICK_REASON as QUICK_ENERGY_REASON
-from harness.measure.casewatch import CaseWatch
+from harness.measure.casewatch import CaseWatch, idle_fingerprint
 from harness.measure.memory import host_peak_bytes, reset_host_peak
 from harness.measure.timing import Measurement, TimingPolicy, autorange
 from harness.run.failures import failure_reason
@@ -153,12 +154,15 @@ class CellRun:
 def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], variant: str,
                  device: Any, inputs: dict[str, Any], policy: TimingPolicy,
                  sync_style: str = "device", window: CaseWatch | None = None,
+                 counted: JsonObject | None = None, clock: PhaseClock | None = None,
                  ) -> tuple[Measurement, dict[str, Any], Any]:
     """Time one case in the spec's timing style: the measurement, the output, and the step.
 
     The step is what the device-busy pass calls again; None where the backend times work in
     other processes ('measure'), which no in-process profiler can see. The window (GPU state,
-    energy) spans the timed samples; in 'measure' style, the backend's whole call.
+    energy) spans the timed samples; in 'measure' style, the backend's whole call. COUNTED:
+    the FLOP record the cell's first round made for this case (a later round), taken instead
+    of counting again.
     """
     if spec.timing == "measure":  # the backend runs the timing core itself (other processes)
         if window is not None:
@@ -183,13 +187,90 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], v
         measurement = autorange(step, synchronize, policy, window)
     synchronize()
     output = task.output()
-    output.setdefault("extra", {}).update(flops_record(spec, module, case, task))
+    per_call = measurement.median if measurement.samples else measurement.cold_seconds
+    # A declared count costs nothing: only a counter's (an extra traced call) is reused.
+    with phase(clock, FLOP_COUNT_PHASE):
+        output.setdefault("extra", {}).update(
+            reused_flops(counted) if counted and spec.flops is None else
+            flops_record(spec, module, case, task,
+                         pass_too_long(FLOP_COUNT_PHASE, per_call)))
+    if counted is None:  # a later round's record is dropped when the rounds merge: no pass
+        with phase(clock, MEMORY_PASS_PHASE):
+            output["extra"].update(required_memory_record(
+                module, task, pass_too_long(MEMORY_PASS_PHASE, per_call)))
     synchronize()
     return measurement, output, step
 
 
+# The passes after the timed samples that each cost a call or more (a counter's traced call,
+# the memory pass's watched call), named apart from warm-up in the cost line: for a step of
+# seconds (seed 000's Jacobian) each is a large part of the worker.
+FLOP_COUNT_PHASE = "FLOP count"
+MEMORY_PASS_PHASE = "memory pass"
+AFTER_SAMPLE_PHASES = (FLOP_COUNT_PHASE, MEMORY_PASS_PHASE)
+
+
+# A pass after the samples is left out where it would take longer than this, by the case's
+# median call and the pass's cost in calls: it describes the case, it is not the measurement,
+# and a user waiting on a step of seconds should not wait minutes more for it. The costs in
+# calls were measured on seed 000's Jacobian (2.5 s per call on the 2-core VM): the FLOP
+# counter's traced call 6.6x a call, the memory pass's watched call 5.6x (both dispatch every
+# op through Python); the device profile runs two calls, one under the profiler.
+AFTER_PASS_LIMIT_S = 10.0
+PASS_COST_CALLS = {FLOP_COUNT_PHASE: 7.0, MEMORY_PASS_PHASE: 6.0, "device profile": 3.0}
+
+
+def pass_too_long(name: str, seconds_per_call: float | None, calls: int = 1) -> str:
+    """Why the pass NAME is left out for a case whose call takes SECONDS_PER_CALL ('' where it
+    runs): its estimate over AFTER_PASS_LIMIT_S."""
+    if not seconds_per_call:
+        return ""
+    estimate = seconds_per_call * calls * PASS_COST_CALLS[name]
+    if estimate <= AFTER_PASS_LIMIT_S:
+        return ""
+    return (f"left out: a call takes {format_seconds(seconds_per_call)} and the {name} pass "
+            f"about {PASS_COST_CALLS[name] * calls:g} of them (~{estimate:.0f} s, over the "
+            f"{AFTER_PASS_LIMIT_S:g} s a pass after the samples may take)")
+
+
+def phase(clock: PhaseClock | None, name: str) -> contextlib.AbstractContextManager[None]:
+    """CLOCK's timing of NAME, or nothing where no clock is kept."""
+    return clock.timing(name) if clock is not None else contextlib.nullcontext()
+
+
+def required_memory_record(module: Any, task: Any, too_long: str = "") -> JsonObject:
+    """What the step must hold in memory where the implementation measures it (its
+    required_memory(task): weights, gradients, optimizer state, saved activations, the largest
+    transient, in one more eager call; the memory fit's GPU prediction), else {}. After the
+    timed samples, the output and the FLOP count, so its call reaches none of them; a failure
+    costs the figure, not the case."""
+    measure = getattr(module, "required_memory", None)
+    if measure is None:
+        return {}
+    if too_long:  # TOO_LONG: why the pass would cost too much (pass_too_long)
+        return {"required_device_reason": f"the memory pass was {too_long}"}
+    try:
+        return dict(measure(task))
+    except Exception as exc:  # noqa: BLE001 - the timed result is already safe
+        traceback.print_exc()
+        return {"required_device_reason": f"the memory pass failed: {failure_reason(exc)}"}
+
+
+# Appended to a reused FLOP record's flops_counted_by: who counted them, and where.
+FLOPS_REUSED = "; counted in the cell's first round, reused"
+
+
+def reused_flops(counted: JsonObject) -> JsonObject:
+    """The first round's FLOP record, saying that it was counted there (its count and its
+    coverage as they were: a call's FLOPs are fixed by its case)."""
+    record = dict(counted)
+    how = str(record.get("flops_counted_by", ""))
+    record["flops_counted_by"] = how if how.endswith(FLOPS_REUSED) else how + FLOPS_REUSED
+    return record
+
+
 def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue],
-                 task: Any) -> JsonObject:
+                 task: Any, too_long: str = "") -> JsonObject:
     """FLOPs of one call: the workload's exact count where it declares one (matmul: 2n^3),
     else the framework's own counter (the implementation's count_flops(task), which may make
     one more call) with its coverage record where it gives one (flops_coverage: the ops it had
@@ -202,6 +283,8 @@ def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue],
     counter = getattr(module, "count_flops", None)
     if counter is None:
         return {"flops_counted_by": f"unavailable: {module.__name__} has no FLOP counter"}
+    if too_long:  # TOO_LONG: why the counter's pass would cost too much (pass_too_long)
+        return {"flops_counted_by": f"unavailable: the FLOP count was {too_long}"}
     try:
         # (count, how) or (count, how, coverage): coverage is the counter's record of what it
         # missed ({"complete", "uncounted_ops", "uncounted_param_share"}), or None.
@@ -308,10 +391,11 @@ class PhaseClock:
 
 def time_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], cell: Cell,
               device: Any, watch: CaseWatch | None, clock: PhaseClock, last: bool = True,
-              reused: int | None = None) -> TimedCase:
+              reused: int | None = None, counted: JsonObject | None = None) -> TimedCase:
     """Prepare, time and check one case once (run_case may call it again when contended).
 
     REUSED: the calls per sample the cell's first round found, where calibration starts.
+    COUNTED: the FLOP record the cell's first round made for this case (None: count).
     """
     _reset_peak_memory(device)
     if watch is not None:
@@ -321,12 +405,16 @@ def time_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], cell
     policy = (TimingPolicy.quick() if cell.quick else TimingPolicy()).share(
         cell.rounds).reusing(reused)
     started = time.perf_counter()
+    passes_before = sum(clock.phases.get(name, 0.0) for name in AFTER_SAMPLE_PHASES)
     measurement, output, step = measure_case(spec, module, case, cell.variant, device,
                                              inputs, policy,
-                                             load_framework(cell.framework).sync, watch)
+                                             load_framework(cell.framework).sync, watch,
+                                             counted, clock)
     timed = timed_seconds(measurement)
     clock.timed_s += timed
-    clock.add("warm-up and calibration", max(0.0, time.perf_counter() - started - timed))
+    passes = sum(clock.phases.get(name, 0.0) for name in AFTER_SAMPLE_PHASES) - passes_before
+    clock.add("warm-up and calibration",
+              max(0.0, time.perf_counter() - started - timed - passes))
     # A plausibility check (e.g. GB/s above what memory allows) needs the measured time.
     output.setdefault("seconds_per_call", measurement.median if measurement.samples
                       else measurement.cold_seconds)
@@ -357,6 +445,7 @@ def run_case(
     spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], cell: Cell, device: Any,
     watch: CaseWatch | None = None, clock: PhaseClock | None = None,
     reused: int | None = None, max_attempts: int = MAX_ATTEMPTS,
+    counted: JsonObject | None = None,
 ) -> CaseResult:
     """Prepare, time and check one case; every failure becomes a status in the record.
 
@@ -378,7 +467,7 @@ def run_case(
         allowed = 1 if clock.busy else max_attempts
         for number in range(1, allowed + 1):
             timed = time_case(spec, module, case, cell, device, watch, clock,
-                              last=number == allowed, reused=reused)
+                              last=number == allowed, reused=reused, counted=counted)
             if number == 1:
                 first_cold = timed.measurement.cold_seconds
             why = timed.contention
@@ -395,9 +484,15 @@ def run_case(
         with clock.timing("device profile"):
             # Once per cell, in its first round: the profile describes the code, not the
             # minute, and a second clock per round would cost a profiled pass per worker.
-            device_profile: JsonObject = device_profile_record(
-                device, kept.step, profile_calls(spec, kept.measurement.calls_per_sample)
-            ) if cell.round == 0 else {"reason": LATER_ROUND_REASON}
+            calls = profile_calls(spec, kept.measurement.calls_per_sample)
+            # (an epoch-sized call keeps its profile: MNIST's busy figures are the point)
+            too_long = pass_too_long("device profile", kept.output.get("seconds_per_call"),
+                                     calls) \
+                if getattr(device, "is_gpu", False) and spec.timing != "per_call" else ""
+            device_profile: JsonObject = (
+                {"reason": LATER_ROUND_REASON} if cell.round > 0
+                else {"reason": f"the device profile was {too_long}"} if too_long
+                else device_profile_record(device, kept.step, calls))
     except VariantUnavailable as exc:
         return CaseResult(case, Status.UNAVAILABLE, str(exc))
     except Exception as exc:  # a failed case is data; the next case still runs
@@ -428,7 +523,7 @@ def run_case(
                      "seconds": measurement.other_load.seconds,
                      "interrupt_cores": measurement.other_load.interrupt_cores}),
         extra={**kept.output.get("extra", {}), **kept.watched,
-               **case_host_peak(host_peak_reset)},
+               **case_host_peak(host_peak_reset), **warmup_extra(measurement)},
         peak_device_allocated_bytes=kept.memory["peak_device_allocated_bytes"],
         peak_device_reserved_bytes=kept.memory["peak_device_reserved_bytes"],
         device_profile=device_profile,
@@ -441,6 +536,13 @@ def run_case(
     elif check.metric == NOT_COMPARED:  # timed and ok; the reason says why nothing was checked
         record.reason = check.detail
     return record
+
+
+def warmup_extra(measurement: Measurement) -> JsonObject:
+    """{"warmup": calls, seconds and why it stopped} for a case timed by autorange (its
+    warm-up ends when its calls settle, or at the cap: harness.measure.timing.warm_up); else
+    nothing (a case timed call by call has no warm-up)."""
+    return {"warmup": measurement.warmup_record()} if measurement.warmup_stopped else {}
 
 
 def case_host_peak(reset: bool) -> dict[str, int]:
@@ -457,6 +559,14 @@ def reused_calibration(spec: WorkloadSpec, cell: Cell, position: int) -> int | N
     if spec.timing == "per_call" or position >= len(cell.calibration):
         return None
     return cell.calibration[position]
+
+
+def counted_flops(cell: Cell, position: int) -> JsonObject | None:
+    """The FLOP record the cell's first round made for its case at POSITION, if this worker
+    is a later round given one; None: count (harness.run.rounds first_round_flops)."""
+    if position >= len(cell.flops) or cell.flops[position] is None:
+        return None
+    return dict(cell.flops[position] or {})
 
 
 def run_cell(cell: Cell, result_path: Path,
@@ -487,14 +597,15 @@ def run_cell(cell: Cell, result_path: Path,
     module = implementation_module(spec, cell.framework)
     with clock.timing("idle power"):
         watch = CaseWatch.open(device)  # NVML and RAPL, each or the reason it is unavailable
-        # Idle power settles for seconds: measured once per cell (its first round), and not
+        # Idle power settles for seconds: measured once per cell (its first round), or read
+        # back where this machine measured it within the hour (energy.IDLE_REMEMBER_S); not
         # for --quick, whose energy figures then have no share above idle.
         if not cell.quick and cell.round == 0 and chosen.energy:
-            watch.measure_idle()
+            watch.measure_idle(idle_fingerprint(cell.device, str(device.description)))
     for position, case in enumerate(spec.cases_for(cell.params, cell.variant)):
         run.result.cases.append(run_case(spec, module, case, cell, device, watch, clock,
                                          reused_calibration(spec, cell, position),
-                                         chosen.attempts))
+                                         chosen.attempts, counted_flops(cell, position)))
         run.save()
     run.finish()
 

@@ -37,7 +37,8 @@ from harness.spec import Status
 COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "size",
            "status", "step_s", "window_step_s", "rounds", "noise", "energy_status",
            "energy_reason", "j_per_step",
-           "j_per_step_above_idle", "idle_watts", "watts_mean", "window_s", "counter",
+           "j_per_step_above_idle", "idle_watts", "idle_remembered_from", "watts_mean",
+           "window_s", "counter",
            "source", "host_j_per_step", "suspect"]
 KEYS = ["machine", "workload", "framework", "variant", "size"]
 EXPLANATION = (
@@ -112,6 +113,7 @@ class EnergyRow(TypedDict):
     j_per_step: float | None
     j_per_step_above_idle: float | None
     idle_watts: float | None
+    idle_remembered_from: str  # HH:MM where the idle power was read back from the machine's
     watts_mean: float | None
     window_s: float | None
     counter: str
@@ -154,6 +156,8 @@ def _case_row(document: RunDocument, machine: str, result: CellResult,
         "j_per_step": primary.joules_per_step if ok else None,
         "j_per_step_above_idle": primary.joules_per_step_above_idle if ok else None,
         "idle_watts": primary.idle_watts if ok else None,
+        "idle_remembered_from": str(primary.extra_fields.get("idle_remembered_from") or "")
+        if ok else "",
         "watts_mean": primary.watts_mean if ok else None,
         "window_s": primary.window_s if ok else None,
         "counter": primary.counter or "", "source": primary.source or "",
@@ -248,6 +252,8 @@ def case_line(row: pd.Series) -> str:
     if _known(row["j_per_step_above_idle"]):
         text += (f"; {format_joules(row['j_per_step_above_idle'])} above the "
                  f"{row['idle_watts']:.0f} W idle")
+        if row.get("idle_remembered_from"):
+            text += f", remembered from {row['idle_remembered_from']}"
     pooled = ("median of all rounds' samples" if _known(row["rounds"]) and row["rounds"] > 1
               else "median of the timed samples")
     text += f"); {format_seconds(row['step_s'])} per step timed ({pooled})"

@@ -1,0 +1,310 @@
+"""Issue 42: the harness's own cost. A warm-up that ends when the calls have settled, FLOPs
+counted once per cell, idle power remembered per machine, energy from the timed windows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.core import settings
+from harness.data.results import CaseResult, CellResult
+from harness.measure import casewatch, energy, timing
+from harness.measure.timing import TimingPolicy
+from harness.run import rounds, worker
+from harness.spec import Cell, Check, WorkloadSpec
+
+# --- the warm-up ---------------------------------------------------------------------------
+
+
+class FakeClock:
+    """A clock that only the fake step moves: each call takes the next of `durations`."""
+
+    def __init__(self, durations: list[float]) -> None:
+        self.durations, self.now, self.calls = list(durations), 0.0, 0
+
+    def step(self) -> None:
+        self.now += self.durations[min(self.calls, len(self.durations) - 1)]
+        self.calls += 1
+
+    def read(self) -> float:
+        return self.now
+
+
+def _warm_up(monkeypatch: pytest.MonkeyPatch, durations: list[float],
+             warmup_s: float = 1.0) -> tuple[list[float], str]:
+    clock = FakeClock(durations)
+    monkeypatch.setattr(timing, "_clock", clock.read)
+    return timing.warm_up(clock.step, lambda: None, TimingPolicy(warmup_s=warmup_s))
+
+
+def test_warm_up_stops_once_the_last_calls_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A slow first warm call, then calls within 1% of each other: settled after the window.
+    durations = [0.004, 0.00201, 0.002, 0.00199, 0.002, 0.00201, 0.002]
+    singles, stopped = _warm_up(monkeypatch, durations)
+    assert stopped == timing.WARMUP_SETTLED
+    assert len(singles) == 1 + timing.SETTLE_CALLS  # the slow call, then one full window
+    assert sum(singles) < 0.1  # far below the 1 s cap
+
+
+def test_calls_still_getting_faster_warm_up_to_the_cap(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # 2% faster every call: any 5 of them lie within 5% of their median, but they fall.
+    durations = [0.01 * 0.98 ** index for index in range(200)]
+    singles, stopped = _warm_up(monkeypatch, durations, warmup_s=0.2)
+    assert stopped == timing.WARMUP_CAP
+    assert sum(singles) >= 0.2
+
+
+def test_scattered_calls_warm_up_to_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    durations = [0.002, 0.003] * 200  # never within 5% of their median
+    singles, stopped = _warm_up(monkeypatch, durations, warmup_s=0.2)
+    assert stopped == timing.WARMUP_CAP and sum(singles) >= 0.2
+
+
+def test_a_call_longer_than_the_cap_is_the_whole_warm_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow step (the Jacobian's 5 s) pays one warm-up call per round, as before."""
+    singles, stopped = _warm_up(monkeypatch, [0.5], warmup_s=0.25)
+    assert len(singles) == 1 and stopped == timing.WARMUP_CAP
+
+
+def test_settling_needs_at_least_two_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    singles, stopped = _warm_up(monkeypatch, [0.01] * 100, warmup_s=0.25)
+    assert stopped == timing.WARMUP_SETTLED
+    assert timing.MIN_WARMUP_CALLS <= len(singles) < 25
+
+
+def test_a_zero_window_is_the_fixed_warm_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock([0.002])
+    monkeypatch.setattr(timing, "_clock", clock.read)
+    singles, stopped = timing.warm_up(clock.step, lambda: None,
+                                      TimingPolicy(warmup_s=0.1, settle_calls=0))
+    assert stopped == timing.WARMUP_CAP and len(singles) == 50
+
+
+def test_autorange_records_how_its_warm_up_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock([0.001])
+    monkeypatch.setattr(timing, "_clock", clock.read)
+    measurement = timing.autorange(clock.step, lambda: None,
+                                   TimingPolicy(min_samples=3, min_time_s=0.0))
+    record = measurement.warmup_record()
+    assert record == {"calls": timing.SETTLE_CALLS, "seconds": pytest.approx(0.005),
+                      "stopped": timing.WARMUP_SETTLED}
+    assert worker.warmup_extra(measurement) == {"warmup": record}
+
+
+# --- FLOPs counted once per cell -----------------------------------------------------------
+
+
+class CountingModule:
+    """An implementation whose FLOP counter says how often it ran."""
+
+    __name__ = "counting"
+
+    def __init__(self) -> None:
+        self.counted = 0
+
+    def make_task(self, case: dict, variant: str, device: Any, inputs: dict) -> Any:
+        class Task:
+            def step(self) -> None:
+                pass
+
+            def output(self) -> dict:
+                return {"total": 1}
+
+        return Task()
+
+    def count_flops(self, task: Any) -> tuple[float, str, dict]:
+        self.counted += 1
+        return 123.0, "the fake counter", {"complete": False, "uncounted_ops": ["lstm"]}
+
+
+class CpuDevice:
+    def synchronize(self) -> None:
+        pass
+
+
+SPEC = WorkloadSpec(name="counted", kind="fault", summary="", sweep="size", params={},
+                    variants=("ok",), counts_flops=True,
+                    check=lambda *args: Check(True, "abs_error", 0, 0, ""))
+FAST = TimingPolicy(min_samples=3, min_time_s=0.0, warmup_s=0.001, target_sample_s=1e-5)
+
+
+def _flops_of(module: CountingModule, counted: dict | None) -> dict:
+    _, output, _ = worker.measure_case(SPEC, module, {"size": 1}, "ok", CpuDevice(), {}, FAST,
+                                       counted=counted)
+    return {key: value for key, value in output["extra"].items() if key.startswith("flops")}
+
+
+def test_a_later_round_takes_the_first_rounds_flops_without_counting() -> None:
+    module = CountingModule()
+    first = _flops_of(module, None)
+    assert module.counted == 1 and first["flops_counted_by"] == "the fake counter"
+    result = CellResult(cell=Cell("counted", "ok", "fake", "cpu"),
+                        cases=[CaseResult({"size": 1}, samples=[1.0], cold_seconds=0.1,
+                                   extra=dict(first)),
+                               CaseResult({"size": 2}, samples=[1.0], cold_seconds=0.1, extra={})])
+    merger = rounds.RoundMerger.of(SPEC, [result.cell], 3)
+    merger.add(result.cell, result)
+    later = merger.calibrated(Cell("counted", "ok", "fake", "cpu", rounds=3, round=1))
+    assert later.flops[1] is None  # nothing counted there: that round counts anew
+    again = Cell(**json.loads(json.dumps(later.as_dict())))  # through the cell file
+    assert again == later and hash(again) == hash(later)
+    reused = _flops_of(module, worker.counted_flops(again, 0))
+    assert module.counted == 1  # the counter did not run again
+    assert reused["flops_per_call"] == 123.0
+    assert reused["flops_coverage"] == first["flops_coverage"]
+    assert reused["flops_counted_by"] == "the fake counter" + worker.FLOPS_REUSED
+    assert worker.counted_flops(again, 1) is None
+
+
+# --- idle power remembered per machine -----------------------------------------------------
+
+
+class SteadyCounter:
+    """An energy counter drawing WATTS on a clock that moves only when slept."""
+
+    def __init__(self, name: str, watts: float, clock: list[float]) -> None:
+        self.name, self.watts, self.clock = name, watts, clock
+        self.reads = 0
+
+    def read_joules(self) -> float:
+        self.reads += 1
+        return self.watts * self.clock[0]
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path) -> Any:
+    with settings.using(settings.Settings(cache_dir=str(tmp_path))):
+        yield tmp_path
+
+
+def _watch(monkeypatch: pytest.MonkeyPatch, watts: float) -> tuple[casewatch.CaseWatch,
+                                                                      list[float]]:
+    clock = [0.0]
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
+
+    monkeypatch.setattr(energy.time, "sleep", sleep)
+    monkeypatch.setattr(energy.time, "perf_counter", lambda: clock[0])
+    host = SteadyCounter("RAPL package-0", watts, clock)
+    return casewatch.CaseWatch(None, "cpu cell", host, "", is_gpu=False), clock
+
+
+def _measure_idle(monkeypatch: pytest.MonkeyPatch, watts: float,
+                  fingerprint: dict) -> energy.IdlePower:
+    watch, _ = _watch(monkeypatch, watts)
+    original = energy.measure_idle
+
+    def measured(counters: dict, **kwargs: Any) -> dict:  # the defaults, on the fake clock
+        return original(counters, sleep=energy.time.sleep, clock=energy.time.perf_counter)
+
+    monkeypatch.setattr(energy, "measure_idle", measured)
+    watch.measure_idle(fingerprint)
+    return watch.idle["host"]
+
+
+def test_idle_power_is_remembered_and_measured_again_on_a_new_fingerprint(
+        cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    machine = casewatch.idle_fingerprint("cpu", "x86 CPU")
+    first = _measure_idle(monkeypatch, 40.0, machine)
+    assert first.watts == pytest.approx(40.0) and not first.remembered and first.settled
+    second = _measure_idle(monkeypatch, 55.0, machine)  # the counter would now say 55 W
+    assert second.remembered and second.watts == pytest.approx(40.0)
+    record = energy.window_record(_window(), None, second, "the timed samples")
+    assert record.extra_fields["idle_remembered_from"] == energy.time.strftime(
+        "%H:%M", energy.time.localtime(first.measured_at))
+    changed = _measure_idle(monkeypatch, 55.0, {**machine, "cores": machine["cores"] + 1})
+    assert not changed.remembered and changed.watts == pytest.approx(55.0)
+    measured = energy.window_record(_window(), None, changed, "the timed samples")
+    assert "idle_remembered_from" not in measured.extra_fields
+
+
+def test_idle_power_older_than_an_hour_is_measured_again(
+        cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    machine = casewatch.idle_fingerprint("cpu", "x86 CPU")
+    first = _measure_idle(monkeypatch, 40.0, machine)
+    names = ["RAPL package-0"]
+    assert energy.recall_idle(machine, names, now=first.measured_at + 60) is not None
+    assert energy.recall_idle(machine, names,
+                              now=first.measured_at + energy.IDLE_REMEMBER_S + 1) is None
+    assert energy.recall_idle(machine, ["another counter"], now=first.measured_at) is None
+
+
+def _window() -> energy.EnergyWindow:
+    clock = iter([0.0, 2.0])
+    joules = iter([0.0, 100.0])
+
+    class Counter:
+        name = "RAPL package-0"
+
+        def read_joules(self) -> float:
+            return next(joules)
+
+    window = energy.EnergyWindow(Counter(), clock=lambda: next(clock))
+    window.begin()
+    window.end(10)
+    return window
+
+
+# --- energy from the timed windows ---------------------------------------------------------
+
+
+def test_a_timed_window_long_enough_gives_the_energy_without_a_pass() -> None:
+    watch, clock = casewatch.CaseWatch(None, "", None, "", is_gpu=False), [0.0]
+    counter = SteadyCounter("RAPL package-0", 30.0, clock)
+    watch.host = counter
+    steps: list[int] = []
+    watch.start_case()
+    watch.attach(lambda: steps.append(1), lambda: None)
+    watch.windows = {"host": energy.EnergyWindow(counter, clock=lambda: clock[0])}
+    watch.windows["host"].begin()
+    clock[0] += energy.MIN_WINDOW_S * 1.2  # the timed samples lasted long enough
+    watch.end(600)
+    extras, _ = watch.finish_case(0.002, None)
+    host = extras["energy"]["host"]
+    assert host["status"] == "ok" and host["source"] == "the timed samples"
+    assert host["calls"] == 600 and not steps  # no energy pass called the step again
+    assert host["joules_per_call"] == pytest.approx(30.0 * energy.MIN_WINDOW_S * 1.2 / 600)
+
+
+def test_a_pass_after_the_samples_is_left_out_where_it_would_take_too_long() -> None:
+    """Seed 000's Jacobian: 2.5 s per call; its FLOP counter's traced call took 16.5 s and
+    the memory pass 14 s on the 2-core VM, its GPU step 12 s: each pass is left out, saying
+    why, where its estimate passes AFTER_PASS_LIMIT_S; a short call keeps every pass."""
+    assert worker.pass_too_long(worker.FLOP_COUNT_PHASE, 0.44) == ""
+    assert worker.pass_too_long(worker.MEMORY_PASS_PHASE, 0.44) == ""
+    assert worker.pass_too_long("device profile", 0.75) == ""
+    assert worker.pass_too_long(worker.FLOP_COUNT_PHASE, None) == ""
+    why = worker.pass_too_long(worker.FLOP_COUNT_PHASE, 2.5)
+    assert why.startswith("left out: a call takes 2.5 s") and "~18 s" in why
+    assert worker.pass_too_long("device profile", 12.0, calls=1) != ""
+
+
+def test_a_slow_call_gets_no_flop_count_or_memory_pass_and_says_why() -> None:
+    class Counting:
+        calls = 0
+
+        @staticmethod
+        def count_flops(task: object) -> tuple[float, str]:
+            Counting.calls += 1
+            return 1.0, "counted"
+
+        @staticmethod
+        def required_memory(task: object) -> dict[str, int]:
+            Counting.calls += 1
+            return {"required_device_bytes": 1}
+
+    spec = type("Spec", (), {"flops": None, "flops_covers": ""})()
+    slow = worker.pass_too_long(worker.FLOP_COUNT_PHASE, 3.0)
+    record = worker.flops_record(spec, Counting, {}, None, slow)  # type: ignore[arg-type]
+    assert record == {"flops_counted_by": f"unavailable: the FLOP count was {slow}"}
+    memory = worker.required_memory_record(
+        Counting, None, worker.pass_too_long(worker.MEMORY_PASS_PHASE, 3.0))
+    assert memory["required_device_reason"].startswith("the memory pass was left out")
+    assert Counting.calls == 0
+    assert worker.flops_record(spec, Counting, {}, None)["flops_per_call"] == 1.0  # type: ignore[arg-type]
