@@ -74,6 +74,22 @@ def test_hang_past_timeout_is_killed_and_reported(servers: ForkServers | None) -
     assert result.cases[0].status == Status.OK
 
 
+def test_a_deadline_before_the_timeout_stops_the_worker_with_its_reason(
+        servers: ForkServers | None) -> None:
+    """harness advise's budget: a worker still running when it ends is stopped, its finished
+    case kept, and the cell says why (not the --timeout it never reached)."""
+    options = RunOptions(timeout_s=600.0, deadline=time.monotonic() + 8.0,
+                         deadline_reason="the advise budget of 180 s ran out")
+    started = time.monotonic()
+    result = run_worker(fault_cell("hang"), options, servers)
+    assert time.monotonic() - started < 30
+    assert result.status == Status.TIMEOUT
+    assert result.reason == "the advise budget of 180 s ran out; worker killed"
+    assert result.cases[0].status == Status.OK
+    assert RunOptions(timeout_s=5.0, deadline=time.monotonic() + 60).worker_timeout() == \
+        (5.0, False)
+
+
 def test_timeout_kills_the_workers_children_too(tmp_path: Path,
                                                 servers: ForkServers | None) -> None:
     pid_file = tmp_path / "child.pid"

@@ -62,6 +62,17 @@ class RunOptions:
     settings: Settings = field(default_factory=active)
     # The run's folder for compile caches (compile_cache_environment); None: none kept.
     compile_cache_root: Path | None = None
+    # A time.monotonic() by which a worker is stopped whatever timeout_s allows (harness
+    # advise's budget), and the reason its cell then gives; None: timeout_s alone.
+    deadline: float | None = None
+    deadline_reason: str = ""
+
+    def worker_timeout(self) -> tuple[float, bool]:
+        """(seconds a worker started now may run, whether the deadline is what bounds it)."""
+        if self.deadline is None:
+            return self.timeout_s, False
+        left = max(1.0, self.deadline - time.monotonic())
+        return min(self.timeout_s, left), left < self.timeout_s
 
 
 def framework_environment(framework: str, current: dict[str, str],
@@ -320,6 +331,7 @@ def _run_worker_once(cell: Cell, options: RunOptions,
         stderr_path = scratch_dir / "stderr.txt"
         cell_path.write_text(json.dumps(cell.as_dict()))
         spawned = time.time()
+        timeout_s, by_deadline = options.worker_timeout()
         with open(stderr_path, "wb") as stderr_file:
             try:
                 process, shared_start_s = _start_child(
@@ -329,7 +341,7 @@ def _run_worker_once(cell: Cell, options: RunOptions,
                     cell_environment(cell, options.extra_pythonpath, options.settings,
                                      options.compile_cache_root),
                     servers, stderr_file)
-                returncode, peak_rss = _wait_for_child(process, options.timeout_s)
+                returncode, peak_rss = _wait_for_child(process, timeout_s)
             except ForkServerLost as lost:
                 return _partial(cell, result_path, Status.ERROR, f"{lost}; worker stopped"), True
         forked = isinstance(process, ForkedWorker)
@@ -340,9 +352,9 @@ def _run_worker_once(cell: Cell, options: RunOptions,
             return _partial(cell, result_path, Status.INTERRUPTED,
                             interrupted_reason(stop)), forked
         if returncode is None:
-            return _partial(cell, result_path, Status.TIMEOUT,
-                            f"no result within --timeout {options.timeout_s:g} s; "
-                            "worker killed"), forked
+            why = (options.deadline_reason if by_deadline and options.deadline_reason
+                   else f"no result within --timeout {options.timeout_s:g} s")
+            return _partial(cell, result_path, Status.TIMEOUT, f"{why}; worker killed"), forked
         if not complete or result is None:
             reason = _crash_reason(returncode, _stderr_tail(stderr_path))
             return with_peak_host_memory(_partial(cell, result_path, Status.ERROR, reason),
