@@ -89,8 +89,25 @@ def test_a_matrix_forks_every_cell_from_one_warm_process_and_counts_its_start_on
     assert [result.status for result in results] == [Status.OK, Status.OK, Status.OK]
     phases = [result.cost.phases for result in results if result.cost is not None]
     assert len(phases) == 3 and all("worker fork" in cell for cell in phases)
+    # started before the first worker (ForkServers.prestart), so no cell carries its imports
     shared = [cell.get("warm process start (python, imports; shared)", 0.0) for cell in phases]
-    assert shared[0] > 0 and shared[1:] == [0.0, 0.0]
+    assert shared == [0.0, 0.0, 0.0]
+
+
+def test_a_matrix_starts_every_warm_process_before_its_first_worker(tmp_path: Path) -> None:
+    """All at once (the imports share the cores), each ready before any worker is timed; one
+    already started is not started again."""
+    env = cell_environment(Cell("fault", "ok", "fake", "cpu"))
+    wanted = [("fake", PRELOAD, env), ("fake", PRELOAD, {**env, "OTHER_SETTING": "1"}),
+              ("fake", PRELOAD, env), ("numpy", (), env)]
+    with ForkServers(tmp_path) as servers:
+        assert servers.prestart(wanted, PROJECT_ROOT) > 0
+        assert len(servers._servers) == 2  # two environments; numpy declares no preload
+        assert all(server._answered and not server.refused
+                   for server in servers._servers.values())
+        assert servers.prestart(wanted, PROJECT_ROOT) == 0.0
+        server, started_now = servers.get("fake", PRELOAD, env, PROJECT_ROOT)
+        assert server is not None and started_now == 0.0
 
 
 def test_fork_workers_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:

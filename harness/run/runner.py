@@ -150,6 +150,14 @@ def per_cell_variables(framework: str) -> tuple[str, ...]:
     return (*forkserver.LATE_VARIABLES, *cache)
 
 
+def warm_environment(framework: str, env: dict[str, str]) -> dict[str, str]:
+    """A cell's environment as its framework's warm process gets it (and is keyed by): without
+    the variables that differ from cell to cell but the late ones (blanked there)."""
+    per_cell = per_cell_variables(framework)
+    return {name: value for name, value in env.items()
+            if name not in per_cell or name in forkserver.LATE_VARIABLES}
+
+
 def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = (),
                      settings: Settings | None = None,
                      compile_cache_root: Path | None = None) -> dict[str, str]:
@@ -276,9 +284,7 @@ def _start_child(module: str, args: list[str], framework: str, env: dict[str, st
     """`python -m MODULE *ARGS` in ENV: forked from FRAMEWORK's warm process where there is one,
     else a new interpreter; with the seconds spent starting that warm process for this child."""
     if servers is not None:
-        per_cell = per_cell_variables(framework)
-        warm_env = {name: value for name, value in env.items()
-                    if name not in per_cell or name in forkserver.LATE_VARIABLES}
+        warm_env = warm_environment(framework, env)
         server, started_s = servers.get(framework, framework_preload(framework), warm_env,
                                         PROJECT_ROOT)
         if server is not None:
@@ -433,6 +439,12 @@ def run_matrix(cells: list[Cell], options: RunOptions,
     # Workers forked from the run's warm processes; none where the settings say fork_workers
     # False (HARNESS_FORK_WORKERS=0).
     with forkserver.shared(options.settings.fork_workers) as servers:
+        if servers is not None:
+            servers.prestart([(cell.framework, framework_preload(cell.framework),
+                               warm_environment(cell.framework, cell_environment(
+                                   cell, options.extra_pythonpath, options.settings,
+                                   options.compile_cache_root)))
+                              for cell in cells], PROJECT_ROOT)
         for cell in cells:
             if interrupt.requested() is not None:  # arrived between two workers
                 return False
