@@ -365,18 +365,23 @@ TINY_TORCH = """
 """
 
 
-@pytest.mark.slow  # real framework workers
-def test_a_real_cpu_run_records_what_the_host_fit_can_use(tmp_path: Path) -> None:
+def compare_tiny_on_cpu(tmp_path: Path, sizes: str) -> Path:
+    """`harness compare` of TINY_TORCH on the CPU (torch, --quick) at SIZES: its run folder."""
     model = tmp_path / "tiny.py"
     model.write_text(textwrap.dedent(TINY_TORCH))
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT_ROOT))
     ran = subprocess.run(
         [sys.executable, "-m", "harness.cli", "compare", "--model", str(model), "--device",
-         "cpu", "--framework", "torch", "--sizes", "64,4096,16384", "--quick", "--no-ceilings",
+         "cpu", "--framework", "torch", "--sizes", sizes, "--quick", "--no-ceilings",
          "--no-report", "--out", str(tmp_path / "out")],
         cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    run_dir = next((tmp_path / "out").glob("*/run.json")).parent
+    return next((tmp_path / "out").glob("*/run.json")).parent
+
+
+@pytest.mark.slow  # real framework workers
+def test_a_real_cpu_run_records_what_the_host_fit_can_use(tmp_path: Path) -> None:
+    run_dir = compare_tiny_on_cpu(tmp_path, "64,4096,16384")
     doc = load_run(run_dir)
     fit = largest_batch_that_fits(doc, "torch", "cpu", "as-written")
     assert fit is not None and fit.memory == "host"
@@ -411,33 +416,14 @@ def test_the_run_records_each_visible_gpus_total_memory(tmp_path: Path,
     assert host["gpus"] == ["NVIDIA H200"] and host["gpu_memory_bytes"] == [143771 * 2**20]
 
 
-# A two-layer MLP: every byte of its step can be counted by hand.
-MLP_TORCH = """
-    import numpy as np
-    import torch.nn as nn
-
-    def model():
-        return nn.Sequential(nn.Linear(64, 256), nn.Tanh(), nn.Linear(256, 4))
-
-    def inputs(batch, rng):
-        return rng.standard_normal((batch, 64), dtype=np.float32)
-"""
+# TINY_TORCH's two-layer MLP: every byte of its step can be counted by hand.
 MLP_PARAMETER_BYTES = 4 * (64 * 256 + 256 + 256 * 4 + 4)  # 70,672
 
 
 @pytest.mark.slow  # real framework workers
 def test_a_torch_step_must_hold_what_is_counted_by_hand(tmp_path: Path) -> None:
-    model = tmp_path / "mlp.py"
-    model.write_text(textwrap.dedent(MLP_TORCH))
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT_ROOT))
-    ran = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "compare", "--model", str(model), "--device",
-         "cpu", "--framework", "torch", "--sizes", "128,256,512", "--quick", "--no-ceilings",
-         "--no-report", "--out", str(tmp_path / "out")],
-        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    cell = next(cell for cell in load_run(next((tmp_path / "out").glob("*/run.json")).parent
-                                          ).cells if cell.device == "cpu")
+    run_dir = compare_tiny_on_cpu(tmp_path, "128,256,512")
+    cell = next(cell for cell in load_run(run_dir).cells if cell.device == "cpu")
     for case in cell.cases:
         batch = case.case["batch"]
         parts = case.extra["required_device_parts"]
