@@ -33,10 +33,13 @@ from harness.workloads.usermodel.source import UserCodeError, call_user, load_us
 from harness.workloads.usermodel.spec import (
     CAPABILITIES,
     GPU_ONLY,
+    JACOBIAN_PARTS,
     KEPT_RESULTS,
+    NO_JACOBIAN,
     THREADS,
     TORCH_COMPILE_MODE,
     ModelInputs,
+    autograd_functional_calls,
     declared_name,
     split_parts,
     training_targets,
@@ -44,6 +47,7 @@ from harness.workloads.usermodel.spec import (
 
 if TYPE_CHECKING:
     from harness.backends.torch.graphs import CapturedOnFirstCall
+    from harness.backends.torch.jacobians import JacobianSwitch
 
 # The CPU reference computes in float32; on a GPU torch would run convolutions in TF32 by
 # default (cuDNN), whose 10-bit mantissa no float32 bound covers.
@@ -341,6 +345,11 @@ def _make_task(variant: str, device: TorchDevice, inputs: ModelInputs, dtype: to
             return call
     call = make_call(model)
     eager = call if model is net else make_call(net)
+    switch = jacobian_switch(parts, path)
+    if switch is not None:  # the eager call too: the FLOP count and memory pass run it
+        same = eager is call
+        call = switch.around(call)
+        eager = call if same else switch.around(eager)
     if mode == "reduce-overhead":
         call = marked_steps(call)
     graph: CapturedOnFirstCall | None = None
@@ -367,9 +376,25 @@ def _make_task(variant: str, device: TorchDevice, inputs: ModelInputs, dtype: to
         task.late_extra.append(lambda: {"threads": torch.get_num_threads()})
     if scaled is not None:
         task.late_extra.append(scaled.record)
+    if switch is not None:
+        task.late_extra.append(switch.record)
     if mode == "reduce-overhead" and device.is_gpu:
         task.late_extra.append(compile_watch())
     return task
+
+
+def jacobian_switch(parts: frozenset[str], path: str) -> JacobianSwitch | None:
+    """The Jacobian fix the parts ask for (harness/backends/torch/jacobians.py), or None;
+    VariantUnavailable for a file that calls no torch.autograd.functional.jacobian / hessian
+    (read from its text, as the planner reads it)."""
+    chosen = sorted(parts & JACOBIAN_PARTS.keys())
+    if not chosen:
+        return None
+    if not autograd_functional_calls(Path(path).read_text(errors="replace")):
+        raise VariantUnavailable(f"{chosen[0]}: {NO_JACOBIAN}")
+    from harness.backends.torch.jacobians import JacobianSwitch  # noqa: PLC0415 - these fixes only
+
+    return JacobianSwitch(JACOBIAN_PARTS[chosen[0]], load_user_module(path))
 
 
 def marked_steps(call: Callable[[], Any]) -> Callable[[], Any]:

@@ -13,7 +13,13 @@ from typing import Any
 from harness.core import registry
 from harness.run.runner import run_json_child
 from harness.spec import BadInput, CaseParams, Cell, ParamValue, WorkloadSpec, int_param, str_param
-from harness.workloads.usermodel.spec import FAMILIES, NAME_PREFIX, PREPARED_PARAM, spec_for_name
+from harness.workloads.usermodel.spec import (
+    FAMILIES,
+    NAME_PREFIX,
+    PREPARED_PARAM,
+    autograd_functional_calls,
+    spec_for_name,
+)
 
 INSPECT_TIMEOUT_S = 300.0
 # Keras' backends in the order the inspector and the preparer prefer (JAX imports fastest).
@@ -86,6 +92,9 @@ def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S,
     if family == "keras":  # every Keras backend that is installed
         frameworks = tuple(installed(frameworks)) or frameworks
     info["frameworks"] = list(frameworks)
+    if family == "torch":  # which Jacobian fixes apply (spec.file_capability)
+        info["autograd_functional"] = list(autograd_functional_calls(
+            path.read_text(errors="replace")))
     against = "your targets()" if info["has_targets"] else "fixed random targets"
     times = {"step": "your step(net, *inputs)",
              "train": f"one training step against {against} "

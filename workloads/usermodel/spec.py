@@ -9,10 +9,11 @@ so a worker needs no inspection of its own. What each framework family runs is d
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -45,7 +46,8 @@ IMPLEMENTATIONS = {
     "jax": "harness.backends.jax.usermodel",
 }
 # The canonical order of a composed name's parts ("resident+compiled+bf16"): this tuple's.
-VARIANTS = ("as-written", "resident", "compiled", "compile-reduce-overhead",
+VARIANTS = ("as-written", "jacobian-forward", "jacobian-vectorized", "resident", "compiled",
+            "compile-reduce-overhead",
             "compile-max-autotune", "cuda-graph", "steps-per-execution", "bf16", "fp16", "tf32",
             "channels-last", "cudnn-benchmark", "threads-N")
 COMPILE_MODES = ("compiled", "compile-reduce-overhead", "compile-max-autotune")
@@ -53,6 +55,18 @@ COMPILE_MODES = ("compiled", "compile-reduce-overhead", "compile-max-autotune")
 TORCH_COMPILE_MODE = {"compiled": None, "compile-reduce-overhead": "reduce-overhead",
                       "compile-max-autotune": "max-autotune-no-cudagraphs"}
 THREADS = "threads-N"
+# The fixes that change how torch.autograd.functional.jacobian / hessian differentiate the
+# step (their arguments, not the user's file): vectorize=True runs the backward passes, one per
+# output element, as one batched pass (vmap); forward mode, vectorized, pushes one batched
+# tangent per input element instead. Each part's keyword arguments per function.
+JACOBIAN_PARTS: dict[str, dict[str, dict[str, object]]] = {
+    "jacobian-forward": {"jacobian": {"vectorize": True, "strategy": "forward-mode"},
+                         "hessian": {"vectorize": True, "outer_jacobian_strategy": "forward-mode"}},
+    "jacobian-vectorized": {"jacobian": {"vectorize": True}, "hessian": {"vectorize": True}},
+}
+AUTOGRAD_FUNCTIONAL = "torch.autograd.functional"
+NO_JACOBIAN = (f"the file calls no {AUTOGRAD_FUNCTIONAL}.jacobian or hessian: nothing to "
+               "vectorize")
 WHAT = ("train", "inference", "step")
 # Keras' steps-per-execution variant: fit (or predict) compiled with this many steps in one
 # execution (with HARNESS_KERAS_STEP = "train_on_batch": one call is this many batches).
@@ -94,8 +108,8 @@ GPU_ONLY = {
 ON_GPU_THREADS = ("the CPU's thread count: a GPU cell's host threads launch kernels, the "
                   "arithmetic runs on the device")
 # Parts only torch's implementation runs (every other family refuses them as TORCH_ONLY).
-TORCH_PARTS = ("resident", "compile-reduce-overhead", "compile-max-autotune", "cuda-graph",
-               "tf32", "channels-last", "cudnn-benchmark", THREADS)
+TORCH_PARTS = (*JACOBIAN_PARTS, "resident", "compile-reduce-overhead", "compile-max-autotune",
+               "cuda-graph", "tf32", "channels-last", "cudnn-benchmark", THREADS)
 KERAS_PARTS = ("as-written", "compiled", "steps-per-execution", "bf16", "fp16")
 JAX_FP16 = ("float16 needs loss scaling the file's optax chain would have to carry; bf16 is "
             "JAX's mixed precision")
@@ -129,6 +143,10 @@ NOTES = (
     "for large inputs; jit_compile='auto'; time per step = call / steps_per_call), or "
     f"train_on_batch / predict_on_batch where the file sets {KERAS_STEP_OPTION} = "
     "'train_on_batch', JAX ops unjitted. Every other variant changes one thing of it: "
+    "jacobian-forward / jacobian-vectorized (torch, a file that calls "
+    f"{AUTOGRAD_FUNCTIONAL}.jacobian or hessian): those calls made with strategy='forward-mode' "
+    "(hessian: outer_jacobian_strategy) and vectorize=True / with vectorize=True, the file "
+    "unchanged; "
     "resident (torch, GPU): inputs put on the device once; compiled: torch.compile / Keras "
     "jit_compile=True / jax.jit of the whole step (torch: inputs still copied each call; "
     "resident+compiled: both); compile-reduce-overhead (torch, GPU) and compile-max-autotune "
@@ -187,6 +205,9 @@ def conflict(parts: Iterable[str]) -> str | None:
     if compiles and "cuda-graph" in declared:
         return (f"{compiles[0]} with cuda-graph: the hand-made capture runs eager steps; "
                 "compile-reduce-overhead is torch.compile's own CUDA graphs")
+    strategies = [name for name in declared if name in JACOBIAN_PARTS]
+    if len(strategies) > 1:
+        return f"{' and '.join(strategies)} are two Jacobian strategies: one at a time"
     if "bf16" in declared and "fp16" in declared:
         return "bf16 and fp16 are two autocast precisions: one at a time"
     if "fp16" in declared and "cuda-graph" in declared:
@@ -248,6 +269,14 @@ def _fix(name: str, families: str, devices: str, numerics: bool, helps: set[str]
 
 
 FIXES: dict[str, Fix] = {fix.name: fix for fix in (
+    _fix("jacobian-forward", "torch", "cpu gpu", False, {LAUNCH, HOST, COMPUTE, MEMORY, DEVICE},
+         f"{AUTOGRAD_FUNCTIONAL}.jacobian / hessian in forward mode, vectorized: one batched "
+         "tangent per input element instead of one backward pass per output element, far "
+         "less work where the outputs outnumber the inputs"),
+    _fix("jacobian-vectorized", "torch", "cpu gpu", False, {LAUNCH, HOST},
+         f"{AUTOGRAD_FUNCTIONAL}.jacobian / hessian with vectorize=True: the backward passes, "
+         "one per output element, run as one batched pass instead of a Python loop of small "
+         "launches"),
     _fix("resident", "torch", "gpu", False, {TRANSFER, COPY},
          "the inputs are put on the device once, so no step waits on a host-to-device copy"),
     _fix("compiled", "torch keras jax", "cpu gpu", False, {LAUNCH, HOST, MEMORY, DEVICE},
@@ -309,8 +338,49 @@ def fixes_for(framework: str, device: str, *, cpu_cores: int | None = None,
     return names
 
 
+def autograd_functional_calls(source: str) -> list[str]:
+    """Which of torch.autograd.functional's jacobian / hessian the file's text uses: names or
+    attributes `jacobian` / `hessian` in a file that imports or names torch.autograd.functional
+    (`torch.autograd.functional.jacobian(...)`, `from torch.autograd.functional import
+    jacobian`, `import torch.autograd.functional as F`). A reading of the text, not of what
+    runs: the worker counts the calls it changed (a jacobian fix whose step made none says so)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    names: set[str] = set()
+    functional = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            functional |= node.module == AUTOGRAD_FUNCTIONAL or (
+                node.module == "torch.autograd"
+                and any(alias.name == "functional" for alias in node.names))
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            functional |= any(alias.name == AUTOGRAD_FUNCTIONAL for alias in node.names)
+        elif isinstance(node, ast.Attribute):
+            functional |= node.attr == "functional" and isinstance(node.value, ast.Attribute) \
+                and node.value.attr == "autograd"
+            names.add(node.attr)
+        elif isinstance(node, ast.Name):
+            names.add(node.id)
+    return sorted(names & {"jacobian", "hessian"}) if functional else []
+
+
 def family_of(framework: str) -> str | None:
     return next((family for family, members in FAMILIES.items() if framework in members), None)
+
+
+def file_capability(framework: str, info: Mapping[str, Any]) -> Capability:
+    """What FRAMEWORK runs of this file: its CAPABILITIES, less the Jacobian fixes where the
+    inspection found no torch.autograd.functional call to change (without the inspection's
+    report, in a worker: the declared capability; the worker reads the file itself)."""
+    declared = CAPABILITIES[framework]
+    if framework != "torch" or "autograd_functional" not in info or \
+            info["autograd_functional"]:
+        return declared
+    return replace(declared, refused={**declared.refused,
+                                      **dict.fromkeys(JACOBIAN_PARTS, NO_JACOBIAN)})
 
 
 def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadSpec:
@@ -346,7 +416,7 @@ def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadS
         check=check,
         notes=NOTES,
         overhead_pairs=(("as-written", "resident", "host->device copies"),),
-        capabilities={fw: CAPABILITIES[fw] for fw in frameworks},
+        capabilities={fw: file_capability(fw, info) for fw in frameworks},
         variant_conflict=conflict,
         counts_flops=True,
     )
