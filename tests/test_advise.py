@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -22,9 +24,10 @@ import pytest
 
 from harness.analysis import advice
 from harness.analysis.check import audit_run
-from harness.data.results import RunDocument
+from harness.data.results import CellResult, HarnessCost, RunDocument
 from harness.run import advise as advise_flow
 from harness.run.rounds import round_orders
+from harness.run.runner import RunOptions
 from harness.spec import Cell
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -211,6 +214,204 @@ def test_a_budget_too_small_keeps_the_first_ranked_fixes_and_prices_the_rest() -
     assert advise_flow.fit_budget([baseline], ranked, None, 3, None).rounds == 3
 
 
+def priced(variant: str, costs: advise_flow.Costs, rank: int,
+           device: str = "cuda:0") -> advise_flow.Candidate:
+    return advise_flow.Candidate(Cell("model-net", variant, "torch", device), advice.UNSAID,
+                                 rank, costs, "not profiled")
+
+
+# Seed 000's Jacobian, roughly: a GPU worker of ~100 s whose floor (start, imports, device
+# open, check, exit) is 8 s; on the CPU a worker of 10 s, 4 s of it the floor.
+SLOW_GPU = advise_flow.Costs(100.0, 95.0, 8.0)
+CHEAP_CPU = advise_flow.Costs(10.0, 8.0, 4.0)
+
+
+def variants(items: list[advise_flow.Candidate]) -> list[str]:
+    return [f"{item.cell.variant}@{item.cell.device}" for item in items]
+
+
+def test_fixes_too_dear_at_their_estimate_are_tried_in_the_time_left_after_the_others() -> None:
+    """60 s left: no GPU fix fits at the as-written GPU worker's price, the CPU fixes do (1
+    round: at 2 or 3 the as-written GPU cell's later rounds alone overrun it). The 40 s the
+    CPU fixes leave hold the GPU fixes' 8 s floors: both are trials, in rank order, after the
+    CPU fixes; the rounds are those of the fill at full price."""
+    ranked = [priced("jacobian-forward", SLOW_GPU, 0), priced("compiled", CHEAP_CPU, 0, "cpu"),
+              priced("vmap", SLOW_GPU, 1), priced("threads-1", CHEAP_CPU, 1, "cpu")]
+    plan = advise_flow.fit_budget([CHEAP_CPU, SLOW_GPU], ranked, 60.0, 3, 180.0)
+    assert plan.rounds == 1
+    assert variants(plan.chosen) == ["compiled@cpu", "threads-1@cpu"]
+    assert variants([item for item, _ in plan.trials]) == ["jacobian-forward@cuda:0",
+                                                           "vmap@cuda:0"]
+    assert variants(plan.to_run) == ["compiled@cpu", "threads-1@cpu",
+                                     "jacobian-forward@cuda:0", "vmap@cuda:0"]
+    # Each trial's budget at full price: 180 + 100 - the 40 s left after the CPU fixes.
+    assert [needed for _, needed in plan.trials] == [240.0, 240.0] and not plan.left_out
+    # The floors are spent in rank order: with 15 s left the first (8 s) fits, the second
+    # (8 s more) does not and is left out with its budget at full price.
+    tight = advise_flow.fit_budget([CHEAP_CPU, SLOW_GPU], ranked, 35.0, 3, 180.0)
+    assert variants([item for item, _ in tight.trials]) == ["jacobian-forward@cuda:0"]
+    assert [(item.cell.variant, needed) for item, needed in tight.left_out] == [("vmap", 270.0)]
+
+
+def test_where_no_fix_fits_at_its_estimate_the_rounds_are_those_that_hold_the_most_trials(
+) -> None:
+    """A GPU-only slow step: no count of rounds holds a fix at full price, and 2 or 3 rounds
+    of the as-written cell alone overrun the 35 s; at 1 round the floors (the compile fix's
+    21 s with its allowance, then 8 s each) fit in rank order until they do not."""
+    compiled = advise_flow.candidate_costs(SLOW_GPU, "torch", "cuda:0", "compiled")
+    assert compiled == advise_flow.Costs(113.0, 106.0, 21.0)
+    ranked = [priced("compiled", compiled, 0), priced("jacobian-forward", SLOW_GPU, 1),
+              priced("vmap", SLOW_GPU, 2), priced("bf16", SLOW_GPU, 3)]
+    plan = advise_flow.fit_budget([SLOW_GPU], ranked, 35.0, 3, 180.0)
+    assert plan.rounds == 1 and plan.chosen == []
+    assert [item.cell.variant for item, _ in plan.trials] == ["compiled", "jacobian-forward"]
+    assert [item.cell.variant for item, _ in plan.left_out] == ["vmap", "bf16"]
+    # Without a measured floor no fix is a trial: the plan is today's.
+    unknown = [priced(item.cell.variant, advise_flow.Costs(100.0, 95.0), item.rank)
+               for item in ranked]
+    assert advise_flow.fit_budget([SLOW_GPU], unknown, 35.0, 3, 180.0).trials == []
+
+
+def test_trials_neither_meet_the_target_nor_choose_the_rounds() -> None:
+    """At 3 rounds two fixes fit at full price and the two others' floors fit what is left:
+    four in all, MIN_FIXES, but two of them trials. The rounds are still the full-price
+    fill's: at 1 round all four fit at full price, so 1 round, no trial."""
+    baseline = advise_flow.Costs(4.0, 3.0, 1.0)
+    ranked = [priced("cuda-graph", advise_flow.Costs(4.0, 3.0, 1.0), 0),
+              priced("compiled", advise_flow.Costs(20.0, 20.0, 5.0), 1),
+              priced("resident", advise_flow.Costs(4.0, 3.0, 1.0), 2),
+              priced("bf16", advise_flow.Costs(4.0, 3.0, 1.0), 3)]
+    three = advise_flow._fill([baseline], ranked, 32.0, 3, 40.0)
+    assert [item.cell.variant for item in three.chosen] == ["cuda-graph", "resident"]
+    assert [item.cell.variant for item, _ in three.trials] == ["compiled", "bf16"]
+    assert not three.meets_target(ranked)
+    chosen = advise_flow.fit_budget([baseline], ranked, 32.0, 3, 40.0)
+    assert chosen.rounds == 1 and len(chosen.chosen) == 4 and not chosen.trials
+    # No budget: every candidate at full price, every round, no trial.
+    unlimited = advise_flow.fit_budget([baseline], ranked, None, 3, None)
+    assert unlimited.rounds == 3 and len(unlimited.chosen) == 4 and not unlimited.trials
+
+
+def test_a_workers_floor_is_its_wall_less_its_calls_and_the_passes_that_repeat_them() -> None:
+    """Two workers, 100 s: 60 s of timed calls, 28 s of warm-up, FLOP count, memory pass and
+    device profile (each calls the step again); the rest, 12 s over two workers, is the
+    floor. A compile fix's floor adds the first round's compile allowance."""
+    cost = HarnessCost(wall_s=100.0, timed_s=60.0, workers=2, phases={
+        "warm-up and calibration": 10.0, "FLOP count": 8.0, "memory pass": 6.0,
+        "device profile": 4.0, "worker start (python, imports)": 7.0, "check": 2.0})
+    result = CellResult(cell=Cell("model-net", "as-written", "torch", "cuda:0"), cost=cost)
+    measured = advise_flow.worker_costs(result)
+    assert measured == advise_flow.Costs(52.0, 48.0, 6.0)
+    assert advise_flow.candidate_costs(measured, "torch", "cuda:0", "bf16") == measured
+    assert advise_flow.candidate_costs(measured, "torch", "cuda:0", "compiled").floor_s == 19.0
+    assert advise_flow.worker_costs(CellResult(cell=result.cell)) is None
+
+
+def test_a_trial_starts_where_its_floor_fits_and_says_so(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """The chooser on a GPU as-written worker of 60 s (floor 5 s), 30 s left: no fix fits at
+    its estimate; the first five fit by their floors and are announced as trials. Before a
+    trial's worker its floor, not its estimate, is held against the time left."""
+    slow = costed(cell("as-written", "cuda:0", {32: 2.0, 128: 0.5}, profile=GPU_PROFILE),
+                  wall_s=60.0)
+    slow["cost"].update(timed_s=54.0, phases={"device profile": 1.0})  # floor: 5 s
+    stored = document([slow])
+    session: Any = SimpleNamespace(
+        document=stored, cells=[result.cell for result in stored.cells], progress=False,
+        recorder=SimpleNamespace(results=stored.cells, save=lambda: None))
+    now = [0.0]
+    monkeypatch.setattr(advise_flow, "clock", lambda: now[0])
+    said: list[str] = []
+    monkeypatch.setattr(advise_flow, "say", said.append)
+    chooser = advise_flow.Chooser(session, {("torch", "cuda:0"): LAUNCH_BOUND_CANDIDATES}, 32,
+                                  30.0, 0.0, 7, rounds=3)
+    chosen = chooser.decide()
+    # Launch-bound: cuda-graph and resident first, then those it argues against; 30 s hold
+    # five floors of 5 s.
+    assert [item.variant for item in chosen] == ["cuda-graph", "resident", "bf16", "tf32",
+                                                 "channels-last"]
+    assert said[0] == ("advise: torch on cuda:0: launch-bound; measuring no fix; in the time "
+                       "left: cuda-graph, resident, bf16, tf32, channels-last")
+    record = stored.extra_fields[advice.RUN_KEY]
+    assert all(item["trial"] and item["floor_s"] == 5.0 for item in record["chosen"])
+    assert record["not_tried"] == [] and record["rounds_run"] == 1
+    graph = chosen[0]
+    now[0] = 25.0  # 5 s left: the floor fits, the 61 s estimate would not
+    assert chooser.fits(graph, 0)
+    now[0] = 25.5
+    assert not chooser.fits(graph, 0)
+
+
+def test_a_trial_leaves_the_other_cells_their_later_rounds(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """3 rounds, 100 s: the as-written cell and a chosen fix (3 s a worker each) still need two
+    more rounds, 12 s. A trial (floor 2 s) starts only where those 12 s are left over after
+    it, and its worker is stopped where they begin; the chosen fix's own worker is held
+    against the budget alone."""
+    stored = document([costed(cell("as-written", "cpu", {32: 1e-3, 128: 4e-3})),
+                       costed(cell("bf16", "cpu", {32: 8e-4, 128: 3e-3}))])
+    session: Any = SimpleNamespace(
+        document=stored, cells=[result.cell for result in stored.cells], progress=False,
+        recorder=SimpleNamespace(results=stored.cells, save=lambda: None),
+        options=RunOptions(timeout_s=600.0))
+    now = [70.0]
+    monkeypatch.setattr(advise_flow, "clock", lambda: now[0])
+    chooser = advise_flow.Chooser(session, {}, 32, 100.0, 0.0, 7, rounds=3, decided=True)
+    trial = replace(stored.cells[0].cell, variant="threads-1")
+    chooser.planned[trial.key] = advise_flow.Candidate(
+        trial, advice.UNSAID, 1, advise_flow.Costs(4.0, 3.0, 2.0), advice.HOST_BOUND)
+    chooser.trials.add(trial.key)
+    assert chooser.reserved(0) == 12.0
+    assert chooser.fits(trial, 0)  # 70 + 2 + 12 <= 100
+    chooser.queue = [trial]
+    before = time.monotonic()
+    assert chooser._next_stage(0) == [trial]
+    after = time.monotonic()
+    # Stopped 18 s from its start: 100 - 70 - the 12 s kept for the others.
+    assert before + 18.0 <= session.options.deadline <= after + 18.0
+    assert session.options.deadline_reason.startswith(
+        "its share of the advise budget of 100 s ran out")
+    now[0] = 90.0  # 2 s more would fit the budget, not the others' 12 s after it
+    assert not chooser.fits(trial, 0)
+    assert chooser.fits(stored.cells[1].cell, 1)  # 90 + 3: the chosen fix is no trial
+
+
+def test_a_trial_stopped_by_the_budget_is_listed_not_measured_never_did_not_help() -> None:
+    """Three trials stopped where the budget ended: one before it finished a case, one after
+    the quarter batch only, one after the user's batch (its case there is measured, and
+    judged). The first two are not measured, each saying why, never under did not help or
+    recommended."""
+    budget_out = "the advise budget of 180 s ran out; worker killed"
+    nothing = {**cell("jacobian-forward", "cuda:0", {32: 1e-4}), "status": "timeout",
+               "reason": budget_out, "cases": []}
+    quarter = {**cell("vmap", "cuda:0", {128: 2e-4}), "status": "timeout",
+               "reason": budget_out}
+    user = {**cell("cuda-graph", "cuda:0", {32: 2.5e-4}), "status": "timeout",
+            "reason": budget_out}
+    run = document([cell("as-written", "cuda:0", {32: 1e-3, 128: 1.05e-3},
+                         profile=GPU_PROFILE), nothing, quarter, user])
+    trial = {"framework": "torch", "device": "cuda:0", "trial": True, "needed_s": 400}
+    run.extra_fields[advice.RUN_KEY] = {
+        "size": 32, "chosen": [{**trial, "variant": name}
+                               for name in ("jacobian-forward", "vmap", "cuda-graph")]}
+    found = advice.advise_run(run)
+    fixes = by_variant(found, "cuda:0")
+    assert fixes["jacobian-forward"].standing == advice.NOT_MEASURED
+    assert fixes["vmap"].standing == advice.NOT_MEASURED
+    assert fixes["cuda-graph"].standing == advice.RECOMMENDED
+    [gpu] = found.devices
+    assert gpu.combination == ["cuda-graph"]
+    lines = found.lines()
+    heading = lines.index("not measured (never recommended):")
+    assert lines[heading + 1:heading + 3] == [
+        "  torch on cuda:0: jacobian-forward: not measured (stopped before it finished a case: "
+        f"{budget_out}; tried in the time left, --budget 400 would run it)",
+        "  torch on cuda:0: vmap: not measured (stopped after batch 128, before batch 32: "
+        f"{budget_out}; tried in the time left, --budget 400 would run it)"]
+    assert "did not help (never recommended):" not in lines
+    assert not any("failed" in line for line in lines)
+
+
 def costed(item: dict[str, Any], wall_s: float = 4.0) -> dict[str, Any]:
     """A synthetic cell with one worker's cost (what the budget reads)."""
     return {**item, "cost": {"wall_s": wall_s, "timed_s": 1.0, "workers": 1,
@@ -220,7 +421,9 @@ def costed(item: dict[str, Any], wall_s: float = 4.0) -> dict[str, Any]:
 def test_what_the_diagnosis_argues_against_and_the_budget_cuts_is_listed_not_tried(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The chooser on a launch-bound GPU baseline, 10 s left: the fix the diagnosis points at
-    and the next run, the rest are not tried, each with the diagnosis's reason and a budget."""
+    and the next run; the 2 s they leave hold bf16's floor (its worker less its calls: 2 s),
+    so it is tried in the time left; the rest are not tried, each with the diagnosis's reason
+    and a budget."""
     run = launch_bound_gpu_run()
     baselines = [costed(item) for item in
                  (cell("as-written", "cuda:0", {32: 1e-3, 128: 1.05e-3}, profile=GPU_PROFILE),)]
@@ -233,10 +436,12 @@ def test_what_the_diagnosis_argues_against_and_the_budget_cuts_is_listed_not_tri
     chooser = advise_flow.Chooser(session, {("torch", "cuda:0"): LAUNCH_BOUND_CANDIDATES}, 32,
                                   10.0, 0.0, 7, rounds=3)
     chosen = chooser.decide()
-    assert [cell.variant for cell in chosen] == ["cuda-graph", "resident"]
+    assert [cell.variant for cell in chosen] == ["cuda-graph", "resident", "bf16"]
     record = stored.extra_fields[advice.RUN_KEY]
     assert record["rounds_run"] == 1 and saved
-    assert [item["variant"] for item in record["not_tried"]] == ["bf16", "tf32", "channels-last"]
+    assert [item.get("trial", False) for item in record["chosen"]] == [False, False, True]
+    assert record["chosen"][-1]["floor_s"] == 2.0 and record["chosen"][-1]["needed_s"] == 20
+    assert [item["variant"] for item in record["not_tried"]] == ["tf32", "channels-last"]
     assert {item["fit"] for item in record["not_tried"]} == {advice.ARGUED_AGAINST}
     # The advice of a run with that record names them, under the answer's notes.
     run.extra_fields[advice.RUN_KEY] = {**record, "size": 32, "tried": 2}
@@ -339,8 +544,9 @@ def test_a_budget_too_small_for_every_fix_runs_the_first_ranked_and_lists_the_re
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """60 s and a clock that never moves (the test must not hang on the VM's speed): the
     compiled fix, ranked first for a host-bound CPU cell, carries a compile allowance no
-    60 s hold, so it is listed as not tried with the budget that would run it; the cheaper
-    fixes after it run; the as-written cell ran first; every row passes harness check."""
+    60 s hold, not even as a trial (the allowance is part of its floor), so it is listed as
+    not tried with the budget that would run it; the cheaper fixes after it run; the
+    as-written cell ran first; every row passes harness check."""
     from harness import api
 
     model = tmp_path / "net.py"
@@ -354,6 +560,7 @@ def test_a_budget_too_small_for_every_fix_runs_the_first_ranked_and_lists_the_re
     assert "compiled" not in ran and "as-written" in ran and len(ran) >= 3, ran
     [compiled] = [item for item in record["not_tried"] if item["variant"] == "compiled"]
     assert compiled["fit"] == advice.AIMED and compiled["needed_s"] > 60
+    assert "compiled" not in {item["variant"] for item in record["chosen"]}
     assert stored.round_orders[0][0] == 0  # planned_cells[0]: the as-written cell, first
     lines = advice.advise_run(stored).lines()
     assert (f"  torch on cpu: compiled: not tried: left out by the budget of 60 s; --budget "

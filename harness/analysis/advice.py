@@ -223,6 +223,9 @@ class Measured:
     profile: dict[str, Any] | None  # the device-busy pass per call (or {"reason": ...})
     flops: float | None  # per call
     cold_s: float | None
+    # The cell's status: a worker stopped from outside (the budget's deadline, --timeout, a
+    # stop signal) leaves a timeout or interrupted cell whose finished cases read ok.
+    cell_status: str = ""
 
     @property
     def median_s(self) -> float | None:
@@ -254,7 +257,8 @@ def measured_case(cell: CellResult, case: CaseResult, sweep: str) -> Measured:
     flops = case.extra.get("flops_per_call")
     return Measured(cell.variant, cell.framework, cell.device, case.case.get(sweep),
                     case.status.value, case.reason or cell.reason, noise, steps, case.check,
-                    case.device_profile, float(flops) if flops else None, case.cold_seconds)
+                    case.device_profile, float(flops) if flops else None, case.cold_seconds,
+                    cell.status.value)
 
 
 def measured_cases(document: RunDocument) -> list[Measured]:
@@ -265,7 +269,7 @@ def measured_cases(document: RunDocument) -> list[Measured]:
         if not cases:
             cases = [Measured(cell.variant, cell.framework, cell.device, None,
                               cell.status.value, cell.reason, None, 1.0, None, None, None,
-                              None)]
+                              None, cell.status.value)]
         found += cases
     return found
 
@@ -420,6 +424,10 @@ def _number(value: float) -> str:
     return f"{value:.2g}"
 
 
+# A cell whose worker was stopped from outside: not a fix that failed, one not measured.
+STOPPED = frozenset({Status.TIMEOUT.value, Status.INTERRUPTED.value})
+
+
 def judge_fix(baseline: Measured, fix: Measured, diagnosis: Diagnosis) -> FixResult:
     """One fix against the as-written case of the same framework and device."""
     judged = FixResult(fix.variant, fix.framework, fix.device, NOT_MEASURED, None, None,
@@ -427,6 +435,8 @@ def judge_fix(baseline: Measured, fix: Measured, diagnosis: Diagnosis) -> FixRes
                        fix.median_s, fix.reason, fix.noise)
     if not fix.valid or baseline.median_s is None or fix.noise is None or \
             baseline.noise is None:
+        if fix.status in STOPPED:
+            return replace(judged, reason=f"stopped before it finished a case: {fix.reason}")
         return judged if fix.status == Status.OK.value else replace(judged, standing=FAILED)
     speedup = baseline.median_s / fix.median_s if fix.median_s else None
     verdict = judge_gap(baseline.noise, fix.noise)
@@ -440,6 +450,18 @@ def judge_fix(baseline: Measured, fix: Measured, diagnosis: Diagnosis) -> FixRes
 
 
 STANDING_ORDER = {RECOMMENDED: 0, DID_NOT_HELP: 1, FAILS_PARITY: 2, FAILED: 3, NOT_MEASURED: 4}
+
+
+def stopped_fix(baseline: Measured, finished: Sequence[Measured], diagnosis: Diagnosis,
+                sweep: str) -> FixResult:
+    """A fix whose worker was stopped after FINISHED, its cases at other sizes than the
+    user's (BASELINE's): not measured at the user's, saying what it finished."""
+    first = finished[0]
+    sizes = ", ".join(format_size(case.size, sweep) for case in finished)
+    return FixResult(first.variant, first.framework, first.device, NOT_MEASURED, None, None,
+                     "no check", why_line(first.variant, diagnosis, baseline), None,
+                     f"stopped after {sweep} {sizes}, before {sweep} "
+                     f"{format_size(baseline.size, sweep)}: {first.reason}")
 
 
 def ranked(results: Iterable[FixResult]) -> list[FixResult]:
@@ -517,7 +539,13 @@ class DeviceAdvice:
 
     def other_lines(self) -> list[str]:
         """What did not help, failed parity or failed: never recommended."""
-        return [item.line() for item in self.fixes if not item.recommended]
+        return [item.line() for item in self.fixes
+                if item.standing not in (RECOMMENDED, NOT_MEASURED)]
+
+    def unmeasured_lines(self) -> list[str]:
+        """The fixes that got a worker but no result at this size (one stopped by the budget,
+        one without samples): never recommended, and never 'did not help' either."""
+        return [item.line() for item in self.fixes if item.standing == NOT_MEASURED]
 
     def not_tried_lines(self) -> list[str]:
         """The candidates never measured, each with why (the diagnosis, the budget)."""
@@ -542,18 +570,33 @@ def _at_size(cases: list[Measured], size: Any) -> list[Measured]:
     return [case for case in cases if case.size == size or case.size is None]
 
 
+def _stopped_elsewhere(baseline: Measured, everywhere: list[Measured], own: list[Measured],
+                       diagnosis: Diagnosis, sweep: str,
+                       skipped: tuple[str, ...]) -> list[FixResult]:
+    """The stopped fixes that finished other sizes only (the user's is missing from OWN)."""
+    present = {case.variant for case in own}
+    stopped: dict[str, list[Measured]] = {}
+    for case in everywhere:
+        if case.cell_status in STOPPED and case.variant not in present | set(skipped):
+            stopped.setdefault(case.variant, []).append(case)
+    return [stopped_fix(baseline, finished, diagnosis, sweep) for finished in stopped.values()]
+
+
 def device_advice(cases: list[Measured], framework: str, device: str, size: Any,
                   combination: str = "", baseline_variant: str = AS_WRITTEN,
-                  ceilings: Ceilings | None = None) -> DeviceAdvice | None:
+                  ceilings: Ceilings | None = None, sweep: str = "size") -> DeviceAdvice | None:
     """The advice of one framework x device at one size; None without an as-written case."""
-    own = [case for case in _at_size(cases, size)
-           if case.framework == framework and case.device == device]
+    everywhere = [case for case in cases if case.framework == framework
+                  and case.device == device]
+    own = _at_size(everywhere, size)
     baseline = next((case for case in own if case.variant == baseline_variant), None)
     if baseline is None:
         return None
     diagnosis = diagnosis_at(baseline, cases, ceilings)
-    fixes = ranked(judge_fix(baseline, case, diagnosis) for case in own
-                   if case.variant not in (baseline_variant, combination))
+    judged = [judge_fix(baseline, case, diagnosis) for case in own
+              if case.variant not in (baseline_variant, combination)]
+    fixes = ranked(judged + _stopped_elsewhere(baseline, everywhere, own, diagnosis, sweep,
+                                               (baseline_variant, combination)))
     combined_case = next((case for case in own if combination and case.variant == combination),
                          None)
     combined = None if combined_case is None else judge_fix(baseline, combined_case, diagnosis)
@@ -689,6 +732,8 @@ class RunAdvice:
         lines += self.notes
         lines += self.ranked_lines()
         for title, lines_of in (("did not help (never recommended):", DeviceAdvice.other_lines),
+                                ("not measured (never recommended):",
+                                 DeviceAdvice.unmeasured_lines),
                                 ("not tried (never measured):", DeviceAdvice.not_tried_lines)):
             found = [(advice, lines_of(advice)) for advice in self.devices]
             if any(lines_ for _, lines_ in found):
@@ -707,7 +752,8 @@ class RunAdvice:
             # Named as in lines(): two devices' "0.99x, slower here" would read as one line
             # said twice (a flaky sentence-once test on the 2-core VM caught it).
             lines += [f"  {advice.framework} on {advice.device}: {line}"
-                      for line in (advice.other_lines() if others else [])]
+                      for line in (advice.other_lines() + advice.unmeasured_lines()
+                                   if others else [])]
         return lines
 
 
@@ -749,7 +795,7 @@ def advise_run(document: RunDocument, size: Any | None = None) -> RunAdvice:
     for framework, device in dict.fromkeys((case.framework, case.device) for case in cases):
         advice = device_advice(cases, framework, device, size,
                                combined.get((framework, device), ""), baseline,
-                               document.ceilings)
+                               document.ceilings, document.sweep)
         if advice is not None:
             devices.append(with_choice(advice, record))
     answers = []
@@ -771,15 +817,30 @@ def _own(items: Any, advice: DeviceAdvice) -> list[dict[str, Any]]:
 
 def with_choice(advice: DeviceAdvice, record: dict[str, Any]) -> DeviceAdvice:
     """A device's advice with what `harness advise` chose not to measure (run.json's advise
-    record: `not_tried`, and `combination_left_out` for a combination the budget left out)."""
+    record: `not_tried`, and `combination_left_out` for a combination the budget left out),
+    and, for a trial that was not measured, the budget that would run it in full."""
     not_tried = [NotTried.of(item) for item in _own(record.get("not_tried"), advice)]
+    trials = {item.get("variant"): item for item in _own(record.get("chosen"), advice)
+              if item.get("trial")}
+    fixes = [_as_trial(fix, trials.get(fix.variant)) for fix in advice.fixes]
     left_out = next(iter(_own(record.get("combination_left_out"), advice)), None)
     note = ""
     if left_out is not None:
         needed = left_out.get("needed_s")
         note = f"left out by the budget of {float(left_out.get('budget_s') or 0):.0f} s" + (
             f"; --budget {float(needed):.0f} would run it" if needed else "")
-    return replace(advice, not_tried=not_tried, combination_note=note)
+    return replace(advice, fixes=fixes, not_tried=not_tried, combination_note=note)
+
+
+def _as_trial(fix: FixResult, trial: dict[str, Any] | None) -> FixResult:
+    """A trial not measured says it was one (too dear at its estimate, tried in the time the
+    budget left) and what budget would run it in full."""
+    if trial is None or fix.standing != NOT_MEASURED:
+        return fix
+    needed = trial.get("needed_s")
+    more = f", --budget {float(needed):.0f} would run it" if \
+        isinstance(needed, (int, float)) else ""
+    return replace(fix, reason=f"{fix.reason or 'no result'}; tried in the time left{more}")
 
 
 def advise_rounds_line(document: RunDocument) -> str | None:

@@ -13,17 +13,20 @@ Two phases, one run folder, so every advice cell is a row of the run (tidy data,
      built-in workload's other variants) are ranked by that diagnosis (those it points at,
      then those it does not speak of, then those it argues against: advice.rank_candidates)
      and as many as the time budget holds are planned (`fit_budget`: estimated from the
-     as-written worker's measured cost; fewer rounds for a slow step), the rest recorded as
-     not tried with why and the budget that would run them;
+     as-written worker's measured cost; fewer rounds for a slow step); of the rest, those
+     whose floor (the part of a worker that does not grow with the step) fits the time left
+     are *trials*, run after the others, round 1 only unless their own measured worker fits
+     more (a vectorized fix of a step of seconds costs seconds, not the as-written minute);
+     the others are recorded as not tried with why and the budget that would run them;
    - the chosen fixes run their round 0 right after, in rank order, and every later round runs
      the as-written cells and the fixes together in a new seeded random order, so each fix is
      still judged against its baseline round by round (rounds paired by number), as compare's
      verdicts are. Only round 0 is not shuffled across both: the choice needs the baselines'
      results first.
    Before each worker the time left is checked against its estimate (a fix's own measured
-   round once it has one): a worker that would overrun the budget is not started, so a wrong
-   estimate costs at most the one worker running (no worker is killed; every finished cell
-   is kept).
+   round once it has one; a trial's floor, with what the other cells still need left over):
+   a worker that would overrun the budget is not started, and one still running where the
+   budget ends (a trial: where its share ends) is stopped, the cases it finished kept.
 2. per framework x device, the recommended fixes that run together (harness.analysis.advice
    `best_combination`) measured as one more cell, where the budget left holds it: the planned
    cells of the stored run grow by those cells and the same folder is reopened, as
@@ -59,6 +62,7 @@ from harness.run.plan import RunPlan, plan
 from harness.run.planner import declared_refusal
 from harness.run.progress import console as progress_console
 from harness.run.session import RunSession
+from harness.run.worker import FLOP_COUNT_PHASE, MEMORY_PASS_PHASE
 from harness.spec import BadInput, Cell, CellKey, Status, WorkloadSpec
 
 # The second batch planned beside a single one, so the fixed step's costs can be refitted: a
@@ -90,6 +94,11 @@ COMPILE_ALLOWANCE_S = {"cpu": (70.0, 35.0), "gpu": (13.0, 11.0)}
 COMPILE_PARTS = frozenset({"compiled", "compile-reduce-overhead", "compile-max-autotune"})
 TORCH_COMPILED = frozenset({"torch", "keras-torch"})  # whose compile fixes are torch.compile
 DEVICE_PROFILE_PHASE = "device profile"  # HarnessCost.phases: a cell's first round only
+# The phases of a worker that call the step again (harness.run.worker): with the timed calls,
+# the part of a worker that grows with the step; the rest (start, imports, device open,
+# inputs, the check, exit) is its floor, what any fix's worker costs whatever its step.
+STEP_PHASES = ("warm-up and calibration", FLOP_COUNT_PHASE, MEMORY_PASS_PHASE,
+               DEVICE_PROFILE_PHASE)
 
 # Fixes compare can run (--variant) that advise does not try on its own: max-autotune's
 # autotuning costs a minute or more in every worker process, so in every round (the small
@@ -169,10 +178,12 @@ def candidates_of(run: RunPlan) -> dict[DeviceKey, list[str]]:
 @dataclass(frozen=True)
 class Costs:
     """Estimated seconds of one cell's worker: in its first round (with the device-busy pass)
-    and in each later one."""
+    and in each later one; and its floor, the part that does not grow with the step (None:
+    not measured)."""
 
     first_s: float
     later_s: float
+    floor_s: float | None = None
 
     def total(self, rounds: int) -> float:
         return self.first_s + max(0, rounds - 1) * self.later_s
@@ -197,11 +208,18 @@ class Candidate:
 @dataclass(frozen=True)
 class BudgetPlan:
     """Which candidates run, in how many rounds; the others with the budget that would run
-    each of them."""
+    each of them. Trials: too dear at their estimate, tried in the time the chosen leave (their
+    floors fit it), after every chosen one, each with the budget that would run it too."""
 
     rounds: int
     chosen: list[Candidate]
     left_out: list[tuple[Candidate, float | None]] = field(default_factory=list)
+    trials: list[tuple[Candidate, float | None]] = field(default_factory=list)
+
+    @property
+    def to_run(self) -> list[Candidate]:
+        """The chosen, then the trials: the order their first round runs in."""
+        return self.chosen + [item for item, _ in self.trials]
 
     def meets_target(self, candidates: Sequence[Candidate]) -> bool:
         """Every device has its MIN_FIXES first fixes' worth (all, where it has fewer)."""
@@ -224,7 +242,9 @@ def fit_budget(baselines: Sequence[Costs], candidates: Sequence[Candidate],
     """The candidates (given in the order to measure them) that fit TIME_LEFT after the
     as-written cells' first round, and the rounds: the most rounds (at most ROUNDS) at which
     every device gets its MIN_FIXES first fixes, else the rounds that fit the most fixes
-    (ties: more rounds). A fix too dear is passed over for cheaper ones after it.
+    (ties: more rounds). A fix too dear is passed over for cheaper ones after it. The trials
+    (those passed over whose floors fit what is left) only add to the chosen: they decide the
+    rounds only where no count of rounds holds any fix at its estimate (then: the most trials).
     No TIME_LEFT (no budget): every candidate, every round."""
     if time_left is None:
         return BudgetPlan(rounds, list(candidates))
@@ -233,16 +253,26 @@ def fit_budget(baselines: Sequence[Costs], candidates: Sequence[Candidate],
         found = _fill(baselines, candidates, time_left, count, budget_s)
         if found.meets_target(candidates):
             return found
-        if best is None or len(found.chosen) > len(best.chosen):
+        if best is None or _holds_more(found, best):
             best = found
     assert best is not None
     return best
 
 
+def _holds_more(found: BudgetPlan, best: BudgetPlan) -> bool:
+    """Whether FOUND measures more fixes at their estimate than BEST, or, where neither holds
+    any (a step of seconds: seed 000's Jacobian), more trials: the as-written cells' later
+    rounds alone would judge no fix."""
+    if found.chosen or best.chosen:
+        return len(found.chosen) > len(best.chosen)
+    return len(found.trials) > len(best.trials)
+
+
 def _fill(baselines: Sequence[Costs], candidates: Sequence[Candidate], time_left: float,
           rounds: int, budget_s: float | None) -> BudgetPlan:
     """fit_budget at ROUNDS rounds: the as-written cells' later rounds first, then each
-    candidate in turn where it still fits."""
+    candidate in turn where it still fits; then, of those passed over, the trials: each in
+    rank order whose floor fits what is left (less the floors of the trials before it)."""
     spare = time_left - sum(item.later_s for item in baselines) * (rounds - 1)
     chosen, passed = [], []
     for item in candidates:
@@ -252,34 +282,48 @@ def _fill(baselines: Sequence[Costs], candidates: Sequence[Candidate], time_left
             spare -= cost
         else:
             passed.append(item)
-    # What each passed-over fix alone would need on top of the budget (spare < 0: the
-    # as-written cells' rounds overran it already).
-    left_out = [(item, round_up(budget_s + item.costs.total(rounds) - spare)
-                 if budget_s else None) for item in passed]
-    return BudgetPlan(rounds, chosen, left_out)
+    trials, left_out = [], []
+    room = spare
+    for item in passed:
+        # What the fix alone would need on top of the budget at its estimate (spare < 0: the
+        # as-written cells' rounds overran it already).
+        needed = round_up(budget_s + item.costs.total(rounds) - spare) if budget_s else None
+        floor = item.costs.floor_s
+        if floor is not None and floor <= room:
+            trials.append((item, needed))
+            room -= floor
+        else:
+            left_out.append((item, needed))
+    return BudgetPlan(rounds, chosen, left_out, trials)
 
 
 def worker_costs(result: CellResult | None) -> Costs | None:
     """A cell's measured cost per worker over the rounds it ran: a later round's (the mean
-    worker without the device-busy pass, which only its first round runs) and the first's
-    (that plus the pass). None before it has a worker."""
+    worker without the device-busy pass, which only its first round runs), the first's
+    (that plus the pass) and the floor (the mean worker less its timed calls and the phases
+    that call the step again, STEP_PHASES). None before it has a worker."""
     cost = result.cost if result is not None else None
     if cost is None or cost.workers < 1:
         return None
     profile = cost.phases.get(DEVICE_PROFILE_PHASE, 0.0)
     later = max(0.0, cost.wall_s - profile) / cost.workers
-    return Costs(later + profile, later)
+    repeated = sum(cost.phases.get(name, 0.0) for name in STEP_PHASES)
+    floor = max(0.0, cost.wall_s - cost.timed_s - repeated) / cost.workers
+    return Costs(later + profile, later, floor)
 
 
 def candidate_costs(baseline: Costs, framework: str, device: str, variant: str) -> Costs:
     """A fix's estimated worker before it has run: the as-written worker's, plus the compile
     allowance of a torch.compile fix (the fix's own step time is unknown: as-written's stands
-    in for it, too dear for a fix that helps and too cheap for one that hurts)."""
+    in for it, too dear for a fix that helps and too cheap for one that hurts). Its floor: the
+    as-written worker's, plus the first round's compile allowance (compiling does not grow
+    with the step)."""
     parts = set(advice_module.variant_parts(variant))
     if framework not in TORCH_COMPILED or not parts & COMPILE_PARTS:
         return baseline
     first, later = COMPILE_ALLOWANCE_S[device_kind(device)]
-    return Costs(baseline.first_s + first, baseline.later_s + later)
+    floor = None if baseline.floor_s is None else baseline.floor_s + first
+    return Costs(baseline.first_s + first, baseline.later_s + later, floor)
 
 
 # --- the chooser: the rounds of phase 1, stage by stage -------------------------------------
@@ -289,10 +333,12 @@ class Chooser:
     """The RoundPick of an advice run (harness.run.session.RoundPick).
 
     Round 0: the as-written cells (ROUND 0 of the baselines), then, once they ran, `decide`
-    plans the candidates and they run in rank order. Later rounds: the as-written cells and
-    the chosen fixes in a new seeded random order, up to the rounds the budget holds. Every
-    worker but the first round's baselines passes `fits` first. On a local executor one worker
-    is a stage (each is checked); elsewhere (SLURM) a stage is all that is left of the round.
+    plans the candidates and they run in rank order, the trials last. Later rounds: the
+    as-written cells and the chosen fixes in a new seeded random order, up to the rounds the
+    budget holds. Every worker but the first round's baselines passes `fits` first; a trial's
+    must leave what the other cells still need (`reserved`). On a local executor one worker
+    is a stage (each is checked, a trial stopped where its share ends); elsewhere (SLURM) a
+    stage is all that is left of the round.
     """
 
     session: RunSession
@@ -308,6 +354,7 @@ class Chooser:
     queue: list[Cell] = field(default_factory=list)
     queue_round: int = -1
     planned: dict[CellKey, Candidate] = field(default_factory=dict)  # the chosen fixes
+    trials: set[CellKey] = field(default_factory=set)  # those tried in the time left
     dropped: set[CellKey] = field(default_factory=set)  # no more rounds for these
 
     def __call__(self, index: int, offered: list[Cell]) -> list[Cell]:
@@ -352,6 +399,8 @@ class Chooser:
                 stage.append(cell)
             else:
                 self.drop(cell, index)
+        if stage:
+            self._stop_at_its_share(stage, index)
         return stage
 
     def _stop_baselines_at_the_budget(self) -> None:
@@ -359,12 +408,26 @@ class Chooser:
         are stopped where the budget ends (a step of seconds, seed 000's Jacobian: its
         as-written GPU worker alone overran the 180 s); the cases they finished are kept. The
         fixes after them are started only where their estimate fits (fits)."""
+        self._stop_in(0.0, f"the advise budget of {self.budget_s or 0:.0f} s ran out")
+
+    def _stop_at_its_share(self, stage: list[Cell], index: int) -> None:
+        """A trial's worker (run alone) is stopped where what the other cells still need of
+        the budget begins: only its floor was known to fit, and the chosen fixes must not lose
+        their later rounds to it. Any other stage: where the budget ends."""
+        reserve = self.reserved(index) if self.one_at_a_time and \
+            stage[0].key in self.trials else 0.0
+        budget = f"the advise budget of {self.budget_s or 0:.0f} s"
+        self._stop_in(reserve, f"its share of {budget} ran out (the rest is the other cells' "
+                               "later rounds)" if reserve > 0 else f"{budget} ran out")
+
+    def _stop_in(self, reserve: float, reason: str) -> None:
+        """Workers started from now on are stopped RESERVE seconds before the budget ends."""
         if not self.budget_s:
             return
-        left = self.budget_s - self.elapsed()
+        left = self.budget_s - self.elapsed() - reserve
         self.session.options = replace(
             self.session.options, deadline=time.monotonic() + max(1.0, left),
-            deadline_reason=f"the advise budget of {self.budget_s:.0f} s ran out")
+            deadline_reason=reason)
 
     # --- the budget, cell by cell ---
 
@@ -378,21 +441,42 @@ class Chooser:
         if own is not None:
             return own
         planned = self.planned.get(cell.key)
-        if planned is not None:
-            return planned.costs
-        return Costs(0.0, 0.0)
+        if planned is None:
+            return Costs(0.0, 0.0)
+        floor = planned.costs.floor_s
+        if cell.key in self.trials and floor is not None:
+            return Costs(floor, floor, floor)  # a trial starts where its floor fits
+        return planned.costs
 
     def _result(self, key: CellKey) -> CellResult | None:
         return next((result for result in self.session.recorder.results
                      if result.cell.key == key), None)
 
     def fits(self, cell: Cell, index: int) -> bool:
-        """Whether the cell's worker in round INDEX ends within the budget, by its estimate."""
+        """Whether the cell's worker in round INDEX ends within the budget, by its estimate;
+        a trial's, with what the other cells still need left over (reserved)."""
         if not self.budget_s:
             return True
         costs = self.estimate(cell, index)
-        return self.elapsed() + (costs.first_s if index == 0 else costs.later_s) \
-            <= self.budget_s
+        needed = costs.first_s if index == 0 else costs.later_s
+        if cell.key in self.trials:
+            needed += self.reserved(index)
+        return self.elapsed() + needed <= self.budget_s
+
+    def reserved(self, index: int) -> float:
+        """Seconds the cells that are no trial still need, by their estimates: their workers
+        left in round INDEX's queue and in each later round planned."""
+        queued = sum(self._worker_s(cell, index) for cell in self.queue
+                     if cell.key not in self.trials)
+        running = [cell for cell in self.session.cells if cell.key not in self.trials
+                   and cell.key not in self.dropped
+                   and worker_costs(self._result(cell.key)) is not None]
+        later = sum(self.estimate(cell, index).later_s for cell in running)
+        return queued + later * max(0, self.rounds - index - 1)
+
+    def _worker_s(self, cell: Cell, index: int) -> float:
+        costs = self.estimate(cell, index)
+        return costs.first_s if index == 0 else costs.later_s
 
     def drop(self, cell: Cell, index: int) -> None:
         """No more rounds for CELL; a fix that never ran is recorded as not tried."""
@@ -437,8 +521,9 @@ class Chooser:
         time_left = None if not self.budget_s else self.budget_s - self.elapsed()
         chosen = fit_budget(baseline_costs, ranked, time_left, self.rounds, self.budget_s)
         self._record(chosen, ranked, diagnoses, cases)
-        self.planned = {item.cell.key: item for item in chosen.chosen}
-        return [item.cell for item in chosen.chosen]
+        self.planned = {item.cell.key: item for item in chosen.to_run}
+        self.trials = {item.cell.key for item, _ in chosen.trials}
+        return [item.cell for item in chosen.to_run]
 
     def _diagnosis(self, cases: list[advice_module.Measured], cell: Cell) -> str:
         baseline = next((case for case in cases if (case.framework, case.device, case.variant)
@@ -457,10 +542,9 @@ class Chooser:
         self.record.update(
             budget_s=self.budget_s, rounds_planned=planned_rounds, rounds_run=chosen.rounds,
             candidate_count=len(ranked), diagnoses=diagnoses,
-            chosen=[{"framework": item.cell.framework, "device": item.cell.device,
-                     "variant": item.cell.variant, "fit": item.fit,
-                     "estimate_s": round(item.costs.total(chosen.rounds), 1)}
-                    for item in chosen.chosen],
+            chosen=[chosen_entry(item, chosen.rounds) for item in chosen.chosen]
+            + [chosen_entry(item, chosen.rounds, trial=True, needed_s=needed)
+               for item, needed in chosen.trials],
             not_tried=[not_tried_entry(item, self.budget_s, needed)
                        for item, needed in chosen.left_out])
         if chosen.rounds < planned_rounds:
@@ -469,9 +553,10 @@ class Chooser:
         self.session.document.extra_fields[advice_module.RUN_KEY] = self.record
         self.session.recorder.save()
         for where, kind in diagnoses.items():
-            names = [item.cell.variant for item in chosen.chosen
-                     if f"{item.cell.framework} on {item.cell.device}" == where]
-            say(f"advise: {where}: {kind}; measuring {', '.join(names) or 'no fix'}")
+            names = [item.cell.variant for item in chosen.chosen if _where(item) == where]
+            trials = [item.cell.variant for item, _ in chosen.trials if _where(item) == where]
+            tried = f"; in the time left: {', '.join(trials)}" if trials else ""
+            say(f"advise: {where}: {kind}; measuring {', '.join(names) or 'no fix'}{tried}")
         if chosen.left_out:
             say(f"advise: {len(chosen.left_out)} candidate fixes left out by the budget of "
                 f"{self.budget_s:.0f} s; {chosen.rounds} of {planned_rounds} rounds")
@@ -480,6 +565,25 @@ class Chooser:
 def say(line: str) -> None:
     """One progress line on stderr, whole (never wrapped mid-phrase, no markup)."""
     progress_console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _where(item: Candidate) -> str:
+    return f"{item.cell.framework} on {item.cell.device}"
+
+
+def chosen_entry(item: Candidate, rounds: int, trial: bool = False,
+                 needed_s: float | None = None) -> dict[str, Any]:
+    """One chosen candidate as run.json's advise record keeps it; a trial (tried in the time
+    left: too dear at its estimate) says so, with its floor and the budget that would run it
+    at its estimate."""
+    entry: dict[str, Any] = {"framework": item.cell.framework, "device": item.cell.device,
+                             "variant": item.cell.variant, "fit": item.fit,
+                             "estimate_s": round(item.costs.total(rounds), 1)}
+    if trial:
+        floor = item.costs.floor_s
+        entry.update(trial=True, floor_s=None if floor is None else round(floor, 1),
+                     needed_s=needed_s)
+    return entry
 
 
 def not_tried_entry(item: Candidate, budget_s: float | None,
@@ -560,8 +664,8 @@ def finish_record(run_dir: Path, document: RunDocument) -> None:
     record = dict(document.extra_fields.get(advice_module.RUN_KEY) or {})
     baseline = record.get("baseline")
     record["tried"] = sum(1 for cell in document.cells if cell.variant != baseline
-                          and cell.status != Status.UNAVAILABLE and cell.cost is not None
-                          and cell.cost.workers > 0)
+                          and cell.status != Status.UNAVAILABLE
+                          and measured_at(cell, document.sweep, record.get("size")))
     ran = max(1, len(document.round_orders))
     if ran < record.get("rounds_run", ran):  # planned by decide, cut by the budget's check
         budget = record.get("budget_s")
@@ -571,6 +675,14 @@ def finish_record(run_dir: Path, document: RunDocument) -> None:
     record.setdefault("rounds_planned", document.rounds)
     document.extra_fields[advice_module.RUN_KEY] = record
     store.write_run(run_dir, document)
+
+
+def measured_at(cell: CellResult, sweep: str, size: Any) -> bool:
+    """Whether CELL's worker finished (its cost is known), or, stopped (the budget's deadline
+    keeps no cost), it finished the user's batch SIZE."""
+    if cell.cost is not None and cell.cost.workers > 0:
+        return True
+    return any(case.case.get(sweep) == size for case in cell.cases)
 
 
 def add_combinations(run_dir: Path, spec: WorkloadSpec, chooser: Chooser | None = None,
