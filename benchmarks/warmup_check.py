@@ -130,25 +130,30 @@ def quartile_range(values: list[float]) -> float:
 
 def offline_rules(dump: Path, windows: tuple[int, ...] = (3, 5, 8),
                   bands: tuple[float, ...] = (0.02, 0.05, 0.10)) -> list[dict[str, Any]]:
-    """Each (window, band) rule replayed on the fixed warm-ups' sequences: the calls it would
-    have run, and how far its window's median lay from the warm level (worst and median)."""
+    """Each (window, band) rule, with and without the level (two windows' medians and a flat
+    trend: timing.settled's `level`), replayed on the fixed warm-ups' sequences: the calls it
+    would have run, and how far its window's median lay from the warm level (worst and
+    median)."""
     sequences = [entry["singles"] for line in dump.read_text().splitlines()
                  if (entry := json.loads(line))["mode"] == "fixed" and len(entry["singles"]) >= 20]
     rows = []
-    for window in windows:
-        for band in bands:
-            errors, calls = [], []
-            for singles in sequences:
-                warm = statistics.median(singles[-max(5, len(singles) // 4):])
-                stop = next((count for count in range(2, len(singles) + 1)
-                             if settled(singles[:count], window, band)), len(singles))
-                calls.append(stop)
-                errors.append(abs(statistics.median(singles[max(0, stop - window):stop])
-                                  / warm - 1))
-            rows.append({"window": window, "band": band, "sequences": len(sequences),
-                         "median_calls": statistics.median(calls), "max_calls": max(calls),
-                         "median_error": statistics.median(errors),
-                         "worst_error": max(errors)})
+    for level in (False, True):
+        for window in windows:
+            for band in bands:
+                errors, calls = [], []
+                for singles in sequences:
+                    warm = statistics.median(singles[-max(5, len(singles) // 4):])
+                    stop = next((count for count in range(2, len(singles) + 1)
+                                 if settled(singles[:count], window, band, level)),
+                                len(singles))
+                    calls.append(stop)
+                    errors.append(abs(statistics.median(singles[max(0, stop - window):stop])
+                                      / warm - 1))
+                rows.append({"level": level, "window": window, "band": band,
+                             "sequences": len(sequences),
+                             "median_calls": statistics.median(calls), "max_calls": max(calls),
+                             "median_error": statistics.median(errors),
+                             "worst_error": max(errors)})
     return rows
 
 
@@ -182,10 +187,12 @@ def main(argv: list[str]) -> int:
               f"{row['fixed_warmup_s']:.3f} / {row['settled_warmup_s']:.3f} |")
     saved = sum(row["fixed_warmup_s"] - row["settled_warmup_s"] for row in rows)
     print(f"warm-up seconds saved per run of all these cases (medians): {saved:.2f} s")
-    print("\n| window | band | sequences | median calls | most calls | median error | worst |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| level | window | band | sequences | median calls | most calls | median error | "
+          "worst |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for rule in rules:
-        print(f"| {rule['window']} | {rule['band']:.0%} | {rule['sequences']} | "
+        print(f"| {'yes' if rule['level'] else 'no'} | {rule['window']} | {rule['band']:.0%} | "
+              f"{rule['sequences']} | "
               f"{rule['median_calls']:.0f} | {rule['max_calls']} | "
               f"{rule['median_error']:.1%} | {rule['worst_error']:.1%} |")
     if options.json:

@@ -263,17 +263,41 @@ def warm_up(step: Callable[[], object], synchronize: Callable[[], None],
     return singles, WARMUP_CAP
 
 
-def settled(singles: list[float], window: int, band: float = SETTLE_BAND) -> bool:
-    """Whether the last WINDOW calls agree: each within BAND of their median, and not each
-    faster than the one before (a call still getting faster is not warm yet). WINDOW 0:
-    never (a fixed warm-up)."""
+def settled(singles: list[float], window: int, band: float = SETTLE_BAND,
+            level: bool = True) -> bool:
+    """Whether the last WINDOW calls are warm: not each faster than the one before (a call still
+    getting faster is not warm yet), and either each within BAND of their median, or (LEVEL)
+    their median within BAND of the median of the WINDOW calls before them. WINDOW 0: never
+    (a fixed warm-up).
+
+    Why the level: a step whose single calls scatter by more than BAND (a small LSTM on a
+    16-thread CPU, 6.5 ms calls) never has WINDOW calls agreeing, so it warmed up to the cap
+    in every case of every round, though its level had stopped moving after a few calls; the
+    scatter is the samples' to measure (their IQR), not the warm-up's to wait out. The level
+    also needs the two windows' trend flat within BAND per window (trend)."""
     if window < 1 or len(singles) < window:
         return False
     last = singles[-window:]
-    middle = statistics.median(last)
-    if any(abs(value - middle) > band * middle for value in last):
+    if window >= 3 and all(later < earlier for earlier, later in itertools.pairwise(last)):
         return False
-    return window < 3 or not all(later < earlier for earlier, later in itertools.pairwise(last))
+    middle = statistics.median(last)
+    if all(abs(value - middle) <= band * middle for value in last):
+        return True
+    if not level or len(singles) < 2 * window:
+        return False
+    before = statistics.median(singles[-2 * window:-window])
+    # Two windows' medians also meet by chance on a level still falling under the scatter: the
+    # trend over both windows (Theil-Sen: the median of the pairwise slopes, which a stray slow
+    # call does not tilt) must move the level by no more than BAND over a window too.
+    return abs(middle - before) <= band * before and \
+        abs(trend(singles[-2 * window:])) * window <= band * middle
+
+
+def trend(values: list[float]) -> float:
+    """The Theil-Sen slope of VALUES against their index: the median of the pairwise slopes."""
+    return statistics.median((later - earlier) / (second - first)
+                             for (first, earlier), (second, later)
+                             in itertools.combinations(enumerate(values), 2))
 
 
 def _calibrate(
