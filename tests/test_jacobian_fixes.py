@@ -166,3 +166,13 @@ def test_the_seed_file_is_what_the_worker_tests_run() -> None:
     source = JACOBIAN_NET.read_text()
     assert autograd_functional_calls(source) == ["jacobian"]
     assert "vectorize" not in textwrap.dedent(source)  # as the seed wrote it: the defaults
+
+
+def test_channels_last_is_refused_at_planning_for_a_model_without_4d_inputs() -> None:
+    info = {"family": "torch", "frameworks": ("torch",)}
+    flat = spec_for_name("model-flat", {**info, "inputs": [{"shape": [4, 1],
+                                                             "dtype": "float32"}]})
+    images = spec_for_name("model-img", {**info, "inputs": [{"shape": [4, 3, 8, 8],
+                                                             "dtype": "float32"}]})
+    assert "inputs have none ((4, 1))" in str(flat.refusal("channels-last", "torch", "cpu"))
+    assert images.refusal("channels-last", "torch", "cpu") is None

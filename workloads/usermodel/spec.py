@@ -372,15 +372,21 @@ def family_of(framework: str) -> str | None:
 
 
 def file_capability(framework: str, info: Mapping[str, Any]) -> Capability:
-    """What FRAMEWORK runs of this file: its CAPABILITIES, less the Jacobian fixes where the
-    inspection found no torch.autograd.functional call to change (without the inspection's
-    report, in a worker: the declared capability; the worker reads the file itself)."""
+    """What FRAMEWORK runs of this file: its CAPABILITIES, less what the inspection's report
+    shows cannot apply: the Jacobian fixes where the file calls no torch.autograd.functional
+    jacobian / hessian, channels-last where no input is 4-D. Without the report (in a worker):
+    the declared capability; the worker finds out itself (VariantUnavailable)."""
     declared = CAPABILITIES[framework]
-    if framework != "torch" or "autograd_functional" not in info or \
-            info["autograd_functional"]:
+    if framework != "torch":
         return declared
-    return replace(declared, refused={**declared.refused,
-                                      **dict.fromkeys(JACOBIAN_PARTS, NO_JACOBIAN)})
+    refused: dict[str, str] = {}
+    if "autograd_functional" in info and not info["autograd_functional"]:
+        refused.update(dict.fromkeys(JACOBIAN_PARTS, NO_JACOBIAN))
+    shapes = [tuple(entry.get("shape") or ()) for entry in info.get("inputs") or ()]
+    if shapes and not any(len(shape) == 4 for shape in shapes):
+        refused["channels-last"] = (f"channels-last lays out 4-D (image) tensors; this model's "
+                                    f"inputs have none ({', '.join(map(str, shapes))})")
+    return replace(declared, refused={**declared.refused, **refused}) if refused else declared
 
 
 def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadSpec:
