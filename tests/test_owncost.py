@@ -103,6 +103,23 @@ def test_a_call_longer_than_the_cap_is_the_whole_warm_up(
     assert len(singles) == 1 and stopped == timing.WARMUP_CAP
 
 
+@pytest.mark.parametrize(("cold", "kept"), [(0.52, True), (3.0, False)])
+def test_a_slow_steady_steps_warm_up_call_is_its_first_sample(
+        monkeypatch: pytest.MonkeyPatch, cold: float, kept: bool) -> None:
+    """A step slower than the cap whose cold call took what a warm one does (seed 000's
+    Jacobian: 19 s a call on the H100) keeps its one warm-up call as a sample; one whose cold
+    call was longer (a compile) throws it away, as every warm-up call is."""
+    clock = FakeClock([cold, 0.5])
+    monkeypatch.setattr(timing, "_clock", clock.read)
+    policy = TimingPolicy(min_samples=3, min_time_s=0.0, max_time_s=100.0, warmup_s=0.25)
+    measurement = timing.autorange(clock.step, lambda: None, policy)
+    assert measurement.cold_seconds == pytest.approx(cold)
+    assert measurement.samples == pytest.approx([0.5] * 3)
+    assert clock.calls == 1 + (3 if kept else 4)  # the cold call, then the calls timed
+    assert measurement.warmup_record()["stopped"] == (timing.WARMUP_KEPT if kept
+                                                      else timing.WARMUP_CAP)
+
+
 def test_settling_needs_at_least_two_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     singles, stopped = _warm_up(monkeypatch, [0.01] * 100, warmup_s=0.25)
     assert stopped == timing.WARMUP_SETTLED

@@ -40,6 +40,9 @@ SETTLE_BAND = 0.05
 MIN_WARMUP_CALLS = 2
 WARMUP_SETTLED = "settled"
 WARMUP_CAP = "cap"
+# A step slower than the whole warm-up, as slow cold as warm: its one warm-up call is also the
+# first sample (steady_from_the_start).
+WARMUP_KEPT = "kept as the first sample"
 
 
 @dataclass(frozen=True)
@@ -94,8 +97,9 @@ class Measurement:
     timer_overhead_s: float = 0.0
     predicted_call_s: float | None = None  # what calibration measured per call
     single_calls: list[float] = field(default_factory=list)  # warm-up calls, timed one by one
-    # Why the warm-up stopped: WARMUP_SETTLED (its last calls agreed) or WARMUP_CAP (warmup_s
-    # spent); '' where there was no warm-up (per_call).
+    # Why the warm-up stopped: WARMUP_SETTLED (its last calls agreed), WARMUP_CAP (warmup_s
+    # spent) or WARMUP_KEPT (one slow steady call, also the first sample); '' where there was
+    # no warm-up (per_call).
     warmup_stopped: str = ""
     other_load: hostload.OtherLoad | None = None  # what ran beside the sampling
     suspect: str = ""  # why these samples may not be what a user's loop costs ('' if none)
@@ -221,13 +225,16 @@ def autorange(
     """
     cold = _timed_calls(step, synchronize, 1)
     overhead = timer_overhead(synchronize)
+    load_before = hostload.snapshot()  # before the warm-up: its call may be kept as a sample
     singles, stopped = warm_up(step, synchronize, policy)
     calls, predicted = _calibrate(step, synchronize, policy, overhead, min(singles))
+    kept = calls == 1 and steady_from_the_start(cold, singles, stopped, policy)
     measurement = Measurement(cold, calls_per_sample=calls, timer_overhead_s=overhead,
                               predicted_call_s=predicted, single_calls=singles,
-                              warmup_stopped=stopped)
-    load_before = hostload.snapshot()
-    if window is not None:
+                              warmup_stopped=WARMUP_KEPT if kept else stopped)
+    if kept:
+        measurement.samples.append(singles[0])
+    if window is not None:  # around the samples timed from here (not a kept warm-up call)
         window.begin()
     started = _clock()
     while True:
@@ -237,10 +244,23 @@ def autorange(
         out_of_budget = elapsed >= policy.max_time_s and len(measurement.samples) >= 3
         if enough or out_of_budget:
             if window is not None:
-                window.end(len(measurement.samples) * calls)
+                window.end((len(measurement.samples) - kept) * calls)
             measurement.other_load = hostload.other_load(load_before, hostload.snapshot())
             measurement.suspect = suspect_reason(measurement)
             return measurement
+
+
+def steady_from_the_start(cold: float, singles: list[float], stopped: str,
+                          policy: TimingPolicy) -> bool:
+    """Whether a warm-up's one call is kept as the first sample: a step slower than the whole
+    warm-up (its one call spent the cap) whose cold call took no more than that call plus
+    SETTLE_BAND had nothing left to warm after it: no compilation, no lazy start-up of any
+    size. Why: seed 000's Jacobian takes 19 s per call on the H100, and throwing away one
+    such call per case and round cost advise its whole budget for fixes; a step whose cold
+    call was longer (a compile, an autotune) keeps its warm-up call uncounted, as before."""
+    if policy.settle_calls < 1 or stopped != WARMUP_CAP or len(singles) != 1:
+        return False
+    return singles[0] >= policy.warmup_s and cold <= singles[0] * (1 + SETTLE_BAND)
 
 
 def warm_up(step: Callable[[], object], synchronize: Callable[[], None],
