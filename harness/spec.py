@@ -514,6 +514,11 @@ class Cell:
     # (flops_per_call, flops_counted_by, flops_coverage; None: count anew): a case's FLOPs per
     # call are deterministic, so the worker takes them instead of running the counter again.
     flops: tuple[FrozenParams | None, ...] = ()
+    # A later round's note that a case of an earlier round of this cell was contended in every
+    # attempt ('' if none): the worker times each case once, as it does after such a case of
+    # its own (harness.run.worker run_case), instead of pausing and retrying a load that
+    # lasts (a VM whose hypervisor steals a core throughout).
+    busy: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.params, FrozenParams):
@@ -549,6 +554,8 @@ class Cell:
         if self.flops:  # only a later round's worker gets them
             document["flops"] = [None if record is None else dict(record)
                                  for record in self.flops]
+        if self.busy:
+            document["busy"] = self.busy
         return document
 
 

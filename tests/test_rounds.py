@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +18,7 @@ from harness.analysis.noise import CaseNoise, judge_gap
 from harness.cli import app
 from harness.core import registry
 from harness.data import store
-from harness.data.results import CaseResult, CellResult
+from harness.data.results import CaseResult, CellResult, cell_from_dict
 from harness.data.upgrade import upgrade
 from harness.measure import gpustate, hostload
 from harness.measure.casewatch import CaseWatch
@@ -187,6 +188,36 @@ def test_a_throttled_case_is_timed_again_and_suspect_only_if_every_attempt_was(
         assert f"contended in all {worker.MAX_ATTEMPTS} attempts" in record.suspect
     again = CaseResult.from_dict(json.loads(json.dumps(record.to_dict())))
     assert again.attempts == record.attempts
+
+
+def test_a_later_round_of_a_cell_contended_throughout_times_each_case_once(
+        gpu_watch: CaseWatch, tmp_path: Path) -> None:
+    """Round 1 retried a load that lasted through every attempt; round 2's worker times each
+    case once, and says why (the H100 host's hypervisor stole a core throughout: the pauses
+    cost 2-6 s per run of a small model, in every round)."""
+    spec = registry.load_workload("fault")
+    case = {"size": 2, "pid_file": ""}
+    first = Cell("fault", "throttled-always", "fakegpu", "cuda:0", {"size": [2], "pid_file": ""},
+                 quick=True, rounds=2)
+    module = registry.implementation_module(spec, "fakegpu")
+    from tests.fakes.gpubackend import device as fake_gpu
+    device = fake_gpu.open_device("cuda:0")
+    record = worker.run_case(spec, module, case, first, device, gpu_watch)
+    assert len(record.attempts) == worker.MAX_ATTEMPTS
+    merger = rounds.RoundMerger.of(spec, [first], 2)
+    merger.add(first, CellResult(cell=first, cases=[record]))
+    later = merger.calibrated(replace(first, round=1))
+    assert later.busy == "round 1 of this cell had a case contended in every attempt"
+    assert cell_from_dict(json.loads(json.dumps(later.as_dict())))[0] == later
+    run = worker.CellRun(later, tmp_path / "result.json")
+    again = worker.run_case(spec, module, case, later, device, gpu_watch, clock=run.clock)
+    assert again.attempts == []  # one attempt: none retried (a retried case lists them all)
+    assert "GPU throttled" in again.suspect  # the contention is still recorded
+    assert "not timed again" in again.suspect and later.busy in again.suspect
+    # A cell whose earlier round had no such case retries as before.
+    calm = rounds.RoundMerger.of(spec, [first], 2)
+    calm.add(first, CellResult(cell=first, cases=[replace(record, suspect="")]))
+    assert calm.calibrated(replace(first, round=1)).busy == ""
 
 
 # --- old runs, diff with SUSPECT cases ----------------------------------------------------

@@ -213,7 +213,8 @@ class RoundMerger:
                      None)
         if cell.round == 0 or first is None:
             return cell
-        counted = replace(cell, flops=first_round_flops(first))
+        counted = replace(cell, flops=first_round_flops(first),
+                          busy=contended_throughout(self.seen.get(cell.key, [])))
         if self.spec.timing == "per_call":
             return counted
         return replace(counted, calibration=first_round_calibration(first))
@@ -231,6 +232,21 @@ def first_round_flops(first: CellResult) -> tuple[FrozenParams | None, ...]:
     return tuple(FrozenParams({key: case.extra[key] for key in FLOPS_KEYS if key in case.extra})
                  if case.measured and case.extra.get("flops_per_call") is not None else None
                  for case in first.cases)
+
+
+# The suspect text of a case contended in every attempt (harness.run.worker run_case).
+CONTENDED_IN_ALL = "contended in all"
+
+
+def contended_throughout(rounds: list[tuple[int, CellResult]]) -> str:
+    """Why a later round's worker should time each case once: an earlier round of the cell
+    had a case contended in every attempt ('' if none). Why: the retries' pauses found the
+    same load each time (a hypervisor stealing a core of the H100 host throughout: 2-6 s of
+    pauses per run of a small model), and every later round paid them again."""
+    for index, result in rounds:
+        if any(CONTENDED_IN_ALL in case.suspect for case in result.cases):
+            return f"round {index + 1} of this cell had a case contended in every attempt"
+    return ""
 
 
 def first_round_calibration(first: CellResult) -> tuple[int | None, ...]:

@@ -42,6 +42,7 @@ from harness.measure.casewatch import CaseWatch, idle_fingerprint
 from harness.measure.memory import host_peak_bytes, reset_host_peak
 from harness.measure.timing import Measurement, TimingPolicy, autorange
 from harness.run.failures import failure_reason
+from harness.run.rounds import CONTENDED_IN_ALL
 from harness.spec import Cell, ParamValue, Status, WorkloadSpec
 
 # Why a run's cases carry no energy figure when its command asked for none (harness advise).
@@ -135,6 +136,7 @@ class CellRun:
         self.result_path = result_path
         self.result = CellResult(cell=cell, started=time.time())
         self.clock = PhaseClock()
+        self.clock.busy = bool(cell.busy)  # an earlier round found the load lasting
 
     def finish(self, status: Status | None = None, reason: str = "") -> None:
         if status is None:
@@ -503,11 +505,11 @@ def run_case(
     if len(attempts) > 1:
         attempts[kept_number - 1].kept = True
         if all(attempt.contended for attempt in attempts):
-            suspect.append(f"contended in all {len(attempts)} attempts")
+            suspect.append(f"{CONTENDED_IN_ALL} {len(attempts)} attempts")
             clock.busy = True
     elif attempts[0].contended and clock.busy:
         suspect.append("not timed again: the cores stayed busy through every attempt of an "
-                       "earlier case of this cell")
+                       "earlier case of this cell" + (f" ({cell.busy})" if cell.busy else ""))
     record = CaseResult(
         case=case,
         cold_seconds=first_cold,  # not the kept attempt's: its first call was not cold
