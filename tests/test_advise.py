@@ -24,6 +24,7 @@ import pytest
 
 from harness.analysis import advice
 from harness.analysis.check import audit_run
+from harness.core.settings import Settings
 from harness.data.results import CellResult, HarnessCost, RunDocument
 from harness.run import advise as advise_flow
 from harness.run.rounds import round_orders
@@ -587,6 +588,10 @@ def test_an_advice_plan_adds_a_smaller_batch_and_measures_no_energy(tmp_path: Pa
                             out=tmp_path / "out")
     assert size == 32 and run.rounds == 3 and run.settings.energy is False
     assert run.params["batch"] == [32, 8]
+    # Its workers' FLOP count and memory pass get 2 s, not compare's 10 s (the budget is for
+    # the fixes); the setting travels to them in run.json's settings.
+    assert run.settings.pass_limit_s == 2.0
+    assert Settings.from_dict(run.settings.to_dict()).pass_limit_s == 2.0
 
 
 @pytest.mark.slow  # real torch workers

@@ -332,6 +332,13 @@ def test_a_pass_after_the_samples_is_left_out_where_it_would_take_too_long() -> 
     why = worker.pass_too_long(worker.FLOP_COUNT_PHASE, 2.5)
     assert why.startswith("left out: a call takes 2.5 s") and "~18 s" in why
     assert worker.pass_too_long("device profile", 12.0, calls=1) != ""
+    # Under advise's 2 s (Settings.pass_limit_s) the Jacobian's 0.8 s calls at batch 25 lose
+    # their FLOP count and memory pass; the device profile keeps its 10 s.
+    with settings.using(settings.Settings(pass_limit_s=2.0)):
+        assert "over the 2 s" in worker.pass_too_long(worker.FLOP_COUNT_PHASE, 0.8)
+        assert worker.pass_too_long(worker.MEMORY_PASS_PHASE, 0.8) != ""
+        assert worker.pass_too_long("device profile", 0.8) == ""
+        assert worker.pass_too_long(worker.FLOP_COUNT_PHASE, 0.002) == ""
 
 
 def test_a_slow_call_gets_no_flop_count_or_memory_pass_and_says_why() -> None:

@@ -91,6 +91,11 @@ class Settings:
     # Decided by the command, not the environment, like quick: `harness advise` asks only how
     # fast each fix runs, so its workers read no idle power and run no separate energy pass.
     energy: bool = True
+    # Decided by the command too: the most seconds a FLOP count or memory pass after the
+    # samples may take (each is left out, saying why, where its estimate is longer). advise
+    # gives 2 s: its budget is for the fixes, and seed 000's Jacobian spent 20 of its 180 s
+    # on the CPU's two passes at batch 25.
+    pass_limit_s: float = 10.0
     attempts: int = _variable("HARNESS_ATTEMPTS", _positive_int, DEFAULT_ATTEMPTS)
     rounds: int | None = _variable("HARNESS_ROUNDS", _positive_int, None)
     fork_workers: bool = _variable("HARNESS_FORK_WORKERS", _switch, True)
@@ -152,6 +157,8 @@ def _typed(name: str, value: Any, default: Any) -> Any:
         ok = isinstance(value, bool)
     elif name in ("attempts", "rounds"):
         ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    elif name == "pass_limit_s":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
     elif name == "plugins":
         ok = isinstance(value, (list, tuple)) and all(isinstance(part, str) for part in value)
         value = tuple(value) if ok else value

@@ -82,6 +82,10 @@ DEFAULT_BUDGET_S = 180.0
 # (command wall minus the run's: 192 - 162 s and 159 - 133 s, CLI start and inspection
 # included).
 AFTER_RUN_S = 25.0
+# The most seconds a FLOP count or memory pass may take in an advice run's workers (compare:
+# 10 s): the budget is for the fixes. A small model's passes take milliseconds either way; seed
+# 000's Jacobian spent 20 s of its 180 on the CPU's two passes at batch 25 (0.8 s a call).
+ADVISE_PASS_LIMIT_S = 2.0
 # Fixes measured per framework x device before fewer rounds are accepted for more fixes:
 # a ranking of fewer than four fixes hardly says what to change (issue 41's done-when).
 MIN_FIXES = 4
@@ -158,7 +162,8 @@ def plan_advice(workload: str | None = None, *, model: Path | str | None = None,
     if options.get("rounds") is None and not options.get("quick"):
         options["rounds"] = ADVISE_ROUNDS
     base = plan(workload, model=model, sizes=advice_sizes(sizes), **options)
-    base = replace(base, settings=replace(base.settings, energy=False))
+    base = replace(base, settings=replace(base.settings, energy=False,
+                                          pass_limit_s=ADVISE_PASS_LIMIT_S))
     baseline = base.spec.variants_by_default[0]
     swept = base.params.get(base.spec.sweep)
     size = swept[0] if isinstance(swept, list) and swept else swept

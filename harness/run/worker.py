@@ -224,15 +224,18 @@ PASS_COST_CALLS = {FLOP_COUNT_PHASE: 7.0, MEMORY_PASS_PHASE: 6.0, "device profil
 
 def pass_too_long(name: str, seconds_per_call: float | None, calls: int = 1) -> str:
     """Why the pass NAME is left out for a case whose call takes SECONDS_PER_CALL ('' where it
-    runs): its estimate over AFTER_PASS_LIMIT_S."""
+    runs): its estimate over its limit (the device profile: AFTER_PASS_LIMIT_S; the FLOP count
+    and memory pass: the run's pass_limit_s, 2 s under advise)."""
     if not seconds_per_call:
         return ""
+    limit = AFTER_PASS_LIMIT_S if name not in (FLOP_COUNT_PHASE, MEMORY_PASS_PHASE) \
+        else run_settings.active().pass_limit_s
     estimate = seconds_per_call * calls * PASS_COST_CALLS[name]
-    if estimate <= AFTER_PASS_LIMIT_S:
+    if estimate <= limit:
         return ""
     return (f"left out: a call takes {format_seconds(seconds_per_call)} and the {name} pass "
             f"about {PASS_COST_CALLS[name] * calls:g} of them (~{estimate:.0f} s, over the "
-            f"{AFTER_PASS_LIMIT_S:g} s a pass after the samples may take)")
+            f"{limit:g} s a pass after the samples may take)")
 
 
 def phase(clock: PhaseClock | None, name: str) -> contextlib.AbstractContextManager[None]:
