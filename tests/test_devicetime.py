@@ -11,6 +11,7 @@ from harness.measure.devicetime import (
     COPY,
     KERNEL,
     MEMSET,
+    Attribution,
     DeviceEvent,
     attribute,
     classify,
@@ -132,3 +133,11 @@ def test_device_columns_are_in_every_measurements_file(tmp_path) -> None:
                    "device_span_seconds", "launches_per_call", "device_reason"):
         assert column in header
     assert len(header) == len(set(header))  # each column once
+
+
+def test_a_diagnosis_prints_tens_of_thousands_of_kernels_in_plain_digits() -> None:
+    """Seed 000's vectorized Jacobian launched 80,700 kernels per call on the H100; printed as
+    8.07e+04 it failed `harness check` (every printed number is recomputed in plain digits)."""
+    found = diagnose(Attribution(1.01, 0.137, 0.0, 0.137, 0.871, None),
+                     kernels_per_call=80_700)
+    assert "80700 kernels per call" in found.text and "e+" not in found.text

@@ -41,7 +41,7 @@ from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
 from harness.analysis.plausibility import bandwidth_limits, device_entry, flop_limits
 from harness.analysis.predict import Prediction, SweepPoint
 from harness.core import registry
-from harness.core.units import device_kind, format_ratio, format_seconds, format_size
+from harness.core.units import device_kind, format_ratio, format_seconds, format_size, three_digits
 from harness.data.ceilings import MEMORY, Ceilings
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.measure.devicetime import Diagnosis, attribute, diagnose
@@ -336,14 +336,15 @@ def why_line(fix: str, diagnosis: Diagnosis, baseline: Measured) -> str:
 
 def _part_reason(part: str, kind: str, kernels: float | None, copies: float | None) -> str:
     """Why one fix can help under a diagnosis, in words with the measured counts."""
-    many = f"{kernels:.3g} kernels" if kernels else "the step's kernels"
+    many = f"{three_digits(kernels)} kernels" if kernels else "the step's kernels"
     if part == "cuda-graph":
         return f"the graph replays {many} in one launch"
     if part.startswith("compile"):
         return (f"compiling fuses {many} into fewer launches" if kind == "launch-bound"
                 else "compiling fuses the step's ops and drops the Python dispatch")
     if part == "resident":
-        moved = f"{copies:.3g} host->device copies" if copies else "the host->device copies"
+        moved = (f"{three_digits(copies)} host->device copies" if copies
+                 else "the host->device copies")
         return f"inputs stay on the device: {moved} per call are gone"
     if part in ("bf16", "fp16"):
         return f"{part} halves the bytes moved and runs matmuls on tensor cores"

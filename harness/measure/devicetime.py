@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harness.core.units import format_seconds
+from harness.core.units import format_seconds, three_digits
 
 KERNEL, COPY, MEMSET = "kernel", "memcpy", "memset"
 # Host<->device copies only; a device-to-device copy is device work like any kernel.
@@ -177,8 +177,9 @@ def diagnose(attribution: Attribution, kernels_per_call: float | None = None,
     """
     share = attribution.busy_share
     busy = attribution.busy_s
-    figures = (f"busy {_ms(busy)} of {_ms(attribution.wall_s)} wall ({100 * share:.0f}%)"
-               + (f", {kernels_per_call:.3g} kernels per call" if kernels_per_call else ""))
+    # Plain digits (three_digits): 80,700 kernels printed as 8.07e+04 failed harness check.
+    kernels = f", {three_digits(kernels_per_call)} kernels per call" if kernels_per_call else ""
+    figures = f"busy {_ms(busy)} of {_ms(attribution.wall_s)} wall ({100 * share:.0f}%){kernels}"
     if share < LAUNCH_BOUND_SHARE:
         return Diagnosis("launch-bound", f"launch-bound: {figures}; the host's launch, dispatch "
                          f"and Python take {_ms(attribution.host_s)} per call")

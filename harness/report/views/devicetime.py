@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.plausibility import bandwidth_limits, device_entry, flop_limits, precision_of
-from harness.core.units import format_seconds
+from harness.core.units import format_seconds, three_digits
 from harness.data.ceilings import MEMORY, Ceilings
 from harness.data.serial import JsonValue
 from harness.measure.devicetime import attribute, diagnose
@@ -289,12 +289,12 @@ def _row_cells(row: pd.Series) -> list[str]:
     return [cell, str(row["size_label"]), format_seconds(row["wall_step_s"]),
             format_seconds(row["busy_step_s"]), f"{100 * row['busy_share']:.0f}%",
             format_seconds(row["copies_s"]), format_seconds(row["compute_s"]),
-            format_seconds(row["host_s"]), f"{row['kernels_per_step']:.3g}",
+            format_seconds(row["host_s"]), three_digits(row["kernels_per_step"]),
             _ratio(row["cold_in_warm_calls"]), row["diagnosis"].replace("|", "/")]
 
 
 def _ratio(value: Any) -> str:
-    return "-" if pd.isna(value) else f"{value:.3g}x"
+    return "-" if pd.isna(value) else f"{three_digits(value)}x"  # never 1.2e+03x
 
 
 def _best_lines(best: pd.DataFrame) -> list[str]:
