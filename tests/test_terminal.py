@@ -3,6 +3,7 @@ one line per case within 100 columns, each sentence said once)."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -58,3 +59,28 @@ def test_the_answer_comes_first_in_a_compact_table_and_each_sentence_once(
     # An energy counter that measured nothing is one line per run, not one per comparison.
     reasons = [line for line in lines if "/sys/class/powercap" in line]
     assert len(reasons) <= 1, reasons
+
+
+def test_without_a_terminal_the_progress_bar_leaves_no_empty_lines(tmp_path: Path) -> None:
+    """Piped to a file, rich's transient bar left one empty line per call, and advise calls
+    it once per worker: a screen of blank lines between its progress lines."""
+    from typing import Any, cast
+
+    from rich.console import Console
+
+    from harness.run import progress
+    from harness.run.executors import Executor
+    from harness.run.runner import RunOptions
+
+    class Finishing:
+        def run(self, *args: Any, **kwargs: Any) -> bool:
+            return True
+
+    written = io.StringIO()
+    saved, progress.console = progress.console, Console(file=written, force_terminal=False)
+    try:
+        assert progress.run_with_progress(cast(Executor, Finishing()), [],
+                                          RunOptions(timeout_s=1.0), tmp_path, lambda *_: None)
+    finally:
+        progress.console = saved
+    assert written.getvalue() == ""

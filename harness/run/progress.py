@@ -58,8 +58,13 @@ def run_with_progress(executor: Executor, cells: list[Cell], options: RunOptions
                       run_dir: Path, add: OnResult) -> bool:
     """The executor's run of `cells` under a progress bar: the last result, the count done,
     the cells per state (queued, running, done: harness.run.executors.StateTally), the time
-    and the ETA. Each result is handed to `add` first. The bar is gone when the run ends."""
+    and the ETA. Each result is handed to `add` first. The bar is gone when the run ends.
+
+    Without a terminal (output piped to a file, CI) there is no bar: rich's transient bar left
+    one empty line behind per call there, and advise calls it once per worker."""
     tally = StateTally()
+    if not console.is_terminal:
+        return executor.run(cells, options, run_dir, add, tally.update)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
                   "{task.total}"), TextColumn("{task.fields[states]}"), TimeElapsedColumn(),
                   CellEtaColumn(), console=console, transient=True) as bar:
