@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -368,8 +369,20 @@ def advise(
         for line in advise_run(result.document).lines():
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     print_context(Said(), result, drawn, check_line, advise_rounds_line(result.document))
+    remember_after_run(result, drawn is not None and budget > 0)
     raise typer.Exit(result.exit_code or (drawn.exit_code if drawn else 0)
                      or (api.EXIT_FAILED_CELL if mismatches else 0))
+
+
+def remember_after_run(result: api.RunResult, reported: bool) -> None:
+    """What this advise took after its last worker (the report, the check, the answer), kept
+    per cell for the next advise's budget on this machine (harness.run.advise AFTER_RUN_FILE);
+    only from a run that drew its report and had a budget, whose end a later one repeats."""
+    from harness.run.advise import remember_after_run as remember
+
+    finished = result.document.finished
+    if reported and result.stopped_by is None and finished:
+        remember(time.time() - finished, len(result.document.cells))
 
 
 def stored_executor(resume: Path | None) -> JsonObject | None:

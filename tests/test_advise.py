@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -641,3 +641,58 @@ def test_a_batch_whose_profile_was_left_out_is_diagnosed_from_another_batch() ->
                                              profile=left_out)]))
     [gpu] = [item for item in alone.devices if item.device == "cuda:0"]
     assert gpu.diagnosis.kind == advice.UNPROFILED
+
+
+# --- what follows the last worker, remembered per machine ------------------------------------
+
+def test_the_after_run_reserve_is_remembered_per_cell_for_this_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a memory the flat AFTER_RUN_S; after an advise of 6 cells that took 8.3 s past
+    its last worker (seed 000's Jacobian on the H100 host), 1.38 s a cell x the margin for the
+    cells run so far; another machine's fingerprint reads nothing."""
+    from harness.core import settings as run_settings
+    from harness.run import advise as advise_run
+
+    with run_settings.using(run_settings.Settings(cache_dir=str(tmp_path))):
+        assert advise_run.remembered_per_cell() is None
+        assert advise_run.after_run_reserve(6, None) == advise_run.AFTER_RUN_S
+        advise_run.remember_after_run(8.3, 6)
+        per_cell = advise_run.remembered_per_cell()
+        assert per_cell == pytest.approx(8.3 / 6, abs=1e-3)
+        assert advise_run.after_run_reserve(6, per_cell) == pytest.approx(
+            8.3 * advise_run.AFTER_RUN_MARGIN, abs=0.01)
+        assert advise_run.after_run_reserve(1, per_cell) == advise_run.AFTER_RUN_FLOOR_S
+        monkeypatch.setattr(advise_run, "after_run_key", lambda: "another machine")
+        assert advise_run.remembered_per_cell() is None
+
+
+def test_the_chooser_keeps_back_more_as_cells_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.run import advise as advise_run
+
+    results: list[object] = []
+    session = SimpleNamespace(recorder=SimpleNamespace(results=results))
+    monkeypatch.setattr(advise_run, "clock", lambda: 100.0)
+    chooser = advise_run.Chooser(cast(Any, session), {}, 32, 180.0, 40.0, 1,
+                                 after_run=lambda cells: 2.0 * cells)
+    assert chooser.elapsed() == 60.0 + 2.0  # nothing ran yet: the next cell's share
+    results += [object(), object(), object()]
+    assert chooser.elapsed() == 60.0 + 8.0
+    unbudgeted = advise_run.Chooser(cast(Any, session), {}, 32, None, 40.0, 1,
+                                    after_run=lambda cells: 2.0 * cells)
+    assert unbudgeted.elapsed() == 60.0
+
+
+def test_the_cli_remembers_only_a_reported_budgeted_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import cli
+    from harness.run import advise as advise_run
+
+    kept: list[tuple[float, int]] = []
+    monkeypatch.setattr(advise_run, "remember_after_run",
+                        lambda seconds, cells: kept.append((seconds, cells)))
+    document = SimpleNamespace(finished=time.time() - 8.0, cells=[object()] * 6)
+    result = cast(Any, SimpleNamespace(document=document, stopped_by=None))
+    cli.remember_after_run(result, reported=False)
+    assert kept == []
+    cli.remember_after_run(result, reported=True)
+    assert len(kept) == 1 and kept[0][1] == 6 and 7.9 < kept[0][0] < 60

@@ -43,6 +43,8 @@ computed from the stored run (harness.analysis.advice.advise_run), by the CLI an
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import random
 import time
@@ -53,6 +55,7 @@ from typing import Any, TypeVar
 
 from harness.analysis import advice as advice_module
 from harness.core import registry
+from harness.core import settings as run_settings
 from harness.core.units import device_kind, format_seconds
 from harness.data import store
 from harness.data.results import CellResult, RunDocument
@@ -80,8 +83,19 @@ DEFAULT_BUDGET_S = 180.0
 # (storing the predictions, the report, `harness check`, the answer) is kept out of what the
 # workers may spend. 20-26 s on the H100 host for the small CNN and seed 002's Keras file
 # (command wall minus the run's: 192 - 162 s and 159 - 133 s, CLI start and inspection
-# included).
+# included): the reserve of a machine that has not run advise before.
 AFTER_RUN_S = 25.0
+# It grows with the cells (the report draws each, `harness check` recomputes each): on the
+# H100 host 17.5 s after a 16-cell run (the small CNN; its report 14.8 s) and 8.3 s after a
+# 6-cell one (seed 000's Jacobian; 5.6 s), 1.1-1.4 s a cell. So each advise remembers its own
+# seconds per cell for this machine (AFTER_RUN_FILE in the cache folder, by the fingerprint of
+# the CPU, the GPUs and the report's libraries) and the next one keeps back that figure x
+# AFTER_RUN_MARGIN for each cell run so far and the next (at least AFTER_RUN_FLOOR_S), so a
+# slow step's short run does not lose 15 s of fixes to a reserve sized for a long one.
+AFTER_RUN_FILE = "advise-after-run.json"
+AFTER_RUN_MARGIN = 1.5
+AFTER_RUN_FLOOR_S = 5.0
+REPORT_LIBRARIES = ("matplotlib", "pandas", "seaborn")
 # The most seconds a FLOP count or memory pass may take in an advice run's workers (compare:
 # 10 s): the budget is for the fixes. A small model's passes take milliseconds either way; seed
 # 000's Jacobian spent 20 s of its 180 on the CPU's two passes at batch 25 (0.8 s a call).
@@ -331,6 +345,57 @@ def candidate_costs(baseline: Costs, framework: str, device: str, variant: str) 
     return Costs(baseline.first_s + first, baseline.later_s + later, floor)
 
 
+# --- what follows the last worker, remembered per machine ------------------------------------
+
+def after_run_key() -> str:
+    """This machine's entry in AFTER_RUN_FILE: a hash of its fingerprint (envinfo's)."""
+    fingerprint = envinfo.machine_fingerprint(REPORT_LIBRARIES)
+    text = json.dumps(fingerprint, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def after_run_path() -> Path:
+    return run_settings.cache_folder() / AFTER_RUN_FILE
+
+
+def remembered_per_cell() -> float | None:
+    """The seconds per cell the last advise on this machine took after its last worker; None
+    where none is remembered (or the file cannot be read)."""
+    try:
+        entry = json.loads(after_run_path().read_text()).get(after_run_key()) or {}
+        value = entry.get("per_cell_s")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def remember_after_run(seconds: float, cells: int) -> None:
+    """Keep SECONDS after the last worker of a run of CELLS cells, per cell, for this machine
+    (a failure to write is no failure of the run)."""
+    if cells < 1 or seconds <= 0:
+        return
+    path = after_run_path()
+    try:
+        known = json.loads(path.read_text()) if path.exists() else {}
+        known = known if isinstance(known, dict) else {}
+        known[after_run_key()] = {"per_cell_s": round(seconds / cells, 3), "cells": cells,
+                                  "seconds": round(seconds, 1),
+                                  "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        store.write_json_atomic(path, known)
+    except (OSError, ValueError):
+        return
+
+
+def after_run_reserve(cells: int, per_cell_s: float | None) -> float:
+    """Seconds kept back for what follows the last worker of a run of CELLS cells: the
+    remembered seconds per cell x AFTER_RUN_MARGIN (at least AFTER_RUN_FLOOR_S), or AFTER_RUN_S
+    where this machine has none remembered."""
+    if per_cell_s is None:
+        return AFTER_RUN_S
+    return max(AFTER_RUN_FLOOR_S, per_cell_s * max(1, cells) * AFTER_RUN_MARGIN)
+
+
 # --- the chooser: the rounds of phase 1, stage by stage -------------------------------------
 
 @dataclass
@@ -361,6 +426,9 @@ class Chooser:
     planned: dict[CellKey, Candidate] = field(default_factory=dict)  # the chosen fixes
     trials: set[CellKey] = field(default_factory=set)  # those tried in the time left
     dropped: set[CellKey] = field(default_factory=set)  # no more rounds for these
+    # Seconds kept back for after the last worker, given the cells run by then
+    # (after_run_reserve); None: nothing kept back here (the caller's STARTED counts it).
+    after_run: Callable[[int], float] | None = None
 
     def __call__(self, index: int, offered: list[Cell]) -> list[Cell]:
         if index != self.queue_round:
@@ -437,7 +505,13 @@ class Chooser:
     # --- the budget, cell by cell ---
 
     def elapsed(self) -> float:
-        return clock() - self.started
+        """Seconds of the budget spent: since the start, and what the end of the run will need
+        after the cells run so far and the next one (after_run)."""
+        spent = clock() - self.started
+        if self.after_run is None or not self.budget_s:
+            return spent
+        ran = sum(1 for result in self.session.recorder.results)
+        return spent + self.after_run(ran + 1)
 
     def estimate(self, cell: Cell, index: int) -> Costs:
         """A cell's worker cost: its own measured first round once it has one, else the
@@ -627,8 +701,13 @@ def advise(workload: str | None = None, *,
     where phase 1 ended without a stop signal, some framework x device has two or more
     recommended fixes that run together, and the budget left holds them.
     """
-    # Counted as if AFTER_RUN_S had passed already: the workers end that long before the budget.
-    started = clock() - (AFTER_RUN_S if budget_s else 0.0)
+    # What follows the last worker is kept back as the cells run (Chooser.after_run).
+    started = clock()
+    per_cell = remembered_per_cell()
+
+    def after_run(cells: int) -> float:
+        return after_run_reserve(cells, per_cell)
+
     if budget_s is not None and budget_s < 0:
         raise BadInput(f"--budget {budget_s:g}: must be >= 0 seconds (0: no limit)")
     budget = float(budget_s) if budget_s else None
@@ -639,12 +718,14 @@ def advise(workload: str | None = None, *,
     document = session.document
     record = {"size": size, "baseline": run.spec.variants_by_default[0],
               "candidates": sorted({name for names in candidates.values() for name in names}),
-              "order_seed": run.seed, "budget_s": budget}
+              "order_seed": run.seed, "budget_s": budget,
+              "after_run": {"per_cell_s": per_cell, "margin": AFTER_RUN_MARGIN,
+                            "without_memory_s": AFTER_RUN_S}}
     document.extra_fields[advice_module.RUN_KEY] = record
     document.seed = None  # the Chooser's orders, not the seeded shuffle (module docstring)
     session.recorder.save()
     chooser = Chooser(session, candidates, size, budget, started, run.seed, run.rounds,
-                      session.executor.runs_cells_here, record)
+                      session.executor.runs_cells_here, record, after_run=after_run)
     session.pick = chooser
     result = finish(session)
     # The finished session's document (the result's): what the CLI prints the advice from.
@@ -658,7 +739,8 @@ def advise(workload: str | None = None, *,
                            f"{', '.join(sorted({cell.variant for cell in added}))}")
     reopened = RunSession.reopen(session.run_dir, executor, command=command, progress=progress)
     reopened.pick = Chooser(reopened, {}, size, budget, started, run.seed, chooser.rounds,
-                            reopened.executor.runs_cells_here, decided=True)
+                            reopened.executor.runs_cells_here, decided=True,
+                            after_run=after_run)
     return finish(reopened)
 
 
