@@ -696,3 +696,15 @@ def test_the_cli_remembers_only_a_reported_budgeted_run(
     assert kept == []
     cli.remember_after_run(result, reported=True)
     assert len(kept) == 1 and kept[0][1] == 6 and 7.9 < kept[0][0] < 60
+
+
+def test_the_budget_counts_the_commands_own_start() -> None:
+    """The CLI hands advise what the process spent before it (Python's start, the imports):
+    the budget is the whole command's."""
+    import psutil
+
+    from harness import cli
+
+    age = time.time() - psutil.Process().create_time()
+    spent = cli.since_process_start()
+    assert age - 1.0 <= spent <= age + 5.0 and spent > 0

@@ -693,16 +693,18 @@ def advise(workload: str | None = None, *,
            finish: Callable[[RunSession], Result], executor: str | Executor | None = None,
            progress: bool = True, command: list[str] | None = None,
            ceilings: bool = True, budget_s: float | None = DEFAULT_BUDGET_S,
-           **options: Any) -> Result:
+           spent_s: float = 0.0, **options: Any) -> Result:
     """Both phases; `finish` runs an opened session to its end (harness.api's, which stores
     the predictions) and its result of the last phase is returned.
 
-    BUDGET_S: seconds for the whole run from now (0 or None: no limit). Phase 2 runs only
+    BUDGET_S: seconds for the whole run from now, less SPENT_S already spent by the command
+    (0 or None: no limit). Phase 2 runs only
     where phase 1 ended without a stop signal, some framework x device has two or more
     recommended fixes that run together, and the budget left holds them.
     """
-    # What follows the last worker is kept back as the cells run (Chooser.after_run).
-    started = clock()
+    # What follows the last worker is kept back as the cells run (Chooser.after_run); SPENT_S
+    # is what the command spent before this call (the CLI's start and imports).
+    started = clock() - max(0.0, spent_s)
     per_cell = remembered_per_cell()
 
     def after_run(cells: int) -> float:
