@@ -30,7 +30,14 @@ from harness.workloads.usermodel.spec import (
     variant_parts,
 )
 from tests.in_subprocess import installed
-from tests.test_usermodel import KERAS_MLP, TORCH_MLP, cases, compare, write_model
+from tests.test_usermodel import (
+    KERAS_MLP,
+    TORCH_MLP,
+    cases,
+    compare,
+    refused_variants,
+    write_model,
+)
 
 # Loses its answer in bf16: the +1 sits below bf16's resolution at 1e3 (one ulp there is 4),
 # so the two matmuls cancel to rounding noise instead of W @ 1. In float32 (one ulp at 1e3 is
@@ -171,9 +178,7 @@ def test_bf16_passes_on_a_benign_model_and_threads_n_runs_with_n_threads(tmp_pat
     assert found[("torch", "threads-1", 2)]["extra"]["threads"] == 1
     assert found[("torch", "threads-2", 2)]["extra"]["threads"] == 2
     assert written["extra"]["threads"] == 1
-    refused = {cell["cell"]["variant"]: cell["reason"] for cell in document["cells"]
-               if cell["status"] == "unavailable"}
-    assert refused == {"resident+compiled": f"resident: {ON_CPU_RESIDENT}"}
+    assert refused_variants(document) == {"resident+compiled": f"resident: {ON_CPU_RESIDENT}"}
 
 
 @torch_only

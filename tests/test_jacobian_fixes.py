@@ -22,7 +22,14 @@ from harness.workloads.usermodel.spec import (
     spec_for_name,
 )
 from tests.in_subprocess import installed
-from tests.test_usermodel import PROJECT_ROOT, TORCH_MLP, cases, compare, write_model
+from tests.test_usermodel import (
+    PROJECT_ROOT,
+    TORCH_MLP,
+    cases,
+    compare,
+    refused_variants,
+    write_model,
+)
 
 torch_only = pytest.mark.skipif(not installed("torch"), reason="torch not installed")
 JACOBIAN_NET = PROJECT_ROOT / "examples" / "models" / "jacobian_net.py"
@@ -157,9 +164,7 @@ def test_a_model_without_jacobian_calls_gets_the_fix_refused(tmp_path: Path) -> 
     ran, document = compare(model, tmp_path / "out", "--sizes", "2",
                             "--variant", "as-written,jacobian-forward")
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    refused = {cell["cell"]["variant"]: cell["reason"] for cell in document["cells"]
-               if cell["status"] == "unavailable"}
-    assert refused == {"jacobian-forward": NO_JACOBIAN}
+    assert refused_variants(document) == {"jacobian-forward": NO_JACOBIAN}
 
 
 def test_the_seed_file_is_what_the_worker_tests_run() -> None:

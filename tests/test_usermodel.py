@@ -84,6 +84,12 @@ def compare(model: Path, out: Path, *extra: str) -> tuple[subprocess.CompletedPr
     return ran, (json.loads(documents[0].read_text()) if documents else {})
 
 
+def refused_variants(document: dict) -> dict[str, str]:
+    """variant -> reason, for every cell the run wrote `unavailable`."""
+    return {cell["cell"]["variant"]: cell["reason"] for cell in document["cells"]
+            if cell["status"] == "unavailable"}
+
+
 def cases(document: dict) -> dict[tuple[str, str, int], dict]:
     """(framework, variant, batch) -> the case record, for every cell that ran a case."""
     return {(cell["cell"]["framework"], cell["cell"]["variant"], case["case"]["batch"]): case
