@@ -64,6 +64,16 @@ def write_json_atomic(path: Path, document: Any) -> None:
     write_bytes_atomic(path, json.dumps(document, indent=2, default=str).encode())
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A per-machine cache file's JSON object; {} where it is missing, unreadable or not an
+    object (a cache that cannot be read costs the reuse only)."""
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return document if isinstance(document, dict) else {}
+
+
 def new_run_dir(out: Path, workload: str) -> Path:
     """A fresh folder `<UTC time>-<workload>-<random>`; mkdir fails rather than reuse one."""
     out.mkdir(parents=True, exist_ok=True)

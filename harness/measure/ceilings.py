@@ -19,8 +19,6 @@ comma-separated, all probed in that one process, so the framework is imported on
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +37,7 @@ from harness.data.ceilings import (
     RememberedProbe,
     failed,
 )
-from harness.data.store import write_json_atomic
+from harness.data.store import read_json_object, write_json_atomic
 from harness.measure import envinfo
 from harness.measure.timing import TimingPolicy, autorange
 
@@ -181,18 +179,13 @@ def machine_fingerprint() -> Fingerprint:
 def _entry_key(device_name: str, fingerprint: Mapping[str, object]) -> str:
     """One cache entry per device and fingerprint: a home folder shared by several machines
     (NFS on a cluster) keeps each machine's own probe."""
-    text = json.dumps(fingerprint, sort_keys=True)
-    return f"{device_name}|{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    return f"{device_name}|{envinfo.fingerprint_key(fingerprint)}"
 
 
 def _read_cache() -> dict[str, object]:
     """The cache file as stored (entries this version cannot read are written back as they
     were: another harness version on a shared home may still use them)."""
-    try:
-        document = json.loads(cache_path().read_text())
-    except (OSError, ValueError):
-        return {}
-    return document if isinstance(document, dict) else {}
+    return read_json_object(cache_path())
 
 
 def _remembered_probes(cache: Mapping[str, object]) -> list[RememberedProbe]:

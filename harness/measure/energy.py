@@ -27,9 +27,7 @@ only since Linux 5.10); else `unavailable` with the reason. Never an estimate fr
 from __future__ import annotations
 
 import bisect
-import hashlib
 import itertools
-import json
 import math
 import statistics
 import sys
@@ -43,7 +41,8 @@ from typing import Any, Protocol
 from harness.core import settings
 from harness.data.records import EnergyRecord
 from harness.data.serial import JsonObject
-from harness.data.store import write_json_atomic
+from harness.data.store import read_json_object, write_json_atomic
+from harness.measure import envinfo
 
 POWERCAP_ENV = "HARNESS_POWERCAP_ROOT"  # read by harness.core.settings, never here
 POWERCAP_ROOT = Path("/sys/class/powercap")
@@ -263,16 +262,11 @@ def idle_cache_path() -> Path:
 def _idle_entry_key(fingerprint: JsonObject) -> str:
     """One entry per fingerprint (which names the device): a shared home folder keeps each
     machine's and each device's own idle power."""
-    text = json.dumps(fingerprint, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return envinfo.fingerprint_key(fingerprint)
 
 
 def _read_idle_cache() -> dict[str, Any]:
-    try:
-        document = json.loads(idle_cache_path().read_text())
-    except (OSError, ValueError):
-        return {}
-    return document if isinstance(document, dict) else {}
+    return read_json_object(idle_cache_path())
 
 
 def recall_idle(fingerprint: JsonObject, counters: list[str],

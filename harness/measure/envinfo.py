@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -115,6 +117,14 @@ def machine_fingerprint(libraries: Sequence[str]) -> Fingerprint:
     gpus = visible_gpus()
     return Fingerprint(cpu_model=cpu_model(), cores=usable_cores(), gpus=gpus,
                        gpu_driver=_nvidia_driver() if gpus else None, libraries=versions)
+
+
+def fingerprint_key(fingerprint: Mapping[str, object]) -> str:
+    """A short stable key of a fingerprint, for the per-machine caches (ceilings, idle power,
+    advise's end): a home folder shared by several machines (NFS on a cluster) keeps each
+    machine's own entry."""
+    text = json.dumps(fingerprint, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _nvidia_driver() -> str | None:

@@ -43,8 +43,6 @@ computed from the stored run (harness.analysis.advice.advise_run), by the CLI an
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import random
 import time
@@ -349,9 +347,7 @@ def candidate_costs(baseline: Costs, framework: str, device: str, variant: str) 
 
 def after_run_key() -> str:
     """This machine's entry in AFTER_RUN_FILE: a hash of its fingerprint (envinfo's)."""
-    fingerprint = envinfo.machine_fingerprint(REPORT_LIBRARIES)
-    text = json.dumps(fingerprint, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return envinfo.fingerprint_key(envinfo.machine_fingerprint(REPORT_LIBRARIES))
 
 
 def after_run_path() -> Path:
@@ -361,11 +357,8 @@ def after_run_path() -> Path:
 def remembered_per_cell() -> float | None:
     """The seconds per cell the last advise on this machine took after its last worker; None
     where none is remembered (or the file cannot be read)."""
-    try:
-        entry = json.loads(after_run_path().read_text()).get(after_run_key()) or {}
-        value = entry.get("per_cell_s")
-    except (OSError, ValueError, AttributeError):
-        return None
+    entry = store.read_json_object(after_run_path()).get(after_run_key())
+    value = entry.get("per_cell_s") if isinstance(entry, dict) else None
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
@@ -375,15 +368,14 @@ def remember_after_run(seconds: float, cells: int) -> None:
     if cells < 1 or seconds <= 0:
         return
     path = after_run_path()
+    known = store.read_json_object(path)
+    known[after_run_key()] = {"per_cell_s": round(seconds / cells, 3), "cells": cells,
+                              "seconds": round(seconds, 1),
+                              "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
     try:
-        known = json.loads(path.read_text()) if path.exists() else {}
-        known = known if isinstance(known, dict) else {}
-        known[after_run_key()] = {"per_cell_s": round(seconds / cells, 3), "cells": cells,
-                                  "seconds": round(seconds, 1),
-                                  "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
         path.parent.mkdir(parents=True, exist_ok=True)
         store.write_json_atomic(path, known)
-    except (OSError, ValueError):
+    except OSError:
         return
 
 
