@@ -216,7 +216,8 @@ def test_a_later_round_of_a_cell_contended_throughout_times_each_case_once(
     assert "not timed again" in again.suspect and later.busy in again.suspect
     # A cell whose earlier round had no such case retries as before.
     calm = rounds.RoundMerger.of(spec, [first], 2)
-    calm.add(first, CellResult(cell=first, cases=[replace(record, suspect="")]))
+    retimed = [record.attempts[0], replace(record.attempts[1], contended="")]
+    calm.add(first, CellResult(cell=first, cases=[replace(record, attempts=retimed)]))
     assert calm.calibrated(replace(first, round=1)).busy == ""
 
 

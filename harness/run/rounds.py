@@ -234,17 +234,14 @@ def first_round_flops(first: CellResult) -> tuple[FrozenParams | None, ...]:
                  for case in first.cases)
 
 
-# The suspect text of a case contended in every attempt (harness.run.worker run_case).
-CONTENDED_IN_ALL = "contended in all"
-
-
 def contended_throughout(rounds: list[tuple[int, CellResult]]) -> str:
     """Why a later round's worker should time each case once: an earlier round of the cell
     had a case contended in every attempt ('' if none). Why: the retries' pauses found the
     same load each time (a hypervisor stealing a core of the H100 host throughout: 2-6 s of
     pauses per run of a small model), and every later round paid them again."""
     for index, result in rounds:
-        if any(CONTENDED_IN_ALL in case.suspect for case in result.cases):
+        if any(len(case.attempts) > 1 and all(attempt.contended for attempt in case.attempts)
+               for case in result.cases):
             return f"round {index + 1} of this cell had a case contended in every attempt"
     return ""
 

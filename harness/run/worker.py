@@ -42,7 +42,6 @@ from harness.measure.casewatch import CaseWatch, idle_fingerprint
 from harness.measure.memory import host_peak_bytes, reset_host_peak
 from harness.measure.timing import Measurement, TimingPolicy, autorange
 from harness.run.failures import failure_reason
-from harness.run.rounds import CONTENDED_IN_ALL
 from harness.spec import Cell, ParamValue, Status, WorkloadSpec
 
 # Why a run's cases carry no energy figure when its command asked for none (harness advise).
@@ -508,7 +507,7 @@ def run_case(
     if len(attempts) > 1:
         attempts[kept_number - 1].kept = True
         if all(attempt.contended for attempt in attempts):
-            suspect.append(f"{CONTENDED_IN_ALL} {len(attempts)} attempts")
+            suspect.append(f"contended in all {len(attempts)} attempts")
             clock.busy = True
     elif attempts[0].contended and clock.busy:
         suspect.append("not timed again: the cores stayed busy through every attempt of an "
