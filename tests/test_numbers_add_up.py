@@ -8,6 +8,8 @@ print in exponent notation; a check that compared nothing does not read as a pas
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.analysis.stats import summarize_case, summarize_result, work_of
@@ -103,3 +105,27 @@ def test_a_check_that_compared_nothing_does_not_read_as_a_pass() -> None:
                           "bound": 0.0, "detail": "not compared: dropout"})])
     (row,) = summarize_result(registry.load_workload("matmul"), cell)
     assert row.check == "not compared"
+
+
+@pytest.mark.slow  # one torch worker per round
+def test_mnist_per_call_figures_hold_beside_a_cell_that_never_ran(tmp_path: Path) -> None:
+    """Issue 48: on the H200 the demo's summary printed "repeated to 60,000 per call" where each
+    of 3 rounds trained 20,000, and its own check exited 1: a cell that never ran (TensorFlow
+    not installed there) keeps the plan's whole epoch in its row. cuda:0 is that cell here where
+    torch sees no GPU; where it sees one, both run and the figures must hold all the same."""
+    if not installed("torch"):
+        pytest.skip("torch is not installed")
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    result = CliRunner().invoke(app, [
+        "compare", "--workload", "mnist-small", "--framework", "torch", "--device",
+        "cpu,cuda:0", "--param", "epochs=1", "--param", "train_samples=2000", "--param",
+        "test_samples=500", "--rounds", "2", "--no-ceilings", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "0 mismatches, 0 unverifiable" in result.output
+    (run_dir,) = [path for path in tmp_path.iterdir() if path.is_dir()]
+    summary = (run_dir / "summary.md").read_text()
+    assert "One timed call is one 1,000-sample call (1/2 epoch)" in summary
+    assert "Distinct training samples: 1000." in summary  # 1,000 per call: nothing repeated

@@ -151,16 +151,26 @@ def call_name(unit: str, params: Mapping[str, JsonValue], rows: pd.DataFrame,
     if not epoch_param:
         return "call"
     planned = params.get(epoch_param)
-    column = f"param_{epoch_param}"
-    if not isinstance(planned, (int, float)) or column not in rows:
+    per_call = measured_values(rows, epoch_param)
+    if not isinstance(planned, (int, float)) or per_call is None:
         return "epoch"
-    per_call = pd.to_numeric(rows[column], errors="coerce").dropna()
     if per_call.empty or per_call.max() >= planned:
         return "epoch"
     samples = int(per_call.max())
     parts = planned / samples
     share = f"1/{parts:.0f}" if abs(parts - round(parts)) < 1e-9 else f"{samples / planned:.2g}"
     return f"{samples:,}-sample call ({share} epoch)"
+
+
+def measured_values(rows: pd.DataFrame, param: str) -> pd.Series | None:
+    """The parameter PARAM of the cases that were timed (None where the rows have no such
+    column). Why only those: a cell that never ran (unavailable, failed before its first
+    call) keeps the plan's value, e.g. the whole epoch where the rounds shared it out."""
+    column = f"param_{param}"
+    if not param or column not in rows:
+        return None
+    timed = rows[rows["seconds"].notna()] if "seconds" in rows else rows
+    return pd.to_numeric(timed[column], errors="coerce").dropna()
 
 
 def merged_params(runs: pd.DataFrame) -> dict[str, JsonValue]:

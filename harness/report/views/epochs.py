@@ -25,6 +25,7 @@ import pandas as pd
 
 from harness.core.units import device_kind, format_seconds, format_size
 from harness.report import style
+from harness.report.context import measured_values
 from harness.report.summary import markdown_table
 from harness.report.tables import CASE_KEYS, sort_cells
 from harness.report.views import View
@@ -177,11 +178,9 @@ def trained_per_call(context: Any) -> Any:
     """The training samples one timed call went through: the cases' own parameter (a round's
     share where rounds shared an epoch out), else the run's planned value."""
     name = context.hints.get("epoch_samples_param") or ""
-    column = f"param_{name}"
-    if name and column in context.rows:
-        values = pd.to_numeric(context.rows[column], errors="coerce").dropna()
-        if not values.empty:
-            return int(values.max())
+    values = measured_values(context.rows, name)
+    if values is not None and not values.empty:
+        return int(values.max())
     return context.params.get(name)
 
 
