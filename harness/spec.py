@@ -409,7 +409,7 @@ class FrameworkSpec:
     (harness.run.forkserver); () for a framework whose import is not safe to fork after
     (one that starts thread pools or opens a device when imported). compile_cache_variable:
     the variable naming a directory where the framework's compiler keeps what it compiled
-    (with compile_cache_environment, what makes it keep everything); the runner gives each cpu
+    (with compile_cache_environment, what makes it keep everything); the runner gives each
     cell its own, new with every run, so round 0 compiles cold and the later rounds of that
     cell load round 0's programs instead of compiling them again (harness.run.runner
     `compile_cache_environment`).

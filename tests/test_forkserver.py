@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.core import registry
+from harness.run import forkserver
 from harness.run.forkserver import (
     ForkServer,
     ForkServerLost,
@@ -30,6 +33,7 @@ from harness.run.runner import (
     run_worker,
 )
 from harness.spec import Cell, Status
+from tests.in_subprocess import installed
 
 PRELOAD = ("tests.fakes.backend.device",)
 
@@ -170,9 +174,9 @@ def test_a_forked_worker_answers_as_a_new_interpreter_does(framework: str, tmp_p
     assert "worker start (python, imports)" in spawned.cost.phases
 
 
-# --- a cpu cell's own compile cache, new with each run --------------------------------------
+# --- a cell's own compile cache, new with each run --------------------------------------
 
-def test_each_cpu_cell_of_a_caching_framework_gets_its_own_compile_cache(tmp_path: Path) -> None:
+def test_each_cell_of_a_caching_framework_gets_its_own_compile_cache(tmp_path: Path) -> None:
     jax_cell = Cell("matmul", "fp32", "jax", "cpu", {"n": [64]})
     folders = {compile_cache_environment(cell, tmp_path)["JAX_COMPILATION_CACHE_DIR"]
                for cell in (jax_cell, replace(jax_cell, variant="bf16"),
@@ -182,8 +186,12 @@ def test_each_cpu_cell_of_a_caching_framework_gets_its_own_compile_cache(tmp_pat
     assert all(Path(folder).parent == tmp_path for folder in folders)
     assert compile_cache_environment(jax_cell, tmp_path)[
         "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0"
-    # none on a GPU (its autotuned kernels would carry over), for torch, or without a run's root
-    assert compile_cache_environment(replace(jax_cell, device="cuda:0"), tmp_path) == {}
+    # a GPU cell's later rounds load its autotuned programs too (17 of 21 s per H200 worker)
+    gpu_cell = replace(jax_cell, device="cuda:0")
+    assert compile_cache_environment(gpu_cell, tmp_path)["JAX_COMPILATION_CACHE_DIR"] == \
+        compile_cache_environment(replace(gpu_cell, round=1), tmp_path)[
+            "JAX_COMPILATION_CACHE_DIR"] not in folders
+    # none for torch, or without a run's root
     assert compile_cache_environment(replace(jax_cell, framework="torch"), tmp_path) == {}
     assert compile_cache_environment(jax_cell, None) == {}
     assert "JAX_COMPILATION_CACHE_DIR" not in cell_environment(jax_cell)
@@ -261,3 +269,33 @@ def test_a_thread_started_after_the_imports_stops_the_next_fork(tmp_path: Path) 
         server.fork("tests.fakes.helper_child", ["describe", str(tmp_path / "d.json")], env,
                     tmp_path, tmp_path / "d.txt")
     assert "besides the main one" in server.refused
+
+
+SETTLE_CHECK = """
+import os
+os.environ["KERAS_TORCH_DEVICE"] = "cpu"  # as the warm process imports Keras
+from harness.backends.keras_torch import device
+from keras.src.backend.torch import core
+import torch
+os.environ["KERAS_TORCH_DEVICE"] = "meta"  # a user's own choice, in the worker's environment
+device.settle_default_device()
+assert core.DEFAULT_DEVICE == "meta", core.DEFAULT_DEVICE
+del os.environ["KERAS_TORCH_DEVICE"]  # none: Keras' own choice, from this process's GPUs
+device.settle_default_device()
+assert core.DEFAULT_DEVICE == ("cuda" if torch.cuda.is_available() else "cpu"), core.DEFAULT_DEVICE
+"""
+
+
+@pytest.mark.slow
+def test_a_keras_torch_worker_chooses_its_default_device_from_its_own_environment() -> None:
+    """The warm process imports Keras with KERAS_TORCH_DEVICE=cpu (asking torch for CUDA
+    there started a driver thread, and no keras-torch worker was forked on the H200 host); the
+    forked worker must choose again as Keras would, or a GPU cell's unscoped tensors would
+    stay on the CPU."""
+    if not (installed("torch") and installed("keras")):
+        pytest.skip("torch or keras is not installed")
+    assert forkserver.WARM_ONLY_VARIABLES["KERAS_TORCH_DEVICE"] == "cpu"
+    env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": str(PROJECT_ROOT)}
+    done = subprocess.run([sys.executable, "-c", SETTLE_CHECK], env=env, cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -59,8 +59,12 @@ from typing import IO, TypedDict, cast
 LATE_VARIABLES = ("CUDA_VISIBLE_DEVICES",)
 READY_TIMEOUT_S = 300.0
 # Set in the warm process only (each child gets the cell's own environment back): pyarrow's
-# jemalloc starts no background thread there. Keras imports pandas, which imports pyarrow.
-WARM_ONLY_VARIABLES = {"JE_ARROW_MALLOC_CONF": "background_thread:false"}
+# jemalloc starts no background thread there (Keras imports pandas, which imports pyarrow);
+# Keras on torch takes its default device from KERAS_TORCH_DEVICE instead of asking
+# torch.cuda.is_available(), whose driver start leaves a thread even with every GPU hidden
+# (the worker chooses again: backends/keras_torch/device.py settle_default_device).
+WARM_ONLY_VARIABLES = {"JE_ARROW_MALLOC_CONF": "background_thread:false",
+                       "KERAS_TORCH_DEVICE": "cpu"}
 # OpenBLAS's own fork hook: it stops the server threads; the next BLAS call starts them again.
 OPENBLAS_STOP = "blas_thread_shutdown_"
 # How long a stopped thread may take to leave /proc/self/task after it was joined.

@@ -116,16 +116,17 @@ def bytecode_environment(framework: str, env: dict[str, str],
 
 
 def compile_cache_environment(cell: Cell, root: Path | None) -> dict[str, str]:
-    """The variables that give a cpu cell its own compile cache under ROOT (the run's, new
-    with every run; FrameworkSpec.compile_cache_variable), {} where there is none.
+    """The variables that give a cell its own compile cache under ROOT (the run's, new with
+    every run; FrameworkSpec.compile_cache_variable), {} where there is none.
 
     Why per cell and new per run: round 0 must compile cold, as the user's first run does (its
     cold call is the one reported), and only that cell's later rounds may load its programs.
-    Why cpu only: on a GPU the compiler autotunes its kernels at compile time, and programs
-    loaded from round 0 would carry round 0's choices into every round, hiding how much they
-    vary from one process to the next.
+    Why on a GPU too: XLA autotunes a GPU program's kernels when it compiles it, and on the
+    H200 that was most of every jax/keras-jax MNIST worker (17 of 21 s, each round alike):
+    later rounds now load round 0's programs, autotuned kernels included, so their drift is
+    the runtime's and not the autotuner's choice between processes (docs/methodology.md).
     """
-    if root is None or cell.device != "cpu":
+    if root is None:
         return {}
     try:
         spec = registry.load_framework(cell.framework)

@@ -193,7 +193,7 @@ class RunSession:
             settings = self.options.settings
             with using(settings), forkserver.shared(settings.fork_workers), \
                     tempfile.TemporaryDirectory(prefix="harness-compiled-") as compiled:
-                # Each cpu cell's compile cache, new with this session (runner.py
+                # Each cell's compile cache, new with this session (runner.py
                 # compile_cache_environment): later rounds load what round 0 compiled.
                 self.options = replace(self.options, compile_cache_root=Path(compiled))
                 if self._set_up():
