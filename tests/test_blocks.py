@@ -162,3 +162,51 @@ def test_block_case_rows_keep_the_whole_epochs() -> None:
     assert phases == [("cold", 0, 12.0), ("warm", 1, 8.0), ("warm", 2, 9.0),
                       ("epoch", 1, 12.0), ("epoch", 2, 8.5)]
     assert [row.get("block_steps") for row in rows] == [None, 2, 2, None, None]
+
+
+# --- a part of a call for the device-busy pass ------------------------------------------------
+
+class StepCountingProfiler:
+    """A GPU device whose profile reads the fake clock's device work of the calls it runs:
+    1 kernel per step, each step's cost as busy time."""
+
+    is_gpu = True
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+
+    def profile(self, step: Any, calls: int) -> Any:
+        from harness.measure.devicetime import DeviceProfile
+
+        for _ in range(calls):
+            step()
+        work = list(self.clock.pending)
+        self.clock.synchronize()
+        return DeviceProfile(calls=calls, busy_seconds=sum(work) / calls, copy_seconds=0.0,
+                             kernels_per_call=len(work) / calls, copies_per_call=0.0,
+                             launches_per_call=len(work) / calls, span_seconds=sum(work) / calls,
+                             tool="fake")
+
+
+def test_a_long_calls_profile_runs_its_first_steps_and_scales_them_to_the_call(
+        clock: FakeClock) -> None:
+    from harness.run.worker import device_profile_record
+
+    task = EpochTask(clock, [0.01] * 1000)  # a 10 s call of 1,000 steps of 10 ms
+    own_marks = task.step_marks
+    call = blocks.CallStep(task, task.step)
+    steps = call.part_steps(10.0)
+    assert steps == round(blocks.PART_TARGET_S / 0.01)  # ~0.5 s of the call
+    record = device_profile_record(StepCountingProfiler(clock), call, 1, 10.0)
+    assert task.step_marks is own_marks  # the task's marks are back for the next call
+    assert record["profiled_share"] == pytest.approx(steps / 1000)
+    assert record["kernels_per_call"] == pytest.approx(1000)  # 50 steps' kernels, scaled
+    assert record["busy_seconds"] == pytest.approx(10.0)
+    assert record["span_seconds"] == pytest.approx(10.0)
+    # A short call, and a task that does not report its steps, are profiled whole.
+    assert call.part_steps(0.4) == 1000 and call.part_steps(None) == 1000
+    whole = device_profile_record(StepCountingProfiler(clock), call, 1, 0.4)
+    assert whole["profiled_share"] == 1.0 and whole["kernels_per_call"] == 1000
+    # A call of few, slow steps still profiles PART_MIN_STEPS of them.
+    slow = blocks.CallStep(EpochTask(clock, [1.0] * 200), task.step)
+    assert slow.part_steps(200.0) == blocks.PART_MIN_STEPS

@@ -216,6 +216,9 @@ FIELDS: tuple[CaseField, ...] = (
     CaseField("launches_per_call", float, profile_value("launches_per_call")),
     CaseField("device_span_seconds", float, profile_value("span_seconds"), unit="s",
               format=format_seconds),
+    # Below 1 where a long call's first steps were profiled, the figures above scaled to the
+    # whole call (harness.measure.blocks.CallStep).
+    CaseField("device_profiled_share", float, profile_value("profiled_share")),
     CaseField("device_reason", str, profile_reason),
     # Energy per call from the hardware's counters (harness.measure.energy): the cell's own
     # device, NVML's board counter on GPU cells, RAPL's packages on CPU cells; the total (idle

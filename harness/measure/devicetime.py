@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from harness.core.units import format_seconds, three_digits
@@ -63,9 +63,27 @@ class DeviceProfile:
     launches_per_call: float | None  # host API calls that enqueue work (None: not recorded)
     span_seconds: float | None  # device clock from first to last event (CUDA events)
     tool: str  # what measured it, e.g. "torch.profiler (CUPTI) + CUDA events"
+    # The share of one call that was profiled (its first steps), every figure above scaled up
+    # from it to a whole call; 1.0 where whole calls were profiled.
+    profiled_share: float = 1.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def scaled_from(self, share: float) -> DeviceProfile:
+        """These figures, measured over SHARE of one call, as figures per whole call."""
+        if not 0 < share <= 1:
+            raise ValueError(f"a profiled share must be in (0, 1], not {share}")
+        per_call = 1 / share
+        return replace(
+            self, busy_seconds=self.busy_seconds * per_call,
+            copy_seconds=self.copy_seconds * per_call,
+            kernels_per_call=self.kernels_per_call * per_call,
+            copies_per_call=self.copies_per_call * per_call,
+            launches_per_call=None if self.launches_per_call is None
+            else self.launches_per_call * per_call,
+            span_seconds=None if self.span_seconds is None else self.span_seconds * per_call,
+            profiled_share=share * self.profiled_share)
 
 
 def classify(activity: str, name: str) -> str | None:

@@ -105,12 +105,14 @@ def profile_calls(spec: WorkloadSpec, calls_per_sample: int) -> int:
 LATER_ROUND_REASON = "measured in the cell's first round only"
 
 
-def device_profile_record(device: Any, step: Any, calls: int) -> JsonObject:
+def device_profile_record(device: Any, step: Any, calls: int,
+                          seconds_per_call: float | None = None) -> JsonObject:
     """The device-busy pass: figures per call, or {'reason': why there are none}.
 
     Runs after the timed samples and the check, so the profiler's own cost never reaches a
     wall-clock sample and an extra call (one more epoch) never reaches a checked output. A
-    failure here costs the second clock only, never the case.
+    failure here costs the second clock only, never the case. A long call of a task that
+    reports its steps (blocks.CallStep) is profiled over its first steps, scaled to the call.
     """
     if not getattr(device, "is_gpu", False):
         return {"reason": CPU_PROFILE_REASON}
@@ -120,6 +122,11 @@ def device_profile_record(device: Any, step: Any, calls: int) -> JsonObject:
     if profile is None:
         return {"reason": f"{type(device).__name__} has no device profiler"}
     try:
+        if isinstance(step, blocks.CallStep):
+            steps = step.part_steps(seconds_per_call)
+            if steps < step.steps_per_call:
+                return profile(step.part(steps), 1).scaled_from(
+                    steps / step.steps_per_call).as_dict()
         return profile(step, calls).as_dict()
     except ProfileUnavailable as exc:
         return {"reason": str(exc)}
@@ -176,6 +183,8 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], v
         return (*measured, None)
     task = module.make_task(case, variant, device, inputs)
     step, synchronize = timed_pair(task, device, sync_style)
+    if spec.timing == "per_call" and blocks.supports_blocks(task):
+        step = blocks.CallStep(task, step)  # a pass after the samples may run a part of it
     if window is not None:
         window.attach(step, synchronize)
     if spec.timing == "per_call":  # blocks of steps within each call where the task has them
@@ -496,7 +505,8 @@ def run_case(
             device_profile: JsonObject = (
                 {"reason": LATER_ROUND_REASON} if cell.round > 0
                 else {"reason": f"the device profile was {too_long}"} if too_long
-                else device_profile_record(device, kept.step, calls))
+                else device_profile_record(device, kept.step, calls,
+                                           kept.output.get("seconds_per_call")))
     except VariantUnavailable as exc:
         return CaseResult(case, Status.UNAVAILABLE, str(exc))
     except Exception as exc:  # a failed case is data; the next case still runs

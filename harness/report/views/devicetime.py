@@ -257,7 +257,8 @@ EXPLANATION = (
     "Two clocks per case. Measured: the wall time per call (the harness's clock, warm median), "
     "the device-busy time and the host<->device copies on the device (a separate profiled pass "
     "after the timed samples: kernels', copies' and memsets' own durations, overlaps counted "
-    "once), the kernels executed, and the cold first call. Derived: device compute = busy - "
+    "once; a long call's first steps, scaled to the whole call by the share profiled), the "
+    "kernels executed, and the cold first call. Derived: device compute = busy - "
     "copies; host launch/dispatch/Python = wall - busy. CPU cells are 'compute (host)', not "
     "split. The variant-difference breakdown elsewhere in this report is a cross-check.")
 
