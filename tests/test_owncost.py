@@ -4,6 +4,7 @@ counted once per cell, idle power remembered per machine, energy from the timed 
 from __future__ import annotations
 
 import json
+import random
 import statistics
 from pathlib import Path
 from typing import Any
@@ -59,11 +60,38 @@ def test_calls_still_getting_faster_warm_up_to_the_cap(
     assert sum(singles) >= 0.2
 
 
-def test_calls_alternating_between_two_levels_warm_up_to_the_cap(
+def test_calls_alternating_between_two_levels_settle_on_the_levels(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    durations = [0.002, 0.003] * 200  # never within 5% of their median; the level flips too
+    """Never within 5% of their median, and the median flips between the levels: until issue
+    48 such calls warmed up to the cap; two windows that show both levels, each level where it
+    was, are warm."""
+    durations = [0.002, 0.003] * 200
     singles, stopped = _warm_up(monkeypatch, durations, warmup_s=0.2)
-    assert stopped == timing.WARMUP_CAP and sum(singles) >= 0.2
+    assert stopped == timing.WARMUP_SETTLED
+    assert len(singles) == 2 * timing.SETTLE_CALLS  # two windows: the rule's fewest calls
+
+
+def test_a_bimodal_gpu_step_settles_within_a_fifth_of_the_cap(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake GPU step that waits in about 1 call of 3 (1.0 ms or 2.6 ms, each +-2%, in a
+    fixed random mix): settled on its two levels after at most four windows, a fifth of the
+    0.25 s cap; the mix still marks the samples bimodal where it shows."""
+    draw = random.Random(48)
+    durations = [0.05] + [(0.0026 if draw.random() < 0.35 else 0.0010)
+                          * draw.uniform(0.98, 1.02) for _ in range(400)]
+    singles, stopped = _warm_up(monkeypatch, durations, warmup_s=0.25)
+    assert stopped == timing.WARMUP_SETTLED
+    assert len(singles) <= 1 + 4 * timing.SETTLE_CALLS and sum(singles) < 0.25 / 5 + 0.05
+    assert timing.bimodal_split(durations[1:41]) is not None  # the samples would say so
+
+
+def test_a_level_still_falling_between_two_levels_does_not_settle(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two levels 1.5x apart, both 2% faster every call: each level moves ~10% per window.
+    durations = [(0.002 if index % 2 else 0.003) * 0.98 ** index for index in range(200)]
+    singles, stopped = _warm_up(monkeypatch, durations, warmup_s=0.08)
+    assert len(singles) > 4 * timing.SETTLE_CALLS  # it ran on, window after window
+    assert stopped == timing.WARMUP_CAP
 
 
 # Scattered by up to +-20% around a level that no longer moves, after three slower calls: no

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import registry
+from harness.core.settings import cache_folder
 from harness.run.runner import run_json_child
 from harness.spec import BadInput, CaseParams, Cell, ParamValue, WorkloadSpec, int_param, str_param
+from harness.workloads.usermodel import preparedcache
 from harness.workloads.usermodel.spec import (
     FAMILIES,
     NAME_PREFIX,
@@ -144,12 +146,34 @@ def prepare_run(run_dir: Path, spec: WorkloadSpec, params: CaseParams,
     args = [str_param(params, "model"), str(folder), framework, str_param(params, "what"),
             str(params["seed"]),
             ",".join(str(size) for size in sizes)]
+    model, root = Path(args[0]), cache_folder() / "prepared"
+    key = preparedcache.cache_key(model, framework, args[2:])
+    reused = preparedcache.restore(root, key, folder)
+    if reused is not None:  # the same file, sizes and seed were prepared on this machine
+        _note_reuse(folder, reused)
+        return {PREPARED_PARAM: str(folder)}
     summary, why_not = run_json_child("harness.workloads.usermodel.prepare", args,
                                       Cell("prepare", "-", framework, "cpu", quick=quick),
                                       timeout_s)
     if summary is None:
         _write_failure(folder, sizes, f"preparing the weights and references failed: {why_not}")
+    else:
+        preparedcache.store(root, key, folder, model)
     return {PREPARED_PARAM: str(folder)}
+
+
+def _note_reuse(folder: Path, made: dict[str, str]) -> None:
+    """Say in prepared.json where its weights and references came from (a new file, written
+    atomically: the restored one is a hard link to the machine's kept copy)."""
+    import json
+
+    from harness.data.store import write_json_atomic
+    from harness.workloads.usermodel.spec import PREPARED_FILE
+
+    prepared = json.loads((folder / PREPARED_FILE).read_text())
+    prepared["reused"] = (f"made by an earlier run at {made.get('prepared_at', '?')} from the "
+                          "same file, sizes, seed and library versions on this machine")
+    write_json_atomic(folder / PREPARED_FILE, prepared)
 
 
 def _write_failure(folder: Path, sizes: list[int], reason: str) -> None:
