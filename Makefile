@@ -5,8 +5,30 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-CONSTRAINTS ?= requirements/constraints.txt
-EXTRAS ?= all,test
+
+# Which pinned set to install: requirements/choose-constraints.py prints "cpu", "cuda13" or
+# "cuda12" and why (an NVIDIA GPU that `nvidia-smi -L` lists, and its driver's CUDA version).
+# HARNESS_SET=cpu|cuda13|cuda12 forces a set, CONSTRAINTS=FILE another constraints file for it
+# (docs/gpu.md: when the automatic choice is wrong).
+HARNESS_SET ?= auto
+CHOICE := $(shell $(PYTHON) requirements/choose-constraints.py $(HARNESS_SET))
+SET := $(or $(word 1,$(CHOICE)),cpu)
+WHY := $(wordlist 2,999,$(CHOICE))
+# Per set: its constraints file, the project's extras, requirements beside them, and its name.
+CONSTRAINTS_cpu := requirements/constraints.txt
+EXTRAS_cpu := all,test
+REQUIRE_cpu :=
+NAME_cpu := the CPU set
+CONSTRAINTS_cuda13 := requirements/constraints-gpu.txt
+EXTRAS_cuda13 := torch,jax,keras,slurm,gpu,test
+REQUIRE_cuda13 := 'tensorflow[and-cuda]' 'jax[cuda13]'
+NAME_cuda13 := the GPU set for CUDA 13
+CONSTRAINTS_cuda12 := requirements/constraints-gpu-cuda12.txt
+EXTRAS_cuda12 := torch,jax,keras,slurm,gpu,test
+REQUIRE_cuda12 := 'tensorflow[and-cuda]' 'jax[cuda12]'
+NAME_cuda12 := the GPU set for CUDA 12
+CONSTRAINTS ?= $(CONSTRAINTS_$(SET))
+EXTRAS ?= $(EXTRAS_$(SET))
 # One 60,000-sample epoch per framework, shared out over 3 rounds (worker processes, cells in a
 # new random order each round): each round trains one epoch of 20,000 samples in 16 blocks of
 # steps, so every verdict is judged against the drift between rounds too (docs/methodology.md,
@@ -15,16 +37,42 @@ EXTRAS ?= all,test
 # No ceiling probe: for MNIST it sizes a ~6,800^2 matmul per library, longer than an epoch.
 DEMO_ARGS ?= --workload mnist-wide --param epochs=1 --no-ceilings --rounds 3
 
-.PHONY: demo test lint venv clean-venv browser slurm
+.PHONY: demo test lint venv clean-venv browser slurm FORCE
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml $(CONSTRAINTS)
+# The stamp holds "SET CONSTRAINTS INSTALLED" (INSTALLED: the set in the venv, "cpu" after a
+# fallback). Another set or constraints file than the stamp's reinstalls; another set than the
+# venv holds (a CPU venv on a machine that now has a GPU, or the reverse) starts a new venv, since
+# tensorflow and tensorflow-cpu, or two jaxlib builds, cannot share one. An empty stamp is one
+# made before the sets existed: the CPU set.
+INSTALLED := $(or $(shell cat $(STAMP) 2>/dev/null),cpu $(CONSTRAINTS_cpu) cpu)
+ifneq ($(wordlist 1,2,$(INSTALLED)),$(SET) $(CONSTRAINTS))
+$(STAMP): FORCE
+endif
+FORCE:
+
+# A GPU set that cannot be installed (no wheel for this platform or Python, no network, pip
+# fails) says so in one line, then the CPU set goes into a new venv, so the demo still runs.
+$(STAMP): pyproject.toml $(CONSTRAINTS) $(CONSTRAINTS_cpu) requirements/choose-constraints.py
+	@if test -x $(BIN)/python && test -e $(STAMP) && test '$(word 3,$(INSTALLED))' != '$(SET)'; then \
+		echo "the venv holds $(NAME_$(word 3,$(INSTALLED))); this machine gets $(NAME_$(SET)): a new $(VENV)"; \
+		rm -rf $(VENV); \
+	fi
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# a venv made before the distribution was renamed holds the old "harness" one: drop it
 	$(BIN)/python -m pip uninstall -y -q harness >/dev/null 2>&1 || true
-	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e '.[$(EXTRAS)]'
-	touch $(STAMP)
+	@echo 'installing $(NAME_$(SET)) ($(CONSTRAINTS)): $(WHY)'
+	@if $(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e '.[$(EXTRAS)]' $(REQUIRE_$(SET)); then \
+		echo '$(SET) $(CONSTRAINTS) $(SET)' > $(STAMP); \
+	elif test '$(SET)' = cpu; then \
+		exit 1; \
+	else \
+		echo '$(NAME_$(SET)) could not be installed (pip above): installing the CPU set ($(CONSTRAINTS_cpu)) in a new $(VENV) instead; docs/gpu.md says how to choose by hand'; \
+		rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) \
+		&& $(BIN)/python -m pip install -q -c $(CONSTRAINTS_cpu) -e '.[$(EXTRAS_cpu)]' \
+		&& echo '$(SET) $(CONSTRAINTS) cpu' > $(STAMP); \
+	fi
 
 demo: $(STAMP)
 	$(BIN)/harness compare $(DEMO_ARGS)
