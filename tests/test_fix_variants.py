@@ -16,10 +16,10 @@ import pytest
 from harness.run.plan import resolve_variants
 from harness.spec import BadInput
 from harness.workloads import matmul
+from harness.workloads.usermodel.precision import PRECISION_TOLERANCE
 from harness.workloads.usermodel.spec import (
     FIXES,
     ON_CPU_RESIDENT,
-    PRECISION_TOLERANCE,
     VARIANTS,
     check,
     compose_variant,
