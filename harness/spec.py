@@ -148,15 +148,21 @@ class Check:
     value: float
     bound: float
     detail: str = ""
+    # What a bound measured from the model was made of (a reduced-precision variant judged by
+    # its sensitivity: spread, multiple, floor), kept so `harness check` can recompute it.
+    sensitivity: Mapping[str, float | str] | None = None
 
-    def as_dict(self) -> dict[str, bool | float | str]:
-        return {
+    def as_dict(self) -> dict[str, Any]:
+        found: dict[str, Any] = {
             "passed": self.passed,
             "metric": self.metric,
             "value": self.value,
             "bound": self.bound,
             "detail": self.detail,
         }
+        if self.sensitivity is not None:
+            found["sensitivity"] = dict(self.sensitivity)
+        return found
 
 
 # Composed variants: "resident+compiled+bf16" runs its parts at once (a workload that declares

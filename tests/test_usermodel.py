@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.workloads.usermodel.precision import parity
 from harness.workloads.usermodel.spec import (
     KERAS_FIT_STEPS,
     NOTES,
     STEPS_PER_EXECUTION,
     check,
-    parity,
 )
 from tests.in_subprocess import installed, run_check
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import numpy as np
 import optax
 
 from harness.backend import VariantUnavailable
+from harness.workloads.usermodel import sensitivity
 from harness.workloads.usermodel.common import (
     ModelTask,
     add_deterministic,
@@ -241,3 +243,11 @@ def training_call(apply: Callable, params: Any, xs: list, target: Any, jit: bool
     call.lowered = lambda: jax.jit(update).lower(  # type: ignore[attr-defined]
         current["params"], current["state"])
     return call
+
+
+def rounding_sensitivity(case: dict, variant: str, device: Any, inputs: ModelInputs,
+                         **options: Any) -> dict[str, Any]:
+    """How far the fp32 step moves under the variant's rounding (workloads/usermodel/
+    sensitivity.py), on this device: its as-written task, built outside any dtype policy."""
+    return sensitivity.rounding_sensitivity(sys.modules[__name__], case, variant, device,
+                                            inputs, **options)

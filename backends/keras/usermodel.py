@@ -21,6 +21,7 @@ Weights travel as arrays (get_weights / set_weights), so every backend starts fr
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ import numpy as np
 
 from harness.backend import VariantUnavailable
 from harness.backends.keras.training import keras_device_name
+from harness.workloads.usermodel import sensitivity
 from harness.workloads.usermodel.common import (
     ModelTask,
     add_deterministic,
@@ -309,3 +311,11 @@ def _call(net: keras.Model, what: str, steps: int, arrays: list[np.ndarray],
         target = cast([training_targets(inputs)], dtype)[0]
         return lambda: net.train_on_batch(x, target)
     return lambda: net.predict_on_batch(x)
+
+
+def rounding_sensitivity(case: dict, variant: str, device: Any, inputs: ModelInputs,
+                         **options: Any) -> dict[str, Any]:
+    """How far the fp32 step moves under the variant's rounding (workloads/usermodel/
+    sensitivity.py), on this device: its as-written task, built outside any dtype policy."""
+    return sensitivity.rounding_sensitivity(sys.modules[__name__], case, variant, device,
+                                            inputs, **options)

@@ -40,6 +40,7 @@ from harness.analysis.memoryfit import largest_batch_that_fits
 from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
 from harness.analysis.plausibility import bandwidth_limits, device_entry, flop_limits
 from harness.analysis.predict import Prediction, SweepPoint
+from harness.analysis.sensitivity import figures_sentence
 from harness.core import registry
 from harness.core.units import device_kind, format_ratio, format_seconds, format_size, three_digits
 from harness.data.ceilings import MEMORY, Ceilings
@@ -400,13 +401,18 @@ class FixResult:
 
 
 def parity_text(case: Measured) -> str:
-    """'pass (max_rel_diff 3e-07 <= 1e-05 = ...)', 'FAIL (...)', 'not compared', 'no check'."""
+    """'pass (max_rel_diff 3e-07 <= the fp32 bound 1e-05)', 'FAIL (...)', 'not compared', 'no
+    check'; a reduced precision judged by its sensitivity: 'pass (bf16: loss 0.25% from fp32;
+    rounding the inputs and weights to bf16 moves the fp32 loss by up to 0.17%: within ...)'."""
     check = case.check
     if not check:
         return "no check"
     if check.get("metric") == "not_compared":
         return "not compared"
     verdict = "pass" if check.get("passed") else "FAIL"
+    judged = figures_sentence(check)  # a reduced precision judged by the model's sensitivity
+    if judged is not None:
+        return f"{verdict} ({judged})"
     value, bound = check.get("value"), check.get("bound")
     compared = "<=" if check.get("passed") else ">"
     precision = PRECISION_TOLERANCE.search(str(check.get("detail") or ""))

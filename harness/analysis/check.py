@@ -28,6 +28,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from harness.analysis import sensitivity
 from harness.analysis.memoryfit import BULLET_PREFIX as MEMORY_FIT_PREFIX
 from harness.analysis.memoryfit import (
     DEVICE_RESERVE_BYTES,
@@ -647,6 +648,8 @@ def check_derived(ledger: Ledger, document: RunDocument, spec: WorkloadSpec | No
             check_attempts(ledger, measured)
             check_declared_flops(ledger, measured, spec)
             check_energy(ledger, measured)
+            sensitivity.recheck(ledger, measured.subject, case.check, case.extra,
+                                case.status.value)
 
 
 def _round_samples(case: CaseResult) -> dict[int, list[float]]:

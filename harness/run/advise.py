@@ -62,6 +62,7 @@ from harness.run.executors import Executor
 from harness.run.plan import RunPlan, plan
 from harness.run.planner import declared_refusal
 from harness.run.progress import console as progress_console
+from harness.run.sensitivity import PHASE as SENSITIVITY_PHASE
 from harness.run.session import RunSession
 from harness.run.worker import FLOP_COUNT_PHASE, MEMORY_PASS_PHASE
 from harness.spec import BadInput, Cell, CellKey, Status, WorkloadSpec
@@ -114,7 +115,10 @@ DEVICE_PROFILE_PHASE = "device profile"  # HarnessCost.phases: a cell's first ro
 # the part of a worker that grows with the step; the rest (start, imports, device open,
 # inputs, the check, exit) is its floor, what any fix's worker costs whatever its step.
 STEP_PHASES = ("warm-up and calibration", FLOP_COUNT_PHASE, MEMORY_PASS_PHASE,
-               DEVICE_PROFILE_PHASE)
+               DEVICE_PROFILE_PHASE, SENSITIVITY_PHASE)
+# The phases only a cell's first round pays: the device profile, and a reduced precision's
+# sensitivity runs (later rounds read the record the first kept in the prepared folder).
+FIRST_ROUND_PHASES = (DEVICE_PROFILE_PHASE, SENSITIVITY_PHASE)
 
 # Fixes compare can run (--variant) that advise does not try on its own: max-autotune's
 # autotuning costs a minute or more in every worker process, so in every round (the small
@@ -322,7 +326,7 @@ def worker_costs(result: CellResult | None) -> Costs | None:
     cost = result.cost if result is not None else None
     if cost is None or cost.workers < 1:
         return None
-    profile = cost.phases.get(DEVICE_PROFILE_PHASE, 0.0)
+    profile = sum(cost.phases.get(name, 0.0) for name in FIRST_ROUND_PHASES)
     later = max(0.0, cost.wall_s - profile) / cost.workers
     repeated = sum(cost.phases.get(name, 0.0) for name in STEP_PHASES)
     floor = max(0.0, cost.wall_s - cost.timed_s - repeated) / cost.workers

@@ -41,6 +41,7 @@ from harness.measure.casewatch import QUICK_REASON as QUICK_ENERGY_REASON
 from harness.measure.casewatch import CaseWatch, idle_fingerprint
 from harness.measure.memory import host_peak_bytes, reset_host_peak
 from harness.measure.timing import Measurement, TimingPolicy, autorange
+from harness.run import sensitivity
 from harness.run.failures import failure_reason
 from harness.spec import Cell, ParamValue, Status, WorkloadSpec
 
@@ -507,12 +508,17 @@ def run_case(
                 else {"reason": f"the device profile was {too_long}"} if too_long
                 else device_profile_record(device, kept.step, calls,
                                            kept.output.get("seconds_per_call")))
+        host_peak = case_host_peak(host_peak_reset)  # before the sensitivity's fp32 runs
+        with clock.timing(sensitivity.PHASE):
+            check = sensitivity.checked_with_sensitivity(
+                spec, module, case, cell.variant, cell.framework, device, kept.inputs,
+                kept.output, kept.check)
     except VariantUnavailable as exc:
         return CaseResult(case, Status.UNAVAILABLE, str(exc))
     except Exception as exc:  # a failed case is data; the next case still runs
         traceback.print_exc()
         return CaseResult(case, Status.ERROR, failure_reason(exc))
-    measurement, check = kept.measurement, kept.check
+    measurement = kept.measurement
     suspect = [text for text in (measurement.suspect, kept.gpu_suspect) if text]
     if len(attempts) > 1:
         attempts[kept_number - 1].kept = True
@@ -537,7 +543,7 @@ def run_case(
                      "seconds": measurement.other_load.seconds,
                      "interrupt_cores": measurement.other_load.interrupt_cores}),
         extra={**kept.output.get("extra", {}), **kept.watched,
-               **case_host_peak(host_peak_reset), **warmup_extra(measurement)},
+               **host_peak, **warmup_extra(measurement)},
         peak_device_allocated_bytes=kept.memory["peak_device_allocated_bytes"],
         peak_device_reserved_bytes=kept.memory["peak_device_reserved_bytes"],
         device_profile=device_profile,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,6 +30,12 @@ from harness.spec import (
     is_declared,
 )
 from harness.spec import variant_parts as split_parts
+from harness.workloads.usermodel.precision import (
+    SENSITIVITY_KEY,
+    judged,
+    precision_text,
+    reduced_precision,
+)
 
 NAME_PREFIX = "model-"
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -161,8 +166,9 @@ NOTES = (
     "matmuls and convolutions; channels-last (torch, 4-D inputs): model and inputs in "
     "torch.channels_last; cudnn-benchmark (torch, GPU): cudnn.benchmark=True; threads-N "
     "(torch, CPU): torch.set_num_threads(N). Join variants with '+' to run them at once "
-    "(resident+compiled+bf16). bf16, fp16 and tf32 are checked against the float32 reference "
-    "with their precision's tolerance (stated in the check). Training: "
+    "(resident+compiled+bf16). bf16, fp16 and tf32 may move the float32 reference's answer as "
+    "far as rounding the inputs and weights to their format moves it (measured, 4x, stated in "
+    "the check). Training: "
     "Adam (each framework's defaults), mean squared error against fixed random targets of the "
     "output's shape (or the file's targets(batch, rng)). Matmuls and convolutions in float32 "
     "(TF32 off unless the variant is tf32), as the CPU reference computes them."
@@ -216,29 +222,6 @@ def conflict(parts: Iterable[str]) -> str | None:
     return None
 
 
-# --- numerics: what a lower-precision variant is allowed to change -----------------------------
-
-# Relative to max |reference|, like every bound of this check. A loss after two Adam steps moves
-# by what the forward's rounding does: each matmul or convolution rounds both operands once to
-# the variant's format (relative error up to one unit roundoff u, accumulation stays float32),
-# and errors of independent roundings partly cancel in a loss that averages many outputs. bf16
-# keeps 8 significant bits (u = 2^-9 ~ 2e-3, one ulp ~ 4e-3): a few layers deep that is ~1e-2,
-# so 3e-2 leaves 3x room yet still catches a model whose answer lives below bf16's resolution
-# (a difference of large values, a sum that cancels: errors of order 1). fp16 keeps 11 bits
-# (u = 2^-11 ~ 5e-4) and stores activations in float16 too (both operands and outputs round):
-# 1e-2. TF32 rounds only the matmul/convolution operands to 11 bits and keeps float32 storage:
-# 5e-3. Adam's first update is lr * sign(gradient) per weight: rounding flips only the signs of
-# near-zero gradients, whose weights move the loss least, so the second loss adds little.
-PRECISION_TOLERANCE = {"bf16": 3e-2, "fp16": 1e-2, "tf32": 5e-3}
-
-
-def reduced_precision(variant: str) -> str | None:
-    """The least precise of a variant's arithmetic formats other than float32, or None."""
-    parts = set(split_parts(variant))
-    return max((name for name in PRECISION_TOLERANCE if name in parts),
-               key=PRECISION_TOLERANCE.__getitem__, default=None)
-
-
 # --- the fixes `harness advise` tries: what each is, where it applies, when it helps ----------
 
 # Diagnosis kinds: harness/measure/devicetime.py's Diagnosis.kind for a GPU cell, and
@@ -257,7 +240,7 @@ class Fix:
     name: str  # the variant's name (THREADS stands for every threads-N)
     families: frozenset[str]  # torch, keras, jax
     devices: frozenset[str]  # "cpu", "gpu"
-    changes_numerics: bool  # checked against the fp32 reference with PRECISION_TOLERANCE
+    changes_numerics: bool  # judged by the model's sensitivity to its rounding
     helps_when: frozenset[str]  # DIAGNOSIS_KINDS
     why: str
 
@@ -542,21 +525,6 @@ def flat_result(values: Any) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).ravel()
 
 
-def parity(result: np.ndarray, reference: np.ndarray, scale: float, bound: float,
-           formula: str) -> Check:
-    """max |result - reference| / scale against the bound; a shape change or NaN fails."""
-    if result.shape != reference.shape:
-        return Check(False, "max_rel_diff", math.inf, bound,
-                     f"result has {result.size} numbers, the CPU reference {reference.size}")
-    if not np.all(np.isfinite(result)):
-        return Check(False, "max_rel_diff", math.inf, bound, "non-finite numbers in the result")
-    difference = float(np.max(np.abs(result - reference))) if result.size else 0.0
-    value = difference / scale if scale > 0 else (0.0 if difference == 0 else math.inf)
-    detail = (f"vs the CPU reference: largest difference {difference:.3g} "
-              f"({value:.2g} of max |reference| {scale:.3g}), bound {bound:.2g} = {formula}")
-    return Check(value <= bound, "max_rel_diff", value, bound, detail)
-
-
 def check(case: Mapping[str, Any], variant: str, inputs: ModelInputs,
           output: Mapping[str, Any]) -> Check:
     """Same answer as the CPU reference made from the same weights, or say why not.
@@ -564,63 +532,43 @@ def check(case: Mapping[str, Any], variant: str, inputs: ModelInputs,
     A step random by design (dropout) is compared in the model's deterministic mode, where the
     same weights and inputs must give the reference's output; where even that is random, it is
     not compared (passed, metric 'not_compared', the reason in the detail). A variant that
-    computes in a lower precision (bf16, fp16, tf32) is held to that precision's tolerance
-    (PRECISION_TOLERANCE, or the float32 bound where that is wider), which the detail states.
+    computes in a lower precision (bf16, fp16, tf32) may move the answer as far as the model
+    itself moves under that precision's rounding, measured on its device (precision.py); the
+    detail states both figures, and the check keeps what `harness check` recomputes them from.
     """
     size = inputs["size"]
     compare = size.get("compare", "step")
     precision = reduced_precision(variant)
+    measured = (output.get("extra") or {}).get(SENSITIVITY_KEY)
     if compare == "none":
         return Check(True, "not_compared", 0.0, 0.0, f"not compared: {size['not_compared']}")
     if compare == "deterministic":
-        bound, formula = precision_bound(precision, size["eval_bound"],
-                                         size["eval_bound_formula"])
-        verdict = parity(flat_result(output.get("deterministic", [])),
+        verdict = judged(flat_result(output.get("deterministic", [])),
                          flat_result(inputs["reference_eval"]), size["eval_scale"],
-                         bound, formula)
+                         size["eval_bound"], size["eval_bound_formula"], precision, measured,
+                         "output")
+        sentence = precision_text(verdict.passed, verdict.value, verdict.bound, precision,
+                                  "output", measured)
         return Check(verdict.passed, "deterministic_mode_diff", verdict.value, verdict.bound,
                      f"compared the model in its deterministic mode "
                      f"({size['deterministic_mode']}) on the shared weights and inputs, since "
                      f"{size['random_step']}; the step is timed as written; "
-                     f"{precision_text(verdict, precision, 'output')}{verdict.detail}")
+                     f"{sentence}{verdict.detail}", verdict.sensitivity)
     reference = inputs["reference_spe"] if output.get("spe") else inputs["reference"]
-    result = flat_result(output["result"])
-    bound, formula = precision_bound(precision, size["bound"], size["bound_formula"])
-    verdict = parity(result, flat_result(reference), size["scale"], bound, formula)
+    compared = {"train": "loss", "inference": "output"}.get(inputs.get("what", ""), "result")
+    verdict = judged(flat_result(output["result"]), flat_result(reference), size["scale"],
+                     size["bound"], size["bound_formula"], precision, measured, compared)
     why = inputs["nondeterministic"] or size.get("nondeterministic", "")
     if why:  # equal answers cannot be asked of a model the seed does not fix
         return Check(False, verdict.metric, verdict.value, verdict.bound,
                      f"not comparable: {why}; {verdict.detail}")
     if precision is None:
         return verdict
-    compared = {"train": "loss", "inference": "output"}.get(inputs.get("what", ""), "result")
-    detail = precision_text(verdict, precision, compared) + verdict.detail
+    detail = precision_text(verdict.passed, verdict.value, verdict.bound, precision, compared,
+                            measured) + verdict.detail
     skipped = (output.get("extra") or {}).get("skipped_updates")
     if skipped:
         detail += (f"; the loss scaler skipped {skipped} of the first optimizer updates "
                    "(inf/NaN gradients at its starting scale)")
-    return Check(verdict.passed, verdict.metric, verdict.value, verdict.bound, detail)
-
-
-def precision_bound(precision: str | None, bound: float, formula: str) -> tuple[float, str]:
-    """The bound a variant of `precision` is held to, and its formula: float32's unchanged."""
-    if precision is None:
-        return bound, formula
-    tolerance = PRECISION_TOLERANCE[precision]
-    if bound > tolerance:  # the file's own tolerance (or a float32 bound) is wider already
-        return bound, f"{formula} (wider than the {precision} tolerance {short(tolerance)})"
-    return tolerance, f"rtol {short(tolerance)} ({precision} tolerance)"
-
-
-def short(value: float) -> str:
-    """3e-2, not 3e-02: how a tolerance is written in a sentence."""
-    return f"{value:.0e}".replace("e-0", "e-").replace("e+0", "e")
-
-
-def precision_text(verdict: Check, precision: str | None, compared: str) -> str:
-    """'loss within rtol 3e-2 of the fp32 reference (bf16 tolerance); ' or ''."""
-    if precision is None:
-        return ""
-    where = "within" if verdict.passed else "beyond"
-    return (f"{compared} {where} rtol {short(verdict.bound)} of the fp32 reference "
-            f"({precision} tolerance); ")
+    return Check(verdict.passed, verdict.metric, verdict.value, verdict.bound, detail,
+                 verdict.sensitivity)
