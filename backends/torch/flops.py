@@ -1,11 +1,14 @@
 """FLOPs of one torch call, and what the count covers.
 
 `count(call)` runs the call once under a TorchDispatchMode and adds up, for every aten op that
-ran, the formula torch's own FlopCounterMode uses (torch.utils.flop_counter.flop_registry:
-matmuls, convolutions, the CUDA attention kernels) or, where torch has none, one of ours
-(`FORMULAS`, below): the fused RNN kernels (cuDNN, MIOpen, oneDNN, MPS), the CPU and other
-backends' fused attention, the fused transformer encoder layer and multi-head attention of
-nn.Transformer*'s inference fast path, and the matrix-vector products. Convention, as torch's:
+ran, one of ours (`FORMULAS`, below) or, for an op we have none for, the formula torch's own
+FlopCounterMode uses (torch.utils.flop_counter.flop_registry: matmuls, the CUDA attention
+kernels). Ours: every convolution, forward and backward (backends/torch/convflops.py: torch's
+backward drops the group division of the weight gradient), the fused RNN kernels (cuDNN,
+MIOpen, oneDNN, MPS), the CPU and other backends' fused attention, the fused transformer
+encoder layer and multi-head attention of nn.Transformer*'s inference fast path, and the
+matrix-vector products. Torch's formula is never used for an op we have one for. Convention,
+as torch's:
 2 FLOPs per multiply-add of a contraction; elementwise, normalisation, reduction and data
 movement count 0 (and so do bias adds, gate nonlinearities and softmax inside fused kernels).
 
@@ -32,10 +35,13 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 from torch.utils.weak import WeakTensorKeyDictionary
 
+from harness.backends.torch.convflops import CONV_FORMULAS
+
 # What counted, in words, for the FLOP record (flops_counted_by).
-HOW = ("torch.utils.flop_counter formulas (FlopCounterMode's flop_registry: matmuls, "
-       "convolutions, attention) plus the harness's for fused RNN, CPU attention and fused "
-       "transformer ops (backends/torch/flops.py); elementwise ops count 0")
+HOW = ("the harness's formulas for convolutions, fused RNN, CPU attention and fused "
+       "transformer ops (backends/torch/flops.py, convflops.py), torch.utils.flop_counter's "
+       "(FlopCounterMode's flop_registry) for the rest (matmuls, CUDA attention); "
+       "elementwise ops count 0")
 
 T = TypeVar("T")
 
@@ -307,6 +313,7 @@ FORMULAS: dict[str, Formula] = {
     "aten.vdot": dot,
     "aten.addbmm": addbmm,
     "aten._addmm_activation": addmm_activation,
+    **CONV_FORMULAS,
 }
 
 
@@ -418,15 +425,16 @@ OpCounter = Callable[[Any, tuple, Mapping[str, object], object], int | None]
 
 
 def formula_for(func: Any) -> OpCounter | None:
-    """How to count one call of `func`: torch's formula where it has one, else ours, else
-    None. Ours answer None where they cannot tell (e.g. a shape they do not know): that call
-    is then uncounted and named, and the rest of the count goes on."""
-    torch_formula = flop_registry.get(func._overloadpacket)
-    if torch_formula is not None:
-        return lambda op, args, kwargs, out: int(torch_formula(*args, **kwargs, out_val=out))
+    """How to count one call of `func`: ours where we have one (torch's is then never asked:
+    its convolution backward is wrong for groups), else torch's, else None. Ours answer None
+    where they cannot tell (e.g. a shape they do not know): that call is then uncounted and
+    named, and the rest of the count goes on."""
     ours = FORMULAS.get(op_name(func))
     if ours is None:
-        return None
+        torch_formula = flop_registry.get(func._overloadpacket)
+        if torch_formula is None:
+            return None
+        return lambda op, args, kwargs, out: int(torch_formula(*args, **kwargs, out_val=out))
 
     def counted(op: Any, args: tuple, kwargs: Mapping[str, object], out: object) -> int | None:
         try:
