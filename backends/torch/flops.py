@@ -7,8 +7,9 @@ kernels). Ours: every convolution, forward and backward (backends/torch/convflop
 backward drops the group division of the weight gradient), the fused RNN kernels (cuDNN,
 MIOpen, oneDNN, MPS), the CPU and other backends' fused attention, the fused transformer
 encoder layer and multi-head attention of nn.Transformer*'s inference fast path, and the
-matrix-vector products. Torch's formula is never used for an op we have one for. Convention,
-as torch's:
+matrix-vector products. Torch's formula is never used for an op we have one for. The same
+call gives the second opinion (backends/torch/secondcount.py): each covered layer's share of
+the count beside what its shapes say. Convention, as torch's:
 2 FLOPs per multiply-add of a contraction; elementwise, normalisation, reduction and data
 movement count 0 (and so do bias adds, gate nonlinearities and softmax inside fused kernels).
 
@@ -36,6 +37,7 @@ from torch.utils.flop_counter import flop_registry
 from torch.utils.weak import WeakTensorKeyDictionary
 
 from harness.backends.torch.convflops import CONV_FORMULAS
+from harness.backends.torch.secondcount import LayerShapes
 
 # What counted, in words, for the FLOP record (flops_counted_by).
 HOW = ("the harness's formulas for convolutions, fused RNN, CPU attention and fused "
@@ -66,10 +68,12 @@ class FlopCoverage:
 
 @dataclass(frozen=True)
 class Counted:
-    """FLOPs of one call, and what the count covers."""
+    """FLOPs of one call, what the count covers, and the second opinion on it (the stored
+    record of harness.data.secondopinion; None where no covered layer ran)."""
 
     flops: int
     covered: FlopCoverage
+    second_opinion: dict[str, object] | None = None
 
     @property
     def coverage(self) -> CoverageRecord:
@@ -511,11 +515,12 @@ class Counting(TorchDispatchMode):
     """Adds up FLOPs by formula; records the heavy ops without one and the parameters each op
     reaches."""
 
-    def __init__(self) -> None:
+    def __init__(self, layers: LayerShapes | None = None) -> None:
         super().__init__()
         self.flops = 0
         self.uncounted: Counter[str] = Counter()
         self.reach = ParameterReach()
+        self.layers = layers  # told every heavy op, for the second opinion
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
@@ -537,9 +542,12 @@ class Counting(TorchDispatchMode):
         elif formula is None and is_cheap(func):
             if reached and carries_values(func):
                 self.reach.carry(reached, tensors(out))
+            return out
         else:  # heavy without a formula, or ours could not tell
             self.uncounted[op_name(func)] += 1
             self.reach.uncounted |= reached
+        if self.layers is not None:
+            self.layers.op(op_name(func), flops)
         return out
 
     def coverage(self) -> FlopCoverage:
@@ -548,8 +556,9 @@ class Counting(TorchDispatchMode):
                             dict(sorted(self.uncounted.items())), share)
 
 
-def count(call: Callable[[], Any]) -> Counted:
-    """FLOPs of one eager call of `call` (run once here), and what the count covers."""
-    with Counting() as counting:
+def count(call: Callable[[], Any], root: torch.nn.Module | None = None) -> Counted:
+    """FLOPs of one eager call of `call` (run once here), what the count covers, and the
+    second opinion from the covered layers' shapes (named as in `root` where given)."""
+    with LayerShapes(root) as layers, Counting(layers) as counting:
         call()
-    return Counted(counting.flops, counting.coverage())
+    return Counted(counting.flops, counting.coverage(), layers.record())
