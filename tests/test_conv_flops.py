@@ -157,7 +157,7 @@ def counts() -> dict[str, Any]:
     for name, (net, shape) in _layers().items():
         x = torch.randn(*shape)
         with torch.no_grad():
-            found[f"{name} forward"] = _record(flops.count(lambda: net(x), net))
+            found[f"{name} forward"] = _record(flops.count(lambda net=net, x=x: net(x), net))
         found[f"{name} train"] = _record(flops.count(_sgd_step(net, x), net))
     layer, x = torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.randn(8, 64, 16, 16,
                                                                               requires_grad=True)
