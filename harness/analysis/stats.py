@@ -36,6 +36,8 @@ class CaseSummary:
     check: str
     # What the FLOP count missed ('' = nothing known missing): gflops is then a lower bound.
     flops_gaps: str = ""
+    # Where a second count of the same call disagrees ('' = nowhere): gflops is then disputed.
+    flops_disputed: str = ""
     suspect: str = ""
     # Peak host RSS of the cell's worker (whole cell) and device memory of this case.
     peak_host_bytes: int | None = None
@@ -93,6 +95,7 @@ def summarize_case(spec: WorkloadSpec, cell: CellResult, case: CaseResult) -> Ca
         gbps=work["bytes"] / median / 1e9 if median and "bytes" in work else None,
         check=_check_text(case.check),
         flops_gaps=fields.flops_gaps(case.extra),
+        flops_disputed=fields.flops_disputed(case.extra),
         suspect=case.suspect,
         peak_host_bytes=cell.peak_host_memory_bytes,
         peak_device_bytes=case.peak_device_bytes,
