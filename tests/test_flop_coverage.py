@@ -489,7 +489,7 @@ def check_jax_counts() -> None:
     from harness.backends.jax.usermodel import count_flops
     from harness.workloads.usermodel.common import ModelTask
 
-    def counted(analysis: Any, parameters: int = 10) -> tuple[Any, str, Any]:
+    def counted(analysis: Any, parameters: int = 10) -> tuple[Any, str, Any, Any]:
         task = ModelTask(lambda: None, "m.py", 1, lambda v: v, lambda v: v,
                          extra={"parameters": parameters})
         task.lowered = lambda: _Compiled(analysis)
@@ -497,15 +497,16 @@ def check_jax_counts() -> None:
 
     for analysis in (-1, None, {"flops": -1.0}, {"flops": None}, {"bytes accessed": 8.0},
                      {"flops": math.nan}, [], [{"flops": 1.0}, {"flops": 2.0}], "flops"):
-        count, why, coverage = counted(analysis)
-        assert count is None and why and coverage is None, (analysis, count, why)
-    count, why, _ = counted({"flops": 0.0})
+        count, why, coverage, second = counted(analysis)
+        assert count is None and why and coverage is None and second is None, (analysis, count,
+                                                                               why)
+    count, why, *_ = counted({"flops": 0.0})
     assert count is None and "0 FLOPs for a model with 10 parameters" in why
     assert counted({"flops": 0.0}, parameters=0)[0] == 0.0
     assert counted({"flops": 1234.0})[0] == 1234.0
     assert counted([{"flops": 56.0}])[0] == 56.0  # older JAX: one dict per computation
     no_step = ModelTask(lambda: None, "m.py", 1, lambda v: v, lambda v: v)
-    assert count_flops(no_step) == (None, "no step to lower", None)
+    assert count_flops(no_step) == (None, "no step to lower", None, None)
 
 
 @pytest.mark.skipif(not installed("jax"), reason="jax is not installed")
