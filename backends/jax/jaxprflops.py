@@ -15,7 +15,8 @@ elementwise bound. Where it does not, the two disagree on what the step computes
 XLA rewrites the weight gradient of a depthwise convolution (a batch-grouped convolution in
 the jaxpr) into a dense one over all channel pairs and counts that (measured: 141,082,048
 FLOPs for a 3x3 depthwise layer's gradient, batch 8, 64 channels, 16x16, whose shapes say
-4.3 million); a wrong formula on either side shows the same way.
+4.3 million); it counts a `lax.scan`'s body once whatever its length; a wrong formula on
+either side shows the same way.
 
 Loops: a scan's body counts `length` times; a while loop's trip count is not in the shapes,
 so a step with one gets no second opinion; a cond counts its cheapest branch at least and its
