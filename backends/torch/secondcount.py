@@ -38,6 +38,7 @@ class Tally:
     uncounted: set[str] = field(default_factory=set)
     low: int = 0
     high: int = 0
+    unreadable: str = ""  # why the shapes could not be read (then nothing is compared)
 
 
 @dataclass
@@ -94,7 +95,8 @@ class LayerShapes:
         self.kept: list[Any] = []  # nodes stay alive, so their ids stay theirs
         self.layers: dict[int, torch.nn.Module] = {}  # id -> layer (alive, as the nodes)
         self.labels: dict[int, str] = {}
-        self.handles: list[Any] = []
+        self.handles: list[Any] = []  # the hooks, removed when the count ends
+        self.broken = ""  # why the attribution failed: then no part is compared
 
     def __enter__(self) -> LayerShapes:
         hooks = torch.nn.modules.module
@@ -137,12 +139,18 @@ class LayerShapes:
         layer = shapeflops.layer_of(module)
         if layer is None:
             return
-        inputs = [*args, *kwargs.values()]
-        shapes = layer.shapes(module, inputs, output)
+        # Inputs in the layer's own order (query, key, value), however they were passed.
+        named = [kwargs[name] for name in layer.names[len(args):] if name in kwargs]
+        inputs = [*args, *named, *(v for k, v in kwargs.items() if k not in layer.names)]
         forward = self.tally(module, "forward")
+        try:
+            shapes = layer.shapes(module, inputs, output)
+            self.follow_backward(module, layer, shapes, inputs, output)
+        except Exception as exc:  # noqa: BLE001 - a second opinion never costs the count
+            forward.unreadable = f"its shapes could not be read ({type(exc).__name__})"
+            return
         forward.low += shapes["forward"]
         forward.high += shapes["forward"]
-        self.follow_backward(module, layer, shapes, inputs, output)
 
     # -- the backward through a layer call --
 
@@ -153,7 +161,7 @@ class LayerShapes:
                      if t.grad_fn is not None}.values())
         if not tops:
             return
-        given = [_input_tensor(value) for value in inputs[:layer.inputs]]
+        given = [_input_tensor(value) for value in inputs[:len(layer.names)]]
         boundary = {id(t.grad_fn) for t in _tensors(inputs) if t.grad_fn is not None}
         leaving = self.claim(module, tops, boundary)
         parameters = {id(p) for p in module.parameters()}
@@ -162,8 +170,8 @@ class LayerShapes:
                          [node for node in leaving
                           if id(getattr(node, "variable", None)) in parameters])
         for node in tops:
-            node.register_prehook(lambda grads, call=call, module=module:
-                                  self.reached(module, call))
+            self.handles.append(node.register_prehook(
+                lambda grads, call=call, module=module: self.reached(module, call)))
 
     def claim(self, module: torch.nn.Module, tops: list[Any], boundary: set[int]) -> list[Any]:
         """Walk back from the outputs' nodes to the inputs' (or earlier layers'), claiming the
@@ -202,10 +210,14 @@ class LayerShapes:
         if task in call.passes:
             return
         call.passes.add(task)
-        grads = shapeflops.Grads(tuple(_will_execute(node) for node in call.input_targets),
-                                 _any([_will_execute(node) for node in call.weight_targets]))
-        low, high = call.layer.backward(call.shapes, grads)
         backward = self.tally(module, "backward")
+        try:
+            grads = shapeflops.Grads(tuple(_will_execute(node) for node in call.input_targets),
+                                     _any([_will_execute(node) for node in call.weight_targets]))
+            low, high = call.layer.backward(call.shapes, grads)
+        except Exception as exc:  # noqa: BLE001 - never break the user's backward
+            backward.unreadable = f"its gradients could not be read ({type(exc).__name__})"
+            return
         backward.low += low
         backward.high += high
 
@@ -214,6 +226,12 @@ class LayerShapes:
     def op(self, name: str, flops: int | None) -> None:
         """One heavy op of the count: its FLOPs (None: no formula) go to the layer and phase
         it ran under, if any."""
+        try:
+            self._attribute(name, flops)
+        except Exception:  # noqa: BLE001 - a second opinion never costs the count
+            self.broken = f"an op could not be attributed ({name})"
+
+    def _attribute(self, name: str, flops: int | None) -> None:
         node = torch._C._current_autograd_node()
         if node is not None:
             owner = self.claimed.get(id(node))
@@ -235,11 +253,14 @@ class LayerShapes:
         layer ran."""
         if not self.tallies:
             return None
+        if self.broken:
+            return secondopinion.record(BY, "module shapes", [], [self.broken])
         parts, skipped = [], []
         for tally in self.tallies.values():
-            if tally.uncounted:
-                skipped.append(f"{tally.label}: {', '.join(sorted(tally.uncounted))} has no "
-                               "formula (the count is a lower bound there)")
+            if tally.uncounted or tally.unreadable:
+                skipped.append(f"{tally.label}: " + (tally.unreadable or (
+                    f"{', '.join(sorted(tally.uncounted))} has no formula (the count is a "
+                    "lower bound there)")))
                 continue
             parts.append(secondopinion.Part(tally.label, tally.counted, tally.low, tally.high,
                                             dict(tally.ops)))

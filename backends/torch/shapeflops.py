@@ -172,15 +172,17 @@ class Layer:
     kind: type[nn.Module]
     shapes: Callable[[Any, Sequence[Any], Any], Shapes]
     backward: Callable[[Shapes, Grads], Range]
-    inputs: int  # how many leading arguments are inputs whose gradients matter
+    names: tuple[str, ...]  # forward's leading arguments, the inputs whose gradients matter
 
 
 CONVOLUTIONS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
                 nn.ConvTranspose3d)
-LAYERS = (*(Layer(kind, conv_shapes, dense_backward, 1) for kind in CONVOLUTIONS),
-          Layer(nn.Linear, linear_shapes, dense_backward, 1),
-          *(Layer(kind, rnn_shapes, rnn_backward, 1) for kind in (nn.RNN, nn.LSTM, nn.GRU)),
-          Layer(nn.MultiheadAttention, attention_shapes, attention_backward, 3))
+LAYERS = (*(Layer(kind, conv_shapes, dense_backward, ("input",)) for kind in CONVOLUTIONS),
+          Layer(nn.Linear, linear_shapes, dense_backward, ("input",)),
+          *(Layer(kind, rnn_shapes, rnn_backward, ("input",))
+            for kind in (nn.RNN, nn.LSTM, nn.GRU)),
+          Layer(nn.MultiheadAttention, attention_shapes, attention_backward,
+                ("query", "key", "value")))
 COVERED = "nn.Conv1d/2d/3d, nn.ConvTranspose1d/2d/3d, nn.Linear, nn.RNN/LSTM/GRU, " \
           "nn.MultiheadAttention"
 
