@@ -18,13 +18,14 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.analysis.check import audit_run
-from harness.analysis.stats import summarize_result
+from harness.analysis.stats import implausibility, summarize_result
 from harness.cli import flop_rate_text, short_rate
 from harness.core import registry
 from harness.data.ceilings import DeviceCeiling, Peaks
@@ -202,6 +203,10 @@ def test_the_cli_prints_the_rate_disputed_with_no_share_of_the_peak(counted: dic
     text = flop_rate_text(row, DeviceCeiling("cpu", Peaks({"fp32": 60.0})), "fp32")
     assert "count disputed: " + row.flops_disputed in text and "of peak" not in text
     assert short_rate(row).endswith("GFLOP/s disputed")
+    # Nor a verdict on physics: a probe far below the rate would otherwise read as low.
+    tiny = DeviceCeiling("cpu", Peaks({"fp32": 1e-6}))
+    assert implausibility(row, tiny) == ""
+    assert implausibility(replace(row, flops_disputed=""), tiny) != ""
 
 
 @pytest.mark.planted

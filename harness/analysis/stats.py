@@ -117,9 +117,12 @@ def summarize_result(spec: WorkloadSpec, cell: CellResult) -> list[CaseSummary]:
 def implausibility(summary: CaseSummary, ceilings: DeviceCeiling | None,
                    bandwidth_key: str = MEMORY,
                    precisions: dict[str, str] | None = None) -> str:
-    """The CLI's flag for a case: IMPLAUSIBLE above physics, a note when the probe was low."""
+    """The CLI's flag for a case: IMPLAUSIBLE above physics, a note when the probe was low.
+    A FLOP rate whose count is disputed is judged against nothing (as in the report): which
+    count to believe is the open question, and the warnings ask it."""
     device_ceilings = Ceilings({summary.device: ceilings}) if ceilings else None
-    verdicts = judge_case(summary.gflops, summary.gbps, summary.variant, summary.device,
+    gflops = None if summary.flops_disputed else summary.gflops
+    verdicts = judge_case(gflops, summary.gbps, summary.variant, summary.device,
                           device_ceilings, bandwidth_key, precisions)
     return "; ".join(text for text in (verdict.text() for verdict in verdicts) if text)
 
