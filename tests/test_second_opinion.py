@@ -99,10 +99,49 @@ def jax_counts() -> dict[str, Any]:
     traced = jax.jit(step).trace(params, adam.init(params))
     counted, _ = xla_flops(traced.lower().compile().cost_analysis())
     honest = jaxprflops.second_opinion(traced.jaxpr, counted)
+    alone = _jax_convolutions_alone()
     formula = jaxprflops.CONTRACTIONS["conv_general_dilated"]
     jaxprflops.CONTRACTIONS["conv_general_dilated"] = lambda eqn: 2 * formula(eqn)
-    return {"honest": [counted, honest],
+    return {"honest": [counted, honest], "convolutions alone": alone,
             "planted": [counted, jaxprflops.second_opinion(traced.jaxpr, counted)]}
+
+
+def _jax_convolutions_alone() -> dict[str, list[float]]:
+    """Single convolutions of every kind: [XLA's count, the jaxpr's] (runs in the child)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    from harness.backends.jax import jaxprflops
+
+    image, volume, line = ("NHWC", "HWIO", "NHWC"), ("NDHWC", "DHWIO", "NDHWC"), \
+        ("NWC", "WIO", "NWC")
+    kinds = {  # name: (function, input shape, kernel shape)
+        "padded": (lambda x, w: lax.conv_general_dilated(
+            x, w, (1, 1), "SAME", dimension_numbers=image), (2, 9, 9, 4), (3, 3, 4, 8)),
+        "strided": (lambda x, w: lax.conv_general_dilated(
+            x, w, (2, 2), ((1, 1), (1, 1)), dimension_numbers=image), (2, 15, 15, 4),
+            (3, 3, 4, 8)),
+        "dilated": (lambda x, w: lax.conv_general_dilated(
+            x, w, (1, 1), "SAME", rhs_dilation=(2, 2), dimension_numbers=image),
+            (2, 12, 12, 4), (3, 3, 4, 8)),
+        "grouped": (lambda x, w: lax.conv_general_dilated(
+            x, w, (1, 1), "SAME", feature_group_count=4, dimension_numbers=image),
+            (2, 10, 10, 16), (3, 3, 4, 32)),
+        "transposed": (lambda x, w: lax.conv_transpose(
+            x, w, (2, 2), "SAME", dimension_numbers=image), (2, 7, 7, 8), (4, 4, 8, 4)),
+        "1-D": (lambda x, w: lax.conv_general_dilated(
+            x, w, (2,), ((2, 2),), dimension_numbers=line), (3, 33, 4), (5, 4, 8)),
+        "3-D": (lambda x, w: lax.conv_general_dilated(
+            x, w, (1, 2, 2), "SAME", dimension_numbers=volume), (2, 6, 8, 8, 2),
+            (3, 3, 3, 2, 4)),
+    }
+    found = {}
+    for name, (function, x, w) in kinds.items():
+        traced = jax.jit(function).trace(jnp.ones(x), jnp.ones(w))
+        found[name] = [traced.lower().compile().cost_analysis()["flops"],
+                       jaxprflops.count_jaxpr(traced.jaxpr).low]
+    return found
 
 
 def _child(function: str) -> dict[str, Any]:
@@ -147,6 +186,15 @@ def test_a_doubled_formula_is_disputed_and_named_with_both_figures(counted: dict
         assert f"{int(flops):,} FLOPs by op (XLA cost analysis)" in text
     part = disputed_parts({RECORD_KEY: planted})[0]
     assert f"{part.counted:,}" in text and f"{part.low:,}" in text
+
+
+def test_the_jaxprs_convolution_count_is_xlas_on_every_kind(counted: dict) -> None:
+    """The second opinion mirrors HloCostAnalysis's convolution formula (taps on padding or
+    on an input dilation's holes do not count): equal to XLA's on each kind alone."""
+    if counted["framework"] != "jax":
+        pytest.skip("the jaxpr's count is JAX's")
+    for name, (xla, jaxpr) in counted["convolutions alone"].items():
+        assert jaxpr == xla, name
 
 
 # --- through a run folder: summary.md, measurements.csv, harness check, the CLI -------------------

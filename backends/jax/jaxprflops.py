@@ -89,13 +89,25 @@ def dot_general_flops(eqn: Any) -> int:
 
 def valid_taps(output: int, kernel: int, size: int, stride: int, low: int,
                rhs_dilation: int, lhs_dilation: int) -> int:
-    """(output position, kernel tap) pairs whose input index is a real input element."""
+    """(output position, kernel tap) pairs whose input index is a real input element: for
+    tap t, the positions o with o x stride - low + t x rhs_dilation a multiple of the input
+    dilation, between 0 and (size - 1) x input dilation. Counted in closed form per tap (a
+    1-D audio layer has millions of positions): those o form an arithmetic progression."""
     count = 0
+    divisor = math.gcd(stride, lhs_dilation)
+    period = lhs_dilation // divisor
     for tap in range(kernel):
-        for position in range(output):
-            index = position * stride - low + tap * rhs_dilation
-            if index % lhs_dilation == 0 and 0 <= index // lhs_dilation < size:
-                count += 1
+        offset = tap * rhs_dilation - low
+        if offset % divisor:
+            continue  # o x stride + offset never lands on an input element
+        # the first o >= 0 with (o x stride + offset) % lhs_dilation == 0
+        first = (-offset // divisor) * pow(stride // divisor, -1, period) % period \
+            if period > 1 else 0
+        lowest = max(0, -(offset // stride))  # o x stride + offset >= 0
+        highest = min(output - 1, ((size - 1) * lhs_dilation - offset) // stride)
+        start = lowest + (first - lowest) % period
+        if start <= highest:
+            count += (highest - start) // period + 1
     return count
 
 
