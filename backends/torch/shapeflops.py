@@ -56,9 +56,10 @@ def _shape(value: Any) -> list[int]:
 # --- convolutions: nn.Conv1d/2d/3d and nn.ConvTranspose1d/2d/3d ------------------------------
 
 def conv_shapes(module: Any, inputs: Sequence[Any], output: Any) -> Shapes:
-    """A convolution's forward: C_out x C_in/groups x prod(kernel) multiply-adds per output
-    element; a transposed one's: C_out/groups x prod(kernel) per input element (each input
-    scattered through its filters). An unbatched input is one sample."""
+    """A convolution's forward: per sample and output position, C_out x C_in/groups x
+    prod(kernel) multiply-adds; a transposed one's: per sample and input position,
+    C_in x C_out/groups x prod(kernel) (each input scattered through its filters). An
+    unbatched input is one sample."""
     dims = len(module.kernel_size)
     transposed = isinstance(module, nn.modules.conv._ConvTransposeNd)
     spatial = _shape(inputs[0] if transposed else output)
