@@ -185,6 +185,9 @@ def second_opinion(jaxpr: Any, xla_flops: float) -> dict[str, object]:
         counted = count_jaxpr(jaxpr)
     except NoSecondOpinion as exc:
         return secondopinion.record(BY, SECOND, [], [f"{WHOLE_STEP}: {exc}"])
+    except Exception as exc:  # noqa: BLE001 - a jaxpr of another JAX never costs XLA's count
+        return secondopinion.record(BY, SECOND, [], [
+            f"{WHOLE_STEP}: the jaxpr could not be counted ({type(exc).__name__}: {exc})"])
     ops = {XLA: int(xla_flops)}
     # Named by the contractions the two counts share (the elementwise bound is a bound).
     name = f"{WHOLE_STEP} ({', '.join(sorted(counted.contractions)) or 'no contractions'})"
