@@ -96,11 +96,16 @@ def peak_share_text(gflops: float, entry: DeviceCeiling | None, precision: str) 
 
 def flop_rate_text(row: CaseSummary, entry: DeviceCeiling | None, precision: str) -> str:
     """'43 GFLOP/s (22% of peak)'; from a count with gaps a lower bound and no share of the
-    peak: '>= 0.01 GFLOP/s (partial: aten._cudnn_rnn x2 not counted)'."""
+    peak: '>= 0.01 GFLOP/s (partial: aten._cudnn_rnn x2 not counted)'; from a count its second
+    opinion disputes, no share of the peak either: '4.3 GFLOP/s (count disputed: ...)'."""
     if row.gflops is None:
         return ""
-    if row.flops_gaps:
-        return f">= {three_digits(row.gflops)} GFLOP/s (partial: {row.flops_gaps})"
+    bound = ">= " if row.flops_gaps else ""
+    notes = [f"partial: {row.flops_gaps}"] if row.flops_gaps else []
+    if row.flops_disputed:
+        notes.append(f"count disputed: {row.flops_disputed}")
+    if notes:
+        return f"{bound}{three_digits(row.gflops)} GFLOP/s ({'; '.join(notes)})"
     return f"{three_digits(row.gflops)} GFLOP/s" + peak_share_text(row.gflops, entry, precision)
 
 
@@ -161,10 +166,12 @@ def short_check(row: CaseSummary) -> str:
 
 
 def short_rate(row: CaseSummary) -> str:
-    """'43.2 GFLOP/s', '>= 0.01 GFLOP/s' (a partial count), '12 GB/s', or '-'."""
+    """'43.2 GFLOP/s', '>= 0.01 GFLOP/s' (a partial count), '4.3 GFLOP/s disputed' (a count
+    its second opinion disputes), '12 GB/s', or '-'."""
     rates = []
     if row.gflops is not None:
-        rates.append((">= " if row.flops_gaps else "") + f"{three_digits(row.gflops)} GFLOP/s")
+        rates.append((">= " if row.flops_gaps else "") + f"{three_digits(row.gflops)} GFLOP/s"
+                     + (" disputed" if row.flops_disputed else ""))
     if row.gbps is not None:
         rates.append(f"{three_digits(row.gbps)} GB/s")
     return ", ".join(rates) or "-"
@@ -191,6 +198,10 @@ def compact_table(spec: WorkloadSpec, summaries: list[CaseSummary]) -> Table:
     return table
 
 
+# A case's disputed FLOP count in the warnings (the report words its own line otherwise).
+DISPUTED_TEXT = "FLOP count DISPUTED (no share of the peak is made from it): "
+
+
 def case_warnings(spec: WorkloadSpec, summaries: list[CaseSummary],
                   ceilings: Ceilings | None) -> dict[str, list[str]]:
     """The long texts of the full table's last column, each with the cases it concerns."""
@@ -201,10 +212,12 @@ def case_warnings(spec: WorkloadSpec, summaries: list[CaseSummary],
         flag = implausibility(row, device_entry(ceilings, row.device), spec.bandwidth_ceiling,
                               dict(spec.variant_precision))
         gaps = f"FLOP count partial: {row.flops_gaps}" if row.flops_gaps else ""
+        disputed = DISPUTED_TEXT + row.flops_disputed if row.flops_disputed else ""
         check = row.check if row.check.startswith("FAIL") else ""
-        for text in (row.reason if row.status != "ok" else "", check, flag, gaps,
+        for text in (row.reason if row.status != "ok" else "", check, flag, gaps, disputed,
                      f"SUSPECT: {row.suspect}" if row.suspect else ""):
-            text = " ".join(text.split())[:320]
+            # A dispute names parts and both figures of each: room for three of them.
+            text = " ".join(text.split())[:640 if text == disputed else 320]
             if text:
                 texts.setdefault(text, []).append(where)
     return texts
@@ -500,10 +513,13 @@ def print_warnings(say: Said, verdict_warnings: list[str],
                    case_texts: dict[str, list[str]]) -> None:
     """'warnings:', the verdicts' warnings, then each case's long text that none of them (nor
     a line printed before) said already."""
+    def said(text: str) -> str:  # what the report's own warning of the same thing holds
+        return text.removeprefix("SUSPECT: ").removeprefix(DISPUTED_TEXT)
+
     unsaid = [f"  warning: {', '.join(dict.fromkeys(cases))}: {text}"
               for text, cases in case_texts.items()
-              if not say.mentions(text.removeprefix("SUSPECT: "))
-              and not any(text.removeprefix("SUSPECT: ") in line for line in verdict_warnings)]
+              if not say.mentions(said(text))
+              and not any(said(text) in line for line in verdict_warnings)]
     if verdict_warnings or unsaid:
         say("warnings:")
     for line in [*verdict_warnings, *unsaid]:

@@ -517,8 +517,9 @@ class Cell:
     # (None: calibrate anew): the worker starts its calibration there instead of at 1 call.
     calibration: tuple[int | None, ...] = ()
     # A later round's FLOP records from the cell's first round, one per case by position
-    # (flops_per_call, flops_counted_by, flops_coverage; None: count anew): a case's FLOPs per
-    # call are deterministic, so the worker takes them instead of running the counter again.
+    # (flops_per_call, flops_counted_by, flops_coverage, flops_second_opinion; None: count
+    # anew): a case's FLOPs per call are deterministic, so the worker takes them instead of
+    # running the counter again.
     flops: tuple[FrozenParams | None, ...] = ()
     # A later round's note that a case of an earlier round of this cell was contended in every
     # attempt ('' if none): the worker times each case once, as it does after such a case of

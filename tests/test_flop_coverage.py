@@ -129,7 +129,13 @@ def print_counts() -> None:
 
 
 def _record(counted: Any) -> dict[str, Any]:
-    return {"flops": counted.flops, "coverage": counted.coverage}
+    from harness.data.secondopinion import disputed_text, parts_of
+
+    second = counted.second_opinion or {}
+    return {"flops": counted.flops, "coverage": counted.coverage,
+            "second opinion": {"parts": len(parts_of(second)),
+                               "not compared": len(second.get("not_compared", [])),
+                               "disputed": disputed_text({"flops_second_opinion": second})}}
 
 
 def _training_step(net: Any, *inputs: Any) -> Any:
@@ -434,6 +440,23 @@ def test_ops_without_a_formula_make_the_count_partial_and_are_named(counted: dic
 
 
 @needs_torch
+def test_the_layers_shapes_agree_with_every_count_here(counted: dict) -> None:
+    """Issue 49's second opinion (backends/torch/secondcount.py) on the RNN, attention and
+    fast-path counts: every layer's forward and backward is compared, none disputed (the fused
+    and per-step RNN backwards, flash attention's recomputed scores are within its ranges);
+    where torch's formulas alone miss the fused ops, those layers are not compared."""
+    for name in ("lstm", "gru", "attention"):
+        for phase in ("forward", "train"):
+            second = counted[f"{name} {phase}"]["second opinion"]
+            assert second["disputed"] == "" and second["not compared"] == 0, (name, phase)
+            assert second["parts"] >= (1 if phase == "forward" else 2), (name, phase)
+    for name in ("mha fast", "mha composite", "encoder fast", "encoder composite"):
+        assert counted[name]["second opinion"]["disputed"] == "", name
+    alone = counted["lstm train, torch's formulas alone"]["second opinion"]
+    assert alone["disputed"] == "" and alone["not compared"] == 2  # the LSTM's two phases
+
+
+@needs_torch
 def test_the_cheap_rule(counted: dict) -> None:
     cheap = counted["cheap"]
     assert {name for name, is_cheap in cheap.items() if is_cheap} == {
@@ -443,9 +466,10 @@ def test_the_cheap_rule(counted: dict) -> None:
 
 @needs_torch
 def test_matrix_vector_products_are_counted(counted: dict) -> None:
-    assert counted["mv"] == {"flops": matmul(OUTPUTS, FEATURES, 1), "coverage": COMPLETE}
-    assert counted["dot"] == {"flops": matmul(1, FEATURES, 1), "coverage": COMPLETE}
-    assert counted["addbmm"] == {"flops": 2 * matmul(OUTPUTS, FEATURES, 3), "coverage": COMPLETE}
+    expected = {"mv": matmul(OUTPUTS, FEATURES, 1), "dot": matmul(1, FEATURES, 1),
+                "addbmm": 2 * matmul(OUTPUTS, FEATURES, 3)}
+    for name, flops in expected.items():
+        assert (counted[name]["flops"], counted[name]["coverage"]) == (flops, COMPLETE), name
 
 
 def test_the_worker_stores_coverage_beside_the_count_and_takes_old_counters() -> None:
@@ -489,7 +513,7 @@ def check_jax_counts() -> None:
     from harness.backends.jax.usermodel import count_flops
     from harness.workloads.usermodel.common import ModelTask
 
-    def counted(analysis: Any, parameters: int = 10) -> tuple[Any, str, Any]:
+    def counted(analysis: Any, parameters: int = 10) -> tuple[Any, str, Any, Any]:
         task = ModelTask(lambda: None, "m.py", 1, lambda v: v, lambda v: v,
                          extra={"parameters": parameters})
         task.lowered = lambda: _Compiled(analysis)
@@ -497,15 +521,16 @@ def check_jax_counts() -> None:
 
     for analysis in (-1, None, {"flops": -1.0}, {"flops": None}, {"bytes accessed": 8.0},
                      {"flops": math.nan}, [], [{"flops": 1.0}, {"flops": 2.0}], "flops"):
-        count, why, coverage = counted(analysis)
-        assert count is None and why and coverage is None, (analysis, count, why)
-    count, why, _ = counted({"flops": 0.0})
+        count, why, coverage, second = counted(analysis)
+        assert count is None and why and coverage is None and second is None, (analysis, count,
+                                                                               why)
+    count, why, *_ = counted({"flops": 0.0})
     assert count is None and "0 FLOPs for a model with 10 parameters" in why
     assert counted({"flops": 0.0}, parameters=0)[0] == 0.0
     assert counted({"flops": 1234.0})[0] == 1234.0
     assert counted([{"flops": 56.0}])[0] == 56.0  # older JAX: one dict per computation
     no_step = ModelTask(lambda: None, "m.py", 1, lambda v: v, lambda v: v)
-    assert count_flops(no_step) == (None, "no step to lower", None)
+    assert count_flops(no_step) == (None, "no step to lower", None, None)
 
 
 @pytest.mark.skipif(not installed("jax"), reason="jax is not installed")

@@ -23,6 +23,7 @@ import numpy as np
 import optax
 
 from harness.backend import VariantUnavailable
+from harness.backends.jax import jaxprflops
 from harness.workloads.usermodel import sensitivity
 from harness.workloads.usermodel.common import (
     ModelTask,
@@ -112,20 +113,16 @@ def _make_task(variant: str, device: Any, inputs: ModelInputs, dtype: str,
         loss_of, optimizer, trained_with = training_parts(path, user)
         call = training_call(user.apply, params, xs, placed(training_targets(inputs)), jit, loss_of,
                              optimizer)
-        lowered = call.lowered  # type: ignore[attr-defined]
+        traced = call.traced  # type: ignore[attr-defined]
     elif what == "inference":
         apply = jax.jit(user.apply) if jit else user.apply
         call = functools.partial(apply, params, *xs)
-
-        def lowered() -> Any:
-            return jax.jit(user.apply).lower(params, *xs)
+        traced = tracing(user.apply, params, *xs)
     else:
         def stepped(p: Any, *arrays: Any) -> Any:
             return user.step(functools.partial(user.apply, p), *arrays)
         call = functools.partial(jax.jit(stepped) if jit else stepped, params, *xs)
-
-        def lowered() -> Any:
-            return jax.jit(stepped).lower(params, *xs)
+        traced = tracing(stepped, params, *xs)
 
     def placed_call() -> Any:
         with jax.default_device(handle):
@@ -141,8 +138,15 @@ def _make_task(variant: str, device: Any, inputs: ModelInputs, dtype: str,
     if trained_with:
         extra["trained_with"] = trained_with
     task = ModelTask(placed_call, path, keep or KEPT_RESULTS[what], kept, to_numpy, extra=extra)
-    task.lowered = lowered
+    task.traced = traced
+    task.lowered = lambda: traced().lower()
     return task
+
+
+def tracing(function: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """The step jitted and traced once, when the FLOP counter asks: its jaxpr (the second
+    opinion's shapes) and, lowered and compiled, what XLA's cost analysis reads."""
+    return lambda: jax.jit(function).trace(*args)
 
 
 class _BFloat16User:
@@ -156,22 +160,26 @@ class _BFloat16User:
         return getattr(self._user, name)
 
 
-def count_flops(task: ModelTask) -> tuple[float | None, str, None]:
-    """(FLOPs of one call, who counted them, None): XLA's own cost analysis of the step,
-    jitted as the compiled variant runs it (the unjitted ops do the same arithmetic). What
-    XLA cannot say is no number: some GPU backends answer -1, None or no 'flops', and 0 for a
-    model with parameters is a count that missed its work. XLA names no ops it skipped, so
-    there is no coverage record."""
-    if task.lowered is None:
-        return None, "no step to lower", None
-    flops, why = xla_flops(task.lowered().compile().cost_analysis())
+def count_flops(task: ModelTask) -> tuple[float | None, str, None, dict[str, object] | None]:
+    """(FLOPs of one call, who counted them, None, second opinion): XLA's own cost analysis
+    of the step, jitted as the compiled variant runs it (the unjitted ops do the same
+    arithmetic), and beside it the count of the same trace's jaxpr (backends/jax/jaxprflops.py).
+    What XLA cannot say is no number: some GPU backends answer -1, None or no 'flops', and 0
+    for a model with parameters is a count that missed its work. XLA names no ops it skipped,
+    so there is no coverage record."""
+    traced = task.traced() if task.traced is not None else None
+    if traced is None and task.lowered is None:
+        return None, "no step to lower", None, None
+    lowered = traced.lower() if traced is not None else task.lowered()  # type: ignore[misc]
+    flops, why = xla_flops(lowered.compile().cost_analysis())
     if flops is None:
-        return None, why, None
+        return None, why, None, None
     parameters = task.extra.get("parameters") or 0
     if flops == 0 and isinstance(parameters, int) and parameters > 0:
         return None, (f"XLA's cost analysis counted 0 FLOPs for a model with {parameters} "
-                      "parameters on this backend"), None
-    return flops, "jax.jit(step).lower(...).compile().cost_analysis()['flops']", None
+                      "parameters on this backend"), None, None
+    second = jaxprflops.second_opinion(traced.jaxpr, flops) if traced is not None else None
+    return flops, "jax.jit(step).lower(...).compile().cost_analysis()['flops']", None, second
 
 
 def xla_flops(analysis: Any) -> tuple[float | None, str]:
@@ -240,7 +248,9 @@ def training_call(apply: Callable, params: Any, xs: list, target: Any, jit: bool
                                                                 current["state"])
         return loss, current["params"]
 
-    call.lowered = lambda: jax.jit(update).lower(  # type: ignore[attr-defined]
+    # Traced from the current params and state when the counter asks (their shapes are all
+    # it reads), so no copy of the initial ones stays alive.
+    call.traced = lambda: jax.jit(update).trace(  # type: ignore[attr-defined]
         current["params"], current["state"])
     return call
 

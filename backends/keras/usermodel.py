@@ -271,22 +271,25 @@ def _make_task(case: dict, variant: str, device: Any, inputs: ModelInputs, dtype
     return task
 
 
-def count_flops(task: ModelTask) -> tuple[float | None, str, CoverageRecord | None]:
-    """(FLOPs of one call, who counted them, coverage): on Keras' torch backend by torch's
-    formulas plus the harness's (backends/torch/flops.py) around one call; on JAX and
-    TensorFlow the step is compiled inside Keras' trainer, out of a counter's reach."""
+def count_flops(task: ModelTask) -> tuple[float | None, str, CoverageRecord | None,
+                                          dict[str, object] | None]:
+    """(FLOPs of one call, who counted them, coverage, second opinion): on Keras' torch
+    backend by the harness's formulas and torch's (backends/torch/flops.py) around one call,
+    the second opinion from any torch layers the model calls (Keras' own layers are no
+    torch modules to hook); on JAX and TensorFlow the step is compiled inside Keras' trainer,
+    out of a counter's reach."""
     backend = keras.backend.backend()
     if backend != "torch":
         return None, (f"Keras' {backend} backend compiles its train step inside Keras' "
                       "trainer; no framework counter reaches it (keras-torch counts the same "
-                      "model)"), None
+                      "model)"), None, None
     from harness.backends.torch import flops
 
     if task.eager is None:
-        return None, "the task has no eager call to count", None
+        return None, "the task has no eager call to count", None, None
     counted = flops.count(task.eager)
     return (float(counted.flops), f"{flops.HOW}, one call on Keras' torch backend",
-            counted.coverage)
+            counted.coverage, counted.second_opinion)
 
 
 def _call(net: keras.Model, what: str, steps: int, arrays: list[np.ndarray],

@@ -1,11 +1,15 @@
 """FLOPs of one torch call, and what the count covers.
 
 `count(call)` runs the call once under a TorchDispatchMode and adds up, for every aten op that
-ran, the formula torch's own FlopCounterMode uses (torch.utils.flop_counter.flop_registry:
-matmuls, convolutions, the CUDA attention kernels) or, where torch has none, one of ours
-(`FORMULAS`, below): the fused RNN kernels (cuDNN, MIOpen, oneDNN, MPS), the CPU and other
-backends' fused attention, the fused transformer encoder layer and multi-head attention of
-nn.Transformer*'s inference fast path, and the matrix-vector products. Convention, as torch's:
+ran, one of ours (`FORMULAS`, below) or, for an op we have none for, the formula torch's own
+FlopCounterMode uses (torch.utils.flop_counter.flop_registry: matmuls, the CUDA attention
+kernels). Ours: every convolution, forward and backward (backends/torch/convflops.py: torch's
+backward drops the group division of the weight gradient), the fused RNN kernels (cuDNN,
+MIOpen, oneDNN, MPS), the CPU and other backends' fused attention, the fused transformer
+encoder layer and multi-head attention of nn.Transformer*'s inference fast path, and the
+matrix-vector products. Torch's formula is never used for an op we have one for. The same
+call gives the second opinion (backends/torch/secondcount.py): each covered layer's share of
+the count beside what its shapes say. Convention, as torch's:
 2 FLOPs per multiply-add of a contraction; elementwise, normalisation, reduction and data
 movement count 0 (and so do bias adds, gate nonlinearities and softmax inside fused kernels).
 
@@ -32,10 +36,14 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 from torch.utils.weak import WeakTensorKeyDictionary
 
+from harness.backends.torch.convflops import CONV_FORMULAS
+from harness.backends.torch.secondcount import LayerShapes
+
 # What counted, in words, for the FLOP record (flops_counted_by).
-HOW = ("torch.utils.flop_counter formulas (FlopCounterMode's flop_registry: matmuls, "
-       "convolutions, attention) plus the harness's for fused RNN, CPU attention and fused "
-       "transformer ops (backends/torch/flops.py); elementwise ops count 0")
+HOW = ("the harness's formulas for convolutions, fused RNN, CPU attention and fused "
+       "transformer ops (backends/torch/flops.py, convflops.py), torch.utils.flop_counter's "
+       "(FlopCounterMode's flop_registry) for the rest (matmuls, CUDA attention); "
+       "elementwise ops count 0")
 
 T = TypeVar("T")
 
@@ -60,10 +68,12 @@ class FlopCoverage:
 
 @dataclass(frozen=True)
 class Counted:
-    """FLOPs of one call, and what the count covers."""
+    """FLOPs of one call, what the count covers, and the second opinion on it (the stored
+    record of harness.data.secondopinion; None where no covered layer ran)."""
 
     flops: int
     covered: FlopCoverage
+    second_opinion: dict[str, object] | None = None
 
     @property
     def coverage(self) -> CoverageRecord:
@@ -307,6 +317,7 @@ FORMULAS: dict[str, Formula] = {
     "aten.vdot": dot,
     "aten.addbmm": addbmm,
     "aten._addmm_activation": addmm_activation,
+    **CONV_FORMULAS,
 }
 
 
@@ -418,15 +429,16 @@ OpCounter = Callable[[Any, tuple, Mapping[str, object], object], int | None]
 
 
 def formula_for(func: Any) -> OpCounter | None:
-    """How to count one call of `func`: torch's formula where it has one, else ours, else
-    None. Ours answer None where they cannot tell (e.g. a shape they do not know): that call
-    is then uncounted and named, and the rest of the count goes on."""
-    torch_formula = flop_registry.get(func._overloadpacket)
-    if torch_formula is not None:
-        return lambda op, args, kwargs, out: int(torch_formula(*args, **kwargs, out_val=out))
+    """How to count one call of `func`: ours where we have one (torch's is then never asked:
+    its convolution backward is wrong for groups), else torch's, else None. Ours answer None
+    where they cannot tell (e.g. a shape they do not know): that call is then uncounted and
+    named, and the rest of the count goes on."""
     ours = FORMULAS.get(op_name(func))
     if ours is None:
-        return None
+        torch_formula = flop_registry.get(func._overloadpacket)
+        if torch_formula is None:
+            return None
+        return lambda op, args, kwargs, out: int(torch_formula(*args, **kwargs, out_val=out))
 
     def counted(op: Any, args: tuple, kwargs: Mapping[str, object], out: object) -> int | None:
         try:
@@ -503,11 +515,12 @@ class Counting(TorchDispatchMode):
     """Adds up FLOPs by formula; records the heavy ops without one and the parameters each op
     reaches."""
 
-    def __init__(self) -> None:
+    def __init__(self, layers: LayerShapes | None = None) -> None:
         super().__init__()
         self.flops = 0
         self.uncounted: Counter[str] = Counter()
         self.reach = ParameterReach()
+        self.layers = layers  # told every heavy op, for the second opinion
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
@@ -529,9 +542,12 @@ class Counting(TorchDispatchMode):
         elif formula is None and is_cheap(func):
             if reached and carries_values(func):
                 self.reach.carry(reached, tensors(out))
+            return out
         else:  # heavy without a formula, or ours could not tell
             self.uncounted[op_name(func)] += 1
             self.reach.uncounted |= reached
+        if self.layers is not None:
+            self.layers.op(op_name(func), flops)
         return out
 
     def coverage(self) -> FlopCoverage:
@@ -540,8 +556,9 @@ class Counting(TorchDispatchMode):
                             dict(sorted(self.uncounted.items())), share)
 
 
-def count(call: Callable[[], Any]) -> Counted:
-    """FLOPs of one eager call of `call` (run once here), and what the count covers."""
-    with Counting() as counting:
+def count(call: Callable[[], Any], root: torch.nn.Module | None = None) -> Counted:
+    """FLOPs of one eager call of `call` (run once here), what the count covers, and the
+    second opinion from the covered layers' shapes (named as in `root` where given)."""
+    with LayerShapes(root) as layers, Counting(layers) as counting:
         call()
-    return Counted(counting.flops, counting.coverage())
+    return Counted(counting.flops, counting.coverage(), layers.record())

@@ -374,6 +374,7 @@ def _make_task(variant: str, device: TorchDevice, inputs: ModelInputs, dtype: to
             else GraphModelTask(graph, *kept, extra=extra))
     task.eager = eager
     MEMORY_PASSES[task] = lambda: stepmemory.measure_step(eager, net, optimizer)
+    MODELS[task] = net
     if not device.is_gpu:  # the count it ran with, read after the timed calls
         task.late_extra.append(lambda: {"threads": torch.get_num_threads()})
     if scaled is not None:
@@ -420,6 +421,8 @@ def compile_watch() -> Callable[[], Mapping[str, object]]:
 # framework, and only torch's has such a pass.
 MEMORY_PASSES: WeakKeyDictionary[ModelTask, Callable[[], stepmemory.StepMemory]] = \
     WeakKeyDictionary()
+# Each task's model, so the FLOP count's second opinion names layers as the file does.
+MODELS: WeakKeyDictionary[ModelTask, torch.nn.Module] = WeakKeyDictionary()
 
 
 def required_memory(task: ModelTask) -> dict[str, object]:
@@ -430,16 +433,20 @@ def required_memory(task: ModelTask) -> dict[str, object]:
     return {} if measure is None else measure().record()
 
 
-def count_flops(task: ModelTask) -> tuple[float | None, str, flops.CoverageRecord | None]:
-    """(FLOPs of one call, who counted them, coverage): torch's formulas plus ours for the
-    fused ops it has none for (backends/torch/flops.py), around one eager call of the same
-    step (a compiled or graph-replayed step runs the same ops, which a dispatch mode cannot
-    see). The coverage names the heavy ops that still went uncounted. A plain dispatch mode,
-    without FlopCounterMode's module tracker, also counts a step that calls autograd.grad."""
+def count_flops(task: ModelTask) -> tuple[float | None, str, flops.CoverageRecord | None,
+                                          dict[str, object] | None]:
+    """(FLOPs of one call, who counted them, coverage, second opinion): our formulas and
+    torch's (backends/torch/flops.py), around one eager call of the same step (a compiled or
+    graph-replayed step runs the same ops, which a dispatch mode cannot see). The coverage
+    names the heavy ops that still went uncounted; the second opinion sets each standard
+    layer's share of the count beside its shapes' count (backends/torch/secondcount.py). A
+    plain dispatch mode, without FlopCounterMode's module tracker, also counts a step that
+    calls autograd.grad."""
     if task.eager is None:
-        return None, "no eager call to count", None
-    counted = flops.count(task.eager)
-    return float(counted.flops), f"{flops.HOW}, one eager call", counted.coverage
+        return None, "no eager call to count", None, None
+    counted = flops.count(task.eager, MODELS.get(task))
+    return (float(counted.flops), f"{flops.HOW}, one eager call", counted.coverage,
+            counted.second_opinion)
 
 
 @contextmanager

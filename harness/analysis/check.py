@@ -28,7 +28,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from harness.analysis import sensitivity
+from harness.analysis import checkcounts, sensitivity
 from harness.analysis.memoryfit import BULLET_PREFIX as MEMORY_FIT_PREFIX
 from harness.analysis.memoryfit import (
     DEVICE_RESERVE_BYTES,
@@ -545,6 +545,9 @@ class CsvCheck:
             self.formula_flops(measured, line, row, work["flops"])
         self.expect(measured, "bytes", line, row, "bytes", work["bytes"])
         self.coverage(measured, line, row)
+        if "flops_disputed" in self.columns:
+            checkcounts.check_column(self.ledger, measured, f"{self.where} row {line}",
+                                     row.get("flops_disputed") or "")
         steps = case.extra.get("steps_per_call")
         self.expect(measured, "steps_per_call", line, row, "steps_per_call",
                     float(steps) if isinstance(steps, (int, float)) else None)
@@ -990,6 +993,8 @@ class SummaryCheck:
         self.place = Place()
         self.number = 0
         self.run_id = ""  # the run whose bullet in "Drawn from ..." the lines below belong to
+        self.warned: list[str] = []  # experiments whose warnings section was read
+        self.disputed_named: set[tuple[str, ...]] = set()  # cases a DISPUTED line named
 
     @property
     def where(self) -> str:
@@ -1002,6 +1007,7 @@ class SummaryCheck:
             ("- Why the GPU loses", self.why), ("- noisy (IQR/median", self.noisy),
             ("- IMPLAUSIBLE: ", self.implausible), ("- The ceiling probe was low", self.probe),
             ("- Distinct training samples: ", self.distinct),
+            (checkcounts.LINE_PREFIX, self.disputed),
             (MEMORY_FIT_PREFIX, self.memory_fit), ("- ", self.energy)]
         for number, line in enumerate(self.lines, start=1):
             self.number = number
@@ -1016,6 +1022,16 @@ class SummaryCheck:
                             if line.startswith(prefix)), None)
             if handler is not None:
                 self.parsed(handler, line)
+        checkcounts.check_omissions(self.ledger, self.pool, SUMMARY_FILE, self.disputed_named,
+                                    self.warned)
+
+    def disputed(self, line: str) -> None:
+        """'- DISPUTED FLOP count: M, fw dev variant at n=8: parts; ...': the stored record's
+        disputed parts, each with both figures (harness.analysis.checkcounts)."""
+        named = checkcounts.check_line(self.ledger, self.pool, self.where,
+                                       self.place.experiment, line)
+        if named is not None:
+            self.disputed_named.add(named)
 
     def parsed(self, handler: Callable[[str], None], line: str) -> None:
         """Run one line's parser; a line in a shape it does not expect is unverifiable (a
@@ -1070,6 +1086,9 @@ class SummaryCheck:
             self.place = Place(experiment, "gpu")
         elif heading.startswith("Variants compared"):
             self.place = Place(experiment, "variants")
+        elif heading == "Warnings":
+            self.warned.append(experiment)
+            self.place = Place(experiment, "")
         elif heading.startswith("Throughput vs the machine's measured ceilings"):
             self.place = Place(experiment, "ceilings")
         elif heading.startswith("Accuracy and data"):
@@ -1234,7 +1253,9 @@ class SummaryCheck:
         measured = self.case(f"rate {rate['metric']}", machine=row.get("machine", ""),
                              framework=parts[0], device=parts[1], variant=parts[2],
                              size=cells[2])
-        if measured is None:
+        if measured is None or checkcounts.check_share(self.ledger, measured, self.where,
+                                                       rate["metric"],
+                                                       row.get("% of ceiling", "")):
             return
         recomputed = self.rate_figure(measured, "rate", rate["metric"],
                                       printed_fixed(rate["rate"], 1, unit=rate["metric"]),

@@ -36,6 +36,8 @@ class CaseSummary:
     check: str
     # What the FLOP count missed ('' = nothing known missing): gflops is then a lower bound.
     flops_gaps: str = ""
+    # Where a second count of the same call disagrees ('' = nowhere): gflops is then disputed.
+    flops_disputed: str = ""
     suspect: str = ""
     # Peak host RSS of the cell's worker (whole cell) and device memory of this case.
     peak_host_bytes: int | None = None
@@ -93,6 +95,7 @@ def summarize_case(spec: WorkloadSpec, cell: CellResult, case: CaseResult) -> Ca
         gbps=work["bytes"] / median / 1e9 if median and "bytes" in work else None,
         check=_check_text(case.check),
         flops_gaps=fields.flops_gaps(case.extra),
+        flops_disputed=fields.flops_disputed(case.extra),
         suspect=case.suspect,
         peak_host_bytes=cell.peak_host_memory_bytes,
         peak_device_bytes=case.peak_device_bytes,
@@ -114,9 +117,12 @@ def summarize_result(spec: WorkloadSpec, cell: CellResult) -> list[CaseSummary]:
 def implausibility(summary: CaseSummary, ceilings: DeviceCeiling | None,
                    bandwidth_key: str = MEMORY,
                    precisions: dict[str, str] | None = None) -> str:
-    """The CLI's flag for a case: IMPLAUSIBLE above physics, a note when the probe was low."""
+    """The CLI's flag for a case: IMPLAUSIBLE above physics, a note when the probe was low.
+    A FLOP rate whose count is disputed is judged against nothing (as in the report): which
+    count to believe is the open question, and the warnings ask it."""
     device_ceilings = Ceilings({summary.device: ceilings}) if ceilings else None
-    verdicts = judge_case(summary.gflops, summary.gbps, summary.variant, summary.device,
+    gflops = None if summary.flops_disputed else summary.gflops
+    verdicts = judge_case(gflops, summary.gbps, summary.variant, summary.device,
                           device_ceilings, bandwidth_key, precisions)
     return "; ".join(text for text in (verdict.text() for verdict in verdicts) if text)
 

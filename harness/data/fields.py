@@ -19,6 +19,7 @@ from typing import Any, TypeAlias
 from harness.core.units import device_kind, format_bytes, format_joules, format_seconds
 from harness.data.records import NOT_RECORDED, EnergyRecord, WhileTimed
 from harness.data.results import CaseResult, CellResult
+from harness.data.secondopinion import disputed_text
 from harness.data.serial import JsonObject
 
 # Where a value lives: read from the cell and the case (None for a cell-level value).
@@ -97,6 +98,16 @@ def flops_gaps(extra: Mapping[str, object]) -> str:
 
 def _flops_gaps(cell: CellResult, case: CaseResult | None) -> str | None:
     return None if case is None or not case.measured else flops_gaps(case.extra)
+
+
+def flops_disputed(extra: Mapping[str, object]) -> str:
+    """Where the count's second opinion disagrees beyond its margin, with both figures ('' =
+    it agrees, or there is none): harness.data.secondopinion."""
+    return disputed_text(extra)
+
+
+def _flops_disputed(cell: CellResult, case: CaseResult | None) -> str | None:
+    return None if case is None or not case.measured else flops_disputed(case.extra)
 
 
 def _while_timed(case: CaseResult | None) -> WhileTimed | None:
@@ -261,6 +272,10 @@ FIELDS: tuple[CaseField, ...] = (
     CaseField("flops_gaps", str, _flops_gaps, report=True,
               help="ops the FLOP counter had no formula for ('' = none): the `flops` column "
                    "is then a lower bound, and so is flops / seconds"),
+    CaseField("flops_disputed", str, _flops_disputed, report=True,
+              help="parts of the call where an independent count (layer shapes, the jaxpr's) "
+                   "disagrees with the `flops` column beyond its margin, both figures ('' = "
+                   "none): flops / seconds is then no share of a peak"),
     CaseField("trained_with", str, extra_value("trained_with"), report=True,
               help="a user model's loss and optimizer, and where they came from"),
 )

@@ -154,10 +154,12 @@ def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
         check_metric=("check_metric", first_text), check_value=("check_value", "max"),
         run_id=("run_id", "first"), suspect=("suspect", first_text),
     )
-    # What a FLOP counter missed: the rate made from its count is then a lower bound.
-    info["flops_gaps"] = (cases["flops_gaps"].fillna("").astype(str).groupby(
-        [cases[key] for key in keys], sort=False).agg(first_text)
-        if "flops_gaps" in cases else "")
+    # What a FLOP counter missed: the rate made from its count is then a lower bound; where
+    # its second opinion disagrees: the rate is disputed. Neither is a share of a peak.
+    for column in ("flops_gaps", "flops_disputed"):
+        info[column] = (cases[column].fillna("").astype(str).groupby(
+            [cases[key] for key in keys], sort=False).agg(first_text)
+            if column in cases else "")
     # The device profile's per-call figures, where the run has them (the crossover predictor
     # fits the host's time per launch and the device's rate from these).
     for column in PROFILE_COLUMNS:
@@ -356,12 +358,16 @@ def peak_fractions(stats: pd.DataFrame, ceilings_by_machine: dict[str, Ceilings]
         gflops = row["gflops"] if pd.notna(row["gflops"]) else None
         gbps = row["gbps"] if pd.notna(row["gbps"]) else None
         partial = bool(row.get("flops_gaps")) if "flops_gaps" in row else False
+        disputed = isinstance(row.get("flops_disputed"), str) and bool(row["flops_disputed"])
         for verdict in judge_case(gflops, gbps, row["variant"], row["device"], ceilings,
                                   bandwidth_key, precisions):
             # A lower bound above physics is still implausible; below it, it is no share of
-            # the peak (the count missed ops): such rows are left out of the shares.
-            if verdict.kind != "unknown" and not (partial and verdict.metric == "GFLOP/s"
-                                                  and verdict.kind != "implausible"):
+            # the peak (the count missed ops): such rows are left out of the shares. A count
+            # its second opinion disputes makes no share at all, nor a verdict on physics (the
+            # warnings say it is disputed, and by whom).
+            flop_rate = verdict.metric == "GFLOP/s"
+            if verdict.kind != "unknown" and not (flop_rate and (disputed or (
+                    partial and verdict.kind != "implausible"))):
                 rows.append({**{k: row[k] for k in CASE_KEYS}, "sweep": row["sweep"],
                              "metric": verdict.metric, "rate": verdict.rate,
                              "probe": verdict.probe, "bound": verdict.bound,

@@ -221,7 +221,7 @@ class RoundMerger:
 
 
 # What a later round takes of its first round's FLOP record (harness.run.worker flops_record).
-FLOPS_KEYS = ("flops_per_call", "flops_counted_by", "flops_coverage")
+FLOPS_KEYS = ("flops_per_call", "flops_counted_by", "flops_coverage", "flops_second_opinion")
 
 
 def first_round_flops(first: CellResult) -> tuple[FrozenParams | None, ...]:

@@ -33,6 +33,7 @@ from harness.core.registry import (
 )
 from harness.core.units import format_seconds
 from harness.data.results import Attempt, CaseResult, CellResult, HarnessCost
+from harness.data.secondopinion import RECORD_KEY as SECOND_OPINION
 from harness.data.serial import JsonObject
 from harness.data.store import write_json_atomic
 from harness.measure import blocks
@@ -288,8 +289,10 @@ def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue],
     """FLOPs of one call: the workload's exact count where it declares one (matmul: 2n^3),
     else the framework's own counter (the implementation's count_flops(task), which may make
     one more call) with its coverage record where it gives one (flops_coverage: the ops it had
-    no formula for), else the reason there is none. After the timed samples and the output,
-    so neither a counter's cost nor its extra call reaches them."""
+    no formula for) and its second opinion where it has one (flops_second_opinion: an
+    independent count of the same call, part by part: harness.data.secondopinion), else the
+    reason there is none. After the timed samples and the output, so neither a counter's cost
+    nor its extra call reaches them."""
     declared = spec.flops(case) if spec.flops is not None else None
     if declared is not None:
         return {"flops_per_call": float(declared),
@@ -300,8 +303,9 @@ def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue],
     if too_long:  # TOO_LONG: why the counter's pass would cost too much (pass_too_long)
         return {"flops_counted_by": f"unavailable: the FLOP count was {too_long}"}
     try:
-        # (count, how) or (count, how, coverage): coverage is the counter's record of what it
-        # missed ({"complete", "uncounted_ops", "uncounted_param_share"}), or None.
+        # (count, how), (count, how, coverage) or (count, how, coverage, second opinion):
+        # coverage is the counter's record of what it missed ({"complete", "uncounted_ops",
+        # "uncounted_param_share"}), or None; the second opinion a secondopinion record, or None.
         count, how, *rest = counter(task)
     except Exception as exc:  # noqa: BLE001 - a counter failing costs the count, not the case
         traceback.print_exc()
@@ -311,6 +315,8 @@ def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue],
     record: JsonObject = {"flops_per_call": float(count), "flops_counted_by": how}
     if rest and rest[0] is not None:
         record["flops_coverage"] = rest[0]
+    if len(rest) > 1 and rest[1] is not None:
+        record[SECOND_OPINION] = rest[1]
     return record
 
 

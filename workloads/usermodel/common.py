@@ -35,6 +35,9 @@ class ModelTask:
         # (torch's FlopCounterMode sees eager ops only), or the step lowered for XLA (JAX).
         self.eager: Callable[[], Any] | None = None
         self.lowered: Callable[[], Any] | None = None
+        # JAX: the step traced (jax.jit(f).trace(...)): the jaxpr of the second FLOP count,
+        # and lowered, the same step XLA's cost analysis reads.
+        self.traced: Callable[[], Any] | None = None
         self.extra = extra or {}
         # Figures read when the results are collected, after every timed call (the thread
         # count a cell really ran with, the updates a loss scaler skipped): merged into extra.

@@ -1,8 +1,9 @@
 """Warnings: what a reader must know before trusting the numbers of an experiment.
 
 Table: one row per warning, in the order they are read: runs that stopped early, cells or
-cases that failed (invalid, error, timeout, unavailable), suspect or noisy timings, rates that
-are implausible or beat a low ceiling probe. Lines: one per row; "None" when the table is empty.
+cases that failed (invalid, error, timeout, unavailable), suspect or noisy timings, FLOP
+counts an independent count disputes, rates that are implausible or beat a low ceiling probe.
+Lines: one per row; "None" when the table is empty.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ class WarningsView(View):
     def compute(self, context: Any) -> pd.DataFrame:
         lines = (_incomplete_lines(context) + _failure_lines(context, failures(
             context.stats, context.cells)) + _noisy_lines(context, noisy_cells(context.stats))
-            + _not_compared_lines(context) + _peak_lines(experiment_peaks(context)))
+            + _not_compared_lines(context) + _disputed_lines(context)
+            + _peak_lines(experiment_peaks(context)))
         return pd.DataFrame({"warning": lines}, columns=["warning"])
 
     def when_empty(self, context: Any) -> list[str]:
@@ -112,6 +114,22 @@ def _not_compared_lines(context: Any) -> list[str]:
                      f"{row['framework']} {row['device']} {row['variant']}{_size_at(row)}: "
                      f"{' '.join(str(row['reason']).split())}")
     return lines
+
+
+# The start of a disputed count's line (harness check reads it: harness.analysis.check).
+DISPUTED_PREFIX = "- DISPUTED FLOP count: "
+
+
+def _disputed_lines(context: Any) -> list[str]:
+    """Timed cases whose FLOP count an independent count of the same call disputes: the parts
+    and both figures; their rates are no share of a peak (tables.peak_fractions)."""
+    stats = context.stats
+    if "flops_disputed" not in stats:
+        return []
+    disputed = stats[stats["valid"] & (stats["flops_disputed"].fillna("").astype(str) != "")]
+    return [f"{DISPUTED_PREFIX}{row['machine']}, {row['framework']} {row['device']} "
+            f"{row['variant']}{_size_at(row)}: {row['flops_disputed']}; its FLOP rate is "
+            "printed as disputed and is no share of a peak." for _, row in disputed.iterrows()]
 
 
 def _noisy_lines(context: Any, noisy: pd.DataFrame) -> list[str]:
