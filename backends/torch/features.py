@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import sysconfig
 import time
 import traceback
@@ -326,8 +325,3 @@ def task_features(task: ModelTask, inputs: ModelInputs, step_s: float | None = N
     return features_record(task.eager, step_s=step_s, timed_calls=timed_calls,
                            h2d_bytes=h2d, h2d_how=how)
 
-
-if __name__ == "__main__":  # a quick look: python -m harness.backends.torch.features
-    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
-    print(features_of(lambda: net(torch.randn(4, 8)).sum().backward()).ops_by_name,
-          file=sys.stderr)

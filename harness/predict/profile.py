@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from harness.data.results import sample_stats
-from harness.data.serial import IF_SET, JsonObject, JsonRecord, JsonValue
+from harness.data.serial import IF_SET, JsonRecord, JsonValue
 from harness.spec import BadInput
 
 KIND = "harness-device-profile"
@@ -212,13 +212,9 @@ def completed(entries: Mapping[str, Entry]) -> dict[str, Entry]:
         for name in ENTRY_NAMES}
 
 
-def _label(source: Path | str) -> str:
-    return str(source)
-
-
 def from_document(document: object, source: Path | str = "profile") -> Profile:
     """A Profile from a parsed JSON value; ProfileError (one line) for anything else."""
-    label = _label(source)
+    label = str(source)
     if not isinstance(document, dict) or document.get("kind") != KIND:
         raise ProfileError(f"{label}: not a device profile (no \"kind\": \"{KIND}\"; make one "
                            "with `harness profile-device`)")
@@ -303,6 +299,3 @@ def load_profile(name_or_path: str, folder: Path = PROFILES_DIR) -> Profile:
     """A shipped profile by name or a profile file by path, version-checked."""
     return read_profile(resolve(name_or_path, folder))
 
-
-def entries_document(entries: dict[str, Entry]) -> JsonObject:
-    return {name: entry.to_dict() for name, entry in entries.items()}
