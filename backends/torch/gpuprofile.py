@@ -41,9 +41,9 @@ class Sizes:
     elementwise: tuple[int, ...]  # elements
     transfer: tuple[int, ...] = ()  # bytes
     graph_kernels: tuple[int, ...] = ()
-    # Tiny kernels queued per kernel-floor sample, one row each: a launch costs the host more
-    # the more kernels are already queued (H200, torch 2.11: 6.8 us each with 300 queued,
-    # 10.8 us with 500, against 5.6 us back to back with the device keeping up).
+    # Tiny kernels queued per kernel-floor sample, one row each: a launch ahead of a sleeping
+    # device cost the host 6.8-10.8 us on the H200 (torch 2.11), against 5.6-6.1 us back to
+    # back, varying with the queue's depth from one process to the next (docs/predict.md).
     floor_kernels: tuple[int, ...] = ()
     floor_samples: int = 0
 

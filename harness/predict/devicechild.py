@@ -10,6 +10,7 @@ A device the framework cannot open is written as {"error": why}.
 from __future__ import annotations
 
 import platform
+import re
 import sys
 import time
 from datetime import datetime, timezone
@@ -32,10 +33,17 @@ def host_info() -> dict[str, JsonValue]:
 
 
 def harness_version() -> str:
+    """The installed package's version, else a source checkout's (its pyproject.toml)."""
     try:
         return metadata.version("crossframe-harness")
     except metadata.PackageNotFoundError:
+        pass
+    try:
+        text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    except OSError:
         return "unknown (not installed)"
+    found = re.search(r'^version = "([^"]+)"', text, re.MULTILINE)
+    return f"{found.group(1)} (source checkout)" if found else "unknown (not installed)"
 
 
 def main(argv: list[str]) -> int:

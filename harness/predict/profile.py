@@ -60,7 +60,7 @@ CATALOGUE: tuple[EntrySpec, ...] = (
               "max(host dispatch + launch, device kernel floor)", ANY),
     EntrySpec("host.launch_ahead", "host seconds to dispatch and launch one tiny op while the "
               "device still sleeps (a queued torch.cuda._sleep): the host's cost alone, a row "
-              "per number of kernels queued (a launch costs more behind a deeper queue)", GPU),
+              "per number of kernels queued", GPU),
     EntrySpec("device.kernel_floor", "device seconds per tiny kernel run back to back, CUDA "
               "events around them, the host ahead of the device (checked per sample)", GPU),
     EntrySpec("device.graph_replay", "one replay of a CUDA graph of `kernels` captured tiny "
