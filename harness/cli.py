@@ -35,6 +35,7 @@ from harness.data.ceilings import Ceilings, DeviceCeiling
 from harness.data.serial import JsonObject
 from harness.measure import envinfo
 from harness.measure.memory import memory_text
+from harness.predict.command import profile_device
 from harness.run.executors import executor_from_options
 from harness.run.planner import matrix_text
 from harness.run.runner import run_json_child
@@ -772,6 +773,9 @@ def check(
     typer.echo(f"figures per file: {audit.files_line() or 'none'}")
     typer.echo(audit.summary_line())
     raise typer.Exit(api.EXIT_FAILED_CELL if audit.mismatches else 0)
+
+
+app.command("profile-device")(profile_device)  # harness/predict/command.py (issue 51)
 
 
 def harness_version() -> str:

@@ -18,6 +18,7 @@ LAYERS = [
     ("harness.measure",),
     ("harness.analysis",),
     ("harness.run",),
+    ("harness.predict",),
     ("harness.report",),
     ("harness.api",),
     ("harness.cli", "harness"),

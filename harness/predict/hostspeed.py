@@ -1,0 +1,53 @@
+"""The host CPU's single-thread speed: two fixed loops, timed the same way on every machine.
+
+Why: a profile's host costs (dispatch per op, a sync's round trip) were measured on the
+profiled machine's CPU. Predicting that GPU driven by another CPU (this laptop's, a cloud
+VM's) rescales them by how fast each CPU runs the same single-threaded work: the interpreter
+(`python_loop`: integer arithmetic, a dict, a list, a sort) and the per-call overhead of a C
+extension (`numpy_loop`: many numpy ops on 16-element arrays). Framework-free, so the same
+figure is measured on a CPU-only machine without importing the framework the profile used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from harness.measure.timing import TimingPolicy
+from harness.predict.profile import Entry, spec_of
+from harness.predict.timed import no_sync, timed_row
+
+PYTHON_ITERATIONS = 20_000
+NUMPY_OPS = 2_000
+NUMPY_ELEMENTS = 16
+
+
+def python_loop(iterations: int = PYTHON_ITERATIONS) -> int:
+    """A fixed mix of interpreter work; returns a value so nothing is optimised away."""
+    total = 0
+    table: dict[int, int] = {}
+    items: list[int] = []
+    for index in range(iterations):
+        total += (index * 7) % 13
+        table[index & 255] = total
+        items.append(index ^ total)
+    items.sort()
+    return total + len(table) + items[-1]
+
+
+def numpy_loop(left: np.ndarray, right: np.ndarray, out: np.ndarray,
+               ops: int = NUMPY_OPS) -> None:
+    """OPS small numpy adds into a preallocated array: the cost is the call, not the sum."""
+    for _ in range(ops):
+        np.add(left, right, out=out)
+
+
+def measure(chosen: TimingPolicy) -> dict[str, Entry]:
+    """host.python and host.numpy, each one row of seconds per loop."""
+    left = np.ones(NUMPY_ELEMENTS, dtype=np.float32)
+    right, out = left.copy(), left.copy()
+    python = timed_row(python_loop, no_sync, chosen,
+                       {"loop": "python_loop", "iterations": PYTHON_ITERATIONS})
+    numpy = timed_row(lambda: numpy_loop(left, right, out), no_sync, chosen,
+                      {"loop": "numpy_loop", "ops": NUMPY_OPS, "elements": NUMPY_ELEMENTS})
+    return {"host.python": Entry(what=spec_of("host.python").what, rows=[python]),
+            "host.numpy": Entry(what=spec_of("host.numpy").what, rows=[numpy])}

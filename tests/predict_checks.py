@@ -1,0 +1,162 @@
+"""Checks run in a child process by tests/test_predict_features.py: they import torch, which the
+test process never does (one framework per interpreter, as in real use).
+
+Each check builds a small step, records its features (backends/torch/features.py) and holds
+them to numbers worked out by hand or by the harness's own FLOP counter (flops.count,
+usermodel.count_flops): exact counts, never times.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from harness.backends.torch import flops, usermodel
+from harness.backends.torch.device import open_device
+from harness.backends.torch.features import features_of, features_record, task_features
+from harness.predict.features import StepFeatures
+
+BATCH, IN, HIDDEN, OUT = 5, 8, 16, 4
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SMALL_CNN = PROJECT_ROOT / "examples" / "models" / "small_cnn.py"
+
+
+def mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(IN, HIDDEN), torch.nn.ReLU(),
+                               torch.nn.Linear(HIDDEN, OUT))
+
+
+def line_of(marker: str) -> int:
+    """The line of this file holding MARKER (where a planted host read sits)."""
+    lines = inspect.getsource(inspect.getmodule(line_of)).splitlines()  # type: ignore[arg-type]
+    return next(number for number, line in enumerate(lines, 1) if marker in line
+                and "line_of(" not in line)
+
+
+def mlp_inference() -> None:
+    """Ops, FLOPs, bytes and chain of a two-layer MLP's forward, all exact."""
+    net, x = mlp(), torch.randn(BATCH, IN)
+
+    def step() -> torch.Tensor:
+        with torch.no_grad():
+            return net(x)
+    features = features_of(step, timed_calls=0)
+    assert features.ops_by_name == {"aten.addmm": 2, "aten.relu": 1, "aten.t": 2}, \
+        features.ops_by_name
+    assert (features.op_count, features.kernel_ops) == (5, 3)
+    expected = 2 * BATCH * (IN * HIDDEN + HIDDEN * OUT)
+    assert features.flops == expected == flops.count(step).flops, features.flops
+    first = next(op for op in features.ops if op.op == "aten.addmm")
+    # bias (16) + x (5x8) + weight^T (8x16) read, output (5x16) written, float32
+    assert first.bytes == 4 * (HIDDEN + BATCH * IN + IN * HIDDEN + BATCH * HIDDEN), first.bytes
+    assert first.inputs == [[[HIDDEN], "float32"], [[BATCH, IN], "float32"],
+                            [[IN, HIDDEN], "float32"]], first.inputs
+    assert first.outputs == [[[BATCH, HIDDEN], "float32"]]
+    assert features.bytes == sum(op.bytes for op in features.ops)
+    assert features.chain == 3  # addmm -> relu -> addmm; the transposes weigh 0
+    assert features.unknown_ops == {} and features.sync_points == []
+    assert features.precision["floating"] == ["float32"]
+    assert features.step_s is None and features.h2d_bytes is None
+
+
+def mlp_training_matches_the_harness_count() -> None:
+    """A training step's FLOPs are the harness's own count; the record reloads unchanged."""
+    net, x, y = mlp(), torch.randn(BATCH, IN), torch.randn(BATCH, OUT)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(net(x), y).backward()
+        optimizer.step()
+    record = features_record(step, timed_calls=2, h2d_bytes=BATCH * IN * 4)
+    features = StepFeatures.from_dict(record)
+    assert features.flops == flops.count(step).flops > 0
+    # forward 2 addmm, backward: the weight gradients of both layers and the input gradient
+    # of the second (x needs none): 3 mm
+    assert features.ops_by_name["aten.addmm"] == 2 and features.ops_by_name["aten.mm"] == 3
+    assert features.ops_by_kind["matmul"] == 5
+    assert features.recomputed() == features  # every stored total is its ops' total
+    assert features.h2d_bytes == BATCH * IN * 4 and features.step_s is not None
+    assert features.host_s_per_op == features.step_s / features.op_count
+    assert all(op.host_s >= 0 for op in features.ops)
+
+
+def planted_host_reads() -> None:
+    """A planted .item() and a print show as sync points at their lines; print's own ops are
+    left out of the step's."""
+    net, x = mlp(), torch.randn(BATCH, IN)
+
+    def plain() -> torch.Tensor:
+        with torch.no_grad():
+            return net(x).sum()
+
+    def with_reads() -> float:
+        with torch.no_grad():
+            total = net(x).sum()
+        value = total.item()  # PLANTED-ITEM
+        print(total)  # PLANTED-PRINT
+        return value
+    clean, planted = features_of(plain, timed_calls=0), features_of(with_reads, timed_calls=0)
+    assert clean.sync_points == [] and clean.sync_count == 0
+    found = {(point.what, point.where, point.user_code, point.count)
+             for point in planted.sync_points}
+    here = Path(__file__).name
+    assert found == {
+        ("scalar read (.item(), float(), bool(), an if on a tensor)",
+         f"{here}:{line_of('PLANTED-ITEM')} (with_reads)", True, 1),
+        ("print / repr of a tensor", f"{here}:{line_of('PLANTED-PRINT')} (with_reads)",
+         True, 1)}, found
+    assert planted.sync_count == planted.user_sync_count == 2
+    # the .item() is one op of the step (a host read); the print's formatting is not
+    assert planted.ops_by_name == {**clean.ops_by_name, "aten._local_scalar_dense": 1}
+    assert planted.ops_by_kind["host_read"] == 1
+
+
+def unmapped_op_is_unknown() -> None:
+    """An op no FLOP formula covers (an FFT) is listed as unknown, by name."""
+    net, x = mlp(), torch.randn(BATCH, IN)
+
+    def step() -> torch.Tensor:
+        with torch.no_grad():
+            return torch.fft.rfft(net(x), dim=-1).abs()
+    features = features_of(step, timed_calls=0)
+    assert features.unknown_ops == {"aten._fft_r2c": 1}, features.unknown_ops
+    fft = next(op for op in features.ops if op.op == "aten._fft_r2c")
+    assert fft.flops is None and fft.kind == "unknown"
+    assert features.flop_coverage["complete"] is False
+    assert features.flops == 2 * BATCH * (IN * HIDDEN + HIDDEN * OUT)  # the rest still counts
+
+
+def small_cnn_through_the_usermodel_task() -> None:
+    """The example CNN's training step built as a harness cell builds it: FLOPs equal the
+    cell's own count, the convolutions and the bytes it copies to the device are found."""
+    batch, seed = 3, 0
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, 3, 32, 32), dtype=np.float32)
+    net = usermodel.build(str(SMALL_CNN), seed)
+    inputs = {"x": [x], "targets": rng.standard_normal((batch, 10), dtype=np.float32),
+              "weights": usermodel.weight_arrays(net), "weight_names": list(net.state_dict()),
+              "model": str(SMALL_CNN), "what": "train", "seed": seed, "size": {}}
+    task = usermodel.make_task({"batch": batch}, "as-written", open_device("cpu"),
+                               inputs)  # type: ignore[arg-type]  # a plain dict of the keys
+    counted, _, _ = usermodel.count_flops(task)
+    record = task_features(task, inputs, timed_calls=1)  # type: ignore[arg-type]
+    features = StepFeatures.from_dict(record)
+    assert features.flops == counted > 0, (features.flops, counted)
+    assert features.ops_by_kind["conv"] == 4, features.ops_by_name  # 2 forward + 2 backward
+    assert features.unknown_ops == {}
+    assert features.h2d_bytes == batch * 3 * 32 * 32 * 4
+    assert "copied from host each call" in features.h2d_how
+    assert features.recomputed() == features
+
+
+def mlp_checks() -> None:
+    """The MLP checks in one interpreter (one torch import for all of them)."""
+    mlp_inference()
+    mlp_training_matches_the_harness_count()
+    planted_host_reads()
+    unmapped_op_is_unknown()
