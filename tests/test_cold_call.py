@@ -245,6 +245,9 @@ def test_a_user_models_cuda_graph_is_captured_by_its_first_step() -> None:
 # captures after its eager warm-up batches, inside its first epoch.
 DEFERRED_CAPTURES = {("backends/torch/graphs.py", "CapturedOnFirstCall.__init__.<lambda>"),
                      ("backends/torch/mnist.py", "GraphTraining.graph_step")}
+# Not a task at all: `harness profile-device` captures a graph of N tiny kernels to time its
+# replay per kernel; no cell's time is made there.
+DEVICE_PROFILE_CAPTURES = {("backends/torch/gpuprofile.py", "graph_replay")}
 
 
 def capture_sites() -> set[tuple[str, str]]:
@@ -274,6 +277,6 @@ def _calls_in(node: ast.AST, scope: tuple[str, ...] = ()) -> list[str]:
 def test_no_backend_captures_a_cuda_graph_while_building_its_task() -> None:
     sites = capture_sites()
     assert sites >= DEFERRED_CAPTURES  # the scan sees the deferred ones
-    assert sites - DEFERRED_CAPTURES == set(), \
+    assert sites - DEFERRED_CAPTURES - DEVICE_PROFILE_CAPTURES == set(), \
         "a new capture outside a first call: its cost would be in no timed figure"
 
