@@ -364,7 +364,8 @@ def advise(
              "first, as many as fit (0: no limit, every fix).")] = 180.0,
 ) -> None:
     """What to change: each candidate fix measured beside the as-written cell, ranked."""
-    from harness.analysis.advice import advise_rounds_line, advise_run
+    from harness.analysis.advice import advise_run
+    from harness.analysis.advicenotes import advise_rounds_line
     from harness.run import forkserver
 
     with forkserver.shared(), interrupt.stop_on_signals():

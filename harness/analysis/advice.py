@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from harness.analysis.advicenotes import RUN_KEY, budget_notes
 from harness.analysis.crossover import predict_curves
 from harness.analysis.memoryfit import largest_batch_that_fits
 from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
@@ -50,9 +51,6 @@ from harness.spec import BadInput, Status
 from harness.spec import variant_parts as split_variant
 
 AS_WRITTEN = "as-written"
-# Where run.json keeps what `harness advise` planned (run.extra_fields): the user's batch and
-# the combination measured in the second phase, per framework x device.
-RUN_KEY = "advise"
 HOST_BOUND = "host-bound"
 NO_ANSWER = "no answer: the run has no as-written cell on both a CPU and a GPU"
 UNPROFILED = "not profiled"
@@ -848,37 +846,3 @@ def _as_trial(fix: FixResult, trial: dict[str, Any] | None) -> FixResult:
     more = f", --budget {float(needed):.0f} would run it" if \
         isinstance(needed, (int, float)) else ""
     return replace(fix, reason=f"{fix.reason or 'no result'}; tried in the time left{more}")
-
-
-def advise_rounds_line(document: RunDocument) -> str | None:
-    """The rounds line of an advice run (None for any other run: harness.analysis.stats
-    .rounds_line's): its orders are `harness advise`'s, not the plain seeded shuffle."""
-    record = document.extra_fields.get(RUN_KEY) or {}
-    if "rounds_run" not in record:
-        return None
-    ran = record["rounds_run"]
-    if ran <= 1:
-        return ("rounds: 1, the as-written cells first (run-to-run drift not measured; "
-                "--rounds N judges every verdict against the spread between N worker "
-                "processes per cell)")
-    return (f"rounds: {ran}, the as-written cells first in round 1 (their diagnosis chose the "
-            f"fixes), then every cell in a new random order each round (advise seed "
-            f"{record.get('order_seed')}); beyond the noise = beyond the IQRs and the round "
-            "medians")
-
-
-def budget_notes(record: dict[str, Any]) -> list[str]:
-    """The budget's lines of an advice: rounds cut for a slow step, fixes measured of the
-    candidates ('' where the run had no budget record)."""
-    budget = record.get("budget_s")
-    if "rounds_run" not in record:
-        return []
-    tried, candidates = record.get("tried", 0), record.get("candidate_count", 0)
-    limit = f"a budget of {float(budget):.0f} s" if budget else "no time budget"
-    lines = [f"measured {tried} of {candidates} candidate fixes ({limit}; the as-written "
-             "cells' first round chose them: docs/advise.md)"]
-    planned, ran = record.get("rounds_planned"), record.get("rounds_run")
-    if isinstance(planned, int) and isinstance(ran, int) and ran < planned:
-        lines.append(f"{ran} round{'s' if ran != 1 else ''} of {planned}: "
-                     f"{record.get('rounds_why') or 'the budget'}")
-    return lines
