@@ -64,6 +64,9 @@ EXIT_FAILED_CELL = 1
 # The measurements are saved but the report could not be written (disk full, permissions).
 EXIT_REPORT_FAILED = 3
 EXIT_SIGNAL_BASE = 128  # shells' convention: killed by signal N -> 128 + N
+# A cell in one of these failed (INTERRUPTED without a stop signal here: a cell cancelled
+# elsewhere, scancel or preempted).
+FAILED_STATUSES = (Status.ERROR, Status.TIMEOUT, Status.INVALID, Status.INTERRUPTED)
 
 
 @dataclass
@@ -89,9 +92,21 @@ class RunResult:
         if self.stopped_by is not None:
             return EXIT_SIGNAL_BASE + self.stopped_by.value
         status = worst_status([cell.status for cell in self.cells])
-        # INTERRUPTED without a stop signal here: a cell cancelled elsewhere (scancel, preempted).
-        return EXIT_FAILED_CELL if status in (Status.ERROR, Status.TIMEOUT, Status.INVALID,
-                                              Status.INTERRUPTED) else 0
+        return EXIT_FAILED_CELL if status in FAILED_STATUSES else 0
+
+    @property
+    def advise_exit_code(self) -> int:
+        """`harness advise`'s: 0 once the as-written cells ran, whatever the fixes showed (a
+        fix failing parity, not helping, stopped by the budget is a finding the answer
+        prints); 1 when an as-written cell failed; 128 + N stopped by signal N."""
+        if self.stopped_by is not None:
+            return self.exit_code
+        from harness.analysis.advice import RUN_KEY, baseline_variant
+
+        record = self.document.extra_fields.get(RUN_KEY) or {}
+        baseline = record.get("baseline") or baseline_variant(self.document)
+        status = worst_status([cell.status for cell in self.cells if cell.variant == baseline])
+        return EXIT_FAILED_CELL if status in FAILED_STATUSES else 0
 
 
 def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = None,

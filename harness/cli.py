@@ -386,7 +386,8 @@ def advise(
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     print_context(Said(), result, drawn, check_line, advise_rounds_line(result.document))
     remember_after_run(result, drawn is not None and budget > 0)
-    raise typer.Exit(result.exit_code or (drawn.exit_code if drawn else 0)
+    # A fix that failed or did not help is a finding; only the as-written cells decide.
+    raise typer.Exit(result.advise_exit_code or (drawn.exit_code if drawn else 0)
                      or (api.EXIT_FAILED_CELL if mismatches else 0))
 
 
