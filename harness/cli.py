@@ -381,10 +381,12 @@ def advise(
             fail_input(str(exc))
     drawn = api.draw_report(result.path) if result.stopped_by is None and report else None
     mismatches, check_line = self_check(result) if result.stopped_by is None else (0, "")
+    say = Said()
     if result.stopped_by is None:
         for line in advise_run(result.document).lines():
             console.print(line, markup=False, highlight=False, soft_wrap=True)
-    print_context(Said(), result, drawn, check_line, advise_rounds_line(result.document))
+        print_advise_warnings(say, result, drawn)
+    print_context(say, result, drawn, check_line, advise_rounds_line(result.document))
     remember_after_run(result, drawn is not None and budget > 0)
     # A fix that failed or did not help is a finding; only the as-written cells decide.
     raise typer.Exit(result.advise_exit_code or (drawn.exit_code if drawn else 0)
@@ -527,6 +529,20 @@ def print_warnings(say: Said, verdict_warnings: list[str],
         say("warnings:")
     for line in [*verdict_warnings, *unsaid]:
         say(line)
+
+
+def print_advise_warnings(say: Said, result: api.RunResult,
+                          drawn: api.ReportOutcome | None) -> None:
+    """compare's warnings block under the advice (failed cells, SUSPECT or noisy timings,
+    disputed counts): the advice says why a fix is not recommended, these say what to doubt."""
+    try:
+        spec = registry.load_workload(result.document.workload)
+    except Exception as exc:  # noqa: BLE001 - the advice is printed; only the warnings are lost
+        say(f"warnings: not listed ({type(exc).__name__}: {exc})")
+        return
+    summaries = [row for cell in result.cells for row in summarize_result(spec, cell)]
+    print_warnings(say, [line for line in verdict_lines(result, drawn) if is_warning(line)],
+                   case_warnings(spec, summaries, result.document.ceilings))
 
 
 def verdict_lines(result: api.RunResult, drawn: api.ReportOutcome | None) -> list[str]:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.analysis.advicenotes import RUN_KEY, budget_notes
+from harness.analysis.confidence import UNCONFIRMED, doubt, nothing_recommended, unconfirmed_line
 from harness.analysis.crossover import predict_curves
 from harness.analysis.memoryfit import largest_batch_that_fits
 from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
@@ -225,6 +226,7 @@ class Measured:
     # The cell's status: a worker stopped from outside (the budget's deadline, --timeout, a
     # stop signal) leaves a timeout or interrupted cell whose finished cases read ok.
     cell_status: str = ""
+    suspect: str = ""  # why the worker's timing guard doubts this time ('' when it does not)
 
     @property
     def median_s(self) -> float | None:
@@ -257,7 +259,7 @@ def measured_case(cell: CellResult, case: CaseResult, sweep: str) -> Measured:
     return Measured(cell.variant, cell.framework, cell.device, case.case.get(sweep),
                     case.status.value, case.reason or cell.reason, noise, steps, case.check,
                     case.device_profile, float(flops) if flops else None, case.cold_seconds,
-                    cell.status.value)
+                    cell.status.value, case.suspect)
 
 
 def measured_cases(document: RunDocument) -> list[Measured]:
@@ -389,6 +391,8 @@ class FixResult:
         noise = self.verdict.phrase() if self.verdict is not None else "not judged"
         if self.standing == RECOMMENDED:
             return f"{self.variant}: {ratio} faster ({noise}); parity {self.parity}; {self.why}"
+        if self.standing == UNCONFIRMED:  # faster, on timings or a gap not to trust
+            return unconfirmed_line(self.variant, ratio, noise, self.reason)
         if self.standing == FAILS_PARITY:
             return (f"{self.variant}: {ratio}, fails parity ({self.parity}); not recommended")
         if self.standing in (FAILED, NOT_MEASURED):
@@ -448,13 +452,15 @@ def judge_fix(baseline: Measured, fix: Measured, diagnosis: Diagnosis) -> FixRes
     if fix.passed is False or fix.status == Status.INVALID.value:
         standing = FAILS_PARITY
     elif speedup is not None and speedup > 1 and verdict.significant:
-        standing = RECOMMENDED
+        standing = UNCONFIRMED if doubt(baseline, fix) else RECOMMENDED
     else:
         standing = DID_NOT_HELP
-    return replace(judged, standing=standing, speedup=speedup, verdict=verdict, reason="")
+    return replace(judged, standing=standing, speedup=speedup, verdict=verdict,
+                   reason=doubt(baseline, fix) if standing == UNCONFIRMED else "")
 
 
-STANDING_ORDER = {RECOMMENDED: 0, DID_NOT_HELP: 1, FAILS_PARITY: 2, FAILED: 3, NOT_MEASURED: 4}
+STANDING_ORDER = {RECOMMENDED: 0, UNCONFIRMED: 1, DID_NOT_HELP: 2, FAILS_PARITY: 3, FAILED: 4,
+                  NOT_MEASURED: 5}
 
 
 def stopped_fix(baseline: Measured, finished: Sequence[Measured], diagnosis: Diagnosis,
@@ -536,14 +542,15 @@ class DeviceAdvice:
         """The recommended fixes, fastest first, numbered, then the combination."""
         helped = [item for item in self.fixes if item.recommended]
         lines = [f"{number}. {item.line()}" for number, item in enumerate(helped, start=1)]
-        if not helped:
-            # Named: the same words under two devices would read as one line said twice.
-            lines.append(f"no fix helped {self.framework} on {self.device} beyond the noise "
-                         "with a passing check: keep it as written")
+        if not helped:  # named: the same words under two devices would read as one line
+            lines.append(nothing_recommended(
+                f"{self.framework} on {self.device}", [item.variant for item in self.fixes
+                                                       if item.standing == UNCONFIRMED],
+                self.baseline.suspect))
         return lines + self._combination_lines()
 
     def other_lines(self) -> list[str]:
-        """What did not help, failed parity or failed: never recommended."""
+        """What was not confirmed, did not help, failed parity or failed: never recommended."""
         return [item.line() for item in self.fixes
                 if item.standing not in (RECOMMENDED, NOT_MEASURED)]
 
@@ -736,7 +743,11 @@ class RunAdvice:
         lines += [f"  {item.text}" for item in self.answers] or [f"  {NO_ANSWER}"]
         lines += self.notes
         lines += self.ranked_lines()
-        for title, lines_of in (("did not help (never recommended):", DeviceAdvice.other_lines),
+        for title, lines_of in (("did not help or not confirmed (never recommended):"
+                                 if any(fix.standing == UNCONFIRMED for device in self.devices
+                                        for fix in device.fixes)
+                                 else "did not help (never recommended):",
+                                 DeviceAdvice.other_lines),
                                 ("not measured (never recommended):",
                                  DeviceAdvice.unmeasured_lines),
                                 ("not tried (never measured):", DeviceAdvice.not_tried_lines)):
