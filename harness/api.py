@@ -17,8 +17,9 @@ runs in a worker process.
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +240,7 @@ class ReportOutcome:
     # The verdict lines computed with the report (harness.report.summary.terminal_verdicts):
     # the CLI prints them rather than building the report's context a second time.
     verdicts: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # drawing it took (the CLI's whole-command line)
 
 
 def draw_report(run_dir: Path) -> ReportOutcome:
@@ -249,12 +251,14 @@ def draw_report(run_dir: Path) -> ReportOutcome:
     A drawing failure (disk full, no permission, a bug) never costs the measurements, which
     are already on disk; the CLI exits with the outcome's code so scripts can tell.
     """
+    started = time.perf_counter()
     try:
         from harness.report import draw_report as draw
 
         drawn = draw([run_dir], run_dir, html=True)
         progress_console.print(f"report: {len(drawn.written)} files in {run_dir}")
-        return ReportOutcome(drawn.written, verdicts=drawn.verdicts)
+        return ReportOutcome(drawn.written, verdicts=drawn.verdicts,
+                             seconds=time.perf_counter() - started)
     except KeyboardInterrupt:  # the results are complete; only the pictures are missing
         outcome = ReportOutcome([], f"report interrupted; results are in {run_dir}",
                                 EXIT_SIGNAL_BASE + signal.SIGINT.value)
@@ -263,4 +267,4 @@ def draw_report(run_dir: Path) -> ReportOutcome:
                                     f"{' '.join(str(exc).split())}); results are in {run_dir}",
                                 EXIT_REPORT_FAILED)
     progress_console.print(outcome.failure, markup=False, highlight=False, soft_wrap=True)
-    return outcome
+    return replace(outcome, seconds=time.perf_counter() - started)
