@@ -396,24 +396,8 @@ def advise(
 def since_process_start() -> float:
     """Seconds since this process started: the budget is the whole command's, and Python's
     start and the CLI's imports (1-2 s on the H100 host) came before advise's own clock; one
-    advise of seed 000's Jacobian ended at 179.8 s of its 180 without them.
-
-    On Linux from the kernel's own clock: /proc/self/stat's start in ticks since boot against
-    CLOCK_BOOTTIME. psutil's create_time adds the boot time, which /proc/stat keeps in whole
-    seconds: on the 2-core VM it read 0.7 s too old for a process 0.04 s old."""
-    try:
-        with open("/proc/self/stat") as stat:
-            started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])  # field 22
-        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME)
-                   - started_ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError, AttributeError):  # not Linux
-        pass
-    try:
-        import psutil
-
-        return max(0.0, time.time() - psutil.Process().create_time())
-    except Exception:  # noqa: BLE001 - without it the budget counts from advise's start
-        return 0.0
+    advise of seed 000's Jacobian ended at 179.8 s of its 180 without them."""
+    return envinfo.process_age_s()
 
 
 def remember_after_run(result: api.RunResult, reported: bool) -> None:
