@@ -39,7 +39,8 @@ def advise_fault(tmp_path: Path, workload: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "harness.cli", "advise", "--workload", workload, "--framework",
          "fake", "--device", "cpu", "--sizes", "2", "--quick", "--no-ceilings", "--no-report",
-         "--out", str(tmp_path / "out")],
+         # No budget: however slow the machine, the fix is measured (not left out).
+         "--budget", "0", "--out", str(tmp_path / "out")],
         cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
