@@ -449,14 +449,15 @@ def judge_fix(baseline: Measured, fix: Measured, diagnosis: Diagnosis) -> FixRes
         return judged if fix.status == Status.OK.value else replace(judged, standing=FAILED)
     speedup = baseline.median_s / fix.median_s if fix.median_s else None
     verdict = judge_gap(baseline.noise, fix.noise)
+    why_not = ""  # why a fix faster beyond the noise rule is still not confirmed
     if fix.passed is False or fix.status == Status.INVALID.value:
         standing = FAILS_PARITY
     elif speedup is not None and speedup > 1 and verdict.significant:
-        standing = UNCONFIRMED if doubt(baseline, fix) else RECOMMENDED
+        why_not = doubt(baseline, fix)
+        standing = UNCONFIRMED if why_not else RECOMMENDED
     else:
         standing = DID_NOT_HELP
-    return replace(judged, standing=standing, speedup=speedup, verdict=verdict,
-                   reason=doubt(baseline, fix) if standing == UNCONFIRMED else "")
+    return replace(judged, standing=standing, speedup=speedup, verdict=verdict, reason=why_not)
 
 
 STANDING_ORDER = {RECOMMENDED: 0, UNCONFIRMED: 1, DID_NOT_HELP: 2, FAILS_PARITY: 3, FAILED: 4,
