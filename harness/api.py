@@ -17,8 +17,9 @@ runs in a worker process.
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,9 @@ EXIT_FAILED_CELL = 1
 # The measurements are saved but the report could not be written (disk full, permissions).
 EXIT_REPORT_FAILED = 3
 EXIT_SIGNAL_BASE = 128  # shells' convention: killed by signal N -> 128 + N
+# A cell in one of these failed (INTERRUPTED without a stop signal here: a cell cancelled
+# elsewhere, scancel or preempted).
+FAILED_STATUSES = (Status.ERROR, Status.TIMEOUT, Status.INVALID, Status.INTERRUPTED)
 
 
 @dataclass
@@ -89,9 +93,21 @@ class RunResult:
         if self.stopped_by is not None:
             return EXIT_SIGNAL_BASE + self.stopped_by.value
         status = worst_status([cell.status for cell in self.cells])
-        # INTERRUPTED without a stop signal here: a cell cancelled elsewhere (scancel, preempted).
-        return EXIT_FAILED_CELL if status in (Status.ERROR, Status.TIMEOUT, Status.INVALID,
-                                              Status.INTERRUPTED) else 0
+        return EXIT_FAILED_CELL if status in FAILED_STATUSES else 0
+
+    @property
+    def advise_exit_code(self) -> int:
+        """`harness advise`'s: 0 once the as-written cells ran, whatever the fixes showed (a
+        fix failing parity, not helping, stopped by the budget is a finding the answer
+        prints); 1 when an as-written cell failed; 128 + N stopped by signal N."""
+        if self.stopped_by is not None:
+            return self.exit_code
+        from harness.analysis.advice import RUN_KEY, baseline_variant
+
+        record = self.document.extra_fields.get(RUN_KEY) or {}
+        baseline = record.get("baseline") or baseline_variant(self.document)
+        status = worst_status([cell.status for cell in self.cells if cell.variant == baseline])
+        return EXIT_FAILED_CELL if status in FAILED_STATUSES else 0
 
 
 def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = None,
@@ -224,6 +240,7 @@ class ReportOutcome:
     # The verdict lines computed with the report (harness.report.summary.terminal_verdicts):
     # the CLI prints them rather than building the report's context a second time.
     verdicts: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # drawing it took (the CLI's whole-command line)
 
 
 def draw_report(run_dir: Path) -> ReportOutcome:
@@ -234,12 +251,14 @@ def draw_report(run_dir: Path) -> ReportOutcome:
     A drawing failure (disk full, no permission, a bug) never costs the measurements, which
     are already on disk; the CLI exits with the outcome's code so scripts can tell.
     """
+    started = time.perf_counter()
     try:
         from harness.report import draw_report as draw
 
         drawn = draw([run_dir], run_dir, html=True)
         progress_console.print(f"report: {len(drawn.written)} files in {run_dir}")
-        return ReportOutcome(drawn.written, verdicts=drawn.verdicts)
+        return ReportOutcome(drawn.written, verdicts=drawn.verdicts,
+                             seconds=time.perf_counter() - started)
     except KeyboardInterrupt:  # the results are complete; only the pictures are missing
         outcome = ReportOutcome([], f"report interrupted; results are in {run_dir}",
                                 EXIT_SIGNAL_BASE + signal.SIGINT.value)
@@ -248,4 +267,4 @@ def draw_report(run_dir: Path) -> ReportOutcome:
                                     f"{' '.join(str(exc).split())}); results are in {run_dir}",
                                 EXIT_REPORT_FAILED)
     progress_console.print(outcome.failure, markup=False, highlight=False, soft_wrap=True)
-    return outcome
+    return replace(outcome, seconds=time.perf_counter() - started)

@@ -364,7 +364,8 @@ def advise(
              "first, as many as fit (0: no limit, every fix).")] = 180.0,
 ) -> None:
     """What to change: each candidate fix measured beside the as-written cell, ranked."""
-    from harness.analysis.advice import advise_rounds_line, advise_run
+    from harness.analysis.advice import advise_run
+    from harness.analysis.advicenotes import advise_rounds_line
     from harness.run import forkserver
 
     with forkserver.shared(), interrupt.stop_on_signals():
@@ -380,12 +381,15 @@ def advise(
             fail_input(str(exc))
     drawn = api.draw_report(result.path) if result.stopped_by is None and report else None
     mismatches, check_line = self_check(result) if result.stopped_by is None else (0, "")
+    say = Said()
     if result.stopped_by is None:
         for line in advise_run(result.document).lines():
             console.print(line, markup=False, highlight=False, soft_wrap=True)
-    print_context(Said(), result, drawn, check_line, advise_rounds_line(result.document))
+        print_advise_warnings(say, result, drawn)
+    print_context(say, result, drawn, check_line, advise_rounds_line(result.document))
     remember_after_run(result, drawn is not None and budget > 0)
-    raise typer.Exit(result.exit_code or (drawn.exit_code if drawn else 0)
+    # A fix that failed or did not help is a finding; only the as-written cells decide.
+    raise typer.Exit(result.advise_exit_code or (drawn.exit_code if drawn else 0)
                      or (api.EXIT_FAILED_CELL if mismatches else 0))
 
 
@@ -393,12 +397,7 @@ def since_process_start() -> float:
     """Seconds since this process started: the budget is the whole command's, and Python's
     start and the CLI's imports (1-2 s on the H100 host) came before advise's own clock; one
     advise of seed 000's Jacobian ended at 179.8 s of its 180 without them."""
-    try:
-        import psutil
-
-        return max(0.0, time.time() - psutil.Process().create_time())
-    except Exception:  # noqa: BLE001 - without it the budget counts from advise's start
-        return 0.0
+    return envinfo.process_age_s()
 
 
 def remember_after_run(result: api.RunResult, reported: bool) -> None:
@@ -527,6 +526,20 @@ def print_warnings(say: Said, verdict_warnings: list[str],
         say(line)
 
 
+def print_advise_warnings(say: Said, result: api.RunResult,
+                          drawn: api.ReportOutcome | None) -> None:
+    """compare's warnings block under the advice (failed cells, SUSPECT or noisy timings,
+    disputed counts): the advice says why a fix is not recommended, these say what to doubt."""
+    try:
+        spec = registry.load_workload(result.document.workload)
+    except Exception as exc:  # noqa: BLE001 - the advice is printed; only the warnings are lost
+        say(f"warnings: not listed ({type(exc).__name__}: {exc})")
+        return
+    summaries = [row for cell in result.cells for row in summarize_result(spec, cell)]
+    print_warnings(say, [line for line in verdict_lines(result, drawn) if is_warning(line)],
+                   case_warnings(spec, summaries, result.document.ceilings))
+
+
 def verdict_lines(result: api.RunResult, drawn: api.ReportOutcome | None) -> list[str]:
     """The summary's verdict lines; none for a stopped run.
 
@@ -557,12 +570,21 @@ def print_context(say: Said, result: api.RunResult, drawn: api.ReportOutcome | N
     """One line each: rounds (ROUNDS where the command orders them its own way: advise),
     --quick, ceilings, harness check, overhead; then the run folder and report.html's path,
     the last line a run prints."""
-    from harness.analysis.stats import ceilings_line, overhead_line, quick_line, rounds_line
+    from harness.analysis.stats import (
+        ceilings_line,
+        command_line,
+        overhead_line,
+        quick_line,
+        rounds_line,
+    )
 
     if result.stopped_by is None:
+        now = time.time()
         for line in (rounds or rounds_line(result.document), quick_line(result.document),
                      ceilings_line(result.document), check_line,
-                     overhead_line(result.document)):
+                     overhead_line(result.document),
+                     command_line(result.document, now - since_process_start(), now,
+                                  drawn.seconds if drawn is not None else None)):
             say(line)
     say(f"results: {result.path}")
     html = next((path for path in (drawn.written if drawn else []) if path.suffix == ".html"),

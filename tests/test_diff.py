@@ -114,6 +114,24 @@ def test_fail_on_regression_exits_1_naming_slower_and_newly_failed_cases(
     assert {c["framework"] for c in looser["regressions"]} == {"tensorflow"}
 
 
+def test_two_runs_of_one_model_file_diff_with_no_environment_warning(tmp_path: Path) -> None:
+    """A --model run keeps its prepared weights inside its own folder (param prepared:
+    results/<run>/model): only where the folders live differs, which describes nothing."""
+    def model_run(name: str, model: str) -> Path:
+        return write_run(tmp_path / name, [cell_result("torch", {8: noisy(1e-3, seed=1)})],
+                         params={"n": [8], "model": model,
+                                 "prepared": str(tmp_path / name / "model")})
+
+    same_a, same_b = model_run("a", "/home/me/net.py"), model_run("b", "/home/me/net.py")
+    result = invoke("diff", str(same_a), str(same_b))
+    assert result.exit_code == 0, result.output
+    assert "environments differ" not in result.output and "prepared" not in result.output
+    assert diff_runs(same_a, same_b).mismatches == []
+    # Another model file is another measurement: still said.
+    other = model_run("c", "/home/me/other.py")
+    assert [item["what"] for item in diff_runs(same_a, other).mismatches] == ["param model"]
+
+
 def test_threshold_turns_a_small_significant_change_into_same(tmp_path: Path) -> None:
     run_a = write_run(tmp_path / "a", [cell_result("numpy", {64: noisy(1e-3, 20, seed=1)})])
     run_b = write_run(tmp_path / "b", [cell_result("numpy", {64: noisy(1.08e-3, 20, seed=2)})])

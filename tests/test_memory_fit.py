@@ -139,17 +139,23 @@ def test_noisy_memory_states_its_residual() -> None:
     assert "fitted over 3 sizes up to 128, largest residual" in fit.line()
 
 
-def test_two_sizes_fit_a_line_but_say_no_residual_was_measured() -> None:
+def test_two_sizes_fit_a_line_but_predict_no_batch_and_say_so() -> None:
+    """A line through 2 points passes through both: nothing tests it, so the ~80,000 it would
+    extrapolate to (a --quick advise led its answer with ~1,190,000) is no prediction."""
     fit = gpu_fit(document({32: GiB + 32 * MiB, 128: GiB + 128 * MiB}))
     assert fit.fit is not None and fit.fit.max_residual_bytes is None
-    assert fit.largest_batch == (GPU_TOTAL - DEVICE_RESERVE_BYTES - GiB) // MiB
-    assert "no residual (a line through 2 points)" in fit.line()
+    assert not fit.fit.predicts and fit.largest_batch is None
+    assert fit.line() == ("cuda:0 (torch, as-written): no prediction of the largest batch: a "
+                          "line through 2 batch sizes (up to 128) passes through each, so "
+                          "nothing tests it; 3 or more sizes make a prediction")
+    assert "~" not in fit.line() and "per sample" not in fit.line()
 
 
 def test_sizes_run_print_exactly_and_the_predicted_batch_rounds_down() -> None:
-    fit = gpu_fit(document({1024: GiB + 1024 * MiB, 4096: GiB + 4096 * MiB}))
+    fit = gpu_fit(document({1024: GiB + 1024 * MiB, 2048: GiB + 2048 * MiB,
+                            4096: GiB + 4096 * MiB}))
     assert fit.largest_batch == 78 * 1024  # 79,872
-    assert "is ~79,800 (" in fit.line() and "fitted over 2 sizes up to 4,096," in fit.line()
+    assert "is ~79,800 (" in fit.line() and "fitted over 3 sizes up to 4,096," in fit.line()
 
 
 def test_one_size_gives_no_prediction_and_says_why() -> None:
@@ -160,10 +166,16 @@ def test_one_size_gives_no_prediction_and_says_why() -> None:
                           "(64); a fit needs two or more")
 
 
-def test_memory_that_does_not_grow_with_the_batch_predicts_nothing() -> None:
-    fit = gpu_fit(document({32: 2 * GiB, 64: 2 * GiB - MiB, 128: 2 * GiB - 2 * MiB}))
+def test_memory_that_falls_with_the_batch_is_said_to_be_no_prediction() -> None:
+    """A negative slope is no per-sample cost: the line says so instead of printing
+    'fixed 2 GiB + -10 KiB per sample' as if it were a model."""
+    fit = gpu_fit(document({32: 2 * GiB, 64: 2 * GiB - 320 * 1024, 128: 2 * GiB - 960 * 1024}))
+    assert fit.fit is not None and fit.fit.per_sample_bytes < 0
     assert fit.largest_batch is None
-    assert "did not grow with the batch" in fit.reason
+    assert fit.line() == ("cuda:0 (torch, as-written): no prediction of the largest batch: "
+                          "memory did not grow with the batch over the 3 sizes run (up to "
+                          "128), so no per-sample cost can be extrapolated")
+    assert "+ -" not in fit.line()
 
 
 def test_without_the_gpus_total_memory_the_fit_is_given_but_no_batch() -> None:

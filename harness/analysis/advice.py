@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from harness.analysis.advicenotes import RUN_KEY, budget_notes
+from harness.analysis.confidence import UNCONFIRMED, doubt, nothing_recommended, unconfirmed_line
 from harness.analysis.crossover import predict_curves
 from harness.analysis.memoryfit import largest_batch_that_fits
 from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
@@ -50,9 +52,6 @@ from harness.spec import BadInput, Status
 from harness.spec import variant_parts as split_variant
 
 AS_WRITTEN = "as-written"
-# Where run.json keeps what `harness advise` planned (run.extra_fields): the user's batch and
-# the combination measured in the second phase, per framework x device.
-RUN_KEY = "advise"
 HOST_BOUND = "host-bound"
 NO_ANSWER = "no answer: the run has no as-written cell on both a CPU and a GPU"
 UNPROFILED = "not profiled"
@@ -227,6 +226,7 @@ class Measured:
     # The cell's status: a worker stopped from outside (the budget's deadline, --timeout, a
     # stop signal) leaves a timeout or interrupted cell whose finished cases read ok.
     cell_status: str = ""
+    suspect: str = ""  # why the worker's timing guard doubts this time ('' when it does not)
 
     @property
     def median_s(self) -> float | None:
@@ -259,7 +259,7 @@ def measured_case(cell: CellResult, case: CaseResult, sweep: str) -> Measured:
     return Measured(cell.variant, cell.framework, cell.device, case.case.get(sweep),
                     case.status.value, case.reason or cell.reason, noise, steps, case.check,
                     case.device_profile, float(flops) if flops else None, case.cold_seconds,
-                    cell.status.value)
+                    cell.status.value, case.suspect)
 
 
 def measured_cases(document: RunDocument) -> list[Measured]:
@@ -391,6 +391,8 @@ class FixResult:
         noise = self.verdict.phrase() if self.verdict is not None else "not judged"
         if self.standing == RECOMMENDED:
             return f"{self.variant}: {ratio} faster ({noise}); parity {self.parity}; {self.why}"
+        if self.standing == UNCONFIRMED:  # faster, on timings or a gap not to trust
+            return unconfirmed_line(self.variant, ratio, noise, self.reason)
         if self.standing == FAILS_PARITY:
             return (f"{self.variant}: {ratio}, fails parity ({self.parity}); not recommended")
         if self.standing in (FAILED, NOT_MEASURED):
@@ -447,16 +449,19 @@ def judge_fix(baseline: Measured, fix: Measured, diagnosis: Diagnosis) -> FixRes
         return judged if fix.status == Status.OK.value else replace(judged, standing=FAILED)
     speedup = baseline.median_s / fix.median_s if fix.median_s else None
     verdict = judge_gap(baseline.noise, fix.noise)
+    why_not = ""  # why a fix faster beyond the noise rule is still not confirmed
     if fix.passed is False or fix.status == Status.INVALID.value:
         standing = FAILS_PARITY
     elif speedup is not None and speedup > 1 and verdict.significant:
-        standing = RECOMMENDED
+        why_not = doubt(baseline, fix)
+        standing = UNCONFIRMED if why_not else RECOMMENDED
     else:
         standing = DID_NOT_HELP
-    return replace(judged, standing=standing, speedup=speedup, verdict=verdict, reason="")
+    return replace(judged, standing=standing, speedup=speedup, verdict=verdict, reason=why_not)
 
 
-STANDING_ORDER = {RECOMMENDED: 0, DID_NOT_HELP: 1, FAILS_PARITY: 2, FAILED: 3, NOT_MEASURED: 4}
+STANDING_ORDER = {RECOMMENDED: 0, UNCONFIRMED: 1, DID_NOT_HELP: 2, FAILS_PARITY: 3, FAILED: 4,
+                  NOT_MEASURED: 5}
 
 
 def stopped_fix(baseline: Measured, finished: Sequence[Measured], diagnosis: Diagnosis,
@@ -538,14 +543,15 @@ class DeviceAdvice:
         """The recommended fixes, fastest first, numbered, then the combination."""
         helped = [item for item in self.fixes if item.recommended]
         lines = [f"{number}. {item.line()}" for number, item in enumerate(helped, start=1)]
-        if not helped:
-            # Named: the same words under two devices would read as one line said twice.
-            lines.append(f"no fix helped {self.framework} on {self.device} beyond the noise "
-                         "with a passing check: keep it as written")
+        if not helped:  # named: the same words under two devices would read as one line
+            lines.append(nothing_recommended(
+                f"{self.framework} on {self.device}", [item.variant for item in self.fixes
+                                                       if item.standing == UNCONFIRMED],
+                self.baseline.suspect))
         return lines + self._combination_lines()
 
     def other_lines(self) -> list[str]:
-        """What did not help, failed parity or failed: never recommended."""
+        """What was not confirmed, did not help, failed parity or failed: never recommended."""
         return [item.line() for item in self.fixes
                 if item.standing not in (RECOMMENDED, NOT_MEASURED)]
 
@@ -738,7 +744,11 @@ class RunAdvice:
         lines += [f"  {item.text}" for item in self.answers] or [f"  {NO_ANSWER}"]
         lines += self.notes
         lines += self.ranked_lines()
-        for title, lines_of in (("did not help (never recommended):", DeviceAdvice.other_lines),
+        for title, lines_of in (("did not help or not confirmed (never recommended):"
+                                 if any(fix.standing == UNCONFIRMED for device in self.devices
+                                        for fix in device.fixes)
+                                 else "did not help (never recommended):",
+                                 DeviceAdvice.other_lines),
                                 ("not measured (never recommended):",
                                  DeviceAdvice.unmeasured_lines),
                                 ("not tried (never measured):", DeviceAdvice.not_tried_lines)):
@@ -848,37 +858,3 @@ def _as_trial(fix: FixResult, trial: dict[str, Any] | None) -> FixResult:
     more = f", --budget {float(needed):.0f} would run it" if \
         isinstance(needed, (int, float)) else ""
     return replace(fix, reason=f"{fix.reason or 'no result'}; tried in the time left{more}")
-
-
-def advise_rounds_line(document: RunDocument) -> str | None:
-    """The rounds line of an advice run (None for any other run: harness.analysis.stats
-    .rounds_line's): its orders are `harness advise`'s, not the plain seeded shuffle."""
-    record = document.extra_fields.get(RUN_KEY) or {}
-    if "rounds_run" not in record:
-        return None
-    ran = record["rounds_run"]
-    if ran <= 1:
-        return ("rounds: 1, the as-written cells first (run-to-run drift not measured; "
-                "--rounds N judges every verdict against the spread between N worker "
-                "processes per cell)")
-    return (f"rounds: {ran}, the as-written cells first in round 1 (their diagnosis chose the "
-            f"fixes), then every cell in a new random order each round (advise seed "
-            f"{record.get('order_seed')}); beyond the noise = beyond the IQRs and the round "
-            "medians")
-
-
-def budget_notes(record: dict[str, Any]) -> list[str]:
-    """The budget's lines of an advice: rounds cut for a slow step, fixes measured of the
-    candidates ('' where the run had no budget record)."""
-    budget = record.get("budget_s")
-    if "rounds_run" not in record:
-        return []
-    tried, candidates = record.get("tried", 0), record.get("candidate_count", 0)
-    limit = f"a budget of {float(budget):.0f} s" if budget else "no time budget"
-    lines = [f"measured {tried} of {candidates} candidate fixes ({limit}; the as-written "
-             "cells' first round chose them: docs/advise.md)"]
-    planned, ran = record.get("rounds_planned"), record.get("rounds_run")
-    if isinstance(planned, int) and isinstance(ran, int) and ran < planned:
-        lines.append(f"{ran} round{'s' if ran != 1 else ''} of {planned}: "
-                     f"{record.get('rounds_why') or 'the budget'}")
-    return lines

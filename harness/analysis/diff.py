@@ -285,7 +285,9 @@ def diff_runs(run_a: Path, run_b: Path, threshold_pct: float = 5.0,
     """
     a, b = load_cases(Path(run_a)), load_cases(Path(run_b))
     result = RunDiff(a.name, b.name, threshold_pct, fail_on_regression_pct,
-                     mismatches=environment_mismatches(a.document, b.document), strict=strict)
+                     mismatches=environment_mismatches(a.document, b.document,
+                                                       Path(run_a), Path(run_b)),
+                     strict=strict)
     for key in a.statuses:
         if key in b.statuses:
             result.cases.append(compare_case(key, a, b, threshold_pct, fail_on_regression_pct,
@@ -326,13 +328,33 @@ def no_shared_case(result: RunDiff) -> str:
 
 # --- environments -----------------------------------------------------------------------------
 
-def _comparable_params(document: RunDocument) -> dict[str, Any]:
-    """Parameters that define the measurement: not the swept one, data files by name only."""
+def _comparable_params(document: RunDocument, folder: Path | None = None) -> dict[str, Any]:
+    """Parameters that define the measurement: not the swept one, data files by name only,
+    and a path inside the run's own FOLDER as that folder names it."""
     params = dict(document.params)
     params.pop(document.sweep, None)
     if isinstance(params.get("data"), str):
         params["data"] = PurePath(params["data"]).name
+    names = {name for name in (document.run_id, folder.name if folder else "") if name}
+    for name, value in params.items():
+        if isinstance(value, str):
+            params[name] = in_own_folder(value, names)
     return params
+
+
+# How a path inside a run's own folder is compared: it says what the run made, not where.
+OWN_FOLDER = "<run folder>"
+
+
+def in_own_folder(value: str, names: set[str]) -> str:
+    """VALUE with everything up to the run folder (one of NAMES) replaced by OWN_FOLDER: a
+    --model run keeps its prepared weights in 'results/<run id>/model', so two runs of one
+    file differ only in where their folders live (issue 49); other values as they are."""
+    parts = PurePath(value).parts
+    found = [index for index, part in enumerate(parts) if part in names]
+    if not found:
+        return value
+    return PurePath(OWN_FOLDER, *parts[found[-1] + 1:]).as_posix()
 
 
 def _text(value: Any) -> str:
@@ -353,8 +375,10 @@ def _cell_facts(document: RunDocument) -> dict[str, str]:
     return facts
 
 
-def environment_mismatches(a: RunDocument, b: RunDocument) -> list[dict[str, str]]:
-    """Every recorded fact that differs between the runs: what, A's value, B's value."""
+def environment_mismatches(a: RunDocument, b: RunDocument, folder_a: Path | None = None,
+                           folder_b: Path | None = None) -> list[dict[str, str]]:
+    """Every recorded fact that differs between the runs: what, A's value, B's value (the
+    runs' folders, where given: a path inside its own folder is compared within it)."""
     found = []
 
     def note(what: str, value_a: Any, value_b: Any) -> None:
@@ -362,7 +386,7 @@ def environment_mismatches(a: RunDocument, b: RunDocument) -> list[dict[str, str
             found.append({"what": what, "a": _text(value_a), "b": _text(value_b)})
 
     note("workload", a.workload, b.workload)
-    params_a, params_b = _comparable_params(a), _comparable_params(b)
+    params_a, params_b = _comparable_params(a, folder_a), _comparable_params(b, folder_b)
     for name in dict.fromkeys([*params_a, *params_b]):
         note(f"param {name}", params_a.get(name), params_b.get(name))
     note("quick", a.quick, b.quick)

@@ -62,6 +62,11 @@ REQUIRED_BASIS = ("predicted from the memory the step must hold (weights, gradie
                   "state, saved activations, the largest transient)")
 # How summary.md names a fit's bullet (harness.analysis.check reads it back).
 BULLET_PREFIX = "- Memory fit (run `"
+# The fewest batch sizes a prediction is drawn from. A line through two passes through both and
+# leaves no residual, so nothing tests that memory grew in a straight line, and the prediction
+# lies orders of magnitude beyond them (a --quick advise over batches 2 and 8 led its answer
+# with ~1,190,000, issue 49): three sizes leave a residual that says how straight it grew.
+MIN_PREDICTION_SIZES = 3
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,12 @@ class LineFit:
 
     def bytes_at(self, batch: float) -> float:
         return self.fixed_bytes + self.per_sample_bytes * batch
+
+    @property
+    def predicts(self) -> bool:
+        """Whether a largest batch may be drawn from it: memory grew with the batch, over
+        MIN_PREDICTION_SIZES sizes or more (a residual tests the line)."""
+        return self.per_sample_bytes > 0 and self.sizes >= MIN_PREDICTION_SIZES
 
 
 def fit_line(points: Sequence[MemoryPoint]) -> LineFit | None:
@@ -173,6 +184,8 @@ class MemoryFit:
         head = self.label or f"{self.device} ({self.framework})"
         if self.fit is None:
             return f"{head}: no memory fit: {self.reason}"
+        if not self.fit.predicts:  # its parts are no model: a falling line, one through 2
+            return f"{head}: no prediction of the largest batch: {self.reason}"
         parts = f"{line_parts(self.fit)}, {fit_basis(self.fit)}"
         if self.largest_batch is None:
             return f"{head}: {self.basis} memory {parts}; no largest batch: {self.reason}"
@@ -421,8 +434,13 @@ def largest_batch(fit: LineFit | None, capacity: float | None, capacity_text: st
     if fit is None:
         return None, no_fit_reason(points, on_gpu, cell)
     if fit.per_sample_bytes <= 0:
-        return None, (f"peak memory did not grow with the batch over the {fit.sizes} sizes "
-                      "run, so no per-sample cost can be extrapolated")
+        return None, (f"memory did not grow with the batch over the {fit.sizes} sizes run "
+                      f"(up to {int(fit.largest_size):,}), so no per-sample cost can be "
+                      "extrapolated")
+    if not fit.predicts:
+        return None, (f"a line through {fit.sizes} batch sizes (up to "
+                      f"{int(fit.largest_size):,}) passes through each, so nothing tests it; "
+                      f"{MIN_PREDICTION_SIZES} or more sizes make a prediction")
     if capacity is None:
         return None, capacity_text
     return max(0, math.floor((capacity - fit.fixed_bytes) / fit.per_sample_bytes)), ""

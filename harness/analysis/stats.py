@@ -154,7 +154,37 @@ def overhead_line(document: RunDocument, largest: int = 3) -> str:
     parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in top if seconds >= 0.05)
     return (f"harness overhead: {wall - cost.timed_s:.1f} s of {wall:.1f} s ("
             f"{cost.timed_s:.1f} s inside the timed calls, {cost.workers} worker process"
-            f"{'es' if cost.workers != 1 else ''})" + (f"; largest: {parts}" if parts else ""))
+            f"{'es' if cost.workers != 1 else ''}; {RUN_SCOPE})"
+            + (f"; largest: {parts}" if parts else ""))
+
+
+# What the overhead line's wall time leaves out, on the line itself: the run's document holds
+# only its own start and end, so the command around it is the CLI's to time (command_line).
+# harness check reads the figures before it (harness.analysis.check OVERHEAD).
+RUN_SCOPE = ("the run alone: not the command's start and planning, the report or "
+             "harness check")
+
+
+def command_line(document: RunDocument, process_started_s: float, now_s: float,
+                 report_s: float | None) -> str:
+    """'the whole command: 7.5 s from its start to this line: 1.4 s before the run (...), the
+    run 0.7 s, then 5.4 s (the report 4.1 s; harness check and the answer 1.3 s)': the wall
+    clock (epoch seconds) around the run's own start and end, so no time of the command goes
+    unsaid (issue 49: 'harness overhead: 0.5 s of 0.7 s' for a command of 7.5 s). '' without
+    the run's times or the process's start."""
+    started, finished = document.started, document.finished
+    total = now_s - process_started_s
+    if started is None or finished is None or total <= 0 or finished < started:
+        return ""
+    before = max(0.0, started - process_started_s)  # a --resume's run began before us
+    run = finished - max(started, process_started_s)
+    after = max(0.0, now_s - finished)
+    parts = (f"the report {report_s:.1f} s; harness check and the answer "
+             f"{max(0.0, after - report_s):.1f} s" if report_s is not None
+             else "harness check and the answer")
+    return (f"the whole command: {total:.1f} s from its start to this line: {before:.1f} s "
+            "before the run (Python's start, imports, planning; a --model's inspection and "
+            f"preparation), the run {run:.1f} s, then {after:.1f} s ({parts})")
 
 
 def quick_line(document: RunDocument) -> str:

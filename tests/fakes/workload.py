@@ -39,3 +39,11 @@ SPEC = WorkloadSpec(
 # The same faults with a FLOP count, so a run measures the machine's ceilings first (the fault
 # workload itself counts nothing, and a run skips a probe nothing could be judged against).
 RATED = replace(SPEC, name="fault-rated", flops=lambda case: 1e3 * case["size"])
+
+# Two small `harness advise` runs (tests/test_advise.py), each a working as-written variant
+# and a fix, or the other way round: the fix `invalid` fails its check at size 2 (a finding,
+# exit 0); the as-written `error` raises at size 2 (a failed as-written cell, exit 1).
+ADVISE_FIX_FAILS = replace(SPEC, name="fault-advise", variants=("ok", "invalid"),
+                           default_variants=("ok",))
+ADVISE_BASELINE_FAILS = replace(SPEC, name="fault-advise-broken", variants=("error", "ok"),
+                                default_variants=("error",))

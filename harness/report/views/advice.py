@@ -17,12 +17,15 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.advice import NO_ANSWER, RunAdvice, advise_run
+from harness.analysis.confidence import UNCONFIRMED
 from harness.core.units import device_kind, format_ratio, format_seconds
 from harness.report.summary import markdown_table
 from harness.report.views import REPORT, View
 
 FIGURE = "what-to-change.png"
-STANDING_COLORS = {"recommended": "#029E73", "did not help": "#949494",
+# A fix faster but not confirmed (SUSPECT timings, a gap within their spread) is drawn apart
+# from the recommended ones: the figure must not show it as advice the terminal refused.
+STANDING_COLORS = {"recommended": "#029E73", UNCONFIRMED: "#ECE133", "did not help": "#949494",
                    "fails parity": "#D55E00", "failed": "#CC78BC", "not measured": "#CC78BC"}
 
 
@@ -65,6 +68,7 @@ def advice_table(advices: list[RunAdvice], run_ids: list[str]) -> pd.DataFrame:
                     "variant": fix.variant, "standing": fix.standing, "speedup": fix.speedup,
                     "noise": fix.verdict.phrase() if fix.verdict is not None else "not judged",
                     "parity": fix.parity, "why": fix.why, "median_s": fix.median_s,
+                    "doubt": fix.reason if fix.standing == UNCONFIRMED else "",
                     "baseline_s": device.baseline.median_s,
                     "cpu_best_s": cpu_best.get(device.framework),
                     "answers": answers})
@@ -81,7 +85,8 @@ def advice_section(table: pd.DataFrame, figures: list[Path], out_dir: Path) -> l
         lines.append("")
     for path in figures:
         lines += [f"![what to change: speedup per fix]({_link(path, out_dir)})", ""]
-    shown = [[row["framework"], row["device"], row["variant"], row["standing"],
+    shown = [[row["framework"], row["device"], row["variant"],
+              f"{row['standing']}: {row['doubt']}" if row["doubt"] else row["standing"],
               format_ratio(row["speedup"]), format_seconds(row["median_s"]),
               format_seconds(row["baseline_s"]), row["noise"], row["parity"], row["why"]]
              for _, row in table.iterrows()]

@@ -1,0 +1,65 @@
+"""What the overhead lines cover (issue 49): 'harness overhead: A s of B s' is the run's own wall
+time and says what it leaves out, still recomputed by `harness check`; the terminal's whole-
+command line adds what came before and after the run, from a pinned clock here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.analysis.check import audit_run
+from harness.analysis.stats import RUN_SCOPE, command_line, overhead_line
+from harness.data.results import RunDocument
+from harness.data.store import load_run
+from tests.synthetic_runs import cpu_seconds, make_case, make_result, write_fixture_run
+
+COST = {"wall_s": 0.5, "timed_s": 0.2, "workers": 2, "phases": {"worker start": 0.2}}
+
+
+def costed_run(folder: Path) -> Path:
+    """A run of one costed cell (2 workers, 0.5 s of wall) over 60 s, and the run's lines of
+    summary.md as the report writes them (harness.report.summary: its run bullet, then the
+    overhead line), without drawing the rest: harness check reads them the same way."""
+    result = make_result("matmul", "torch", "cpu", [make_case({"n": 64}, cpu_seconds(64))])
+    result["cost"] = dict(COST)
+    run_dir = write_fixture_run(folder, "vm (cpu only)", [result], params={"n": [64]})
+    (run_dir / "summary.md").write_text(
+        f"- `{run_dir.name}`: matmul on vm (cpu only)\n"
+        f"  - {overhead_line(load_run(run_dir))}\n")
+    return run_dir
+
+
+def test_the_runs_overhead_line_names_what_it_leaves_out_and_check_recomputes_it(
+        tmp_path: Path) -> None:
+    run_dir = costed_run(tmp_path / "run")
+    line = overhead_line(load_run(run_dir))
+    # 60 s from the run's start to its end, 0.2 s of it timed, 2 workers.
+    assert line.startswith("harness overhead: 59.8 s of 60.0 s (0.2 s inside the timed calls, "
+                           f"2 worker processes; {RUN_SCOPE});")
+    assert "not the command's start and planning, the report or harness check" in line
+    summary = (run_dir / "summary.md").read_text()
+    assert line in summary
+    audit = audit_run(run_dir)
+    assert audit.mismatches == []
+    assert not [item for item in audit.unverifiable if "overhead" in item.figure]
+    # Verified, not skipped: a changed figure is named.
+    (run_dir / "summary.md").write_text(summary.replace("of 60.0 s (", "of 61.0 s ("))
+    changed = [item.line() for item in audit_run(run_dir).mismatches]
+    assert len(changed) >= 1 and all("harness overhead" in item for item in changed), changed
+
+
+def test_the_whole_command_line_splits_the_command_around_the_run() -> None:
+    """A command started at 998.6 s, its run from 1000.0 to 1000.7 s, its report 4.1 s, this
+    line at 1006.1 s: every second of the 7.5 is placed."""
+    document = RunDocument.from_dict({"run_id": "r", "workload": "matmul", "sweep": "n",
+                                      "started": 1000.0, "finished": 1000.7})
+    assert command_line(document, 998.6, 1006.1, 4.1) == (
+        "the whole command: 7.5 s from its start to this line: 1.4 s before the run (Python's "
+        "start, imports, planning; a --model's inspection and preparation), the run 0.7 s, "
+        "then 5.4 s (the report 4.1 s; harness check and the answer 1.3 s)")
+    assert command_line(document, 998.6, 1006.1, None).endswith(
+        "then 5.4 s (harness check and the answer)")
+    # A --resume: the run began before this process; only this command's part is counted.
+    resumed = command_line(document, 1000.2, 1001.0, None)
+    assert "0.0 s before the run" in resumed and "the run 0.5 s" in resumed
+    assert command_line(RunDocument.from_dict({"run_id": "r", "workload": "matmul",
+                                               "sweep": "n"}), 998.6, 1006.1, 4.1) == ""
