@@ -78,3 +78,91 @@ def test_names_bound_inside_functions_and_classes_do_not_count(tmp_path: Path) -
     assert bound_names(parse_source(model)) == {"np", "Net", "helper"}
     with pytest.raises(SourceProblem, match=r"^no builder"):
         precheck(model)
+
+
+# --- the commands a newcomer types first, within $COLUMNS ---------------------------------------
+
+WIDTH = 100
+# What the probes of a CPU-only machine answered (harness.measure.probe), the longest first.
+PROBED = [
+    {"framework": "keras-tensorflow", "installed": True,
+     "version": "keras 3.15.1 on tensorflow 2.21.0",
+     "devices": [{"name": "cpu", "description": "Intel(R) Xeon(R) Processor"}],
+     "threads": {"intra_op": 0, "inter_op": 0, "TF_NUM_INTRAOP_THREADS": ""}},
+    {"framework": "keras-jax", "installed": True, "version": "keras 3.15.1 on jax 0.10.2 "
+     "(jaxlib 0.10.2)", "devices": [{"name": "cpu", "description": "Intel(R) Xeon(R)"}],
+     "threads": {"cores": 2, "XLA_FLAGS": "", "preallocate": "false",
+                 "matmul_precision": "highest"}},
+    {"framework": "ghost", "installed": False,
+     "reason": "needs a package this machine lacks: pip install 'crossframe-harness[ghost]' "
+               "or the framework's own wheel for this platform and Python version"},
+]
+
+
+def too_wide(text: str) -> list[str]:
+    return [line for line in text.splitlines() if len(line) > WIDTH]
+
+
+def test_env_fits_columns_and_says_the_host_before_any_probe_returns(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import envreport
+
+    said: list[str] = []
+    answers = {info["framework"]: info for info in PROBED}
+    monkeypatch.setattr(envreport.registry, "framework_names", lambda: list(answers))
+
+    def probe(name: str) -> dict:
+        assert any(line.startswith("host: ") for line in said)  # printed before the wait
+        return answers[name]
+
+    monkeypatch.setattr(envreport, "probe_framework", probe)
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    envreport.print_env(said.append, as_json=False)
+    text = "\n".join(said)
+    assert not too_wide(text), too_wide(text)
+    assert "  keras-tensorflow: keras 3.15.1 on tensorflow 2.21.0; devices: cpu" in text
+    assert "ghost: not installed (needs a package" in text
+    # In the order of the registry, whichever probe answered first.
+    listed = said[next(i for i, line in enumerate(said) if line.startswith("frameworks")):]
+    order = [line.split(":")[0].strip() for line in listed if line.startswith("  ")
+             and not line.startswith("    ")]
+    assert order == list(answers)
+    result = CliRunner().invoke(app, ["env", "--json"])
+    assert result.exit_code == 0 and '"keras-jax"' in result.output
+
+
+def test_diff_fits_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.synthetic_runs import cell_result, write_run
+
+    def samples(center: float, seed: int) -> list[float]:
+        return [center * (1 + 0.01 * ((seed * 7 + index) % 5)) for index in range(12)]
+
+    names = [("keras-tensorflow", "steps-per-execution"), ("torch", "compile-max-autotune")]
+    run_a = write_run(tmp_path / "a", [
+        cell_result(framework, {64: samples(1e-3, 1), 4096: samples(2.0, 2)}, variant=variant)
+        for framework, variant in names])
+    run_b = write_run(tmp_path / "b", [
+        cell_result(framework, {64: samples(3e-3, 3), 4096: samples(2.0, 4)}, variant=variant)
+        for framework, variant in names])
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    result = CliRunner().invoke(app, ["diff", str(run_a), str(run_b),
+                                      "--fail-on-regression", "10"])
+    assert result.exit_code == 1, result.output  # the 3x slower cases
+    assert not too_wide(result.output), too_wide(result.output)
+    assert "slower" in result.output and "REGRESSION" in result.output
+    assert "+200.0%" in result.output  # figures are never cut
+
+
+def test_list_fits_columns_and_keeps_its_matrix_readable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    result = CliRunner().invoke(app, ["list"])
+    assert result.exit_code == 0
+    assert not too_wide(result.output), too_wide(result.output)
+    lines = result.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("mnist-small:"))
+    row = next(line for line in lines[start:] if line.strip().startswith("steps-per-execution"))
+    # Headers over two lines where one would not fit; the rows keep one line each.
+    header = lines[lines.index(row) - 10: lines.index(row)]
+    assert any("(on request)" in line for line in header), header
+    assert row.split()[:3] == ["steps-per-execution", "-", "[3]"], row
