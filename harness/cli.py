@@ -550,14 +550,16 @@ def print_verdict(say: Said, lines: list[str]) -> None:
 def print_context(say: Said, result: api.RunResult, drawn: api.ReportOutcome | None,
                   check_line: str, rounds: str | None = None) -> None:
     """One line each: rounds (ROUNDS where the command orders them its own way: advise),
-    --quick, ceilings, harness check, overhead; then the run folder and report.html's path,
-    the last line a run prints."""
+    --quick, ceilings, harness check, overhead, what to run for the GPU answer where no GPU
+    cell ran; then the run folder and report.html's path, the last line a run prints."""
+    from harness.analysis.nextstep import next_step_lines
     from harness.analysis.stats import ceilings_line, overhead_line, quick_line, rounds_line
 
     if result.stopped_by is None:
         for line in (rounds or rounds_line(result.document), quick_line(result.document),
                      ceilings_line(result.document), check_line,
-                     overhead_line(result.document)):
+                     overhead_line(result.document),
+                     *next_step_lines(result.document, result.path)):
             say(line)
     say(f"results: {result.path}")
     html = next((path for path in (drawn.written if drawn else []) if path.suffix == ".html"),

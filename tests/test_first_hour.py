@@ -166,3 +166,41 @@ def test_list_fits_columns_and_keeps_its_matrix_readable(
     header = lines[lines.index(row) - 10: lines.index(row)]
     assert any("(on request)" in line for line in header), header
     assert row.split()[:3] == ["steps-per-execution", "-", "[3]"], row
+
+
+# --- a CPU-only run says what to run next for the GPU answer ------------------------------------
+
+def test_a_cpu_only_run_ends_with_the_command_for_the_gpu_answer(
+        out_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    args = ["compare", "--workload", "fault", "--framework", "fake", "--device", "cpu",
+            "--variant", "ok", "--quick", "--no-ceilings", "--no-report", "--out", str(out_dir)]
+    monkeypatch.setattr(sys, "argv", ["harness", *args])  # the command run.json records
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    (run_dir,) = [path for path in out_dir.iterdir() if path.is_dir()]
+    lines = result.output.rstrip().splitlines()
+    assert lines[-1] == f"results: {run_dir}"
+    first = next(i for i, line in enumerate(lines) if line.startswith("next, for the GPU"))
+    assert first >= len(lines) - 4, lines  # among the last lines, before the run's path
+    assert ("`harness compare --workload fault --framework fake --variant ok --quick "
+            f"--no-ceilings --no-report --out {out_dir}` on a machine with an NVIDIA GPU") \
+        in lines[first]  # the same command, its devices left to the GPU machine
+    assert f"`harness report {run_dir} GPU_RUN --out merged --html`" in lines[first + 1]
+
+
+def test_the_next_step_is_the_gpu_here_or_nothing_once_a_gpu_cell_ran() -> None:
+    from harness.analysis.nextstep import next_step_lines
+    from harness.data.results import CellResult, RunDocument
+    from harness.spec import Cell
+
+    def document(devices: list[str], gpus: list[str]) -> RunDocument:
+        cells = [CellResult(cell=Cell("matmul", "fp32", "torch", device)) for device in devices]
+        return RunDocument(command=["harness", "compare", "--device", "cpu"], cells=cells,
+                           host={"gpus": gpus})
+
+    here = next_step_lines(document(["cpu"], ["NVIDIA H100 80GB HBM3"]), "RUN")
+    assert here == ["next, for the GPU answer: this machine has NVIDIA H100 80GB HBM3; run "
+                    "again with --device cpu,cuda"]
+    assert next_step_lines(document(["cpu", "cuda:0"], ["NVIDIA H100 80GB HBM3"]), "RUN") == []
+    elsewhere = next_step_lines(document(["cpu"], []), "RUN")
+    assert "run `harness compare` on a machine with an NVIDIA GPU" in elsewhere[0]
