@@ -204,3 +204,57 @@ def test_the_next_step_is_the_gpu_here_or_nothing_once_a_gpu_cell_ran() -> None:
     assert next_step_lines(document(["cpu", "cuda:0"], ["NVIDIA H100 80GB HBM3"]), "RUN") == []
     elsewhere = next_step_lines(document(["cpu"], []), "RUN")
     assert "run `harness compare` on a machine with an NVIDIA GPU" in elsewhere[0]
+
+
+# --- figure titles and legends true of the run they describe ------------------------------------
+
+def test_the_overview_says_lighter_bars_are_cpu_only_beside_gpu_bars() -> None:
+    import pandas as pd
+
+    from harness.report.views.overview import device_key
+
+    assert device_key(pd.DataFrame({"device_kind": ["cpu", "cpu"]})) == "every cell on the CPU"
+    assert device_key(pd.DataFrame({"device_kind": ["gpu"]})) == "every cell on a GPU"
+    assert "lighter bars: CPU" in device_key(pd.DataFrame({"device_kind": ["cpu", "gpu"]}))
+
+
+def test_a_first_call_faster_than_the_warm_median_is_explained_from_the_run() -> None:
+    import pandas as pd
+
+    from harness.report.views.breakdown import cold_faster_reason
+
+    # Round 1 warm at 50 ms, later rounds slower: the pooled median (75 ms) is above the first
+    # call (56 ms per step) because the later rounds ran slower.
+    rounds = pd.Series({"median_s": 0.075, "round_medians": {0: 0.050, 1: 0.129, 2: 0.074},
+                        "suspect": "", "steps_per_call": 125})
+    said = cold_faster_reason(rounds, "step", "call")
+    assert "round 1, whose warm median was 50 ms per step" in said
+    assert "later ones ran slower (129 ms, 74 ms)" in said
+    # One round: a whole call's mean against the median of its blocks.
+    blocks = pd.Series({"median_s": 0.075, "round_medians": {0: 0.075},
+                        "suspect": "other processes used 1.2 of 2 cores", "steps_per_call": 625})
+    said = cold_faster_reason(blocks, "step", "call")
+    assert "one whole call (its time / its 625 steps: a mean" in said
+    assert "a warm sample is one block of steps" in said and "(SUSPECT)" in said
+    loops = pd.Series({"median_s": 1e-3, "round_medians": {}, "suspect": "",
+                       "steps_per_call": float("nan")})
+    assert "a warm sample is a loop of calls" in cold_faster_reason(loops, "call", "call")
+
+
+def test_one_variant_is_drawn_as_the_first_call_against_a_warm_one(tmp_path: Path) -> None:
+    from harness.report import render_report
+    from tests.synthetic_runs import CPU_MACHINE, make_case, make_result, write_fixture_run
+
+    case = {"batch_size": 32}
+    results = [make_result("mnist-small", framework, "cpu",
+                           [make_case(case, median, cold=cold,
+                                      extra={"steps_per_call": 64})], variant="as-written")
+               for framework, median, cold in (("torch", 0.4, 0.3), ("jax", 0.2, 0.9))]
+    run = write_fixture_run(tmp_path / "run", CPU_MACHINE, results, workload="mnist-small",
+                            sweep="batch_size", params={"batch_size": [32]})
+    out = tmp_path / "out"
+    render_report([run], out)
+    summary = (out / "summary.md").read_text()
+    assert "![mnist-small: the first call against a warm one](mnist-small-breakdown.png)" \
+        in summary
+    assert "variant differences" not in summary
