@@ -258,3 +258,25 @@ def test_one_variant_is_drawn_as_the_first_call_against_a_warm_one(tmp_path: Pat
     assert "![mnist-small: the first call against a warm one](mnist-small-breakdown.png)" \
         in summary
     assert "variant differences" not in summary
+
+
+# --- docs/own-model.md: the file it opens with is the file that runs ---------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_own_model_opens_with_the_torch_example_file_and_lists_every_example() -> None:
+    doc = (ROOT / "docs" / "own-model.md").read_text()
+    first = doc.index("```python\n") + len("```python\n")
+    block = doc[first:doc.index("```", first)]
+    header, code = block.split("\n", 1)
+    assert header == "# examples/models/torch_classifier.py"
+    assert code == (ROOT / "examples" / "models" / "torch_classifier.py").read_text()
+    assert doc.index("## A torch file") < doc.index("## A Keras file") < doc.index("## A JAX file")
+    for example in sorted((ROOT / "examples" / "models").glob("*.py")):
+        assert f"| `{example.name}` |" in doc, example.name
+    # The table names every function the inspector and the backends look up in a file.
+    for name in ("model()", "init(seed)", "inputs(batch, rng)", "targets(batch, rng)",
+                 "loss(output, target)", "optimizer(parameters)", "optimizer()",
+                 "step(net, *inputs)", "tolerance", "HARNESS_KERAS_STEP"):
+        assert f"| `{name}" in doc, name
