@@ -15,13 +15,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.padding import Padding
 from rich.table import Table
 
 from harness import api
@@ -37,9 +36,7 @@ from harness.measure import envinfo
 from harness.measure.memory import memory_text
 from harness.predict.command import profile_device
 from harness.run.executors import executor_from_options
-from harness.run.planner import matrix_text
-from harness.run.runner import run_json_child
-from harness.spec import BadInput, Cell, Status, WorkloadSpec
+from harness.spec import BadInput, Status, WorkloadSpec
 
 app = typer.Typer(
     help="Run the same workloads in every installed framework (torch, TensorFlow, JAX, Keras 3, "
@@ -568,8 +565,10 @@ def print_verdict(say: Said, lines: list[str]) -> None:
 def print_context(say: Said, result: api.RunResult, drawn: api.ReportOutcome | None,
                   check_line: str, rounds: str | None = None) -> None:
     """One line each: rounds (ROUNDS where the command orders them its own way: advise),
-    --quick, ceilings, harness check, overhead; then the run folder and report.html's path,
-    the last line a run prints."""
+    --quick, ceilings, harness check, overhead and the whole command, what to run for the GPU
+    answer where no GPU cell ran; then the run folder and report.html's path, the last line a
+    run prints."""
+    from harness.analysis.nextstep import next_step_lines
     from harness.analysis.stats import (
         ceilings_line,
         command_line,
@@ -584,7 +583,8 @@ def print_context(say: Said, result: api.RunResult, drawn: api.ReportOutcome | N
                      ceilings_line(result.document), check_line,
                      overhead_line(result.document),
                      command_line(result.document, now - since_process_start(), now,
-                                  drawn.seconds if drawn is not None else None)):
+                                  drawn.seconds if drawn is not None else None),
+                     *next_step_lines(result.document, result.path)):
             say(line)
     say(f"results: {result.path}")
     html = next((path for path in (drawn.written if drawn else []) if path.suffix == ".html"),
@@ -597,80 +597,28 @@ def print_context(say: Said, result: api.RunResult, drawn: api.ReportOutcome | N
 def list_workloads(model: Annotated[Optional[Path], typer.Option(
         help="Show what the harness understood of this model file instead.")] = None) -> None:
     """Workloads, their variants and parameters (default / --quick)."""
-    if model is not None:
+    from harness.listing import listing_lines
+    from harness.terminal import wrapped
+
+    if model is None:
+        lines = listing_lines()
+    else:
         try:
-            lines = registry.model_plugin("describe").model_lines(model)
+            described = registry.model_plugin("describe").model_lines(model)
         except BadInput as exc:
             fail_input(str(exc))
-        for line in lines:  # one line each, never wrapped mid-phrase (pipes, tests)
-            console.print(line, markup=False, soft_wrap=True)
-        return
-    for name in registry.workload_names():
-        try:
-            spec = registry.load_workload(name)
-        except registry.PluginUnavailable as exc:
-            console.print(f"{name}: unavailable ({exc})", markup=False)
-            continue
-        console.print(f"[bold]{name}[/bold]: {spec.summary}")
-        console.print(f"  frameworks: {', '.join(spec.frameworks)}; variants: "
-                      f"{', '.join(spec.variants)} "
-                      f"(default: {', '.join(spec.variants_by_default)})")
-        console.print(f"  --sizes sets: {spec.sweep}")
-        for param_name, p in spec.params.items():
-            console.print(f"  --param {param_name}=  default {p.default!r}, quick {p.quick!r}: "
-                          f"{p.help}", markup=False)
-        print_capabilities(spec)
-
-
-def print_capabilities(spec: WorkloadSpec) -> None:
-    """The variant x framework matrix: where each runs (cpu, gpu) and, numbered, why not."""
-    matrix = matrix_text(spec)
-    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), show_edge=False)
-    for column in matrix.header:
-        table.add_column(column, no_wrap=True)
-    for row in matrix.rows:
-        table.add_row(*row)
-    console.print("  where each variant runs (cpu, gpu; -: nowhere) and why not [n]:", markup=False)
-    console.print(Padding(table, (0, 0, 0, 4), expand=False))
-    for footnote in matrix.footnotes:
-        console.print(f"    {footnote}", markup=False)
-
-
-def probe_framework(name: str, timeout_s: float = 120.0) -> JsonObject:
-    """Ask a child process what a framework sees (the parent never imports it)."""
-    installed, reason = registry.framework_installed(name)
-    if not installed:
-        return {"framework": name, "installed": False, "reason": reason}
-    info, why_not = run_json_child("harness.measure.probe", [name],
-                                   Cell("probe", "-", name, "cuda:0"), timeout_s)
-    if info is None:
-        return {"framework": name, "installed": True, "reason": f"probe failed: {why_not}"}
-    return info
+        lines = [part for line in described
+                 for part in wrapped(line.lstrip(), indent=len(line) - len(line.lstrip()))]
+    for line in lines:  # fitted to $COLUMNS where set; piped without it, one line each
+        print(line)
 
 
 @app.command()
 def env(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Host, frameworks (installed, version, devices, threads)."""
-    document: dict[str, Any] = {"host": envinfo.host_metadata(),
-                "frameworks": [probe_framework(name) for name in registry.framework_names()]}
-    if as_json:
-        console.print_json(json.dumps(document))
-        return
-    host = document["host"]
-    memory = host["memory_bytes"] / 2**30 if host["memory_bytes"] else float("nan")
-    console.print(f"host: {host['hostname']}  cpu: {host['cpu_model']}  cores: {host['cores']}  "
-                  f"memory: {memory:.1f} GiB  python: {host['python']}  os: {host['os']}")
-    console.print(f"gpus (nvidia-smi): {', '.join(host['gpus']) or 'none'}")
-    table = Table(title="frameworks")
-    for column in ("framework", "installed", "version", "devices", "threads / note"):
-        table.add_column(column, overflow="fold")
-    for info in document["frameworks"]:
-        devices = ", ".join(f"{d['name']} ({d['description']})" for d in info.get("devices", []))
-        table.add_row(info["framework"], "yes" if info["installed"] else "no",
-                      info.get("version") or "-", devices or "-",
-                      escape(json.dumps(info["threads"]) if info.get("threads")
-                             else info.get("reason", "")))
-    console.print(table)
+    """Host, frameworks (installed, version, devices, threads), each as its probe answers."""
+    from harness.envreport import print_env
+
+    print_env(lambda line: print(line, flush=True), as_json)
 
 
 @app.command()
@@ -754,7 +702,9 @@ def diff(
     if as_json:
         typer.echo(json.dumps(result.as_dict(), indent=2))
     else:
-        print_diff(console, result)
+        from harness.terminal import table_width
+
+        print_diff(Console(width=table_width()), result)  # $COLUMNS read now
     raise typer.Exit(api.EXIT_FAILED_CELL if result.regressions else 0)
 
 

@@ -175,7 +175,7 @@ def test_diff_of_two_real_quick_matmul_runs(out_dir: Path) -> None:
     run_a, run_b = sorted(p for p in out_dir.iterdir() if p.is_dir())
     result = invoke("diff", str(run_a), str(run_b))
     assert result.exit_code == 0, result.output  # without --fail-on-regression never 1
-    assert "B/A per case" in result.output and "numpy" in result.output
+    assert "B against A per case" in result.output and "numpy" in result.output
     verdicts = json.loads(invoke("diff", str(run_a), str(run_b), "--json").stdout)["cases"]
     assert {case["size"] for case in verdicts} == {"32", "64"}
     assert all(case["verdict"] in ("faster", "slower", "same") for case in verdicts)

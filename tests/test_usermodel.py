@@ -235,9 +235,11 @@ def test_a_user_step_is_what_is_timed_and_its_errors_name_the_users_line(tmp_pat
 
 @pytest.mark.parametrize("text, expected", [
     (None, "no such file"),
-    ("import numpy\nraise RuntimeError('broken at import')\n",
+    ("import numpy\nraise RuntimeError('broken at import')\ndef model():\n    pass\n"
+     "def inputs(batch, rng):\n    pass\n",
      "mymodel.py:2 in <module>: RuntimeError: broken at import"),
     ("def inputs(batch, rng):\n    return None\n", "no builder"),
+    ("import torch\ndef model(:\n", "mymodel.py:2: SyntaxError: invalid syntax: def model(:"),
     (TORCH_MLP.replace("return rng.standard_normal((batch, 3), dtype=np.float32)",
                        "return rng.standard_normal((4, 3), dtype=np.float32)"),
      "first dimension must be the batch (2)"),
@@ -255,8 +257,8 @@ def test_a_user_step_is_what_is_timed_and_its_errors_name_the_users_line(tmp_pat
      "mymodel.py:15 in loss: RuntimeError: The size of tensor a (2) must match"),
     (KERAS_MLP + "\n    HARNESS_KERAS_STEP = 'train-on-batch'\n",
      "HARNESS_KERAS_STEP = 'train-on-batch': give 'fit' (the default"),
-], ids=["missing", "import-error", "no-builder", "wrong-batch", "not-numpy", "no-inputs",
-        "builder-raises", "loss-signature", "optimizer-raises", "targets-rejected",
+], ids=["missing", "import-error", "no-builder", "syntax-error", "wrong-batch", "not-numpy",
+        "no-inputs", "builder-raises", "loss-signature", "optimizer-raises", "targets-rejected",
         "keras-step-unknown"])
 def test_bad_model_files_are_one_line_exit_2_and_nothing_written(
         tmp_path: Path, text: str | None, expected: str) -> None:

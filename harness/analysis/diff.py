@@ -16,6 +16,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 import pandas as pd
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -405,32 +406,52 @@ VERDICT_STYLES = {"faster": "green", "slower": "red", "same": "", "not judged": 
 
 
 def diff_table(result: RunDiff) -> Table:
-    """The verdict per matching case, B against A."""
-    table = Table(title=f"B/A per case: A = {Path(result.run_a).name}, "
+    """The verdict per matching case, B against A: one line per case where the width allows
+    (figures whole; names and a long verdict folded where it does not; the ratio B/A
+    is in --json, the change says the same). A column no case has a figure for is left out."""
+    table = Table(title=f"B against A per case: A = {Path(result.run_a).name}, "
                         f"B = {Path(result.run_b).name}",
-                  caption=f"significance: {METHOD}; faster/slower only when significant and "
-                          f"the change is beyond {result.threshold_pct:g}%")
+                  box=box.HORIZONTALS, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
+                  title_justify="left")
     several = len({case.workload for case in result.cases}) > 1
-    headers = (["workload"] if several else []) + [
-        "variant", "framework", "device", "size", "median A", "median B", "B/A", "change",
-        "p", "p rounds", "samples A/B", "verdict"]
-    for header in headers:
-        table.add_column(header, overflow="fold")
-    for case in result.cases:
+    columns: dict[str, list[str]] = {
+        "workload": [case.workload for case in result.cases] if several else [],
+        "variant": [case.variant for case in result.cases],
+        "framework": [case.framework for case in result.cases],
+        "device": [case.device for case in result.cases],
+        "size": [case.size for case in result.cases],
+        "median A": [format_seconds(case.median_a_s) for case in result.cases],
+        "median B": [format_seconds(case.median_b_s) for case in result.cases],
+        "change": ["-" if case.change_pct is None else f"{case.change_pct:+.1f}%"
+                   for case in result.cases],
+        "p": ["-" if case.p_value is None else f"{case.p_value:.2g}" for case in result.cases],
+        "p rounds": ["-" if case.p_rounds is None else
+                     f"{case.p_rounds:.2g} ({case.rounds_a}/{case.rounds_b})"
+                     for case in result.cases],
+        "n A/B": [f"{case.samples_a}/{case.samples_b}" for case in result.cases],
+    }
+    shown = {header: values for header, values in columns.items()
+             if values and any(value != "-" for value in values)}
+    names = {"workload", "variant", "framework"}
+    for header, values in shown.items():
+        longest = max([len(header), *map(len, values)])
+        table.add_column(header, no_wrap=header not in names, overflow="fold",
+                         min_width=None if header in names else longest)
+    verdicts = [case.verdict + (" REGRESSION" if case.regression else "")
+                + (" SUSPECT" if case.suspect else "") for case in result.cases]
+    table.add_column("verdict", overflow="fold", min_width=max(
+        len(word) for text in [*verdicts, "verdict"] for word in text.split()))
+    for index, (case, verdict) in enumerate(zip(result.cases, verdicts)):
         style = VERDICT_STYLES.get(case.verdict, "yellow")
-        verdict = case.verdict + (" REGRESSION" if case.regression else "") + (
-            " SUSPECT" if case.suspect else "")
-        table.add_row(*([case.workload] if several else []), case.variant, case.framework,
-                      case.device, case.size, format_seconds(case.median_a_s),
-                      format_seconds(case.median_b_s),
-                      "-" if case.ratio is None else f"{case.ratio:.3g}",
-                      "-" if case.change_pct is None else f"{case.change_pct:+.1f}%",
-                      "-" if case.p_value is None else f"{case.p_value:.2g}",
-                      "-" if case.p_rounds is None else
-                      f"{case.p_rounds:.2g} ({case.rounds_a}/{case.rounds_b})",
-                      f"{case.samples_a}/{case.samples_b}",
+        table.add_row(*(escape(values[index]) for values in shown.values()),
                       f"[{style}]{escape(verdict)}[/]" if style else escape(verdict))
     return table
+
+
+def method_text(result: RunDiff) -> str:
+    """How a verdict is reached, said under the table (a caption would be centred)."""
+    return (f"significance: {METHOD}; faster/slower only when significant and the change is "
+            f"beyond {result.threshold_pct:g}%")
 
 
 def print_diff(console: Console, result: RunDiff) -> None:
@@ -442,6 +463,7 @@ def print_diff(console: Console, result: RunDiff) -> None:
                           f"B {escape(item['b'])}")
     if result.cases:
         console.print(diff_table(result))
+        console.print(method_text(result), markup=False, highlight=False)
     else:
         console.print("no case was measured in both runs")
     for label, cases in (("only in A", result.only_in_a), ("only in B", result.only_in_b)):

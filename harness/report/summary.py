@@ -206,7 +206,7 @@ def _figure_links(experiment: Any, item: Shown, out_dir: Path) -> list[str]:
             link = path.relative_to(out_dir)
         except ValueError:
             link = path
-        caption = item.view.caption or item.view.name
+        caption = item.view.caption_of(item.table) or item.view.name
         lines += [f"![{experiment.name}: {caption}]({link.as_posix()})", ""]
     return lines
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from harness.data.store import write_json_atomic
+from harness.workloads.usermodel.precheck import CONVENTION, NO_INPUTS
 from harness.workloads.usermodel.source import (
     UserCodeError,
     call_user,
@@ -26,8 +27,6 @@ from harness.workloads.usermodel.source import (
 from harness.workloads.usermodel.spec import KERAS_FIT_STEPS, KERAS_STEP_OPTION, KERAS_STEPS
 
 PROBE_BATCHES = (2, 3)
-CONVENTION = ("define model() returning a torch.nn.Module or a keras.Model, or init(seed) "
-              "and apply(params, *inputs) for JAX")
 
 
 class NotAModel(ValueError):
@@ -251,8 +250,7 @@ def describe(path: str) -> dict[str, Any]:
     if not has_jax_pair and not callable(getattr(user, "model", None)):
         raise NotAModel(f"no builder: {CONVENTION}")
     if not callable(getattr(user, "inputs", None)):
-        raise NotAModel("no inputs(batch, rng): define it to return numpy arrays whose first "
-                        "dimension is the batch")
+        raise NotAModel(NO_INPUTS)
     probes = {batch: make_inputs(user, path, batch) for batch in PROBE_BATCHES}
     family = "jax" if has_jax_pair else family_of_model(call_user(path, "model()", user.model))
     out, parameters = forward(family, user, path, probes[PROBE_BATCHES[0]])

@@ -15,6 +15,7 @@ from harness.core.settings import cache_folder
 from harness.run.runner import run_json_child
 from harness.spec import BadInput, CaseParams, Cell, ParamValue, WorkloadSpec, int_param, str_param
 from harness.workloads.usermodel import preparedcache
+from harness.workloads.usermodel.precheck import SourceProblem, precheck
 from harness.workloads.usermodel.spec import (
     FAMILIES,
     NAME_PREFIX,
@@ -74,6 +75,10 @@ def check_file(path: Path) -> Path:
         raise BadInput(f"--model {path}: no such file")
     if not path.is_file() or path.suffix != ".py":
         raise BadInput(f"--model {path}: not a .py file")
+    try:  # what the text shows is told here, before a child imports a framework for it
+        precheck(path)
+    except SourceProblem as exc:
+        raise BadInput(f"--model {path}: {exc}") from None
     return path.resolve()
 
 

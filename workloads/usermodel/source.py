@@ -67,7 +67,9 @@ def user_error_text(exc: BaseException, path: str | Path, doing: str = "") -> st
     message = f"{type(exc).__name__}: {exc}".strip().splitlines()
     first = message[0][:300] if message else type(exc).__name__
     if isinstance(exc, SyntaxError) and exc.lineno is not None:
-        return f"{path.name}:{exc.lineno}: {first}"
+        from harness.workloads.usermodel.precheck import syntax_text
+
+        return syntax_text(exc, path)  # its own file and line, named once
     frame = user_frame(exc, path)
     if frame is not None:
         return f"{path.name}:{frame.lineno} in {frame.name}: {first}"

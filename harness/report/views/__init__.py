@@ -68,6 +68,10 @@ class View:
         """Sentences for the report's "At a glance" list (none by default)."""
         return []
 
+    def caption_of(self, table: pd.DataFrame) -> str:
+        """The caption of this run's figure: `caption` unless what was drawn says otherwise."""
+        return self.caption
+
 
 def registered() -> list[View]:
     """One instance of every View subclass defined in this folder's modules, in `order`."""

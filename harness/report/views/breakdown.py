@@ -2,12 +2,15 @@
 
 Table: per valid cell at the headline size, its warm time split into compute and the overhead
 a variant pair identifies (the workload's `overhead_pairs` hint: with the cost, without it, its
-name), and the cold first call's extra. Figure: the shares as bars. Lines: one per cell with an
-identified overhead. The device-busy pass measures the split directly (the devicetime view).
+name), and the cold first call's extra. Figure: the shares as bars (titled as the first call
+against a warm one where no variant pair identified an overhead), and why, where a first call
+was faster than the warm median. Lines: one per cell with an identified overhead. The
+device-busy pass measures the split directly (the devicetime view).
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +32,8 @@ class BreakdownView(View):
     name = "variant-breakdown"
     order = 60
     caption = "where the time goes (cross-check: variant differences)"
+    # No variant pair identified an overhead (one variant): the figure is the cold start alone.
+    cold_caption = "the first call against a warm one"
 
     def compute(self, context: Any) -> pd.DataFrame:
         return breakdown(context.stats, context.headline, context.hints.get("overhead_pairs"))
@@ -41,6 +46,9 @@ class BreakdownView(View):
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
         return breakdown_section(context, table)
+
+    def caption_of(self, table: pd.DataFrame) -> str:
+        return self.caption if has_overhead(table) else self.cold_caption
 
 
 def breakdown(stats: pd.DataFrame, headline: pd.DataFrame,
@@ -73,8 +81,38 @@ def breakdown(stats: pd.DataFrame, headline: pd.DataFrame,
     valid["cold_in_warm_calls"] = valid["cold_s"] / valid["median_s"]
     columns = [*CASE_KEYS, "device_kind", "sweep", "median_s", "compute_s", "overhead_s",
                "overhead_name", "overhead_share", "cold_s", "cold_extra_s", "cold_in_warm_calls",
-               "cold_call_s", "call_median_s"]
-    return sort_cells(valid[columns])
+               "cold_call_s", "call_median_s", "round_medians", "suspect", "steps_per_call"]
+    return sort_cells(valid.reindex(columns=columns))
+
+
+def has_overhead(table: pd.DataFrame) -> bool:
+    """Whether a variant pair identified an overhead in any cell (else: the cold start only)."""
+    return not table.empty and bool((table["overhead_s"] > 0).any())
+
+
+def cold_faster_reason(row: pd.Series, unit: str, call: str) -> str:
+    """Why this cell's first call took less per {unit} than the warm median, from what the run
+    recorded: the first call is one whole call (its time / its steps: a mean, fast stretches
+    included), a warm sample is one block of steps (or one loop of calls); the median pools
+    every round's samples."""
+    rounds = row.get("round_medians")
+    rounds = rounds if isinstance(rounds, dict) else {}
+    first = rounds.get(0)
+    if len(rounds) > 1 and first is not None and first < row["median_s"]:
+        later = ", ".join(format_seconds(value) for key, value in sorted(rounds.items()) if key)
+        return (f"it ran in round 1, whose warm median was {format_seconds(first)} per {unit}; "
+                f"the warm median pools {len(rounds)} rounds and the later ones ran slower "
+                f"({later}): the cores were busier then")
+    steps = row.get("steps_per_call")
+    whole = (f"it is one whole {call} (its time / its {int(steps):,} steps: a mean, its fast "
+             "stretches included), while a warm sample is one block of steps, and the median "
+             "block sits above that mean when most blocks ran slower than a few fast ones"
+             if isinstance(steps, (int, float)) and steps > 1 else
+             f"it is one {call} timed alone, while a warm sample is a loop of calls, and the "
+             "loops' median sits above it when most of them ran slower")
+    contended = ("; other processes used the cores while the warm samples were timed "
+                 "(SUSPECT)" if str(row.get("suspect") or "") else "")
+    return whole + contended
 
 
 def breakdown_section(context: Any, table: pd.DataFrame) -> list[str]:
@@ -110,15 +148,15 @@ def breakdown_figure(table: pd.DataFrame, title: str, sweep: str, unit: str, cal
 
     from harness.report.figures import save
 
-    has_overhead = (table["overhead_s"] > 0).any()
+    overhead = has_overhead(table)
     several_machines = table["machine"].nunique() > 1
     labels = [_breakdown_label(row, sweep, several_machines) for _, row in table.iterrows()]
-    columns = 2 if has_overhead else 1
+    columns = 2 if overhead else 1
     figure, axes = plt.subplots(1, columns, figsize=(7.0 * columns, 0.5 * len(table) + 2.0),
                                 squeeze=False, sharey=True, layout="constrained")
     positions = np.arange(len(table))
     panel = 0
-    if has_overhead:
+    if overhead:
         overhead_name = next(name for name in table["overhead_name"] if name)
         _share_bars(axes[0, 0], positions, table["compute_s"] / table["median_s"],
                     table["overhead_s"] / table["median_s"], "compute",
@@ -129,11 +167,14 @@ def breakdown_figure(table: pd.DataFrame, title: str, sweep: str, unit: str, cal
         axes[0, 0].set_title(f"steady state: one warm {unit}", fontsize=10)
         panel = 1
     cold_total = table["median_s"] + table["cold_extra_s"]
+    faster = [index for index, ratio in enumerate(table["cold_in_warm_calls"]) if ratio < 1]
+    marks = {index: f" [{chr(ord('a') + number)}]" for number, index in enumerate(faster)}
     _share_bars(axes[0, panel], positions, table["median_s"] / cold_total,
                 table["cold_extra_s"] / cold_total, f"a warm {call}",
                 f"extra on the first {call} (cold start)", "cold",
-                [f"first {format_seconds(c)} = {n:,.1f}x warm" for c, n in
-                 zip(table["cold_call_s"], table["cold_in_warm_calls"])])
+                [f"first {format_seconds(c)} = {n:,.1f}x warm{marks.get(index, '')}"
+                 for index, (c, n) in enumerate(zip(table["cold_call_s"],
+                                                    table["cold_in_warm_calls"]))])
     axes[0, panel].set_title(f"first {call} at this size: warm cost + cold-start extra",
                              fontsize=10)
     axes[0, 0].set_yticks(positions, labels)
@@ -141,8 +182,15 @@ def breakdown_figure(table: pd.DataFrame, title: str, sweep: str, unit: str, cal
         tick.set_color(style.framework_color(framework))
     axes[0, 0].invert_yaxis()
     machines = "" if several_machines else f" on {table['machine'].iloc[0]}"
-    figure.suptitle(f"{title}: where the time goes (cross-check: variant differences)"
-                    f"{machines}", fontsize=11)
+    what = "where the time goes (cross-check: variant differences)" if overhead else \
+        f"the first {call} against a warm one"
+    figure.suptitle(f"{title}: {what}{machines}", fontsize=11)
+    if faster:  # a first call faster than a warm one is explained where it is drawn
+        notes = [f"[{chr(ord('a') + number)}] first {call} faster than the warm median: "
+                 + cold_faster_reason(table.iloc[index], unit, call)
+                 for number, index in enumerate(faster)]
+        figure.supxlabel("\n".join(textwrap.fill(note, 120, subsequent_indent="    ")
+                                    for note in notes), fontsize=8, ha="left", x=0.01)
     return save(figure, path)
 
 

@@ -167,8 +167,20 @@ def overview_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
         lowest.set_xlabel(f"median time per {unit} (log scale)")
     machines = "" if several_machines else f" on {table['machine'].iloc[0]}"
     figure.suptitle(f"{title}: time per {unit}{machines}\nbars: median; whiskers: IQR "
-                    "(25th-75th percentile of the samples); lighter bars: CPU", fontsize=11)
+                    f"(25th-75th percentile of the samples); {device_key(table)}", fontsize=11)
     return save(figure, path)
+
+
+def device_key(table: pd.DataFrame) -> str:
+    """What the bars' fill says: lighter bars are CPU cells only where GPU cells are drawn
+    beside them; otherwise every cell is on one kind of device, and the colours are the
+    frameworks' own (some lighter than others)."""
+    kinds = set(table["device_kind"])
+    if kinds == {"cpu"}:
+        return "every cell on the CPU"
+    if kinds == {"gpu"}:
+        return "every cell on a GPU"
+    return "lighter bars: CPU, solid: GPU"
 
 
 def _time_limits(table: pd.DataFrame) -> tuple[float, float]:
