@@ -1317,8 +1317,9 @@ class SummaryCheck:
                     shown: Callable[[float], str]) -> float | None:
         """A printed rate against the recomputed one; None where it cannot be recomputed.
 
-        A run that kept no FLOP count of its own is recomputed with today's formula; where
-        that disagrees the figure is unverifiable (the formula may have changed since)."""
+        A run that kept no FLOP count of its own is recomputed with today's formula, or with
+        the formula of the day it started where that was another (formerflops); where neither
+        agrees the figure is unverifiable (the formula may have changed since)."""
         recomputed = self.rate(measured, metric)
         own_count = metric != "GFLOP/s" or bool(measured.case.extra.get("flops_per_call"))
         if not own_count and recomputed is not None and not printed.matches(recomputed, shown):
