@@ -99,6 +99,10 @@ def test_compare_on_cpu_scales_one_and_two_processes(tmp_path: Path) -> None:
         accuracies = [extra["accuracy"] for extra in extras]
         assert abs(accuracies[0] - accuracies[1]) < mnist_ddp.PARITY_POINTS, accuracies
         assert all(len(c["samples"]) == 2 and c["cold_seconds"] > 0 for c in cell["cases"])
+        # The declared count is stored as the call's own, as for in-process cells, so
+        # `harness check` compares it with the spec's (it was unverifiable: issue 49).
+        assert [extra["flops_per_call"] for extra in extras] == [
+            mnist_ddp.training_flops(c["case"]) for c in cell["cases"]]
     torch_extras = [c["extra"] for c in cells["torch"]["cases"]]
     assert all(e["communication"].startswith("gloo") for e in torch_extras)
     assert all(0.0 <= e["allreduce_share"] < 1.0 and len(e["no_sync_samples"]) == 2

@@ -28,7 +28,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from harness.analysis import checkcounts, sensitivity
+from harness.analysis import checkcounts, formerflops, sensitivity
 from harness.analysis.memoryfit import BULLET_PREFIX as MEMORY_FIT_PREFIX
 from harness.analysis.memoryfit import (
     DEVICE_RESERVE_BYTES,
@@ -573,6 +573,11 @@ class CsvCheck:
         if "flops" not in self.columns or _same_number(stored, formula, COPY_TOLERANCE):
             self.expect(measured, "flops", line, row, "flops", formula)
             return
+        former = formerflops.count_of_its_day(self.document.workload, measured.case.case,
+                                              self.document.started)
+        if former is not None and _same_number(stored, former.flops, COPY_TOLERANCE):
+            self.expect(measured, f"flops ({former.label})", line, row, "flops", former.flops)
+            return
         ratio = (f" ({stored / formula:.3g}x)" if stored is not None and formula
                  and math.isfinite(stored) else "")
         self.ledger.cannot(measured.subject, "flops", self.where,
@@ -708,8 +713,8 @@ def check_declared_flops(ledger: Ledger, measured: Measured, spec: WorkloadSpec 
         return
     counted = measured.case.extra.get("flops_per_call")
     if counted is None:
-        ledger.cannot(measured.subject, "flops_per_call", "run.json",
-                      "not stored (a run from before the worker kept its own count)")
+        # Nothing printed to recompute: a run from before the worker kept its own count
+        # prints its FLOPs in measurements.csv alone, checked there against the formula.
         return
     ledger.number(measured.subject, "flops_per_call vs the spec's count of the case",
                   "run.json", counted, float(declared), DERIVED_TOLERANCE, lambda v: f"{v:.4g}")
@@ -1312,10 +1317,17 @@ class SummaryCheck:
                     shown: Callable[[float], str]) -> float | None:
         """A printed rate against the recomputed one; None where it cannot be recomputed.
 
-        A run that kept no FLOP count of its own is recomputed with today's formula; where
-        that disagrees the figure is unverifiable (the formula may have changed since)."""
+        A run that kept no FLOP count of its own is recomputed with today's formula, or with
+        the formula of the day it started where that was another (formerflops); where neither
+        agrees the figure is unverifiable (the formula may have changed since)."""
         recomputed = self.rate(measured, metric)
         own_count = metric != "GFLOP/s" or bool(measured.case.extra.get("flops_per_call"))
+        if not own_count and recomputed is not None and not printed.matches(recomputed, shown):
+            former = self.rate_of_its_day(measured)
+            if former is not None and printed.matches(former[0], shown):
+                self.ledger.printed(measured.subject, f"{figure} ({former[1]})", self.where,
+                                    printed, former[0], shown)
+                return former[0]
         if recomputed is None or own_count or printed.matches(recomputed, shown):
             same = self.ledger.printed(measured.subject, figure, self.where, printed,
                                        recomputed, shown)
@@ -1325,6 +1337,14 @@ class SummaryCheck:
                            f"{shown(recomputed)} ({printed.value / recomputed:.3g}x); the run "
                            "kept no flops_per_call, so what it counted cannot be recomputed")
         return None
+
+    def rate_of_its_day(self, measured: Measured) -> tuple[float, str] | None:
+        """GFLOP/s by the FLOP formula of the day the run started, where it was not today's
+        (harness.analysis.formerflops), and that formula's label."""
+        former = formerflops.count_of_its_day(measured.document.workload, measured.case.case,
+                                              measured.document.started)
+        call = measured.median_call
+        return (former.flops / call / 1e9, former.label) if former is not None and call else None
 
     def devicetime_row(self, row: dict[str, str], cells: list[str]) -> None:
         if "CPU best" in row:
@@ -2022,11 +2042,10 @@ def audit_run(run_dir: Path, shuffle: Shuffle | None = None) -> Audit:
     check_derived(ledger, document, spec, why)
     check_round_orders(ledger, document, shuffle)
     summary = run_dir / SUMMARY_FILE
+    # No summary.md (--no-report, or a report drawn over several runs elsewhere: check it
+    # with --summary) prints no figure here; "figures per file" shows it was not read.
     if summary.is_file():
         SummaryCheck(ledger, Pool([document]), summary.read_text().splitlines()).run()
-    else:
-        ledger.cannot("", "summary.md figures", SUMMARY_FILE,
-                      "no summary.md in the folder (drawn with --no-report, or elsewhere)")
     return ledger.audit
 
 

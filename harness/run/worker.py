@@ -178,11 +178,14 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], v
         if window is not None:
             window.begin()
         try:
-            measured = module.measure(case, variant, device, inputs, policy)
+            measurement, output = module.measure(case, variant, device, inputs, policy)
         finally:
             if window is not None:
                 window.end(0)
-        return (*measured, None)
+        # No task here for a counter to trace, but a declared count costs nothing: kept, so
+        # the call's own count is stored as for every other timing style (its rates read it).
+        output.setdefault("extra", {}).update(declared_flops_record(spec, case))
+        return measurement, output, None
     task = module.make_task(case, variant, device, inputs)
     step, synchronize = timed_pair(task, device, sync_style)
     if spec.timing == "per_call" and blocks.supports_blocks(task):
@@ -284,6 +287,15 @@ def reused_flops(counted: JsonObject) -> JsonObject:
     return record
 
 
+def declared_flops_record(spec: WorkloadSpec, case: dict[str, ParamValue]) -> JsonObject:
+    """The workload's exact count of one call where it declares one (matmul: 2n^3), else {}."""
+    declared = spec.flops(case) if spec.flops is not None else None
+    if declared is None:
+        return {}
+    return {"flops_per_call": float(declared),
+            "flops_counted_by": f"declared by the workload ({spec.flops_covers})"}
+
+
 def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue],
                  task: Any, too_long: str = "") -> JsonObject:
     """FLOPs of one call: the workload's exact count where it declares one (matmul: 2n^3),
@@ -293,10 +305,9 @@ def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue],
     independent count of the same call, part by part: harness.data.secondopinion), else the
     reason there is none. After the timed samples and the output, so neither a counter's cost
     nor its extra call reaches them."""
-    declared = spec.flops(case) if spec.flops is not None else None
-    if declared is not None:
-        return {"flops_per_call": float(declared),
-                "flops_counted_by": f"declared by the workload ({spec.flops_covers})"}
+    declared = declared_flops_record(spec, case)
+    if declared:
+        return declared
     counter = getattr(module, "count_flops", None)
     if counter is None:
         return {"flops_counted_by": f"unavailable: {module.__name__} has no FLOP counter"}
