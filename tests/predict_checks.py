@@ -143,7 +143,7 @@ def small_cnn_through_the_usermodel_task() -> None:
               "model": str(SMALL_CNN), "what": "train", "seed": seed, "size": {}}
     task = usermodel.make_task({"batch": batch}, "as-written", open_device("cpu"),
                                inputs)  # type: ignore[arg-type]  # a plain dict of the keys
-    counted, _, _ = usermodel.count_flops(task)
+    counted, *_ = usermodel.count_flops(task)  # (flops, how, coverage, second opinion)
     record = task_features(task, inputs, timed_calls=1)  # type: ignore[arg-type]
     features = StepFeatures.from_dict(record)
     assert features.flops == counted > 0, (features.flops, counted)

@@ -287,7 +287,8 @@ def test_variant_all_starts_no_worker_for_a_refused_cell(out_dir: Path,
 def test_list_shows_where_each_variant_runs_and_why_not() -> None:
     """`harness list`: per workload, variant x framework, the device kinds each runs on and
     numbered reasons for the rest, read from the declarations (no worker, no framework)."""
-    result = invoke("list")
+    # Piped without $COLUMNS (a script's view): the matrix header on one line.
+    result = CliRunner().invoke(app, ["list"], env={"COLUMNS": None})
     assert result.exit_code == 0
     lines = result.output.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("mnist-small:"))

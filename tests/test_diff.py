@@ -17,7 +17,8 @@ from tests.synthetic_runs import HOST, cell_result, write_run
 
 
 def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
+    """`harness ARGS` piped without $COLUMNS (whole table columns), whatever ran before."""
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": None})
 
 
 def noisy(center: float, count: int = 12, seed: int = 0) -> list[float]:

@@ -73,6 +73,7 @@ def write_model(folder: Path, text: str, name: str = "mymodel.py") -> Path:
 
 def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT_ROOT))
+    env.pop("COLUMNS", None)  # piped, as a script reads it: whole lines, whatever ran before
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=PROJECT_ROOT,
                           env=env, capture_output=True, text=True, timeout=timeout)
 
