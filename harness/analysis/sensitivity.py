@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from harness.analysis.check import Ledger
+from harness.analysis.ledger import Ledger
 
 RECORD_KEY = "rounding_sensitivity"  # the case's extra: the draws the spread came from
 WHERE = "run.json"
