@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,3 +209,15 @@ def open_device(name: str) -> TorchDevice:
     init_seconds = time.perf_counter() - started
     torch.cuda.reset_peak_memory_stats(handle)
     return TorchDevice(name, torch.cuda.get_device_name(index), handle, init_seconds)
+
+
+@contextmanager
+def tf32(enabled: bool) -> Iterator[None]:
+    """TF32 for matmuls and cuDNN on or off inside, as it was after (a variant may have set it
+    process-wide: the sensitivity's float32 reruns and the device profile's rows set their own)."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved

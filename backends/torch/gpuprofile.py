@@ -11,8 +11,7 @@ own clock: the kernel floor (CUDA events) and the host's launch cost while the d
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -22,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.backends.torch import commonops
-from harness.backends.torch.device import TorchDevice, capture_cuda_graph, open_device
+from harness.backends.torch.device import TorchDevice, capture_cuda_graph, open_device, tf32
 from harness.data.serial import JsonValue
 from harness.measure.timing import TimingPolicy
 from harness.predict import hostspeed
@@ -89,17 +88,6 @@ ON_CPU = {
     "transfer.d2h.pinned": "cpu: no host<->device link",
     "ops.kernels": "cpu: no device kernels (ops.aten counts the ops each common op runs)",
 }
-
-
-@contextmanager
-def tf32(enabled: bool) -> Iterator[None]:
-    """TF32 for matmuls and cuDNN on or off inside, as it was after."""
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 class Bench:

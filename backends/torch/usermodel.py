@@ -11,8 +11,9 @@ process, which runs this cell alone, so nothing outlives the cell.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
@@ -22,7 +23,7 @@ import torch
 
 from harness.backend import VariantUnavailable
 from harness.backends.torch import flops, stepmemory
-from harness.backends.torch.device import TorchDevice, require_cuda
+from harness.backends.torch.device import TorchDevice, require_cuda, tf32
 from harness.workloads.usermodel import sensitivity
 from harness.workloads.usermodel.common import (
     ModelTask,
@@ -449,21 +450,9 @@ def count_flops(task: ModelTask) -> tuple[float | None, str, flops.CoverageRecor
             counted.second_opinion)
 
 
-@contextmanager
-def float32_arithmetic() -> Iterator[None]:
-    """TF32 off for matmuls and cuDNN while inside, as the CPU reference computes: a tf32 cell
-    switched it on process-wide, and its sensitivity runs must be float32 all the same."""
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-
-
 def rounding_sensitivity(case: dict, variant: str, device: TorchDevice, inputs: ModelInputs,
                          **options: Any) -> dict[str, Any]:
     """How far the fp32 step moves under the variant's rounding (workloads/usermodel/
     sensitivity.py), on this device, in float32 whatever switches the variant set."""
     return sensitivity.rounding_sensitivity(sys.modules[__name__], case, variant, device,
-                                            inputs, float32=float32_arithmetic, **options)
+                                            inputs, float32=partial(tf32, False), **options)
