@@ -11,6 +11,7 @@ one run holds all of them), one run trains a deep BatchNorm net with a large SGD
 from __future__ import annotations
 
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from harness.workloads.usermodel.precision import (
     PRECISION_TOLERANCE,
     UNIT_ROUNDOFF,
 )
-from harness.workloads.usermodel.sensitivity import perturbed
+from harness.workloads.usermodel.sensitivity import perturbed, rounding_sensitivity
 from harness.workloads.usermodel.spec import check
 from tests.in_subprocess import installed
 from tests.test_check import plant_run_json
@@ -120,10 +121,20 @@ def judged_case(losses: list[float], reference: list[float], draws: list[float] 
 
 
 def test_the_unit_roundoffs_are_half_an_ulp_of_each_format() -> None:
-    assert UNIT_ROUNDOFF == {"bf16": 2.0**-8, "fp16": 2.0**-11, "tf32": 2.0**-11}
+    assert UNIT_ROUNDOFF == {"bf16": 2.0**-8, "fp16": 2.0**-11, "tf32": 2.0**-11,
+                             "fp32": 2.0**-23}
     values = np.random.default_rng(0).uniform(0.1, 10, 100_000).astype(np.float32)
     relative = np.abs(values.astype(np.float16).astype(np.float32) - values) / values
     assert 0.99 * UNIT_ROUNDOFF["fp16"] < relative.max() <= UNIT_ROUNDOFF["fp16"]
+
+
+def test_float32s_perturbation_is_its_epsilon_since_half_of_it_rounds_back() -> None:
+    values = {"x": [np.random.default_rng(1).uniform(0.1, 10, 100_000).astype(np.float32)],
+              "weights": {}}
+    def moved_share(unit: float) -> float:
+        after = perturbed(values, unit, np.random.default_rng(2))["x"][0]
+        return float(np.mean(after != values["x"][0]))
+    assert moved_share(2.0**-24) < 0.3 < 0.4 < moved_share(UNIT_ROUNDOFF["fp32"])
 
 
 def test_a_deviation_within_the_models_own_sensitivity_passes_beyond_it_fails() -> None:
@@ -188,6 +199,56 @@ def test_the_perturbation_moves_each_float_by_at_most_u_and_leaves_integers() ->
         inputs["weights"]["steps"]
     again = perturbed(inputs, BF16_U, np.random.default_rng(1))
     assert np.array_equal(again["x"][0], moved["x"][0])  # seeded: every round perturbs alike
+
+
+def float32_case(losses: list[float], reference: list[float],
+                 draws: list[float]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A float32 case that missed its float64 bound (1e-6), with the second look's record."""
+    inputs, output = judged_case(losses, reference, draws)
+    output["extra"][sensitivity.RECORD_KEY].update(precision="fp32",
+                                                   unit_roundoff=UNIT_ROUNDOFF["fp32"])
+    return inputs, output
+
+
+def test_a_float32_cell_beyond_the_cpu_bound_is_judged_by_its_devices_own_rounding() -> None:
+    # 1.3e-5 from the CPU's fp32 misses the 1e-6 float64 bound; this device's fp32 moves by
+    # 5e-6 under float32-sized moves of its inputs and weights: within 4x that.
+    verdict = check({}, "as-written", *float32_case([1.000013, 0.5], [1.0, 0.5], [5e-6, 2e-6]))
+    assert verdict.passed and verdict.bound == pytest.approx(MULTIPLE * 5e-6)
+    assert verdict.detail.startswith(
+        "fp32 here: loss 0.0013% from the CPU's fp32; moving the inputs and weights by "
+        "float32's epsilon moves this device's fp32 loss by up to 0.0005%: within 4x that")
+    ledger = Ledger("run")
+    stored = check({}, "as-written", *float32_case([1.000013, 0.5], [1.0, 0.5], [5e-6, 2e-6]))
+    sensitivity.recheck(ledger, "torch cuda:0 batch=2", stored.as_dict(),
+                        float32_case([1.0], [1.0], [5e-6, 2e-6])[1]["extra"], "ok")
+    assert ledger.audit.mismatches == [] and ledger.audit.checked == 5
+    # A device that computes something else (1% off) is not saved by its own small moves.
+    wrong = check({}, "as-written", *float32_case([1.01, 0.5], [1.0, 0.5], [5e-6, 2e-6]))
+    assert not wrong.passed and ": beyond 4x that" in wrong.detail
+
+
+def test_a_float32_cells_draws_are_measured_from_its_own_unperturbed_run() -> None:
+    class Task:
+        def __init__(self, inputs: dict[str, Any]) -> None:
+            self.x = inputs["x"][0]
+        def step(self) -> None:
+            pass
+        def output(self) -> dict[str, Any]:  # a device 2% off the CPU, moved by its inputs
+            return {"result": [float(np.sum(self.x, dtype=np.float64)) * 1.02]}
+    impl = type("Impl", (), {"make_task": staticmethod(
+        lambda case, variant, device, inputs, keep: Task(inputs))})
+    x = np.random.default_rng(3).uniform(0.5, 1.5, 1000).astype(np.float32)
+    inputs = {"x": [x], "weights": {}, "seed": 0, "what": "train", "nondeterministic": "",
+              "size": {"scale": float(np.sum(x)), "bound": 1e-6}, "reference": [float(np.sum(x))]}
+    device = type("Device", (), {"name": "cuda:0"})()
+    measure = partial(rounding_sensitivity, impl, {"batch": 2}, "as-written", device, inputs,
+                      framework="torch", seconds_per_call=0.001)
+    assert measure() == {}  # a float32 cell that passed is not measured again
+    record = measure(check_passed=False)[sensitivity.RECORD_KEY]
+    assert record["precision"] == "fp32" and len(record["draws"]) == 4
+    assert "unperturbed" in record["against"]
+    assert 0 < record["spread"] < 1e-6  # the 2% bias is not in the spread
 
 
 def test_harness_check_recomputes_the_bound_the_verdict_and_the_sentence() -> None:

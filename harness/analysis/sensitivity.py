@@ -21,6 +21,7 @@ import numpy as np
 
 from harness.analysis.ledger import Ledger
 
+FLOAT32 = "fp32"  # a float32 variant judged by its own device's float32 sensitivity
 RECORD_KEY = "rounding_sensitivity"  # the case's extra: the draws the spread came from
 WHERE = "run.json"
 TOLERANCE = 1e-9
@@ -41,10 +42,15 @@ def sentence(precision: str, compared: str, value: float, spread: float, bound: 
     """'bf16: loss 0.25% from fp32; rounding the inputs and weights to bf16 moves the fp32
     loss by up to 0.17%: within 4x that (0.68%)' (or 'beyond ...', or '... the floor 0.39%',
     or, where the bound reaches the ceiling, that the format keeps no digit to compare)."""
-    moved = (f"{percent(value)} from fp32" if math.isfinite(value)
+    source = "the CPU's fp32" if precision == FLOAT32 else "fp32"
+    moved = (f"{percent(value)} from {source}" if math.isfinite(value)
              else "not finite or of another shape")
-    said = (f"{precision}: {compared} {moved}; rounding the inputs and weights to {precision} "
-            f"moves the fp32 {compared} by up to {percent(spread)}")
+    if precision == FLOAT32:  # a float32 variant's second look: its own device's rounding
+        said = (f"fp32 here: {compared} {moved}; moving the inputs and weights by float32's "
+                f"epsilon moves this device's fp32 {compared} by up to {percent(spread)}")
+    else:
+        said = (f"{precision}: {compared} {moved}; rounding the inputs and weights to "
+                f"{precision} moves the fp32 {compared} by up to {percent(spread)}")
     if bound >= ceiling:
         return (f"{said}: {precision} keeps no digit of it to compare ({multiple:g}x that is "
                 f"{percent(bound)}, not under {percent(ceiling)})")

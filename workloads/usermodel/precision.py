@@ -24,16 +24,23 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.sensitivity import RECORD_KEY, percent, sentence
+from harness.analysis.sensitivity import FLOAT32, RECORD_KEY, percent, sentence
 from harness.spec import Check
 from harness.spec import variant_parts as split_parts
 
+# A float32 variant whose result misses the CPU's float32-vs-float64 bound (a deep BatchNorm
+# net after a large SGD step: the GPU's own reduction order moved the loss 8x further than the
+# CPU's float32 did) gets one more look: how far float32-sized moves of its inputs and weights
+# move this device's own float32 result. Its "unit" is float32's machine epsilon 2^-23, not the
+# unit roundoff 2^-24: a relative move of at most 2^-24 rounds most float32 numbers back to
+# themselves, and the measurement would then see no move at all (FLOAT32's entry below).
+#
 # Unit roundoff (round to nearest: half the gap between 1 and the next number) of each format:
 # bfloat16 keeps 8 significant bits (7 stored), float16 and TF32 11 (10 stored). Measured on
 # torch 2.13: the largest relative rounding error of float32 -> bfloat16 over 1e6 numbers is
 # 0.996 x 2^-8, of -> float16 0.999 x 2^-11.
-UNIT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11, "tf32": 2.0**-11}
-ROUNDOFF_TEXT = {"bf16": "2^-8", "fp16": "2^-11", "tf32": "2^-11"}
+UNIT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11, "tf32": 2.0**-11, FLOAT32: 2.0**-23}
+ROUNDOFF_TEXT = {"bf16": "2^-8", "fp16": "2^-11", "tf32": "2^-11", FLOAT32: "2^-23"}
 # The random perturbations of one sensitivity measurement, and the multiple of their largest
 # move the variant may deviate by (docs/methodology.md says why 4 and 4).
 DRAWS = 4
@@ -60,6 +67,16 @@ def reduced_precision(variant: str) -> str | None:
     parts = set(split_parts(variant))
     return max((name for name in PRECISION_TOLERANCE if name in parts),
                key=PRECISION_TOLERANCE.__getitem__, default=None)
+
+
+def judged_precision(variant: str, record: Mapping[str, Any] | None) -> str | None:
+    """The format a variant is judged by: its reduced precision, or float32 where its
+    float32 sensitivity was measured (a float32 variant that missed the float64 bound)."""
+    reduced = reduced_precision(variant)
+    if reduced is not None:
+        return reduced
+    measured = record is not None and record.get("precision") == FLOAT32
+    return FLOAT32 if measured and measured_spread(record) is not None else None
 
 
 def short(value: float) -> str:

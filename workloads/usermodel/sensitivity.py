@@ -26,6 +26,7 @@ import numpy as np
 from harness.data.store import write_json_atomic
 from harness.workloads.usermodel.precision import (
     DRAWS,
+    FLOAT32,
     SENSITIVITY_KEY,
     UNIT_ROUNDOFF,
     reduced_precision,
@@ -109,11 +110,14 @@ def read_cached(path: Path | None) -> dict[str, Any] | None:
 def rounding_sensitivity(impl: Any, case: dict, variant: str, device: Any,
                          inputs: ModelInputs, *, framework: str,
                          seconds_per_call: float | None,
-                         float32: Float32 = nullcontext) -> dict[str, Any]:
-    """{SENSITIVITY_KEY: the record} for the case's extra, or {} for a float32 variant or
-    a case the check does not compare. `float32` is the backend's context that makes its
-    arithmetic float32 whatever the variant switched on process-wide (torch: TF32 off)."""
-    precision = reduced_precision(variant)
+                         float32: Float32 = nullcontext,
+                         check_passed: bool = True) -> dict[str, Any]:
+    """{SENSITIVITY_KEY: the record} for the case's extra, or {} for a float32 variant whose
+    check passed or a case the check does not compare. `float32` is the backend's context that
+    makes its arithmetic float32 whatever the variant switched on process-wide (torch: TF32
+    off). A float32 variant that failed (`check_passed` False) is measured at float32's own
+    epsilon, its draws against this device's unperturbed float32 run (precision.FLOAT32)."""
+    precision = reduced_precision(variant) or (None if check_passed else FLOAT32)
     compared = compared_run(inputs) if precision is not None else None
     if precision is None or compared is None:
         return {}
@@ -121,10 +125,11 @@ def rounding_sensitivity(impl: Any, case: dict, variant: str, device: Any,
     unit = UNIT_ROUNDOFF[precision]
     record: dict[str, Any] = {"precision": precision, "unit_roundoff": unit,
                               "device": device.name}
-    estimate = DRAWS * calls * (seconds_per_call or 0.0)
+    runs = DRAWS + (precision == FLOAT32)  # float32: one unperturbed run to measure from
+    estimate = runs * calls * (seconds_per_call or 0.0)
     if estimate > LIMIT_S:
         return {SENSITIVITY_KEY: {**record, "not_measured": (
-            f"{DRAWS} x {calls} fp32 calls would take ~{estimate:.0f} s, over the "
+            f"{runs} x {calls} fp32 calls would take ~{estimate:.0f} s, over the "
             f"{LIMIT_S:g} s this pass may take")}}
     path = cache_path(case, framework, device, precision)
     cached = read_cached(path)
@@ -132,8 +137,13 @@ def rounding_sensitivity(impl: Any, case: dict, variant: str, device: Any,
         return {SENSITIVITY_KEY: cached}
     rng = np.random.default_rng([int(inputs.get("seed", 0)), int(case["batch"]), 2])
     draws: list[float] = []
+    against = "the CPU's fp32 reference"
     try:
         with float32():
+            if precision == FLOAT32:  # the device's own rounding is what is judged: not in it
+                reference = run_float32(impl, case, device, run_inputs, calls)
+                against = f"this device's ({device.name}) unperturbed fp32 run"
+                gc.collect()
             for _ in range(DRAWS):
                 result = run_float32(impl, case, device, perturbed(run_inputs, unit, rng), calls)
                 draws.append(moved_by(result, reference, scale))
@@ -147,7 +157,7 @@ def rounding_sensitivity(impl: Any, case: dict, variant: str, device: Any,
         record["not_measured"] = "a perturbed fp32 run gave non-finite numbers"
     else:
         record.update(draws=draws, spread=max(draws), perturbation=PERTURBATION,
-                      against="the CPU's fp32 reference", calls=calls)
+                      against=against, calls=calls)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path, record)

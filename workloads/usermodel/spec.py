@@ -33,8 +33,8 @@ from harness.spec import variant_parts as split_parts
 from harness.workloads.usermodel.precision import (
     SENSITIVITY_KEY,
     judged,
+    judged_precision,
     precision_text,
-    reduced_precision,
 )
 
 NAME_PREFIX = "model-"
@@ -538,8 +538,8 @@ def check(case: Mapping[str, Any], variant: str, inputs: ModelInputs,
     """
     size = inputs["size"]
     compare = size.get("compare", "step")
-    precision = reduced_precision(variant)
     measured = (output.get("extra") or {}).get(SENSITIVITY_KEY)
+    precision = judged_precision(variant, measured)
     if compare == "none":
         return Check(True, "not_compared", 0.0, 0.0, f"not compared: {size['not_compared']}")
     if compare == "deterministic":
