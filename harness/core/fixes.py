@@ -12,7 +12,7 @@ typed, never by reading a plugin module's attributes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -70,6 +70,8 @@ class Fix:
     conflicts: Mapping[str, str] = field(default_factory=nothing, hash=False)
     cost: str = COST_STEP
     hooks: Mapping[str, str] = field(default_factory=nothing, hash=False)
+    # A numbered fix's numbers worth a cell, given the CPU cores the run may use.
+    counts: Callable[[int | None], Sequence[int]] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.cost not in COST_CLASSES:
@@ -104,12 +106,13 @@ def fix(name: str, families: str, devices: str, helps: Iterable[str], why: str, 
         changes_numerics: bool = False, needs_gpu: bool = False,
         refused: Mapping[str, str] | None = None, refused_on: Mapping[str, str] | None = None,
         exclusive: str = "", conflicts: Mapping[str, str] | None = None,
-        cost: str = COST_STEP, hooks: Mapping[str, str] | None = None) -> Fix:
+        cost: str = COST_STEP, hooks: Mapping[str, str] | None = None,
+        counts: Callable[[int | None], Sequence[int]] | None = None) -> Fix:
     """A Fix from space-separated families and device kinds (the catalogue's spelling)."""
     return Fix(name, frozenset(families.split()), frozenset(devices.split()), frozenset(helps),
                why, does, measured_why, frozen(measured_why_when), changes_numerics, needs_gpu,
                frozen(refused), frozen(refused_on), exclusive, frozen(conflicts), cost,
-               frozen(hooks))
+               frozen(hooks), counts)
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,8 @@ class Catalogue:
 
     fixes: tuple[Fix, ...]
     families: Mapping[str, tuple[str, ...]] = field(hash=False)  # family -> its frameworks
-    groups: Mapping[str, str] = field(default_factory=nothing, hash=False)  # exclusive group -> phrase
+    # An exclusive group -> the phrase that says two of its fixes never run together.
+    groups: Mapping[str, str] = field(default_factory=nothing, hash=False)
     # Why a framework does not run a fix that only one other family runs, by that family.
     family_only: Mapping[str, str] = field(default_factory=nothing, hash=False)
     baseline: str = "as-written"
@@ -223,11 +227,10 @@ class Catalogue:
                     return item.conflicts[keys[0]].format(other=other.name)
         return None
 
-    def fixes_for(self, framework: str, device: str,
-                  numbers: Mapping[str, Sequence[int]] | None = None) -> list[str]:
+    def fixes_for(self, framework: str, device: str, cpu_cores: int | None = None) -> list[str]:
         """The single fixes worth a cell for FRAMEWORK on DEVICE, in catalogue order: its
         family's, for that kind of device, that its capability runs there. A numbered fix
-        ('threads-N') is one name per number NUMBERS gives it (none without)."""
+        ('threads-N') is one name per number its `counts` gives for CPU_CORES."""
         family, kind = self.family_of(framework), device_kind(device)
         capability = self.capability(framework) if family is not None else None
         names: list[str] = []
@@ -235,8 +238,9 @@ class Catalogue:
             if family not in item.families or kind not in item.devices:
                 continue
             stem = item.name.removesuffix("-N")
-            candidates = ([f"{stem}-{count}" for count in (numbers or {}).get(item.name, ())]
-                          if stem != item.name else [item.name])
+            numbers = item.counts(cpu_cores) if item.counts is not None else ()
+            candidates = [f"{stem}-{count}" for count in numbers] if stem != item.name \
+                else [item.name]
             names += [name for name in candidates
                       if capability is None or capability.refusal(name, kind) is None]
         return names

@@ -45,6 +45,15 @@ HALVES = "{name} halves the bytes moved and runs matmuls on tensor cores"
 JACOBIAN_FILE = (f"in a file that calls {AUTOGRAD_FUNCTIONAL}.jacobian or hessian, those calls "
                  "made with ")
 
+def thread_counts(cpu_cores: int | None, default_threads: int | None = None) -> list[int]:
+    """Thread counts worth a cell: half and all of the physical cores, each only where it
+    differs from the count the cell would use anyway (torch's default: the physical cores)."""
+    if not cpu_cores or cpu_cores < 1:
+        return []
+    default = default_threads or cpu_cores
+    return [count for count in sorted({max(1, cpu_cores // 2), cpu_cores}) if count != default]
+
+
 FIXES = (
     fix("jacobian-forward", "torch", "cpu gpu", {LAUNCH, HOST, COMPUTE, MEMORY, DEVICE},
         f"{AUTOGRAD_FUNCTIONAL}.jacobian / hessian in forward mode, vectorized: one batched "
@@ -126,7 +135,7 @@ FIXES = (
         "the CPU's intra-op thread count: fewer threads spin less on small ops, more use "
         "every core on large ones", "torch.set_num_threads(N)",
         measured_why="the CPU's thread count set to {number}",
-        refused_on={"gpu": ON_GPU_THREADS}),
+        refused_on={"gpu": ON_GPU_THREADS}, counts=thread_counts),
 )
 
 CATALOGUE = Catalogue(

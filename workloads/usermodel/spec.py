@@ -41,6 +41,7 @@ from harness.workloads.usermodel.fixes import (
     THREADS,
     TORCH_ONLY,
     TRANSFER,
+    thread_counts,
 )
 from harness.workloads.usermodel.precision import (
     SENSITIVITY_KEY,
@@ -54,7 +55,7 @@ from harness.workloads.usermodel.precision import (
 __all__ = ["AUTOGRAD_FUNCTIONAL", "COMPUTE", "COPY", "DEVICE", "DIAGNOSIS_KINDS", "FAMILIES",
            "HOST", "KERAS_ONLY", "KERAS_PLACES", "LAUNCH", "MEMORY", "ON_CPU_RESIDENT",
            "ON_GPU_THREADS", "STEPS_PER_EXECUTION", "THREADS", "TORCH_ONLY", "TRANSFER",
-           "declared_name", "split_parts"]
+           "declared_name", "split_parts", "thread_counts"]
 NAME_PREFIX = "model-"
 IMPLEMENTATIONS = {
     "torch": "harness.backends.torch.usermodel",
@@ -169,22 +170,11 @@ def conflict(parts: Iterable[str]) -> str | None:
     return catalogue().conflict(parts)
 
 
-def thread_counts(cpu_cores: int | None, default_threads: int | None = None) -> list[int]:
-    """Thread counts worth a cell: half and all of the physical cores, each only where it
-    differs from the count the cell would use anyway (torch's default: the physical cores)."""
-    if not cpu_cores or cpu_cores < 1:
-        return []
-    default = default_threads or cpu_cores
-    return [count for count in sorted({max(1, cpu_cores // 2), cpu_cores}) if count != default]
-
-
-def fixes_for(framework: str, device: str, *, cpu_cores: int | None = None,
-              default_threads: int | None = None) -> list[str]:
+def fixes_for(framework: str, device: str, *, cpu_cores: int | None = None) -> list[str]:
     """The single variants worth trying for `framework` on `device`, in VARIANTS' order:
     the fixes of its family for that kind of device that its implementation runs there.
     threads-N: one name per count of thread_counts (none without cpu_cores)."""
-    return catalogue().fixes_for(framework, device,
-                                 {THREADS: thread_counts(cpu_cores, default_threads)})
+    return catalogue().fixes_for(framework, device, cpu_cores)
 
 
 def autograd_functional_calls(source: str) -> list[str]:
