@@ -50,8 +50,7 @@ class Fix:
     ('180 kernels' or "the step's kernels"), {copies} ('2 host->device copies' or 'the
     host->device copies'), {number} (the N of a numbered fix such as threads-N), {name}.
     `conflicts`: another fix's name or an exclusive group -> why they never run together
-    ({other}: the part of the other side that was chosen). `hooks`: family -> "module:attr" of
-    the backend function that applies a fix the backend does not know natively (a plugin's).
+    ({other}: the part of the other side that was chosen).
     """
 
     name: str  # the variant's name ("threads-N" stands for every threads-<count>)
@@ -69,7 +68,6 @@ class Fix:
     exclusive: str = ""  # a group of which one fix at a time runs ('' none)
     conflicts: Mapping[str, str] = field(default_factory=nothing, hash=False)
     cost: str = COST_STEP
-    hooks: Mapping[str, str] = field(default_factory=nothing, hash=False)
     # A numbered fix's numbers worth a cell, given the CPU cores the run may use.
     counts: Callable[[int | None], Sequence[int]] | None = field(default=None, compare=False)
 
@@ -106,13 +104,13 @@ def fix(name: str, families: str, devices: str, helps: Iterable[str], why: str, 
         changes_numerics: bool = False, needs_gpu: bool = False,
         refused: Mapping[str, str] | None = None, refused_on: Mapping[str, str] | None = None,
         exclusive: str = "", conflicts: Mapping[str, str] | None = None,
-        cost: str = COST_STEP, hooks: Mapping[str, str] | None = None,
+        cost: str = COST_STEP,
         counts: Callable[[int | None], Sequence[int]] | None = None) -> Fix:
     """A Fix from space-separated families and device kinds (the catalogue's spelling)."""
     return Fix(name, frozenset(families.split()), frozenset(devices.split()), frozenset(helps),
                why, does, measured_why, frozen(measured_why_when), changes_numerics, needs_gpu,
                frozen(refused), frozen(refused_on), exclusive, frozen(conflicts), cost,
-               frozen(hooks), counts)
+               counts)
 
 
 @dataclass(frozen=True)
