@@ -102,10 +102,11 @@ class RunResult:
         prints); 1 when an as-written cell failed; 128 + N stopped by signal N."""
         if self.stopped_by is not None:
             return self.exit_code
-        from harness.analysis.advice import RUN_KEY, baseline_variant
+        from harness.analysis.advice import baseline_variant
 
-        record = self.document.extra_fields.get(RUN_KEY) or {}
-        baseline = record.get("baseline") or baseline_variant(self.document)
+        record = self.document.advise
+        baseline = (record.baseline if record is not None else "") or \
+            baseline_variant(self.document)
         status = worst_status([cell.status for cell in self.cells if cell.variant == baseline])
         return EXIT_FAILED_CELL if status in FAILED_STATUSES else 0
 
@@ -210,9 +211,12 @@ def advise(workload: str | None = None, **options: Any) -> RunResult:
     """`harness advise` (harness.run.advise): the as-written cells first, then the candidate
     fixes their diagnosis ranks within `budget_s` seconds (default 180; 0: no limit), then the
     best combination, one run folder; its advice: harness.analysis.advice.advise_run."""
-    from harness.run.advise import advise as advise_flow
+    from harness.run.advise import AdviseRun
 
-    return advise_flow(workload, finish=_finish, **options)
+    flow = AdviseRun.start(workload, **options)
+    result = _finish(flow.session)
+    second = flow.second(stopped=result.stopped_by is not None)
+    return _finish(second) if second is not None else result
 
 
 def load(paths: Path | str | Sequence[Path | str]) -> pd.DataFrame:

@@ -7,12 +7,12 @@ no file. Per framework x device, at the user's batch:
   pass (harness.measure.devicetime: busy share, kernels per call, copy share) names it
   launch-, transfer-, compute-, memory- or device-bound; a CPU cell is host-bound (the CPU
   side does all the work);
-- each fix (a variant of the cell, harness.workloads.usermodel.spec FIXES, or any variant of
-  a built-in workload) ranked by its speedup over as-written (ratio of medians per step), the
-  one noise rule of harness.analysis.noise (IQRs and round medians apart), its parity check
-  (status and tolerance) and one line of why it helps here. Only a fix that is faster beyond
-  the noise and passed its check is recommended; a slower or within-noise one "did not help";
-  one that failed its check "fails parity"; neither is ever recommended;
+- each fix (a variant of the cell, an entry of the fix catalogue, harness.core.fixes, or any
+  variant of a built-in workload) ranked by its speedup over as-written (ratio of medians per
+  step), the one noise rule of harness.analysis.noise (IQRs and round medians apart), its
+  parity check (status and tolerance) and one line of why it helps here. Only a fix that is
+  faster beyond the noise and passed its check is recommended; a slower or within-noise one
+  "did not help"; one that failed its check "fails parity"; neither is ever recommended;
 - the best combination of the recommended fixes (compose_variant, conflicts dropped), which
   `harness advise` measures as one more cell;
 - before anything is measured, the order in which `harness advise` tries the candidates
@@ -23,8 +23,9 @@ no file. Per framework x device, at the user's batch:
   at their batch, and if not, from which batch (harness.analysis.predict refitted on the best
   configurations' sweeps).
 
-Where the fix catalogue lives (the user-model workload plugin) is reached only through
-harness.core.registry.model_plugin, as the rest of the core does.
+The cases and the diagnosis are harness.analysis.advicecase's; which fix to try next, and the
+catalogue's words for each, harness.analysis.fixchoice's (the catalogue reached through
+harness.core.registry.fix_catalogue, typed).
 """
 
 from __future__ import annotations
@@ -35,26 +36,49 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from harness.analysis.advicecase import (
+    Measured,
+    diagnosis_at,
+    diagnosis_of,
+    measured_case,
+    measured_cases,
+)
 from harness.analysis.advicenotes import RUN_KEY, budget_notes
 from harness.analysis.confidence import UNCONFIRMED, doubt, nothing_recommended, unconfirmed_line
 from harness.analysis.crossover import predict_curves
+from harness.analysis.fixchoice import (
+    AIMED,
+    ARGUED_AGAINST,
+    HOST_BOUND,
+    UNPROFILED,
+    UNSAID,
+    NotTried,
+    argued_against,
+    candidate_fit,
+    compose_variant,
+    conflict,
+    rank_candidates,
+    variant_parts,
+    why_line,
+)
 from harness.analysis.memoryfit import largest_batch_that_fits
 from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
-from harness.analysis.plausibility import bandwidth_limits, device_entry, flop_limits
 from harness.analysis.predict import Prediction, SweepPoint
 from harness.analysis.sensitivity import figures_sentence
-from harness.core import registry
-from harness.core.units import device_kind, format_ratio, format_seconds, format_size, three_digits
-from harness.data.ceilings import MEMORY, Ceilings
-from harness.data.results import CaseResult, CellResult, RunDocument
-from harness.measure.devicetime import Diagnosis, attribute, diagnose
-from harness.spec import BadInput, Status
-from harness.spec import variant_parts as split_variant
+from harness.core.units import device_kind, format_ratio, format_seconds, format_size
+from harness.data.adviserecord import AdvisedCell, AdviseRecord
+from harness.data.ceilings import Ceilings
+from harness.data.results import RunDocument
+from harness.measure.devicetime import Diagnosis
+from harness.spec import Status
+
+# Names that moved to advicecase and fixchoice, still read from here by the CLI and tests.
+__all__ = ["AIMED", "ARGUED_AGAINST", "HOST_BOUND", "RUN_KEY", "UNPROFILED", "UNSAID",
+           "Measured", "NotTried", "argued_against", "candidate_fit", "compose_variant",
+           "diagnosis_at", "diagnosis_of", "measured_case", "measured_cases", "rank_candidates"]
 
 AS_WRITTEN = "as-written"
-HOST_BOUND = "host-bound"
 NO_ANSWER = "no answer: the run has no as-written cell on both a CPU and a GPU"
-UNPROFILED = "not profiled"
 
 # A fix's standing in the ranking.
 RECOMMENDED = "recommended"
@@ -62,304 +86,6 @@ DID_NOT_HELP = "did not help"
 FAILS_PARITY = "fails parity"
 FAILED = "failed"
 NOT_MEASURED = "not measured"
-
-
-# --- the fix catalogue (workloads/usermodel/spec.py), reached through the registry ------------
-
-def _plugin() -> Any | None:
-    """The user-model plugin's spec module, where FIXES live; None where it cannot load."""
-    try:
-        return registry.model_plugin("spec")
-    except Exception:  # noqa: BLE001 - no catalogue: the advice still ranks what was measured
-        return None
-
-
-def variant_parts(variant: str) -> list[str]:
-    """The fixes a variant name applies at once ('resident+compiled' -> two)."""
-    return [part for part in split_variant(variant) if part]
-
-
-def fix_of(name: str) -> Any | None:
-    """The catalogue's Fix for one fix name ('threads-2' finds a 'threads-N' entry)."""
-    fixes = getattr(_plugin(), "FIXES", None) or {}
-    found = fixes if isinstance(fixes, dict) else {getattr(fix, "name", ""): fix
-                                                      for fix in fixes}
-    if name in found:
-        return found[name]
-    family = re.sub(r"-\d+$", "-N", name)
-    return found.get(family)
-
-
-def helps_when(name: str) -> tuple[str, ...]:
-    """The diagnoses under which the catalogue expects a fix to help (empty: not said)."""
-    kinds = getattr(fix_of(name), "helps_when", ()) or ()
-    return (kinds,) if isinstance(kinds, str) else tuple(kinds)
-
-
-def conflict(parts: Sequence[str]) -> str:
-    """Why these fixes cannot run together ('' when they can), from the catalogue."""
-    check = getattr(_plugin(), "conflict", None)
-    try:
-        return str(check(list(parts)) or "") if callable(check) else ""
-    except BadInput as exc:  # a part the catalogue does not know: not composable
-        return str(exc)
-
-
-def compose_variant(parts: Sequence[str]) -> str:
-    """One variant name applying every part at once (the catalogue's own spelling)."""
-    compose = getattr(_plugin(), "compose_variant", None)
-    try:
-        return str(compose(list(parts))) if callable(compose) else "+".join(parts)
-    except BadInput:  # a built-in workload's variant: joined in the order given
-        return "+".join(parts)
-
-
-# Diagnoses under other names: the issue says copy-bound where devicetime says transfer-bound.
-KIND_ALIASES = {"transfer-bound": ("transfer-bound", "copy-bound"),
-                "copy-bound": ("transfer-bound", "copy-bound")}
-
-
-def plausible(name: str, kind: str) -> bool | None:
-    """Whether the diagnosis makes the fix plausible (None: the catalogue does not say)."""
-    wanted = helps_when(name)
-    if not wanted:
-        return None
-    names = KIND_ALIASES.get(kind, (kind,))
-    return any(part in names for part in wanted)
-
-
-# --- choosing what to measure: the diagnosis ranks the candidates -----------------------------
-
-# How the as-written cell's diagnosis stands to a candidate fix (harness advise runs them in
-# this order, as far as its time budget goes).
-AIMED = "aimed"  # the diagnosis points at it (the catalogue's helps_when)
-UNSAID = "unsaid"  # the catalogue does not say, or the diagnosis cannot tell
-ARGUED_AGAINST = "argued against"  # the catalogue expects it to help under other diagnoses
-FIT_ORDER = {AIMED: 0, UNSAID: 1, ARGUED_AGAINST: 2}
-# What a fix would have to do under each diagnosis: the words of a not-tried line.
-KIND_NEEDS = {"launch-bound": "shorten launches", "transfer-bound": "remove host-device copies",
-              "copy-bound": "remove host-device copies",
-              "compute-bound": "speed up the arithmetic", "memory-bound": "move fewer bytes",
-              "device-bound": "shorten the device's own work",
-              HOST_BOUND: "cut the host's work per step"}
-
-
-def candidate_fit(name: str, device: str, kind: str) -> str:
-    """AIMED, UNSAID or ARGUED_AGAINST: how the diagnosis KIND of the as-written cell on DEVICE
-    stands to the fix NAME (every part of a composed one).
-
-    Only a GPU's split argues against a fix: a CPU cell is host-bound as a whole (the CPU does
-    all the work), which ranks the fixes aimed at the host first but rules out nothing (bf16
-    sped the small CNN's CPU step up 1.28x, a fix aimed at compute-bound steps:
-    docs/findings.md); an unprofiled GPU cell says nothing either way.
-    """
-    fits = [plausible(part, kind) for part in variant_parts(name)]
-    if any(fits):
-        return AIMED
-    if device_kind(device) == "cpu" or kind == UNPROFILED or all(fit is None for fit in fits):
-        return UNSAID
-    return ARGUED_AGAINST
-
-
-def rank_candidates(names: Sequence[str], device: str, kind: str) -> list[str]:
-    """The candidate fixes in the order worth measuring: those the diagnosis points at, then
-    those it says nothing of, then those it argues against; the catalogue's order within."""
-    return sorted(names, key=lambda name: FIT_ORDER[candidate_fit(name, device, kind)])
-
-
-def argued_against(name: str, kind: str) -> str:
-    """'launch-bound, bf16 cannot shorten launches (it helps when compute-, memory- or
-    device-bound)': why the diagnosis argues against a fix, from the catalogue."""
-    helps = sorted({wanted for part in variant_parts(name) for wanted in helps_when(part)})
-    when = ", ".join(helps) if helps else "other diagnoses"
-    need = KIND_NEEDS.get(kind, f"help a {kind} step")
-    return f"{kind}, {name} cannot {need} (it helps when {when})"
-
-
-@dataclass(frozen=True)
-class NotTried:
-    """A candidate fix `harness advise` did not measure, and why (its run.json record)."""
-
-    variant: str
-    fit: str  # AIMED, UNSAID or ARGUED_AGAINST
-    kind: str  # the as-written cell's diagnosis when the choice was made
-    budget_s: float | None  # the run's budget (None: no limit)
-    needed_s: float | None  # a budget that would have run it (None: not estimated)
-
-    @classmethod
-    def of(cls, record: dict[str, Any]) -> NotTried:
-        needed = record.get("needed_s")
-        budget = record.get("budget_s")
-        return cls(str(record.get("variant")), str(record.get("fit") or UNSAID),
-                   str(record.get("diagnosis") or ""),
-                   float(budget) if isinstance(budget, (int, float)) else None,
-                   float(needed) if isinstance(needed, (int, float)) else None)
-
-    def line(self) -> str:
-        """'bf16: not tried: launch-bound, bf16 cannot shorten launches (...); --budget 260
-        would run it' or 'compiled: not tried: left out by the budget of 180 s; ...'."""
-        why = (argued_against(self.variant, self.kind) if self.fit == ARGUED_AGAINST
-               else f"left out by the budget of {self.budget_s:.0f} s" if self.budget_s
-               else "left out")
-        more = f"; --budget {self.needed_s:.0f} would run it" if self.needed_s else ""
-        return f"{self.variant}: not tried: {why}{more}"
-
-
-# --- one measured case, as the advice reads it -------------------------------------------------
-
-@dataclass(frozen=True)
-class Measured:
-    """One case of one cell at one batch: its time per step, noise, check and device figures."""
-
-    variant: str
-    framework: str
-    device: str
-    size: Any
-    status: str
-    reason: str
-    noise: CaseNoise | None  # per step; None without warm samples
-    steps: float
-    check: dict[str, Any] | None
-    profile: dict[str, Any] | None  # the device-busy pass per call (or {"reason": ...})
-    flops: float | None  # per call
-    cold_s: float | None
-    # The cell's status: a worker stopped from outside (the budget's deadline, --timeout, a
-    # stop signal) leaves a timeout or interrupted cell whose finished cases read ok.
-    cell_status: str = ""
-    suspect: str = ""  # why the worker's timing guard doubts this time ('' when it does not)
-
-    @property
-    def median_s(self) -> float | None:
-        return self.noise.median if self.noise is not None and self.noise.samples else None
-
-    @property
-    def call_median_s(self) -> float | None:
-        median = self.median_s
-        return None if median is None else median * self.steps
-
-    @property
-    def passed(self) -> bool | None:
-        """The check's verdict (None: no check ran, or it compared nothing)."""
-        if not self.check or self.check.get("metric") == "not_compared":
-            return None
-        return bool(self.check.get("passed"))
-
-    @property
-    def valid(self) -> bool:
-        return self.median_s is not None and self.status in (Status.OK.value,
-                                                              Status.INVALID.value)
-
-
-def measured_case(cell: CellResult, case: CaseResult, sweep: str) -> Measured:
-    """The advice's view of one stored case: samples per step (a Keras call is many steps)."""
-    steps = float(case.extra.get("steps_per_call") or 1.0) or 1.0
-    per_step = [seconds / steps for seconds in case.samples]
-    noise = CaseNoise.of(per_step, case.sample_rounds) if per_step else None
-    flops = case.extra.get("flops_per_call")
-    return Measured(cell.variant, cell.framework, cell.device, case.case.get(sweep),
-                    case.status.value, case.reason or cell.reason, noise, steps, case.check,
-                    case.device_profile, float(flops) if flops else None, case.cold_seconds,
-                    cell.status.value, case.suspect)
-
-
-def measured_cases(document: RunDocument) -> list[Measured]:
-    """Every case of every cell of a run; a cell that stopped before its cases, one row."""
-    found = []
-    for cell in document.cells:
-        cases = [measured_case(cell, case, document.sweep) for case in cell.cases]
-        if not cases:
-            cases = [Measured(cell.variant, cell.framework, cell.device, None,
-                              cell.status.value, cell.reason, None, 1.0, None, None, None,
-                              None, cell.status.value)]
-        found += cases
-    return found
-
-
-# --- the diagnosis of the as-written cell -------------------------------------------------------
-
-def profiled(case: Measured) -> bool:
-    return (case.profile or {}).get("busy_seconds") is not None and bool(case.call_median_s)
-
-
-def diagnosis_at(case: Measured, cases: Sequence[Measured],
-                 ceilings: Ceilings | None = None) -> Diagnosis:
-    """diagnosis_of CASE, or where its GPU profile is missing (left out: a call of seconds,
-    harness.run.worker pass_too_long) that of the same cell at another batch, which says so:
-    what bounds a step (launches, copies, compute) rarely changes between two batches of one
-    sweep, and an unprofiled diagnosis argues for no fix and against none."""
-    if device_kind(case.device) == "cpu" or profiled(case):
-        return diagnosis_of(case, ceilings)
-    others = [other for other in cases if other is not case and profiled(other)
-              and (other.framework, other.device, other.variant)
-              == (case.framework, case.device, case.variant)]
-    if not others:
-        return diagnosis_of(case, ceilings)
-    stand_in = min(others, key=lambda other: other.call_median_s or 0.0)  # the cheapest
-    found = diagnosis_of(stand_in, ceilings)
-    why = (case.profile or {}).get("reason") or "no device-busy pass"
-    return Diagnosis(found.kind, f"{found.text} (at batch {stand_in.size}; at {case.size} "
-                                 f"{why})")
-
-
-def diagnosis_of(case: Measured, ceilings: Ceilings | None = None) -> Diagnosis:
-    """What bounds the as-written case: the device profile's split on a GPU, host on a CPU."""
-    median = case.median_s
-    if device_kind(case.device) == "cpu":
-        timed = f" ({format_seconds(median)} per step)" if median is not None else ""
-        return Diagnosis(HOST_BOUND, f"{HOST_BOUND}: the CPU side does all the work{timed}")
-    profile = case.profile or {}
-    busy = profile.get("busy_seconds")
-    wall = case.call_median_s
-    if busy is None or not wall:
-        why = profile.get("reason") or "no device-busy pass in this run"
-        return Diagnosis(UNPROFILED, f"{UNPROFILED}: {why}")
-    parts = attribute(wall, float(busy), float(profile.get("copy_seconds") or 0.0),
-                      case.cold_s)
-    entry = device_entry(ceilings or Ceilings(), case.device)
-    peak, _ = flop_limits(entry, "fp32")
-    bandwidth, _ = bandwidth_limits(entry, MEMORY)
-    return diagnose(parts, profile.get("kernels_per_call"), case.flops, None, peak, bandwidth)
-
-
-def why_line(fix: str, diagnosis: Diagnosis, baseline: Measured) -> str:
-    """One line of why the fix helps (or was tried) here, with the measured figures."""
-    profile = baseline.profile or {}
-    kernels = profile.get("kernels_per_call")
-    copies = profile.get("copies_per_call")
-    kind = diagnosis.kind
-    reasons = [_part_reason(part, kind, kernels, copies) for part in variant_parts(fix)]
-    text = "; ".join(dict.fromkeys(reason for reason in reasons if reason))
-    fits = [plausible(part, kind) for part in variant_parts(fix)]
-    aimed = "" if any(fits) or all(fit is None for fit in fits) else \
-        " (tried although the diagnosis does not point at it)"
-    return f"{kind}: {text or 'measured beside the as-written cell'}{aimed}"
-
-
-def _part_reason(part: str, kind: str, kernels: float | None, copies: float | None) -> str:
-    """Why one fix can help under a diagnosis, in words with the measured counts."""
-    many = f"{three_digits(kernels)} kernels" if kernels else "the step's kernels"
-    if part == "cuda-graph":
-        return f"the graph replays {many} in one launch"
-    if part.startswith("compile"):
-        return (f"compiling fuses {many} into fewer launches" if kind == "launch-bound"
-                else "compiling fuses the step's ops and drops the Python dispatch")
-    if part == "resident":
-        moved = (f"{three_digits(copies)} host->device copies" if copies
-                 else "the host->device copies")
-        return f"inputs stay on the device: {moved} per call are gone"
-    if part in ("bf16", "fp16"):
-        return f"{part} halves the bytes moved and runs matmuls on tensor cores"
-    if part == "tf32":
-        return "TF32 matmuls run on tensor cores at fp32 range"
-    if part == "channels-last":
-        return "convolutions in the layout cuDNN's fastest kernels read"
-    if part == "cudnn-benchmark":
-        return "cuDNN times its convolution algorithms once and keeps the fastest"
-    if part == "steps-per-execution":
-        return "one execution runs several steps: fewer host round trips"
-    if part.startswith("threads-"):
-        return f"the CPU's thread count set to {part.removeprefix('threads-')}"
-    return str(getattr(fix_of(part), "why", "") or "")
 
 
 # --- ranking -------------------------------------------------------------------------------------
@@ -440,7 +166,7 @@ STOPPED = frozenset({Status.TIMEOUT.value, Status.INTERRUPTED.value})
 def judge_fix(baseline: Measured, fix: Measured, diagnosis: Diagnosis) -> FixResult:
     """One fix against the as-written case of the same framework and device."""
     judged = FixResult(fix.variant, fix.framework, fix.device, NOT_MEASURED, None, None,
-                       parity_text(fix), why_line(fix.variant, diagnosis, baseline),
+                       parity_text(fix), why_line(fix.variant, diagnosis.kind, baseline.profile),
                        fix.median_s, fix.reason, fix.noise)
     if not fix.valid or baseline.median_s is None or fix.noise is None or \
             baseline.noise is None:
@@ -471,7 +197,7 @@ def stopped_fix(baseline: Measured, finished: Sequence[Measured], diagnosis: Dia
     first = finished[0]
     sizes = ", ".join(format_size(case.size, sweep) for case in finished)
     return FixResult(first.variant, first.framework, first.device, NOT_MEASURED, None, None,
-                     "no check", why_line(first.variant, diagnosis, baseline), None,
+                     "no check", why_line(first.variant, diagnosis.kind, baseline.profile), None,
                      f"stopped after {sweep} {sizes}, before {sweep} "
                      f"{format_size(baseline.size, sweep)}: {first.reason}")
 
@@ -777,7 +503,7 @@ class RunAdvice:
 def user_size(document: RunDocument, cases: list[Measured], baseline: str) -> Any:
     """The user's batch: what `harness advise` stored, else the first planned size that the
     most variants measured (compare --variant all)."""
-    stored = (document.extra_fields.get(RUN_KEY) or {}).get("size")
+    stored = document.advise.size if document.advise is not None else None
     if stored is not None:
         return stored
     counts: dict[Any, set[str]] = {}
@@ -805,9 +531,8 @@ def advise_run(document: RunDocument, size: Any | None = None) -> RunAdvice:
     cases = measured_cases(document)
     baseline = baseline_variant(document)
     size = user_size(document, cases, baseline) if size is None else size
-    record = document.extra_fields.get(RUN_KEY) or {}
-    combined = dict(((item.get("framework"), item.get("device")), item.get("variant"))
-                    for item in record.get("combined", []))
+    record = document.advise or AdviseRecord()
+    combined = {item.device_key: item.variant for item in record.combined}
     devices = []
     for framework, device in dict.fromkeys((case.framework, case.device) for case in cases):
         advice = device_advice(cases, framework, device, size,
@@ -827,34 +552,28 @@ def advise_run(document: RunDocument, size: Any | None = None) -> RunAdvice:
                      budget_notes(record))
 
 
-def _own(items: Any, advice: DeviceAdvice) -> list[dict[str, Any]]:
-    return [item for item in items or [] if isinstance(item, dict)
-            and (item.get("framework"), item.get("device")) == (advice.framework, advice.device)]
-
-
-def with_choice(advice: DeviceAdvice, record: dict[str, Any]) -> DeviceAdvice:
+def with_choice(advice: DeviceAdvice, record: AdviseRecord) -> DeviceAdvice:
     """A device's advice with what `harness advise` chose not to measure (run.json's advise
     record: `not_tried`, and `combination_left_out` for a combination the budget left out),
     and, for a trial that was not measured, the budget that would run it in full."""
-    not_tried = [NotTried.of(item) for item in _own(record.get("not_tried"), advice)]
-    trials = {item.get("variant"): item for item in _own(record.get("chosen"), advice)
-              if item.get("trial")}
+    where = (advice.framework, advice.device)
+    not_tried = [NotTried.of(item) for item in record.own(record.not_tried, *where)]
+    trials = {item.variant: item for item in record.own(record.chosen, *where) if item.trial}
     fixes = [_as_trial(fix, trials.get(fix.variant)) for fix in advice.fixes]
-    left_out = next(iter(_own(record.get("combination_left_out"), advice)), None)
+    left_out = next(iter(record.own(record.combination_left_out, *where)), None)
     note = ""
     if left_out is not None:
-        needed = left_out.get("needed_s")
-        note = f"left out by the budget of {float(left_out.get('budget_s') or 0):.0f} s" + (
+        needed = left_out.needed_s
+        note = f"left out by the budget of {float(left_out.budget_s or 0):.0f} s" + (
             f"; --budget {float(needed):.0f} would run it" if needed else "")
     return replace(advice, fixes=fixes, not_tried=not_tried, combination_note=note)
 
 
-def _as_trial(fix: FixResult, trial: dict[str, Any] | None) -> FixResult:
+def _as_trial(fix: FixResult, trial: AdvisedCell | None) -> FixResult:
     """A trial not measured says it was one (too dear at its estimate, tried in the time the
     budget left) and what budget would run it in full."""
     if trial is None or fix.standing != NOT_MEASURED:
         return fix
-    needed = trial.get("needed_s")
-    more = f", --budget {float(needed):.0f} would run it" if \
-        isinstance(needed, (int, float)) else ""
+    more = f", --budget {trial.needed_s:.0f} would run it" if trial.needed_s is not None \
+        else ""
     return replace(fix, reason=f"{fix.reason or 'no result'}; tried in the time left{more}")

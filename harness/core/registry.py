@@ -34,6 +34,7 @@ from types import ModuleType
 from typing import Any
 
 from harness.core import settings
+from harness.core.fixes import Catalogue, Fix
 from harness.spec import BadInput, FrameworkSpec, WorkloadSpec
 
 WORKLOAD_GROUP = "harness.workloads"
@@ -43,6 +44,8 @@ MODEL_PREFIX = "model-"
 # CLI and API call for --model (plan: inspect and prepare in child processes; describe).
 MODEL_PLUGIN = "harness.workloads.usermodel"
 MODEL_SPEC = f"{MODEL_PLUGIN}.spec:spec_for_name"
+# Its fix catalogue (harness.core.fixes.Catalogue), which plugin modules' FIXES extend.
+MODEL_FIXES = f"{MODEL_PLUGIN}.fixes:CATALOGUE"
 
 BUILTIN_WORKLOADS: dict[str, str] = {
     "matmul": "harness.workloads.matmul:SPEC",
@@ -72,6 +75,8 @@ FRAMEWORKS: dict[str, str | FrameworkSpec | tuple[str, str]] = dict(BUILTIN_FRAM
 LOAD_WARNINGS: list[str] = []
 # The plugin modules merged so far, each once.
 PLUGINS_LOADED: list[str] = []
+# Fixes the plugin modules add to the user-model catalogue (their FIXES), in load order.
+PLUGIN_FIXES: list[Fix] = []
 
 
 class PluginUnavailable(BadInput):
@@ -103,6 +108,7 @@ def use_plugins(module_names: tuple[str, ...] | list[str]) -> None:
             continue
         WORKLOADS.update(getattr(plugin, "WORKLOADS", {}))
         FRAMEWORKS.update(getattr(plugin, "FRAMEWORKS", {}))
+        PLUGIN_FIXES.extend(item for item in getattr(plugin, "FIXES", ()) if isinstance(item, Fix))
 
 
 def _register() -> None:
@@ -188,6 +194,20 @@ def load_workload(name: str) -> WorkloadSpec:
 def model_plugin(module: str) -> ModuleType:
     """A module of the your-own-model plugin (`plan`, `describe`), imported on first use."""
     return importlib.import_module(f"{MODEL_PLUGIN}.{module}")
+
+
+def fix_catalogue() -> Catalogue:
+    """The user-model workload's fix catalogue, with the fixes of the settings' plugins after
+    its own (PluginUnavailable where it cannot load or is not a Catalogue)."""
+    _with_plugins()
+    try:
+        found = _load_attribute(MODEL_FIXES)
+    except Exception as exc:  # noqa: BLE001 - a broken plugin is a reason, not a traceback
+        raise PluginUnavailable(f"the fix catalogue ({MODEL_FIXES}) failed to load: "
+                                f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(found, Catalogue):
+        raise PluginUnavailable(f"{MODEL_FIXES} is not a harness.core.fixes.Catalogue")
+    return found.with_fixes(PLUGIN_FIXES) if PLUGIN_FIXES else found
 
 
 def load_framework(name: str) -> FrameworkSpec:

@@ -20,6 +20,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, ClassVar
 
 from harness.core.settings import SettingValue
+from harness.data.adviserecord import AdviseRecord
 from harness.data.ceilings import Ceilings
 from harness.data.records import CaseEnergy, GpuState
 from harness.data.serial import (
@@ -359,6 +360,8 @@ class RunDocument(JsonRecord):
     # The settings the run used (harness.core.settings.Settings.to_dict: --quick and the
     # HARNESS_* variables); --resume runs with them unless given others.
     settings: dict[str, SettingValue] = field(default_factory=dict, metadata=IF_SET)
+    # What `harness advise` decided (harness.data.adviserecord); None for any other run.
+    advise: AdviseRecord | None = field(default=None, metadata=IF_SET)
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
     @property

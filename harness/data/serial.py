@@ -74,6 +74,8 @@ def decode(hint: Any, value: Any) -> Any:
     kind, _ = _without_none(hint)
     if value is None:
         return None
+    if kind is Any:  # a value of several JSON types (a batch size, a name): as stored
+        return value
     if get_origin(kind) is None and isinstance(kind, type) and isinstance(value, kind):
         return list(value) if isinstance(value, list) else dict(value) if isinstance(
             value, dict) else value  # already typed (containers copied)

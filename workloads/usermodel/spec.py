@@ -12,24 +12,37 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypedDict
 
 import numpy as np
 
-from harness.core.units import device_kind
-from harness.spec import (
-    BadInput,
-    Capability,
-    Check,
-    Param,
-    WorkloadSpec,
-    compose,
-    declared_name,
-    is_declared,
-)
+from harness.core import registry
+from harness.core.fixes import Catalogue, Fix
+from harness.spec import Capability, Check, Param, WorkloadSpec, declared_name
 from harness.spec import variant_parts as split_parts
+from harness.workloads.usermodel.fixes import (
+    AUTOGRAD_FUNCTIONAL,
+    CATALOGUE,
+    COMPUTE,
+    COPY,
+    DEVICE,
+    DIAGNOSIS_KINDS,
+    FAMILIES,
+    HOST,
+    KERAS_ONLY,
+    KERAS_PLACES,
+    LAUNCH,
+    MEMORY,
+    ON_CPU_RESIDENT,
+    ON_GPU_THREADS,
+    STEPS_PER_EXECUTION,
+    THREADS,
+    TORCH_ONLY,
+    TRANSFER,
+    thread_counts,
+)
 from harness.workloads.usermodel.precision import (
     SENSITIVITY_KEY,
     judged,
@@ -37,12 +50,13 @@ from harness.workloads.usermodel.precision import (
     precision_text,
 )
 
+# Names the backends and the other modules of this plugin read from here, where they always
+# lived; they are declared once, in the catalogue's module.
+__all__ = ["AUTOGRAD_FUNCTIONAL", "COMPUTE", "COPY", "DEVICE", "DIAGNOSIS_KINDS", "FAMILIES",
+           "HOST", "KERAS_ONLY", "KERAS_PLACES", "LAUNCH", "MEMORY", "ON_CPU_RESIDENT",
+           "ON_GPU_THREADS", "STEPS_PER_EXECUTION", "THREADS", "TORCH_ONLY", "TRANSFER",
+           "declared_name", "split_parts", "thread_counts"]
 NAME_PREFIX = "model-"
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "torch": ("torch",),
-    "keras": ("keras-jax", "keras-torch", "keras-tensorflow"),
-    "jax": ("jax",),
-}
 IMPLEMENTATIONS = {
     "torch": "harness.backends.torch.usermodel",
     "keras-jax": "harness.backends.keras.usermodel",
@@ -50,16 +64,13 @@ IMPLEMENTATIONS = {
     "keras-tensorflow": "harness.backends.keras.usermodel",
     "jax": "harness.backends.jax.usermodel",
 }
-# The canonical order of a composed name's parts ("resident+compiled+bf16"): this tuple's.
-VARIANTS = ("as-written", "jacobian-forward", "jacobian-vectorized", "resident", "compiled",
-            "compile-reduce-overhead",
-            "compile-max-autotune", "cuda-graph", "steps-per-execution", "bf16", "fp16", "tf32",
-            "channels-last", "cudnn-benchmark", "threads-N")
-COMPILE_MODES = ("compiled", "compile-reduce-overhead", "compile-max-autotune")
+# The canonical order of a composed name's parts ("resident+compiled+bf16"): the catalogue's
+# (workloads/usermodel/fixes.py), where every list about fixes below comes from.
+VARIANTS = CATALOGUE.variants
+COMPILE_MODES = tuple(item.name for item in CATALOGUE.fixes if item.exclusive == "compile")
 # torch.compile's mode per compile variant (None: the default mode).
 TORCH_COMPILE_MODE = {"compiled": None, "compile-reduce-overhead": "reduce-overhead",
                       "compile-max-autotune": "max-autotune-no-cudagraphs"}
-THREADS = "threads-N"
 # The fixes that change how torch.autograd.functional.jacobian / hessian differentiate the
 # step (their arguments, not the user's file): vectorize=True runs the backward passes, one per
 # output element, as one batched pass (vmap); forward mode, vectorized, pushes one batched
@@ -69,13 +80,9 @@ JACOBIAN_PARTS: dict[str, dict[str, dict[str, object]]] = {
                          "hessian": {"vectorize": True, "outer_jacobian_strategy": "forward-mode"}},
     "jacobian-vectorized": {"jacobian": {"vectorize": True}, "hessian": {"vectorize": True}},
 }
-AUTOGRAD_FUNCTIONAL = "torch.autograd.functional"
 NO_JACOBIAN = (f"the file calls no {AUTOGRAD_FUNCTIONAL}.jacobian or hessian: nothing to "
                "vectorize")
 WHAT = ("train", "inference", "step")
-# Keras' steps-per-execution variant: fit (or predict) compiled with this many steps in one
-# execution (with HARNESS_KERAS_STEP = "train_on_batch": one call is this many batches).
-STEPS_PER_EXECUTION = 8
 # A Keras model is timed the way its author trains it, through fit(): one timed call is fit
 # (or predict) over KERAS_FIT_STEPS copies of the batch, enough that fit's fixed cost per call
 # (data adapter, epoch iterator, callbacks, the first steps' start-up: a few ms on keras-jax,
@@ -98,49 +105,31 @@ KERAS_STEPS = ("fit", "train_on_batch")
 KEPT_RESULTS = {"train": 2, "inference": 1, "step": 1}
 DEFAULT_SEED = 0
 
-ON_CPU_RESIDENT = "on the CPU the data already sits where the model runs: same as as-written"
-TORCH_ONLY = "a torch variant"
-KERAS_ONLY = "a Keras variant (fit/predict with steps_per_execution)"
-KERAS_PLACES = "Keras cells place the data with keras.device"
-GPU_ONLY = {
-    "cuda-graph": "CUDA graphs need a GPU device",
-    "compile-reduce-overhead": "reduce-overhead's gain is Inductor's CUDA graphs: on a CPU it "
-                               "is the default compiled",
-    "fp16": "float16 autocast is a GPU fix (CPUs have no fast float16 matmuls; try bf16)",
-    "tf32": "TF32 is a GPU tensor-core format",
-    "cudnn-benchmark": "cuDNN runs on a GPU only",
-}
-ON_GPU_THREADS = ("the CPU's thread count: a GPU cell's host threads launch kernels, the "
-                  "arithmetic runs on the device")
-# Parts only torch's implementation runs (every other family refuses them as TORCH_ONLY).
-TORCH_PARTS = (*JACOBIAN_PARTS, "resident", "compile-reduce-overhead", "compile-max-autotune",
-               "cuda-graph", "tf32", "channels-last", "cudnn-benchmark", THREADS)
-KERAS_PARTS = ("as-written", "compiled", "steps-per-execution", "bf16", "fp16")
-JAX_FP16 = ("float16 needs loss scaling the file's optax chain would have to carry; bf16 is "
-            "JAX's mixed precision")
-CAPABILITIES = {
-    "torch": Capability(
-        variants=tuple(name for name in VARIANTS if name != "steps-per-execution"),
-        refused={"steps-per-execution": KERAS_ONLY},
-        refused_on={"cpu": {"resident": ON_CPU_RESIDENT, **GPU_ONLY},
-                    "gpu": {THREADS: ON_GPU_THREADS}}),
-    "jax": Capability(
-        variants=("as-written", "compiled", "bf16"),
-        refused={**dict.fromkeys(TORCH_PARTS, TORCH_ONLY),
-                 "resident": "JAX cells always keep the data on the device",
-                 "steps-per-execution": KERAS_ONLY, "fp16": JAX_FP16}),
-    **{framework: Capability(
-        variants=KERAS_PARTS,
-        refused={**dict.fromkeys(TORCH_PARTS, TORCH_ONLY), "resident": KERAS_PLACES},
-        refused_on={"cpu": {"fp16": GPU_ONLY["fp16"]}})
-       for framework in FAMILIES["keras"]},
-}
-# Keras' torch backend runs one step per call (its trainer refuses steps_per_execution > 1).
-CAPABILITIES["keras-torch"] = Capability(
-    variants=tuple(name for name in KERAS_PARTS if name != "steps-per-execution"),
-    refused={**dict.fromkeys(TORCH_PARTS, TORCH_ONLY), "resident": KERAS_PLACES,
-             "steps-per-execution": "Keras' torch backend refuses steps_per_execution > 1"},
-    refused_on={"cpu": {"fp16": GPU_ONLY["fp16"]}})
+# The parts a backend refuses on a CPU, with why.
+GPU_ONLY = CATALOGUE.gpu_only()
+# Parts only torch's implementation runs, and those a Keras implementation runs.
+TORCH_PARTS = tuple(name for name in CATALOGUE.family_parts("torch")
+                    if name not in CATALOGUE.family_parts("keras") + CATALOGUE.family_parts("jax"))
+KERAS_PARTS = ("as-written", *CATALOGUE.family_parts("keras"))
+CAPABILITIES = CATALOGUE.capabilities()
+FIXES = {item.name: item for item in CATALOGUE.fixes}
+FAMILY_LABELS = {"torch": "torch", "keras": "Keras", "jax": "JAX"}
+DEVICE_LABELS = {"cpu": "CPU", "gpu": "GPU"}
+
+
+def where_it_runs(item: Fix) -> str:
+    """' (torch, GPU)': the families (or frameworks, where a family's are refused it) and
+    the kind of device a fix applies to; '' where it runs everywhere."""
+    whose: list[str] = []
+    for family in sorted(item.families, key=list(FAMILIES).index):
+        members = [name for name in FAMILIES[family] if name not in item.refused]
+        whose += [FAMILY_LABELS[family]] if len(members) == len(FAMILIES[family]) else members
+    if whose == [FAMILY_LABELS[family] for family in FAMILIES]:
+        whose = []  # every framework runs it
+    kinds = [DEVICE_LABELS[kind] for kind in sorted(item.devices)] \
+        if len(item.devices) == 1 else []
+    return f" ({', '.join(whose + kinds)})" if whose + kinds else ""
+
 
 NOTES = (
     "as-written: the model as the file builds it, inputs copied from host numpy on every call "
@@ -148,177 +137,44 @@ NOTES = (
     "for large inputs; jit_compile='auto'; time per step = call / steps_per_call), or "
     f"train_on_batch / predict_on_batch where the file sets {KERAS_STEP_OPTION} = "
     "'train_on_batch', JAX ops unjitted. Every other variant changes one thing of it: "
-    "jacobian-forward / jacobian-vectorized (torch, a file that calls "
-    f"{AUTOGRAD_FUNCTIONAL}.jacobian or hessian): those calls made with strategy='forward-mode' "
-    "(hessian: outer_jacobian_strategy) and vectorize=True / with vectorize=True, the file "
-    "unchanged; "
-    "resident (torch, GPU): inputs put on the device once; compiled: torch.compile / Keras "
-    "jit_compile=True / jax.jit of the whole step (torch: inputs still copied each call; "
-    "resident+compiled: both); compile-reduce-overhead (torch, GPU) and compile-max-autotune "
-    "(torch): torch.compile(mode='reduce-overhead' / 'max-autotune-no-cudagraphs'); "
-    "cuda-graph (torch, GPU): the step, its inputs resident, captured once and replayed; "
-    "steps-per-execution (keras-jax, keras-tensorflow): the same fit/predict "
-    f"with steps_per_execution={STEPS_PER_EXECUTION} (train_on_batch files: fit over "
-    f"{STEPS_PER_EXECUTION} batches in one execution); bf16: torch.autocast(bfloat16) around "
-    "forward and loss / Keras policy mixed_bfloat16 / JAX params and inputs cast to bfloat16 "
-    "in apply (loss and update in float32); fp16 (torch, Keras; GPU): autocast float16 with a "
-    "GradScaler / policy mixed_float16 (its LossScaleOptimizer); tf32 (torch, GPU): TF32 "
-    "matmuls and convolutions; channels-last (torch, 4-D inputs): model and inputs in "
-    "torch.channels_last; cudnn-benchmark (torch, GPU): cudnn.benchmark=True; threads-N "
-    "(torch, CPU): torch.set_num_threads(N). Join variants with '+' to run them at once "
-    "(resident+compiled+bf16). bf16, fp16 and tf32 may move the float32 reference's answer as "
-    "far as rounding the inputs and weights to their format moves it (measured, 4x, stated in "
-    "the check). Training: "
+    + "; ".join(f"{item.name}{where_it_runs(item)}: {item.does}" for item in CATALOGUE.fixes)
+    + ". Join variants with '+' to run them at once (resident+compiled+bf16). "
+    + ", ".join(item.name for item in CATALOGUE.fixes if item.changes_numerics)
+    + " may move the float32 reference's answer as far as rounding the inputs and weights to "
+    "their format moves it (measured, 4x, stated in the check). Training: "
     "Adam (each framework's defaults), mean squared error against fixed random targets of the "
     "output's shape (or the file's targets(batch, rng)). Matmuls and convolutions in float32 "
     "(TF32 off unless the variant is tf32), as the CPU reference computes them."
 )
 
 
+def catalogue() -> Catalogue:
+    """The fixes a model file has here: the catalogue and the settings' plugins' fixes."""
+    return registry.fix_catalogue()
+
+
 # --- composed variants -------------------------------------------------------------------------
 
 def variant_parts(name: str) -> tuple[str, ...]:
     """The parts of a (possibly composed) variant name; BadInput for a part not declared."""
-    parts = split_parts(name)
-    for part in parts:
-        if not is_declared(part, VARIANTS):
-            raise BadInput(f"unknown variant {part!r} of a model file; valid: "
-                           f"{', '.join(VARIANTS)} (threads-N: N a positive integer), "
-                           "joined with '+'")
-    return parts
+    return catalogue().parts(name)
 
 
 def compose_variant(parts: Iterable[str]) -> str:
     """The one name of a set of parts, in VARIANTS' order: the same set, the same cell."""
-    chosen = tuple(parts)
-    for part in chosen:
-        variant_parts(part)
-    return compose(chosen, VARIANTS)
+    return catalogue().compose(parts)
 
 
 def conflict(parts: Iterable[str]) -> str | None:
     """Why these parts cannot run at once; None when they can."""
-    chosen = tuple(parts)
-    declared = [declared_name(part) for part in chosen]
-    repeated = sorted({name for name in declared if declared.count(name) > 1})
-    if repeated:
-        return f"{repeated[0]} given twice: a cell runs one of each"
-    if "as-written" in declared and len(declared) > 1:
-        return "as-written is the model unchanged: it joins no other variant"
-    compiles = [name for name in declared if name in COMPILE_MODES]
-    if len(compiles) > 1:
-        return f"{' and '.join(compiles)} are two compile modes: one torch.compile per step"
-    if compiles and "cuda-graph" in declared:
-        return (f"{compiles[0]} with cuda-graph: the hand-made capture runs eager steps; "
-                "compile-reduce-overhead is torch.compile's own CUDA graphs")
-    strategies = [name for name in declared if name in JACOBIAN_PARTS]
-    if len(strategies) > 1:
-        return f"{' and '.join(strategies)} are two Jacobian strategies: one at a time"
-    if "bf16" in declared and "fp16" in declared:
-        return "bf16 and fp16 are two autocast precisions: one at a time"
-    if "fp16" in declared and "cuda-graph" in declared:
-        return ("fp16's GradScaler checks the gradients for inf on the host every step, which "
-                "a captured graph cannot do")
-    return None
+    return catalogue().conflict(parts)
 
 
-# --- the fixes `harness advise` tries: what each is, where it applies, when it helps ----------
-
-# Diagnosis kinds: harness/measure/devicetime.py's Diagnosis.kind for a GPU cell, and
-# "host-bound" (a CPU cell, or a GPU cell whose host work dominates) / "copy-bound" (the
-# host<->device copies; devicetime calls it transfer-bound).
-LAUNCH, TRANSFER, COMPUTE, MEMORY, DEVICE = ("launch-bound", "transfer-bound", "compute-bound",
-                                             "memory-bound", "device-bound")
-HOST, COPY = "host-bound", "copy-bound"
-DIAGNOSIS_KINDS = frozenset({LAUNCH, TRANSFER, COMPUTE, MEMORY, DEVICE, HOST, COPY})
-
-
-@dataclass(frozen=True)
-class Fix:
-    """One fix of a user's model, as a variant a cell runs: where it applies and why it helps."""
-
-    name: str  # the variant's name (THREADS stands for every threads-N)
-    families: frozenset[str]  # torch, keras, jax
-    devices: frozenset[str]  # "cpu", "gpu"
-    changes_numerics: bool  # judged by the model's sensitivity to its rounding
-    helps_when: frozenset[str]  # DIAGNOSIS_KINDS
-    why: str
-
-
-def _fix(name: str, families: str, devices: str, numerics: bool, helps: set[str],
-         why: str) -> Fix:
-    return Fix(name, frozenset(families.split()), frozenset(devices.split()), numerics,
-               frozenset(helps), why)
-
-
-FIXES: dict[str, Fix] = {fix.name: fix for fix in (
-    _fix("jacobian-forward", "torch", "cpu gpu", False, {LAUNCH, HOST, COMPUTE, MEMORY, DEVICE},
-         f"{AUTOGRAD_FUNCTIONAL}.jacobian / hessian in forward mode, vectorized: one batched "
-         "tangent per input element instead of one backward pass per output element, far "
-         "less work where the outputs outnumber the inputs"),
-    _fix("jacobian-vectorized", "torch", "cpu gpu", False, {LAUNCH, HOST},
-         f"{AUTOGRAD_FUNCTIONAL}.jacobian / hessian with vectorize=True: the backward passes, "
-         "one per output element, run as one batched pass instead of a Python loop of small "
-         "launches"),
-    _fix("resident", "torch", "gpu", False, {TRANSFER, COPY},
-         "the inputs are put on the device once, so no step waits on a host-to-device copy"),
-    _fix("compiled", "torch keras jax", "cpu gpu", False, {LAUNCH, HOST, MEMORY, DEVICE},
-         "the compiler fuses elementwise ops into fewer kernels and drops per-op Python "
-         "dispatch, so fewer launches and fewer trips through memory"),
-    _fix("compile-reduce-overhead", "torch", "gpu", False, {LAUNCH, HOST},
-         "the compiled step is replayed as CUDA graphs: one launch for all its kernels"),
-    _fix("compile-max-autotune", "torch", "cpu gpu", False, {COMPUTE, MEMORY, DEVICE},
-         "Inductor times several kernel configurations per matmul and fused op and keeps the "
-         "fastest"),
-    _fix("cuda-graph", "torch", "gpu", False, {LAUNCH, HOST},
-         "the whole step is captured once and replayed: one launch instead of one per kernel"),
-    _fix("steps-per-execution", "keras", "cpu gpu", False, {LAUNCH, HOST},
-         f"Keras runs {STEPS_PER_EXECUTION} steps per compiled execution, paying its "
-         "per-execution host overhead once for all of them"),
-    _fix("bf16", "torch keras jax", "cpu gpu", True, {COMPUTE, MEMORY, DEVICE},
-         "matmuls and convolutions run in bfloat16 on tensor cores (or a CPU's bf16 units) "
-         "and move half the bytes"),
-    _fix("fp16", "torch keras", "gpu", True, {COMPUTE, MEMORY, DEVICE},
-         "matmuls and convolutions run in float16 on tensor cores and move half the bytes"),
-    _fix("tf32", "torch", "gpu", True, {COMPUTE, DEVICE},
-         "float32 matmuls and convolutions run on TF32 tensor cores, several times the "
-         "float32 FLOP rate"),
-    _fix("channels-last", "torch", "cpu gpu", False, {COMPUTE, MEMORY, DEVICE},
-         "convolutions read NHWC, the layout cuDNN's tensor-core and oneDNN's kernels use, "
-         "without transposing every activation"),
-    _fix("cudnn-benchmark", "torch", "gpu", False, {COMPUTE, DEVICE},
-         "cuDNN times its convolution algorithms for these shapes once and keeps the fastest"),
-    _fix(THREADS, "torch", "cpu", False, {HOST, COMPUTE},
-         "the CPU's intra-op thread count: fewer threads spin less on small ops, more use "
-         "every core on large ones"),
-)}
-
-
-def thread_counts(cpu_cores: int | None, default_threads: int | None = None) -> list[int]:
-    """Thread counts worth a cell: half and all of the physical cores, each only where it
-    differs from the count the cell would use anyway (torch's default: the physical cores)."""
-    if not cpu_cores or cpu_cores < 1:
-        return []
-    default = default_threads or cpu_cores
-    return [count for count in sorted({max(1, cpu_cores // 2), cpu_cores}) if count != default]
-
-
-def fixes_for(framework: str, device: str, *, cpu_cores: int | None = None,
-              default_threads: int | None = None) -> list[str]:
+def fixes_for(framework: str, device: str, *, cpu_cores: int | None = None) -> list[str]:
     """The single variants worth trying for `framework` on `device`, in VARIANTS' order:
     the fixes of its family for that kind of device that its implementation runs there.
     threads-N: one name per count of thread_counts (none without cpu_cores)."""
-    family, kind = family_of(framework), device_kind(device)
-    capability = CAPABILITIES.get(framework)
-    names = []
-    for fix in FIXES.values():
-        if family not in fix.families or kind not in fix.devices:
-            continue
-        candidates = ([f"threads-{count}" for count in thread_counts(cpu_cores, default_threads)]
-                      if fix.name == THREADS else [fix.name])
-        names += [name for name in candidates
-                  if capability is None or capability.refusal(name, kind) is None]
-    return names
+    return catalogue().fixes_for(framework, device, cpu_cores)
 
 
 def autograd_functional_calls(source: str) -> list[str]:
@@ -351,7 +207,7 @@ def autograd_functional_calls(source: str) -> list[str]:
 
 
 def family_of(framework: str) -> str | None:
-    return next((family for family, members in FAMILIES.items() if framework in members), None)
+    return CATALOGUE.family_of(framework)
 
 
 def file_capability(framework: str, info: Mapping[str, Any]) -> Capability:
@@ -359,7 +215,7 @@ def file_capability(framework: str, info: Mapping[str, Any]) -> Capability:
     shows cannot apply: the Jacobian fixes where the file calls no torch.autograd.functional
     jacobian / hessian, channels-last where no input is 4-D. Without the report (in a worker):
     the declared capability; the worker finds out itself (VariantUnavailable)."""
-    declared = CAPABILITIES[framework]
+    declared = catalogue().capability(framework)
     if framework != "torch":
         return declared
     refused: dict[str, str] = {}
@@ -383,6 +239,7 @@ def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadS
                                             tuple(IMPLEMENTATIONS))
     default_what = info.get("default_what", "train")
     summary = info.get("summary") or "your model (harness compare --model FILE)"
+    known = catalogue()
     return WorkloadSpec(
         name=name,
         kind="usermodel",
@@ -398,7 +255,7 @@ def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadS
             "model": Param(info.get("path", ""), info.get("path", ""), "the model file "
                            "(set with --model)", kind=str, minimum=None),
         },
-        variants=VARIANTS,
+        variants=known.variants,
         frameworks=tuple(frameworks),
         implementations={fw: IMPLEMENTATIONS[fw] for fw in frameworks},
         make_inputs=make_inputs,
@@ -406,7 +263,7 @@ def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadS
         notes=NOTES,
         overhead_pairs=(("as-written", "resident", "host->device copies"),),
         capabilities={fw: file_capability(fw, info) for fw in frameworks},
-        variant_conflict=conflict,
+        variant_conflict=known.conflict,
         counts_flops=True,
     )
 
