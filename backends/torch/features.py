@@ -139,12 +139,29 @@ _NOT_USER = tuple(str(path) + os.sep for path in {
     Path(sysconfig.get_paths()["stdlib"])})
 
 
+_OURS = tuple(path for path in _NOT_USER if not path.startswith(
+    (str(Path(torch.__file__).parent), str(Path(np.__file__).parent))))
+# torch's frames between a caller and the recording mode (dynamo's disable wrapper, the
+# dispatch machinery, Tensor's Python methods): they pass the caller's request on.
+_PLUMBING = tuple(str(Path(torch.__file__).parent / name) for name in (
+    "_dynamo", "utils/_python_dispatch", "_ops.py", "_tensor.py", "overrides.py",
+    "utils/_contextlib", "_compile.py", "utils/_device.py"))
+
+
 def asked_from() -> tuple[str, bool]:
     """(where, whether that is the user's code): 'file.py:LINE (function)' of the innermost
     frame outside torch, numpy, the harness and the standard library; where there is none,
     torch's own innermost frame, 'torch/optim/adam.py:LINE (function)'. Why both: a read
     inside torch may not wait on a GPU at all (Adam keeps its step counter on the host)."""
     stack = traceback.extract_stack()
+    # The read is torch's own where the innermost frame past the harness and the standard
+    # library (and torch's plumbing) is inside torch (Adam's step counter read in adam.py),
+    # not the user's line that called into torch.
+    asker = next((frame for frame in reversed(stack)
+                  if not frame.filename.startswith(_OURS + _PLUMBING + ("<",))), None)
+    if asker is not None and asker.filename.startswith(TORCH_DIR):
+        inside = asker.filename[len(TORCH_DIR):]
+        return f"torch/{inside}:{asker.lineno} ({asker.name})", False
     for frame in reversed(stack):
         if not frame.filename.startswith(_NOT_USER) and not frame.filename.startswith("<"):
             return f"{Path(frame.filename).name}:{frame.lineno} ({frame.name})", True

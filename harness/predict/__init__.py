@@ -10,5 +10,6 @@
   bytes, the serial chain, host time per op, copies, sync points, precision); collected by
   backends/torch/features.py from a CPU run.
 
-The model that turns features and a profile into a predicted step time is not built yet.
+- `model` (with `kernels` and `rates`): the predicted GPU step from features and a profile,
+  with the host's launch queue and the device's kernels, copies, sync stalls and variants.
 """

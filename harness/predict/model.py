@@ -1,0 +1,295 @@
+"""The GPU step predicted from a CPU run's features and a device profile (issue 51, part 3).
+
+Two queues. The host issues the step: it does the host work the step did here (its Python,
+autograd, each op's dispatch) without the arithmetic, which moves to the device, and each
+kernel costs it a launch. The device runs the kernels in order, each no faster than the
+kernel floor, the profile's rate for its kind, size and dtype, or its bandwidth. Copies and
+sync points are added where the two queues cannot overlap.
+
+    host_here_s   = sum over the step's ops of min(host_s, tiny_s)
+    host_python_s = host_here_s x python_scale            (0 under a CUDA graph)
+    host_ops_s    = (launches x launch_s + allocations x allocation_s) x ops_scale
+                    (+ one launch for a pinned copy; under a CUDA graph: one replay, graph_fixed_s)
+    host_s   = host_python_s + host_ops_s
+    device_s = sum over kernels of max(floor_s, work / rate(entry, work)) + device_copy_s
+    seconds  = max(host_s, device_s) + copy_blocking_s + sync_s
+    regime   = "launch-bound" where host_s >= device_s, else "compute-bound"
+
+What that assumes, said once:
+- **A simple pipeline.** The host runs ahead of the device and the step repeats, so in the
+  steady state the slower queue sets the pace and the faster one hides behind it: the step
+  is the larger total, not the sum. The first kernel's wait and the last kernel's tail are
+  not counted (one kernel each: within the floor's error).
+- **What does not overlap.** A pageable host->device copy blocks the host until the copy is
+  done, and the copy waits for the kernels queued before it, so it is paid on top of both
+  queues (copy_blocking_s = latency + bytes / bandwidth, transfer.h2d.pageable). A pinned
+  copy (variant `pinned`) is queued like a kernel: on the device queue, one launch on the
+  host. Each sync point in the user's code (features.user_sync_count: `.item()`, a print)
+  drains the queue and costs a round trip (device.sync after one kernel); reads inside torch
+  (Adam's step counter on the host) wait on nothing. The queue drained at a sync is taken
+  to be the pipeline's slack, already in max(host_s, device_s).
+- **Host costs.** A kernel's launch is host.launch_ahead (the host's cost of a tiny in-place
+  op while the device sleeps) at the queue depth nearest the step's launch count; an op that
+  allocates its output adds host.dispatch's out-of-place minus in-place difference. Every
+  op that does work is charged the same: the profile measures a tiny add, so a matmul's
+  heavier host path (cuBLAS heuristics) is not in it. The host work here (host_here_s) is
+  each op's host time capped at tiny_s, the median host time of the step's ops that do work
+  and move at most TINY_BYTES: what running an op costs this CPU with no arithmetic to
+  speak of. The cap removes each op's arithmetic (it moves to the device), and with it a
+  one-pass recording slowed in one op by a busy machine. An op's host time is timed inside
+  the recording's dispatch mode, from Python: it holds the Python around the op, which is
+  why the step's time outside its ops (features' python_s, a difference of two one-pass
+  timings) is not added: at small batches the ops' recorded time already exceeds the step's
+  wall (python_s reads 0), and at large ones the difference follows the arithmetic's
+  pass-to-pass spread (the tiny MLP below at batch 512 on the 2-core VM: ops 2.5-10.6 ms in
+  four passes of a 6.4-10.5 ms step). It keeps this CPU's own dispatch of each op, which
+  the GPU's launch cost also holds: an upper bound by about 1-3 us an op.
+- **Which host.** `profiled`: the profiled machine drives its GPU (a cloud GPU as rented):
+  launch costs as profiled, this CPU's host work rescaled by the two hosts' host.python
+  loops (python_scale = profiled / this; 1 where this machine's speed is not given, noted).
+  `this`: this CPU drives that GPU: launch costs rescaled by the host.numpy loops
+  (ops_scale = this / profiled: numpy's per-call cost is the C-extension dispatch a launch
+  is made of), the host work as measured here. The choice and both scales are recorded.
+- **Kernels** (which ones, per variant): harness/predict/kernels.py. Rates by size:
+  harness/predict/rates.py. Under a CUDA graph the floor is the graph's replay cost per
+  kernel (device.graph_replay's slope), the host pays one replay, and the step's Python
+  does not run; copies and sync points stay as written.
+
+"unknown" (status, with the reason) where the profile lacks a row the step needs, where
+fewer than MIN_MAPPED_SHARE of the ops that do work map to a profile row, or where the
+unmapped ops took more than MAX_UNMAPPED_HOST_SHARE of the ops' host time here. Why those:
+an unmapped op is charged a launch and a kernel floor, which is right for a cheap op and
+wrong by any amount for a heavy one (an FFT, a solve); the validation targets 25% error, so
+the unmapped ops together may move the step by a few percent at most: 5% of the launches,
+and 5% of the host time here (on a CPU an op's host time includes its arithmetic, so a
+heavy unmapped op shows there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
+
+from harness.data.serial import JsonRecord, JsonValue
+from harness.predict.features import StepFeatures
+from harness.predict.kernels import Kernel, Plan, Variant, plan_kernels
+from harness.predict.profile import Profile
+from harness.predict.rates import (
+    HostSpeed,
+    MissingRow,
+    allocation_seconds,
+    graph_replay,
+    kernel_floor,
+    launch_seconds,
+    link,
+    profiled_host_speed,
+    rate_at,
+    rate_points,
+    round_trip,
+)
+
+MODEL_VERSION = 1
+MIN_MAPPED_SHARE = 0.95
+MAX_UNMAPPED_HOST_SHARE = 0.05
+HOSTS = ("profiled", "this")
+# An op moving at most 64 KiB does next to no arithmetic on a CPU (a few microseconds at
+# any bandwidth): its host time here is the CPU's cost of running an op at all.
+TINY_BYTES = 64 * 1024
+PREDICTED, UNKNOWN = "predicted", "unknown"
+LAUNCH_BOUND, COMPUTE_BOUND = "launch-bound", "compute-bound"
+
+
+@dataclass(frozen=True)
+class Prediction(JsonRecord):
+    """One predicted GPU step, JSON-able: the answer, both queues, what it stood on (profile
+    identity, host choice, variant) and every term, so a check can recompute it."""
+
+    model_version: int = MODEL_VERSION
+    status: str = UNKNOWN
+    reason: str = ""
+    seconds: float | None = None
+    host_s: float | None = None
+    device_s: float | None = None
+    regime: str = ""
+    mapped_share: float | None = None
+    unmapped: dict[str, int] = field(default_factory=dict)
+    profile: dict[str, JsonValue] = field(default_factory=dict)
+    host_choice: str = "profiled"
+    this_host: dict[str, float] = field(default_factory=dict)  # HostSpeed.record(), or {}
+    variant: str = "as-written"
+    terms: dict[str, float] = field(default_factory=dict)
+    device_by_entry: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    WRITE_UNMARKED: ClassVar[str] = "always"
+
+    def recombined(self) -> float | None:
+        """The step's seconds from the stored terms alone (combine)."""
+        return combine(self.terms) if self.status == PREDICTED else None
+
+
+def combine(terms: dict[str, float]) -> float:
+    """seconds = max(host, device) + the parts that overlap neither (module docstring)."""
+    host = terms["host_python_s"] + terms["host_ops_s"]
+    device = terms["device_kernels_s"] + terms["device_copy_s"]
+    return max(host, device) + terms["copy_blocking_s"] + terms["sync_s"]
+
+
+def profile_identity(profile: Profile, name: str = "") -> dict[str, JsonValue]:
+    """What a prediction names of the profile it used: enough to tell two profiles apart."""
+    software = {key: profile.software.get(key) for key in ("torch", "cuda", "cudnn", "driver")}
+    return {"name": name, "identity": profile.identity(),
+            "device": profile.device.get("description") or profile.device.get("name"),
+            "created": profile.created, "schema_version": profile.schema_version,
+            "quick": profile.quick, "framework": profile.framework, **software,
+            "host_cpu": profile.host.get("cpu_model")}
+
+
+@dataclass(frozen=True)
+class Scales:
+    """How host costs move from the machine they were measured on to the host chosen."""
+
+    ops: float
+    python: float
+    note: str = ""
+
+
+def host_scales(profile: Profile, host: str, this_host: HostSpeed | None) -> Scales:
+    """(ops_scale, python_scale) for HOST (module docstring, "Which host")."""
+    if this_host is None:
+        if host == "this":
+            raise MissingRow("host 'this' needs this machine's host speed (harness/predict/"
+                             "hostspeed.py's loops) to rescale the profile's launch costs")
+        return Scales(1.0, 1.0, "this machine's host speed not given: its Python time is "
+                                "used as measured here, not rescaled to the profiled host")
+    profiled = profiled_host_speed(profile)
+    if host == "this":
+        return Scales(this_host.numpy_loop_s / profiled.numpy_loop_s, 1.0)
+    return Scales(1.0, profiled.python_loop_s / this_host.python_loop_s)
+
+
+def device_seconds(kernels: list[Kernel], profile: Profile, floor_s: float,
+                   launch_s: float) -> dict[str, float]:
+    """Device seconds per profile entry: each kernel max(floor, work / rate at its size)."""
+    by_entry: dict[str, float] = {}
+    points: dict[str, list[tuple[float, float]]] = {}
+    for kernel in kernels:
+        if kernel.entry not in points:
+            points[kernel.entry] = rate_points(profile, kernel.entry, launch_s)
+        seconds = floor_s
+        if kernel.work > 0:
+            seconds = max(floor_s, kernel.work / rate_at(points[kernel.entry], kernel.work))
+        by_entry[kernel.entry] = by_entry.get(kernel.entry, 0.0) + seconds
+    return by_entry
+
+
+def host_here(features: StepFeatures) -> dict[str, float]:
+    """This CPU's host work for the step without its arithmetic (module docstring): each
+    op's host time capped at tiny_s, the median host time of the step's ops that do work
+    and move at most TINY_BYTES (what running an op costs this CPU, no arithmetic in it)."""
+    working = [op for op in features.ops if op.kernel and op.kind != "host_read"]
+    small = sorted(op.host_s for op in working if op.bytes <= TINY_BYTES) or sorted(
+        op.host_s for op in working)
+    tiny_s = small[len(small) // 2] if small else 0.0
+    return {"tiny_op_s_here": tiny_s,
+            "host_here_s": sum(min(op.host_s, tiny_s) for op in features.ops)}
+
+
+def host_terms(plan: Plan, features: StepFeatures, profile: Profile, variant: Variant,
+               scales: Scales) -> dict[str, float]:
+    """The host queue's terms (module docstring) and the constants they read."""
+    launches = sum(kernel.launches for kernel in plan.kernels)
+    allocations = sum(kernel.allocates and kernel.launches > 0 for kernel in plan.kernels)
+    launch_s, depth = launch_seconds(profile, launches)
+    allocation_s = allocation_seconds(profile)
+    terms = {"launches": float(launches), "allocations": float(allocations),
+             "launch_s": launch_s, "launch_queue_depth": float(depth),
+             "allocation_s": allocation_s, "ops_scale": scales.ops,
+             "python_scale": scales.python, **host_here(features)}
+    if variant.graph:
+        replay = graph_replay(profile)
+        terms.update(graph_fixed_s=replay.fixed_s, graph_per_kernel_s=replay.per_kernel_s,
+                     host_python_s=0.0, host_ops_s=replay.fixed_s * scales.ops)
+    else:
+        terms.update(host_python_s=terms["host_here_s"] * scales.python,
+                     host_ops_s=(launches * launch_s + allocations * allocation_s)
+                     * scales.ops)
+    return terms
+
+
+def copy_terms(features: StepFeatures, profile: Profile, variant: Variant,
+               terms: dict[str, float]) -> dict[str, float]:
+    """Host->device copies: pageable blocks both queues, pinned rides the device queue."""
+    moved = 0 if variant.resident else int(features.h2d_bytes or 0)
+    found = {"h2d_bytes": float(moved), "copy_blocking_s": 0.0, "device_copy_s": 0.0}
+    if moved:
+        path = link(profile, "pinned" if variant.pinned else "pageable")
+        found.update(h2d_latency_s=path.latency_s, h2d_bytes_per_s=path.bytes_per_s)
+        if variant.pinned:
+            found["device_copy_s"] = path.seconds(moved)
+            terms["host_ops_s"] += terms["launch_s"] * terms["ops_scale"]
+        else:
+            found["copy_blocking_s"] = path.seconds(moved)
+    return found
+
+
+def coverage_problem(plan: Plan, features: StepFeatures) -> str:
+    """Why the op coverage is too low to predict (module docstring), '' where it is not."""
+    if not features.kernel_ops:
+        return "the step has no op that does work"
+    if not plan.unmapped:
+        return ""
+    names = ", ".join(f"{name} x{count}" for name, count in sorted(plan.unmapped.items()))
+    share = 1 - sum(plan.unmapped.values()) / features.kernel_ops
+    host_share = plan.unmapped_host_s / features.host_s_ops if features.host_s_ops else 0.0
+    if share < MIN_MAPPED_SHARE:
+        return (f"only {share:.0%} of the ops that do work map to a profile row (at least "
+                f"{MIN_MAPPED_SHARE:.0%} needed); unmapped: {names}")
+    if host_share > MAX_UNMAPPED_HOST_SHARE:
+        return (f"unmapped ops took {host_share:.0%} of the ops' host time here (at most "
+                f"{MAX_UNMAPPED_HOST_SHARE:.0%} allowed: they may be heavy); unmapped: {names}")
+    return ""
+
+
+def predict(features: StepFeatures, profile: Profile, *, host: str = "profiled",
+            variant: str = "as-written", this_host: HostSpeed | None = None,
+            profile_name: str = "") -> Prediction:
+    """The GPU step of FEATURES on PROFILE's device (module docstring). HOST: 'profiled'
+    or 'this'; VARIANT: 'as-written' or names joined by '+' (kernels.VARIANTS); THIS_HOST:
+    this machine's host speed (needed for 'this'; rescales the Python time for 'profiled')."""
+    if host not in HOSTS:
+        raise ValueError(f"host must be one of {HOSTS}, not {host!r}")
+    chosen = Variant.parse(variant)
+    base = Prediction(profile=profile_identity(profile, profile_name), host_choice=host,
+                      this_host=this_host.record() if this_host else {}, variant=chosen.name)
+    try:
+        scales = host_scales(profile, host, this_host)
+        plan = plan_kernels(features, profile, chosen)
+        problem = coverage_problem(plan, features)
+        if problem:
+            return replace(base, reason=problem, unmapped=dict(plan.unmapped))
+        terms = host_terms(plan, features, profile, chosen, scales)
+        terms.update(copy_terms(features, profile, chosen, terms))
+        floor_s = terms["graph_per_kernel_s"] if chosen.graph else kernel_floor(profile)
+        by_entry = device_seconds(plan.kernels, profile, floor_s, terms["launch_s"])
+        terms.update(floor_s=floor_s, round_trip_s=round_trip(profile))
+    except MissingRow as why:
+        return replace(base, reason=str(why))
+    terms.update(kernels=float(len(plan.kernels)), device_kernels_s=sum(by_entry.values()),
+                 syncs=float(features.user_sync_count))
+    terms["sync_s"] = terms["syncs"] * terms["round_trip_s"]
+    host_s = terms["host_python_s"] + terms["host_ops_s"]
+    device_s = terms["device_kernels_s"] + terms["device_copy_s"]
+    notes = [*plan.notes, *([scales.note] if scales.note else [])]
+    return replace(base, status=PREDICTED, seconds=combine(terms), host_s=host_s,
+                   device_s=device_s, regime=LAUNCH_BOUND if host_s >= device_s
+                   else COMPUTE_BOUND, mapped_share=1 - sum(plan.unmapped.values())
+                   / features.kernel_ops, unmapped=dict(plan.unmapped), terms=terms,
+                   device_by_entry=by_entry, notes=notes)
+
+
+def recompute(stored: Prediction, features: StepFeatures, profile: Profile) -> Prediction:
+    """STORED predicted again from the features and profile it names, with its own choices
+    (host, variant, this host's speed): a check compares the two."""
+    this_host = HostSpeed(**stored.this_host) if stored.this_host else None
+    return predict(features, profile, host=stored.host_choice, variant=stored.variant,
+                   this_host=this_host, profile_name=str(stored.profile.get("name") or ""))
