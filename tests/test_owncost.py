@@ -13,7 +13,7 @@ import pytest
 
 from harness.core import settings
 from harness.data.results import CaseResult, CellResult
-from harness.measure import casewatch, energy, timing
+from harness.measure import casewatch, energy, energycounters, idlepower, timing
 from harness.measure.timing import TimingPolicy
 from harness.run import rounds, worker
 from harness.spec import Cell, Check, WorkloadSpec
@@ -266,21 +266,21 @@ def _watch(monkeypatch: pytest.MonkeyPatch, watts: float) -> tuple[casewatch.Cas
     def sleep(seconds: float) -> None:
         clock[0] += seconds
 
-    monkeypatch.setattr(energy.time, "sleep", sleep)
-    monkeypatch.setattr(energy.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(idlepower.time, "sleep", sleep)
+    monkeypatch.setattr(idlepower.time, "perf_counter", lambda: clock[0])
     host = SteadyCounter("RAPL package-0", watts, clock)
     return casewatch.CaseWatch(None, "cpu cell", host, "", is_gpu=False), clock
 
 
 def _measure_idle(monkeypatch: pytest.MonkeyPatch, watts: float,
-                  fingerprint: dict) -> energy.IdlePower:
+                  fingerprint: dict) -> idlepower.IdlePower:
     watch, _ = _watch(monkeypatch, watts)
-    original = energy.measure_idle
+    original = idlepower.measure_idle
 
     def measured(counters: dict, **kwargs: Any) -> dict:  # the defaults, on the fake clock
-        return original(counters, sleep=energy.time.sleep, clock=energy.time.perf_counter)
+        return original(counters, sleep=idlepower.time.sleep, clock=idlepower.time.perf_counter)
 
-    monkeypatch.setattr(energy, "measure_idle", measured)
+    monkeypatch.setattr(idlepower, "measure_idle", measured)
     watch.measure_idle(fingerprint)
     return watch.idle["host"]
 
@@ -293,8 +293,8 @@ def test_idle_power_is_remembered_and_measured_again_on_a_new_fingerprint(
     second = _measure_idle(monkeypatch, 55.0, machine)  # the counter would now say 55 W
     assert second.remembered and second.watts == pytest.approx(40.0)
     record = energy.window_record(_window(), None, second, "the timed samples")
-    assert record.extra_fields["idle_remembered_from"] == energy.time.strftime(
-        "%H:%M", energy.time.localtime(first.measured_at))
+    assert record.extra_fields["idle_remembered_from"] == idlepower.time.strftime(
+        "%H:%M", idlepower.time.localtime(first.measured_at))
     changed = _measure_idle(monkeypatch, 55.0, {**machine, "cores": machine["cores"] + 1})
     assert not changed.remembered and changed.watts == pytest.approx(55.0)
     measured = energy.window_record(_window(), None, changed, "the timed samples")
@@ -306,13 +306,13 @@ def test_idle_power_older_than_an_hour_is_measured_again(
     machine = casewatch.idle_fingerprint("cpu", "x86 CPU")
     first = _measure_idle(monkeypatch, 40.0, machine)
     names = ["RAPL package-0"]
-    assert energy.recall_idle(machine, names, now=first.measured_at + 60) is not None
-    assert energy.recall_idle(machine, names,
-                              now=first.measured_at + energy.IDLE_REMEMBER_S + 1) is None
-    assert energy.recall_idle(machine, ["another counter"], now=first.measured_at) is None
+    assert idlepower.recall_idle(machine, names, now=first.measured_at + 60) is not None
+    assert idlepower.recall_idle(machine, names,
+                              now=first.measured_at + idlepower.IDLE_REMEMBER_S + 1) is None
+    assert idlepower.recall_idle(machine, ["another counter"], now=first.measured_at) is None
 
 
-def _window() -> energy.EnergyWindow:
+def _window() -> energycounters.EnergyWindow:
     clock = iter([0.0, 2.0])
     joules = iter([0.0, 100.0])
 
@@ -322,7 +322,7 @@ def _window() -> energy.EnergyWindow:
         def read_joules(self) -> float:
             return next(joules)
 
-    window = energy.EnergyWindow(Counter(), clock=lambda: next(clock))
+    window = energycounters.EnergyWindow(Counter(), clock=lambda: next(clock))
     window.begin()
     window.end(10)
     return window
@@ -338,7 +338,7 @@ def test_a_timed_window_long_enough_gives_the_energy_without_a_pass() -> None:
     steps: list[int] = []
     watch.start_case()
     watch.attach(lambda: steps.append(1), lambda: None)
-    watch.windows = {"host": energy.EnergyWindow(counter, clock=lambda: clock[0])}
+    watch.windows = {"host": energycounters.EnergyWindow(counter, clock=lambda: clock[0])}
     watch.windows["host"].begin()
     clock[0] += energy.MIN_WINDOW_S * 1.2  # the timed samples lasted long enough
     watch.end(600)
