@@ -15,7 +15,7 @@ from harness.core import settings
 from harness.data.results import CaseResult, CellResult
 from harness.measure import casewatch, energy, energycounters, idlepower, timing
 from harness.measure.timing import TimingPolicy
-from harness.run import rounds, worker
+from harness.run import casepasses, caserun, rounds, worker
 from harness.spec import Cell, Check, WorkloadSpec
 
 # --- the warm-up ---------------------------------------------------------------------------
@@ -170,7 +170,7 @@ def test_autorange_records_how_its_warm_up_ended(monkeypatch: pytest.MonkeyPatch
     record = measurement.warmup_record()
     assert record == {"calls": timing.SETTLE_CALLS, "seconds": pytest.approx(0.005),
                       "stopped": timing.WARMUP_SETTLED}
-    assert worker.warmup_extra(measurement) == {"warmup": record}
+    assert caserun.warmup_extra(measurement) == {"warmup": record}
 
 
 # --- FLOPs counted once per cell -----------------------------------------------------------
@@ -211,7 +211,7 @@ FAST = TimingPolicy(min_samples=3, min_time_s=0.0, warmup_s=0.001, target_sample
 
 
 def _flops_of(module: CountingModule, counted: dict | None) -> dict:
-    _, output, _ = worker.measure_case(SPEC, module, {"size": 1}, "ok", CpuDevice(), {}, FAST,
+    _, output, _ = caserun.measure_case(SPEC, module, {"size": 1}, "ok", CpuDevice(), {}, FAST,
                                        counted=counted)
     return {key: value for key, value in output["extra"].items() if key.startswith("flops")}
 
@@ -234,7 +234,7 @@ def test_a_later_round_takes_the_first_rounds_flops_without_counting() -> None:
     assert module.counted == 1  # the counter did not run again
     assert reused["flops_per_call"] == 123.0
     assert reused["flops_coverage"] == first["flops_coverage"]
-    assert reused["flops_counted_by"] == "the fake counter" + worker.FLOPS_REUSED
+    assert reused["flops_counted_by"] == "the fake counter" + casepasses.FLOPS_REUSED
     assert worker.counted_flops(again, 1) is None
 
 
@@ -353,20 +353,20 @@ def test_a_pass_after_the_samples_is_left_out_where_it_would_take_too_long() -> 
     """Seed 000's Jacobian: 2.5 s per call; its FLOP counter's traced call took 16.5 s and
     the memory pass 14 s on the 2-core VM, its GPU step 12 s: each pass is left out, saying
     why, where its estimate passes AFTER_PASS_LIMIT_S; a short call keeps every pass."""
-    assert worker.pass_too_long(worker.FLOP_COUNT_PHASE, 0.44) == ""
-    assert worker.pass_too_long(worker.MEMORY_PASS_PHASE, 0.44) == ""
-    assert worker.pass_too_long("device profile", 0.75) == ""
-    assert worker.pass_too_long(worker.FLOP_COUNT_PHASE, None) == ""
-    why = worker.pass_too_long(worker.FLOP_COUNT_PHASE, 2.5)
+    assert casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 0.44) == ""
+    assert casepasses.pass_too_long(casepasses.MEMORY_PASS_PHASE, 0.44) == ""
+    assert casepasses.pass_too_long("device profile", 0.75) == ""
+    assert casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, None) == ""
+    why = casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 2.5)
     assert why.startswith("left out: a call takes 2.5 s") and "~18 s" in why
-    assert worker.pass_too_long("device profile", 12.0, calls=1) != ""
+    assert casepasses.pass_too_long("device profile", 12.0, calls=1) != ""
     # Under advise's 2 s (Settings.pass_limit_s) the Jacobian's 0.8 s calls at batch 25 lose
     # their FLOP count and memory pass; the device profile keeps its 10 s.
     with settings.using(settings.Settings(pass_limit_s=2.0)):
-        assert "over the 2 s" in worker.pass_too_long(worker.FLOP_COUNT_PHASE, 0.8)
-        assert worker.pass_too_long(worker.MEMORY_PASS_PHASE, 0.8) != ""
-        assert worker.pass_too_long("device profile", 0.8) == ""
-        assert worker.pass_too_long(worker.FLOP_COUNT_PHASE, 0.002) == ""
+        assert "over the 2 s" in casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 0.8)
+        assert casepasses.pass_too_long(casepasses.MEMORY_PASS_PHASE, 0.8) != ""
+        assert casepasses.pass_too_long("device profile", 0.8) == ""
+        assert casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 0.002) == ""
 
 
 def test_a_slow_call_gets_no_flop_count_or_memory_pass_and_says_why() -> None:
@@ -384,11 +384,11 @@ def test_a_slow_call_gets_no_flop_count_or_memory_pass_and_says_why() -> None:
             return {"required_device_bytes": 1}
 
     spec = type("Spec", (), {"flops": None, "flops_covers": ""})()
-    slow = worker.pass_too_long(worker.FLOP_COUNT_PHASE, 3.0)
-    record = worker.flops_record(spec, Counting, {}, None, slow)  # type: ignore[arg-type]
+    slow = casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 3.0)
+    record = casepasses.flops_record(spec, Counting, {}, None, slow)  # type: ignore[arg-type]
     assert record == {"flops_counted_by": f"unavailable: the FLOP count was {slow}"}
-    memory = worker.required_memory_record(
-        Counting, None, worker.pass_too_long(worker.MEMORY_PASS_PHASE, 3.0))
+    memory = casepasses.required_memory_record(
+        Counting, None, casepasses.pass_too_long(casepasses.MEMORY_PASS_PHASE, 3.0))
     assert memory["required_device_reason"].startswith("the memory pass was left out")
     assert Counting.calls == 0
-    assert worker.flops_record(spec, Counting, {}, None)["flops_per_call"] == 1.0  # type: ignore[arg-type]
+    assert casepasses.flops_record(spec, Counting, {}, None)["flops_per_call"] == 1.0  # type: ignore[arg-type]

@@ -58,13 +58,13 @@ from harness.core.units import device_kind, format_seconds
 from harness.data import store
 from harness.data.results import CellResult, RunDocument
 from harness.measure import envinfo
+from harness.run.casepasses import FLOP_COUNT_PHASE, MEMORY_PASS_PHASE
 from harness.run.executors import Executor
 from harness.run.plan import RunPlan, plan
 from harness.run.planner import declared_refusal
 from harness.run.progress import console as progress_console
 from harness.run.sensitivity import PHASE as SENSITIVITY_PHASE
 from harness.run.session import RunSession
-from harness.run.worker import FLOP_COUNT_PHASE, MEMORY_PASS_PHASE
 from harness.spec import BadInput, Cell, CellKey, Status, WorkloadSpec
 
 # The second batch planned beside a single one, so the fixed step's costs can be refitted: a
@@ -111,7 +111,7 @@ COMPILE_ALLOWANCE_S = {"cpu": (70.0, 35.0), "gpu": (13.0, 11.0)}
 COMPILE_PARTS = frozenset({"compiled", "compile-reduce-overhead", "compile-max-autotune"})
 TORCH_COMPILED = frozenset({"torch", "keras-torch"})  # whose compile fixes are torch.compile
 DEVICE_PROFILE_PHASE = "device profile"  # HarnessCost.phases: a cell's first round only
-# The phases of a worker that call the step again (harness.run.worker): with the timed calls,
+# The phases of a worker that call the step again (harness.run.casepasses): with the timed calls,
 # the part of a worker that grows with the step; the rest (start, imports, device open,
 # inputs, the check, exit) is its floor, what any fix's worker costs whatever its step.
 STEP_PHASES = ("warm-up and calibration", FLOP_COUNT_PHASE, MEMORY_PASS_PHASE,
