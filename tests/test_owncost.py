@@ -369,6 +369,37 @@ def test_a_pass_after_the_samples_is_left_out_where_it_would_take_too_long() -> 
         assert casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 0.002) == ""
 
 
+class ProfiledGpu:
+    """A GPU device whose profiler records the calls it was asked to profile."""
+
+    is_gpu = True
+
+    def __init__(self) -> None:
+        self.profiled: list[int] = []
+
+    def profile(self, step: object, calls: int) -> Any:
+        self.profiled.append(calls)
+        return type("Profile", (), {"as_dict": staticmethod(lambda: {"busy_share": 0.5})})()
+
+
+def test_the_device_profile_runs_in_a_cells_first_round_and_only_where_it_is_short() -> None:
+    """A later round says its first round has the profile; a 12 s GPU call is left out,
+    saying why; a short call is profiled over one sample's calls, and an epoch-sized call
+    keeps its profile whatever it takes (MNIST's busy figures are the point)."""
+    timed: Any = type("Spec", (), {"timing": "autorange"})()
+    epochs: Any = type("Spec", (), {"timing": "per_call"})()
+    device, step = ProfiledGpu(), lambda: None
+    later = casepasses.device_profile_pass(timed, device, 1, step, 4, 0.001)
+    assert later == {"reason": casepasses.LATER_ROUND_REASON}
+    slow = casepasses.device_profile_pass(timed, device, 0, step, 4, 12.0)
+    assert slow["reason"].startswith("the device profile was left out: a call takes 12 s")
+    assert casepasses.device_profile_pass(timed, device, 0, step, 4, 0.001) == \
+        {"busy_share": 0.5}
+    assert casepasses.device_profile_pass(epochs, device, 0, step, 4, 60.0) == \
+        {"busy_share": 0.5}
+    assert device.profiled == [4, 1]
+
+
 def test_a_slow_call_gets_no_flop_count_or_memory_pass_and_says_why() -> None:
     class Counting:
         calls = 0
