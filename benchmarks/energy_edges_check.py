@@ -1,8 +1,8 @@
 """The edge-aligned energy pass against today's 2 s pass and a long reference, on one GPU.
 
 For each step (a torch matmul loop at n=1024 and n=4096, and a small MLP training step at
-batch 32, host-bound), REPS times in turn: (a) today's pass (harness.measure.energy.energy_pass,
-two reads of NVML's energy counter around EXTEND_TO_S of calls), (b) the edge-aligned pass
+batch 32, host-bound), REPS times in turn: (a) the pass the harness ran before (two reads of
+NVML's energy counter around EXTEND_TO_S of calls: two_reads below), (b) the edge-aligned pass
 (edge_energy_pass: the power between two counter updates x the pass's own seconds per call; the
 same pass's log also gives (b1), its span opened one update later, a guard against a counter
 that reports late), (c) a long
@@ -19,6 +19,7 @@ Only torch, pynvml and harness modules are imported. Run from the repository roo
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # after the path, so that `harness` resolves from a checkout
 
-from harness.measure import energy, gpustate
+from harness.measure import counteredges, edgepass, energycounters, gpustate
 
 Step = Callable[[], object]
 
@@ -67,10 +68,29 @@ def seconds_per_call(step: Step, seconds: float = 0.3) -> float:
     return (time.perf_counter() - started) / calls
 
 
-def two_reads(counter: energy.EnergyCounter, step: Step, per_call: float,
-              target_s: float) -> dict[str, float]:
-    window = energy.energy_pass({"device": counter}, step, torch.cuda.synchronize, per_call,
-                                target_s=target_s)["device"]
+def two_reads(counter: energycounters.EnergyCounter, step: Step, per_call: float,
+              target_s: float, max_chunks: int = 8) -> dict[str, float]:
+    """Two reads of COUNTER around about TARGET_S of back-to-back calls (the pass the harness
+    ran before the edge-aligned one; over a long window, the reference). The calls go in
+    chunks sized from the rate seen so far, with a sync after each: PER_CALL is only an
+    estimate, and a chunk count fixed from it once left windows of 0.38 s where 2 s were
+    meant."""
+    window = energycounters.EnergyWindow(counter)
+    torch.cuda.synchronize()
+    window.begin()
+    started, calls = time.perf_counter(), 0
+    chunk = max(1, math.ceil(target_s / max(per_call, 1e-9)))
+    for _ in range(max_chunks):
+        for _ in range(chunk):
+            step()
+        torch.cuda.synchronize()
+        calls += chunk
+        elapsed = time.perf_counter() - started
+        if elapsed >= target_s:
+            break
+        rate = elapsed / calls if elapsed > 0 else per_call
+        chunk = max(1, math.ceil((target_s - elapsed) / max(rate, 1e-9) * 1.1))
+    window.end(calls)
     joules = window.joules
     if joules is None:
         raise SystemExit("the NVML energy counter gave no reading")
@@ -79,12 +99,14 @@ def two_reads(counter: energy.EnergyCounter, step: Step, per_call: float,
             "s_per_call": window.seconds / window.calls}
 
 
-def edges(counter: energy.EnergyCounter, step: Step, per_call: float) -> list[dict[str, float]]:
+def edges(counter: energycounters.EnergyCounter, step: Step,
+          per_call: float) -> list[dict[str, float]]:
     """(b) and (b1) from one edge-aligned pass; an empty span falls back to its two reads."""
-    found = energy.edge_energy_pass({"device": counter}, step, torch.cuda.synchronize, per_call)
+    found = edgepass.edge_energy_pass({"device": counter}, step, torch.cuda.synchronize,
+                                      per_call)
     rows = []
-    for settle in (energy.EDGE_SETTLE_UPDATES, energy.EDGE_SETTLE_UPDATES + 1):
-        span = energy.edge_span(found.edges["device"], found.opened_s, found.closed_s, settle)
+    for settle in (counteredges.EDGE_SETTLE_UPDATES, counteredges.EDGE_SETTLE_UPDATES + 1):
+        span = counteredges.edge_span(found.edges["device"], found.opened_s, found.closed_s, settle)
         row = {"seconds": found.seconds, "s_per_call": found.seconds / found.calls,
                "period": found.periods["device"] or float("nan")}
         if span is None:
@@ -99,12 +121,12 @@ def edges(counter: energy.EnergyCounter, step: Step, per_call: float) -> list[di
     return rows
 
 
-def measure(counter: energy.EnergyCounter, step: Step, reps: int,
+def measure(counter: energycounters.EnergyCounter, step: Step, reps: int,
             reference_s: float) -> dict[str, list[dict[str, float]]]:
     per_call = seconds_per_call(step)
     found: dict[str, list[dict[str, float]]] = {"a": [], "b": [], "b1": [], "c": []}
     for _ in range(reps):  # alternated, so that a drift in the board's power hits all three
-        found["a"].append(two_reads(counter, step, per_call, energy.EXTEND_TO_S))
+        found["a"].append(two_reads(counter, step, per_call, edgepass.EXTEND_TO_S))
         edge_rows = edges(counter, step, per_call)
         found["b"].append(edge_rows[0])
         found["b1"].append(edge_rows[1])
@@ -149,10 +171,10 @@ def main() -> None:
     if isinstance(gpu, str):
         raise SystemExit(gpu)
     torch.cuda.set_device(args.device)
-    counter = energy.NvmlEnergy(gpu)
-    print(f"{gpu.name}: edge pass settles {energy.EDGE_SETTLE_UPDATES} update(s), span >= "
-          f"{energy.EDGE_MIN_UPDATES} periods and {energy.EDGE_MIN_SPAN_S} s, poll "
-          f"{energy.POLL_S * 1e3:.0f} ms; edges column: span/updates/worse bracket/error bound")
+    counter = energycounters.NvmlEnergy(gpu)
+    print(f"{gpu.name}: edge pass settles {counteredges.EDGE_SETTLE_UPDATES} update(s), span >= "
+          f"{edgepass.EDGE_MIN_UPDATES} periods and {edgepass.EDGE_MIN_SPAN_S} s, poll "
+          f"{edgepass.POLL_S * 1e3:.0f} ms; edges column: span/updates/worse bracket/error bound")
     steps = {"matmul n=1024": lambda: matmul_step(1024),
              "matmul n=4096": lambda: matmul_step(4096),
              "MLP train step, batch 32": lambda: mlp_step(32)}

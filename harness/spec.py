@@ -409,7 +409,7 @@ class FrameworkSpec:
     cheaper at the price of a cold call unlike a default setup's, which the run then says).
     sync: "device" (a device-wide synchronize, torch/TF) or "output" (block on the step's
     returned output, as JAX needs: the worker keeps the last output of step() and waits on it
-    with device.block(output); harness.run.worker.timed_pair). cpu_only: the framework has no
+    with device.block(output); harness.run.caserun.timed_pair). cpu_only: the framework has no
     accelerator devices. preload: modules a warm process imports once per run, so that this
     framework's workers are forked from it instead of each importing them anew
     (harness.run.forkserver); () for a framework whose import is not safe to fork after
@@ -523,7 +523,7 @@ class Cell:
     flops: tuple[FrozenParams | None, ...] = ()
     # A later round's note that a case of an earlier round of this cell was contended in every
     # attempt ('' if none): the worker times each case once, as it does after such a case of
-    # its own (harness.run.worker run_case), instead of pausing and retrying a load that
+    # its own (harness.run.caserun run_case), instead of pausing and retrying a load that
     # lasts (a VM whose hypervisor steals a core throughout).
     busy: str = ""
 

@@ -623,7 +623,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...],
 
 
 def test_a_batch_whose_profile_was_left_out_is_diagnosed_from_another_batch() -> None:
-    """Seed 000's Jacobian: a 12 s GPU call's profile pass is left out (worker.pass_too_long);
+    """Seed 000's Jacobian: a 12 s GPU call's profile pass is left out (casepasses.pass_too_long);
     the as-written cell at the quarter batch was profiled, and its diagnosis stands in, naming
     its batch and why the user's has none. Without any profile: unprofiled, as before."""
     left_out = {"reason": "the device profile was left out: a call takes 12 s"}

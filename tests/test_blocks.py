@@ -190,7 +190,7 @@ class StepCountingProfiler:
 
 def test_a_long_calls_profile_runs_its_first_steps_and_scales_them_to_the_call(
         clock: FakeClock) -> None:
-    from harness.run.worker import device_profile_record
+    from harness.run.casepasses import device_profile_record
 
     task = EpochTask(clock, [0.01] * 1000)  # a 10 s call of 1,000 steps of 10 ms
     own_marks = task.step_marks

@@ -21,7 +21,7 @@ import pytest
 from harness.core import registry
 from harness.measure import hostload
 from harness.measure.timing import TimingPolicy
-from harness.run import worker
+from harness.run import caserun
 from harness.spec import Cell, Status
 from tests.in_subprocess import PROJECT_ROOT, installed, run_check
 
@@ -100,15 +100,16 @@ class ContendedWatch:
 
 def run_compiled_case(monkeypatch: pytest.MonkeyPatch, contended: int) -> Any:
     monkeypatch.setenv("HARNESS_ATTEMPTS", "3")  # the default, not the suite's one attempt
-    monkeypatch.setattr(worker, "QUICK_RETRY_PAUSE_S", 0.0)
+    monkeypatch.setattr(caserun, "QUICK_RETRY_PAUSE_S", 0.0)
     # Contention comes from the stub watch alone: the suite's other processes on these cores
     # would make every attempt contended (no host load read: None, as where /proc is absent).
     monkeypatch.setattr(hostload, "other_load", lambda *args: None)
     spec = registry.load_workload("fault")
     cell = Cell("fault", "ok", "fake", "cpu", {"size": [1], "pid_file": ""}, quick=True)
     case = {"size": 1, "pid_file": ""}
-    return worker.run_case(spec, compiled_module(ProcessCache()), case, cell, CpuDevice(),
-                           ContendedWatch(contended))
+    context = caserun.CellContext(spec, compiled_module(ProcessCache()), cell, CpuDevice(),
+                                  ContendedWatch(contended))
+    return caserun.run_case(context, caserun.CasePlan(case))
 
 
 def test_a_retried_case_keeps_the_first_attempts_cold_call(
@@ -186,7 +187,7 @@ def check_capture_is_in_the_cold_call() -> None:
 
     spec = registry.load_workload("matmul")
     module = SimpleNamespace(__name__="graph-stub", make_task=make_task)
-    measurement, output, _ = worker.measure_case(
+    measurement, output, _ = caserun.measure_case(
         spec, module, {"n": 2}, "fp32-graph", CpuDevice(), {}, TimingPolicy.quick())
     assert log == ["captured", "restored"], log  # once, in the first call
     assert output["result"] == "static output"

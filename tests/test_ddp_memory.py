@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.data.upgrade import as_run_document
-from harness.run.worker import reported_device_memory
+from harness.run.caserun import reported_device_memory
 from harness.workloads.mnist_ddp import device_memory_summary
 
 GIB = 1 << 30

@@ -19,8 +19,8 @@ from harness.measure.devicetime import (
     summarize,
     union_ns,
 )
+from harness.run.casepasses import CPU_PROFILE_REASON
 from harness.run.runner import RunOptions, run_worker
-from harness.run.worker import CPU_PROFILE_REASON
 from harness.spec import Cell
 from tests.fakes.gpubackend import device as fake_gpu
 

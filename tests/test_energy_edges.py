@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.measure import energy
+from harness.measure import counteredges, edgepass, energy, energycounters
 from harness.measure.casewatch import CaseWatch, pass_source
 
 WATTS, PERIOD_S = 300.0, 0.1
@@ -73,13 +73,13 @@ class PacedStep:
 
 
 def poll_log(counter: SteppedCounter, opened_s: float, closed_s: float,
-             poll_s: float = 0.003, read_s: float = 0.001) -> list[energy.Reading]:
+             poll_s: float = 0.003, read_s: float = 0.001) -> list[counteredges.Reading]:
     """The reads a poller every POLL_S (each read lasting READ_S) logs from opened_s - 0.05 to
     closed_s + 0.05, on the counter's own time line."""
     log, started = [], opened_s - 0.05
     while started < closed_s + 0.05:
         value = counter.value_at(started + read_s / 2)
-        log.append(energy.Reading(started, started + read_s, value))
+        log.append(counteredges.Reading(started, started + read_s, value))
         started += poll_s
     return log
 
@@ -94,12 +94,13 @@ def test_a_short_span_between_updates_gives_the_power_within_its_resolution(
     counter = SteppedCounter(FakeClock(), phase_s=phase_s)
     opened, closed = 0.0, 0.7  # up to a period, a settling update, 4 periods, slack
     for settle in (0, 1):
-        span = energy.edge_span(energy.find_edges(poll_log(counter, opened, closed)), opened,
-                                closed, settle)
+        edges = counteredges.find_edges(poll_log(counter, opened, closed))
+        span = counteredges.edge_span(edges, opened, closed, settle)
         assert span is not None and span.first.at_s > opened + settle * PERIOD_S
-    span = energy.edge_span(energy.find_edges(poll_log(counter, opened, closed)), opened, closed)
-    assert span is not None and span.updates >= energy.EDGE_MIN_UPDATES
-    assert span.seconds >= energy.EDGE_MIN_SPAN_S
+    edges = counteredges.find_edges(poll_log(counter, opened, closed))
+    span = counteredges.edge_span(edges, opened, closed)
+    assert span is not None and span.updates >= edgepass.EDGE_MIN_UPDATES
+    assert span.seconds >= edgepass.EDGE_MIN_SPAN_S
     assert span.resolution_s <= 0.005  # two 1 ms reads 3 ms apart
     assert abs(span.watts - WATTS) <= WATTS * span.error_bound * (1 + 1e-9)
     assert span.error_bound <= span.resolution_s / span.seconds * (1 + 1e-9)
@@ -114,7 +115,8 @@ def test_two_arbitrary_reads_of_the_same_counter_over_0_4_s_are_off_by_up_to_a_s
     assert min(errors) < -0.2 and max(errors) > 0.2
     for start, seconds in ((0.001, 0.39), (0.095, 0.41)):
         log = poll_log(counter, start, start + seconds)
-        span = energy.edge_span(energy.find_edges(log), start, start + seconds, settle=0)
+        edges = counteredges.find_edges(log)
+        span = counteredges.edge_span(edges, start, start + seconds, settle=0)
         assert span is not None and abs(span.watts / WATTS - 1) < 0.02
 
 
@@ -124,27 +126,27 @@ def test_an_update_seen_late_is_not_a_span_end() -> None:
     counter = SteppedCounter(FakeClock(), phase_s=0.05)
     log = [reading for reading in poll_log(counter, 0.0, 0.6)  # the updates at 0.05 and 0.55
            if not (0.02 < reading.started_s < 0.08 or 0.52 < reading.started_s < 0.58)]
-    edges = energy.find_edges(log)
-    assert max(edge.resolution_s for edge in edges) > energy.EDGE_SHARP_S
-    span = energy.edge_span(edges, 0.0, 0.6, settle=0)
-    assert span is not None and span.resolution_s <= energy.EDGE_SHARP_S
+    edges = counteredges.find_edges(log)
+    assert max(edge.resolution_s for edge in edges) > counteredges.EDGE_SHARP_S
+    span = counteredges.edge_span(edges, 0.0, 0.6, settle=0)
+    assert span is not None and span.resolution_s <= counteredges.EDGE_SHARP_S
     assert span.first.at_s > 0.1 and span.last.at_s < 0.5
     assert abs(span.watts / WATTS - 1) < 0.02
 
 
 def test_the_span_rule_wants_four_periods_and_the_minimum_span() -> None:
     counter = SteppedCounter(FakeClock(), phase_s=0.0)
-    edges = energy.find_edges(poll_log(counter, 0.0, 1.0))
-    period = energy.update_period(edges)
+    edges = counteredges.find_edges(poll_log(counter, 0.0, 1.0))
+    period = counteredges.update_period(edges)
     assert period == pytest.approx(PERIOD_S, abs=0.004)
-    short = energy.edge_span(edges, 0.0, 0.45, settle=0)  # updates at 0.1 to 0.4
+    short = counteredges.edge_span(edges, 0.0, 0.45, settle=0)  # updates at 0.1 to 0.4
     assert short is not None and short.updates == 3
-    assert not energy.span_is_enough(short, period, energy.EDGE_MIN_SPAN_S)
-    long = energy.edge_span(edges, 0.0, 0.55, settle=0)
+    assert not edgepass.span_is_enough(short, period, edgepass.EDGE_MIN_SPAN_S)
+    long = counteredges.edge_span(edges, 0.0, 0.55, settle=0)
     assert long is not None and long.updates == 4
-    assert energy.span_is_enough(long, period, energy.EDGE_MIN_SPAN_S)
-    assert not energy.span_is_enough(long, period, 1.0)  # four calls of 0.25 s: a 1 s span
-    assert not energy.span_is_enough(long, 0.2, energy.EDGE_MIN_SPAN_S)  # a slower counter
+    assert edgepass.span_is_enough(long, period, edgepass.EDGE_MIN_SPAN_S)
+    assert not edgepass.span_is_enough(long, period, 1.0)  # four calls of 0.25 s: a 1 s span
+    assert not edgepass.span_is_enough(long, 0.2, edgepass.EDGE_MIN_SPAN_S)  # a slower counter
 
 
 def poll_threads() -> list[threading.Thread]:
@@ -156,7 +158,7 @@ def test_the_pass_stops_once_the_span_is_long_enough_and_leaves_no_thread() -> N
     counter = SteppedCounter(clock)
     step = PacedStep(clock, counter)
     threads_before, switch_interval = threading.active_count(), sys.getswitchinterval()
-    found = energy.edge_energy_pass({"device": counter}, step, lambda: None,
+    found = edgepass.edge_energy_pass({"device": counter}, step, lambda: None,
                                     seconds_per_call=step.tick_s, clock=clock)
     assert not poll_threads() and threading.active_count() == threads_before
     assert sys.getswitchinterval() == switch_interval  # put back as it was
@@ -164,10 +166,10 @@ def test_the_pass_stops_once_the_span_is_long_enough_and_leaves_no_thread() -> N
     assert span is not None
     periods = found.periods["device"]
     assert periods is not None and periods == pytest.approx(PERIOD_S, abs=span.resolution_s)
-    assert energy.span_is_enough(span, periods, energy.EDGE_MIN_SPAN_S)
+    assert edgepass.span_is_enough(span, periods, edgepass.EDGE_MIN_SPAN_S)
     assert found.calls == step.calls
     assert found.seconds == pytest.approx(step.calls * step.tick_s)
-    assert found.seconds < energy.EXTEND_TO_S / 2  # a third of today's pass, or less
+    assert found.seconds < edgepass.EXTEND_TO_S / 2  # a third of today's pass, or less
     record = energy.edge_record(counter, found, "device", 2.0, None,
                                 pass_source(span, 0.17)).to_dict()
     assert abs(record["watts_mean"] - WATTS) <= WATTS * span.resolution_s / span.seconds
@@ -189,17 +191,17 @@ def test_a_counter_that_never_moves_falls_back_to_the_two_reads_of_today() -> No
     counter = SteppedCounter(clock, moves=False)
     step = PacedStep(clock, counter, tick_s=0.0625)  # exact in binary: 32 calls make 2 s
     syncs: list[float] = []
-    found = energy.edge_energy_pass({"device": counter}, step, lambda: syncs.append(clock()),
+    found = edgepass.edge_energy_pass({"device": counter}, step, lambda: syncs.append(clock()),
                                     seconds_per_call=step.tick_s, clock=clock)
     assert not poll_threads()
     assert found.spans["device"] is None
-    assert found.calls == round(energy.EXTEND_TO_S / step.tick_s)  # ran today's full pass
+    assert found.calls == round(edgepass.EXTEND_TO_S / step.tick_s)  # ran today's full pass
     # One sync before the calls, one after each chunk (9 calls, 0.55 s at the timed rate, three
     # times; then the 5 calls left to 2 s): none between the calls of a chunk.
     assert [round(at - syncs[0], 4) for at in syncs] == [0.0, 0.5625, 1.125, 1.6875, 2.0]
     record = energy.edge_record(counter, found, "device", 1.0, None,
                                 pass_source(None, 0.17)).to_dict()
-    assert record["status"] == "ok" and record["window_s"] >= energy.EXTEND_TO_S
+    assert record["status"] == "ok" and record["window_s"] >= edgepass.EXTEND_TO_S
     assert record["joules_total"] == 0.0 and "edge_span_s" not in record
     assert "no two counter updates seen" in record["source"]
 
@@ -217,7 +219,7 @@ def test_a_counter_that_gives_no_reading_is_not_measured() -> None:
     def step() -> None:
         clock.now += 0.1
 
-    found = energy.edge_energy_pass({"device": Silent()}, step, lambda: None,
+    found = edgepass.edge_energy_pass({"device": Silent()}, step, lambda: None,
                                     seconds_per_call=0.1, clock=clock)
     assert found.spans["device"] is None and not poll_threads()
     record = energy.edge_record(Silent(), found, "device", 1.0, None, "an energy pass")
@@ -232,7 +234,7 @@ def test_a_call_that_fails_still_stops_and_joins_the_poller() -> None:
         raise RuntimeError("out of memory")
 
     with pytest.raises(RuntimeError):
-        energy.edge_energy_pass({"device": counter}, failing, lambda: None,
+        edgepass.edge_energy_pass({"device": counter}, failing, lambda: None,
                                 seconds_per_call=0.01, clock=clock)
     assert not poll_threads()
 
@@ -246,20 +248,20 @@ def test_a_case_watch_pass_records_the_edges_and_leaves_no_thread(
     watch.device_counter = counter  # type: ignore[assignment]  # an EnergyCounter
     watch.start_case()
     watch.attach(step, lambda: None)
-    watch.windows = {"device": energy.EnergyWindow(counter, clock=clock)}
+    watch.windows = {"device": energycounters.EnergyWindow(counter, clock=clock)}
     watch.windows["device"].begin()
     clock.now += 0.17  # the timed samples: 0.17 s, too short for the counter
     watch.windows["device"].end(30)
-    real_pass = energy.edge_energy_pass
+    real_pass = edgepass.edge_energy_pass
 
-    def on_fake_clock(*args: object, **kwargs: object) -> energy.EdgePass:
+    def on_fake_clock(*args: object, **kwargs: object) -> edgepass.EdgePass:
         return real_pass(*args, clock=clock, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(energy, "edge_energy_pass", on_fake_clock)
+    monkeypatch.setattr(edgepass, "edge_energy_pass", on_fake_clock)
     device = watch.finish_case(step.tick_s, 1)[0]["energy"]["device"]
     assert not poll_threads()
     assert device["status"] == "ok" and device["calls"] == step.calls
-    assert device["window_s"] < energy.EXTEND_TO_S
+    assert device["window_s"] < edgepass.EXTEND_TO_S
     assert abs(device["watts_mean"] - WATTS) <= WATTS * device["edge_resolution_s"] \
         / device["edge_span_s"]
     assert "(between two counter updates" in device["source"]

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from harness.measure import energy
+from harness.measure import edgepass, energy, energycounters
 from harness.measure.casewatch import QUICK_REASON, CaseWatch
 from harness.measure.timing import TimingPolicy, autorange
 from harness.report.views.energy import case_line, source_phrase
@@ -94,9 +94,9 @@ def test_timed_samples_too_short_for_the_counter_get_a_separate_pass() -> None:
     assert step.calls > calls_timed  # the pass made more calls, after the timing
     assert device["status"] == "ok" and device["source"].startswith("an energy pass")
     assert device["calls"] == step.calls - calls_timed  # the pass's calls, not the samples'
-    # between two counter updates, not for EXTEND_TO_S (harness.measure.energy edge_pass)
-    assert device["window_s"] < energy.EXTEND_TO_S
-    assert device["edge_span_s"] >= energy.EDGE_MIN_SPAN_S
+    # between two counter updates, not for EXTEND_TO_S (harness.measure.edgepass)
+    assert device["window_s"] < edgepass.EXTEND_TO_S
+    assert device["edge_span_s"] >= edgepass.EDGE_MIN_SPAN_S
     assert device["watts_mean"] == pytest.approx(WATTS, rel=0.01)
     text = line(device)
     assert "s in all; separate pass (between two counter updates" in text
@@ -120,8 +120,8 @@ def test_host_rapl_and_gpu_board_read_over_the_same_timed_samples(tmp_path: Path
     (zone / "name").write_text("package-0\n")
     (zone / "energy_uj").write_text("0\n")
     (zone / "max_energy_range_uj").write_text(f"{10**12}\n")
-    rapl = energy.open_rapl(tmp_path)
-    assert isinstance(rapl, energy.RaplEnergy), rapl
+    rapl = energycounters.open_rapl(tmp_path)
+    assert isinstance(rapl, energycounters.RaplEnergy), rapl
     watch = CaseWatch(None, "", rapl, "", is_gpu=True)
     watch.device_counter = BoardCounter()  # type: ignore[assignment]  # an EnergyCounter
     step = CountedStep(0.002)

@@ -475,7 +475,7 @@ def test_matrix_vector_products_are_counted(counted: dict) -> None:
 def test_the_worker_stores_coverage_beside_the_count_and_takes_old_counters() -> None:
     from types import SimpleNamespace
 
-    from harness.run.worker import flops_record
+    from harness.run.casepasses import flops_record
 
     spec = SimpleNamespace(flops=None)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.data.records import GpuProcesses, GpuReadings
-from harness.measure import energy, gpustate
+from harness.measure import edgepass, energy, energycounters, gpustate, idlepower
 from harness.measure.casewatch import CaseWatch
 from harness.measure.timing import TimingPolicy, autorange
 
@@ -24,7 +24,7 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("FAKE_NVML_THROTTLE", "FAKE_NVML_PIDS", "FAKE_NVML_FAIL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("FAKE_NVML_WATTS", str(WATTS))
-    monkeypatch.setenv(energy.POWERCAP_ENV, "/nonexistent-powercap")
+    monkeypatch.setenv(energycounters.POWERCAP_ENV, "/nonexistent-powercap")
 
 
 @dataclass
@@ -132,7 +132,7 @@ def test_pids_from_another_namespace_flag_only_more_than_our_group() -> None:
 
 def test_energy_from_the_timed_samples_when_the_window_is_long_enough(fake_nvml: None) -> None:
     watch = CaseWatch.open(FakeGpuDevice())
-    watch.idle = {"device": energy.IdlePower("fake board", 100.0, 1.5)}
+    watch.idle = {"device": idlepower.IdlePower("fake board", 100.0, 1.5)}
     watch.start_case()
     policy = TimingPolicy(min_samples=3, min_time_s=1.1, warmup_s=0.01)
     step = lambda: __import__("time").sleep(0.002)  # noqa: E731
@@ -170,15 +170,8 @@ def test_a_short_window_is_extended_by_an_energy_pass(fake_nvml: None) -> None:
     device = extras["energy"]["device"]
     assert len(calls) == 7 and device["status"] == "ok" and device["calls"] == 7
     assert device["source"].startswith("an energy pass")
-    assert device["window_s"] >= energy.EXTEND_TO_S
+    assert device["window_s"] >= edgepass.EXTEND_TO_S
     assert device["watts_mean"] == pytest.approx(WATTS, rel=0.01)
-
-
-def test_an_energy_pass_is_bounded_when_the_clock_never_reaches_its_target() -> None:
-    steps, syncs = [], []
-    windows = energy.energy_pass({}, lambda: steps.append(1), lambda: syncs.append(1),
-                                 seconds_per_call=1.0, clock=lambda: 0.0, max_chunks=3)
-    assert windows == {} and len(syncs) == 1 + 3 and len(steps) == 2 + 3 + 3
 
 
 def test_a_short_window_without_a_step_is_not_measured(fake_nvml: None) -> None:
@@ -195,8 +188,8 @@ def test_a_short_window_without_a_step_is_not_measured(fake_nvml: None) -> None:
 
 
 def test_idle_power_is_the_counter_over_a_quiet_window(fake_nvml: None) -> None:
-    counter = energy.NvmlEnergy(opened(fake_nvml))
-    idle = energy.measure_idle({"device": counter}, seconds=0.5)["device"]
+    counter = energycounters.NvmlEnergy(opened(fake_nvml))
+    idle = idlepower.measure_idle({"device": counter}, seconds=0.5)["device"]
     assert idle.watts == pytest.approx(WATTS, rel=0.01)
     assert idle.settled is True and idle.windows == 2
 
@@ -219,12 +212,12 @@ class Cooling:
 
 def test_idle_power_waits_for_a_board_that_is_still_cooling_down() -> None:
     board = Cooling()
-    idle = energy.measure_idle({"device": board}, seconds=1.0, sleep=board.sleep,
+    idle = idlepower.measure_idle({"device": board}, seconds=1.0, sleep=board.sleep,
                                clock=lambda: board.now)["device"]
     # 131 -> 123 differs by 6%, 123 -> 122 by 0.8%: settled on the fourth window.
     assert idle.watts == pytest.approx(122.0) and idle.settled and idle.windows == 4
     board = Cooling()
-    capped = energy.measure_idle({"device": board}, seconds=1.0, sleep=board.sleep,
+    capped = idlepower.measure_idle({"device": board}, seconds=1.0, sleep=board.sleep,
                                  clock=lambda: board.now, max_windows=2)["device"]
     assert capped.watts == pytest.approx(131.0) and capped.settled is False
 
@@ -245,8 +238,8 @@ def test_rapl_sums_packages_and_unwraps(tmp_path: Path) -> None:
     package1 = make_zone(tmp_path, "intel-rapl:1", "package-1", 10)
     make_zone(tmp_path, "intel-rapl:0:0", "core", 5)  # inside package-0: not added again
     make_zone(tmp_path, "intel-rapl:2", "psys", 5)  # the platform: would count packages twice
-    rapl = energy.open_rapl(tmp_path)
-    assert isinstance(rapl, energy.RaplEnergy), rapl
+    rapl = energycounters.open_rapl(tmp_path)
+    assert isinstance(rapl, energycounters.RaplEnergy), rapl
     assert rapl.name == "RAPL package-0 + package-1"
     start = rapl.read_joules()
     (package0 / "energy_uj").write_text("200000\n")  # wrapped: 100,000 to the top + 200,000
@@ -256,7 +249,7 @@ def test_rapl_sums_packages_and_unwraps(tmp_path: Path) -> None:
 
 def test_rapl_wraparound_exactly(tmp_path: Path) -> None:
     zone = make_zone(tmp_path, "intel-rapl:0", "package-0", 990_000, max_uj=1000_000)
-    rapl = energy.open_rapl(tmp_path)
+    rapl = energycounters.open_rapl(tmp_path)
     start = rapl.read_joules()
     (zone / "energy_uj").write_text("5000\n")  # 10,000 to the wrap, then 5,000
     assert rapl.read_joules() - start == pytest.approx(0.015)
@@ -266,8 +259,8 @@ def test_rapl_wraparound_exactly(tmp_path: Path) -> None:
 
 def test_rapl_missing_or_unreadable_is_unavailable_with_the_reason(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "no " in energy.open_rapl(tmp_path / "absent")
-    assert "no RAPL package domain" in energy.open_rapl(tmp_path)
+    assert "no " in energycounters.open_rapl(tmp_path / "absent")
+    assert "no RAPL package domain" in energycounters.open_rapl(tmp_path)
     make_zone(tmp_path, "intel-rapl:0", "package-0", 1)
     real_read = Path.read_text
 
@@ -277,18 +270,18 @@ def test_rapl_missing_or_unreadable_is_unavailable_with_the_reason(
         return real_read(path, *args, **kwargs)
 
     monkeypatch.setattr(Path, "read_text", root_only)
-    reason = energy.open_rapl(tmp_path)
+    reason = energycounters.open_rapl(tmp_path)
     assert isinstance(reason, str) and "not readable" in reason
 
 
 def test_a_cpu_cell_reports_rapl_energy_per_step(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     zone = make_zone(tmp_path, "intel-rapl:0", "package-0", 0, max_uj=10**12)
-    monkeypatch.setenv(energy.POWERCAP_ENV, str(tmp_path))
+    monkeypatch.setenv(energycounters.POWERCAP_ENV, str(tmp_path))
     ticks = iter([0.0, 2.0])  # the window's clock: exactly 2 s
     watch = CaseWatch.open(FakeGpuDevice(name="cpu", is_gpu=False))
     watch.start_case()
-    watch.windows = {"host": energy.EnergyWindow(watch.host, clock=lambda: next(ticks))}
+    watch.windows = {"host": energycounters.EnergyWindow(watch.host, clock=lambda: next(ticks))}
     watch.windows["host"].begin()
     (zone / "energy_uj").write_text(str(60_000_000))  # 60 J over the window
     watch.windows["host"].end(10)

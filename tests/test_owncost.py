@@ -13,9 +13,9 @@ import pytest
 
 from harness.core import settings
 from harness.data.results import CaseResult, CellResult
-from harness.measure import casewatch, energy, timing
+from harness.measure import casewatch, energy, energycounters, idlepower, timing
 from harness.measure.timing import TimingPolicy
-from harness.run import rounds, worker
+from harness.run import casepasses, caserun, rounds, worker
 from harness.spec import Cell, Check, WorkloadSpec
 
 # --- the warm-up ---------------------------------------------------------------------------
@@ -170,7 +170,7 @@ def test_autorange_records_how_its_warm_up_ended(monkeypatch: pytest.MonkeyPatch
     record = measurement.warmup_record()
     assert record == {"calls": timing.SETTLE_CALLS, "seconds": pytest.approx(0.005),
                       "stopped": timing.WARMUP_SETTLED}
-    assert worker.warmup_extra(measurement) == {"warmup": record}
+    assert caserun.warmup_extra(measurement) == {"warmup": record}
 
 
 # --- FLOPs counted once per cell -----------------------------------------------------------
@@ -211,7 +211,7 @@ FAST = TimingPolicy(min_samples=3, min_time_s=0.0, warmup_s=0.001, target_sample
 
 
 def _flops_of(module: CountingModule, counted: dict | None) -> dict:
-    _, output, _ = worker.measure_case(SPEC, module, {"size": 1}, "ok", CpuDevice(), {}, FAST,
+    _, output, _ = caserun.measure_case(SPEC, module, {"size": 1}, "ok", CpuDevice(), {}, FAST,
                                        counted=counted)
     return {key: value for key, value in output["extra"].items() if key.startswith("flops")}
 
@@ -234,7 +234,7 @@ def test_a_later_round_takes_the_first_rounds_flops_without_counting() -> None:
     assert module.counted == 1  # the counter did not run again
     assert reused["flops_per_call"] == 123.0
     assert reused["flops_coverage"] == first["flops_coverage"]
-    assert reused["flops_counted_by"] == "the fake counter" + worker.FLOPS_REUSED
+    assert reused["flops_counted_by"] == "the fake counter" + casepasses.FLOPS_REUSED
     assert worker.counted_flops(again, 1) is None
 
 
@@ -266,21 +266,21 @@ def _watch(monkeypatch: pytest.MonkeyPatch, watts: float) -> tuple[casewatch.Cas
     def sleep(seconds: float) -> None:
         clock[0] += seconds
 
-    monkeypatch.setattr(energy.time, "sleep", sleep)
-    monkeypatch.setattr(energy.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(idlepower.time, "sleep", sleep)
+    monkeypatch.setattr(idlepower.time, "perf_counter", lambda: clock[0])
     host = SteadyCounter("RAPL package-0", watts, clock)
     return casewatch.CaseWatch(None, "cpu cell", host, "", is_gpu=False), clock
 
 
 def _measure_idle(monkeypatch: pytest.MonkeyPatch, watts: float,
-                  fingerprint: dict) -> energy.IdlePower:
+                  fingerprint: dict) -> idlepower.IdlePower:
     watch, _ = _watch(monkeypatch, watts)
-    original = energy.measure_idle
+    original = idlepower.measure_idle
 
     def measured(counters: dict, **kwargs: Any) -> dict:  # the defaults, on the fake clock
-        return original(counters, sleep=energy.time.sleep, clock=energy.time.perf_counter)
+        return original(counters, sleep=idlepower.time.sleep, clock=idlepower.time.perf_counter)
 
-    monkeypatch.setattr(energy, "measure_idle", measured)
+    monkeypatch.setattr(idlepower, "measure_idle", measured)
     watch.measure_idle(fingerprint)
     return watch.idle["host"]
 
@@ -293,8 +293,8 @@ def test_idle_power_is_remembered_and_measured_again_on_a_new_fingerprint(
     second = _measure_idle(monkeypatch, 55.0, machine)  # the counter would now say 55 W
     assert second.remembered and second.watts == pytest.approx(40.0)
     record = energy.window_record(_window(), None, second, "the timed samples")
-    assert record.extra_fields["idle_remembered_from"] == energy.time.strftime(
-        "%H:%M", energy.time.localtime(first.measured_at))
+    assert record.extra_fields["idle_remembered_from"] == idlepower.time.strftime(
+        "%H:%M", idlepower.time.localtime(first.measured_at))
     changed = _measure_idle(monkeypatch, 55.0, {**machine, "cores": machine["cores"] + 1})
     assert not changed.remembered and changed.watts == pytest.approx(55.0)
     measured = energy.window_record(_window(), None, changed, "the timed samples")
@@ -306,13 +306,13 @@ def test_idle_power_older_than_an_hour_is_measured_again(
     machine = casewatch.idle_fingerprint("cpu", "x86 CPU")
     first = _measure_idle(monkeypatch, 40.0, machine)
     names = ["RAPL package-0"]
-    assert energy.recall_idle(machine, names, now=first.measured_at + 60) is not None
-    assert energy.recall_idle(machine, names,
-                              now=first.measured_at + energy.IDLE_REMEMBER_S + 1) is None
-    assert energy.recall_idle(machine, ["another counter"], now=first.measured_at) is None
+    assert idlepower.recall_idle(machine, names, now=first.measured_at + 60) is not None
+    assert idlepower.recall_idle(machine, names,
+                              now=first.measured_at + idlepower.IDLE_REMEMBER_S + 1) is None
+    assert idlepower.recall_idle(machine, ["another counter"], now=first.measured_at) is None
 
 
-def _window() -> energy.EnergyWindow:
+def _window() -> energycounters.EnergyWindow:
     clock = iter([0.0, 2.0])
     joules = iter([0.0, 100.0])
 
@@ -322,7 +322,7 @@ def _window() -> energy.EnergyWindow:
         def read_joules(self) -> float:
             return next(joules)
 
-    window = energy.EnergyWindow(Counter(), clock=lambda: next(clock))
+    window = energycounters.EnergyWindow(Counter(), clock=lambda: next(clock))
     window.begin()
     window.end(10)
     return window
@@ -338,7 +338,7 @@ def test_a_timed_window_long_enough_gives_the_energy_without_a_pass() -> None:
     steps: list[int] = []
     watch.start_case()
     watch.attach(lambda: steps.append(1), lambda: None)
-    watch.windows = {"host": energy.EnergyWindow(counter, clock=lambda: clock[0])}
+    watch.windows = {"host": energycounters.EnergyWindow(counter, clock=lambda: clock[0])}
     watch.windows["host"].begin()
     clock[0] += energy.MIN_WINDOW_S * 1.2  # the timed samples lasted long enough
     watch.end(600)
@@ -353,20 +353,51 @@ def test_a_pass_after_the_samples_is_left_out_where_it_would_take_too_long() -> 
     """Seed 000's Jacobian: 2.5 s per call; its FLOP counter's traced call took 16.5 s and
     the memory pass 14 s on the 2-core VM, its GPU step 12 s: each pass is left out, saying
     why, where its estimate passes AFTER_PASS_LIMIT_S; a short call keeps every pass."""
-    assert worker.pass_too_long(worker.FLOP_COUNT_PHASE, 0.44) == ""
-    assert worker.pass_too_long(worker.MEMORY_PASS_PHASE, 0.44) == ""
-    assert worker.pass_too_long("device profile", 0.75) == ""
-    assert worker.pass_too_long(worker.FLOP_COUNT_PHASE, None) == ""
-    why = worker.pass_too_long(worker.FLOP_COUNT_PHASE, 2.5)
+    assert casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 0.44) == ""
+    assert casepasses.pass_too_long(casepasses.MEMORY_PASS_PHASE, 0.44) == ""
+    assert casepasses.pass_too_long("device profile", 0.75) == ""
+    assert casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, None) == ""
+    why = casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 2.5)
     assert why.startswith("left out: a call takes 2.5 s") and "~18 s" in why
-    assert worker.pass_too_long("device profile", 12.0, calls=1) != ""
+    assert casepasses.pass_too_long("device profile", 12.0, calls=1) != ""
     # Under advise's 2 s (Settings.pass_limit_s) the Jacobian's 0.8 s calls at batch 25 lose
     # their FLOP count and memory pass; the device profile keeps its 10 s.
     with settings.using(settings.Settings(pass_limit_s=2.0)):
-        assert "over the 2 s" in worker.pass_too_long(worker.FLOP_COUNT_PHASE, 0.8)
-        assert worker.pass_too_long(worker.MEMORY_PASS_PHASE, 0.8) != ""
-        assert worker.pass_too_long("device profile", 0.8) == ""
-        assert worker.pass_too_long(worker.FLOP_COUNT_PHASE, 0.002) == ""
+        assert "over the 2 s" in casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 0.8)
+        assert casepasses.pass_too_long(casepasses.MEMORY_PASS_PHASE, 0.8) != ""
+        assert casepasses.pass_too_long("device profile", 0.8) == ""
+        assert casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 0.002) == ""
+
+
+class ProfiledGpu:
+    """A GPU device whose profiler records the calls it was asked to profile."""
+
+    is_gpu = True
+
+    def __init__(self) -> None:
+        self.profiled: list[int] = []
+
+    def profile(self, step: object, calls: int) -> Any:
+        self.profiled.append(calls)
+        return type("Profile", (), {"as_dict": staticmethod(lambda: {"busy_share": 0.5})})()
+
+
+def test_the_device_profile_runs_in_a_cells_first_round_and_only_where_it_is_short() -> None:
+    """A later round says its first round has the profile; a 12 s GPU call is left out,
+    saying why; a short call is profiled over one sample's calls, and an epoch-sized call
+    keeps its profile whatever it takes (MNIST's busy figures are the point)."""
+    timed: Any = type("Spec", (), {"timing": "autorange"})()
+    epochs: Any = type("Spec", (), {"timing": "per_call"})()
+    device, step = ProfiledGpu(), lambda: None
+    later = casepasses.device_profile_pass(timed, device, 1, step, 4, 0.001)
+    assert later == {"reason": casepasses.LATER_ROUND_REASON}
+    slow = casepasses.device_profile_pass(timed, device, 0, step, 4, 12.0)
+    assert slow["reason"].startswith("the device profile was left out: a call takes 12 s")
+    assert casepasses.device_profile_pass(timed, device, 0, step, 4, 0.001) == \
+        {"busy_share": 0.5}
+    assert casepasses.device_profile_pass(epochs, device, 0, step, 4, 60.0) == \
+        {"busy_share": 0.5}
+    assert device.profiled == [4, 1]
 
 
 def test_a_slow_call_gets_no_flop_count_or_memory_pass_and_says_why() -> None:
@@ -384,11 +415,11 @@ def test_a_slow_call_gets_no_flop_count_or_memory_pass_and_says_why() -> None:
             return {"required_device_bytes": 1}
 
     spec = type("Spec", (), {"flops": None, "flops_covers": ""})()
-    slow = worker.pass_too_long(worker.FLOP_COUNT_PHASE, 3.0)
-    record = worker.flops_record(spec, Counting, {}, None, slow)  # type: ignore[arg-type]
+    slow = casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 3.0)
+    record = casepasses.flops_record(spec, Counting, {}, None, slow)  # type: ignore[arg-type]
     assert record == {"flops_counted_by": f"unavailable: the FLOP count was {slow}"}
-    memory = worker.required_memory_record(
-        Counting, None, worker.pass_too_long(worker.MEMORY_PASS_PHASE, 3.0))
+    memory = casepasses.required_memory_record(
+        Counting, None, casepasses.pass_too_long(casepasses.MEMORY_PASS_PHASE, 3.0))
     assert memory["required_device_reason"].startswith("the memory pass was left out")
     assert Counting.calls == 0
-    assert worker.flops_record(spec, Counting, {}, None)["flops_per_call"] == 1.0  # type: ignore[arg-type]
+    assert casepasses.flops_record(spec, Counting, {}, None)["flops_per_call"] == 1.0  # type: ignore[arg-type]

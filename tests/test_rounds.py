@@ -23,7 +23,7 @@ from harness.data.upgrade import upgrade
 from harness.measure import gpustate, hostload
 from harness.measure.casewatch import CaseWatch
 from harness.measure.timing import TimingPolicy
-from harness.run import rounds, worker
+from harness.run import caserun, rounds, worker
 from harness.spec import Cell, Status
 
 # --- the round order -----------------------------------------------------------------------
@@ -158,7 +158,7 @@ def gpu_watch(monkeypatch: pytest.MonkeyPatch) -> CaseWatch:
     monkeypatch.setenv(gpustate.NVML_MODULE_ENV, "tests.fakes.nvml")
     monkeypatch.setenv("FAKE_NVML_THROTTLE", "0")
     monkeypatch.setattr(hostload, "CONTENDED_CORES", float("inf"))  # only the GPU contends
-    monkeypatch.setattr(worker, "QUICK_RETRY_PAUSE_S", 0.0)
+    monkeypatch.setattr(caserun, "QUICK_RETRY_PAUSE_S", 0.0)
     from tests.fakes.backend import fault
     fault.TIMINGS.clear()
     from tests.fakes.gpubackend import device as fake_gpu
@@ -169,14 +169,15 @@ def gpu_watch(monkeypatch: pytest.MonkeyPatch) -> CaseWatch:
 @pytest.mark.parametrize("variant", ["throttled-once", "throttled-always"])
 def test_a_throttled_case_is_timed_again_and_suspect_only_if_every_attempt_was(
         gpu_watch: CaseWatch, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HARNESS_ATTEMPTS", str(worker.MAX_ATTEMPTS))  # the default, not the suite's
+    # The default, not the suite's.
+    monkeypatch.setenv("HARNESS_ATTEMPTS", str(caserun.MAX_ATTEMPTS))
     spec = registry.load_workload("fault")
     cell = Cell("fault", variant, "fakegpu", "cuda:0", {"size": [2], "pid_file": ""},
                 quick=True)
     module = registry.implementation_module(spec, "fakegpu")
     from tests.fakes.gpubackend import device as fake_gpu
-    record = worker.run_case(spec, module, {"size": 2, "pid_file": ""}, cell,
-                             fake_gpu.open_device("cuda:0"), gpu_watch)
+    context = caserun.CellContext(spec, module, cell, fake_gpu.open_device("cuda:0"), gpu_watch)
+    record = caserun.run_case(context, caserun.CasePlan({"size": 2, "pid_file": ""}))
     assert record.status == Status.OK, record.reason
     first = record.attempts[0]
     assert "GPU throttled" in first.contended and not first.kept
@@ -184,8 +185,8 @@ def test_a_throttled_case_is_timed_again_and_suspect_only_if_every_attempt_was(
         assert len(record.attempts) == 2 and record.attempts[1].contended == ""
         assert record.attempts[1].kept and "throttled" not in record.suspect
     else:
-        assert len(record.attempts) == worker.MAX_ATTEMPTS and record.attempts[-1].kept
-        assert f"contended in all {worker.MAX_ATTEMPTS} attempts" in record.suspect
+        assert len(record.attempts) == caserun.MAX_ATTEMPTS and record.attempts[-1].kept
+        assert f"contended in all {caserun.MAX_ATTEMPTS} attempts" in record.suspect
     again = CaseResult.from_dict(json.loads(json.dumps(record.to_dict())))
     assert again.attempts == record.attempts
 
@@ -202,15 +203,18 @@ def test_a_later_round_of_a_cell_contended_throughout_times_each_case_once(
     module = registry.implementation_module(spec, "fakegpu")
     from tests.fakes.gpubackend import device as fake_gpu
     device = fake_gpu.open_device("cuda:0")
-    record = worker.run_case(spec, module, case, first, device, gpu_watch)
-    assert len(record.attempts) == worker.MAX_ATTEMPTS
+    record = caserun.run_case(caserun.CellContext(spec, module, first, device, gpu_watch),
+                              caserun.CasePlan(case))
+    assert len(record.attempts) == caserun.MAX_ATTEMPTS
     merger = rounds.RoundMerger.of(spec, [first], 2)
     merger.add(first, CellResult(cell=first, cases=[record]))
     later = merger.calibrated(replace(first, round=1))
     assert later.busy == "round 1 of this cell had a case contended in every attempt"
     assert cell_from_dict(json.loads(json.dumps(later.as_dict())))[0] == later
     run = worker.CellRun(later, tmp_path / "result.json")
-    again = worker.run_case(spec, module, case, later, device, gpu_watch, clock=run.clock)
+    again = caserun.run_case(
+        caserun.CellContext(spec, module, later, device, gpu_watch, clock=run.clock),
+        caserun.CasePlan(case))
     assert again.attempts == []  # one attempt: none retried (a retried case lists them all)
     assert "GPU throttled" in again.suspect  # the contention is still recorded
     assert "not timed again" in again.suspect and later.busy in again.suspect

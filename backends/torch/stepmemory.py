@@ -20,7 +20,7 @@ exist on a CPU and on a GPU, so a CPU run measures what a GPU's step would hold 
 saved buffers, e.g. batch norm's reserve space, appear in a GPU pass only).
 
 The pass runs once per case after the timed samples, the check's results and the FLOP count
-(harness.run.worker `required_memory_record`), so it reaches no timed sample and no kept
+(harness.run.casepasses `required_memory_record`), so it reaches no timed sample and no kept
 result; it trains the model one more step, as the FLOP count's eager call does.
 """
 

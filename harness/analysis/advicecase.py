@@ -98,7 +98,7 @@ def profiled(case: Measured) -> bool:
 def diagnosis_at(case: Measured, cases: Sequence[Measured],
                  ceilings: Ceilings | None = None) -> Diagnosis:
     """diagnosis_of CASE, or where its GPU profile is missing (left out: a call of seconds,
-    harness.run.worker pass_too_long) that of the same cell at another batch, which says so:
+    harness.run.casepasses pass_too_long) that of the same cell at another batch, which says so:
     what bounds a step (launches, copies, compute) rarely changes between two batches of one
     sweep, and an unprofiled diagnosis argues for no fix and against none."""
     if device_kind(case.device) == "cpu" or profiled(case):

@@ -66,7 +66,7 @@ def work_of(spec: WorkloadSpec, case: CaseParams,
     return work
 
 
-# A check's metric when nothing could be compared (harness.run.worker.NOT_COMPARED).
+# A check's metric when nothing could be compared (harness.run.caserun.NOT_COMPARED).
 NOT_COMPARED = "not_compared"
 
 

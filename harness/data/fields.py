@@ -203,7 +203,7 @@ FIELDS: tuple[CaseField, ...] = (
               help="training steps in one timed call (an epoch, or a fit() block): the "
                    "per-step time is the call's / this"),
     CaseField("suspect", str, case_value("suspect"), help="why the timing guard doubts it"),
-    # Rounds (harness.run.rounds) and retries of contended timings (harness.run.worker).
+    # Rounds (harness.run.rounds) and retries of contended timings (harness.run.caserun).
     CaseField("round_spread", float, case_value("round_spread"), format=_percent, report=True,
               cli="round drift", help="spread of the round medians / their median"),
     CaseField("attempts", int, lambda cell, case: None if case is None or not case.attempts

@@ -96,7 +96,7 @@ TIMED: Mapping[str, Any] = {**IF_SET, "timed": True}
 
 @dataclass
 class Attempt(JsonRecord):
-    """One timing of a case: a contended one is timed again (harness.run.worker)."""
+    """One timing of a case: a contended one is timed again (harness.run.caserun)."""
 
     number: int  # 1 = the first timing
     median_s: float | None

@@ -16,7 +16,9 @@ from typing import Any
 
 from harness.data.records import CaseEnergy, EnergyRecord, GpuState
 from harness.data.serial import JsonObject
-from harness.measure import energy, envinfo, gpustate
+from harness.measure import edgepass, energy, envinfo, gpustate, idlepower
+from harness.measure.counteredges import EdgeSpan
+from harness.measure.energycounters import EnergyCounter, EnergyWindow, NvmlEnergy, open_rapl
 
 # Why no energy pass (seconds each) runs for a case whose timed samples were too short.
 LATER_ROUND_REASON = "measured in the cell's first round only"
@@ -39,14 +41,14 @@ class CaseWatch:
     """The cell's counters and GPU watcher; a TimedWindow for the case being timed."""
 
     def __init__(self, gpu: gpustate.NvmlGpu | None, gpu_reason: str,
-                 host: energy.EnergyCounter | None, host_reason: str, is_gpu: bool) -> None:
+                 host: EnergyCounter | None, host_reason: str, is_gpu: bool) -> None:
         self.gpu, self.gpu_reason = gpu, gpu_reason
         self.host, self.host_reason = host, host_reason
         self.is_gpu = is_gpu
         self.state = gpustate.GpuStateWatch(gpu) if gpu is not None else None
-        self.device_counter = energy.NvmlEnergy(gpu) if gpu is not None else None
-        self.idle: dict[str, energy.IdlePower] = {}
-        self.windows: dict[str, energy.EnergyWindow] = {}
+        self.device_counter = NvmlEnergy(gpu) if gpu is not None else None
+        self.idle: dict[str, idlepower.IdlePower] = {}
+        self.windows: dict[str, EnergyWindow] = {}
         self.pair: tuple[Callable[[], object], Callable[[], None]] | None = None
 
     @classmethod
@@ -62,16 +64,16 @@ class CaseWatch:
             if is_gpu:
                 opened = gpustate.open_gpu(str(getattr(device, "name", "")))
                 gpu, gpu_reason = (opened, "") if not isinstance(opened, str) else (None, opened)
-            rapl = energy.open_rapl()
+            rapl = open_rapl()
             host, host_reason = (rapl, "") if not isinstance(rapl, str) else (None, rapl)
         except Exception as exc:  # noqa: BLE001 - the timing must go on without the records
             gpu, host = None, None
             gpu_reason = host_reason = f"watcher failed to start: {type(exc).__name__}: {exc}"
         return cls(gpu, gpu_reason, host, host_reason, is_gpu)
 
-    def counters(self) -> dict[str, energy.EnergyCounter]:
+    def counters(self) -> dict[str, EnergyCounter]:
         """'device' (NVML, GPU cells) and 'host' (RAPL) where each exists."""
-        found: dict[str, energy.EnergyCounter] = {}
+        found: dict[str, EnergyCounter] = {}
         if self.device_counter is not None:
             found["device"] = self.device_counter
         if self.host is not None:
@@ -81,20 +83,20 @@ class CaseWatch:
     def measure_idle(self, fingerprint: JsonObject | None = None) -> None:
         """Idle power before the cell's first case, on every counter at once; with a
         FINGERPRINT (idle_fingerprint), the figure this machine remembered for it within
-        energy.IDLE_REMEMBER_S instead, and a new settled measurement is remembered."""
+        idlepower.IDLE_REMEMBER_S instead, and a new settled measurement is remembered."""
         counters = self.counters()
         if not counters:
             return
         if fingerprint is not None:
             names = [counter.name for counter in counters.values()]
-            recalled = energy.recall_idle(fingerprint, names)
+            recalled = idlepower.recall_idle(fingerprint, names)
             if recalled is not None:
                 self.idle = {name: recalled[counter.name]
                              for name, counter in counters.items()}
                 return
-        self.idle = energy.measure_idle(counters)
+        self.idle = idlepower.measure_idle(counters)
         if fingerprint is not None:
-            energy.remember_idle(fingerprint, {self.idle[name].counter: self.idle[name]
+            idlepower.remember_idle(fingerprint, {self.idle[name].counter: self.idle[name]
                                                for name in self.idle})
 
     # --- per case ------------------------------------------------------------------------------
@@ -111,7 +113,7 @@ class CaseWatch:
     def begin(self) -> None:
         if self.state is not None:
             self.state.begin()
-        self.windows = {name: energy.EnergyWindow(counter)
+        self.windows = {name: EnergyWindow(counter)
                         for name, counter in self.counters().items()}
         for window in self.windows.values():
             window.begin()
@@ -180,11 +182,11 @@ class CaseWatch:
     def _energy_pass(self, seconds_per_call: float, steps_per_call: float | None,
                      timed_s: float, records: dict[str, EnergyRecord]) -> CaseEnergy:
         """More of the case's calls, every counter at once, each read between two of its own
-        updates (energy.edge_energy_pass), or over the whole pass where it showed none."""
+        updates (edgepass.edge_energy_pass), or over the whole pass where it showed none."""
         assert self.pair is not None
         step, synchronize = self.pair
         counters = self.counters()
-        found = energy.edge_energy_pass(counters, step, synchronize, seconds_per_call)
+        found = edgepass.edge_energy_pass(counters, step, synchronize, seconds_per_call)
         for name, counter in counters.items():
             records[name] = energy.edge_record(counter, found, name, steps_per_call,
                                                self.idle.get(name),
@@ -192,7 +194,7 @@ class CaseWatch:
         return CaseEnergy(device=records.get("device"), host=records["host"])
 
 
-def pass_source(span: energy.EdgeSpan | None, timed_s: float) -> str:
+def pass_source(span: EdgeSpan | None, timed_s: float) -> str:
     """The record's `source` for a figure from an energy pass (the report's energy line
     quotes what is in the parentheses, so they hold the whole reason, and none nested)."""
     why = f"the timed samples lasted {timed_s:.2g} s, too short for the counter"

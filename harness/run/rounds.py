@@ -220,7 +220,7 @@ class RoundMerger:
         return replace(counted, calibration=first_round_calibration(first))
 
 
-# What a later round takes of its first round's FLOP record (harness.run.worker flops_record).
+# What a later round takes of its first round's FLOP record (harness.run.casepasses flops_record).
 FLOPS_KEYS = ("flops_per_call", "flops_counted_by", "flops_coverage", "flops_second_opinion")
 
 
