@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from harness.analysis import fixchoice
 from harness.core.units import device_kind
 from harness.data.results import CellResult
-from harness.run.sensitivity import PHASE as SENSITIVITY_PHASE
 from harness.run.casepasses import FLOP_COUNT_PHASE, MEMORY_PASS_PHASE
+from harness.run.sensitivity import PHASE as SENSITIVITY_PHASE
 from harness.spec import Cell
 
 DeviceKey = tuple[str, str]  # (framework, device)
