@@ -186,6 +186,28 @@ def test_the_pass_stops_once_the_span_is_long_enough_and_leaves_no_thread() -> N
                                        "updates")
 
 
+def test_a_call_of_many_steps_needs_four_steps_of_span_not_four_calls() -> None:
+    assert edgepass.min_span_s(0.6) == pytest.approx(4 * 0.6)
+    assert edgepass.min_span_s(0.6, steps_per_call=625) == edgepass.EDGE_MIN_SPAN_S
+    assert edgepass.min_span_s(0.6, steps_per_call=2) == pytest.approx(4 * 0.6)  # too few
+    assert edgepass.min_span_s(1.0, steps_per_call=4) == pytest.approx(1.0)
+    clock = FakeClock()
+    counter = SteppedCounter(clock)
+    step = PacedStep(clock, counter)  # 5 ms a step, 100 steps a call: a 0.5 s call
+    calls = []
+
+    def whole_call() -> None:
+        calls.append(1)
+        for _ in range(100):
+            step()
+    found = edgepass.edge_energy_pass({"device": counter}, whole_call, lambda: None,
+                                      seconds_per_call=0.5, clock=clock, steps_per_call=100)
+    span = found.spans["device"]
+    assert span is not None and span.seconds >= edgepass.EDGE_MIN_SPAN_S - span.resolution_s
+    assert 1 <= found.calls == len(calls) < edgepass.EDGE_MIN_CALLS  # 4 calls would be 2 s
+    assert found.seconds == pytest.approx(0.5 * found.calls)
+
+
 def test_a_counter_that_never_moves_falls_back_to_the_two_reads_of_today() -> None:
     clock = FakeClock()
     counter = SteppedCounter(clock, moves=False)

@@ -186,7 +186,8 @@ class CaseWatch:
         assert self.pair is not None
         step, synchronize = self.pair
         counters = self.counters()
-        found = edgepass.edge_energy_pass(counters, step, synchronize, seconds_per_call)
+        found = edgepass.edge_energy_pass(counters, step, synchronize, seconds_per_call,
+                                          steps_per_call=steps_per_call)
         for name, counter in counters.items():
             records[name] = energy.edge_record(counter, found, name, steps_per_call,
                                                self.idle.get(name),

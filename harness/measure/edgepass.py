@@ -40,7 +40,9 @@ POLL_S = 0.002
 # (a 1 ms RAPL counter would otherwise be done in 4 ms): four updates of a 100 ms counter.
 EDGE_MIN_UPDATES, EDGE_MIN_SPAN_S = 4, 0.35
 # ... and this many calls of the timed median, so that a call's phases (host work, then device
-# work) average out in it.
+# work) average out in it; where a call is a block of steps (an MNIST epoch: 625 steps), this
+# many steps: the phases repeat per step, and 4 whole calls of 0.5-1 s each were most of a
+# GPU cell's energy pass (2-5 s) in the main job on an H200.
 EDGE_MIN_CALLS = 4
 # The pass's first chunk of calls: a 100 ms counter's first update, then 4 periods, and slack.
 # The calls go in chunks with a sync after each: an asynchronous loop would otherwise queue
@@ -167,11 +169,19 @@ class EdgePass:
         return self.closed_s - self.opened_s
 
 
+def min_span_s(seconds_per_call: float, steps_per_call: float | None = None) -> float:
+    """The shortest span a pass's power is read over: EDGE_MIN_SPAN_S, and EDGE_MIN_CALLS of
+    the repeated unit: a call, or a step where a call holds at least that many steps."""
+    steps = steps_per_call if steps_per_call and steps_per_call >= EDGE_MIN_CALLS else 1.0
+    return max(EDGE_MIN_SPAN_S, EDGE_MIN_CALLS * seconds_per_call / steps)
+
+
 def edge_energy_pass(counters: dict[str, EnergyCounter], step: Callable[[], object],
                      synchronize: Callable[[], None], seconds_per_call: float,
                      target_s: float = EXTEND_TO_S,
                      clock: Callable[[], float] = time.perf_counter,
-                     poll_s: float = POLL_S, max_calls_factor: int = 16) -> EdgePass:
+                     poll_s: float = POLL_S, max_calls_factor: int = 16,
+                     steps_per_call: float | None = None) -> EdgePass:
     """Back-to-back calls while a poller logs the counters, until every counter's span
     between two updates is long enough (span_is_enough) or the calls have run target_s (a
     counter that never moves: the two reads then cover today's window).
@@ -181,10 +191,11 @@ def edge_energy_pass(counters: dict[str, EnergyCounter], step: Callable[[], obje
     estimate: a loaded host inflates it, a warm cache shrinks it, and a chunk count fixed from
     it once left windows of 0.38 s where 2 s were meant); a chunk ends early once the poller
     finds the spans long enough. max_calls_factor x target_s / seconds_per_call calls at
-    most: a clock that does not advance must not loop for ever.
+    most: a clock that does not advance must not loop for ever. The span covers
+    EDGE_MIN_CALLS calls, or as many steps where `steps_per_call` says a call is a block of
+    them (min_span_s); the pass still runs whole calls, at least one.
     """
-    poller = CounterPoller(counters, clock, poll_s,
-                           max(EDGE_MIN_SPAN_S, EDGE_MIN_CALLS * seconds_per_call))
+    poller = CounterPoller(counters, clock, poll_s, min_span_s(seconds_per_call, steps_per_call))
     max_calls = max_calls_factor * max(1, math.ceil(target_s / max(seconds_per_call, 1e-9)))
     switch_interval = sys.getswitchinterval()
     synchronize()
