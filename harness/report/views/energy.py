@@ -32,8 +32,8 @@ from harness.data.records import (
 )
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.report.views import REPORT, View
-from harness.terminal import said_once, series
 from harness.spec import Status
+from harness.terminal import said_once, series
 
 COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "size",
            "status", "step_s", "window_step_s", "rounds", "noise", "energy_status",
