@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +81,14 @@ def model_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
                            [model_case(device, batch) for batch in SIZES], variant="as-written",
                            params={"batch": SIZES, "what": "train"})
                for device in ("cpu", "cuda:0")]
+    for result in results:  # the harness's own cost: the overhead line after the table
+        result["cost"] = {"wall_s": 12.0, "timed_s": 5.0, "workers": 1,
+                          "phases": {"warm-up and calibration": 3.0,
+                                     "worker start (python, imports)": 2.0}}
     run_dir = write_run(tmp_path_factory.mktemp("model") / "run", results, HOST,
                         {"batch": SIZES, "what": "train"}, workload="model-lstm", sweep="batch",
                         work=lambda case: {"flops": 1e6 * case["batch"]},
-                        extra_doc={"quick": False})
+                        started=time.time() - 60, extra_doc={"quick": False})
     api.save_predictions(run_dir)
     return run_dir
 
@@ -122,6 +127,7 @@ def test_the_answer_fits_a_glance_at_100_columns(model_run: Path,
     assert not too_long, "\n".join(verdict)
     rules = [i for i in range(title, len(lines)) if set(lines[i].strip()) == {"─"}]
     after = lines[rules[2] + 1:]
+    assert any(line.startswith("harness overhead: ") for line in after), "\n".join(after)
     assert sum(map(rows_on_screen, after)) <= 20, "\n".join(after)
     # One energy line per cell, its three sizes together; one memory line per cell.
     assert [line for line in after if line.startswith("energy, ")] == [
