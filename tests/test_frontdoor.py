@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 import harness.report
 from harness import api
+from harness.analysis.noise import ONE_ROUND
 from harness.cli import app
 from harness.core import registry
 
@@ -43,19 +44,25 @@ def test_compare_ends_with_the_summary_verdict_and_the_report_path(out_dir: Path
     start = lines.index("verdict:") + 1
     table = next(i for i, line in enumerate(lines) if line.startswith("fault: median per call"))
     verdict = lines[start:table] + [line for line in lines if line.startswith("  warning: ")]
-    assert verdict[0] == "fault:"
-    assert any(line.startswith("  GPU vs CPU on ") for line in verdict), verdict
-    assert any(line.startswith("  fastest on ") for line in verdict), verdict
+    # One machine: named once, in the workload's heading, not in every line under it.
+    machine = json.loads((run_dir / "run.json").read_text())["host"]["machine_label"]
+    assert verdict[0] == f"fault on {machine}:"
+    assert any(line.startswith("  GPU vs CPU: ") for line in verdict), verdict
+    assert any(line.startswith("  fastest at ") for line in verdict), verdict
     ranking = [line for line in verdict if line.startswith("  ranking on cpu, ")]
     assert ranking and "1. fake" in ranking[0] and "2. fake" in ranking[0]
     warnings = [line for line in verdict if line.startswith("  warning: ")]
     assert any("unavailable" in line and "fake cuda:0" in line for line in warnings), verdict
-    # The very sentences of summary.md, not a second phrasing of the numbers.
+    # summary.md's sentences less what the terminal says once: the machine and the clause
+    # of a one-round run (its rounds line says it); every figure of them is in summary.md.
     summary = (run_dir / "summary.md").read_text().replace("**", "").replace("`", "")
+    shortened = summary.replace(f" on {machine}", "").replace(f"; {ONE_ROUND}", "").replace(
+        f" ({ONE_ROUND})", "")
     for line in verdict[1:]:
         sentence = line.strip().removeprefix("warning: ").removeprefix("ranking on ")
-        sentence = sentence.removeprefix("GPU vs CPU on ").split(": ", 1)[-1]
-        assert sentence in summary, line
+        # A SUSPECT cell (a loaded machine) is named only: its reason is in the warnings.
+        sentence = sentence.removeprefix("GPU vs CPU: ").split("; SUSPECT timing: ")[0]
+        assert sentence in shortened, line
 
 
 def test_a_report_that_cannot_be_written_exits_3_with_one_line(

@@ -31,6 +31,8 @@ from harness.analysis.memoryfit import (
     memory_fit_lines,
     memory_fits,
 )
+from harness.analysis.memoryfit import method_lines as memory_method_lines
+from harness.analysis.memoryfit import terminal_lines as memory_terminal_lines
 from harness.data.results import RunDocument
 from harness.data.store import load_run
 from tests.synthetic_runs import make_case, make_result, write_run
@@ -331,9 +333,33 @@ def test_summary_and_terminal_print_the_fit_and_check_recomputes_it(fitted_run: 
     bullet = "- Memory fit (run `run`): cuda:0 (torch): the largest batch predicted to fit"
     assert bullet in summary
     terminal = verdicts_without_drawing([fitted_run])
-    assert any(line.startswith("  memory: cuda:0 (torch): the largest batch predicted to fit")
-               and line.endswith("lies below it") for line in terminal)
+    # The terminal's line: the figures, how they were fitted left to summary.md and --details.
+    assert "  memory: cuda:0 (torch): largest batch to fit in 79 GiB: ~26,600 (1 GiB + 3 MiB " \
+           "per sample); a floor (workspace); the predicted crossover (batch ~910) lies below " \
+           "it" in terminal
     assert fit_mismatches(fitted_run) == ([], [])
+
+
+def test_the_short_line_keeps_the_figures_and_the_method_is_said_once() -> None:
+    doc = document(linear(GiB, 4 * MiB), [crossover_record(913.4)],
+                   required=linear(GiB // 2, MiB), host_peaks=linear(600 * MiB, 2 * MiB))
+    fit = gpu_fit(doc)
+    assert fit.short_line() == (
+        "cuda:0 (torch, as-written): largest batch to fit in 79 GiB: ~80,300 (512 MiB + 1 MiB "
+        "per sample), the allocator's peak ~19,900: a floor; the predicted crossover (batch "
+        "~910) lies below it")
+    assert len(fit.short_line()) < len(fit.line()) / 2
+    # The run's lines name the cell without its variant (the run has one).
+    assert memory_terminal_lines(doc)[1] == fit.short_line().replace(", as-written", "")
+    # Both cells were fitted over the same sizes with no residual: said once, then each
+    # cell's basis and capacity.
+    assert memory_method_lines(doc) == [
+        "memory fits, every cell: fitted over 3 sizes up to 128; largest residual 0 B",
+        "memory fit, cpu (torch): fitted: the worker's peak RSS per case; against "
+        "64 GiB of RAM",
+        "memory fit, cuda:0 (torch): fitted: the memory each case's step must "
+        "hold (measured tensor by tensor); against 79 GiB (of 80 GiB); the allocator's peak "
+        "(the libraries' workspace included): fixed 1 GiB + 4 MiB per sample"]
 
 
 @pytest.mark.parametrize("printed, changed, figure", [

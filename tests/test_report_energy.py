@@ -46,6 +46,12 @@ def typed(runs: list[dict[str, Any]]) -> list[RunDocument]:
     return [as_run_document(run) for run in runs]
 
 
+def case_lines(run: dict[str, Any]) -> list[str]:
+    """summary.md's energy line of each measured case of RUN (how it was measured included)."""
+    table = view.energy_table(typed([run]))
+    return [view.case_line(row) for _, row in table.iterrows()]
+
+
 def summary(tmp_path: Path, runs: list[dict[str, Any]]) -> str:
     """summary.md of the report drawn from these documents, each stored as a run folder."""
     folders = [write_run(tmp_path / "runs" / f"run{index}", run["cells"], run["host"],
@@ -132,7 +138,7 @@ def test_energy_per_step_is_printed_with_the_time_of_its_own_window() -> None:
     gpu["extra"]["energy"]["device"].update(calls=10, steps_per_call=100)
     gpu["samples"], gpu["sample_rounds"] = [0.1] * 6, [0, 0, 0, 1, 1, 1]
     gpu["round_medians"] = [0.1, 0.1]
-    line = view.console_lines(as_run_document(document({"cuda:0": gpu})))[0]
+    line = case_lines(document({"cuda:0": gpu}))[0]
     assert "320 mJ per step over the energy window (160 W mean x 2 ms per step" in line
     assert "1 ms per step timed (median of all rounds' samples)" in line
 
@@ -145,7 +151,56 @@ def test_an_idle_power_read_back_from_the_machine_says_from_when() -> None:
         calls=10, steps_per_call=100, idle_remembered_from="14:02")
     measured = case("cuda:0", 0.1, 0.32)
     measured["extra"]["energy"]["device"].update(calls=10, steps_per_call=100)
-    lines = [view.console_lines(as_run_document(document({"cuda:0": record})))[0]
-             for record in (remembered, measured)]
+    lines = [case_lines(document({"cuda:0": record}))[0] for record in (remembered, measured)]
     assert "above the 80 W idle, remembered from 14:02)" in lines[0]
     assert "remembered" not in lines[1] and "above the 80 W idle)" in lines[1]
+
+
+def swept(device: str, per_size: dict[int, tuple[float, float | None]]) -> dict[str, Any]:
+    """One cell of document()'s run at several batch sizes: size -> (seconds per epoch, J per
+    step or None for a counter that measured nothing)."""
+    cases = []
+    for size, (seconds, joules) in per_size.items():
+        made = case(device, seconds, joules, reason="no /sys/class/powercap")
+        made["case"] = {"batch_size": size}
+        cases.append(made)
+    return {"cell": {"workload": "mnist-small", "framework": "torch", "device": device,
+                     "variant": "preloaded"}, "cases": cases}
+
+
+def swept_run(cpu_joules: tuple[float | None, ...] = (1.0, 2.0, 8.0)) -> RunDocument:
+    """GPU 0.5 / 0.6 / 1.6 J per step and the CPU's CPU_JOULES at batch 8 / 64 / 512."""
+    gpu = swept("cuda:0", {8: (0.2, 0.5), 64: (0.2, 0.6), 512: (0.3, 1.6)})
+    cpu = swept("cpu", dict(zip((8, 64, 512), ((0.1, cpu_joules[0]), (0.3, cpu_joules[1]),
+                                               (1.2, cpu_joules[2])))))
+    return as_run_document({"run_id": "r1", "sweep": "batch_size",
+                            "host": {"machine_label": "box"}, "cells": [cpu, gpu]})
+
+
+def test_the_terminal_says_one_energy_line_per_cell_with_its_sizes_together() -> None:
+    lines = view.console_lines(swept_run())
+    # One unit said once where the figures share it, each figure's own where they do not.
+    assert lines == [
+        "energy, torch cpu: 1 / 2 / 8 J per step at batch_size 8 / 64 / 512",
+        "energy, torch cuda:0: 500 mJ / 600 mJ / 1.6 J per step at batch_size 8 / 64 / 512; "
+        "2x less / 3.33x less / 5x less than cpu"]
+    # How the figures were measured is not in them: summary.md and --details say it.
+    assert not any("idle" in line or "window" in line or "counter" in line for line in lines)
+
+
+def test_a_counter_that_measured_nothing_is_said_once_and_its_ratios_are_dashes() -> None:
+    lines = view.console_lines(swept_run(cpu_joules=(None, None, None)))
+    assert lines == [
+        "energy, torch cuda:0: 500 mJ / 600 mJ / 1.6 J per step at batch_size 8 / 64 / 512",
+        "energy: CPU unavailable: no /sys/class/powercap"]
+
+
+def test_how_energy_was_measured_is_said_once_where_every_cell_shares_it() -> None:
+    lines = view.method_lines(swept_run())
+    # Every case of document()'s cells: the same counter name, idle 80 W, 160 W mean, 2 s
+    # windows over the timed samples: said once, not per cell or per size.
+    assert lines[0] == ("energy, every cell: counter; idle included; from the timed samples; "
+                        "windows 2 s; 160 W mean")
+    assert lines[1:] == [
+        "energy, torch cpu: 500 mJ / 1 J / 4 J per step above the 80 W idle",
+        "energy, torch cuda:0: 250 / 300 / 800 mJ per step above the 80 W idle"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.report import render_report
+from harness.report import render_report, verdicts_without_drawing
 from tests.synthetic_runs import (
     CPU_MACHINE,
     SIZES,
@@ -34,6 +34,13 @@ def test_a_suspect_case_is_named_in_the_summary(tmp_path: Path) -> None:
     # The headline size's fastest cell is the suspect one: its verdict says so.
     glance = summary.split("## At a glance")[1].split("\n## ")[0]
     assert f"SUSPECT timing: torch cpu: {BIMODAL}" in glance
+    # The terminal's verdict names the suspect cell and leaves its reason to the warnings,
+    # where it is said in full once.
+    terminal = verdicts_without_drawing([run])
+    (fastest,) = [line for line in terminal if line.startswith("  fastest at ")]
+    assert fastest.endswith("; SUSPECT timing: torch cpu (see the warnings)"), fastest
+    (warning,) = [line for line in terminal if line.startswith("  warning: SUSPECT timing:")]
+    assert BIMODAL in warning
 
 
 def test_no_suspect_case_means_no_suspect_line(tmp_path: Path) -> None:

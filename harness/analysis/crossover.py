@@ -18,7 +18,7 @@ from typing import Any, TypedDict
 
 import pandas as pd
 
-from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
+from harness.analysis.noise import ONE_ROUND, CaseNoise, GapVerdict, judge_gap
 from harness.analysis.predict import Prediction, SweepPoint, predict
 from harness.core.units import format_size
 from harness.data.serial import JsonValue
@@ -211,7 +211,7 @@ def noise_phrase(verdicts: list[GapVerdict]) -> str:
     text = f"the faster device beyond the noise at {beyond} of {len(verdicts)} sizes"
     rounds = max(verdict.rounds for verdict in verdicts)
     if rounds < 2:
-        return f" ({text}; one round: run-to-run drift not measured)"
+        return f" ({text}; {ONE_ROUND})"
     every = sum(verdict.held == verdict.rounds for verdict in verdicts)
     return f" ({text}; held in all {rounds} rounds at {every} of {len(verdicts)})"
 

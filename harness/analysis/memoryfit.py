@@ -47,6 +47,7 @@ from harness.analysis.predict import SEARCH_FACTOR
 from harness.core.units import device_kind, format_bytes
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.spec import Status
+from harness.terminal import said_once
 
 # Sweeps whose values are a batch size: only there is "per sample" the slope of the line.
 BATCH_SWEEPS = frozenset({"batch", "batch_size"})
@@ -195,6 +196,38 @@ class MemoryFit:
                 f"({parts}){self.peak_clause()}")
         return text + "".join(f"; {note}" for note in self.caveats) + self.crossover_clause()
 
+    def short_line(self) -> str:
+        """The answer in one terminal line (compare's verdict): the figures without how they
+        were measured, which summary.md's line() and method_clauses() (--details) say."""
+        head = self.label or f"{self.device} ({self.framework})"
+        if self.fit is None or not self.fit.predicts:
+            return self.line()  # a reason, no figures to shorten
+        if self.largest_batch is None:
+            return f"{head}: {self.basis} memory {line_parts(self.fit)}; no largest batch: " \
+                   f"{self.reason}"
+        answer = (f"~{batch_text(self.largest_batch)}" if self.largest_batch > 0
+                  else "none: the fixed part alone does not fit")
+        capacity = self.capacity_text.split(" (", 1)[0]  # '79 GiB (of 80 GiB)' -> '79 GiB'
+        text = (f"{head}: largest batch to fit in {capacity}: {answer} "
+                f"({line_parts(self.fit).removeprefix('fixed ')})")
+        if self.basis == "required":
+            text += (f", the allocator's peak ~{batch_text(self.peak_batch)}: a floor"
+                     if self.peak_batch is not None else ", the allocator's peak: none")
+        notes = [SHORT_CAVEATS.get(note, note) for note in self.caveats]
+        return text + "".join(f"; {note}" for note in notes) + self.crossover_clause()
+
+    def method_clauses(self) -> list[str]:
+        """How the fit was made, clause by clause, for --details: what was fitted, over which
+        sizes, its residual, against what capacity; the peak's own fit where it is the floor."""
+        if self.fit is None:
+            return []
+        clauses = [f"fitted: {self.figure}", sizes_text(self.fit), residual_text(self.fit),
+                   f"against {self.capacity_text}"]
+        if self.basis == "required" and self.peak_fit is not None:
+            clauses.append(f"the allocator's peak (the libraries' workspace included): "
+                           f"{line_parts(self.peak_fit)}")
+        return clauses + [note for note in self.caveats if note in SHORT_CAVEATS]
+
     def peak_clause(self) -> str:
         """'; predicted from the memory the step must hold (...); the measured peak, the
         libraries' workspace included, gives ~87,200 (fixed 7.33 MiB + 945 KiB per sample): a
@@ -235,10 +268,19 @@ def line_parts(fit: LineFit) -> str:
 
 def fit_basis(fit: LineFit) -> str:
     """'fitted over 3 sizes up to 512, largest residual 2.1 MiB' (or why no residual)."""
-    basis = f"fitted over {fit.sizes} sizes up to {int(fit.largest_size):,}"
+    return f"{sizes_text(fit)}, {residual_text(fit)}"
+
+
+def sizes_text(fit: LineFit) -> str:
+    """'fitted over 3 sizes up to 512'."""
+    return f"fitted over {fit.sizes} sizes up to {int(fit.largest_size):,}"
+
+
+def residual_text(fit: LineFit) -> str:
+    """'largest residual 2.1 MiB', or why there is none."""
     if fit.max_residual_bytes is None:
-        return basis + ", no residual (a line through 2 points)"
-    return basis + f", largest residual {format_bytes(abs(fit.max_residual_bytes))}"
+        return "no residual (a line through 2 points)"
+    return f"largest residual {format_bytes(abs(fit.max_residual_bytes))}"
 
 
 def batch_text(batch: float) -> str:
@@ -295,6 +337,22 @@ def memory_fit_lines(document: RunDocument) -> list[str]:
     """The lines compare and summary.md print: every GPU cell's fit (or why none), and a host
     fit where the run recorded per-case host peaks; CPU cells without one stay quiet."""
     return [fit.line() for fit in memory_fits(document) if shown(fit)]
+
+
+def terminal_lines(document: RunDocument) -> list[str]:
+    """The same fits as memory_fit_lines, one short line each, for compare's verdict."""
+    return [fit.short_line() for fit in memory_fits(document) if shown(fit)]
+
+
+def method_lines(document: RunDocument) -> list[str]:
+    """How each fit was made, for --details: what every fit shares said once ('memory fits,
+    every cell: fitted over 3 sizes up to 512'), then each cell's own clauses."""
+    clauses = {fit.label or f"{fit.device} ({fit.framework})": fit.method_clauses()
+               for fit in memory_fits(document) if shown(fit) and fit.fit is not None}
+    shared, own = said_once(clauses)
+    lines = [f"memory fits, every cell: {'; '.join(shared)}"] if shared else []
+    return lines + [f"memory fit, {label}: {'; '.join(parts)}" for label, parts in own.items()
+                    if parts]
 
 
 def shown(fit: MemoryFit) -> bool:
@@ -465,6 +523,13 @@ DEVICE_FLOOR = ("a floor, not the limit, where the framework trades workspace fo
                 "it (cuDNN convolutions: docs/methodology.md)")
 
 
+ORDER_CAVEAT = ("the batch sizes did not run smallest first: a smaller batch's peak may hold "
+                "memory a larger one left cached")
+# The caveats as the terminal's short line says them (the long form goes to --details).
+SHORT_CAVEATS = {DEVICE_FLOOR: "a floor (workspace)",
+                 ORDER_CAVEAT: "sizes not run smallest first (cached memory)"}
+
+
 def order_caveats(sweep: str, cell: CellResult) -> tuple[str, ...]:
     """A caveat where the sizes did not run smallest first: a later, smaller batch's peak can
     then hold memory a larger one left cached (a never-reset peak, the allocator's cache)."""
@@ -472,8 +537,7 @@ def order_caveats(sweep: str, cell: CellResult) -> tuple[str, ...]:
                if batch is not None]
     if all(first < second for first, second in pairwise(batches)):
         return ()
-    return ("the batch sizes did not run smallest first: a smaller batch's peak may hold "
-            "memory a larger one left cached",)
+    return (ORDER_CAVEAT,)
 
 
 def crossover_place(document: RunDocument, cell: CellResult) -> CrossoverPlace | None:

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 MIN_SAMPLES = 3  # below this an IQR says nothing (one sample has an IQR of 0)
+# What a verdict of a one-round run adds (the terminal says it once, in its rounds line).
+ONE_ROUND = "one round: run-to-run drift not measured"
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class GapVerdict:
             return f"not judged, < {MIN_SAMPLES} samples"
         if self.rounds < 2:
             verdict = "beyond the noise" if self.significant else "within the noise"
-            return f"{verdict} (one round: run-to-run drift not measured)"
+            return f"{verdict} ({ONE_ROUND})"
         held = f"held in {self.held} of {self.rounds} rounds"
         if self.significant:
             return f"beyond the noise, {held}"

@@ -16,7 +16,9 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis.memoryfit import memory_fit_lines
+from harness.analysis.memoryfit import method_lines as memory_method_lines
+from harness.analysis.memoryfit import terminal_lines as memory_terminal_lines
+from harness.analysis.noise import ONE_ROUND
 from harness.core.units import format_size
 
 
@@ -213,47 +215,70 @@ def _figure_links(experiment: Any, item: Shown, out_dir: Path) -> list[str]:
 
 # --- the verdicts for the terminal ------------------------------------------------------------
 
-# What a verdict line taken from a view says it is: the glance sentences of the crossover view
-# name the GPU/CPU question; the bullets of the ranking and warnings views follow the glance.
-GLANCE_LABELS = {"crossover": "GPU vs CPU "}
+# What a verdict line taken from a view says it is: the bullets of the ranking and warnings
+# views follow the verdicts (the crossover view's own verdict lines say "GPU vs CPU").
 BULLET_LABELS = {"framework-ranking": "ranking on ", "warnings": "warning: "}
 
 
 def terminal_verdicts(context: Any, shown: dict[str, list[Shown]], out_dir: Path) -> list[str]:
     """summary.md's answer in plain lines, for the end of `harness compare`.
 
-    Per experiment: the views' "At a glance" sentences (GPU vs CPU per machine, the fastest
-    cell), then the ranking's and the warnings' bullets, then the memory fits' lines: the very
-    lines summary.md writes from the same context (markdown emphasis dropped), never a second
-    phrasing.
+    Per experiment: the views' verdict lines (GPU vs CPU per machine, the fastest cell), then
+    the ranking's and the warnings' bullets, then the memory fits: the figures summary.md
+    writes from the same context, in a form that fits two lines at 100 columns. What a line
+    would repeat is said once: the machine, where the experiment ran on one, in its heading;
+    that one round measured no run-to-run drift, in the rounds line after the table; how a
+    memory figure was measured, in summary.md and details_lines (--details).
     """
     lines = []
     for experiment in context.experiments:
-        lines.append(f"{experiment.name}:")
+        machines = list(dict.fromkeys(experiment.runs["machine"]))
+        machine = machines[0] if len(machines) == 1 else ""
+        lines.append(f"{experiment.name}{f' on {machine}' if machine else ''}:")
         if experiment.cells.empty:
             lines.append("  no cell results stored (interrupted before any cell finished)")
             continue
-        items = shown[experiment.name]
-        lines += [f"  {GLANCE_LABELS.get(name, '')}{sentence}"
-                  for name, sentence in glance_sentences(experiment, items)]
-        for item in items:
-            label = BULLET_LABELS.get(item.view.name)
-            if label is None:
-                continue
-            bullets = [_plain(line) for line in item.lines(experiment, out_dir)
-                       if line.startswith("- ")]
-            if item.view.name == "warnings" and not bullets:
-                bullets, label = ["none"], "warnings: "
-            lines += [f"  {label}{bullet}" for bullet in bullets]
-        lines += [f"  memory: {line}" for line in _memory_fit_lines(context, experiment)]
+        lines += [f"  {_terminal_text(line, machine)}"
+                  for line in _experiment_verdicts(context, experiment, shown, out_dir)]
     return lines
 
 
-def _memory_fit_lines(context: Any, experiment: Any) -> list[str]:
-    """The memory view's fit lines (harness.analysis.memoryfit) of this experiment's runs."""
+def _experiment_verdicts(context: Any, experiment: Any, shown: dict[str, list[Shown]],
+                         out_dir: Path) -> list[str]:
+    """One experiment's verdict lines, in view order, then its memory fits."""
+    items = shown[experiment.name]
+    lines = [line for item in items if not item.table.empty
+             for line in item.view.verdict(item.table, experiment)] or ["no valid measurement"]
+    for item in items:
+        label = BULLET_LABELS.get(item.view.name)
+        if label is None:
+            continue
+        bullets = [_plain(line) for line in item.lines(experiment, out_dir)
+                   if line.startswith("- ")]
+        if item.view.name == "warnings" and not bullets:
+            bullets, label = ["none"], "warnings: "
+        lines += [f"{label}{bullet}" for bullet in bullets]
     run_ids = set(experiment.runs["run_id"])
-    return [line for document in context.documents if document.run_id in run_ids
-            for line in memory_fit_lines(document)]
+    return lines + [f"memory: {line}" for document in context.documents
+                    if document.run_id in run_ids for line in memory_terminal_lines(document)]
+
+
+def _terminal_text(line: str, machine: str) -> str:
+    """A verdict line without what the terminal says once elsewhere: the MACHINE (named in the
+    experiment's heading; '' where it ran on several) and the one-round clause."""
+    if machine:
+        line = line.replace(f" on {machine}", "")
+    return line.replace(f" ({ONE_ROUND})", "").replace(f"; {ONE_ROUND}", "")
+
+
+def details_lines(documents: list[Any]) -> list[str]:
+    """How the verdicts' energy and memory figures were measured, for `--details`: what every
+    cell shares said once per run, then each cell's own (harness.report.views.energy,
+    harness.analysis.memoryfit)."""
+    from harness.report.views.energy import method_lines as energy_method_lines
+
+    return [line for document in documents
+            for line in [*energy_method_lines(document), *memory_method_lines(document)]]
 
 
 def _plain(markdown_bullet: str) -> str:

@@ -68,6 +68,11 @@ class View:
         """Sentences for the report's "At a glance" list (none by default)."""
         return []
 
+    def verdict(self, table: pd.DataFrame, context: Any) -> list[str]:
+        """The terminal's verdict lines (`harness compare`): the glance sentences, unless the
+        view words them shorter (each must fit two lines at 100 columns)."""
+        return self.glance(table, context)
+
     def caption_of(self, table: pd.DataFrame) -> str:
         """The caption of this run's figure: `caption` unless what was drawn says otherwise."""
         return self.caption

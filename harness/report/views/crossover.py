@@ -84,6 +84,12 @@ class CrossoverView(View):
         return [f"on {machine}: " + machine_gpu_sentence(context, group)
                 for machine, group in machines]
 
+    def verdict(self, table: pd.DataFrame, context: Any) -> list[str]:
+        best = table[table["framework"] == "best"] if not table.empty else table
+        machines = best.groupby("machine", sort=False) if not best.empty else []
+        return [f"GPU vs CPU on {machine}: {line}" for machine, group in machines
+                for line in machine_gpu_lines(context, group)]
+
 
 # --- summary.md -------------------------------------------------------------------------------
 
@@ -93,7 +99,28 @@ def machine_gpu_sentence(context: Any, group: pd.DataFrame) -> str:
         return "no GPU cell measured (CPU only)"
     if not group["has_cpu"].any():
         return "no CPU cell measured"
-    parts = []
+    parts = [label + measured + (f"; {prediction}" if prediction else "") + excluded
+             for label, measured, prediction, excluded in _variant_verdicts(context, group)]
+    return "; ".join(parts) or "no size measured on both CPU and GPU"
+
+
+def machine_gpu_lines(context: Any, group: pd.DataFrame) -> list[str]:
+    """The same verdict for the terminal: one line per variant measured, the prediction on a
+    line of its own ('predicted from torch's costs: ...'), so that each fits two lines."""
+    if not (group["has_gpu"].any() and group["has_cpu"].any()):
+        return [machine_gpu_sentence(context, group)]
+    lines = []
+    for label, measured, prediction, excluded in _variant_verdicts(context, group):
+        lines.append(label + measured + excluded)
+        if prediction:
+            lines.append(f"{label}{prediction}")
+    return lines or [machine_gpu_sentence(context, group)]
+
+
+def _variant_verdicts(context: Any, group: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    """(variant label, the measured verdict, the prediction, the cells left out) per variant
+    measured on both devices."""
+    verdicts = []
     comparable = group[group["kind"] != "no-overlap"]
     for _, row in comparable.iterrows():
         text = row["verdict"].text(context.sweep)
@@ -107,10 +134,11 @@ def machine_gpu_sentence(context: Any, group: pd.DataFrame) -> str:
             text += " vs the best CPU cell of any variant"
         text += str(row.get("noise") or "")
         prediction = row.get("prediction")
+        predicted = ""
         if prediction is not None and not (isinstance(prediction, float) and pd.isna(prediction)):
-            text += f"; {prediction.short_text(context.sweep, str(row.get('predicted_from')))}"
-        parts.append(label + text + _excluded_phrase(row))
-    return "; ".join(parts) or "no size measured on both CPU and GPU"
+            predicted = prediction.short_text(context.sweep, str(row.get("predicted_from")))
+        verdicts.append((label, text, predicted, _excluded_phrase(row)))
+    return verdicts
 
 
 def _excluded_phrase(row: pd.Series) -> str:

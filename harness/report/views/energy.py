@@ -33,6 +33,7 @@ from harness.data.records import (
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.report.views import REPORT, View
 from harness.spec import Status
+from harness.terminal import said_once, series
 
 COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "size",
            "status", "step_s", "window_step_s", "rounds", "noise", "energy_status",
@@ -357,20 +358,126 @@ def graphs_text(graphs: CudaGraphs) -> str:
 
 
 def console_lines(document: RunDocument) -> list[str]:
-    """For the CLI after its table: verdicts and each case with a measured energy, else none.
+    """For the CLI after its table: one line per cell with a measured energy, its sizes
+    together ('energy, torch cuda:0: 24.2 / 25.5 / 36.3 mJ per step at batch 8 / 64 / 512;
+    1.39x more / 1.34x less / 4.65x less than cpu'), then each counter that measured nothing
+    once; none where the run has no energy record.
 
-    A counter that measured nothing is one 'energy: CPU unavailable: ...' line for the run,
-    not a clause repeated in every GPU-vs-CPU verdict."""
+    How each figure was measured (counter, window, idle power) is not repeated per size here:
+    summary.md says it per case, and method_lines (--details) once per run where every cell
+    shares it.
+    """
+    table = energy_table([document])
+    if table.empty:
+        return []
+    cells = _cells(table)
+    lines = [cell_energy_line(cell, cells, document.sweep) for cell in cells.values()
+             if cell["j_per_step"].map(_known).any()]
+    if not lines and not _has_pairs(cells):
+        return []  # e.g. a CPU-only run on a machine without RAPL: nothing to compare
+    return lines + [f"energy: {kind} {status}: {reason}"
+                    for kind, status, reason in _unmeasured_reasons(table)]
+
+
+CellKey = tuple[str, str, str, str]  # machine, framework, variant, device
+
+
+def _cells(table: pd.DataFrame) -> dict[CellKey, pd.DataFrame]:
+    """The table's rows per cell, in the run's order."""
+    return {key: group for key, group in table.groupby(
+        ["machine", "framework", "variant", "device"], sort=False)}
+
+
+def _cpu_of(key: CellKey, cells: dict[CellKey, pd.DataFrame]) -> pd.DataFrame | None:
+    """The CPU cell a GPU cell is compared with: same machine, framework and variant."""
+    if device_kind(key[3]) != "gpu":
+        return None
+    return next((rows for (machine, framework, variant, device), rows in cells.items()
+                 if (machine, framework, variant) == key[:3] and device_kind(device) == "cpu"),
+                None)
+
+
+def _has_pairs(cells: dict[CellKey, pd.DataFrame]) -> bool:
+    return any(_cpu_of(key, cells) is not None for key in cells)
+
+
+def cell_energy_line(rows: pd.DataFrame, cells: dict[CellKey, pd.DataFrame],
+                     sweep: str) -> str:
+    """'energy, torch cuda:0: 24.2 / 25.5 / 36.3 mJ per step at batch 8 / 64 / 512; 1.39x
+    more / 1.34x less / 4.65x less than cpu' (the GPU's board against the CPU's packages)."""
+    first = rows.iloc[0]
+    key: CellKey = (first["machine"], first["framework"], first["variant"], first["device"])
+    several = len({variant for _, _, variant, _ in cells}) > 1
+    name = f"{first['framework']} {first['device']}" + (f" {first['variant']}" if several
+                                                        else "")
+    text = (f"energy, {name}: {series([format_joules(v) for v in rows['j_per_step']])} "
+            f"per step{_at_sizes(rows, sweep)}")
+    cpu = _cpu_of(key, cells)
+    if cpu is not None:
+        by_size = dict(zip(cpu["size"], cpu["j_per_step"]))
+        ratios = [_energy_ratio(gpu_j, by_size.get(size))
+                  for size, gpu_j in zip(rows["size"], rows["j_per_step"])]
+        if any(ratio != "-" for ratio in ratios):
+            text += f"; {' / '.join(ratios)} than {cpu.iloc[0]['device']}"
+    return text
+
+
+def _at_sizes(rows: pd.DataFrame, sweep: str) -> str:
+    """' at batch 8 / 64 / 512', or '' for a workload without a sweep."""
+    sizes = [str(size) for size in rows["size"]]
+    return f" at {sweep} {' / '.join(sizes)}" if sweep and any(sizes) else ""
+
+
+def _energy_ratio(gpu_joules: Any, cpu_joules: Any) -> str:
+    """'1.34x less' (the GPU drew less per step), '1.39x more', or '-' where either is
+    missing."""
+    if not (_known(gpu_joules) and _known(cpu_joules)) or gpu_joules <= 0 or cpu_joules <= 0:
+        return "-"
+    ratio = cpu_joules / gpu_joules
+    return (f"{format_ratio(ratio)} less" if ratio >= 1 else f"{format_ratio(1 / ratio)} more")
+
+
+def method_lines(document: RunDocument) -> list[str]:
+    """How each energy figure of the run was measured, for --details: what every measured cell
+    shares said once ('energy, every cell: idle included; from the timed samples'), then each
+    cell's own (its counter, windows, mean power, idle power, the host's packages)."""
     table = energy_table([document])
     if table.empty:
         return []
     measured = table[table["j_per_step"].map(_known)]
-    unmeasured = _unmeasured_reasons(table)
-    sentences = gpu_vs_cpu_sentences(table)
-    once = [f"energy: {kind} {status}: {reason}" for kind, status, reason in unmeasured
-            if any(_clause(kind, status, reason) in line for line in sentences)]
-    return ([_without_reasons(line, unmeasured) for line in sentences]
-            + [case_line(row) for _, row in measured.iterrows()] + once)
+    clauses = {f"{key[1]} {key[3]}" + (f" {key[2]}" if measured["variant"].nunique() > 1
+                                        else ""): _method_clauses(rows, document.sweep)
+               for key, rows in _cells(measured).items()}
+    shared, own = said_once(clauses)
+    lines = [f"energy, every cell: {'; '.join(shared)}"] if shared else []
+    return lines + [f"energy, {name}: {'; '.join(parts)}" for name, parts in own.items()
+                    if parts]
+
+
+def _method_clauses(rows: pd.DataFrame, sweep: str) -> list[str]:
+    """The clauses of one cell's measured rows, per size where they differ."""
+    def per_size(texts: list[str]) -> str:
+        if len(set(texts)) == 1:
+            return texts[0]
+        return series(texts) + _at_sizes(rows, sweep)
+
+    idle = [f"{row['idle_watts']:.0f} W" for _, row in rows.iterrows()
+            if _known(row["idle_watts"])]
+    remembered = {str(row["idle_remembered_from"]) for _, row in rows.iterrows()
+                  if row["idle_remembered_from"]}
+    clauses = [per_size([str(counter) for counter in rows["counter"]]), "idle included",
+               per_size([source_phrase(source) for source in rows["source"]]),
+               f"windows {per_size([f'{seconds:.2g} s' for seconds in rows['window_s']])}",
+               f"{per_size([f'{watts:.0f} W' for watts in rows['watts_mean']])} mean"]
+    if idle:
+        above = series([format_joules(value) for value in rows["j_per_step_above_idle"]])
+        clauses.append(f"{above} per step above the {per_size(idle)} idle"
+                       + (f" (remembered from {', '.join(sorted(remembered))})"
+                          if remembered else ""))
+    if rows["host_j_per_step"].map(_known).any():
+        host = series([format_joules(value) for value in rows["host_j_per_step"]])
+        clauses.append(f"host CPU packages {host} per step")
+    return clauses
 
 
 def _unmeasured_reasons(table: pd.DataFrame) -> list[tuple[str, str, str]]:
@@ -382,15 +489,3 @@ def _unmeasured_reasons(table: pd.DataFrame) -> list[tuple[str, str, str]]:
         if item not in reasons:
             reasons.append(item)
     return reasons
-
-
-def _clause(kind: str, status: str, reason: str) -> str:
-    """The clause verdict() appends for a counter that measured nothing."""
-    return f"{kind} energy {status}: {reason}"
-
-
-def _without_reasons(line: str, unmeasured: list[tuple[str, str, str]]) -> str:
-    """A GPU-vs-CPU verdict without the unmeasured counters' clauses (said once elsewhere)."""
-    for item in unmeasured:
-        line = line.replace(f"; {_clause(*item)}", "")
-    return line

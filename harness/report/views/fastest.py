@@ -38,6 +38,14 @@ class FastestView(View):
                                   on=["experiment", "machine", "variant", "size_label"])
         return [fastest_sentence(context, row) for _, row in at_headline.iterrows()]
 
+    def verdict(self, table: pd.DataFrame, context: Any) -> list[str]:
+        """The glance sentences, a SUSPECT timing by its cell's name only: its reason (often a
+        few hundred characters of contention) is in the warnings, said in full once."""
+        at_headline = table.merge(context.headline,
+                                  on=["experiment", "machine", "variant", "size_label"])
+        return [fastest_sentence(context, row, reasons=False)
+                for _, row in at_headline.iterrows()]
+
 
 def fastest_by_size(stats: pd.DataFrame) -> pd.DataFrame:
     """Per experiment, machine, variant and size: the fastest valid cell, the runner-up, the gap.
@@ -95,8 +103,9 @@ def _cell_name(row: pd.Series) -> str:
 
 # --- summary.md -------------------------------------------------------------------------------
 
-def fastest_sentence(context: Any, row: pd.Series) -> str:
-    """The fastest cell at a size, never by the absence of a cell that failed there."""
+def fastest_sentence(context: Any, row: pd.Series, reasons: bool = True) -> str:
+    """The fastest cell at a size, never by the absence of a cell that failed there; without
+    REASONS, a SUSPECT timing names its cells and leaves why to the warnings."""
     size = size_phrase(context, row["size_label"])
     noise = ("too few samples to judge the noise" if not row["judged"] else row["noise"])
     gap = (f", {format_ratio(row['ratio'])} ahead of {row['runner_up']} ({noise})"
@@ -115,7 +124,10 @@ def fastest_sentence(context: Any, row: pd.Series) -> str:
         if excluded:
             sentence += f" (not compared: {'; '.join(excluded)})"
     suspect = list(row.get("suspect") or [])
-    if suspect:
+    if suspect and not reasons:
+        names = ", ".join(dict.fromkeys(item.split(": ", 1)[0] for item in suspect))
+        sentence += f"; SUSPECT timing: {names} (see the warnings)"
+    elif suspect:
         sentence += f"; SUSPECT timing: {'; '.join(suspect)}"
     return sentence
 
