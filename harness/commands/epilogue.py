@@ -62,7 +62,6 @@ def self_check(result: api.RunResult) -> tuple[int, str]:
     return len(audit.mismatches), f"harness check: {audit.summary_line()}"
 
 
-
 def is_warning(line: str) -> bool:
     return line.lstrip().startswith("warning: ")
 
