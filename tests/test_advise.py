@@ -683,7 +683,7 @@ def test_the_chooser_keeps_back_more_as_cells_run(monkeypatch: pytest.MonkeyPatc
 
 def test_the_cli_remembers_only_a_reported_budgeted_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import cli
+    from harness.commands.advise import remember_after_run
     from harness.run import advise as advise_run
 
     kept: list[tuple[float, int]] = []
@@ -691,9 +691,9 @@ def test_the_cli_remembers_only_a_reported_budgeted_run(
                         lambda seconds, cells: kept.append((seconds, cells)))
     document = SimpleNamespace(finished=time.time() - 8.0, cells=[object()] * 6)
     result = cast(Any, SimpleNamespace(document=document, stopped_by=None))
-    cli.remember_after_run(result, reported=False)
+    remember_after_run(result, reported=False)
     assert kept == []
-    cli.remember_after_run(result, reported=True)
+    remember_after_run(result, reported=True)
     assert len(kept) == 1 and kept[0][1] == 6 and 7.9 < kept[0][0] < 60
 
 
@@ -702,8 +702,8 @@ def test_the_budget_counts_the_commands_own_start() -> None:
     the budget is the whole command's."""
     import psutil
 
-    from harness import cli
+    from harness.commands.epilogue import since_process_start
 
     age = time.time() - psutil.Process().create_time()
-    spent = cli.since_process_start()
+    spent = since_process_start()
     assert age - 1.0 <= spent <= age + 5.0 and spent > 0

@@ -155,7 +155,7 @@ def test_a_rate_above_the_records_peak_is_flagged() -> None:
 
 
 def test_the_cli_rate_text_is_a_share_of_the_records_peak() -> None:
-    from harness.cli import peak_share_text
+    from harness.commands.tables import peak_share_text
 
     entry = DeviceCeiling("cpu", Peaks({"fp32": 1000.0, "bf16": 4000.0}))
     assert peak_share_text(500.0, entry, "fp32") == " (50% of peak)"

@@ -81,7 +81,7 @@ def test_partial_counts_are_lower_bounds_in_the_summary() -> None:
     (row,) = summarize_result(spec, cell)
     assert "aten._cudnn_rnn x2 not counted" in row.flops_gaps
     assert "97% of parameters" in row.flops_gaps
-    from harness.cli import flop_rate_text
+    from harness.commands.tables import flop_rate_text
     from harness.data.ceilings import DeviceCeiling, Peaks
 
     # A measured peak is there, and still no share of it: the count missed ops.

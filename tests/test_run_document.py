@@ -271,7 +271,7 @@ def test_the_cli_table_shows_a_declared_column_only_where_a_row_has_a_value() ->
     from rich.console import Console
 
     from harness.analysis.stats import summarize_result
-    from harness.cli import results_table
+    from harness.commands.tables import results_table
     from harness.core.registry import load_workload
 
     spec = load_workload("mnist-small")

@@ -27,7 +27,7 @@ import pytest
 
 from harness.analysis.check import audit_run
 from harness.analysis.stats import implausibility, summarize_result
-from harness.cli import flop_rate_text, short_rate
+from harness.commands.tables import flop_rate_text, short_rate
 from harness.core import registry
 from harness.data.ceilings import DeviceCeiling, Peaks
 from harness.data.results import CellResult

@@ -1,0 +1,65 @@
+"""`harness advise`: the as-written cells, the candidate fixes measured beside them, ranked."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import typer
+
+from harness import api
+from harness.commands.epilogue import (
+    print_advise_warnings,
+    print_context,
+    report_and_check,
+    since_process_start,
+)
+from harness.commands.inputs import fail_input, parse_sizes
+from harness.commands.options import RunOptions
+from harness.commands.output import Said, print_plain
+from harness.core import interrupt
+from harness.data import store
+from harness.spec import BadInput
+
+
+def run_advise(options: RunOptions, budget: float) -> None:
+    """What to change: each candidate fix measured beside the as-written cell, ranked; print
+    the advice and exit 0 once the as-written cells ran (api.RunResult.advise_exit_code)."""
+    from harness.analysis.advice import advise_run
+    from harness.analysis.advicenotes import advise_rounds_line
+    from harness.run import forkserver
+
+    with forkserver.shared(), interrupt.stop_on_signals():
+        try:
+            if (options.workload is None) == (options.model is None):
+                raise BadInput("give one of --model FILE or --workload NAME")
+            result = api.advise(options.workload, model=options.model,
+                                sizes=parse_sizes(options.sizes), devices=options.device,
+                                frameworks=options.framework, rounds=options.rounds,
+                                quick=options.quick, out=options.out, timeout_s=options.timeout,
+                                command=sys.argv, ceilings=options.ceilings, budget_s=budget,
+                                spent_s=since_process_start())
+        except (BadInput, store.StoreError) as exc:
+            fail_input(str(exc))
+    drawn, mismatches, check_line = report_and_check(result, options.report)
+    say = Said()
+    if result.stopped_by is None:
+        for line in advise_run(result.document).lines():
+            print_plain(line)
+        print_advise_warnings(say, result, drawn)
+    print_context(say, result, drawn, check_line, advise_rounds_line(result.document))
+    remember_after_run(result, drawn is not None and budget > 0)
+    # A fix that failed or did not help is a finding; only the as-written cells decide.
+    raise typer.Exit(result.advise_exit_code or (drawn.exit_code if drawn else 0)
+                     or (api.EXIT_FAILED_CELL if mismatches else 0))
+
+
+def remember_after_run(result: api.RunResult, reported: bool) -> None:
+    """What this advise took after its last worker (the report, the check, the answer), kept
+    per cell for the next advise's budget on this machine (harness.run.advise AFTER_RUN_FILE);
+    only from a run that drew its report and had a budget, whose end a later one repeats."""
+    from harness.run.advise import remember_after_run as remember
+
+    finished = result.document.finished
+    if reported and result.stopped_by is None and finished:
+        remember(time.time() - finished, len(result.document.cells))

@@ -1,0 +1,208 @@
+"""What a run prints after its last cell: the verdicts, the tables, the warnings, the context.
+
+The answer first (the verdicts), then the compact table and the warnings, then one line each of
+context (rounds, --quick, ceilings, harness check, overhead) and the paths; `advise` prints its
+advice in place of the table and shares the warnings and the context.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+
+from harness import api
+from harness.analysis.stats import CaseSummary, summarize_result
+from harness.commands.output import Said, console, errors, print_plain, terminal_width
+from harness.commands.tables import (
+    COMPACT_WIDTH,
+    DISPUTED_TEXT,
+    case_warnings,
+    compact_table,
+    results_table,
+)
+from harness.core import interrupt, registry
+from harness.measure import envinfo
+from harness.spec import Status, WorkloadSpec
+
+
+def since_process_start() -> float:
+    """Seconds since this process started: the budget is the whole command's, and Python's
+    start and the CLI's imports (1-2 s on the H100 host) came before advise's own clock; one
+    advise of seed 000's Jacobian ended at 179.8 s of its 180 without them."""
+    return envinfo.process_age_s()
+
+
+def report_and_check(result: api.RunResult,
+                     report: bool) -> tuple[api.ReportOutcome | None, int, str]:
+    """After the last cell of a run not stopped: its report drawn (unless --no-report), then
+    its self-check. Returns the drawing's outcome, the check's mismatches and its line."""
+    if result.stopped_by is not None:
+        return None, 0, ""
+    drawn = api.draw_report(result.path) if report else None
+    mismatches, check_line = self_check(result)
+    return drawn, mismatches, check_line
+
+
+def self_check(result: api.RunResult) -> tuple[int, str]:
+    """`harness check` on the run just made, before its verdicts are printed: a figure that
+    does not recompute from the run's own samples is a bug in the harness, said as such (one
+    line each, on stderr now) and exit 1. Returns the number of mismatches and the check's
+    summary line, printed with the run's other context lines."""
+    from harness.analysis.check import audit_run
+    from harness.run.rounds import round_orders
+
+    try:
+        audit = audit_run(result.path, round_orders)
+    except Exception as exc:  # noqa: BLE001 - the run is saved; say the check could not run
+        errors.print(f"harness check could not run: {type(exc).__name__}: {exc}")
+        return 0, ""
+    for mismatch in audit.mismatches:
+        errors.print(f"harness check: {mismatch.line()}", markup=False, highlight=False)
+    return len(audit.mismatches), f"harness check: {audit.summary_line()}"
+
+
+def is_warning(line: str) -> bool:
+    return line.lstrip().startswith("warning: ")
+
+
+def print_run(spec: WorkloadSpec, result: api.RunResult, drawn: api.ReportOutcome | None,
+              check_line: str, details: bool = False) -> None:
+    """The answer first: the verdicts, the compact table, the warnings, then one line each
+    of context (rounds, --quick, ceilings, harness check, overhead) and the report's path."""
+    say = Said()
+    verdicts = verdict_lines(result, drawn)
+    print_verdict(say, [line for line in verdicts if not is_warning(line)])
+    print_variant_advice(result)
+    summaries = print_results(spec, result, say, details)
+    print_warnings(say, [line for line in verdicts if is_warning(line)],
+                   case_warnings(spec, summaries, result.document.ceilings))
+    print_context(say, result, drawn, check_line)
+
+
+def print_variant_advice(result: api.RunResult) -> None:
+    """A run of several variants: each ranked against the as-written one, as `harness advise`
+    ranks its fixes (harness.analysis.advice), so `--variant all` says what to change."""
+    if result.stopped_by is not None or len({cell.variant for cell in result.cells}) < 2:
+        return
+    from harness.analysis.advice import advise_run
+
+    lines = advise_run(result.document).ranked_lines(others=True)
+    if lines:
+        console.print("what to change (each variant against the as-written one):")
+    for line in lines:  # not through Said: two devices may print the same words
+        print_plain(f"  {line}")
+
+
+def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
+                  details: bool = False) -> list[CaseSummary]:
+    """The compact table on stdout (and the full one with --details), the scaling and energy
+    lines where the run has them. Returns the table's rows."""
+    summaries = [row for cell in result.cells for row in summarize_result(spec, cell)]
+    console.print(compact_table(spec, summaries), width=min(terminal_width(), COMPACT_WIDTH))
+    if details:
+        # As wide as before (160 at least): its long reasons must not fold letter by letter.
+        Console(width=max(console.width, 160)).print(
+            results_table(spec, summaries, result.document.ceilings))
+    if spec.scaling:  # data-parallel runs: throughput and efficiency per process
+        from harness.report.views.scaling import console_lines
+
+        for line in console_lines(result.document):
+            say(line)
+    from harness.report.views.energy import console_lines as energy_lines  # measured energy only
+
+    for line in energy_lines(result.document):
+        say(line)
+    if result.stopped_by is not None:
+        finished = sum(cell.status != Status.INTERRUPTED for cell in result.cells)
+        errors.print(f"interrupted by {interrupt.describe(result.stopped_by)}: "
+                     f"{finished} finished cells saved in {result.path}")
+    return summaries
+
+
+def print_warnings(say: Said, verdict_warnings: list[str],
+                   case_texts: dict[str, list[str]]) -> None:
+    """'warnings:', the verdicts' warnings, then each case's long text that none of them (nor
+    a line printed before) said already."""
+    def said(text: str) -> str:  # what the report's own warning of the same thing holds
+        return text.removeprefix("SUSPECT: ").removeprefix(DISPUTED_TEXT)
+
+    unsaid = [f"  warning: {', '.join(dict.fromkeys(cases))}: {text}"
+              for text, cases in case_texts.items()
+              if not say.mentions(said(text))
+              and not any(said(text) in line for line in verdict_warnings)]
+    if verdict_warnings or unsaid:
+        say("warnings:")
+    for line in [*verdict_warnings, *unsaid]:
+        say(line)
+
+
+def print_advise_warnings(say: Said, result: api.RunResult,
+                          drawn: api.ReportOutcome | None) -> None:
+    """compare's warnings block under the advice (failed cells, SUSPECT or noisy timings,
+    disputed counts): the advice says why a fix is not recommended, these say what to doubt."""
+    try:
+        spec = registry.load_workload(result.document.workload)
+    except Exception as exc:  # noqa: BLE001 - the advice is printed; only the warnings are lost
+        say(f"warnings: not listed ({type(exc).__name__}: {exc})")
+        return
+    summaries = [row for cell in result.cells for row in summarize_result(spec, cell)]
+    print_warnings(say, [line for line in verdict_lines(result, drawn) if is_warning(line)],
+                   case_warnings(spec, summaries, result.document.ceilings))
+
+
+def verdict_lines(result: api.RunResult, drawn: api.ReportOutcome | None) -> list[str]:
+    """The summary's verdict lines; none for a stopped run.
+
+    Drawn: the verdicts computed with the report; not drawn (--no-report, or the drawing
+    failed): computed here from the stored run, with nothing drawn.
+    """
+    if result.stopped_by is not None:
+        return []
+    from harness.report import verdicts_without_drawing
+
+    try:
+        return drawn.verdicts if drawn is not None and drawn.written else \
+            verdicts_without_drawing([result.path])
+    except Exception as exc:  # noqa: BLE001 - the measurements are saved; only the words are lost
+        return [f"no verdict: {type(exc).__name__}: {exc}"]
+
+
+def print_verdict(say: Said, lines: list[str]) -> None:
+    """'verdict:' and the summary's verdict lines, warnings apart: the first lines after a run."""
+    if lines:
+        say("verdict:")
+    for line in lines:
+        say(line)
+
+
+def print_context(say: Said, result: api.RunResult, drawn: api.ReportOutcome | None,
+                  check_line: str, rounds: str | None = None) -> None:
+    """One line each: rounds (ROUNDS where the command orders them its own way: advise),
+    --quick, ceilings, harness check, overhead and the whole command, what to run for the GPU
+    answer where no GPU cell ran; then the run folder and report.html's path, the last line a
+    run prints."""
+    from harness.analysis.nextstep import next_step_lines
+    from harness.analysis.stats import (
+        ceilings_line,
+        command_line,
+        overhead_line,
+        quick_line,
+        rounds_line,
+    )
+
+    if result.stopped_by is None:
+        now = time.time()
+        for line in (rounds or rounds_line(result.document), quick_line(result.document),
+                     ceilings_line(result.document), check_line,
+                     overhead_line(result.document),
+                     command_line(result.document, now - since_process_start(), now,
+                                  drawn.seconds if drawn is not None else None),
+                     *next_step_lines(result.document, result.path)):
+            say(line)
+    say(f"results: {result.path}")
+    html = next((path for path in (drawn.written if drawn else []) if path.suffix == ".html"),
+                None)
+    if html is not None:
+        say(f"report: {html}")
+

@@ -1,0 +1,40 @@
+"""Where the commands print: stdout's console, stderr's, and plain lines said once."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from rich.console import Console
+
+# A terminal's width; 160 when piped, so the tables do not fold. Fixed here, at import, and
+# never from $COLUMNS: a width read from the environment at import would depend on which test
+# or caller imported the module first. The compact table reads $COLUMNS when it prints.
+console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
+errors = Console(stderr=True)
+
+
+def terminal_width() -> int:
+    """The width to fit: $COLUMNS where set (read now, not at import), else the console's."""
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else console.width
+
+
+def print_plain(line: str) -> None:
+    """A line on stdout as it is: no markup, no highlighting, folded only by the terminal."""
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+class Said:
+    """Prints plain lines on stdout, each once: a sentence already printed is not repeated."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, line: str) -> None:
+        if line and line not in self.lines:
+            self.lines.append(line)
+            print_plain(line)
+
+    def mentions(self, text: str) -> bool:
+        return any(text in line for line in self.lines)

@@ -1,0 +1,148 @@
+"""The results tables a run prints (compact, and full with --details) and its cases' long texts.
+
+The compact table keeps one line per case; what does not fit it goes to the warnings
+(case_warnings) and to the full table.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from harness.analysis.plausibility import device_entry, flop_limits, precision_of
+from harness.analysis.stats import CaseSummary, implausibility
+from harness.core.units import format_seconds, three_digits
+from harness.data import fields
+from harness.data.ceilings import Ceilings, DeviceCeiling
+from harness.measure.memory import memory_text
+from harness.spec import WorkloadSpec
+
+
+def peak_share_text(gflops: float, entry: DeviceCeiling | None, precision: str) -> str:
+    """' (12% of peak)': an achieved FLOP rate against the device's measured matmul peak."""
+    peak = flop_limits(entry, precision)[0]
+    return f" ({gflops / peak:.0%} of peak)" if peak else ""
+
+
+def flop_rate_text(row: CaseSummary, entry: DeviceCeiling | None, precision: str) -> str:
+    """'43 GFLOP/s (22% of peak)'; from a count with gaps a lower bound and no share of the
+    peak: '>= 0.01 GFLOP/s (partial: aten._cudnn_rnn x2 not counted)'; from a count its second
+    opinion disputes, no share of the peak either: '4.3 GFLOP/s (count disputed: ...)'."""
+    if row.gflops is None:
+        return ""
+    bound = ">= " if row.flops_gaps else ""
+    notes = [f"partial: {row.flops_gaps}"] if row.flops_gaps else []
+    if row.flops_disputed:
+        notes.append(f"count disputed: {row.flops_disputed}")
+    if notes:
+        return f"{bound}{three_digits(row.gflops)} GFLOP/s ({'; '.join(notes)})"
+    return f"{three_digits(row.gflops)} GFLOP/s" + peak_share_text(row.gflops, entry, precision)
+
+
+def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
+                  ceilings: Ceilings | None = None) -> Table:
+    table = Table(title=f"{spec.name}: median per call (IQR), cold first call apart")
+    # Declared per-case values (harness.data.fields) get a column where any row has one.
+    extras = [item for item in fields.cli_fields()
+              if any(row.extras.get(item.name) is not None for row in summaries)]
+    for column in ("variant", "framework", "device", spec.sweep, "status", "median", "IQR",
+                   "cold", "rate", "peak mem", *(item.cli for item in extras),
+                   "check / reason"):
+        table.add_column(column, overflow="fold")
+    for row in summaries:
+        rates = [flop_rate_text(row, device_entry(ceilings, row.device),
+                                precision_of(row.variant, dict(spec.variant_precision))),
+                 f"{three_digits(row.gbps)} GB/s" if row.gbps is not None else ""]
+        rate = ", ".join(filter(None, rates)) or "-"
+        spread = format_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
+        note = row.check if row.status == "ok" else (row.check + " " + row.reason).strip()
+        flag = implausibility(row, device_entry(ceilings, row.device), spec.bandwidth_ceiling,
+                              dict(spec.variant_precision))
+        # The failure reason or check first, the suspicion last: both must stay readable.
+        note = "; ".join(filter(None, [flag, note,
+                                       f"SUSPECT: {row.suspect}" if row.suspect else ""]))
+        table.add_row(row.variant, row.framework, row.device,
+                      "" if row.size is None else str(row.size), row.status,
+                      format_seconds(row.median_s), spread, format_seconds(row.cold_s), rate,
+                      memory_text(row.peak_host_bytes, row.peak_device_bytes),
+                      *(item.text(row.extras.get(item.name)) for item in extras),
+                      escape(note[:320]))  # reasons hold brackets: 'harness[torch]'
+    return table
+
+
+# The compact table's widest line; long texts go to the warnings, the rest to --details.
+COMPACT_WIDTH = 100
+
+
+def median_text(row: CaseSummary) -> str:
+    """'2.42 ms ±156 us', or '-' for a case without samples."""
+    if row.median_s is None:
+        return "-"
+    spread = f" ±{format_seconds(row.iqr_s)}" if row.iqr_s is not None else ""
+    return format_seconds(row.median_s) + spread
+
+
+def short_check(row: CaseSummary) -> str:
+    """'pass', 'FAIL', 'not compared' or '-': the figure itself is in --details."""
+    if not row.check:
+        return "-"
+    return row.check if row.check == "not compared" else row.check.split()[0]
+
+
+def short_rate(row: CaseSummary) -> str:
+    """'43.2 GFLOP/s', '>= 0.01 GFLOP/s' (a partial count), '4.3 GFLOP/s disputed' (a count
+    its second opinion disputes), '12 GB/s', or '-'."""
+    rates = []
+    if row.gflops is not None:
+        rates.append((">= " if row.flops_gaps else "") + f"{three_digits(row.gflops)} GFLOP/s"
+                     + (" disputed" if row.flops_disputed else ""))
+    if row.gbps is not None:
+        rates.append(f"{three_digits(row.gbps)} GB/s")
+    return ", ".join(rates) or "-"
+
+
+def compact_table(spec: WorkloadSpec, summaries: list[CaseSummary]) -> Table:
+    """One line per case: who, where, status, median ± IQR, rate, check. The figures are never
+    cut (their columns are as wide as their longest text); names are, with an ellipsis."""
+    table = Table(title=f"{spec.name}: median per call ± IQR (--details: every column)",
+                  box=box.HORIZONTALS, show_edge=True, pad_edge=False, title_justify="left")
+    columns = ("variant", "framework", "device", spec.sweep, "status", "median ± IQR", "rate",
+               "check")
+    rows = [(escape(row.variant), row.framework, row.device,
+             "" if row.size is None else str(row.size), row.status, median_text(row),
+             short_rate(row), short_check(row)) for row in summaries]
+    whole = {spec.sweep, "median ± IQR", "rate", "check"}
+    for index, column in enumerate(columns):
+        longest = max([len(column), *(len(row[index]) for row in rows)])
+        table.add_column(column, no_wrap=True, overflow="ellipsis",
+                         min_width=longest if column in whole else None,
+                         max_width=20 if column == "variant" else None)
+    for row_cells in rows:
+        table.add_row(*row_cells)
+    return table
+
+
+# A case's disputed FLOP count in the warnings (the report words its own line otherwise).
+DISPUTED_TEXT = "FLOP count DISPUTED (no share of the peak is made from it): "
+
+
+def case_warnings(spec: WorkloadSpec, summaries: list[CaseSummary],
+                  ceilings: Ceilings | None) -> dict[str, list[str]]:
+    """The long texts of the full table's last column, each with the cases it concerns."""
+    texts: dict[str, list[str]] = {}
+    for row in summaries:
+        where = f"{row.variant} {row.framework} {row.device}" + (
+            "" if row.size is None else f", {spec.sweep} {row.size}")
+        flag = implausibility(row, device_entry(ceilings, row.device), spec.bandwidth_ceiling,
+                              dict(spec.variant_precision))
+        gaps = f"FLOP count partial: {row.flops_gaps}" if row.flops_gaps else ""
+        disputed = DISPUTED_TEXT + row.flops_disputed if row.flops_disputed else ""
+        check = row.check if row.check.startswith("FAIL") else ""
+        for text in (row.reason if row.status != "ok" else "", check, flag, gaps, disputed,
+                     f"SUSPECT: {row.suspect}" if row.suspect else ""):
+            # A dispute names parts and both figures of each: room for three of them.
+            text = " ".join(text.split())[:640 if text == disputed else 320]
+            if text:
+                texts.setdefault(text, []).append(where)
+    return texts
