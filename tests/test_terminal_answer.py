@@ -93,20 +93,23 @@ def model_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir
 
 
-def answer(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], str]:
+def answer(run_dir: Path, monkeypatch: pytest.MonkeyPatch,
+           details: bool = False) -> tuple[list[str], str]:
     """What `harness compare` prints after this run at COLUMNS=100 (its report drawn, its
     self-check run), and the check's line."""
-    from harness import cli
+    from harness.commands import epilogue, output
 
     monkeypatch.setenv("COLUMNS", str(WIDTH))
     written = io.StringIO()
-    monkeypatch.setattr(cli, "console", Console(file=written, width=WIDTH,
-                                                force_terminal=False))
+    stdout = Console(file=written, width=WIDTH, force_terminal=False)
+    for module in (epilogue, output):  # the tables print through one, the lines the other
+        monkeypatch.setattr(module, "console", stdout)
     document = load_run(run_dir)
     result = api.RunResult(run_dir, document.cells, document)
     drawn = api.draw_report(run_dir)
-    _, check_line = cli.self_check(result)
-    cli.print_run(registry.load_workload(document.workload), result, drawn, check_line)
+    _, check_line = epilogue.self_check(result)
+    epilogue.print_run(registry.load_workload(document.workload), result, drawn, check_line,
+                       details)
     return written.getvalue().splitlines(), check_line
 
 
@@ -164,3 +167,12 @@ def test_details_say_how_once_where_every_cell_shares_it(model_run: Path) -> Non
     assert [line.split(":")[0] for line in lines[4:]] == ["memory fit, cpu (torch)",
                                                           "memory fit, cuda"]
     assert sum("idle included" in line for line in lines) == 1
+
+
+def test_compare_details_prints_the_method_lines(model_run: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    short, _ = answer(model_run, monkeypatch)
+    detailed, _ = answer(model_run, monkeypatch, details=True)
+    method = details_lines([load_run(model_run)])
+    assert not set(method) & set(short)
+    assert all(line in detailed for line in method)

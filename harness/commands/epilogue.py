@@ -104,6 +104,10 @@ def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
         # As wide as before (160 at least): its long reasons must not fold letter by letter.
         Console(width=max(console.width, 160)).print(
             results_table(spec, summaries, result.document.ceilings))
+        from harness.report.summary import details_lines  # how each figure was measured
+
+        for line in details_lines([result.document]):
+            say(line)
     if spec.scaling:  # data-parallel runs: throughput and efficiency per process
         from harness.report.views.scaling import console_lines
 
