@@ -26,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from harness.data import store
+from harness.data.measurements import measurements_of_rows, read_measurements
 from harness.data.results import CellResult, RunDocument
 from harness.run.executors import Executor
 from harness.run.plan import (
@@ -139,36 +140,54 @@ def _finish(session: RunSession) -> RunResult:
     """Run an opened session to its end; what it produced, however it ended.
 
     A run that ended (not stopped by a signal) keeps its predicted crossovers in run.json
-    here, so every run stores them whether or not a report is drawn afterwards.
+    here, so every run stores them whether or not a report is drawn afterwards. They are
+    computed from the run as it is in memory (its document and its recorder's rows), not by
+    reading the folder back or building a report.
     """
     stopped_by = session.run()
-    saved = save_predictions(session.run_dir) if stopped_by is None else None
-    if saved is not None:
-        session.document.predictions = saved
+    if stopped_by is None:
+        store_predictions(session.run_dir, session.document,
+                          measurements_of_rows(session.recorder.rows))
     return RunResult(session.run_dir, list(session.recorder.results), session.document,
                      stopped_by)
 
 
 def save_predictions(run_dir: Path) -> list[dict[str, Any]] | None:
-    """Compute a stored run's predictions (harness.report.run_predictions) into its run.json.
+    """store_predictions of a stored run folder: its run.json and measurements.csv as read."""
+    try:
+        document, measurements = store.load_run(run_dir), read_measurements(run_dir)
+    except Exception as exc:  # noqa: BLE001 - the measurements are already safe on disk
+        _not_saved(exc)
+        return None
+    return store_predictions(run_dir, document, measurements)
+
+
+def store_predictions(run_dir: Path, document: RunDocument,
+                      measurements: pd.DataFrame) -> list[dict[str, Any]] | None:
+    """Compute a run's predictions (harness.analysis.crossover.run_predictions) into DOCUMENT
+    and its run.json in RUN_DIR.
 
     run.json is written only when they differ from what it holds, so computing them again
     (a resumed run, a second call) leaves the file as it was. A failure costs the run nothing:
     its measurements are saved; it is printed and None returned, run.json left as it was.
     """
     try:
-        from harness.report import run_predictions
+        from harness.analysis.crossover import run_predictions  # pandas work: when a run ends
 
-        found = run_predictions(run_dir)
-        document = store.load_run(run_dir)
+        found = run_predictions(document, measurements, document.run_id or run_dir.name)
         if document.predictions != found:
             document.predictions = found
             store.write_run(run_dir, document)
         return found
     except Exception as exc:  # noqa: BLE001 - the measurements are already safe on disk
-        progress_console.print(f"predictions not saved ({type(exc).__name__}: {exc})",
-                               markup=False, highlight=False, soft_wrap=True)
+        _not_saved(exc)
         return None
+
+
+def _not_saved(exc: Exception) -> None:
+    """Say why the predictions were not saved (the run's measurements are)."""
+    progress_console.print(f"predictions not saved ({type(exc).__name__}: {exc})",
+                           markup=False, highlight=False, soft_wrap=True)
 
 
 def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | None = None,
@@ -220,8 +239,6 @@ def load(paths: Path | str | Sequence[Path | str]) -> pd.DataFrame:
 
     Raises harness.data.store.StoreError (a ValueError) for a folder that is not a harness run.
     """
-    from harness.report.load import read_measurements
-
     folders = [paths] if isinstance(paths, (str, Path)) else list(paths)
     frames = []
     for folder in map(Path, folders):

@@ -1,7 +1,7 @@
 """GPU vs CPU over a sweep: the measured crossover, the predicted one, and why the GPU loses.
 
 Every number the report's crossover view shows and run.json stores is computed here, from the
-per-case statistics table the report builds (harness.report.tables.case_stats: one row per
+per-case statistics table (harness.analysis.casetable.case_stats: one row per
 case with experiment, machine, variant, framework, device, device_kind, size_label, size_value,
 valid, status, reason, median_s, q1_s, q3_s, call_median_s, samples, round_medians, flops,
 bytes, noisy, suspect, ...). Why here and not in the view: the predictions are stored with
@@ -18,10 +18,15 @@ from typing import Any, TypedDict
 
 import pandas as pd
 
+from harness.analysis import casetable
+from harness.analysis.casetable import first_text
 from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
 from harness.analysis.predict import Prediction, SweepPoint, predict
 from harness.core.units import format_size
+from harness.data.measurements import with_run
+from harness.data.results import RunDocument
 from harness.data.serial import JsonValue
+from harness.data.upgrade import DEFAULT_HINTS
 
 # "Flat" per-call time: the work grows by at least this factor while time less than doubles.
 FLAT_WORK_GROWTH = 8.0
@@ -179,11 +184,6 @@ def excluded_cases(rows: pd.DataFrame) -> list[str]:
             for _, row in failed.iterrows()]
 
 
-def first_text(values: pd.Series) -> str:
-    """The first non-empty text of a column (a group's reason, suspicion, version)."""
-    return next((value for value in values if isinstance(value, str) and value), "")
-
-
 # --- the per-size noise verdicts ---------------------------------------------------------------
 
 def size_verdicts(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> list[GapVerdict]:
@@ -334,6 +334,24 @@ def experiment_predictions(experiment: str, table: pd.DataFrame) -> list[dict[st
         return []
     sweep = str(table["sweep"].iloc[0])
     return [{"experiment": experiment, **record} for record in prediction_records(table, sweep)]
+
+
+def run_predictions(document: RunDocument, measurements: pd.DataFrame,
+                    run_id: str) -> list[dict[str, Any]]:
+    """The predicted crossovers of one run as run.json stores them, from the run itself: its
+    document and its measurements (harness.data.measurements: read from its folder, or made
+    from the rows a run holds in memory as it ends). The same case table and the same
+    analysis as the report's crossover view, so a stored prediction is what any report of the
+    run says; the report's optional-view hints are the only hints not read, and the crossover
+    reads none of them."""
+    runs = casetable.assign_experiments(pd.DataFrame([{
+        "run_id": run_id, "workload": document.workload, "sweep": document.sweep,
+        "params": document.params, "started": document.started, "order": 0}]))
+    prepared, _ = casetable.prepare(with_run(measurements, document, run_id, 0), runs)
+    hints = {**DEFAULT_HINTS, **document.hints}
+    return [record for name in dict.fromkeys(runs["experiment"])
+            for record in experiment_predictions(name, crossovers(
+                casetable.case_stats(prepared[prepared["experiment"] == name]), hints))]
 
 
 def _plain(value: Any) -> float | None:
