@@ -8,8 +8,10 @@
     frame = harness.load(["results/RUN_A", "results/RUN_B"])
 
 A facade: `plan` checks every input (harness.run.plan), `execute` and `resume_run` open a
-session (harness.run.session: a new plan or a stored folder, then the same run), `draw_report`
-asks the report package. The CLI calls these same functions and only parses and prints.
+session (harness.run.session: a new plan or a stored folder, then the same run). It imports
+nothing from the report: a run stores what it must (its predictions) from itself, and the
+report is drawn by the front doors that want it (harness.compare, the CLI, through
+harness.reporting). The CLI calls these same functions and only parses and prints.
 Progress goes to stderr, never into the returned data. Never imports a framework: every cell
 runs in a worker process.
 """
@@ -17,14 +19,14 @@ runs in a worker process.
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from harness.core.interrupt import EXIT_SIGNAL_BASE
 from harness.data import store
 from harness.data.measurements import measurements_of_rows, read_measurements
 from harness.data.results import CellResult, RunDocument
@@ -54,18 +56,15 @@ from harness.spec import Status, worst_status
 
 # What moved out stays importable from here: callers and tests import it as harness.api.X.
 __all__ = [
-    "EXIT_FAILED_CELL", "EXIT_REPORT_FAILED", "EXIT_SIGNAL_BASE", "QUICK_PROBE_SIZES",
-    "ReportOutcome", "RunPlan", "RunRecorder", "RunResult", "RunSession", "advise",
-    "check_writable", "compare", "default_rounds", "draw_report", "execute", "framework_styles",
+    "EXIT_FAILED_CELL", "EXIT_SIGNAL_BASE", "QUICK_PROBE_SIZES",
+    "RunPlan", "RunRecorder", "RunResult", "RunSession", "advise",
+    "check_writable", "compare", "default_rounds", "execute", "framework_styles",
     "given_names", "has_rates", "largest_square_matmul", "load", "measure_ceilings", "plan",
     "progress_console", "resolve_devices", "resolve_frameworks", "resolve_variants",
     "resume_run", "split_names",
 ]
 
 EXIT_FAILED_CELL = 1
-# The measurements are saved but the report could not be written (disk full, permissions).
-EXIT_REPORT_FAILED = 3
-EXIT_SIGNAL_BASE = 128  # shells' convention: killed by signal N -> 128 + N
 # A cell in one of these failed (INTERRUPTED without a stop signal here: a cell cancelled
 # elsewhere, scancel or preempted).
 FAILED_STATUSES = (Status.ERROR, Status.TIMEOUT, Status.INVALID, Status.INTERRUPTED)
@@ -195,16 +194,17 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
             variants: Sequence[str] | str | None = None, sizes: Sequence[int] | None = None,
             params: dict[str, Any] | None = None, data: Path | str | None = None,
             quick: bool = False, out: Path | str = "results", timeout_s: float = 900.0,
-            ceilings: bool = True, report: bool = True, progress: bool = True,
+            ceilings: bool = True, progress: bool = True,
             executor: str | Executor | None = None,
             resume: Path | str | None = None, model: Path | str | None = None,
             rounds: int | None = None, seed: int | None = None) -> RunResult:
     """Run `workload` for every framework x device x variant cell; see the module docstring.
+    Its report is drawn by harness.compare (report=True), not here: the run needs none.
 
     executor: 'local' (default), 'slurm', or an executor such as
     harness.run.executors.slurm.SlurmExecutor(partition_cpu=..., partition_gpu=...).
     resume: a stored run folder; only its cells without a result run (the other arguments
-    but executor, progress and report are then taken from the folder).
+    but executor and progress are then taken from the folder).
     model: a file with your own model instead of a workload (harness.compare(model="m.py")).
     Raises BadInput for bad arguments before anything runs or is written.
     """
@@ -220,8 +220,6 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
                        timeout_s=timeout_s, model=model, rounds=rounds, seed=seed)
             result = execute(run, ceilings=ceilings, progress=progress, executor=executor,
                              command=["harness.compare", str(workload or f"--model={model}")])
-    if report and result.stopped_by is None:
-        draw_report(result.path)
     return result
 
 
@@ -245,43 +243,3 @@ def load(paths: Path | str | Sequence[Path | str]) -> pd.DataFrame:
         store.read_run(folder)
         frames.append(read_measurements(folder))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-@dataclass(frozen=True)
-class ReportOutcome:
-    """What drawing a run's report gave: its files, or one line saying why there are none."""
-
-    written: list[Path]
-    failure: str = ""
-    exit_code: int = 0  # EXIT_REPORT_FAILED, or 130 when Ctrl-C stopped the drawing
-    # The verdict lines computed with the report (harness.report.summary.terminal_verdicts):
-    # the CLI prints them rather than building the report's context a second time.
-    verdicts: list[str] = field(default_factory=list)
-    seconds: float = 0.0  # drawing it took (the CLI's whole-command line)
-
-
-def draw_report(run_dir: Path) -> ReportOutcome:
-    """Draw the run's report into its folder; a failure is printed and returned, not raised.
-
-    It writes no run.json: the run stored its predictions when it ended (save_predictions).
-
-    A drawing failure (disk full, no permission, a bug) never costs the measurements, which
-    are already on disk; the CLI exits with the outcome's code so scripts can tell.
-    """
-    started = time.perf_counter()
-    try:
-        from harness.report import draw_report as draw
-
-        drawn = draw([run_dir], run_dir, html=True)
-        progress_console.print(f"report: {len(drawn.written)} files in {run_dir}")
-        return ReportOutcome(drawn.written, verdicts=drawn.verdicts,
-                             seconds=time.perf_counter() - started)
-    except KeyboardInterrupt:  # the results are complete; only the pictures are missing
-        outcome = ReportOutcome([], f"report interrupted; results are in {run_dir}",
-                                EXIT_SIGNAL_BASE + signal.SIGINT.value)
-    except Exception as exc:  # noqa: BLE001 - the results are already safe on disk
-        outcome = ReportOutcome([], f"report failed ({type(exc).__name__}: "
-                                    f"{' '.join(str(exc).split())}); results are in {run_dir}",
-                                EXIT_REPORT_FAILED)
-    progress_console.print(outcome.failure, markup=False, highlight=False, soft_wrap=True)
-    return replace(outcome, seconds=time.perf_counter() - started)

@@ -35,6 +35,7 @@ from harness.data.serial import JsonObject
 from harness.measure import envinfo
 from harness.measure.memory import memory_text
 from harness.predict.command import profile_device
+from harness.reporting import ReportOutcome, draw_run_report
 from harness.run.executors import executor_from_options
 from harness.spec import BadInput, Status, WorkloadSpec
 
@@ -325,7 +326,7 @@ def compare(
     # A resumed run's spec by its stored name, as resume_run loaded it.
     spec = run.spec if resume is None else registry.load_workload(result.document.workload)
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
-    drawn = api.draw_report(result.path) if result.stopped_by is None and report else None
+    drawn = draw_run_report(result.path) if result.stopped_by is None and report else None
     mismatches, check_line = self_check(result) if result.stopped_by is None else (0, "")
     print_run(spec, result, drawn, check_line, details)
     # A failed cell says more than a failed drawing; either way the measurements are saved.
@@ -376,7 +377,7 @@ def advise(
                                 spent_s=since_process_start())
         except (BadInput, store.StoreError) as exc:
             fail_input(str(exc))
-    drawn = api.draw_report(result.path) if result.stopped_by is None and report else None
+    drawn = draw_run_report(result.path) if result.stopped_by is None and report else None
     mismatches, check_line = self_check(result) if result.stopped_by is None else (0, "")
     say = Said()
     if result.stopped_by is None:
@@ -452,7 +453,7 @@ def is_warning(line: str) -> bool:
     return line.lstrip().startswith("warning: ")
 
 
-def print_run(spec: WorkloadSpec, result: api.RunResult, drawn: api.ReportOutcome | None,
+def print_run(spec: WorkloadSpec, result: api.RunResult, drawn: ReportOutcome | None,
               check_line: str, details: bool = False) -> None:
     """The answer first: the verdicts, the compact table, the warnings, then one line each
     of context (rounds, --quick, ceilings, harness check, overhead) and the report's path."""
@@ -524,7 +525,7 @@ def print_warnings(say: Said, verdict_warnings: list[str],
 
 
 def print_advise_warnings(say: Said, result: api.RunResult,
-                          drawn: api.ReportOutcome | None) -> None:
+                          drawn: ReportOutcome | None) -> None:
     """compare's warnings block under the advice (failed cells, SUSPECT or noisy timings,
     disputed counts): the advice says why a fix is not recommended, these say what to doubt."""
     try:
@@ -537,7 +538,7 @@ def print_advise_warnings(say: Said, result: api.RunResult,
                    case_warnings(spec, summaries, result.document.ceilings))
 
 
-def verdict_lines(result: api.RunResult, drawn: api.ReportOutcome | None) -> list[str]:
+def verdict_lines(result: api.RunResult, drawn: ReportOutcome | None) -> list[str]:
     """The summary's verdict lines; none for a stopped run.
 
     Drawn: the verdicts computed with the report; not drawn (--no-report, or the drawing
@@ -562,7 +563,7 @@ def print_verdict(say: Said, lines: list[str]) -> None:
         say(line)
 
 
-def print_context(say: Said, result: api.RunResult, drawn: api.ReportOutcome | None,
+def print_context(say: Said, result: api.RunResult, drawn: ReportOutcome | None,
                   check_line: str, rounds: str | None = None) -> None:
     """One line each: rounds (ROUNDS where the command orders them its own way: advise),
     --quick, ceilings, harness check, overhead and the whole command, what to run for the GPU
