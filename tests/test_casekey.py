@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -73,6 +74,30 @@ def test_a_case_has_one_key_from_its_result_its_csv_rows_and_its_table_row(
     assert set(from_table) == from_csv == set(from_results)
     torch_gpu = CaseKey("matmul", GPU_MACHINE, "fp32", "torch", "cuda:0", "256")
     assert torch_gpu in by_key and hash(torch_gpu) == hash(dataclasses.replace(torch_gpu))
+
+
+def test_the_case_table_rows_typed_are_keyed_by_their_case(gpu_run: Path) -> None:
+    document = store.load_run(gpu_run)
+    run_set = load_runs([gpu_run])
+    prepared, _ = casetable.prepare(run_set.measurements,
+                                    casetable.assign_experiments(run_set.runs))
+    rows = casetable.case_rows(casetable.case_stats(prepared))
+    for cell in document.cells:
+        for case in cell.cases:
+            row = rows[CaseKey.in_run(document, cell, case)]
+            assert row.status == case.status.value and row.samples == len(case.samples)
+            if case.samples and case.status.value == "ok":
+                assert row.valid and row.median_s == case.stats.median
+                assert row.noise.median == row.median_s and row.noise.samples == row.samples
+                assert row.sweep_point().size == case.case["n"]
+    invalid = rows[CaseKey("matmul", GPU_MACHINE, "fp32", "tensorflow", "cuda:0", "4096")]
+    assert invalid.status == "invalid" and not invalid.valid and invalid.reason
+    assert invalid.flops == 2 * 4096**3  # synthetic_runs.matmul_work's count
+    assert dataclasses.replace(invalid, flops=None).sweep_point().flops is None
+    never_timed = casetable.CaseRow.of({"variant": "fp32", "status": "error", "flops": 0})
+    assert math.isnan(never_timed.median_s) and never_timed.flops is None  # 0: not counted
+    with pytest.raises(ValueError):
+        never_timed.sweep_point()  # no size: no point of a sweep
 
 
 def test_a_key_is_frozen_and_blanks_what_it_matches_across() -> None:

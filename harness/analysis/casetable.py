@@ -4,21 +4,26 @@ Crossover, predict, advice, the audit and the report's views all read this table
 here, below them all: runs grouped into experiments, samples prepared (time per step, the
 latest run per case), one row per case (status, median and quartiles of the warm samples, the
 cold call, the work, each round's median) and one per cell. Its key columns are
-harness.data.casekey's CASE_COLUMNS; a row's CaseKey is CaseKey.from_row(row). Pure pandas:
-nothing drawn, nothing written; unit-tested on synthetic measurements whose answer is known.
+harness.data.casekey's CASE_COLUMNS; case_rows gives its rows typed (CaseRow), keyed by their
+CaseKey. Pure pandas: nothing drawn, nothing written; unit-tested on synthetic measurements
+whose answer is known.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
 import pandas as pd
 
+from harness.analysis.noise import CaseNoise
+from harness.analysis.predict import SweepPoint
 from harness.core.units import device_kind
-from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS
+from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey
 from harness.data.results import NOISY_IQR_FRACTION, sample_stats
 from harness.data.serial import JsonObject, JsonValue
 from harness.spec import Status, worst_status_name
@@ -224,3 +229,87 @@ def cell_status(prepared: pd.DataFrame) -> pd.DataFrame:
 def time_unit(stats: pd.DataFrame) -> str:
     """'step' when the workload's calls are epochs of several steps, else 'call'."""
     return "step" if (stats["steps_per_call"] > 1).any() else "call"
+
+
+# --- one case's row, typed ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CaseRow:
+    """One row of case_stats, typed: the case's key and the figures its readers judge.
+
+    A missing time is NaN (as in the table: the noise rule compares numbers); a count that was
+    not made (FLOPs, bytes, launches, device time, steps: absent or 0) is None.
+    """
+
+    key: CaseKey
+    status: str
+    reason: str
+    valid: bool
+    samples: int
+    median_s: float  # per step
+    q1_s: float
+    q3_s: float
+    call_median_s: float  # per call
+    round_medians: dict[int, float]  # round number -> that round's median per step
+    size_value: float | None  # the size as a number; None outside the sweep or not numeric
+    flops: float | None
+    nbytes: float | None
+    launches_per_call: float | None
+    device_seconds: float | None
+    steps_per_call: float | None
+    noisy: bool
+    suspect: str
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> CaseRow:
+        """A row of case_stats (a dict of its record, or a pandas row)."""
+        rounds = row.get("round_medians")
+        size = pd.to_numeric(row.get("size_value"), errors="coerce")
+        return cls(
+            key=CaseKey.from_row(row), status=_text(row.get("status")),
+            reason=_text(row.get("reason")), valid=bool(row.get("valid")),
+            samples=int(row.get("samples") or 0), median_s=_seconds(row.get("median_s")),
+            q1_s=_seconds(row.get("q1_s")), q3_s=_seconds(row.get("q3_s")),
+            call_median_s=_seconds(row.get("call_median_s")),
+            round_medians=dict(rounds) if isinstance(rounds, dict) else {},
+            size_value=float(size) if pd.notna(size) else None,
+            flops=_count(row.get("flops")), nbytes=_count(row.get("bytes")),
+            launches_per_call=_count(row.get("launches_per_call")),
+            device_seconds=_count(row.get("device_seconds")),
+            steps_per_call=_count(row.get("steps_per_call")), noisy=bool(row.get("noisy")),
+            suspect=_text(row.get("suspect")))
+
+    @property
+    def noise(self) -> CaseNoise:
+        """The case as the one noise rule reads it (harness.analysis.noise)."""
+        return CaseNoise(self.median_s, self.q1_s, self.q3_s, self.samples, self.round_medians)
+
+    def sweep_point(self) -> SweepPoint:
+        """The case as the crossover predictor reads it: per call (FLOPs, launches and
+        device-busy time are counted per call); ValueError for a case with no numeric size."""
+        if self.size_value is None:
+            raise ValueError(f"{self.key}: no numeric size, no point of a sweep")
+        return SweepPoint(size=self.size_value, seconds=self.call_median_s, flops=self.flops,
+                          nbytes=self.nbytes, launches=self.launches_per_call,
+                          busy_seconds=self.device_seconds, steps=self.steps_per_call,
+                          noisy=self.noisy, suspect=bool(self.suspect))
+
+
+def case_rows(stats: pd.DataFrame) -> dict[CaseKey, CaseRow]:
+    """Every row of a case_stats table, typed and keyed by its case (in the table's order)."""
+    rows = (CaseRow.of(record) for record in stats.to_dict("records"))
+    return {row.key: row for row in rows}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _seconds(value: Any) -> float:
+    number = pd.to_numeric(value, errors="coerce")
+    return float(number) if pd.notna(number) else math.nan
+
+
+def _count(value: Any) -> float | None:
+    number = pd.to_numeric(value, errors="coerce")
+    return float(number) if pd.notna(number) and number > 0 else None

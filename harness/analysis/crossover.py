@@ -19,7 +19,7 @@ from typing import Any, TypedDict
 import pandas as pd
 
 from harness.analysis import casetable
-from harness.analysis.casetable import first_text
+from harness.analysis.casetable import CaseRow, first_text
 from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
 from harness.analysis.predict import Prediction, SweepPoint, predict
 from harness.core.units import format_size
@@ -197,10 +197,8 @@ def size_verdicts(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> list[GapVer
 
 
 def case_noise(row: pd.Series) -> CaseNoise:
-    """One case_stats row as the noise rule reads it."""
-    rounds = row.get("round_medians")
-    return CaseNoise(float(row["median_s"]), float(row["q1_s"]), float(row["q3_s"]),
-                     int(row["samples"]), dict(rounds) if isinstance(rounds, dict) else {})
+    """One case_stats row as the noise rule reads it (casetable.CaseRow.noise)."""
+    return CaseRow.of(row).noise
 
 
 def noise_phrase(verdicts: list[GapVerdict]) -> str:
@@ -219,23 +217,10 @@ def noise_phrase(verdicts: list[GapVerdict]) -> str:
 # --- the predicted crossover (harness.analysis.predict) -----------------------------------------
 
 def sweep_points(cases: pd.DataFrame) -> list[SweepPoint]:
-    """One device's measured curve as the predictor reads it: per call, valid sizes only.
-
-    Per call, not per step: FLOPs, launches and device-busy time are counted per call.
-    """
+    """One device's measured curve as the predictor reads it: per call, valid sizes only
+    (casetable.CaseRow.sweep_point)."""
     valid = cases[cases["valid"] & cases["size_value"].notna()].sort_values("size_value")
-    return [SweepPoint(size=float(row["size_value"]), seconds=float(row["call_median_s"]),
-                       flops=_number(row.get("flops")), nbytes=_number(row.get("bytes")),
-                       launches=_number(row.get("launches_per_call")),
-                       busy_seconds=_number(row.get("device_seconds")),
-                       steps=_number(row.get("steps_per_call")),
-                       noisy=bool(row["noisy"]), suspect=bool(row.get("suspect")))
-            for _, row in valid.iterrows()]
-
-
-def _number(value: Any) -> float | None:
-    number = pd.to_numeric(value, errors="coerce")
-    return float(number) if pd.notna(number) and number > 0 else None
+    return [CaseRow.of(record).sweep_point() for record in valid.to_dict("records")]
 
 
 def predicted(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> Prediction | None:
