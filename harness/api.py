@@ -8,8 +8,10 @@
     frame = harness.load(["results/RUN_A", "results/RUN_B"])
 
 A facade: `plan` checks every input (harness.run.plan), `execute` and `resume_run` open a
-session (harness.run.session: a new plan or a stored folder, then the same run), `draw_report`
-asks the report package. The CLI calls these same functions and only parses and prints.
+session (harness.run.session: a new plan or a stored folder, then the same run). It imports
+nothing from the report: a run stores what it must (its predictions) from itself, and the
+report is drawn by the front doors that want it (harness.compare, the CLI, through
+harness.reporting). The CLI calls these same functions and only parses and prints.
 Progress goes to stderr, never into the returned data. Never imports a framework: every cell
 runs in a worker process.
 """
@@ -17,15 +19,16 @@ runs in a worker process.
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from harness.core.interrupt import EXIT_SIGNAL_BASE
 from harness.data import store
+from harness.data.measurements import measurements_of_rows, read_measurements
 from harness.data.results import CellResult, RunDocument
 from harness.run.executors import Executor
 from harness.run.plan import (
@@ -53,18 +56,15 @@ from harness.spec import Status, worst_status
 
 # What moved out stays importable from here: callers and tests import it as harness.api.X.
 __all__ = [
-    "EXIT_FAILED_CELL", "EXIT_REPORT_FAILED", "EXIT_SIGNAL_BASE", "QUICK_PROBE_SIZES",
-    "ReportOutcome", "RunPlan", "RunRecorder", "RunResult", "RunSession", "advise",
-    "check_writable", "compare", "default_rounds", "draw_report", "execute", "framework_styles",
+    "EXIT_FAILED_CELL", "EXIT_SIGNAL_BASE", "QUICK_PROBE_SIZES",
+    "RunPlan", "RunRecorder", "RunResult", "RunSession", "advise",
+    "check_writable", "compare", "default_rounds", "execute", "framework_styles",
     "given_names", "has_rates", "largest_square_matmul", "load", "measure_ceilings", "plan",
     "progress_console", "resolve_devices", "resolve_frameworks", "resolve_variants",
     "resume_run", "split_names",
 ]
 
 EXIT_FAILED_CELL = 1
-# The measurements are saved but the report could not be written (disk full, permissions).
-EXIT_REPORT_FAILED = 3
-EXIT_SIGNAL_BASE = 128  # shells' convention: killed by signal N -> 128 + N
 # A cell in one of these failed (INTERRUPTED without a stop signal here: a cell cancelled
 # elsewhere, scancel or preempted).
 FAILED_STATUSES = (Status.ERROR, Status.TIMEOUT, Status.INVALID, Status.INTERRUPTED)
@@ -140,36 +140,54 @@ def _finish(session: RunSession) -> RunResult:
     """Run an opened session to its end; what it produced, however it ended.
 
     A run that ended (not stopped by a signal) keeps its predicted crossovers in run.json
-    here, so every run stores them whether or not a report is drawn afterwards.
+    here, so every run stores them whether or not a report is drawn afterwards. They are
+    computed from the run as it is in memory (its document and its recorder's rows), not by
+    reading the folder back or building a report.
     """
     stopped_by = session.run()
-    saved = save_predictions(session.run_dir) if stopped_by is None else None
-    if saved is not None:
-        session.document.predictions = saved
+    if stopped_by is None:
+        store_predictions(session.run_dir, session.document,
+                          measurements_of_rows(session.recorder.rows))
     return RunResult(session.run_dir, list(session.recorder.results), session.document,
                      stopped_by)
 
 
 def save_predictions(run_dir: Path) -> list[dict[str, Any]] | None:
-    """Compute a stored run's predictions (harness.report.run_predictions) into its run.json.
+    """store_predictions of a stored run folder: its run.json and measurements.csv as read."""
+    try:
+        document, measurements = store.load_run(run_dir), read_measurements(run_dir)
+    except Exception as exc:  # noqa: BLE001 - the measurements are already safe on disk
+        _not_saved(exc)
+        return None
+    return store_predictions(run_dir, document, measurements)
+
+
+def store_predictions(run_dir: Path, document: RunDocument,
+                      measurements: pd.DataFrame) -> list[dict[str, Any]] | None:
+    """Compute a run's predictions (harness.analysis.crossover.run_predictions) into DOCUMENT
+    and its run.json in RUN_DIR.
 
     run.json is written only when they differ from what it holds, so computing them again
     (a resumed run, a second call) leaves the file as it was. A failure costs the run nothing:
     its measurements are saved; it is printed and None returned, run.json left as it was.
     """
     try:
-        from harness.report import run_predictions
+        from harness.analysis.crossover import run_predictions  # pandas work: when a run ends
 
-        found = run_predictions(run_dir)
-        document = store.load_run(run_dir)
+        found = run_predictions(document, measurements, document.run_id or run_dir.name)
         if document.predictions != found:
             document.predictions = found
             store.write_run(run_dir, document)
         return found
     except Exception as exc:  # noqa: BLE001 - the measurements are already safe on disk
-        progress_console.print(f"predictions not saved ({type(exc).__name__}: {exc})",
-                               markup=False, highlight=False, soft_wrap=True)
+        _not_saved(exc)
         return None
+
+
+def _not_saved(exc: Exception) -> None:
+    """Say why the predictions were not saved (the run's measurements are)."""
+    progress_console.print(f"predictions not saved ({type(exc).__name__}: {exc})",
+                           markup=False, highlight=False, soft_wrap=True)
 
 
 def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | None = None,
@@ -177,16 +195,17 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
             variants: Sequence[str] | str | None = None, sizes: Sequence[int] | None = None,
             params: dict[str, Any] | None = None, data: Path | str | None = None,
             quick: bool = False, out: Path | str = "results", timeout_s: float = 900.0,
-            ceilings: bool = True, report: bool = True, progress: bool = True,
+            ceilings: bool = True, progress: bool = True,
             executor: str | Executor | None = None,
             resume: Path | str | None = None, model: Path | str | None = None,
             rounds: int | None = None, seed: int | None = None) -> RunResult:
     """Run `workload` for every framework x device x variant cell; see the module docstring.
+    Its report is drawn by harness.compare (report=True), not here: the run needs none.
 
     executor: 'local' (default), 'slurm', or an executor such as
     harness.run.executors.slurm.SlurmExecutor(partition_cpu=..., partition_gpu=...).
     resume: a stored run folder; only its cells without a result run (the other arguments
-    but executor, progress and report are then taken from the folder).
+    but executor and progress are then taken from the folder).
     model: a file with your own model instead of a workload (harness.compare(model="m.py")).
     Raises BadInput for bad arguments before anything runs or is written.
     """
@@ -202,8 +221,6 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
                        timeout_s=timeout_s, model=model, rounds=rounds, seed=seed)
             result = execute(run, ceilings=ceilings, progress=progress, executor=executor,
                              command=["harness.compare", str(workload or f"--model={model}")])
-    if report and result.stopped_by is None:
-        draw_report(result.path)
     return result
 
 
@@ -224,51 +241,9 @@ def load(paths: Path | str | Sequence[Path | str]) -> pd.DataFrame:
 
     Raises harness.data.store.StoreError (a ValueError) for a folder that is not a harness run.
     """
-    from harness.report.load import read_measurements
-
     folders = [paths] if isinstance(paths, (str, Path)) else list(paths)
     frames = []
     for folder in map(Path, folders):
         store.read_run(folder)
         frames.append(read_measurements(folder))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-@dataclass(frozen=True)
-class ReportOutcome:
-    """What drawing a run's report gave: its files, or one line saying why there are none."""
-
-    written: list[Path]
-    failure: str = ""
-    exit_code: int = 0  # EXIT_REPORT_FAILED, or 130 when Ctrl-C stopped the drawing
-    # The verdict lines computed with the report (harness.report.summary.terminal_verdicts):
-    # the CLI prints them rather than building the report's context a second time.
-    verdicts: list[str] = field(default_factory=list)
-    seconds: float = 0.0  # drawing it took (the CLI's whole-command line)
-
-
-def draw_report(run_dir: Path) -> ReportOutcome:
-    """Draw the run's report into its folder; a failure is printed and returned, not raised.
-
-    It writes no run.json: the run stored its predictions when it ended (save_predictions).
-
-    A drawing failure (disk full, no permission, a bug) never costs the measurements, which
-    are already on disk; the CLI exits with the outcome's code so scripts can tell.
-    """
-    started = time.perf_counter()
-    try:
-        from harness.report import draw_report as draw
-
-        drawn = draw([run_dir], run_dir, html=True)
-        progress_console.print(f"report: {len(drawn.written)} files in {run_dir}")
-        return ReportOutcome(drawn.written, verdicts=drawn.verdicts,
-                             seconds=time.perf_counter() - started)
-    except KeyboardInterrupt:  # the results are complete; only the pictures are missing
-        outcome = ReportOutcome([], f"report interrupted; results are in {run_dir}",
-                                EXIT_SIGNAL_BASE + signal.SIGINT.value)
-    except Exception as exc:  # noqa: BLE001 - the results are already safe on disk
-        outcome = ReportOutcome([], f"report failed ({type(exc).__name__}: "
-                                    f"{' '.join(str(exc).split())}); results are in {run_dir}",
-                                EXIT_REPORT_FAILED)
-    progress_console.print(outcome.failure, markup=False, highlight=False, soft_wrap=True)
-    return replace(outcome, seconds=time.perf_counter() - started)

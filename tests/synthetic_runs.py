@@ -170,10 +170,10 @@ def cpu_machine_results() -> list[dict[str, Any]]:
 
 def stats_of(*run_dirs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-case statistics and per-cell statuses of stored runs, as the report computes them."""
-    from harness.report import tables
+    from harness.analysis import casetable
     from harness.report.load import load_runs
 
     run_set = load_runs(list(run_dirs))
-    runs = tables.assign_experiments(run_set.runs)
-    prepared, _ = tables.prepare(run_set.measurements, runs)
-    return tables.case_stats(prepared), tables.cell_status(prepared)
+    runs = casetable.assign_experiments(run_set.runs)
+    prepared, _ = casetable.prepare(run_set.measurements, runs)
+    return casetable.case_stats(prepared), casetable.cell_status(prepared)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from harness import api
+import harness
 from harness.analysis.check import (
     Audit,
     audit_run,
@@ -56,9 +56,9 @@ def matmul_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def fault_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The fault workload (counted FLOPs) on a fake CPU and a fake GPU, 2 seeded rounds."""
     out = tmp_path_factory.mktemp("fault")
-    result = api.compare("fault-rated", frameworks="fake,fakegpu", devices="cpu,cuda:0",
-                         variants="ok", sizes=[1, 2], quick=True, out=out, ceilings=False,
-                         progress=False, rounds=2, seed=5)
+    result = harness.compare("fault-rated", frameworks="fake,fakegpu", devices="cpu,cuda:0",
+                             variants="ok", sizes=[1, 2], quick=True, out=out, ceilings=False,
+                             progress=False, rounds=2, seed=5)
     assert (result.path / "summary.md").is_file()
     return result.path
 

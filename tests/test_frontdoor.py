@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import harness.report
-from harness import api
+from harness import reporting
 from harness.analysis.noise import ONE_ROUND
 from harness.cli import app
 from harness.core import registry
@@ -72,7 +72,7 @@ def test_a_report_that_cannot_be_written_exits_3_with_one_line(
 
     monkeypatch.setattr(harness.report, "draw_report", disk_full)
     result = invoke(*TWO_FRAMEWORKS, "--out", str(out_dir))
-    assert result.exit_code == api.EXIT_REPORT_FAILED == 3, result.output
+    assert result.exit_code == reporting.EXIT_REPORT_FAILED == 3, result.output
     failures = [line for line in result.output.splitlines() if "report failed" in line]
     assert len(failures) == 1 and "No space left on device" in failures[0], result.output
     run_dir = only_run_dir(out_dir)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis import casetable
 from harness.data import store
 from harness.data.results import CellResult
 from harness.report import render_report
-from harness.report import tables as t
 from harness.report.load import load_runs
 from harness.report.views.memory import memory_table
 from harness.run.runner import RunOptions, run_worker
@@ -56,7 +56,8 @@ def test_the_peaks_reach_the_store_and_the_report(gpu_result: dict, tmp_path: Pa
     assert rows and {row["peak_device_allocated_bytes"] for row in rows} == {
         fake_gpu.PEAK_ALLOCATED}
     run_set = load_runs([run])
-    prepared, _ = t.prepare(run_set.measurements, t.assign_experiments(run_set.runs))
+    runs = casetable.assign_experiments(run_set.runs)
+    prepared, _ = casetable.prepare(run_set.measurements, runs)
     [row] = memory_table(prepared).to_dict("records")
     assert (row["framework"], row["device"]) == ("fakegpu", "cuda:0")
     assert row["peak_device_allocated_bytes"] == fake_gpu.PEAK_ALLOCATED

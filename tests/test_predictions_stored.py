@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import harness
 from harness import api
 from harness.cli import app
 from harness.report import run_predictions
+from harness.reporting import draw_run_report
 
 SWEEP = ["compare", "--workload", "fault", "--variant", "ok", "--quick", "--framework",
          "fake,fakegpu", "--device", "cpu,cuda:0", "--sizes", "1,2,4", "--no-ceilings"]
@@ -51,7 +53,7 @@ def test_drawing_the_report_afterwards_changes_nothing_in_run_json(
     """What `compare` without --no-report does after the run: the report in the run folder."""
     copy = shutil.copytree(undrawn_run, tmp_path / undrawn_run.name)
     before = (copy / "run.json").read_bytes()
-    outcome = api.draw_report(copy)
+    outcome = draw_run_report(copy)
     assert not outcome.failure and (copy / "summary.md").is_file()
     assert (copy / "run.json").read_bytes() == before
     summary = (copy / "summary.md").read_text()
@@ -73,9 +75,9 @@ def test_a_run_drawn_with_its_report_stores_the_same_predictions(
         undrawn_run: Path, tmp_path: Path) -> None:
     """compare with its report: the same records (same keys, the same cells predicted) as the
     undrawn run's, and exactly those the stored run recomputes to."""
-    result = api.compare("fault", frameworks="fake,fakegpu", devices="cpu,cuda:0",
-                         variants="ok", sizes=[1, 2, 4], quick=True, out=tmp_path,
-                         ceilings=False, progress=False)
+    result = harness.compare("fault", frameworks="fake,fakegpu", devices="cpu,cuda:0",
+                             variants="ok", sizes=[1, 2, 4], quick=True, out=tmp_path,
+                             ceilings=False, progress=False)
     assert (result.path / "summary.md").is_file()
     predictions = stored(result.path)
     assert predictions == run_predictions(result.path) == result.document.predictions

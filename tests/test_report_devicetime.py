@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.analysis import casetable
 from harness.report import render_report
-from harness.report import tables as t
 from harness.report.load import load_runs
 from harness.report.views.devicetime import attribution_table
 from tests.synthetic_runs import cell_result, write_run
@@ -37,9 +37,9 @@ def run_dir(tmp_path: Path) -> Path:
 
 def test_attribution_splits_gpu_cases_and_leaves_cpu_cases_whole(run_dir: Path) -> None:
     run_set = load_runs([run_dir])
-    runs = t.assign_experiments(run_set.runs)
-    prepared, _ = t.prepare(run_set.measurements, runs)
-    table = attribution_table(t.case_stats(prepared), prepared, {})
+    runs = casetable.assign_experiments(run_set.runs)
+    prepared, _ = casetable.prepare(run_set.measurements, runs)
+    table = attribution_table(casetable.case_stats(prepared), prepared, {})
     gpu = table[(table["device"] == "cuda:0") & (table["size_label"] == "128")].iloc[0]
     assert gpu["busy_share"] == pytest.approx(0.4)
     assert gpu["copies_s"] == pytest.approx(0.2e-3)

@@ -24,6 +24,7 @@ from harness.core import registry
 from harness.data.store import load_run
 from harness.report.summary import details_lines
 from harness.report.views import energy as energy_view
+from harness.reporting import draw_run_report
 from tests.synthetic_runs import make_case, make_result, write_run
 from tests.test_report import private_matplotlib  # noqa: F401 - autouse: matplotlib's cache
 
@@ -106,7 +107,7 @@ def answer(run_dir: Path, monkeypatch: pytest.MonkeyPatch,
         monkeypatch.setattr(module, "console", stdout)
     document = load_run(run_dir)
     result = api.RunResult(run_dir, document.cells, document)
-    drawn = api.draw_report(run_dir)
+    drawn = draw_run_report(run_dir)
     _, check_line = epilogue.self_check(result)
     epilogue.print_run(registry.load_workload(document.workload), result, drawn, check_line,
                        details)

@@ -21,6 +21,7 @@ from harness.analysis.stats import (
     work_of,
 )
 from harness.core.registry import load_workload
+from harness.data.casekey import CaseKey
 from harness.data.ceilings import HOST_LINK, MEMORY, Ceilings, DeviceCeiling, Peaks
 from harness.data.results import CaseResult, CellResult, RunDocument, sample_stats
 from harness.measure.devicetime import attribute, diagnose
@@ -192,19 +193,21 @@ def test_verdict_boundaries() -> None:
     assert diff.verdict_for(-5.01, 0.001, 5.0) == "faster"
 
 
-def cases(statuses: dict[tuple[str, ...], str],
-          samples: dict[tuple[str, ...], list[float]]) -> diff.RunCases:
+def cases(statuses: dict[CaseKey, str],
+          samples: dict[CaseKey, list[float]]) -> diff.RunCases:
     return diff.RunCases("run", {}, statuses, samples)
 
 
-KEY = ("matmul", "fp32", "torch", "cpu", "64")
+# diff matches cases on any machine: its keys have no machine.
+KEY = CaseKey("matmul", "", "fp32", "torch", "cpu", "64")
 
 
 def test_compare_case_with_known_samples() -> None:
     a = cases({KEY: "ok"}, {KEY: [1.0, 1.01, 0.99, 1.0, 1.02]})
     b = cases({KEY: "ok"}, {KEY: [2.0, 2.02, 1.98, 2.0, 2.04]})
     result = diff.compare_case(KEY, a, b, 5.0, 10.0)
-    assert (result.workload, result.variant, result.framework, result.device, result.size) == KEY
+    assert (result.workload, result.variant, result.framework, result.device, result.size) == (
+        "matmul", "fp32", "torch", "cpu", "64")
     assert (result.samples_a, result.samples_b) == (5, 5)
     assert (result.median_a_s, result.median_b_s) == (1.0, 2.0)
     assert result.ratio == 2.0 and result.change_pct == pytest.approx(100.0)
@@ -767,8 +770,8 @@ def test_load_cases_keeps_file_order_and_skips_cell_level_rows(tmp_path: Path) -
     loaded = diff.load_cases(run)
     assert loaded.name == str(run)
     keys = list(loaded.statuses)
-    assert keys == [("matmul", "fp32", "torch", "cpu", "128"),
-                    ("matmul", "fp32", "torch", "cpu", "64")]
+    assert keys == [CaseKey("matmul", "", "fp32", "torch", "cpu", "128"),
+                    CaseKey("matmul", "", "fp32", "torch", "cpu", "64")]
     assert loaded.samples[keys[0]] == [2.0] * 3 and loaded.statuses[keys[1]] == "ok"
 
 

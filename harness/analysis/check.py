@@ -59,8 +59,8 @@ from harness.core.units import (
     format_ratio,
     format_seconds,
     format_size,
-    size_label,
 )
+from harness.data.casekey import CaseKey
 from harness.data.ceilings import MEMORY
 from harness.data.records import CaseEnergy, EnergyRecord
 from harness.data.results import CaseResult, CellResult, RunDocument
@@ -181,8 +181,12 @@ class Measured:
         return self.document.machine
 
     @property
+    def key(self) -> CaseKey:
+        return CaseKey.in_run(self.document, self.cell, self.case)
+
+    @property
     def size_label(self) -> str:
-        return size_label(self.case.case.get(self.sweep))
+        return self.key.size_label
 
     @property
     def size_text(self) -> str:
@@ -295,16 +299,22 @@ def _param_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def case_key(variant: str, framework: str, device: str,
-             params: Iterable[tuple[str, str]]) -> tuple[str, str, str, frozenset[Any]]:
-    return variant, framework, device, frozenset((k, v) for k, v in params if v != "")
+# A CSV row belongs to a case of run.json when the case's key and every parameter it names
+# match: a row whose other parameters were changed by hand is nobody's case. The key is taken on
+# any machine (a row's machine may be blank) and at no size: the parameters hold the swept
+# value as the CSV writes it, which a size label would round (0.1234567 -> 0.123457).
+RowMatch = tuple[CaseKey, frozenset[tuple[str, str]]]
 
 
-def _row_key(row: dict[str, str]) -> tuple[str, str, str, frozenset[Any]]:
+def case_match(key: CaseKey, params: Iterable[tuple[str, str]]) -> RowMatch:
+    return (key.without("machine", "size_label"),
+            frozenset((k, v) for k, v in params if v != ""))
+
+
+def _row_key(row: dict[str, str]) -> RowMatch:
     params = ((name[len("param_"):], text) for name, text in row.items()
               if name.startswith("param_") and text is not None)
-    return case_key(row.get("variant", ""), row.get("framework", ""), row.get("device", ""),
-                    params)
+    return case_match(CaseKey.from_row(row), params)
 
 
 def _csv_float(text: str | None) -> float | None:
@@ -326,15 +336,15 @@ class CsvCheck:
         self.columns, self.rows = read_csv(path)
 
     def run(self) -> None:
-        by_key: dict[Any, list[CsvRow]] = {}
+        by_key: dict[RowMatch, list[CsvRow]] = {}
         for line, row in self.rows:
             by_key.setdefault(_row_key(row), []).append((line, row))
         claimed: set[int] = set()
         for cell in self.document.cells:
             for case in cell.cases:
                 measured = Measured(self.document, cell, case)
-                key = case_key(cell.variant, cell.framework, cell.device,
-                               ((k, _param_text(v)) for k, v in case.case.items()))
+                key = case_match(measured.key,
+                                 ((k, _param_text(v)) for k, v in case.case.items()))
                 rows = by_key.get(key, [])
                 claimed.update(line for line, _ in rows)
                 self.case_rows(measured, rows)
@@ -816,19 +826,14 @@ class Pool:
         return None
 
 
-def _case_identity(item: Measured) -> tuple[str, ...]:
-    return (item.machine, item.document.workload, item.cell.variant, item.cell.framework,
-            item.cell.device, item.size_label)
-
-
 def _latest(found: list[Measured]) -> list[Measured]:
     """Of a case measured by several runs on one machine, the latest run's (as the report)."""
-    newest: dict[tuple[str, ...], Measured] = {}
+    newest: dict[CaseKey, Measured] = {}
     for item in found:
-        current = newest.get(_case_identity(item))
+        current = newest.get(item.key)
         if current is None or (item.document.started or 0.0) > (current.document.started or 0.0):
-            newest[_case_identity(item)] = item
-    return [item for item in found if newest[_case_identity(item)] is item]
+            newest[item.key] = item
+    return [item for item in found if newest[item.key] is item]
 
 
 @dataclass

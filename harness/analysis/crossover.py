@@ -1,7 +1,7 @@
 """GPU vs CPU over a sweep: the measured crossover, the predicted one, and why the GPU loses.
 
 Every number the report's crossover view shows and run.json stores is computed here, from the
-per-case statistics table the report builds (harness.report.tables.case_stats: one row per
+per-case statistics table (harness.analysis.casetable.case_stats: one row per
 case with experiment, machine, variant, framework, device, device_kind, size_label, size_value,
 valid, status, reason, median_s, q1_s, q3_s, call_median_s, samples, round_medians, flops,
 bytes, noisy, suspect, ...). Why here and not in the view: the predictions are stored with
@@ -18,10 +18,15 @@ from typing import Any, TypedDict
 
 import pandas as pd
 
+from harness.analysis import casetable
+from harness.analysis.casetable import CaseRow, first_text
 from harness.analysis.noise import ONE_ROUND, CaseNoise, GapVerdict, judge_gap
 from harness.analysis.predict import Prediction, SweepPoint, predict
 from harness.core.units import format_size
+from harness.data.measurements import with_run
+from harness.data.results import RunDocument
 from harness.data.serial import JsonValue
+from harness.data.upgrade import DEFAULT_HINTS
 
 # "Flat" per-call time: the work grows by at least this factor while time less than doubles.
 FLAT_WORK_GROWTH = 8.0
@@ -179,11 +184,6 @@ def excluded_cases(rows: pd.DataFrame) -> list[str]:
             for _, row in failed.iterrows()]
 
 
-def first_text(values: pd.Series) -> str:
-    """The first non-empty text of a column (a group's reason, suspicion, version)."""
-    return next((value for value in values if isinstance(value, str) and value), "")
-
-
 # --- the per-size noise verdicts ---------------------------------------------------------------
 
 def size_verdicts(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> list[GapVerdict]:
@@ -197,10 +197,8 @@ def size_verdicts(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> list[GapVer
 
 
 def case_noise(row: pd.Series) -> CaseNoise:
-    """One case_stats row as the noise rule reads it."""
-    rounds = row.get("round_medians")
-    return CaseNoise(float(row["median_s"]), float(row["q1_s"]), float(row["q3_s"]),
-                     int(row["samples"]), dict(rounds) if isinstance(rounds, dict) else {})
+    """One case_stats row as the noise rule reads it (casetable.CaseRow.noise)."""
+    return CaseRow.of(row).noise
 
 
 def noise_phrase(verdicts: list[GapVerdict]) -> str:
@@ -219,23 +217,10 @@ def noise_phrase(verdicts: list[GapVerdict]) -> str:
 # --- the predicted crossover (harness.analysis.predict) -----------------------------------------
 
 def sweep_points(cases: pd.DataFrame) -> list[SweepPoint]:
-    """One device's measured curve as the predictor reads it: per call, valid sizes only.
-
-    Per call, not per step: FLOPs, launches and device-busy time are counted per call.
-    """
+    """One device's measured curve as the predictor reads it: per call, valid sizes only
+    (casetable.CaseRow.sweep_point)."""
     valid = cases[cases["valid"] & cases["size_value"].notna()].sort_values("size_value")
-    return [SweepPoint(size=float(row["size_value"]), seconds=float(row["call_median_s"]),
-                       flops=_number(row.get("flops")), nbytes=_number(row.get("bytes")),
-                       launches=_number(row.get("launches_per_call")),
-                       busy_seconds=_number(row.get("device_seconds")),
-                       steps=_number(row.get("steps_per_call")),
-                       noisy=bool(row["noisy"]), suspect=bool(row.get("suspect")))
-            for _, row in valid.iterrows()]
-
-
-def _number(value: Any) -> float | None:
-    number = pd.to_numeric(value, errors="coerce")
-    return float(number) if pd.notna(number) and number > 0 else None
+    return [CaseRow.of(record).sweep_point() for record in valid.to_dict("records")]
 
 
 def predicted(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> Prediction | None:
@@ -334,6 +319,24 @@ def experiment_predictions(experiment: str, table: pd.DataFrame) -> list[dict[st
         return []
     sweep = str(table["sweep"].iloc[0])
     return [{"experiment": experiment, **record} for record in prediction_records(table, sweep)]
+
+
+def run_predictions(document: RunDocument, measurements: pd.DataFrame,
+                    run_id: str) -> list[dict[str, Any]]:
+    """The predicted crossovers of one run as run.json stores them, from the run itself: its
+    document and its measurements (harness.data.measurements: read from its folder, or made
+    from the rows a run holds in memory as it ends). The same case table and the same
+    analysis as the report's crossover view, so a stored prediction is what any report of the
+    run says; the report's optional-view hints are the only hints not read, and the crossover
+    reads none of them."""
+    runs = casetable.assign_experiments(pd.DataFrame([{
+        "run_id": run_id, "workload": document.workload, "sweep": document.sweep,
+        "params": document.params, "started": document.started, "order": 0}]))
+    prepared, _ = casetable.prepare(with_run(measurements, document, run_id, 0), runs)
+    hints = {**DEFAULT_HINTS, **document.hints}
+    return [record for name in dict.fromkeys(runs["experiment"])
+            for record in experiment_predictions(name, crossovers(
+                casetable.case_stats(prepared[prepared["experiment"] == name]), hints))]
 
 
 def _plain(value: Any) -> float | None:

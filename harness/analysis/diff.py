@@ -23,6 +23,7 @@ from rich.table import Table
 
 from harness.core.units import format_seconds, size_label
 from harness.data import store
+from harness.data.casekey import CaseKey
 from harness.data.export import read_run_table
 from harness.data.results import RunDocument, sample_stats
 from harness.spec import Status, worst_status_name
@@ -37,7 +38,6 @@ METHOD = ("two-sided Mann-Whitney U test on the raw warm samples (normal approxi
           "possible p is 0.1) every round of one run beyond every round of the other; "
           "cases SUSPECT in either run never gate --fail-on-regression without --strict")
 MIN_ROUNDS = 3  # below this the round medians are not tested (runs from before rounds: 1)
-CASE_KEYS = ("workload", "variant", "framework", "device", "size")
 FAILED = {Status.ERROR.value, Status.INVALID.value, Status.TIMEOUT.value}
 HOST_FIELDS = (("cpu_model", "host CPU"), ("cores", "usable cores"), ("gpus", "GPUs"),
                ("python", "Python"))
@@ -193,10 +193,10 @@ class RunCases:
 
     name: str
     document: RunDocument
-    statuses: dict[tuple[str, ...], str]
-    samples: dict[tuple[str, ...], list[float]]
-    round_medians: dict[tuple[str, ...], list[float]] = field(default_factory=dict)
-    suspect: dict[tuple[str, ...], str] = field(default_factory=dict)
+    statuses: dict[CaseKey, str]
+    samples: dict[CaseKey, list[float]]
+    round_medians: dict[CaseKey, list[float]] = field(default_factory=dict)
+    suspect: dict[CaseKey, str] = field(default_factory=dict)
 
 
 def _worst(statuses: pd.Series) -> str:
@@ -204,14 +204,19 @@ def _worst(statuses: pd.Series) -> str:
 
 
 def load_cases(run_dir: Path) -> RunCases:
-    """Read a run folder (StoreError when it is not one) into its cases."""
+    """Read a run folder (StoreError when it is not one) into its cases, keyed on any machine
+    (two runs of one case on different machines still compare)."""
     document = store.load_run(run_dir)
     table = read_run_table(run_dir)
     table["size"] = table["size"].map(lambda value: "" if pd.isna(value) else size_label(value))
     table = table[table["size"] != ""]  # cell-level status rows belong to no case
-    statuses, samples, round_medians, suspect = {}, {}, {}, {}
-    for key, group in table.groupby(list(CASE_KEYS), sort=False):
-        key = tuple(str(part) for part in key)
+    statuses: dict[CaseKey, str] = {}
+    samples: dict[CaseKey, list[float]] = {}
+    round_medians: dict[CaseKey, list[float]] = {}
+    suspect: dict[CaseKey, str] = {}
+    keys = pd.Series([CaseKey.from_row(row).without("machine")
+                      for row in table.to_dict("records")], index=table.index, dtype=object)
+    for key, group in table.groupby(keys, sort=False):
         statuses[key] = _worst(group["status"])
         warm = group[(group["phase"] == "warm") & (group["status"] == Status.OK.value)]
         samples[key] = [float(s) for s in warm["seconds"].dropna()]
@@ -226,14 +231,13 @@ def load_cases(run_dir: Path) -> RunCases:
 
 # --- comparing --------------------------------------------------------------------------------
 
-def compare_case(key: tuple[str, ...], a: RunCases, b: RunCases, threshold_pct: float,
+def compare_case(key: CaseKey, a: RunCases, b: RunCases, threshold_pct: float,
                  fail_pct: float | None, strict: bool = False) -> CaseDiff:
     status_a, status_b = a.statuses[key], b.statuses[key]
     samples_a, samples_b = a.samples.get(key, []), b.samples.get(key, [])
     median_a = sample_stats(samples_a).median if samples_a else None
     median_b = sample_stats(samples_b).median if samples_b else None
-    workload, variant, framework, device, size = key  # CASE_KEYS
-    diff = CaseDiff(workload, variant, framework, device, size,
+    diff = CaseDiff(key.experiment, key.variant, key.framework, key.device, key.size_label,
                     status_a=status_a, status_b=status_b, samples_a=len(samples_a),
                     samples_b=len(samples_b), median_a_s=median_a, median_b_s=median_b,
                     ratio=None, change_pct=None, p_value=None, verdict="not judged")
@@ -274,8 +278,10 @@ def _status_verdict(status_a: str, status_b: str) -> str:
     return f"{status_a} -> {status_b}" if status_a != status_b else f"{status_a} in both"
 
 
-def _case_dict(key: tuple[str, ...], status: str) -> dict[str, str]:
-    return {**dict(zip(CASE_KEYS, key)), "status": status}
+def _case_dict(key: CaseKey, status: str) -> dict[str, str]:
+    """A case found in one run only, as the report and --json list it."""
+    return {"workload": key.experiment, "variant": key.variant, "framework": key.framework,
+            "device": key.device, "size": key.size_label, "status": status}
 
 
 def diff_runs(run_a: Path, run_b: Path, threshold_pct: float = 5.0,

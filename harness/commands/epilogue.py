@@ -23,6 +23,7 @@ from harness.commands.tables import (
 )
 from harness.core import interrupt, registry
 from harness.measure import envinfo
+from harness.reporting import ReportOutcome, draw_run_report
 from harness.spec import Status, WorkloadSpec
 
 
@@ -34,12 +35,12 @@ def since_process_start() -> float:
 
 
 def report_and_check(result: api.RunResult,
-                     report: bool) -> tuple[api.ReportOutcome | None, int, str]:
+                     report: bool) -> tuple[ReportOutcome | None, int, str]:
     """After the last cell of a run not stopped: its report drawn (unless --no-report), then
     its self-check. Returns the drawing's outcome, the check's mismatches and its line."""
     if result.stopped_by is not None:
         return None, 0, ""
-    drawn = api.draw_report(result.path) if report else None
+    drawn = draw_run_report(result.path) if report else None
     mismatches, check_line = self_check(result)
     return drawn, mismatches, check_line
 
@@ -66,7 +67,7 @@ def is_warning(line: str) -> bool:
     return line.lstrip().startswith("warning: ")
 
 
-def print_run(spec: WorkloadSpec, result: api.RunResult, drawn: api.ReportOutcome | None,
+def print_run(spec: WorkloadSpec, result: api.RunResult, drawn: ReportOutcome | None,
               check_line: str, details: bool = False) -> None:
     """The answer first: the verdicts, the compact table, the warnings, then one line each
     of context (rounds, --quick, ceilings, harness check, overhead) and the report's path."""
@@ -142,7 +143,7 @@ def print_warnings(say: Said, verdict_warnings: list[str],
 
 
 def print_advise_warnings(say: Said, result: api.RunResult,
-                          drawn: api.ReportOutcome | None) -> None:
+                          drawn: ReportOutcome | None) -> None:
     """compare's warnings block under the advice (failed cells, SUSPECT or noisy timings,
     disputed counts): the advice says why a fix is not recommended, these say what to doubt."""
     try:
@@ -155,7 +156,7 @@ def print_advise_warnings(say: Said, result: api.RunResult,
                    case_warnings(spec, summaries, result.document.ceilings))
 
 
-def verdict_lines(result: api.RunResult, drawn: api.ReportOutcome | None) -> list[str]:
+def verdict_lines(result: api.RunResult, drawn: ReportOutcome | None) -> list[str]:
     """The summary's verdict lines; none for a stopped run.
 
     Drawn: the verdicts computed with the report; not drawn (--no-report, or the drawing
@@ -180,7 +181,7 @@ def print_verdict(say: Said, lines: list[str]) -> None:
         say(line)
 
 
-def print_context(say: Said, result: api.RunResult, drawn: api.ReportOutcome | None,
+def print_context(say: Said, result: api.RunResult, drawn: ReportOutcome | None,
                   check_line: str, rounds: str | None = None) -> None:
     """One line each: rounds (ROUNDS where the command orders them its own way: advise),
     --quick, ceilings, harness check, overhead and the whole command, what to run for the GPU

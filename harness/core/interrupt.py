@@ -27,6 +27,7 @@ from types import FrameType
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Honoured as ignored when inherited so: `nohup harness compare ...` must survive a hangup.
 RESPECT_IGNORED = (signal.SIGHUP,)
+EXIT_SIGNAL_BASE = 128  # shells' convention: killed by signal N -> exit code 128 + N
 
 
 @dataclass
@@ -84,7 +85,7 @@ def _handle(signum: int, frame: FrameType | None) -> None:
             os.write(2, f"harness: second {signal.Signals(signum).name}, exiting now\n".encode())
         except OSError:
             pass
-        os._exit(128 + signum)
+        os._exit(EXIT_SIGNAL_BASE + signum)
     _STATE.signum = signum
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis import casetable
 from harness.data.ceilings import Ceilings, as_ceilings
 from harness.data.results import RunDocument
 from harness.data.serial import JsonObject, JsonValue
@@ -34,8 +35,8 @@ class ExperimentContext:
     params: dict[str, JsonValue]  # as run.json stored them; the swept one merged
     runs: pd.DataFrame  # this experiment's runs
     rows: pd.DataFrame  # its prepared samples
-    stats: pd.DataFrame  # one row per case (tables.case_stats)
-    cells: pd.DataFrame  # one row per cell (tables.cell_status)
+    stats: pd.DataFrame  # one row per case (harness.analysis.casetable.case_stats)
+    cells: pd.DataFrame  # one row per cell (casetable.cell_status)
     headline: pd.DataFrame  # the size each (machine, variant) is compared at
     hints: JsonObject  # the workload's report hints, as stored in run.json
     ceilings: dict[str, Ceilings]  # machine -> measured ceilings, from this experiment's runs
@@ -100,10 +101,10 @@ class ReportContext:
 
 def build_context(run_set: RunSet, framework_colors: dict[str, str]) -> ReportContext:
     """Prepare the runs once: experiments, latest samples per case, and each experiment's stats."""
-    runs = t.assign_experiments(run_set.runs)
+    runs = casetable.assign_experiments(run_set.runs)
     runs["hints"] = [with_views(hints, workload)
                      for hints, workload in zip(runs["hints"], runs["workload"])]
-    prepared, notes = t.prepare(run_set.measurements, runs)
+    prepared, notes = casetable.prepare(run_set.measurements, runs)
     ceilings = ceilings_by_machine(runs)
     experiments = [experiment_context(runs, prepared, run_set.extras, ceilings, name)
                    for name in dict.fromkeys(runs["experiment"])]
@@ -126,8 +127,8 @@ def experiment_context(runs: pd.DataFrame, prepared: pd.DataFrame, extras: pd.Da
     """Every shared table of one experiment, computed before any view runs."""
     rows = prepared[prepared["experiment"] == name]
     own_runs = runs[runs["experiment"] == name]
-    stats = t.case_stats(rows)
-    unit = t.time_unit(stats) if not stats.empty else "call"
+    stats = casetable.case_stats(rows)
+    unit = casetable.time_unit(stats) if not stats.empty else "call"
     params = merged_params(own_runs)
     hints = {**DEFAULT_HINTS, **own_runs["hints"].iloc[0]}
     return ExperimentContext(
@@ -135,7 +136,7 @@ def experiment_context(runs: pd.DataFrame, prepared: pd.DataFrame, extras: pd.Da
         sweep=own_runs["sweep"].iloc[0], unit=unit,
         call_name=call_name(unit, params, rows, hints.get("epoch_samples_param") or ""),
         params=params, runs=own_runs, rows=rows, stats=stats,
-        cells=t.cell_status(rows), headline=t.headline_sizes(stats),
+        cells=casetable.cell_status(rows), headline=t.headline_sizes(stats),
         hints=hints,
         ceilings=ceilings_by_machine(own_runs), machine_ceilings=machine_ceilings,
         extras=extras)

@@ -1,9 +1,10 @@
 """Read stored run folders into DataFrames: CSV and JSON only, through harness.data.store.
 
-Nothing here interprets the numbers; tables.py does that. Reading is strict about what a report
-cannot work without (run.json, typed and upgraded by store.load_run; the CSV's base columns) and
-lenient about the rest (extra param_ columns, cells that never ran), because merged runs come
-from different harness versions and machines.
+Nothing here interprets the numbers; the case table (harness.analysis.casetable) does that.
+Reading is strict about what a report cannot work without (run.json, typed and upgraded by
+store.load_run; the CSV's base columns, harness.data.measurements) and lenient about the
+rest (extra param_ columns, cells that never ran), because merged runs come from different
+harness versions and machines.
 """
 
 from __future__ import annotations
@@ -18,27 +19,13 @@ from harness.analysis.stats import overhead_line, quick_line, rounds_line
 from harness.core.units import size_label
 from harness.data import fields, store
 from harness.data.ceilings import Ceilings
-from harness.data.columns import (
-    BOOL_COLUMNS,
-    FALSE_TEXT,
-    FLOAT_COLUMNS,
-    INTEGER_COLUMNS,
-    TEXT_COLUMNS,
-    TRUE_TEXT,
-)
+from harness.data.measurements import read_measurements, with_run
 from harness.data.results import CellResult, RunDocument
 from harness.data.serial import JsonObject
 from harness.data.upgrade import DEFAULT_HINTS, hints_for_workload
 from harness.spec import ParamValue
 
 __all__ = ["DEFAULT_HINTS", "RunSet", "extra_rows", "load_runs", "read_measurements", "run_row"]
-
-# Columns the report cannot do without; the rest of BASE_COLUMNS may be empty.
-REQUIRED_COLUMNS = ("machine", "workload", "variant", "framework", "device", "status", "phase",
-                    "seconds", "size")
-# Every other column's type comes from the one registry the CSV and Parquet are written with
-# (harness.data.columns, which reads the declared fields of harness.data.fields).
-NUMBER_COLUMNS = (*FLOAT_COLUMNS, *INTEGER_COLUMNS)
 
 
 @dataclass
@@ -49,32 +36,6 @@ class RunSet:
     runs: pd.DataFrame
     extras: pd.DataFrame
     documents: list[RunDocument] = field(default_factory=list)  # run.json of each run, typed
-
-
-
-def read_measurements(run_dir: Path) -> pd.DataFrame:
-    """measurements.csv as a DataFrame with typed columns, or StoreError saying what is wrong."""
-    path = run_dir / store.MEASUREMENTS_FILE
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise store.StoreError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
-    missing = [column for column in REQUIRED_COLUMNS if column not in frame.columns]
-    if missing:
-        raise store.StoreError(f"{path}: missing columns {', '.join(missing)}; "
-                               "not a harness measurements file")
-    for column in store.BASE_COLUMNS:
-        if column not in frame.columns:
-            frame[column] = ""
-    for column in TEXT_COLUMNS:
-        frame[column] = frame[column].astype(str).str.strip()
-    for column in NUMBER_COLUMNS:
-        frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    truth = {**dict.fromkeys(TRUE_TEXT, True), **dict.fromkeys(FALSE_TEXT, False)}
-    for column in BOOL_COLUMNS:
-        frame[column] = frame[column].map(truth)
-    frame["size_label"] = frame["size"].map(size_label)
-    return frame
 
 
 class RunRow(TypedDict):
@@ -179,11 +140,7 @@ def load_runs(run_dirs: list[Path]) -> RunSet:
         document = store.load_run(run_dir)
         frame = read_measurements(run_dir)
         row = run_row(run_dir, document, order)
-        # The CSV carries run_id per row; a hand-copied folder may not, so run.json decides.
-        frame["run_id"] = row["run_id"]
-        frame["machine"] = frame["machine"].where(frame["machine"] != "", row["machine"])
-        frame["run_order"] = order
-        frames.append(frame)
+        frames.append(with_run(frame, document, row["run_id"], order))
         run_rows.append(row)
         extras.extend(extra_rows(document, row["machine"]))
         documents.append(document)

@@ -18,8 +18,9 @@ import numpy as np
 import pandas as pd
 
 from harness.core.units import format_seconds, format_size
+from harness.data.casekey import CASE_COLUMNS
 from harness.report import style
-from harness.report.tables import CASE_KEYS, sort_cells
+from harness.report.tables import sort_cells
 from harness.report.views import View
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def breakdown(stats: pd.DataFrame, headline: pd.DataFrame,
     valid["cold_extra_s"] = (valid["cold_s"] - valid["median_s"]).clip(lower=0.0)
     valid["overhead_share"] = valid["overhead_s"] / valid["median_s"]
     valid["cold_in_warm_calls"] = valid["cold_s"] / valid["median_s"]
-    columns = [*CASE_KEYS, "device_kind", "sweep", "median_s", "compute_s", "overhead_s",
+    columns = [*CASE_COLUMNS, "device_kind", "sweep", "median_s", "compute_s", "overhead_s",
                "overhead_name", "overhead_share", "cold_s", "cold_extra_s", "cold_in_warm_calls",
                "cold_call_s", "call_median_s", "round_medians", "suspect", "steps_per_call"]
     return sort_cells(valid.reindex(columns=columns))

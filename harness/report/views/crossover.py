@@ -34,10 +34,11 @@ from harness.analysis.crossover import (
     with_gpu_launches,
 )
 from harness.core.units import device_kind, format_ratio, format_seconds, format_size
+from harness.data.casekey import CELL_COLUMNS
 from harness.data.ceilings import MEMORY, Ceilings
 from harness.report import style
 from harness.report.summary import markdown_table
-from harness.report.tables import CELL_KEYS, ceiling_for, flop_ceiling
+from harness.report.tables import ceiling_for, flop_ceiling
 from harness.report.views import View
 
 if TYPE_CHECKING:
@@ -213,7 +214,7 @@ def _cold_lines(context: Any) -> list[str]:
     valid = context.stats[context.stats["valid"] & context.stats["cold_call_s"].notna()]
     if valid.empty:
         return []
-    first = valid.sort_values(["size_value", "size_label"]).groupby(CELL_KEYS,
+    first = valid.sort_values(["size_value", "size_label"]).groupby(list(CELL_COLUMNS),
                                                                     sort=False).head(1)
     call = context.call_name
     lines = []

@@ -19,13 +19,15 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.casetable import PROFILE_COLUMNS
 from harness.analysis.plausibility import bandwidth_limits, device_entry, flop_limits, precision_of
 from harness.core.units import format_seconds, three_digits
+from harness.data.casekey import CASE_COLUMNS
 from harness.data.ceilings import MEMORY, Ceilings
 from harness.data.serial import JsonValue
 from harness.measure.devicetime import attribute, diagnose
 from harness.report import style
-from harness.report.tables import CASE_KEYS, PROFILE_COLUMNS, sort_cells
+from harness.report.tables import sort_cells
 from harness.report.views import View
 
 DEVICE_NUMBERS = ("device_seconds", "device_copy_seconds", "kernels_per_call",
@@ -74,13 +76,13 @@ class MeasuredTimeView(View):
 def device_numbers(prepared: pd.DataFrame) -> pd.DataFrame:
     """One row per case: its device figures (the same on every row of a case) and reason."""
     present = [column for column in DEVICE_NUMBERS if column in prepared.columns]
-    frame = prepared[~prepared["cell_level"]][CASE_KEYS].copy()
+    frame = prepared[~prepared["cell_level"]][list(CASE_COLUMNS)].copy()
     for column in DEVICE_NUMBERS:
         source = prepared[column] if column in present else pd.Series(dtype=float)
         frame[column] = pd.to_numeric(source, errors="coerce")
     reasons = prepared["device_reason"] if "device_reason" in prepared.columns else ""
     frame["device_reason"] = pd.Series(reasons, index=frame.index).fillna("").astype(str)
-    return frame.groupby(CASE_KEYS, sort=False).agg(
+    return frame.groupby(list(CASE_COLUMNS), sort=False).agg(
         {**{column: "first" for column in DEVICE_NUMBERS}, "device_reason": "first"}
     ).reset_index()
 
@@ -100,7 +102,7 @@ def attribution_table(stats: pd.DataFrame, prepared: pd.DataFrame,
     precisions = ({str(variant): str(precision) for variant, precision in stored.items()}
                   if isinstance(stored, dict) else {})
     own = stats[stats["valid"]].drop(columns=[c for c in PROFILE_COLUMNS if c in stats])
-    cases = own.merge(device_numbers(prepared), on=CASE_KEYS, how="left")
+    cases = own.merge(device_numbers(prepared), on=list(CASE_COLUMNS), how="left")
     rows = [_attributed(row, ceilings_by_machine.get(row["machine"]), bandwidth_key,
                         precisions) for _, row in cases.iterrows()]
     return sort_cells(pd.DataFrame(rows)) if rows else pd.DataFrame()
@@ -110,7 +112,7 @@ def _attributed(row: pd.Series, ceilings: Ceilings | None, bandwidth_key: str,
                 precisions: dict[str, str]) -> dict[str, object]:
     steps = row["steps_per_call"] if row["steps_per_call"] > 0 else 1.0
     wall = row["call_median_s"]
-    found = {key: row[key] for key in (*CASE_KEYS, "device_kind", "sweep", "size_value")}
+    found = {key: row[key] for key in (*CASE_COLUMNS, "device_kind", "sweep", "size_value")}
     found.update(steps=steps, wall_step_s=wall / steps, reason=row.get("device_reason") or "",
                  cold_in_warm_calls=row["cold_call_s"] / wall if wall else float("nan"),
                  kernels_per_step=row["kernels_per_call"] / steps,

@@ -22,6 +22,7 @@ import pandas as pd
 
 from harness.analysis.noise import CaseNoise, judge_gap
 from harness.core.units import device_kind, format_joules, format_ratio, format_seconds, size_label
+from harness.data.casekey import keys_of
 from harness.data.records import (
     CaseEnergy,
     EnergyRecord,
@@ -41,7 +42,6 @@ COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "s
            "j_per_step_above_idle", "idle_watts", "idle_remembered_from", "watts_mean",
            "window_s", "counter",
            "source", "host_j_per_step", "suspect"]
-KEYS = ["machine", "workload", "framework", "variant", "size"]
 EXPLANATION = (
     "Energy from the hardware's counters over the timed calls (or an energy pass of the same "
     "calls where the timed window was under 1 s): GPU cells read NVML's board energy counter, "
@@ -183,7 +183,8 @@ def energy_table(documents: Sequence[RunDocument]) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=COLUMNS)
     if table.empty:
         return table
-    table = table.drop_duplicates([*KEYS, "device"], keep="last")
+    keys = pd.Series(keys_of(table.to_dict("records")), index=table.index)
+    table = table[~keys.duplicated(keep="last")]
     recorded = table["energy_status"] != "not recorded"
     return table[recorded].reset_index(drop=True) if recorded.any() else table.iloc[0:0]
 
@@ -223,15 +224,17 @@ def gpu_vs_cpu_sentences(table: pd.DataFrame) -> list[str]:
     """One verdict per (machine, workload, framework, variant, size) with a GPU and a CPU cell."""
     lines = []
     kinds = table.assign(kind=table["device"].map(device_kind))
-    for key, group in kinds.groupby(KEYS, sort=False):
+    devices_of = [key.without("device") for key in keys_of(table.to_dict("records"))]
+    for key, group in kinds.groupby(pd.Series(devices_of, index=table.index, dtype=object),
+                                    sort=False):
         gpus, cpus = group[group["kind"] == "gpu"], group[group["kind"] == "cpu"]
         if gpus.empty or cpus.empty:
             continue
         for _, gpu in gpus.iterrows():
             text = verdict(gpu, cpus.iloc[0])
             if text:
-                machine, workload, framework, variant, size = key
-                lines.append(f"{workload} {framework} {variant}, size {size} ({machine}): "
+                lines.append(f"{key.experiment} {key.framework} {key.variant}, size "
+                             f"{key.size_label} ({key.machine}): "
                              f"{gpu['device']} vs {cpus.iloc[0]['device']}: {text}")
     return lines
 

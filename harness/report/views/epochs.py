@@ -24,17 +24,18 @@ import numpy as np
 import pandas as pd
 
 from harness.core.units import device_kind, format_seconds, format_size
+from harness.data.casekey import CASE_COLUMNS
 from harness.report import style
 from harness.report.context import measured_values
 from harness.report.summary import markdown_table
-from harness.report.tables import CASE_KEYS, sort_cells
+from harness.report.tables import sort_cells
 from harness.report.views import View
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-EPOCH_COLUMNS = [*CASE_KEYS, "device_kind", "phase", "sample", "seconds", "epoch", "round"]
-ACCURACY_COLUMNS = [*CASE_KEYS, "device_kind", "status", "accuracy", "data_source",
+EPOCH_COLUMNS = [*CASE_COLUMNS, "device_kind", "phase", "sample", "seconds", "epoch", "round"]
+ACCURACY_COLUMNS = [*CASE_COLUMNS, "device_kind", "status", "accuracy", "data_source",
                     "samples_distinct", "check_passed"]
 
 
@@ -114,18 +115,19 @@ def epoch_times(prepared: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
     rows = rows.merge(headline, on=["experiment", "machine", "variant", "size_label"])
     # A case timed in blocks of steps (harness.measure.blocks) keeps its whole epochs as
     # "epoch" rows (sample = epoch number); its warm rows are blocks, not epochs.
-    blocked = rows.groupby(CASE_KEYS)["phase"].transform(lambda phase: (phase == "epoch").any())
+    blocked = rows.groupby(list(CASE_COLUMNS))["phase"].transform(
+        lambda phase: (phase == "epoch").any())
     rows = rows[(rows["phase"] == "epoch") == blocked]
-    frame = rows[[*CASE_KEYS, "device_kind", "phase", "sample", "seconds"]].copy()
+    frame = rows[[*CASE_COLUMNS, "device_kind", "phase", "sample", "seconds"]].copy()
     # Each round is its own worker: its first call is cold again, so calls are numbered
     # within their round and drawn one line per round, never joined across workers.
     frame["round"] = rows["round"].fillna(0).astype(int) if "round" in rows else 0
     # per_call timing: the cold call is epoch 1 and warm sample k is epoch k + 1.
     frame["epoch"] = np.where(frame["phase"] == "cold", 1, frame["sample"].fillna(0) + 1)
     # Whole calls over rounds: numbered within their round (each round's first is cold).
-    within_round = frame.groupby([*CASE_KEYS, "round"]).cumcount() + 1
+    within_round = frame.groupby([*CASE_COLUMNS, "round"]).cumcount() + 1
     frame["epoch"] = frame["epoch"].where(frame["phase"] != "epoch", within_round)
-    return frame.sort_values([*CASE_KEYS, "epoch"])
+    return frame.sort_values([*CASE_COLUMNS, "epoch"])
 
 
 def accuracy_table(stats: pd.DataFrame, extras: pd.DataFrame,

@@ -16,8 +16,9 @@ import pandas as pd
 
 from harness.analysis.memoryfit import summary_bullets
 from harness.core.units import format_bytes
+from harness.data.casekey import CELL_COLUMNS
 from harness.report import style
-from harness.report.tables import CELL_KEYS, sort_cells
+from harness.report.tables import sort_cells
 from harness.report.views import REPORT, View
 
 MEMORY_COLUMNS = {"peak_host_memory_bytes": "host peak RSS",
@@ -55,12 +56,12 @@ def memory_table(prepared: pd.DataFrame) -> pd.DataFrame:
     """One row per cell with the largest figure of each memory column (NaN where unknown)."""
     present = [column for column in MEMORY_COLUMNS if column in prepared.columns]
     if prepared.empty or not present:
-        return pd.DataFrame(columns=[*CELL_KEYS, *MEMORY_COLUMNS])
-    numbers = prepared[CELL_KEYS].copy()
+        return pd.DataFrame(columns=[*CELL_COLUMNS, *MEMORY_COLUMNS])
+    numbers = prepared[list(CELL_COLUMNS)].copy()
     for column in MEMORY_COLUMNS:
         values = prepared[column] if column in prepared.columns else pd.Series(dtype=float)
         numbers[column] = pd.to_numeric(values, errors="coerce")
-    table = numbers.groupby(CELL_KEYS, sort=False).max().reset_index()
+    table = numbers.groupby(list(CELL_COLUMNS), sort=False).max().reset_index()
     return sort_cells(table.dropna(how="all", subset=list(MEMORY_COLUMNS)))
 
 

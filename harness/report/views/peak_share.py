@@ -13,8 +13,9 @@ from typing import Any
 import pandas as pd
 
 from harness.core.units import format_size
+from harness.data.casekey import CELL_COLUMNS
 from harness.report.summary import markdown_table
-from harness.report.tables import CELL_KEYS, experiment_peaks, sort_cells
+from harness.report.tables import experiment_peaks, sort_cells
 from harness.report.views import View
 
 
@@ -41,7 +42,7 @@ def ceiling_section(context: Any, peaks: pd.DataFrame) -> list[str]:
     peaks = peaks[peaks["probe"].notna()]
     if peaks.empty:
         return []
-    best = peaks.sort_values("fraction").groupby([*CELL_KEYS, "metric"], sort=False).tail(1)
+    best = peaks.sort_values("fraction").groupby([*CELL_COLUMNS, "metric"], sort=False).tail(1)
     rows = [[row["machine"], f"{row['framework']} {row['device']} {row['variant']}",
              format_size(row["size_label"], row["sweep"]) if row["size_label"] else "-",
              f"{row['rate']:,.1f} {row['metric']}", f"{row['peak']:,.1f}"

@@ -14,8 +14,9 @@ from typing import Any
 import pandas as pd
 
 from harness.core.units import format_size
+from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS
 from harness.report.summary import run_state
-from harness.report.tables import CASE_KEYS, CELL_KEYS, experiment_peaks, sort_cells
+from harness.report.tables import experiment_peaks, sort_cells
 from harness.report.views import View
 from harness.spec import Status
 
@@ -47,22 +48,22 @@ def noisy_cells(stats: pd.DataFrame) -> pd.DataFrame:
     """Noisy valid cases grouped per cell: which sizes and the worst IQR/median."""
     noisy = stats[stats["noisy"] & stats["valid"]]
     rows = []
-    for key, group in noisy.groupby(CELL_KEYS, sort=False):
+    for key, group in noisy.groupby(list(CELL_COLUMNS), sort=False):
         ordered = group.sort_values(["size_value", "size_label"])
-        rows.append({**dict(zip(CELL_KEYS, key)), "sizes": list(ordered["size_label"]),
+        rows.append({**dict(zip(CELL_COLUMNS, key)), "sizes": list(ordered["size_label"]),
                      "worst_noise": float(group["noise"].max()), "sweep": group["sweep"].iloc[0]})
-    return pd.DataFrame(rows, columns=[*CELL_KEYS, "sizes", "worst_noise", "sweep"])
+    return pd.DataFrame(rows, columns=[*CELL_COLUMNS, "sizes", "worst_noise", "sweep"])
 
 
 def failures(stats: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     """Every case or cell that is not ok, with its status and reason (invalid included)."""
     failed_cases = stats[stats["status"] != Status.OK.value][
-        [*CASE_KEYS, "status", "reason"]].copy()
-    covered = set(map(tuple, failed_cases[CELL_KEYS].itertuples(index=False)))
+        [*CASE_COLUMNS, "status", "reason"]].copy()
+    covered = set(map(tuple, failed_cases[list(CELL_COLUMNS)].itertuples(index=False)))
     failed_cells = cells[(cells["status"] != Status.OK.value)
-                         & ~cells[CELL_KEYS].apply(tuple, axis=1).isin(covered)].copy()
+                         & ~cells[list(CELL_COLUMNS)].apply(tuple, axis=1).isin(covered)].copy()
     failed_cells["size_label"] = ""
-    frame = pd.concat([failed_cases, failed_cells[[*CASE_KEYS, "status", "reason"]]],
+    frame = pd.concat([failed_cases, failed_cells[[*CASE_COLUMNS, "status", "reason"]]],
                       ignore_index=True)
     return sort_cells(frame) if not frame.empty else frame
 

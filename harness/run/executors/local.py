@@ -29,12 +29,12 @@ class LocalExecutor:
             report_state(cell, CellState.QUEUED)
         if cells:
             report_state(cells[0], CellState.RUNNING)
-        position = {id(cell): index for index, cell in enumerate(cells)}
+        position = {cell.key: index for index, cell in enumerate(cells)}
 
         def finished(cell: Cell, result: CellResult) -> None:
             on_result(cell, result)
             report_state(cell, CellState.DONE)
-            following = position.get(id(cell), len(cells)) + 1
+            following = position.get(cell.key, len(cells)) + 1
             if following < len(cells):
                 report_state(cells[following], CellState.RUNNING)
 
