@@ -83,31 +83,3 @@ def column_lines(header: Sequence[str], rows: Sequence[Sequence[str]], indent: i
 
 def _line(cells: Sequence[str], sizes: list[int], indent: int) -> str:
     return (" " * indent + GAP.join(cell.ljust(size) for cell, size in zip(cells, sizes))).rstrip()
-
-
-# --- figures over a sweep, and what every subject shares ------------------------------------
-
-def series(texts: Sequence[str], separator: str = " / ") -> str:
-    """'24.2 / 25.5 / 36.3 mJ' where every text ends in the same unit, else each text whole
-    ('850 mJ / 1.2 J'): one line names a cell's figures over its sizes."""
-    units = {text.rpartition(" ")[2] for text in texts if " " in text}
-    numbers = [text.rpartition(" ")[0] for text in texts]
-    if len(units) == 1 and all(" " in text for text in texts):
-        return separator.join(numbers) + " " + units.pop()
-    return separator.join(texts)
-
-
-def said_once(clauses: dict[str, list[str]]) -> tuple[list[str], dict[str, list[str]]]:
-    """(the clauses every subject shares, each subject's others), in their first order.
-
-    Why: how a figure was measured (a counter, a window, a basis) is usually the same for every
-    cell of a run; said per cell it buries the figures, so what all share is said once. With
-    one subject nothing is shared: its clauses stay its own.
-    """
-    if len(clauses) < 2:
-        return [], {subject: list(own) for subject, own in clauses.items()}
-    first, *others = clauses.values()
-    shared = [clause for clause in dict.fromkeys(first)
-              if all(clause in own for own in others)]
-    return shared, {subject: [clause for clause in own if clause not in shared]
-                    for subject, own in clauses.items()}

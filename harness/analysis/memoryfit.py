@@ -44,10 +44,9 @@ from fractions import Fraction
 from itertools import pairwise
 
 from harness.analysis.predict import SEARCH_FACTOR
-from harness.core.units import device_kind, format_bytes
+from harness.core.units import device_kind, format_bytes, said_once
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.spec import Status
-from harness.terminal import said_once
 
 # Sweeps whose values are a batch size: only there is "per sample" the slope of the line.
 BATCH_SWEEPS = frozenset({"batch", "batch_size"})

@@ -21,7 +21,15 @@ from typing import Any, TypedDict
 import pandas as pd
 
 from harness.analysis.noise import CaseNoise, judge_gap
-from harness.core.units import device_kind, format_joules, format_ratio, format_seconds, size_label
+from harness.core.units import (
+    device_kind,
+    format_joules,
+    format_ratio,
+    format_seconds,
+    said_once,
+    series,
+    size_label,
+)
 from harness.data.casekey import keys_of
 from harness.data.records import (
     CaseEnergy,
@@ -34,7 +42,6 @@ from harness.data.records import (
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.report.views import REPORT, View
 from harness.spec import Status
-from harness.terminal import said_once, series
 
 COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "size",
            "status", "step_s", "window_step_s", "rounds", "noise", "energy_status",
