@@ -25,9 +25,16 @@ import numpy as np
 import predict_zoo
 import torch
 
-from harness.backends.torch.device import TorchDevice, open_device
+from harness.backends.torch.device import (
+    PROFILE_TOOL,
+    TorchDevice,
+    event_span_seconds,
+    open_device,
+    profiled_events,
+)
 from harness.backends.torch.features import features_of
 from harness.backends.torch.usermodel import on_device, training_call
+from harness.measure.devicetime import summarize
 from harness.measure.envinfo import cpu_model
 from harness.predict import hostspeed, validation
 from harness.predict.profile import Profile
@@ -40,6 +47,15 @@ CPU_CAP_S = 1.5  # a CPU step longer than this ends the model's sweep (larger on
 GPU_SYNCED_S, GPU_PIPELINED_S = 0.25, 0.1
 BUSY_CALLS = 3
 SEED = 0
+
+
+def float32_switches(cudnn_tf32: bool) -> dict[str, bool]:
+    """Set torch's float32 switches as a user's script has them (importing the harness's
+    usermodel backend turned cuDNN's TF32 off for its own cells); what was set, for meta.
+    Why: the model prices a float32 convolution at conv.tf32, cuDNN's default."""
+    torch.backends.cuda.matmul.allow_tf32 = False  # torch's default
+    torch.backends.cudnn.allow_tf32 = cudnn_tf32  # torch's default: True
+    return {"matmul_allow_tf32": False, "cudnn_allow_tf32": cudnn_tf32}
 
 
 def sync_of(device: TorchDevice) -> Callable[[], None]:
@@ -66,15 +82,19 @@ def step_on(entry: predict_zoo.ZooModel, batch: int,
 
 
 def timed_calls(step: Callable[[], Any], synchronize: Callable[[], None],
-                calls: int, per_sample: int = 1) -> list[float]:
+                calls: int, per_sample: int = 1, issued: list[float] | None = None
+                ) -> list[float]:
     """Seconds per call of CALLS samples, each PER_SAMPLE calls between two synchronised
-    clock reads."""
+    clock reads. ISSUED, where given, gets the seconds until the last call returned, before
+    the closing synchronise: the host's own time to issue the work (its queue, measured)."""
     seconds = []
     for _ in range(calls):
         synchronize()
         started = time.perf_counter()
         for _ in range(per_sample):
             step()
+        if issued is not None:
+            issued.append((time.perf_counter() - started) / per_sample)
         synchronize()
         seconds.append((time.perf_counter() - started) / per_sample)
     return seconds
@@ -97,30 +117,43 @@ def measure_cpu(entry: predict_zoo.ZooModel, batch: int) -> tuple[dict[str, Any]
     return timing, features
 
 
+def busy_of(step: Callable[[], Any], device: TorchDevice, step_s: float) -> dict[str, Any]:
+    """The device's busy time per call (TorchDevice.profile's two passes, its events kept
+    for the kernel table); why not, where the profiler cannot run."""
+    try:
+        span = event_span_seconds(step, BUSY_CALLS, device.handle)
+        events, launches = profiled_events(step, BUSY_CALLS, device.handle)
+        profiled = summarize(events, BUSY_CALLS, launches, span, PROFILE_TOOL)
+    except Exception as why:  # noqa: BLE001 - a busy share is optional: say why it is missing
+        return {"busy_unavailable": f"{type(why).__name__}: {why}"[:200]}
+    if not events:
+        return {"busy_unavailable": "torch.profiler recorded no device activity"}
+    return {"busy_s": profiled.busy_seconds, "busy_share": profiled.busy_seconds / step_s,
+            "kernels_per_call": profiled.kernels_per_call,
+            "launches_per_call": profiled.launches_per_call,
+            "copy_s": profiled.copy_seconds, "span_s": profiled.span_seconds,
+            "kernels_packed": validation.packed(
+                {"kernels": validation.kernel_table(events, BUSY_CALLS)})}
+
+
 def measure_gpu(entry: predict_zoo.ZooModel, batch: int, device: TorchDevice,
                 busy: bool) -> dict[str, Any]:
     """The measured step on DEVICE: per call synchronised, pipelined, and busy time."""
     step, _ = step_on(entry, batch, device.handle)
     synchronize = sync_of(device)
     warm = timed_calls(step, synchronize, 3)
-    one = min(warm)
-    samples = timed_calls(step, synchronize, calls_for(GPU_SYNCED_S, one, 5, 30))
+    one, issued = min(warm), []
+    samples = timed_calls(step, synchronize, calls_for(GPU_SYNCED_S, one, 5, 30),
+                          issued=issued)
     per_sample = calls_for(GPU_PIPELINED_S / 3, one, 2, 50)
     pipelined = timed_calls(step, synchronize, 3, per_sample)
     found: dict[str, Any] = {
         "median_s": statistics.median(samples), "samples_s": samples,
+        "issued_s": statistics.median(issued), "issued_samples_s": issued,
         "pipelined_s": statistics.median(pipelined), "pipelined_samples_s": pipelined,
         "pipelined_calls_per_sample": per_sample, "warmup_s": warm}
     if busy and device.is_gpu:
-        try:
-            profiled = device.profile(step, BUSY_CALLS)
-            found.update(busy_s=profiled.busy_seconds,
-                         busy_share=profiled.busy_seconds / found["median_s"],
-                         kernels_per_call=profiled.kernels_per_call,
-                         launches_per_call=profiled.launches_per_call,
-                         copy_s=profiled.copy_seconds, span_s=profiled.span_seconds)
-        except Exception as why:  # noqa: BLE001 - a busy share is optional: say why it is missing
-            found["busy_unavailable"] = f"{type(why).__name__}: {why}"[:200]
+        found.update(busy_of(step, device, found["median_s"]))
     return found
 
 
@@ -154,7 +187,8 @@ def row_line(row: dict[str, Any], profile: str) -> str:
         f"{made['seconds'] * 1e3:8.3f} ms ({100 * validation.relative_error(made['seconds'], gpu['median_s']):+4.0f}%)"  # noqa: E501
         f" {made['regime']}")
     return (f"  {row['model']:<20} b{row['batch']:<5} cpu {cpu['median_s'] * 1e3:9.3f} ms  "
-            f"gpu {gpu['median_s'] * 1e3:8.3f} ms (pipelined {gpu['pipelined_s'] * 1e3:7.3f})"
+            f"gpu {gpu['median_s'] * 1e3:8.3f} ms (pipelined {gpu['pipelined_s'] * 1e3:7.3f},"
+            f" issued {gpu['issued_s'] * 1e3:7.3f})"
             f"  busy {'-' if busy is None else f'{busy:4.0%}'}  predicted {predicted}"
             f"  [{row['elapsed_s']:.1f} s]")
 
@@ -226,11 +260,12 @@ def measure(args: argparse.Namespace, started: float) -> list[str]:
     """Every cell of the chosen zoo, rows written as they come; the closing lines."""
     if args.threads:
         torch.set_num_threads(args.threads)
+    switches = float32_switches(args.cudnn_tf32 == "on")
     device = open_device(args.device)
     profiles = validation.profiles_named(args.profile)
     models, skipped = chosen_zoo(args)
     this_host = this_host_speed()
-    meta = meta_of(args, device, this_host, skipped)
+    meta = {**meta_of(args, device, this_host, skipped), **switches}
     for line in skipped:
         print(f"skipped {line}")
     run = {"device": device, "profiles": profiles, "this_host": this_host, "rows": [],

@@ -97,6 +97,9 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--models", default="", help="comma-separated zoo names (default all)")
     parser.add_argument("--batches", default="", help="comma-separated batches for every model")
     parser.add_argument("--no-busy", action="store_true", help="skip the busy-share pass")
+    parser.add_argument("--cudnn-tf32", choices=("on", "off"), default="on",
+                        help="cuDNN's TF32 for float32 convolutions: on as torch defaults "
+                        "(a user's script); off as the harness's user-model cells run")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch's CPU threads (default: torch's own choice)")
     args = parser.parse_args(argv)

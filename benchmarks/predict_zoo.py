@@ -203,12 +203,20 @@ LIBRARIES: dict[str, Callable[[], list[ZooModel]]] = {
     "torchvision": torchvision_models, "transformers": transformers_models}
 
 
+# The order models are measured in: a run stopped by its budget keeps a mix of the seed
+# workloads, the example files and the libraries' models, not all of one kind.
+ORDER = ("mnist-small", "small_cnn", "resnet18", "gpt2_tiny", "mobilenet_v3_small",
+         "lstm_tagger", "mnist-wide", "torch_classifier", "vit_tiny", "bert_tiny",
+         "attention_block", "gru_net")
+
+
 def zoo() -> tuple[list[ZooModel], list[str]]:
-    """(every model that can be built here, why the others cannot)."""
+    """(every model that can be built here, in ORDER, why the others cannot)."""
     found, missing = own_models(), []
     for library, make in LIBRARIES.items():
         try:
             found += make()
         except ImportError as why:
             missing.append(f"{library}: not installed here ({why})")
-    return found, missing
+    place = {name: index for index, name in enumerate(ORDER)}
+    return sorted(found, key=lambda entry: place.get(entry.name, len(ORDER))), missing

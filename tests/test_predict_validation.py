@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.measure.devicetime import DeviceEvent
 from harness.predict import validation
 from harness.predict.features import OpRecord, StepFeatures, summarize
 from harness.predict.model import predict
@@ -159,6 +160,18 @@ def test_stored_features_predict_again_as_the_model_does() -> None:
     assert again["predictions"][PROFILE]["this"]["seconds"] == pytest.approx(expected.seconds)
     assert again["peak_fp32_matmul"][PROFILE] == pytest.approx(
         validation.peak_matmul_fp32(profile))
+
+
+def test_kernel_table_counts_and_times_per_call() -> None:
+    events = [DeviceEvent("kernel", "gemm", 0, 4000), DeviceEvent("kernel", "relu", 5000, 1000),
+              DeviceEvent("kernel", "gemm", 9000, 6000),
+              DeviceEvent("memcpy", "Memcpy HtoD", 0, 2000)]
+    table = validation.kernel_table(events, calls=2)
+    assert table == [["gemm", "kernel", 1.0, pytest.approx(5e-6)],
+                     ["Memcpy HtoD", "memcpy", 0.5, pytest.approx(1e-6)],
+                     ["relu", "kernel", 0.5, pytest.approx(0.5e-6)]]
+    assert validation.unpacked_json(validation.packed({"kernels": table}))["kernels"][0][0] == \
+        "gemm"
 
 
 TOOL = PROJECT_ROOT / "benchmarks" / "predict_validation.py"

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.store import write_json_atomic
+from harness.measure.devicetime import DeviceEvent
 from harness.predict.features import StepFeatures
 from harness.predict.model import predict
 from harness.predict.profile import Profile, load_profile, shipped_names
@@ -105,8 +106,26 @@ def packed(record: Mapping[str, Any]) -> str:
     return base64.b64encode(zlib.compress(json.dumps(record).encode(), 6)).decode()
 
 
+def unpacked_json(text: str) -> Any:
+    return json.loads(zlib.decompress(base64.b64decode(text)))
+
+
 def unpacked(text: str) -> StepFeatures:
-    return StepFeatures.from_dict(json.loads(zlib.decompress(base64.b64decode(text))))
+    return StepFeatures.from_dict(unpacked_json(text))
+
+
+def kernel_table(events: Sequence[DeviceEvent], calls: int) -> list[list[Any]]:
+    """[name (first 80 characters), kind, count per call, device seconds per call] of a
+    profiled pass's events, the longest first: which kernels the GPU ran, the evidence for
+    each of the model's device terms (a row keeps it packed)."""
+    table: dict[tuple[str, str], list[float]] = {}
+    for event in events:
+        found = table.setdefault((event.name[:80], event.kind), [0.0, 0.0])
+        found[0] += 1
+        found[1] += event.duration_ns * 1e-9
+    return sorted(([name, kind, count / calls, seconds / calls]
+                   for (name, kind), (count, seconds) in table.items()),
+                  key=lambda item: -item[3])
 
 
 def peak_matmul_fp32(profile: Profile) -> float | None:
