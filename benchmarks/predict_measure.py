@@ -157,6 +157,10 @@ def measure_gpu(entry: predict_zoo.ZooModel, batch: int, device: TorchDevice,
     return found
 
 
+def described(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"[:300]
+
+
 def measured_row(entry: predict_zoo.ZooModel, batch: int, device: TorchDevice,
                  profiles: dict[str, Profile], this_host: HostSpeed, busy: bool
                  ) -> dict[str, Any]:
@@ -169,10 +173,13 @@ def measured_row(entry: predict_zoo.ZooModel, batch: int, device: TorchDevice,
         record = features.record()
         row["features"] = {key: record.get(key) for key in validation.FEATURE_TOTALS}
         row["features_packed"] = validation.packed(record)
-        row.update(validation.predicted_row(row, profiles, this_host))
+        try:  # a model that breaks on a step is fixed offline (--repredict): measure on
+            row.update(validation.predicted_row(row, profiles, this_host))
+        except Exception as why:  # noqa: BLE001
+            row["predictions_failed"] = described(why)
         row["gpu"] = measure_gpu(entry, batch, device, busy)
     except Exception as why:  # noqa: BLE001 - one failed cell is a row, the run goes on
-        row.update(status="error", reason=f"{type(why).__name__}: {why}"[:300])
+        row.update(status="error", reason=described(why))
     row["elapsed_s"] = time.monotonic() - started
     return row
 
@@ -256,13 +263,13 @@ def sweep(entry: predict_zoo.ZooModel, batches: tuple[int, ...], run: dict[str, 
     print(f"{entry.name}: {time.monotonic() - started:.1f} s ({entry.source})", flush=True)
 
 
-def measure(args: argparse.Namespace, started: float) -> list[str]:
+def measure(args: argparse.Namespace, started: float,
+            profiles: dict[str, Profile]) -> list[str]:
     """Every cell of the chosen zoo, rows written as they come; the closing lines."""
     if args.threads:
         torch.set_num_threads(args.threads)
     switches = float32_switches(args.cudnn_tf32 == "on")
     device = open_device(args.device)
-    profiles = validation.profiles_named(args.profile)
     models, skipped = chosen_zoo(args)
     this_host = this_host_speed()
     meta = {**meta_of(args, device, this_host, skipped), **switches}

@@ -114,9 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.from_files:
             return summarize(args)
         args.profile = args.profile or "h200"
+        profiles = validation.profiles_named(args.profile)  # bad input before torch loads
         from predict_measure import measure  # noqa: PLC0415 - torch only when measuring
 
-        print("\n".join(measure(args, STARTED)))
+        print("\n".join(measure(args, STARTED, profiles)))
         print(f"on the GPU machine run: {GPU_COMMAND}")
         return 0
     except (BadInput, validation.RowsError) as why:

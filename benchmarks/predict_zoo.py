@@ -216,7 +216,7 @@ def zoo() -> tuple[list[ZooModel], list[str]]:
     for library, make in LIBRARIES.items():
         try:
             found += make()
-        except ImportError as why:
-            missing.append(f"{library}: not installed here ({why})")
+        except Exception as why:  # noqa: BLE001 - ImportError, or a build that fails to load
+            missing.append(f"{library}: cannot be used here ({type(why).__name__}: {why})")
     place = {name: index for index, name in enumerate(ORDER)}
     return sorted(found, key=lambda entry: place.get(entry.name, len(ORDER))), missing

@@ -211,3 +211,11 @@ def test_a_bad_rows_file_is_exit_2(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(TOOL), "--from", str(bad)], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "not a validation rows file" in done.stderr
+
+
+def test_an_unknown_profile_is_exit_2_naming_the_shipped_ones(tmp_path: Path) -> None:
+    out = tmp_path / "rows.json"
+    done = subprocess.run([sys.executable, str(TOOL), "--profile", "nosuch", "--out", str(out)],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "nosuch: no such profile" in done.stderr
+    assert "h200" in done.stderr and not out.exists()

@@ -48,7 +48,7 @@ from harness.data.store import write_json_atomic
 from harness.measure.devicetime import DeviceEvent
 from harness.predict.features import StepFeatures
 from harness.predict.model import predict
-from harness.predict.profile import Profile, load_profile, shipped_names
+from harness.predict.profile import Profile, ProfileError, load_profile, shipped_names
 from harness.predict.rates import HostSpeed
 
 ROWS_KIND = "harness-predict-validation"
@@ -136,10 +136,17 @@ def peak_matmul_fp32(profile: Profile) -> float | None:
 
 
 def profiles_named(primary: str) -> dict[str, Profile]:
-    """PRIMARY (a shipped name or a file) first, then every shipped profile: each row holds
-    the predictions for every profiled GPU, so one run also serves GPU to GPU."""
-    names = [primary] + [name for name in shipped_names() if name != primary]
-    return {name: load_profile(name) for name in names}
+    """PRIMARY (a shipped name or a file; ProfileError where it is neither) first, then
+    every shipped profile that loads: each row holds the predictions for every profiled
+    GPU, so one run also serves GPU to GPU."""
+    found = {primary: load_profile(primary)}
+    for name in shipped_names():
+        if name not in found:
+            try:
+                found[name] = load_profile(name)
+            except ProfileError:  # another shipped profile unreadable: that GPU goes unpredicted
+                continue
+    return found
 
 
 def predictions_for(features: StepFeatures, profiles: Mapping[str, Profile],
