@@ -229,20 +229,35 @@ def chosen_zoo(args: argparse.Namespace) -> tuple[list[predict_zoo.ZooModel], li
 
 
 class Budget:
-    """Stops before a cell that would end past --budget-s: a cell is guessed to cost twice
-    the model's previous one (a batch 4x larger), the first cell of a model 2 s."""
+    """Refuses a cell that would end past --budget-s: a cell is guessed to cost twice the
+    model's previous one (a batch 4x larger), the first cell of a model FIRST_CELL_S. A
+    refused cell ends its model's sweep; the next model still gets its small batches."""
+
+    FIRST_CELL_S = 2.0
 
     def __init__(self, seconds: float, started: float) -> None:
         self.seconds, self.started = seconds, started
-        self.stopped = ""
+        self.refused: list[str] = []
 
     def allows(self, model: str, batch: int, previous_s: float | None) -> bool:
-        guess = 2.0 if previous_s is None else 2 * previous_s
+        guess = self.FIRST_CELL_S if previous_s is None else 2 * previous_s
         elapsed = time.monotonic() - self.started
-        if elapsed + guess > self.seconds:
-            self.stopped = (f"stopped before {model} at batch {batch}: {elapsed:.0f} s spent, "
-                            f"~{guess:.1f} s more would pass --budget-s {self.seconds:.0f}")
-        return not self.stopped
+        if elapsed + guess <= self.seconds:
+            return True
+        self.refused.append(f"{model} from batch {batch} (at {elapsed:.0f} s, ~{guess:.1f} s "
+                            "more)")
+        return False
+
+    @property
+    def spent(self) -> bool:
+        """Not even a model's first cell fits any more."""
+        return time.monotonic() - self.started + self.FIRST_CELL_S > self.seconds
+
+    def text(self) -> str:
+        if not self.refused:
+            return "every model's sweep measured"
+        return (f"--budget-s {self.seconds:.0f} left out: " + "; ".join(self.refused)
+                + ("; then stopped" if self.spent else ""))
 
 
 def sweep(entry: predict_zoo.ZooModel, batches: tuple[int, ...], run: dict[str, Any],
@@ -280,11 +295,12 @@ def measure(args: argparse.Namespace, started: float,
     budget = Budget(args.budget_s, started)
     chosen = tuple(int(text) for text in args.batches.split(",")) if args.batches else None
     for entry in models:
+        if budget.spent:
+            budget.refused.append(f"{entry.name} (not started)")
+            continue
         sweep(entry, chosen or entry.batches, run, budget)
-        if budget.stopped:
-            break
-    meta.update(elapsed_s=time.monotonic() - started, stopped=budget.stopped)
+    meta.update(elapsed_s=time.monotonic() - started, budget=budget.text())
     validation.write_rows(args.out, meta, run["rows"])
-    return [budget.stopped or "every model's sweep measured",
+    return [budget.text(),
             *validation.summary_lines(meta, run["rows"]),
             f"wrote {args.out} ({len(run['rows'])} rows, {meta['elapsed_s']:.0f} s)"]

@@ -104,6 +104,12 @@ def test_crossover_distance_in_steps_and_doublings() -> None:
     none = validation.crossovers(validation.cells_of(sweep(cpu, [0.5] * 4, [0.5] * 4),
                                                      PROFILE))[0]
     assert none.measured is None and none.steps is None
+    # A tie (3.05 against 3 ms) wins for neither: the crossover is the cell after the CPU's
+    # last win; with ties alone after it, no crossover was measured.
+    tied = validation.cells_of(sweep([1, 2, 3.05, 8], [3] * 4, [5] * 4), PROFILE)
+    assert validation.crossovers(tied)[0].measured == 16
+    ties_only = validation.cells_of(sweep([1, 2, 3.05, 3.05], [3] * 4, [5] * 4), PROFILE)
+    assert validation.crossovers(ties_only)[0].measured is None
 
 
 def test_summary_of_a_rows_file(tmp_path: Path) -> None:

@@ -18,11 +18,13 @@ What the summary counts, said once:
   noise, |cpu - gpu| / min(cpu, gpu) <= max(NOISE_FLOOR, noise(cpu) + noise(gpu)) with
   noise = IQR / median of that step's samples: neither answer is wrong there, so ties are
   left out of the verdict's accuracy.
-- **crossover** of a model's sweep: the smallest batch from which the GPU stays faster up
-  to the end of the sweep, where the CPU won at some smaller batch (a sweep the GPU wins
-  throughout, or loses throughout, measured no crossover). The distance is in sweep steps
-  and in doublings (|log2(predicted batch / measured batch)|); a predicted "the CPU wins
-  throughout" is put one step past the sweep's end (a lower bound, marked).
+- **crossover** of a model's sweep: measured, the batch after the CPU's last win beyond the
+  noise, where a GPU win beyond the noise follows (a sweep the GPU wins throughout, or
+  never wins beyond the noise after the CPU's last win, measured no crossover); predicted,
+  the smallest batch from which the predicted GPU step stays under the measured CPU step.
+  The distance is in sweep steps and in doublings (|log2(predicted / measured batch)|); a
+  predicted "the CPU wins throughout" is put one step past the sweep's end (a lower bound,
+  marked).
 - **regime**: busy share (device busy time per call over the measured step) under or over
   50% where the run measured it, else the model's own regime, said so.
 - **baselines**: "datasheet-style" (the step's FLOPs over the profile's peak float32 matmul
@@ -347,12 +349,22 @@ class Crossover:
     beyond: bool  # the CPU predicted to win the whole sweep: steps is a lower bound
 
 
+def measured_crossover_index(ordered: Sequence[Cell]) -> int | None:
+    """The cell after the CPU's last win beyond the noise, where a GPU win beyond the noise
+    follows it; None where there is none (ties count for neither device)."""
+    cpu_wins = [index for index, cell in enumerate(ordered) if not cell.tie and not cell.gpu_wins]
+    if not cpu_wins:
+        return None
+    after = cpu_wins[-1] + 1
+    return after if any(not cell.tie for cell in ordered[after:]) else None
+
+
 def crossover_of(model: str, cells: Sequence[Cell], predictor: str = MODEL) -> Crossover:
     ordered = sorted(cells, key=lambda cell: cell.batch)
     batches = [cell.batch for cell in ordered]
-    measured = crossover_index([cell.gpu_wins for cell in ordered])
+    measured = measured_crossover_index(ordered)
     predicted = crossover_index([cell.predicted[predictor] < cell.cpu_s for cell in ordered])
-    if measured is None or measured == len(ordered):  # the GPU won throughout, or never
+    if measured is None:  # the GPU won throughout, or never beyond the noise
         return Crossover(model, batches, None, _batch_at(batches, predicted), None, None,
                          predicted == len(ordered))
     predicted_index = 0 if predicted is None else predicted
