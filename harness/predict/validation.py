@@ -59,6 +59,7 @@ NOISE_FLOOR = 0.05  # a gap under 5% is a tie whatever the samples' spread
 WITHIN = 0.25
 BUSY_SPLIT = 0.5
 MEASURED_KEYS = {"synced": "median_s", "pipelined": "pipelined_s"}
+SAMPLES_KEYS = {"synced": "samples_s", "pipelined": "pipelined_samples_s"}
 MODEL = "model"
 DATASHEET = "datasheet-style (FLOPs / peak fp32 matmul)"
 DEVICE_ALONE = "device alone (no host)"
@@ -291,7 +292,8 @@ def cell_of(row: Row, profile: str, host: str, measured: str = "synced") -> Cell
         predicted[DATASHEET] = datasheet
     return Cell(model=str(row["model"]), batch=int(row["batch"]), cpu_s=float(cpu["median_s"]),
                 cpu_noise=noise(cpu.get("samples_s") or []), gpu_s=float(gpu_s),
-                gpu_noise=noise(gpu.get("samples_s") or []), busy_share=gpu.get("busy_share"),
+                gpu_noise=noise(gpu.get(SAMPLES_KEYS[measured]) or []),
+                busy_share=gpu.get("busy_share"),
                 model_regime=str(prediction.get("regime") or ""), predicted=predicted)
 
 
@@ -551,6 +553,8 @@ def gpu_to_gpu_lines(source: tuple[Mapping[str, Any], Sequence[Row]],
     lines = [f"GPU to GPU: {source_meta.get('device_description') or '?'} -> "
              f"{target_meta.get('device_description') or '?'}, {len(pairs)} cells both measured"]
     with_model = [pair for pair in pairs if MODEL in pair.predicted]
+    lines.append(f"  {'predictor (cells the model predicted)':<44}  cells  median|e|  p90|e|"
+                 "    within25")
     for predictor in (MODEL, SAME_AS_SOURCE, BANDWIDTH_RATIO):
         stats = ErrorStats.of(pair_errors(with_model, predictor))
         lines.append(f"  {predictor:<44}  {stats_columns(stats)}")
