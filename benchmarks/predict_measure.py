@@ -8,7 +8,8 @@ step measured: three warm-up calls, then each call timed alone between two synch
 clock reads (the median of 5-30 calls: no step overlaps the next), the same step pipelined
 (calls back to back, synchronised at the ends only: what a training loop without a sync
 sees, and what the model's max(host, device) assumes), and the device's busy time per call
-(torch.profiler through the harness's TorchDevice.profile, a pass apart from the timed ones).
+(TorchDevice.profile's two passes: CUDA events for the span, then torch.profiler, apart
+from the timed calls), with the kernel table the profiler's events give.
 """
 
 from __future__ import annotations
@@ -56,10 +57,6 @@ def float32_switches(cudnn_tf32: bool) -> dict[str, bool]:
     torch.backends.cuda.matmul.allow_tf32 = False  # torch's default
     torch.backends.cudnn.allow_tf32 = cudnn_tf32  # torch's default: True
     return {"matmul_allow_tf32": False, "cudnn_allow_tf32": cudnn_tf32}
-
-
-def sync_of(device: TorchDevice) -> Callable[[], None]:
-    return device.synchronize
 
 
 def step_on(entry: predict_zoo.ZooModel, batch: int,
@@ -140,7 +137,7 @@ def measure_gpu(entry: predict_zoo.ZooModel, batch: int, device: TorchDevice,
                 busy: bool) -> dict[str, Any]:
     """The measured step on DEVICE: per call synchronised, pipelined, and busy time."""
     step, _ = step_on(entry, batch, device.handle)
-    synchronize = sync_of(device)
+    synchronize = device.synchronize
     warm = timed_calls(step, synchronize, 3)
     one, issued = min(warm), []
     samples = timed_calls(step, synchronize, calls_for(GPU_SYNCED_S, one, 5, 30),
