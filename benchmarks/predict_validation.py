@@ -1,0 +1,129 @@
+"""Validate the GPU step predicted from a CPU run against the GPU measured on the same machine.
+
+    python3 benchmarks/predict_validation.py --device cuda:0 --profile h200 --out rows.json
+    python3 benchmarks/predict_validation.py --from rows.json [--repredict] [--host this]
+    python3 benchmarks/predict_validation.py --from h100.json --from h200.json   # GPU to GPU
+    python3 benchmarks/predict_validation.py --device cpu --models mnist-small --out smoke.json
+
+For each model of the zoo (benchmarks/predict_zoo.py) at each batch of its sweep, on the
+machine it runs on: the CPU step (warm-up, then the median of 2-7 calls) and its features
+(backends/torch/features.py, the path the harness's prediction uses), the GPU step predicted
+from those features with every shipped profile and --profile (host 'profiled' and 'this'),
+and the GPU step measured: warm-up, then each call timed alone with a synchronise before
+both clock reads (the median of 5-30 calls), the same step pipelined (calls back to back,
+synchronised at the ends), and the device's busy time per call (torch.profiler through the
+harness's TorchDevice.profile) for the regime. One row per cell goes to --out as it is
+measured (the whole file rewritten atomically), with the features packed, so `--from FILE
+--repredict` validates a changed model again without a GPU. `--budget-s` stops before a
+cell that would not fit and keeps every row made so far. `--device cpu` stands in for the
+GPU (the "GPU" step is the CPU's, measured the same way): the smoke mode the test uses.
+The summary (harness/predict/validation.py says what it counts) ends every run.
+"""
+
+from __future__ import annotations
+
+import time
+
+STARTED = time.monotonic()  # before torch's import: the budget counts what the caller pays
+
+import argparse  # noqa: E402
+import itertools  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # predict_zoo, predict_measure
+
+from harness.predict import validation  # noqa: E402
+from harness.predict.profile import load_profile  # noqa: E402
+from harness.predict.rates import HostSpeed  # noqa: E402
+from harness.spec import BadInput  # noqa: E402
+
+GPU_COMMAND = ("PYTHONPATH=. python3 benchmarks/predict_validation.py --device cuda:0 "
+               "--profile h200 --out $OUT/validation.json")
+
+
+def bandwidth_ratio(source: str, target: str) -> float | None:
+    """The source's elementwise bandwidth over the target's (largest rows), from the two
+    shipped profiles; None where either cannot be loaded."""
+    try:
+        rates = [max(row.rate() or 0.0 for row in load_profile(name).entries[
+            "elementwise.add"].rows) for name in (source, target)]
+    except (BadInput, KeyError, ValueError):
+        return None
+    return rates[0] / rates[1] if all(rates) else None
+
+
+def repredicted(meta: dict[str, Any], rows: list[validation.Row],
+                profile: str) -> list[validation.Row]:
+    """ROWS predicted again from their stored features by the model as it is now, with the
+    host speed the run measured (a changed model validated without a GPU)."""
+    profiles = validation.profiles_named(profile or meta.get("profile") or "h200")
+    speed = HostSpeed(**meta["this_host"]) if meta.get("this_host") else None
+    return [validation.predicted_row(row, profiles, speed) for row in rows]
+
+
+def summarize(args: argparse.Namespace) -> int:
+    """The summary of each --from file; GPU to GPU both ways between consecutive files."""
+    loaded = [validation.read_rows(Path(path)) for path in args.from_files]
+    if args.repredict:
+        loaded = [(meta, repredicted(meta, rows, args.profile)) for meta, rows in loaded]
+    for meta, rows in loaded:
+        print("\n".join(validation.summary_lines(meta, rows, profile=args.profile or "",
+                                                 host=args.host, measured=args.measured)))
+    for source, target in itertools.pairwise(loaded):
+        for pair in ((source, target), (target, source)):
+            print("\n".join(validation.gpu_to_gpu_lines(*pair, bandwidth_ratio,
+                                                        host=args.host,
+                                                        measured=args.measured)))
+    return 0
+
+
+def arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--device", default="cuda:0", help="cuda:N, or cpu (smoke mode)")
+    parser.add_argument("--profile", default="", help="h200, h100 or a profile FILE "
+                        "(measuring: default h200; --from: the run's own)")
+    parser.add_argument("--out", type=Path, help="the rows file (JSON), written as it goes")
+    parser.add_argument("--from", dest="from_files", action="append", default=[],
+                        help="summarise a rows file (twice: also GPU to GPU); no GPU needed")
+    parser.add_argument("--repredict", action="store_true",
+                        help="with --from: predict again from the stored features")
+    parser.add_argument("--host", choices=("profiled", "this"), default="profiled")
+    parser.add_argument("--measured", choices=tuple(validation.MEASURED_KEYS),
+                        default="synced", help="which measured GPU step the summary reads")
+    parser.add_argument("--budget-s", type=float, default=90.0,
+                        help="stop cleanly before this many seconds (default 90)")
+    parser.add_argument("--models", default="", help="comma-separated zoo names (default all)")
+    parser.add_argument("--batches", default="", help="comma-separated batches for every model")
+    parser.add_argument("--no-busy", action="store_true", help="skip the busy-share pass")
+    parser.add_argument("--cudnn-tf32", choices=("on", "off"), default="on",
+                        help="cuDNN's TF32 for float32 convolutions: on as torch defaults "
+                        "(a user's script); off as the harness's user-model cells run")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch's CPU threads (default: torch's own choice)")
+    args = parser.parse_args(argv)
+    if not args.from_files and args.out is None:
+        parser.error("--out FILE is needed to measure (or --from FILE to summarise)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
+    try:
+        if args.from_files:
+            return summarize(args)
+        args.profile = args.profile or "h200"
+        profiles = validation.profiles_named(args.profile)  # bad input before torch loads
+        from predict_measure import measure  # noqa: PLC0415 - torch only when measuring
+
+        print("\n".join(measure(args, STARTED, profiles)))
+        print(f"on the GPU machine run: {GPU_COMMAND}")
+        return 0
+    except (BadInput, validation.RowsError) as why:
+        print(f"predict_validation: {why}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""The prediction's validation tool (issue 51, part 5): the summary's arithmetic on planted rows
+files whose every figure is worked out by hand, and the tool itself in its CPU smoke mode (a
+child process: this process never imports torch)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.measure.devicetime import DeviceEvent
+from harness.predict import validation
+from harness.predict.features import OpRecord, StepFeatures, summarize
+from harness.predict.model import predict
+from harness.predict.profile import load_profile
+from harness.predict.rates import HostSpeed
+from tests.in_subprocess import PROJECT_ROOT, installed
+
+MS = 1e-3
+PROFILE = "h200"
+
+
+def row(model: str, batch: int, cpu_s: float, gpu_s: float, predicted_s: float, *,
+        busy: float | None = None, device_s: float = 0.1 * MS, flops: int = 10**9,
+        spread: float = 0.0) -> dict:
+    """A planted row: samples at the median +- SPREAD (relative), one prediction for PROFILE."""
+    def samples(median: float) -> list[float]:
+        return [median * (1 - spread), median, median * (1 + spread)]
+    gpu = {"median_s": gpu_s, "samples_s": samples(gpu_s), "pipelined_s": gpu_s * 0.9}
+    if busy is not None:
+        gpu["busy_share"] = busy
+    made = {"status": "predicted", "seconds": predicted_s, "device_s": device_s,
+            "regime": "launch-bound"}
+    return {"model": model, "batch": batch, "status": "ok",
+            "cpu": {"median_s": cpu_s, "samples_s": samples(cpu_s)}, "gpu": gpu,
+            "features": {"flops": flops}, "peak_fp32_matmul": {PROFILE: 1e13},
+            "predictions": {PROFILE: {"profiled": made}}}
+
+
+# Measured GPU 1 ms everywhere, CPU 10 ms: predicted +10%, +20%, +30%, -40%.
+PLANTED = [row("a", 1, 10 * MS, 1 * MS, 1.1 * MS, busy=0.3),
+           row("a", 4, 10 * MS, 1 * MS, 1.2 * MS, busy=0.3),
+           row("b", 1, 10 * MS, 1 * MS, 1.3 * MS, busy=0.8),
+           row("b", 4, 10 * MS, 1 * MS, 0.6 * MS, busy=0.8)]
+
+
+def test_error_statistics_of_planted_rows() -> None:
+    cells = validation.cells_of(PLANTED, PROFILE)
+    stats = validation.ErrorStats.of(validation.errors_of(cells, validation.MODEL))
+    assert stats is not None
+    # |errors| 0.1, 0.2, 0.3, 0.4: median between the middle two; p90 at position 2.7.
+    assert stats.median == pytest.approx(0.25)
+    assert stats.p90 == pytest.approx(0.3 + 0.7 * 0.1)
+    assert stats.within == pytest.approx(0.5)
+    by_regime = validation.by_regime(cells)
+    assert sorted(by_regime) == ["busy < 50%", "busy >= 50%"]
+    under = validation.ErrorStats.of(validation.errors_of(by_regime["busy < 50%"],
+                                                          validation.MODEL))
+    assert under is not None and under.median == pytest.approx(0.15)
+
+
+def test_baselines_are_scored_on_the_same_cells() -> None:
+    cells = validation.cells_of(PLANTED, PROFILE)
+    # 1 GFLOP over 10 TFLOP/s = 0.1 ms against 1 ms measured: -90% everywhere.
+    datasheet = validation.errors_of(cells, validation.DATASHEET)
+    assert datasheet == pytest.approx([-0.9] * 4)
+    assert validation.errors_of(cells, validation.DEVICE_ALONE) == pytest.approx([-0.9] * 4)
+
+
+def test_verdict_accuracy_leaves_ties_out() -> None:
+    rows = [row("a", 1, 10 * MS, 1 * MS, 2 * MS),  # GPU wins, predicted to: right
+            row("a", 4, 10 * MS, 1 * MS, 12 * MS),  # predicted the CPU: wrong
+            row("a", 16, 1 * MS, 3 * MS, 0.5 * MS),  # the CPU wins, predicted the GPU: wrong
+            row("a", 64, 1 * MS, 1.03 * MS, 5 * MS),  # 3% apart: under the 5% floor, a tie
+            row("a", 256, 1 * MS, 1.2 * MS, 5 * MS, spread=0.15)]  # noise 0.3 > 20%: a tie
+    cells = validation.cells_of(rows, PROFILE)
+    assert [cell.tie for cell in cells] == [False, False, False, True, True]
+    stats = validation.verdict_stats(cells, validation.MODEL)
+    assert (stats.right, stats.cells, stats.ties) == (1, 3, 2)
+
+
+def sweep(cpu_ms: list[float], gpu_ms: list[float], predicted_ms: list[float]) -> list[dict]:
+    return [row("m", batch, cpu * MS, gpu * MS, predicted * MS)
+            for batch, cpu, gpu, predicted in zip((1, 4, 16, 64), cpu_ms, gpu_ms, predicted_ms)]
+
+
+def test_crossover_distance_in_steps_and_doublings() -> None:
+    cpu = [1, 2, 4, 8]
+    # Measured: the GPU (3 ms) wins from batch 16; predicted 5 ms wins from batch 64.
+    found = validation.crossovers(validation.cells_of(sweep(cpu, [3] * 4, [5] * 4), PROFILE))
+    assert len(found) == 1
+    item = found[0]
+    assert (item.measured, item.predicted, item.steps, item.beyond) == (16, 64, 1, False)
+    assert item.doublings == pytest.approx(math.log2(64 / 16))
+    # Predicted 9 ms: the CPU would win the whole sweep: one step past the end, a lower bound.
+    beyond = validation.crossovers(validation.cells_of(sweep(cpu, [3] * 4, [9] * 4),
+                                                       PROFILE))[0]
+    assert (beyond.predicted, beyond.steps, beyond.beyond) == (256, 2, True)
+    # The GPU faster throughout: no crossover measured.
+    none = validation.crossovers(validation.cells_of(sweep(cpu, [0.5] * 4, [0.5] * 4),
+                                                     PROFILE))[0]
+    assert none.measured is None and none.steps is None
+    # A tie (3.05 against 3 ms) wins for neither: the crossover is the cell after the CPU's
+    # last win; with ties alone after it, no crossover was measured.
+    tied = validation.cells_of(sweep([1, 2, 3.05, 8], [3] * 4, [5] * 4), PROFILE)
+    assert validation.crossovers(tied)[0].measured == 16
+    ties_only = validation.cells_of(sweep([1, 2, 3.05, 3.05], [3] * 4, [5] * 4), PROFILE)
+    assert validation.crossovers(ties_only)[0].measured is None
+
+
+def test_summary_of_a_rows_file(tmp_path: Path) -> None:
+    path = tmp_path / "rows.json"
+    unknown = {**row("c", 1, 1 * MS, 1 * MS, 1 * MS),
+               "predictions": {PROFILE: {"profiled": {"status": "unknown"}}}}
+    failed = {"model": "d", "batch": 1, "status": "error", "reason": "RuntimeError: boom"}
+    validation.write_rows(path, {"profile": PROFILE, "device_description": "planted GPU"},
+                          [*PLANTED, unknown, failed])
+    meta, rows = validation.read_rows(path)
+    text = "\n".join(validation.summary_lines(meta, rows))
+    assert "4 cells of 2 models" in text and "planted GPU" in text
+    assert "'unknown' in 1 cells (c)" in text and "d b1: RuntimeError: boom" in text
+    model_all = next(line for line in text.splitlines()
+                     if line.startswith(validation.MODEL + " ") and " all " in line)
+    assert model_all.split()[2:6] == ["4", "25%", "37%", "50%"]
+    assert "4/4 (100%), 0 ties" in model_all
+
+
+def test_a_file_that_is_not_a_rows_file_is_one_line(tmp_path: Path) -> None:
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"kind": "something else"}))
+    with pytest.raises(validation.RowsError, match="not a validation rows file"):
+        validation.read_rows(other)
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({**validation.rows_document({}, []), "version": 99}))
+    with pytest.raises(validation.RowsError, match="newer than this harness reads"):
+        validation.read_rows(newer)
+
+
+def test_gpu_to_gpu_pairs_score_the_source_gpu_baseline() -> None:
+    # The source run's predictions for the target profile are the model's (1.1 and 2 ms).
+    source = [row("a", 1, 10 * MS, 2 * MS, 1.1 * MS), row("a", 4, 10 * MS, 4 * MS, 2 * MS)]
+    target = [row("a", 1, 10 * MS, 1 * MS, 5 * MS), row("a", 4, 10 * MS, 2 * MS, 5 * MS),
+              row("z", 1, 10 * MS, 1 * MS, 1 * MS)]  # the source never measured z
+    pairs = validation.gpu_pairs(source, target, PROFILE, bandwidth_ratio=0.5)
+    assert [(pair.model, pair.batch) for pair in pairs] == [("a", 1), ("a", 4)]
+    assert validation.pair_errors(pairs, validation.SAME_AS_SOURCE) == pytest.approx([1.0, 1.0])
+    assert validation.pair_errors(pairs, validation.BANDWIDTH_RATIO) == pytest.approx([0, 0])
+    assert validation.pair_errors(pairs, validation.MODEL) == pytest.approx([0.1, 0.0])
+
+
+def test_stored_features_predict_again_as_the_model_does() -> None:
+    ops = [OpRecord(op="aten.addmm.default", kind="matmul", inputs=[[[64, 784], "float32"]],
+                    flops=2 * 64 * 784 * 128, bytes=64 * 784 * 4, depth=1, host_s=20e-6),
+           OpRecord(op="aten.relu.default", kind="elementwise", bytes=64 * 128 * 8, depth=2,
+                    host_s=8e-6)]
+    features = summarize(StepFeatures(framework="torch", ops=ops, step_s=1e-4, h2d_bytes=0))
+    profile = load_profile(PROFILE)
+    speed = HostSpeed(python_loop_s=5e-3, numpy_loop_s=8e-4)
+    stored = {"model": "m", "batch": 64, "features_packed": validation.packed(features.record())}
+    again = validation.predicted_row(stored, {PROFILE: profile}, speed)
+    expected = predict(features, profile, host="this", this_host=speed, profile_name=PROFILE)
+    assert again["predictions"][PROFILE]["this"]["seconds"] == pytest.approx(expected.seconds)
+    assert again["peak_fp32_matmul"][PROFILE] == pytest.approx(
+        validation.peak_matmul_fp32(profile))
+
+
+def test_kernel_table_counts_and_times_per_call() -> None:
+    events = [DeviceEvent("kernel", "gemm", 0, 4000), DeviceEvent("kernel", "relu", 5000, 1000),
+              DeviceEvent("kernel", "gemm", 9000, 6000),
+              DeviceEvent("memcpy", "Memcpy HtoD", 0, 2000)]
+    table = validation.kernel_table(events, calls=2)
+    assert table == [["gemm", "kernel", 1.0, pytest.approx(5e-6)],
+                     ["Memcpy HtoD", "memcpy", 0.5, pytest.approx(1e-6)],
+                     ["relu", "kernel", 0.5, pytest.approx(0.5e-6)]]
+    assert validation.unpacked_json(validation.packed({"kernels": table}))["kernels"][0][0] == \
+        "gemm"
+
+
+TOOL = PROJECT_ROOT / "benchmarks" / "predict_validation.py"
+
+
+@pytest.mark.slow  # one child importing torch and timing 4 cells: ~10-15 s on the 2-core VM
+@pytest.mark.skipif(not installed("torch"), reason="torch not installed")
+def test_cpu_smoke_run_writes_rows_and_summarises_them(tmp_path: Path) -> None:
+    out = tmp_path / "smoke.json"
+    done = subprocess.run(
+        [sys.executable, str(TOOL), "--device", "cpu", "--threads", "1", "--models",
+         "mnist-small,torch_classifier", "--batches", "1,4", "--out", str(out)],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    meta, rows = validation.read_rows(out)
+    assert meta["device"] == "cpu" and meta["profile"] == PROFILE
+    assert [(r["model"], r["batch"]) for r in rows] == [
+        ("mnist-small", 1), ("mnist-small", 4), ("torch_classifier", 1), ("torch_classifier", 4)]
+    for found in rows:
+        assert found["status"] == "ok", found.get("reason")
+        assert found["cpu"]["median_s"] > 0 and len(found["gpu"]["samples_s"]) >= 5
+        assert validation.prediction_of(found, PROFILE, "profiled") is not None
+        assert validation.unpacked(found["features_packed"]).flops == found["features"]["flops"]
+    # 784x128 + 128x10 weights: forward 2*b*(784*128 + 128*10) FLOPs, training about 3x.
+    assert rows[1]["features"]["flops"] > rows[0]["features"]["flops"] > 2 * 784 * 128
+    assert "validation of the GPU step predicted from CPU features: 4 cells" in done.stdout
+    assert "--device cuda:0 --profile h200 --out $OUT/validation.json" in done.stdout
+    again = subprocess.run([sys.executable, str(TOOL), "--from", str(out), "--repredict"],
+                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "4 cells of 2 models" in again.stdout
+
+
+def test_a_bad_rows_file_is_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    done = subprocess.run([sys.executable, str(TOOL), "--from", str(bad)], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "not a validation rows file" in done.stderr
+
+
+def test_an_unknown_profile_is_exit_2_naming_the_shipped_ones(tmp_path: Path) -> None:
+    out = tmp_path / "rows.json"
+    done = subprocess.run([sys.executable, str(TOOL), "--profile", "nosuch", "--out", str(out)],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "nosuch: no such profile" in done.stderr
+    assert "h200" in done.stderr and not out.exists()
