@@ -17,16 +17,9 @@ from typing import TYPE_CHECKING, Any
 from harness.core import interrupt
 from harness.core.units import device_kind
 from harness.data.results import CellResult
-from harness.run.executors import slurm_state
+from harness.run.executors import slurm_rows, slurm_state
 from harness.run.executors.base import CellState, OnResult, OnState
 from harness.run.executors.slurm_records import log_line
-from harness.run.executors.slurm_rows import (
-    COMPLETE_STATUSES,
-    ended_result,
-    interrupted_result,
-    own_result,
-    with_slurm,
-)
 from harness.run.executors.slurm_state import TaskState
 from harness.spec import Cell
 
@@ -72,7 +65,7 @@ class Task:
 
     def own(self) -> CellResult | None:
         """The task's result file, if this very task wrote it (see slurm_rows.own_result)."""
-        return own_result(self.result_path, self.job_id)
+        return slurm_rows.own_result(self.result_path, self.job_id)
 
 
 @dataclass
@@ -148,7 +141,7 @@ class Watch:
                 seen["node"] = state.node
             if task.restarts:
                 seen["restarts"] = task.restarts
-            self.hand_on(task.cell, with_slurm(result, **seen))
+            self.hand_on(task.cell, slurm_rows.with_slurm(result, **seen))
         return still
 
     def _note(self, task: Task, state: TaskState | None) -> None:
@@ -192,7 +185,7 @@ class Watch:
         reason = (f"SLURM could not start the task for {waited:.0f} s (pending limit "
                   f"{self.pending_limit_s:g} s), cancelled: {task.reason}")
         log_line(self.run_dir, f"{task.label} {reason}")
-        result = interrupted_result(task.cell, None, reason)
+        result = slurm_rows.interrupted_result(task.cell, None, reason)
         result.slurm = {"state": "CANCELLED", "pending_reason": task.reason}
         return result
 
@@ -231,7 +224,7 @@ class Watch:
         say what SLURM did.
         """
         document = task.own()
-        if document is not None and document.status.value in COMPLETE_STATUSES:
+        if document is not None and document.status.value in slurm_rows.COMPLETE_STATUSES:
             return document  # the cell ran to its end; how its task exits changes nothing
         if not answered:
             return None
@@ -247,7 +240,8 @@ class Watch:
             lost = slurm_state.node_states([state.node]).get(state.node)
             if lost is not None and lost.lost:
                 task.node_trouble = lost.describe()
-        return ended_result(task.cell, state, document, task.log_tail(), task.node_trouble)
+        return slurm_rows.ended_result(task.cell, state, document, task.log_tail(),
+                                       task.node_trouble)
 
     def _after_grace(self, task: Task, state: TaskState) -> CellResult | None:
         """None until the result file has had missing_grace_s to appear, then a status row."""
@@ -256,7 +250,8 @@ class Watch:
             task.missing_since = now
         if now - task.missing_since < self.executor.missing_grace_s:
             return None
-        return ended_result(task.cell, state, task.own(), task.log_tail(), task.node_trouble)
+        return slurm_rows.ended_result(task.cell, state, task.own(), task.log_tail(),
+                                       task.node_trouble)
 
     def stop(self, pending: list[Task], reason: str, wait: bool = True) -> None:
         """scancel what is left; results already written are kept as they are, every other
@@ -281,6 +276,6 @@ class Watch:
                     state is not None and state.state == "COMPLETED")):
                 result = document
             else:
-                result = interrupted_result(task.cell, document, reason)
-            self.hand_on(task.cell, with_slurm(result, job_id=task.job_id, state=(
+                result = slurm_rows.interrupted_result(task.cell, document, reason)
+            self.hand_on(task.cell, slurm_rows.with_slurm(result, job_id=task.job_id, state=(
                 state.state if state is not None else "CANCELLED")))
