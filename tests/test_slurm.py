@@ -21,14 +21,16 @@ import pytest
 
 from harness.data.results import CellResult, RunDocument
 from harness.run.executors import CellState, LocalExecutor, StateTally, executor_from_options
+from harness.run.executors.base import ignore_state
 from harness.run.executors.slurm import (
     SlurmExecutor,
     cell_id,
     default_time_limit_min,
-    ended_result,
     parse_sbatch_settings,
 )
+from harness.run.executors.slurm_rows import ended_result
 from harness.run.executors.slurm_state import TaskState, parse_sacct, parse_scontrol
+from harness.run.executors.slurm_watch import Task, Watch
 from harness.run.executors.task import pin_gpu
 from harness.run.resume import cells_to_run, kept_results, planned_cells
 from harness.run.runner import RunOptions
@@ -72,7 +74,7 @@ def test_a_controller_that_does_not_answer_is_no_news(monkeypatch: pytest.Monkey
 
     answers = {"forgotten": (1, "", "slurm_load_jobs error: Invalid job id specified\n"),
                "down": (1, "", "slurm_load_jobs error: Unable to contact slurm controller\n")}
-    monkeypatch.setattr(slurm_state, "_run", lambda command: answers[command[-1]] if
+    monkeypatch.setattr(slurm_state, "run_command", lambda command: answers[command[-1]] if
                         command[0] == "scontrol" else (1, "", "accounting storage is disabled"))
     assert slurm_state.query(["forgotten_0"]) == {}
     with pytest.raises(slurm_state.SlurmUnreachable, match="Unable to contact"):
@@ -80,15 +82,14 @@ def test_a_controller_that_does_not_answer_is_no_news(monkeypatch: pytest.Monkey
 
 
 def test_no_answer_ends_no_task_but_a_complete_file_still_counts(tmp_path: Path) -> None:
-    from harness.run.executors.slurm import Task
-
-    executor = SlurmExecutor(missing_grace_s=0.0)
+    watch = Watch(SlurmExecutor(missing_grace_s=0.0), tmp_path, 60.0,
+                  lambda cell, result: None, ignore_state)
     task = Task(CELL, job=None, result_path=tmp_path / "cell.json")
-    assert executor._ended(task, None, answered=False) is None
+    assert watch._ended(task, None, answered=False) is None
     task.result_path.write_text(json.dumps(PARTIAL))  # error: waits for SLURM's word
-    assert executor._ended(task, None, answered=False) is None
+    assert watch._ended(task, None, answered=False) is None
     task.result_path.write_text(json.dumps({**PARTIAL, "status": "ok"}))
-    ended = executor._ended(task, None, answered=False)
+    ended = watch._ended(task, None, answered=False)
     assert ended is not None and ended.status.value == "ok"
 
 
@@ -705,9 +706,7 @@ def test_a_task_whose_slurmd_is_killed_is_a_node_failure(cluster: slurm_cluster.
 
 
 def test_a_requeue_is_recorded_on_the_row(tmp_path: Path) -> None:
-    from harness.run.executors.slurm import Task
-
-    class Scripted(SlurmExecutor):
+    class Scripted(Watch):
         """SLURM's answers in order: running, requeued (pending again), running, completed."""
 
         def states(self, tasks: list[Task]) -> dict[str, TaskState]:
@@ -721,19 +720,16 @@ def test_a_requeue_is_recorded_on_the_row(tmp_path: Path) -> None:
                TaskState("RUNNING", node="vm", restarts=1),
                TaskState("COMPLETED", node="vm", restarts=1)]
 
-    executor = Scripted(cluster="local", pending_limit_s=60.0)
-    executor._run_dir, executor._pending_limit = tmp_path, 60.0
-    executor._nodes_checked, executor._partition_blocked = 0.0, {}
-    task = Task(CELL, Job(), tmp_path / "cell.json")
     seen: list[CellResult] = []
+    watch = Scripted(SlurmExecutor(cluster="local"), tmp_path, 60.0,
+                     lambda cell, result: seen.append(result), ignore_state)
+    task = Task(CELL, Job(), tmp_path / "cell.json")
     pending = [task]
     for _ in range(3):
-        pending = executor._collect(pending, lambda cell, result: seen.append(result),
-                                    lambda cell, state, reason="": None)
+        pending = watch.collect(pending)
     assert pending == [task] and task.restarts == 1 and not seen
     task.result_path.write_text(json.dumps({**PARTIAL, "status": "ok", "reason": "",
                                             "slurm": {"job_id": "9_0"}}))
-    executor._collect(pending, lambda cell, result: seen.append(result),
-                      lambda cell, state, reason="": None)
+    watch.collect(pending)
     assert seen[0].status == "ok" and (seen[0].slurm or {})["restarts"] == 1
     assert "requeued by SLURM" in (tmp_path / "slurm" / "watch.log").read_text()

@@ -29,8 +29,7 @@ from harness.measure import bounds, envinfo
 from harness.run import forkserver
 from harness.run import resume as resume_plan
 from harness.run import rounds as rounds_module
-from harness.run.executors import Executor, executor_from_options
-from harness.run.executors import slurm as slurm_executor
+from harness.run.executors import Executor, executor_from_options, slurm_records
 from harness.run.executors.base import OnResult
 from harness.run.plan import RunPlan
 from harness.run.planner import cell_refusal, refuse_declared
@@ -163,7 +162,7 @@ class RunSession:
         # None: where the run ran, with its own settings (partition, time limit, sbatch...); a
         # SLURM run resumed with 'slurm' keeps them too, as the CLI's --resume does.
         chosen = executor_from_options(executor, stored=document.executor)
-        slurm_executor.check_no_live_tasks(run_dir, cancel_running)
+        slurm_records.check_no_live_tasks(run_dir, cancel_running)
         options = RunOptions(timeout_s=float(document.timeout_s or 900.0),
                              settings=chosen_settings)
         kept, cells = resume_plan.remaining(document, run_dir)

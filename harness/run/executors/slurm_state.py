@@ -1,4 +1,5 @@
-"""What SLURM says about the tasks of a job array: state, reason, node and exit code.
+"""What SLURM says about the tasks of a job array (state, reason, node, exit code) and about
+the nodes and partitions they run on.
 
 Asked of `scontrol show job` first (it knows every job the controller still holds: pending,
 running and, for MinJobAge seconds, finished) and of `sacct` for jobs the controller has
@@ -11,8 +12,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 QUERY_TIMEOUT_S = 30.0
 # JobState values after which a task runs no more (slurm.schedmd.com/job_state_codes.html).
@@ -29,11 +32,8 @@ CANNOT_START_REASONS = (
     "JobHeldAdmin", "BadConstraints", "InvalidAccount", "InvalidQOS",
     "DependencyNeverSatisfied", "Nodes required for job are DOWN, DRAINED",
 )
-# Node state flags (scontrol show node) under which a node runs no new task, and those under
-# which a task running there is lost (a draining node still finishes its tasks).
-UNUSABLE_NODE_FLAGS = frozenset({"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING",
-                                 "NOT_RESPONDING", "MAINT", "INVAL", "UNKNOWN", "FUTURE",
-                                 "REBOOT_ISSUED", "POWER_DOWN", "POWERING_DOWN"})
+# Node state flags (scontrol show node) under which a task running there is lost (a draining
+# node still finishes its tasks).
 LOST_NODE_FLAGS = frozenset({"DOWN", "FAIL", "NOT_RESPONDING"})
 
 
@@ -109,6 +109,11 @@ def task_ids(array_id: str, indices: str) -> list[str]:
     return found
 
 
+def array_of(job_id: str) -> str:
+    """'123_4' -> '123': the array (or single job) a task belongs to."""
+    return job_id.split("_", 1)[0]
+
+
 def _fields(line: str) -> dict[str, str]:
     return dict(re.findall(r"(\w+)=(\S*)", line))
 
@@ -155,7 +160,7 @@ class SlurmUnreachable(RuntimeError):
     """The controller did not answer (busy, restarting, network): no news, not an end."""
 
 
-def _run(command: list[str]) -> tuple[int, str, str]:
+def run_command(command: list[str]) -> tuple[int, str, str]:
     """(exit code, stdout, stderr); exit code -1 when the command could not run at all."""
     try:
         done = subprocess.run(command, check=False, capture_output=True, text=True,
@@ -167,7 +172,7 @@ def _run(command: list[str]) -> tuple[int, str, str]:
 
 def _scontrol(array: str) -> dict[str, TaskState]:
     """The array's tasks per scontrol; {} once the controller has forgotten the job."""
-    code, out, err = _run(["scontrol", "-o", "show", "job", array])
+    code, out, err = run_command(["scontrol", "-o", "show", "job", array])
     if code == 0:
         return parse_scontrol(out)
     if "invalid job id" in err.lower():
@@ -182,31 +187,25 @@ def query(job_ids: Iterable[str]) -> dict[str, TaskState]:
     says nothing about whether it ended.
     """
     wanted = set(job_ids)
-    arrays = sorted({job_id.split("_", 1)[0] for job_id in wanted})
+    arrays = sorted({array_of(job_id) for job_id in wanted})
     states: dict[str, TaskState] = {}
     for array in arrays:
         states.update(_scontrol(array))
-    forgotten = sorted({job_id.split("_", 1)[0] for job_id in wanted - set(states)})
+    forgotten = sorted({array_of(job_id) for job_id in wanted - set(states)})
     if forgotten:
-        code, accounted, _ = _run(["sacct", "-n", "-P", "-X", "-j", ",".join(forgotten), "-o",
-                                   "JobID,State,NodeList,Reason,ExitCode"])
+        code, accounted, _ = run_command(["sacct", "-n", "-P", "-X", "-j", ",".join(forgotten),
+                                          "-o", "JobID,State,NodeList,Reason,ExitCode"])
         for job_id, state in parse_sacct(accounted if code == 0 else "").items():
             states.setdefault(job_id, state)
     return {job_id: states[job_id] for job_id in wanted if job_id in states}
 
 
-def cancel(job_ids: Iterable[str]) -> None:
-    """scancel the arrays (and single jobs) these tasks belong to, in one call."""
-    arrays = sorted({job_id.split("_", 1)[0] for job_id in job_ids})
-    if arrays:
-        _run(["scancel", *arrays])
-
-
-def cancel_tasks(job_ids: Iterable[str]) -> None:
-    """scancel these tasks ('123_4') only, not the rest of their arrays."""
-    wanted = sorted(set(job_ids))
+def cancel(job_ids: Iterable[str], whole_arrays: bool = True) -> None:
+    """scancel these tasks ('123_4') in one call; whole_arrays: the arrays (and single jobs)
+    they belong to, every task of them."""
+    wanted = sorted({array_of(job_id) if whole_arrays else job_id for job_id in job_ids})
     if wanted:
-        _run(["scancel", *wanted])
+        run_command(["scancel", *wanted])
 
 
 @dataclass(frozen=True)
@@ -252,7 +251,7 @@ def node_states(names: Iterable[str]) -> dict[str, NodeState]:
     wanted = sorted({name for name in names if name})
     if not wanted:
         return {}
-    code, out, _ = _run(["scontrol", "-o", "show", "node", ",".join(wanted)])
+    code, out, _ = run_command(["scontrol", "-o", "show", "node", ",".join(wanted)])
     return parse_nodes(out) if code == 0 else {}
 
 
@@ -269,22 +268,74 @@ def sinfo_state_usable(state: str) -> bool:
                                            "unknown", "future", "reboot", "unk"))
 
 
-def partition_nodes() -> dict[str, list[tuple[str, str, bool]]]:
-    """Partition -> [(node, sinfo state, partition up)]; the default partition also as ''.
+class NodeEntry(NamedTuple):
+    """One node of a partition as sinfo lists it."""
+
+    name: str
+    state: str  # sinfo's %T ('idle', 'down*'), ' (partition down)' added when the partition is
+    usable: bool  # whether it takes tasks: its partition up and its state usable
+
+
+def partition_nodes() -> dict[str, list[NodeEntry]]:
+    """Partition -> its nodes; the default partition also as ''.
 
     Raises SlurmUnreachable when sinfo does not answer.
     """
-    code, out, err = _run(["sinfo", "-h", "-N", "-o", "%P|%N|%T|%a"])
+    code, out, err = run_command(["sinfo", "-h", "-N", "-o", "%P|%N|%T|%a"])
     if code != 0:
         raise SlurmUnreachable(f"sinfo: {err.strip() or f'exit code {code}'}")
-    found: dict[str, list[tuple[str, str, bool]]] = {}
+    found: dict[str, list[NodeEntry]] = {}
     for line in out.splitlines():
         parts = line.strip().split("|")
         if len(parts) != 4:
             continue
         partition, node, state, available = parts
-        entry = (node, state, available.lower() == "up")
+        up = available.lower() == "up"
+        entry = NodeEntry(node, state + ("" if up else " (partition down)"),
+                          up and sinfo_state_usable(state))
         found.setdefault(partition.rstrip("*"), []).append(entry)
         if partition.endswith("*"):
             found.setdefault("", []).append(entry)
     return found
+
+
+def none_usable(listed: list[NodeEntry]) -> str:
+    """'vm: drained, ...' for a partition whose listed nodes all refuse tasks; '' when one
+    takes them, or when none is listed (nothing to say)."""
+    if not listed or any(entry.usable for entry in listed):
+        return ""
+    return ", ".join(f"{entry.name}: {entry.state}" for entry in listed[:6])
+
+
+def settled_nodes(partition: str, settle_s: float) -> list[NodeEntry]:
+    """The nodes of a partition ('' for the default one), asked again for up to settle_s
+    while none is usable and all merely do not respond: a node SLURM just returned to service
+    shows 'idle*' for a second until its slurmd registers.
+
+    Raises SlurmUnreachable when sinfo does not answer.
+    """
+    deadline = time.monotonic() + settle_s
+    while True:
+        listed = partition_nodes().get(partition, [])
+        returning = all(entry.state.endswith("*") for entry in listed)
+        if any(entry.usable for entry in listed) or not returning or \
+                time.monotonic() > deadline:
+            return listed
+        time.sleep(0.5)
+
+
+def blocked_partitions(partitions: Iterable[str]) -> dict[str, str]:
+    """Partition -> why none of its nodes can take a task, for these partitions (none when
+    each has a usable node, or sinfo does not answer)."""
+    wanted = set(partitions)
+    try:
+        nodes = partition_nodes() if wanted else {}
+    except SlurmUnreachable:
+        return {}
+    blocked = {}
+    for partition in wanted:
+        seen = none_usable(nodes.get(partition, []))
+        if seen:
+            blocked[partition] = (f"no node of partition {partition or '(default)'} can "
+                                  f"take a task ({seen})")
+    return blocked
