@@ -90,9 +90,6 @@ class LineFit:
     max_residual_bytes: float | None
     rms_residual_bytes: float | None
 
-    def bytes_at(self, batch: float) -> float:
-        return self.fixed_bytes + self.per_sample_bytes * batch
-
     @property
     def predicts(self) -> bool:
         """Whether a largest batch may be drawn from it: memory grew with the batch, over

@@ -29,11 +29,8 @@ CANNOT_START_REASONS = (
     "JobHeldAdmin", "BadConstraints", "InvalidAccount", "InvalidQOS",
     "DependencyNeverSatisfied", "Nodes required for job are DOWN, DRAINED",
 )
-# Node state flags (scontrol show node) under which a node runs no new task, and those under
-# which a task running there is lost (a draining node still finishes its tasks).
-UNUSABLE_NODE_FLAGS = frozenset({"DOWN", "DRAIN", "DRAINED", "DRAINING", "FAIL", "FAILING",
-                                 "NOT_RESPONDING", "MAINT", "INVAL", "UNKNOWN", "FUTURE",
-                                 "REBOOT_ISSUED", "POWER_DOWN", "POWERING_DOWN"})
+# Node state flags (scontrol show node) under which a task running there is lost (a draining
+# node still finishes its tasks).
 LOST_NODE_FLAGS = frozenset({"DOWN", "FAIL", "NOT_RESPONDING"})
 
 
