@@ -500,7 +500,7 @@ class RunAdvice:
         return lines
 
 
-def user_size(document: RunDocument, cases: list[Measured], baseline: str) -> Any:
+def user_size(document: RunDocument, cases: list[Measured]) -> Any:
     """The user's batch: what `harness advise` stored, else the first planned size that the
     most variants measured (compare --variant all)."""
     stored = document.advise.size if document.advise is not None else None
@@ -530,7 +530,7 @@ def advise_run(document: RunDocument, size: Any | None = None) -> RunAdvice:
     """The whole advice of a stored run at the user's batch (`size`, else user_size)."""
     cases = measured_cases(document)
     baseline = baseline_variant(document)
-    size = user_size(document, cases, baseline) if size is None else size
+    size = user_size(document, cases) if size is None else size
     record = document.advise or AdviseRecord()
     combined = {item.device_key: item.variant for item in record.combined}
     devices = []
