@@ -31,37 +31,16 @@ from harness.data import store
 from harness.data.measurements import measurements_of_rows, read_measurements
 from harness.data.results import CellResult, RunDocument
 from harness.run.executors import Executor
-from harness.run.plan import (
-    RunPlan,
-    check_writable,
-    default_rounds,
-    given_names,
-    plan,
-    resolve_devices,
-    resolve_frameworks,
-    resolve_variants,
-    split_names,
-)
+from harness.run.plan import RunPlan, check_writable, plan
 from harness.run.progress import console as progress_console
-from harness.run.session import (
-    QUICK_PROBE_SIZES,
-    RunRecorder,
-    RunSession,
-    framework_styles,
-    has_rates,
-    largest_square_matmul,
-    measure_ceilings,
-)
+from harness.run.session import QUICK_PROBE_SIZES, RunSession, has_rates, measure_ceilings
 from harness.spec import Status, worst_status
 
 # What moved out stays importable from here: callers and tests import it as harness.api.X.
 __all__ = [
-    "EXIT_FAILED_CELL", "EXIT_SIGNAL_BASE", "QUICK_PROBE_SIZES",
-    "RunPlan", "RunRecorder", "RunResult", "RunSession", "advise",
-    "check_writable", "compare", "default_rounds", "execute", "framework_styles",
-    "given_names", "has_rates", "largest_square_matmul", "load", "measure_ceilings", "plan",
-    "progress_console", "resolve_devices", "resolve_frameworks", "resolve_variants",
-    "resume_run", "split_names",
+    "EXIT_FAILED_CELL", "QUICK_PROBE_SIZES", "RunPlan", "RunResult", "advise",
+    "check_writable", "compare", "execute", "has_rates", "load", "measure_ceilings", "plan",
+    "resume_run",
 ]
 
 EXIT_FAILED_CELL = 1

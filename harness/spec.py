@@ -78,27 +78,11 @@ def int_param(params: CaseParams, name: str) -> int:
     return value
 
 
-def float_param(params: CaseParams, name: str) -> float:
-    """params[name], declared a number (an int from JSON or the command line counts too)."""
-    value = params[name]
-    if not isinstance(value, (int, float)):
-        raise TypeError(f"parameter {name}={value!r} is not a number")
-    return float(value)
-
-
 def str_param(params: CaseParams, name: str) -> str:
     value = params[name]
     if not isinstance(value, str):
         raise TypeError(f"parameter {name}={value!r} is not text")
     return value
-
-
-def shape_param(params: CaseParams, name: str) -> tuple[int, ...]:
-    """params[name], a shape: a tuple, or the list JSON made of it."""
-    value = params[name]
-    if not isinstance(value, (tuple, list)):
-        raise TypeError(f"parameter {name}={value!r} is not a shape")
-    return tuple(int(dim) for dim in value)
 
 
 @dataclass(frozen=True)

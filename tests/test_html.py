@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.report.html import markdown_to_html, write_html_report
+from harness.report import html as report_html
+from harness.report.html import write_html_report
 from tests.synthetic_runs import cell_result, write_run
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -46,8 +47,9 @@ of one paragraph.
 
 
 def test_markdown_becomes_html() -> None:
-    body = markdown_to_html(MARKDOWN, lambda target: None if "missing" in target else
-                            f"data:image/png;base64,{target}")
+    images = {"images": lambda target: None if "missing" in target else
+              f"data:image/png;base64,{target}"}
+    body = report_html.MARKDOWN.render(MARKDOWN, images)
     assert "<h1>Benchmark report</h1>" in body and "<h2>At a glance</h2>" in body
     assert ("<p>Drawn from <code>run-1</code>: <strong>two</strong> lines\nof one paragraph.</p>"
             in body)
@@ -63,7 +65,8 @@ def test_markdown_becomes_html() -> None:
 
 def test_escaped_pipes_stay_inside_their_cell() -> None:
     # summary.md escapes every pipe in a cell, code spans included (GFM splits on a bare one).
-    body = markdown_to_html("| a \\| b | c |\n|---|---|\n| `x\\|y` | z |\n", lambda _: None)
+    body = report_html.MARKDOWN.render("| a \\| b | c |\n|---|---|\n| `x\\|y` | z |\n",
+                                      {"images": lambda _: None})
     assert "<th>a | b</th>" in body and "<td><code>x|y</code></td>" in body
     assert body.count("<td>") == 2
 

@@ -141,11 +141,6 @@ def test_a_gpu_that_scales_with_the_work_is_not_called_flat(tmp_path: Path) -> N
     assert "Why the GPU loses" not in (tmp_path / "out" / "summary.md").read_text()
 
 
-def test_iqr_overlap_decides_significance() -> None:
-    assert t.iqrs_overlap(1.0, 2.0, 1.5, 3.0)
-    assert not t.iqrs_overlap(1.0, 2.0, 2.5, 3.0)
-
-
 def test_fastest_cell_and_noise(gpu_run: Path) -> None:
     stats, _ = stats_of(gpu_run)
     fastest = t.fastest_by_size(stats).set_index("size_label")

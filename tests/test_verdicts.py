@@ -515,12 +515,6 @@ def gpu_fixture(tmp_path: Path) -> pd.DataFrame:
     return stats_of(run)[0]
 
 
-def test_iqr_overlap_is_inclusive_at_the_edges() -> None:
-    assert t.iqrs_overlap(1.0, 2.0, 2.0, 3.0) and t.iqrs_overlap(2.0, 3.0, 1.0, 2.0)
-    assert not t.iqrs_overlap(1.0, 2.0, 2.001, 3.0)
-    assert not t.iqrs_overlap(2.001, 3.0, 1.0, 2.0)
-
-
 def test_gap_significance_needs_three_samples_each() -> None:
     def case(samples: int, q1: float, q3: float) -> pd.Series:
         return pd.Series({"samples": samples, "q1_s": q1, "q3_s": q3, "median_s": (q1 + q3) / 2})

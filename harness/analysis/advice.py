@@ -1,27 +1,12 @@
 """What to change, measured: the advice `harness advise` prints, computed from a run's results.
 
 Pure computation over a stored run (harness.data.results.RunDocument); no framework, no clock,
-no file. Per framework x device, at the user's batch:
-
-- the diagnosis of the as-written cell from what the run measured: on a GPU the device-busy
-  pass (harness.measure.devicetime: busy share, kernels per call, copy share) names it
-  launch-, transfer-, compute-, memory- or device-bound; a CPU cell is host-bound (the CPU
-  side does all the work);
-- each fix (a variant of the cell, an entry of the fix catalogue, harness.core.fixes, or any
-  variant of a built-in workload) ranked by its speedup over as-written (ratio of medians per
-  step), the one noise rule of harness.analysis.noise (IQRs and round medians apart), its
-  parity check (status and tolerance) and one line of why it helps here. Only a fix that is
-  faster beyond the noise and passed its check is recommended; a slower or within-noise one
-  "did not help"; one that failed its check "fails parity"; neither is ever recommended;
-- the best combination of the recommended fixes (compose_variant, conflicts dropped), which
-  `harness advise` measures as one more cell;
-- before anything is measured, the order in which `harness advise` tries the candidates
-  (rank_candidates: those the diagnosis points at, then those it does not speak of, then those
-  it argues against) and, from its run.json record, the ones it did not try, with why
-  (NotTried: the diagnosis's reason, the budget that would have run them);
-- the answer to the user's question: with the best of each device, does the GPU beat the CPU
-  at their batch, and if not, from which batch (harness.analysis.predict refitted on the best
-  configurations' sweeps).
+no file. Per framework x device, at the user's batch: the as-written cell's diagnosis; each fix
+ranked by its speedup over as-written beyond the noise (harness.analysis.noise) and its parity
+check (only a faster, passing fix is recommended); the best combination of the recommended
+fixes (compose_variant); the fixes not tried and why; and whether the best GPU configuration
+beats the best CPU one at the user's batch, else from which batch (harness.analysis.predict).
+docs/advise.md ("How to read the advice") says what each line means.
 
 The cases and the diagnosis are harness.analysis.advicecase's; which fix to try next, and the
 catalogue's words for each, harness.analysis.fixchoice's (the catalogue reached through
@@ -500,7 +485,7 @@ class RunAdvice:
         return lines
 
 
-def user_size(document: RunDocument, cases: list[Measured], baseline: str) -> Any:
+def user_size(document: RunDocument, cases: list[Measured]) -> Any:
     """The user's batch: what `harness advise` stored, else the first planned size that the
     most variants measured (compare --variant all)."""
     stored = document.advise.size if document.advise is not None else None
@@ -530,7 +515,7 @@ def advise_run(document: RunDocument, size: Any | None = None) -> RunAdvice:
     """The whole advice of a stored run at the user's batch (`size`, else user_size)."""
     cases = measured_cases(document)
     baseline = baseline_variant(document)
-    size = user_size(document, cases, baseline) if size is None else size
+    size = user_size(document, cases) if size is None else size
     record = document.advise or AdviseRecord()
     combined = {item.device_key: item.variant for item in record.combined}
     devices = []

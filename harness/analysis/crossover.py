@@ -283,12 +283,6 @@ class PredictionRecord(TypedDict):
     text: str
 
 
-class StoredPrediction(PredictionRecord):
-    """A PredictionRecord named by its experiment: one entry of RunDocument.predictions."""
-
-    experiment: str
-
-
 def prediction_records(table: pd.DataFrame, sweep: str) -> list[PredictionRecord]:
     """The predictions of one experiment's `crossovers` table as run.json stores them.
 
@@ -313,8 +307,8 @@ def prediction_records(table: pd.DataFrame, sweep: str) -> list[PredictionRecord
 
 
 def experiment_predictions(experiment: str, table: pd.DataFrame) -> list[dict[str, Any]]:
-    """prediction_records of one experiment's table, each named by its experiment: the shape of
-    StoredPrediction (typed so once RunDocument.predictions and run_predictions take it)."""
+    """prediction_records of one experiment's table, each named by its experiment: one entry
+    of RunDocument.predictions."""
     if table.empty:
         return []
     sweep = str(table["sweep"].iloc[0])

@@ -1,38 +1,18 @@
 """Will a bigger batch fit? Memory fitted over a batch sweep, and the largest batch predicted.
 
 Per (framework, device, variant) cell of a run whose sweep is a batch size, the memory of each
-case (below: which figure) is fitted as `fixed + per_sample x batch` (ordinary least squares),
-and the largest batch predicted to fit is floor((capacity - fixed) / per_sample). The record
-says how good the fit is (sizes used, residuals), where the batch lies against the predicted
-GPU-vs-CPU crossover that run.json stores (`predictions`, harness.analysis.crossover), and,
-where there is no prediction, why not. Pure computation over a RunDocument: no framework, no
-file.
+case is fitted as `fixed + per_sample x batch` (ordinary least squares), and the largest batch
+predicted to fit is floor((capacity - fixed) / per_sample). The record says how good the fit
+is (sizes used, residuals), where the batch lies against the predicted GPU-vs-CPU crossover
+that run.json stores (`predictions`, harness.analysis.crossover), and, where there is no
+prediction, why not. Pure computation over a RunDocument: no framework, no file.
 
-What is fitted, and against what capacity:
-- GPU cells: the memory each case's step must hold where the worker measured it (case `extra`
-  key REQUIRED_CASE_FIGURE: weights, gradients, optimizer state, the activations autograd saves
-  and the largest transient, counted tensor by tensor in one more eager step: torch user models,
-  backends/torch/stepmemory.py), at two batch sizes or more; the prediction is based on it.
-  The peak device memory as the framework's allocator reports it (reserved where the framework
-  tells it, else allocated: CaseResult.peak_device_bytes) is fitted too: it includes workspace
-  the libraries take while memory is free and give up near the limit (cuDNN's convolution
-  algorithms), so its prediction is a floor, printed beside the other, and the prediction
-  itself where no step was measured. Both against the GPU's total memory as the run recorded
-  it (host fact `gpu_memory_bytes`, one figure per visible GPU,
-  or a capacity the caller gives) less DEVICE_RESERVE_BYTES. Why less: the allocator's peak does
-  not see the CUDA context, the driver's and the libraries' own allocations, which live outside
-  it; the fitted fixed part holds the model, its optimizer state and the allocator's cache, but
-  not those. The reserve is an assumption (docs/methodology.md states it), not a measurement;
-  lines show the capacity left after it beside the total ('79 GiB (of 80 GiB)').
-- CPU cells: a per-case host peak where the run recorded one (case `extra` key
-  HOST_CASE_FIGURE: the worker resets Linux's high-water mark before each case,
-  harness.measure.memory), against the host's RAM (host fact `memory_bytes`). Without one (the
-  kernel refused the reset) only the cell's peak RSS exists, which no per-batch fit can use;
-  such a cell gets no prediction and says so.
-
-A straight line is the model because a training step's memory is weights, optimizer state and
-workspace (fixed) plus activations and inputs (proportional to the batch). The prediction is an
-extrapolation, usually far beyond the sizes run; the record gives the largest size fitted.
+What is fitted (GPU: the memory the step must hold, case extra REQUIRED_CASE_FIGURE, and the
+allocator's peak, whose prediction is a floor; CPU: the per-case host peak, HOST_CASE_FIGURE),
+against what capacity (the GPU's total memory less DEVICE_RESERVE_BYTES, an assumption; the
+host's RAM): docs/methodology.md, "Will a bigger batch fit?". A straight line because a step's
+memory is weights, optimizer state and workspace (fixed) plus activations and inputs
+(proportional to the batch).
 """
 
 from __future__ import annotations
@@ -89,9 +69,6 @@ class LineFit:
     # leaves none, so its error is not measured.
     max_residual_bytes: float | None
     rms_residual_bytes: float | None
-
-    def bytes_at(self, batch: float) -> float:
-        return self.fixed_bytes + self.per_sample_bytes * batch
 
     @property
     def predicts(self) -> bool:

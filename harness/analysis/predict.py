@@ -1,32 +1,17 @@
 """Where the GPU would start to win: a cost model per device, fitted to the measured sweep.
 
-Why a model at all: the seeds' question is "from what size does the GPU win?", and the sizes
-where it wins are often the ones too slow to run (seed 000's Jacobian: minutes per call at batch
-1000). A short sweep already holds what decides the answer: how much fixed cost each device
-pays per call, how many kernel launches a call makes and what each costs the host, and how
-fast each device turns FLOPs into time. Extrapolating those, not the wall times themselves,
-is what makes the crossover predictable.
-
-The model, per device (all inputs measured by the harness on the sizes run, nothing from a
-data sheet):
+Why a model at all: the sizes where the GPU wins are often the ones too slow to run (seed
+000's Jacobian: minutes per call at batch 1000), while a short sweep already holds what decides
+the answer: each device's fixed cost per call, its launches and what each costs the host, and
+how fast it turns FLOPs into time. Extrapolating those, not the wall times, makes the crossover
+predictable. Per device, from figures the harness measured (never a data sheet):
 
     seconds(size) = fixed + launches(size) * per_launch + bytes(size) / bandwidth
                     + work(size) / rate
 
-- work(size): FLOPs per call from the framework's own counter where the cell has them, else
-  the size itself (the model then says so); bytes(size): what the workload declares a call
-  moves, where it does; launches(size): host launches per call counted by the device profiler
-  (GPU cells with a profile). Each is extended past the largest size by a power law through
-  the upper sizes, the way counts of a fixed program grow.
-- On a GPU with a profile the host part (wall minus device-busy time) is fitted on the launch
-  count and the device part (busy time) on the work, so each constant is the measured one;
-  without a profile, and on a CPU, the wall time is fitted as fixed + work / rate.
-- Fits minimise relative error (a 10 us and a 10 s point weigh the same) with non-negative
-  coefficients, so no fitted cost is ever a gain.
-
-Its honesty: the error of each prediction is measured by leaving the largest size out and
-predicting it from the others; a crossover more than 10x past the largest size is labelled an
-extrapolation; noisy or suspect points are named when they were used.
+fitted with non-negative coefficients on relative error, its error measured by leaving the
+largest size out. docs/methodology.md ("The predicted crossover") says how each term is
+measured and extended past the sweep, and when a prediction is labelled an extrapolation.
 """
 
 from __future__ import annotations

@@ -57,12 +57,6 @@ class CaseKey:
                    _text(row.get("machine")), _text(row.get("variant")),
                    _text(row.get("framework")), _text(row.get("device")), _text(label))
 
-    @classmethod
-    def from_values(cls, values: tuple[Any, ...], columns: tuple[str, ...]) -> CaseKey:
-        """The key of a pandas group: its key VALUES in COLUMNS (a subset of CASE_COLUMNS;
-        the columns left out read as '')."""
-        return cls.from_row(dict(zip(columns, values)))
-
     def without(self, *names: str) -> CaseKey:
         """The same key with the fields NAMES blank: what matches across them (diff matches
         two runs' cases on any machine: without("machine"); the energy view pairs a case's

@@ -295,9 +295,6 @@ class Ceilings:
         return bool(self.devices) and all(entry.theoretical_only
                                           for entry in self.devices.values())
 
-    def with_device(self, entry: DeviceCeiling) -> Ceilings:
-        return Ceilings({**self.devices, entry.device: entry})
-
     @classmethod
     def from_json(cls, value: object) -> Ceilings:
         """run.json's `ceilings` in any stored form ({device: entry}; null in older runs)."""

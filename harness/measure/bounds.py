@@ -78,7 +78,7 @@ def physical_bound(device: str, host_facts: HostFacts) -> Bound | None:
         theoretical = cpu_bound(host_facts)
     elif kind == "gpu":
         name = gpu_name(device, host_facts.gpus)
-        theoretical = gpu_bound(device, name) if name else None
+        theoretical = gpu_bound(name) if name else None
     else:
         theoretical = None
     earlier = host_facts.remembered.get(device)
@@ -242,7 +242,7 @@ def gpu_name(device: str, gpus: tuple[str, ...]) -> str | None:
     return gpus[index] if 0 <= index < len(gpus) else None
 
 
-def gpu_bound(device: str, name: str) -> Bound | None:
+def gpu_bound(name: str) -> Bound | None:
     """The datasheet peaks of the named GPU as a bound; None for a GPU not in the table."""
     sheet = gpu_sheet(name)
     if sheet is None:

@@ -159,10 +159,6 @@ class Attribution:
         return {"copies": self.copies_s, "compute": self.compute_s, "host": self.host_s}
 
 
-MEASURED_PARTS = ("wall_s", "busy_s", "copies_s", "cold_extra_s")
-DERIVED_PARTS = ("compute_s", "host_s")
-
-
 def attribute(wall_s: float, busy_s: float, copies_s: float,
               cold_s: float | None = None) -> Attribution:
     """Split a warm call into copies, device compute and host overhead.

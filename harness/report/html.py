@@ -94,11 +94,6 @@ MARKDOWN.core.ruler.push("unwrap_figures", _unwrap_figures)
 MARKDOWN.add_render_rule("image", _image)
 
 
-def markdown_to_html(text: str, images: ImageSource) -> str:
-    """The body HTML of the markdown, image targets resolved through IMAGES."""
-    return MARKDOWN.render(text, {"images": images})
-
-
 def page(body: str, title: str) -> str:
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'

@@ -45,11 +45,6 @@ def sort_cells(frame: pd.DataFrame) -> pd.DataFrame:
 
 # --- comparing two cases ----------------------------------------------------------------------
 
-def iqrs_overlap(q1_a: float, q3_a: float, q1_b: float, q3_b: float) -> bool:
-    """Whether two [q1, q3] ranges overlap; a gap counts as real only when they do not."""
-    return not (q3_a < q1_b or q3_b < q1_a)
-
-
 MIN_SAMPLES_TO_JUDGE = NOISE_MIN_SAMPLES
 
 

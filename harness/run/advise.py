@@ -2,45 +2,20 @@
 time budget, then the best combination.
 
 Two phases, one run folder, so every advice cell is a row of the run (tidy data, run.json,
-`harness check`) like any compare's:
+`harness check`) like any compare's; docs/advise.md ("How it runs", "The budget") says how
+each goes and why:
 
-1. one RunSession, in rounds, driven stage by stage by `Chooser` (a RunSession.pick):
-   - round 0 runs the as-written cell of every framework x device first. Their results give
-     each one's diagnosis (harness.analysis.advice.diagnosis_of: launch-, transfer-,
-     compute-, memory-, device-bound on a GPU, host-bound on a CPU) and what one of its
-     workers costs;
-   - the candidate fixes (a variant each: the fix catalogue's `fixes_for`, harness.core.fixes,
-     or a built-in workload's other variants) are ranked by that diagnosis (those it points
-     at, then those it does not speak of, then those it argues against:
-     fixchoice.rank_candidates)
-     and as many as the time budget holds are planned (`fit_budget`: estimated from the
-     as-written worker's measured cost; fewer rounds for a slow step); of the rest, those
-     whose floor (the part of a worker that does not grow with the step) fits the time left
-     are *trials*, run after the others, round 1 only unless their own measured worker fits
-     more (a vectorized fix of a step of seconds costs seconds, not the as-written minute);
-     the others are recorded as not tried with why and the budget that would run them;
-   - the chosen fixes run their round 0 right after, in rank order, and every later round runs
-     the as-written cells and the fixes together in a new seeded random order, so each fix is
-     still judged against its baseline round by round (rounds paired by number), as compare's
-     verdicts are. Only round 0 is not shuffled across both: the choice needs the baselines'
-     results first.
-   Before each worker the time left is checked against its estimate (a fix's own measured
-   round once it has one; a trial's floor, with what the other cells still need left over):
-   a worker that would overrun the budget is not started, and one still running where the
-   budget ends (a trial: where its share ends) is stopped, the cases it finished kept.
+1. one RunSession, in rounds, driven stage by stage by `Chooser` (harness.run.chooser): the
+   as-written cells' round 0 first, then the candidate fixes their diagnosis ranks
+   (fixchoice.rank_candidates), as many as the budget holds (`fit_budget`), every later round
+   shuffled across both;
 2. per framework x device, the recommended fixes that run together (harness.analysis.advice
-   `best_combination`) measured as one more cell, where the budget left holds it: the planned
-   cells of the stored run grow by those cells and the same folder is reopened, as
-   `--resume` does, so only they run.
+   `best_combination`) measured as one more cell where the budget left holds it: the same
+   folder reopened, as `--resume` does, so only they run.
 
-Where the user's batch is one size, a second one is planned too: the best configurations'
-sweeps are what the predicted crossover is refitted on. run.json keeps what the advice needs
-under `advise` (RunDocument.advise, harness.data.adviserecord): the user's batch, the
-candidates, what was not tried and why, the rounds, the budget and the combinations measured.
-Its run-level `seed` is null (the round orders are the Chooser's, not the plain seeded shuffle
-`harness check` would hold them to); `advise.order_seed` seeds the Chooser's shuffles. The
-advice itself is computed from the stored run (harness.analysis.advice.advise_run), by the CLI
-and the report.
+run.json keeps what the advice needs under `advise` (RunDocument.advise,
+harness.data.adviserecord); the advice itself is computed from the stored run
+(harness.analysis.advice.advise_run), by the CLI and the report.
 """
 
 from __future__ import annotations

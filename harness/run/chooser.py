@@ -152,7 +152,7 @@ class Chooser:
         ran = sum(1 for result in self.session.recorder.results)
         return spent + self.after_run(ran + 1)
 
-    def estimate(self, cell: Cell, index: int) -> Costs:
+    def estimate(self, cell: Cell) -> Costs:
         """A cell's worker cost: its own measured first round once it has one, else the
         plan's estimate (a fix) or its as-written cell's."""
         own = worker_costs(self._result(cell.key))
@@ -175,8 +175,7 @@ class Chooser:
         a trial's, with what the other cells still need left over (reserved)."""
         if not self.budget_s:
             return True
-        costs = self.estimate(cell, index)
-        needed = costs.first_s if index == 0 else costs.later_s
+        needed = self._worker_s(cell, index)
         if cell.key in self.trials:
             needed += self.reserved(index)
         return self.elapsed() + needed <= self.budget_s
@@ -189,11 +188,11 @@ class Chooser:
         running = [cell for cell in self.session.cells if cell.key not in self.trials
                    and cell.key not in self.dropped
                    and worker_costs(self._result(cell.key)) is not None]
-        later = sum(self.estimate(cell, index).later_s for cell in running)
+        later = sum(self.estimate(cell).later_s for cell in running)
         return queued + later * max(0, self.rounds - index - 1)
 
     def _worker_s(self, cell: Cell, index: int) -> float:
-        costs = self.estimate(cell, index)
+        costs = self.estimate(cell)
         return costs.first_s if index == 0 else costs.later_s
 
     def drop(self, cell: Cell, index: int) -> None:
