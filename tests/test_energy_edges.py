@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.measure import counteredges, edgepass, energy, energycounters
+from harness.backend import StepMarks
+from harness.measure import blocks, counteredges, edgepass, energy, energycounters
 from harness.measure.casewatch import CaseWatch, pass_source
 
 WATTS, PERIOD_S = 300.0, 0.1
@@ -288,3 +289,46 @@ def test_a_case_watch_pass_records_the_edges_and_leaves_no_thread(
         / device["edge_span_s"]
     assert "(between two counter updates" in device["source"]
     assert "the timed samples lasted 0.17 s" in device["source"]
+
+
+def test_a_long_calls_energy_pass_runs_its_first_steps_and_counts_them_as_that_share(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    counter = SteppedCounter(clock)
+    paced = PacedStep(clock, counter)  # 5 ms a step
+
+    class LongCall:  # a task whose call is 400 steps: 2 s, an epoch share
+        steps_per_call = 400
+        step_marks = StepMarks()
+
+        def step(self) -> None:
+            for index in range(self.steps_per_call):
+                self.step_marks.before_step(index)
+                paced()
+    task = LongCall()
+    call = blocks.CallStep(task, task.step)
+    watch = CaseWatch(None, "", None, "no powercap here", is_gpu=True)
+    watch.device_counter = counter  # type: ignore[assignment]  # an EnergyCounter
+    watch.start_case()
+    watch.attach(call, lambda: None)
+    watch.windows = {"device": energycounters.EnergyWindow(counter, clock=clock)}
+    watch.windows["device"].begin()
+    clock.now += 0.01  # the timed samples: blocks of steps, far too short for the counter
+    watch.windows["device"].end(1)
+    real_pass = edgepass.edge_energy_pass
+
+    def on_fake_clock(*args: object, **kwargs: object) -> edgepass.EdgePass:
+        return real_pass(*args, clock=clock, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(edgepass, "edge_energy_pass", on_fake_clock)
+    device = watch.finish_case(2.0, 400)[0]["energy"]["device"]
+    share = 100 / 400  # PART_TARGET_S of a 2 s call: 100 steps
+    assert device["status"] == "ok" and 0 < device["calls"] < 1
+    assert device["calls"] == pytest.approx(paced.calls / 400)  # parts run, as whole calls
+    assert device["window_s"] < 2.0  # less than one whole call
+    per_call = WATTS * 2.0  # the board's power over a whole call's 2 s
+    assert device["joules_per_call"] == pytest.approx(per_call, rel=0.05)
+    assert device["joules_per_step"] == pytest.approx(per_call / 400, rel=0.05)
+    assert f"the first {share:.0%} of a call's steps" in device["source"]
+    assert task.step_marks.__class__ is StepMarks  # the call's own marks put back
+

@@ -45,7 +45,7 @@ class EnergyRecord(_JsonRecord):
     source: str | None = None  # the timed samples, or an energy pass after the check
     reported: str | None = None
     window_s: float | None = None
-    calls: int | None = None
+    calls: float | None = None  # a pass over part of a call counts a fraction of one
     joules_total: float | None = None
     watts_mean: float | None = None
     joules_per_call: float | None = None

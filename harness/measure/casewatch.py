@@ -186,19 +186,43 @@ class CaseWatch:
         assert self.pair is not None
         step, synchronize = self.pair
         counters = self.counters()
-        found = edgepass.edge_energy_pass(counters, step, synchronize, seconds_per_call,
-                                          steps_per_call=steps_per_call)
+        pass_step, share = part_of_call(step, seconds_per_call)
+        found = edgepass.edge_energy_pass(
+            counters, pass_step, synchronize, seconds_per_call * share,
+            steps_per_call=None if steps_per_call is None else steps_per_call * share)
+        found = found.in_whole_calls(share) if share < 1 else found
         for name, counter in counters.items():
             records[name] = energy.edge_record(counter, found, name, steps_per_call,
                                                self.idle.get(name),
-                                               pass_source(found.spans.get(name), timed_s))
+                                               pass_source(found.spans.get(name), timed_s,
+                                                           share))
         return CaseEnergy(device=records.get("device"), host=records["host"])
 
 
-def pass_source(span: EdgeSpan | None, timed_s: float) -> str:
+def part_of_call(step: Callable[[], object],
+                 seconds_per_call: float) -> tuple[Callable[[], object], float]:
+    """(what the energy pass runs, the share of a call it is): the first steps of a long call
+    where the step can stop after them (blocks.CallStep: ~PART_TARGET_S of it), else the call.
+
+    Why: a keras-torch MNIST call on an H200 is 5 s, and a pass of one whole call was most of
+    the cell's own cost; the power of an epoch's first steps is the epoch's (its phases repeat
+    per step), and the record counts the pass's calls as the share of a call they were."""
+    part_steps = getattr(step, "part_steps", None)
+    whole = int(getattr(step, "steps_per_call", 0) or 0)
+    if not callable(part_steps) or whole < 1:
+        return step, 1.0
+    steps = int(part_steps(seconds_per_call))
+    if steps >= whole:
+        return step, 1.0
+    return step.part(steps), steps / whole  # type: ignore[attr-defined]
+
+
+def pass_source(span: EdgeSpan | None, timed_s: float, share: float = 1.0) -> str:
     """The record's `source` for a figure from an energy pass (the report's energy line
     quotes what is in the parentheses, so they hold the whole reason, and none nested)."""
     why = f"the timed samples lasted {timed_s:.2g} s, too short for the counter"
+    if share < 1:
+        why += f"; each pass call the first {share:.0%} of a call's steps, counted as that share"
     if span is None:
         return f"an energy pass after the check ({why}; no two counter updates seen in it)"
     return (f"an energy pass after the check (between two counter updates {span.seconds:.2g} s "

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.measure.counteredges import (
     Edge,
@@ -155,7 +155,7 @@ class EdgePass:
     counter's span (None: fewer than two sharp updates seen), observed period and updates
     seen, and the two reads around the calls (today's window, the fallback)."""
 
-    calls: int
+    calls: float
     opened_s: float
     closed_s: float
     spans: dict[str, EdgeSpan | None]
@@ -167,6 +167,13 @@ class EdgePass:
     @property
     def seconds(self) -> float:
         return self.closed_s - self.opened_s
+
+    def in_whole_calls(self, share: float) -> EdgePass:
+        """The pass counted in whole calls where each of its calls ran SHARE of one (the
+        first steps of a long call): joules per call = W x window / calls then holds."""
+        return replace(self, calls=self.calls * share,
+                       windows={name: replace(window, calls=window.calls * share)
+                                for name, window in self.windows.items()})
 
 
 def min_span_s(seconds_per_call: float, steps_per_call: float | None = None) -> float:

@@ -29,7 +29,7 @@ def window_record(window: EnergyWindow, steps_per_call: float | None,
     joules, calls = window.joules, window.calls
     if joules is None:
         return EnergyRecord.not_measured(f"{window.counter.name} gave no reading")
-    if calls < 1:
+    if calls <= 0:
         return EnergyRecord.not_measured("no warm calls in the window")
     if window.seconds < MIN_WINDOW_S:
         return EnergyRecord.not_measured(
@@ -49,7 +49,7 @@ def edge_record(counter: EnergyCounter, found: EdgePass, name: str,
     span = found.spans.get(name)
     if span is None:
         return window_record(found.windows[name], steps_per_call, idle, source)
-    if found.calls < 1:
+    if found.calls <= 0:
         return EnergyRecord.not_measured("no warm calls in the window")
     return figures_record(
         counter.name, found.seconds, found.calls, span.watts * found.seconds, steps_per_call,
@@ -60,7 +60,7 @@ def edge_record(counter: EnergyCounter, found: EdgePass, name: str,
          "counter_period_s": found.periods.get(name), "poll_s": found.poll_s})
 
 
-def figures_record(counter_name: str, seconds: float, calls: int, joules: float,
+def figures_record(counter_name: str, seconds: float, calls: float, joules: float,
                    steps_per_call: float | None, idle: IdlePower | None, source: str,
                    extra: JsonObject | None = None) -> EnergyRecord:
     """The record of JOULES over SECONDS and CALLS: per call and per step, total and above

@@ -107,7 +107,7 @@ class EnergyWindow:
     end_j: float | None = None
     start_s: float = 0.0
     end_s: float = 0.0
-    calls: int = 0
+    calls: float = 0  # whole calls; a pass over part of each counts the fraction
 
     def begin(self) -> None:
         self.start_s, self.start_j = self.clock(), self.counter.read_joules()
