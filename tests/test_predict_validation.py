@@ -225,3 +225,18 @@ def test_an_unknown_profile_is_exit_2_naming_the_shipped_ones(tmp_path: Path) ->
                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "nosuch: no such profile" in done.stderr
     assert "h200" in done.stderr and not out.exists()
+
+
+def test_the_h200_table_in_docs_is_recomputed_from_its_stored_rows() -> None:
+    """docs/predict.md's validation table (H200, 2026-11-27) from the rows kept beside the tool:
+    59 cells of 12 models, the model's median |error| 28%, p90 67%, verdict 46 of 55."""
+    from harness.predict import validation
+
+    stored = Path(__file__).parent.parent / "benchmarks/data/predict-validation-h200-20261127.json.gz"
+    meta, rows = validation.read_rows(stored)
+    cells = validation.cells_of(rows, validation.primary_profile(meta, rows))
+    stats = validation.ErrorStats.of(validation.errors_of(cells, validation.MODEL))
+    assert stats is not None and stats.cells == 59
+    assert round(stats.median * 100) == 28 and round(stats.p90 * 100) == 67
+    verdicts = validation.verdict_stats(cells, validation.MODEL)
+    assert (verdicts.right, verdicts.cells, verdicts.ties) == (46, 55, 4)

@@ -37,6 +37,7 @@ What the summary counts, said once:
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import math
 import statistics
@@ -85,8 +86,10 @@ def write_rows(path: Path, meta: Mapping[str, Any], rows: Sequence[Row]) -> None
 def read_rows(path: Path) -> tuple[dict[str, Any], list[Row]]:
     """(meta, rows) of a rows file; RowsError, one line, for anything else."""
     try:
-        document = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as why:
+        raw = Path(path).read_bytes()
+        # A rows file kept in the repository is gzipped (benchmarks/data/): read either.
+        document = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    except (OSError, ValueError, EOFError) as why:
         raise RowsError(f"{path}: not a readable JSON file ({why})") from None
     if not isinstance(document, dict) or document.get("kind") != ROWS_KIND:
         raise RowsError(f"{path}: not a validation rows file (kind {ROWS_KIND!r})")
