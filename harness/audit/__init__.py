@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.audit.csvcheck import CsvCheck
+from harness.audit.figures import check_figures
 from harness.audit.ledger import SUMMARY_FILE, Audit, Ledger, Mismatch
 from harness.audit.measured import load_spec
 from harness.audit.pool import Pool
@@ -45,7 +46,9 @@ def audit_run(run_dir: Path, shuffle: Shuffle | None = None) -> Audit:
     # No summary.md (--no-report, or a report drawn over several runs elsewhere: check it
     # with --summary) prints no figure here; "figures per file" shows it was not read.
     if summary.is_file():
-        SummaryCheck(ledger, Pool([document]), summary.read_text().splitlines()).run()
+        pool = Pool([document])
+        SummaryCheck(ledger, pool, summary.read_text().splitlines()).run()
+        check_figures(ledger, pool, summary)
     return ledger.audit
 
 
@@ -53,7 +56,9 @@ def audit_summary(summary: Path, run_dirs: list[Path]) -> Audit:
     """A summary.md drawn from several runs (harness report A B --out DIR), against them all."""
     documents = [load_run(Path(run_dir)) for run_dir in run_dirs]
     ledger = Ledger(str(summary))
-    SummaryCheck(ledger, Pool(documents), Path(summary).read_text().splitlines()).run()
+    pool = Pool(documents)
+    SummaryCheck(ledger, pool, Path(summary).read_text().splitlines()).run()
+    check_figures(ledger, pool, Path(summary))
     audit = ledger.audit
     audit.runs = 0  # the runs themselves are counted by audit_run
     return audit

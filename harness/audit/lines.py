@@ -1,4 +1,4 @@
-"""summary.md's bullets: the glance, rankings, cold starts, the flat GPU, noise, breakdowns,
+"""summary.md's bullets: the glance, rankings, the flat GPU, noise, breakdowns,
 samples per call and the harness overhead, each recomputed."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ import math
 import re
 
 from harness.audit.measured import NOISY_FRACTION, Measured, expected_work, load_spec, median
-from harness.audit.pool import _first_case_per_cell
 from harness.audit.printed import (
     _number,
     fixed,
@@ -34,9 +33,6 @@ VERDICT = re.compile(
     r"|(?:GPU|CPU) faster at the one size measured|no sizes measured on both CPU and GPU)"
     rf"(?: \(GPU/CPU speedup (?P<ratio>{RATIO_TEXT})(?: at (?P<where>[^)]+))?\))?"
     r"(?P<any> vs the best CPU cell of any variant)?")
-COLD = re.compile(rf"^- Cold start on (?P<machine>.+) \((?P<kind>CPU|GPU)\): the first \w+ of a "
-                  rf"cell took up to (?P<cold>{SECONDS_TEXT}) \((?P<fw>\S+) (?P<dev>\S+) "
-                  rf"(?P<variant>\S+)\) vs (?P<warm>{SECONDS_TEXT}) for a warm")
 WHY = re.compile(rf"^- Why the GPU loses at small sizes \((?P<fw>\S+), (?P<variant>\S+), "
                  rf"(?P<machine>.+)\): from (?P<sweep>[^=]+)=(?P<low>.+?) to (?P<high>.+?) the "
                  rf"work grows (?P<work>[\d,]+)x but the GPU time per \w+ only "
@@ -207,26 +203,6 @@ class Lines(Tables):
             if above is not None:
                 self.order(above.subject, f"ranked above {measured.cell_name}",
                            above.median_step, measured.median_step)
-
-    def cold(self, line: str) -> None:
-        match = COLD.match(line)
-        if match is None:
-            return
-        cells = [m for m in self.pool.select(self.place.experiment, match["machine"], valid=True)
-                 if m.kind == match["kind"].lower() and m.case.cold_seconds is not None]
-        first = _first_case_per_cell(cells)
-        named = [m for m in first if (m.cell.framework, m.cell.device, m.cell.variant)
-                 == (match["fw"], match["dev"], match["variant"])]
-        if not named:
-            self.ledger.cannot(f"{match['fw']} {match['dev']} {match['variant']}", "cold start",
-                               self.where, "no such valid case in run.json")
-            return
-        case = named[0]
-        self.seconds(case.subject, "cold call", match["cold"], case.case.cold_seconds)
-        self.seconds(case.subject, "warm call median", match["warm"], case.median_call)
-        worst = max(m.case.cold_seconds or 0.0 for m in first)
-        self.order(case.subject, "largest cold call of its kind", worst,
-                   case.case.cold_seconds)
 
     def why(self, line: str) -> None:
         match = WHY.match(line)

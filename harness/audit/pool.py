@@ -102,14 +102,3 @@ def _fastest_by_size(cases: list[Measured]) -> dict[float, float]:
             continue
         best[value] = min(middle, best.get(value, math.inf))
     return best
-
-
-def _first_case_per_cell(cases: list[Measured]) -> list[Measured]:
-    """Each cell's smallest valid case (the report's cold-start line reads that one)."""
-    first: dict[tuple[str, str, str, str], Measured] = {}
-    for item in sorted(cases, key=lambda m: (m.size_number if m.size_number is not None
-                                             else math.inf, m.size_label)):
-        key = (item.machine, item.cell.framework, item.cell.device, item.cell.variant)
-        first.setdefault(key, item)
-    return list(first.values())
-

@@ -31,7 +31,7 @@ class SummaryCheck(EnergyLines):
     def run(self) -> None:
         handlers: list[tuple[str, Callable[[str], None]]] = [
             ("## ", self.section), ("### ", self.subsection), ("|", self.table_row),
-            ("- `", self.run_line), ("- **", self.bullet), ("- Cold start on ", self.cold),
+            ("- `", self.run_line), ("- **", self.bullet),
             ("- Why the GPU loses", self.why), ("- noisy (IQR/median", self.noisy),
             ("- IMPLAUSIBLE: ", self.implausible), ("- The ceiling probe was low", self.probe),
             ("- Distinct training samples: ", self.distinct),
