@@ -190,7 +190,7 @@ def check(
     attempt, FLOPs, energy), the round orders, and summary.md's figures. One line per
     mismatch; exit 1 on any, 0 otherwise, 2 for a path that is not a run folder.
     """
-    from harness.analysis.check import Audit, audit_run, audit_summary
+    from harness.audit import Audit, audit_run, audit_summary
     from harness.run.rounds import round_orders  # the seeded shuffle the orders must equal
 
     try:

@@ -64,7 +64,7 @@ def every_run_checks_its_own_arithmetic(request: pytest.FixtureRequest,
     yield
     if request.node.get_closest_marker("planted") is not None:
         return
-    from harness.analysis.check import audit_run
+    from harness.audit import audit_run
     from harness.run.rounds import round_orders
 
     children = [Path(line) for line in _CHILD_RUNS.read_text().splitlines() if line]

@@ -23,7 +23,7 @@ from typing import Any, cast
 import pytest
 
 from harness.analysis import advice
-from harness.analysis.check import audit_run
+from harness.audit import audit_run
 from harness.core.settings import Settings
 from harness.data.adviserecord import AdviseRecord
 from harness.data.results import CellResult, HarnessCost, RunDocument

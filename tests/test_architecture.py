@@ -20,6 +20,7 @@ LAYERS = [
     ("harness.run",),
     ("harness.predict",),
     ("harness.report",),
+    ("harness.audit",),
     ("harness.api",),
     ("harness.cli", "harness"),
 ]

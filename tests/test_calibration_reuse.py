@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import api
-from harness.analysis.check import check_run
+from harness.audit import check_run
 from harness.core import registry
 from harness.data import store
 from harness.data.results import CellResult

@@ -21,16 +21,10 @@ import pytest
 from typer.testing import CliRunner
 
 import harness
-from harness.analysis.check import (
-    Audit,
-    audit_run,
-    audit_summary,
-    check_run,
-    crossover,
-    exponent_figures,
-    printed_ratio,
-    printed_seconds,
-)
+from harness.audit import Audit, audit_run, audit_summary, check_run
+from harness.audit.printed import printed_ratio, printed_seconds
+from harness.audit.summarybase import exponent_figures
+from harness.audit.tables import crossover
 from harness.cli import app
 from harness.core.units import format_ratio, format_seconds
 from harness.run.rounds import round_orders

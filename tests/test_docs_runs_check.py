@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import formerflops
-from harness.analysis.check import Audit, audit_run, audit_summary
+from harness.audit import Audit, audit_run, audit_summary, formerflops
 from harness.run.rounds import round_orders
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "example"

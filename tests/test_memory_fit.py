@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.analysis.check import audit_run
 from harness.analysis.memoryfit import (
     DEVICE_RESERVE_BYTES,
     HOST_CASE_FIGURE,
@@ -33,6 +32,7 @@ from harness.analysis.memoryfit import (
 )
 from harness.analysis.memoryfit import method_lines as memory_method_lines
 from harness.analysis.memoryfit import terminal_lines as memory_terminal_lines
+from harness.audit import audit_run
 from harness.data.results import RunDocument
 from harness.data.store import load_run
 from tests.synthetic_runs import make_case, make_result, write_run

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.analysis.check import audit_run
 from harness.analysis.stats import RUN_SCOPE, command_line, overhead_line
+from harness.audit import audit_run
 from harness.data.results import RunDocument
 from harness.data.store import load_run
 from tests.synthetic_runs import cpu_seconds, make_case, make_result, write_fixture_run

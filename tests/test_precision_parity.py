@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from harness.analysis import advice, sensitivity
-from harness.analysis.check import Ledger, audit_run
+from harness.audit import Ledger, audit_run, parity
 from harness.run.rounds import round_orders
 from harness.workloads.usermodel.precision import (
     CEILING,
@@ -170,7 +170,7 @@ def test_where_rounding_alone_leaves_no_digit_nothing_passes() -> None:
     assert "moves the fp32 loss by up to 30%: bf16 keeps no digit of it to compare (4x that " \
            "is 120%, not under 100%)" in verdict.detail
     ledger = Ledger("run")
-    sensitivity.recheck(ledger, "case", verdict.as_dict(),
+    parity.recheck(ledger, "case", verdict.as_dict(),
                         {sensitivity.RECORD_KEY: {"draws": [0.3, 0.1, 0.2, 0.05]}}, "invalid")
     assert ledger.audit.mismatches == []
 
@@ -220,7 +220,7 @@ def test_a_float32_cell_beyond_the_cpu_bound_is_judged_by_its_devices_own_roundi
         "float32's epsilon moves this device's fp32 loss by up to 0.0005%: within 4x that")
     ledger = Ledger("run")
     stored = check({}, "as-written", *float32_case([1.000013, 0.5], [1.0, 0.5], [5e-6, 2e-6]))
-    sensitivity.recheck(ledger, "torch cuda:0 batch=2", stored.as_dict(),
+    parity.recheck(ledger, "torch cuda:0 batch=2", stored.as_dict(),
                         float32_case([1.0], [1.0], [5e-6, 2e-6])[1]["extra"], "ok")
     assert ledger.audit.mismatches == [] and ledger.audit.checked == 5
     # A device that computes something else (1% off) is not saved by its own small moves.
@@ -256,7 +256,7 @@ def test_harness_check_recomputes_the_bound_the_verdict_and_the_sentence() -> No
     stored = check({}, "bf16", inputs, output).as_dict()
     extra = output["extra"]
     ledger = Ledger("run")
-    sensitivity.recheck(ledger, "torch cpu bf16 batch=2", stored, extra, "ok")
+    parity.recheck(ledger, "torch cpu bf16 batch=2", stored, extra, "ok")
     assert ledger.audit.mismatches == [] and ledger.audit.checked == 5
     tampered = [
         ({**stored, "passed": False}, extra, "invalid", "parity verdict"),
@@ -268,7 +268,7 @@ def test_harness_check_recomputes_the_bound_the_verdict_and_the_sentence() -> No
     ]
     for changed, record, status, named in tampered:
         ledger = Ledger("run")
-        sensitivity.recheck(ledger, "torch cpu bf16 batch=2", changed, record, status)
+        parity.recheck(ledger, "torch cpu bf16 batch=2", changed, record, status)
         assert [item.figure for item in ledger.audit.mismatches if named in item.figure], named
 
 

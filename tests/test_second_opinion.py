@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from harness.analysis.check import audit_run
 from harness.analysis.stats import implausibility, summarize_result
+from harness.audit import audit_run
 from harness.commands.tables import flop_rate_text, short_rate
 from harness.core import registry
 from harness.data.ceilings import DeviceCeiling, Peaks

@@ -254,7 +254,7 @@ def test_a_run_stopped_within_a_round_records_the_order_that_ran(out_dir: Path,
     """The last round's recorded order holds the cells that got a worker before the stop, in
     the shuffled order, and `harness check` recomputes it from the seed (a stopped run's
     shuffle covers the cells it never reached too)."""
-    from harness.analysis.check import audit_run
+    from harness.audit import audit_run
     from harness.run.rounds import round_orders
 
     pid_file = tmp_path / "child.pid"

@@ -40,7 +40,7 @@ REQUIRED_CASE_FIGURE = "required_device_bytes"
 # What a required-memory prediction is based on, as lines say it.
 REQUIRED_BASIS = ("predicted from the memory the step must hold (weights, gradients, optimizer "
                   "state, saved activations, the largest transient)")
-# How summary.md names a fit's bullet (harness.analysis.check reads it back).
+# How summary.md names a fit's bullet (harness.audit reads it back).
 BULLET_PREFIX = "- Memory fit (run `"
 # The fewest batch sizes a prediction is drawn from. A line through two passes through both and
 # leaves no residual, so nothing tests that memory grew in a straight line, and the prediction

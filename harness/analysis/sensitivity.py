@@ -19,12 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.ledger import Ledger
-
 FLOAT32 = "fp32"  # a float32 variant judged by its own device's float32 sensitivity
 RECORD_KEY = "rounding_sensitivity"  # the case's extra: the draws the spread came from
-WHERE = "run.json"
-TOLERANCE = 1e-9
 
 
 def percent(fraction: float) -> str:
@@ -70,36 +66,3 @@ def figures_sentence(check: Mapping[str, Any]) -> str | None:
     return sentence(str(figures.get("precision")), str(figures.get("compared", "result")),
                     float(value), float(figures["spread"]), float(bound),
                     float(figures["multiple"]), float(figures.get("ceiling", math.inf)))
-
-
-def recheck(ledger: Ledger, subject: str, check: Mapping[str, Any] | None,
-            extra: Mapping[str, Any], status: str) -> None:
-    """A sensitivity verdict against its stored figures: spread = the largest draw, bound =
-    max(multiple x spread, floor), passed = deviation <= bound < ceiling, the status and the
-    sentence."""
-    figures = (check or {}).get("sensitivity")
-    if not isinstance(figures, Mapping) or check is None:
-        return
-    record = extra.get(RECORD_KEY)
-    draws = record.get("draws") if isinstance(record, Mapping) else None
-    spread = float(figures["spread"])
-    if isinstance(draws, list) and draws:
-        ledger.number(subject, "rounding sensitivity: spread (largest draw)", WHERE, spread,
-                      max(float(draw) for draw in draws), TOLERANCE)
-    else:
-        ledger.cannot(subject, "rounding sensitivity: spread", WHERE,
-                      "the case keeps no draws (extra.rounding_sensitivity)")
-    bound = max(float(figures["multiple"]) * spread, float(figures["floor"]))
-    ledger.number(subject, "parity bound (multiple x spread, floor)", WHERE, check.get("bound"),
-                  bound, TOLERANCE)
-    value = float(check.get("value", math.inf))
-    passed = value <= bound < float(figures.get("ceiling", math.inf))
-    ledger.verdict(subject, "parity verdict", WHERE, bool(check.get("passed")) == passed,
-                   str(check.get("passed")), str(passed))
-    ledger.verdict(subject, "status of the parity verdict", WHERE,
-                   (status != "invalid") == passed or status not in ("ok", "invalid"),
-                   status, "ok" if passed else "invalid")
-    said = figures_sentence({**check, "bound": bound})
-    ledger.verdict(subject, "parity sentence", WHERE,
-                   said is not None and str(check.get("detail", "")).find(said) >= 0,
-                   str(check.get("detail", ""))[:160], str(said))

@@ -160,7 +160,7 @@ def overhead_line(document: RunDocument, largest: int = 3) -> str:
 
 # What the overhead line's wall time leaves out, on the line itself: the run's document holds
 # only its own start and end, so the command around it is the CLI's to time (command_line).
-# harness check reads the figures before it (harness.analysis.check OVERHEAD).
+# harness check reads the figures before it (harness.audit OVERHEAD).
 RUN_SCOPE = ("the run alone: not the command's start and planning, the report or "
              "harness check")
 

@@ -50,7 +50,7 @@ def self_check(result: api.RunResult) -> tuple[int, str]:
     does not recompute from the run's own samples is a bug in the harness, said as such (one
     line each, on stderr now) and exit 1. Returns the number of mismatches and the check's
     summary line, printed with the run's other context lines."""
-    from harness.analysis.check import audit_run
+    from harness.audit import audit_run
     from harness.run.rounds import round_orders
 
     try:

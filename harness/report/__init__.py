@@ -22,6 +22,7 @@ from harness.data.store import StoreError
 from harness.measure import envinfo
 from harness.report import style
 from harness.report.context import ExperimentContext, ReportContext, build_context
+from harness.report.figure import FIGURES_FILE, write_figures
 from harness.report.html import write_html_report
 from harness.report.load import load_runs
 from harness.report.summary import Shown, render_summary, terminal_verdicts
@@ -69,11 +70,13 @@ def draw_report(run_dirs: list[Path], out_dir: Path, tensorboard_dir: Path | Non
     if tensorboard_dir is not None:
         notes.append(_tensorboard(context.experiments, Path(tensorboard_dir)))
     summary_path = out_dir / SUMMARY_FILE
-    summary_path.write_text(render_summary(context, shown, report_shown, notes, out_dir))
+    text, printed = render_summary(context, shown, report_shown, notes, out_dir)
+    summary_path.write_text(text)
+    figures_path = write_figures(out_dir / FIGURES_FILE, printed)
     html_files = [write_html_report(summary_path)] if html else []
     figures = [path for items in [*shown.values(), report_shown] for item in items
                for path in item.figures]
-    return DrawnReport([*figures, summary_path, *html_files],
+    return DrawnReport([*figures, summary_path, figures_path, *html_files],
                        terminal_verdicts(context, shown, out_dir))
 
 

@@ -20,6 +20,7 @@ from harness.analysis.memoryfit import method_lines as memory_method_lines
 from harness.analysis.memoryfit import terminal_lines as memory_terminal_lines
 from harness.analysis.noise import ONE_ROUND
 from harness.core.units import format_size
+from harness.report.figure import Figure, placed
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,9 @@ def size_phrase(context: Any, size: str) -> str:
 
 
 def render_summary(context: Any, shown: dict[str, list[Shown]], report_shown: list[Shown],
-                   notes: list[str], out_dir: Path) -> str:
-    """summary.md's text: `shown` holds each experiment's views, `report_shown` the report's."""
+                   notes: list[str], out_dir: Path) -> tuple[str, list[Figure]]:
+    """summary.md's text and the figure records it prints, each with its line: `shown` holds
+    each experiment's views, `report_shown` the report's."""
     lines = ["# Benchmark report", ""]
     lines += _runs_section(context.runs)
     lines += _machines_section(context.runs, context.experiments)
@@ -64,7 +66,8 @@ def render_summary(context: Any, shown: dict[str, list[Shown]], report_shown: li
     text = "\n".join(lines).rstrip() + "\n"
     for heading, part in _parts(context, shown, report_shown, out_dir):
         text = text.rstrip() + "\n\n" + "\n".join([f"## {heading}", "", *part]) + "\n"
-    return text
+        lines += part
+    return text, placed(text, lines)
 
 
 def _parts(context: Any, shown: dict[str, list[Shown]], report_shown: list[Shown],

@@ -37,6 +37,7 @@ from harness.core.units import device_kind, format_ratio, format_seconds, format
 from harness.data.casekey import CELL_COLUMNS
 from harness.data.ceilings import MEMORY, Ceilings
 from harness.report import style
+from harness.report.figure import Figure, Line
 from harness.report.summary import markdown_table
 from harness.report.tables import ceiling_for, flop_ceiling
 from harness.report.views import View
@@ -209,6 +210,14 @@ def _why_lines(context: Any, flat: pd.DataFrame) -> list[str]:
     return lines
 
 
+# A cell's first call against a warm one, per machine and device kind; the audit reads the
+# records (family COLD_FAMILY), not these words.
+COLD_FAMILY = "cold start"
+COLD_LINE = ("- Cold start on {machine} ({kind}): the first {call} of a cell took up to {cold} "
+             "({cell}) vs {warm} for a warm {call}: one-time setup (context creation, kernel "
+             "selection, tracing, compilation), excluded from the medians.")
+
+
 def _cold_lines(context: Any) -> list[str]:
     """First-call cost per device kind, from each cell's first (smallest) case."""
     valid = context.stats[context.stats["valid"] & context.stats["cold_call_s"].notna()]
@@ -216,16 +225,20 @@ def _cold_lines(context: Any) -> list[str]:
         return []
     first = valid.sort_values(["size_value", "size_label"]).groupby(list(CELL_COLUMNS),
                                                                     sort=False).head(1)
-    call = context.call_name
-    lines = []
+    lines: list[str] = []
     for (machine, kind), group in first.groupby(["machine", "device_kind"], sort=False):
         worst = group.sort_values("cold_call_s").iloc[-1]
-        lines.append(
-            f"- Cold start on {machine} ({kind.upper()}): the first {call} of a cell took up to "
-            f"{format_seconds(worst['cold_call_s'])} ({worst['framework']} {worst['device']} "
-            f"{worst['variant']}) vs {format_seconds(worst['call_median_s'])} for a warm {call}: "
-            "one-time setup (context creation, kernel selection, tracing, compilation), "
-            "excluded from the medians.")
+        subject = {"experiment": context.name, "machine": machine, "kind": kind,
+                   "framework": worst["framework"], "device": worst["device"],
+                   "variant": worst["variant"]}
+        cold, warm = (Figure(COLD_FAMILY, name, float(worst[column]), "s",
+                             format_seconds(worst[column]), subject)
+                      for name, column in (("cold call", "cold_call_s"),
+                                           ("warm call median", "call_median_s")))
+        lines.append(Line(COLD_LINE.format(
+            machine=machine, kind=kind.upper(), call=context.call_name, cold=cold.text,
+            cell=f"{worst['framework']} {worst['device']} {worst['variant']}",
+            warm=warm.text), (cold, warm)))
     return lines
 
 

@@ -117,7 +117,7 @@ def _not_compared_lines(context: Any) -> list[str]:
     return lines
 
 
-# The start of a disputed count's line (harness check reads it: harness.analysis.check).
+# The start of a disputed count's line (harness check reads it: harness.audit).
 DISPUTED_PREFIX = "- DISPUTED FLOP count: "
 
 

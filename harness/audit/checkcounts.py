@@ -1,7 +1,7 @@
 """`harness check` on disputed FLOP counts: the second opinion's verdict recomputed from the
 figures the run stored, and every place that shows it held to that verdict.
 
-A second implementation, as the rest of the audit (harness.analysis.check): the stored
+A second implementation, as the rest of the audit (harness.audit): the stored
 record (extra['flops_second_opinion']: parts, each with the op-level figure and the second
 count's range, and the margin) is read and judged here without harness.data.secondopinion,
 whose verdict made the printed lines. Held to it: measurements.csv's flops_disputed column,
@@ -15,49 +15,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
 
-from harness.analysis.ledger import Ledger
+from harness.audit.ledger import Ledger
+from harness.audit.measured import Measured
+from harness.audit.pool import Pool
 from harness.core.units import format_ratio
-from harness.data.results import CaseResult, CellResult, RunDocument
-
-
-class Measured(Protocol):
-    """What these checks read of a measured case (harness.analysis.check.Measured), named here
-    so this module never imports check.py, which imports it."""
-
-    @property
-    def document(self) -> RunDocument: ...
-
-    @property
-    def cell(self) -> CellResult: ...
-
-    @property
-    def case(self) -> CaseResult: ...
-
-    @property
-    def machine(self) -> str: ...
-
-    @property
-    def size_label(self) -> str: ...
-
-    @property
-    def subject(self) -> str: ...
-
-    @property
-    def median_call(self) -> float | None: ...
-
-
-class Pool(Protocol):
-    """What these checks ask of the audited cases (harness.analysis.check.Pool)."""
-
-    def select(self, experiment: str = "", machine: str = "", variant: str = "",
-               framework: str = "", device: str = "", size: str | None = None,
-               valid: bool = False) -> Any: ...
-
-    def one(self, **where: Any) -> Any: ...
-
-    def machine_prefix(self, text: str) -> tuple[str, str] | None: ...
 
 RECORD = "flops_second_opinion"
 # summary.md's line (harness.report.views.warnings DISPUTED_PREFIX and its ending).

@@ -1,0 +1,69 @@
+"""`harness check`: every figure a run folder prints, recomputed from its own raw samples.
+
+The product is a measurement, so a wrong printed number is the worst bug. This package audits a
+run folder mechanically: measurements.csv against run.json row by row, run.json's derived
+fields (round medians, the kept attempt, declared FLOPs, energy) against its raw samples, the
+round orders against the plan, and the figures summary.md prints (the fastest table, the
+ranking, GPU vs CPU, rates, cold starts, energy lines, warnings, memory fits) against a second
+computation.
+
+Why a second computation: the report takes its statistics from harness.data.results.sample_stats
+and its tables from pandas; re-using them here would only prove that one function agrees with
+itself. So the statistics are recomputed with numpy (median; quartiles by linear interpolation,
+the method the report documents), the work per call from the raw fields, and every printed
+figure is compared within the precision it was printed with (3 significant digits for times
+and ratios) so that rounding is never called a mismatch. A figure the raw data cannot place is
+reported as unverifiable, never skipped silently.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.audit.csvcheck import CsvCheck
+from harness.audit.figures import check_figures
+from harness.audit.ledger import SUMMARY_FILE, Audit, Ledger, Mismatch
+from harness.audit.measured import load_spec
+from harness.audit.pool import Pool
+from harness.audit.rundoc import Shuffle, check_derived, check_round_orders
+from harness.audit.summary import SummaryCheck
+from harness.data.store import MEASUREMENTS_FILE, load_run
+
+__all__ = ["Audit", "Ledger", "Mismatch", "audit_run", "audit_summary", "check_run"]
+
+# --- the whole audit ---------------------------------------------------------------------------
+
+def audit_run(run_dir: Path, shuffle: Shuffle | None = None) -> Audit:
+    """Every check on one run folder (StoreError when it is not one)."""
+    run_dir = Path(run_dir)
+    document = load_run(run_dir)
+    ledger = Ledger(run_dir.name)
+    spec, why = load_spec(document.workload)
+    CsvCheck(ledger, document, spec, why, run_dir / MEASUREMENTS_FILE).run()
+    check_derived(ledger, document, spec, why)
+    check_round_orders(ledger, document, shuffle)
+    summary = run_dir / SUMMARY_FILE
+    # No summary.md (--no-report, or a report drawn over several runs elsewhere: check it
+    # with --summary) prints no figure here; "figures per file" shows it was not read.
+    if summary.is_file():
+        pool = Pool([document])
+        SummaryCheck(ledger, pool, summary.read_text().splitlines()).run()
+        check_figures(ledger, pool, summary)
+    return ledger.audit
+
+
+def audit_summary(summary: Path, run_dirs: list[Path]) -> Audit:
+    """A summary.md drawn from several runs (harness report A B --out DIR), against them all."""
+    documents = [load_run(Path(run_dir)) for run_dir in run_dirs]
+    ledger = Ledger(str(summary))
+    pool = Pool(documents)
+    SummaryCheck(ledger, pool, Path(summary).read_text().splitlines()).run()
+    check_figures(ledger, pool, Path(summary))
+    audit = ledger.audit
+    audit.runs = 0  # the runs themselves are counted by audit_run
+    return audit
+
+
+def check_run(run_dir: Path, shuffle: Shuffle | None = None) -> list[Mismatch]:
+    """The mismatches of one run folder (an empty list: every figure checked agreed)."""
+    return audit_run(run_dir, shuffle).mismatches

@@ -1,0 +1,44 @@
+"""The figure records summary.md was made from (figures.json), each recomputed by its family.
+
+A record names its family, its subject (the cases it is of), its value and the text printed;
+the family's check recomputes it from the runs' raw data. The words around a figure are never
+read: a reworded sentence changes nothing here. What is held to the prose is only that each
+record's text is printed on the line the record says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.audit.coldstart import check_cold
+from harness.audit.ledger import SUMMARY_FILE, Ledger
+from harness.audit.pool import Pool
+from harness.report.figure import FIGURES_FILE, Figure, read_figures
+from harness.report.views.crossover import COLD_FAMILY
+
+FamilyCheck = Callable[[Ledger, Pool, str, Figure], None]
+FAMILIES: dict[str, FamilyCheck] = {COLD_FAMILY: check_cold}
+
+
+def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:
+    """Every record of the figures.json beside SUMMARY, against its line and its family."""
+    figures = read_figures(summary.parent / FIGURES_FILE)
+    if figures is None:
+        ledger.cannot("", "figure records", SUMMARY_FILE,
+                      f"no {FIGURES_FILE} beside it (drawn before the report recorded its "
+                      "figures): draw it again with harness report")
+        return
+    lines = summary.read_text().splitlines()
+    for figure in figures:
+        where = f"{SUMMARY_FILE} line {figure.line}"
+        printed = lines[figure.line - 1] if 0 < figure.line <= len(lines) else ""
+        if figure.text not in printed:
+            ledger.verdict(figure.subject.get("framework", ""), f"{figure.name} printed", where,
+                           False, printed[:120] or "no such line", figure.text)
+            continue
+        check = FAMILIES.get(figure.family)
+        if check is None:
+            ledger.cannot("", figure.name, where, f"no recomputation for family {figure.family!r}")
+            continue
+        check(ledger, pool, where, figure)

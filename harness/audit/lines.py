@@ -1,0 +1,319 @@
+"""summary.md's bullets: the glance, rankings, the flat GPU, noise, breakdowns,
+samples per call and the harness overhead, each recomputed."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from harness.audit.measured import NOISY_FRACTION, Measured, expected_work, load_spec, median
+from harness.audit.printed import (
+    _number,
+    fixed,
+    percent,
+    printed_fixed,
+    printed_general,
+    printed_seconds,
+)
+from harness.audit.summarybase import Place
+from harness.audit.tables import Tables
+from harness.core.units import (
+    format_seconds,
+)
+
+SECONDS_TEXT = r"[\d.,]+ (?:ns|us|ms|s)"
+RATIO_TEXT = r"[\d.,]+x"
+
+RANKED = re.compile(rf"(?P<rank>\d+)\. (?P<framework>\S+) (?P<time>{SECONDS_TEXT})/\w+"
+                    rf"(?: \((?P<ratio>{RATIO_TEXT}) the fastest;)?")
+VERDICT = re.compile(
+    r"(?:^|: |; )(?:variant (?P<variant>\S+): )?(?P<verdict>GPU faster from (?P<from>.+?) up"
+    r"|GPU faster at every \S+ measured|no crossover in range: CPU faster at every \S+ measured"
+    r"|no crossover in range: GPU leads only at some sizes, not the largest"
+    r"|(?:GPU|CPU) faster at the one size measured|no sizes measured on both CPU and GPU)"
+    rf"(?: \(GPU/CPU speedup (?P<ratio>{RATIO_TEXT})(?: at (?P<where>[^)]+))?\))?"
+    r"(?P<any> vs the best CPU cell of any variant)?")
+WHY = re.compile(rf"^- Why the GPU loses at small sizes \((?P<fw>\S+), (?P<variant>\S+), "
+                 rf"(?P<machine>.+)\): from (?P<sweep>[^=]+)=(?P<low>.+?) to (?P<high>.+?) the "
+                 rf"work grows (?P<work>[\d,]+)x but the GPU time per \w+ only "
+                 rf"(?P<time>[\d.e+-]+)x, ~flat at (?P<level>{SECONDS_TEXT})")
+NOISY = re.compile(r"^- noisy \(IQR/median > 10%\): (?P<rest>.+) at (?P<sweep>[^=]+)="
+                   r"(?P<sizes>.+) \(worst (?P<worst>\d+)%\)")
+OVERHEAD = re.compile(r"harness overhead: (?P<over>[\d.]+) s of (?P<wall>[\d.]+) s \("
+                      r"(?P<timed>[\d.]+) s inside the timed calls, (?P<workers>\d+) worker")
+
+class Lines(Tables):
+    """summary.md's bullets, line by line."""
+
+    def distinct(self, line: str) -> None:
+        """'Distinct training samples: 1000 (repeated to 3,000 per call: ...)': the distinct
+        samples stored, and what one timed call trained (the case's own share, not the plan)."""
+        match = re.match(r"- Distinct training samples: (?P<distinct>[\d, ]+?)"
+                         r"(?: \(repeated to (?P<train>[\d,]+) per (?P<per>\w+))?[.:]", line)
+        if match is None:
+            return
+        cases = self.pool.select(self.place.experiment)
+        distinct = sorted({int(m.case.extra["samples_distinct"]) for m in cases
+                           if isinstance(m.case.extra.get("samples_distinct"), (int, float))})
+        shown = ", ".join(map(str, distinct))
+        self.ledger.verdict("", "distinct training samples", self.where,
+                            match["distinct"].strip() == shown, match["distinct"].strip(),
+                            shown or "none stored")
+        if match["train"] is None:
+            return
+        document = cases[0].document if cases else self.pool.documents[0]
+        spec, _ = load_spec(document.workload)
+        name = str(document.hints.get("epoch_samples_param")  # older runs: today's hint
+                   or (spec.report_hints() if spec is not None else {}).get("epoch_samples_param")
+                   or "")
+        trained = sorted({float(value) for m in cases if m.case.measured
+                          and isinstance(value := m.case.case.get(name), (int, float))})
+        self.ledger.verdict("", f"training samples per {match['per']}", self.where,
+                            [_number(match["train"])] == trained, match["train"],
+                            ", ".join(f"{value:,.0f}" for value in trained) or "none")
+
+    def breakdown(self, line: str) -> None:
+        """'- M, fw dev variant: 40% of each step goes to NAME (A of B; ...)': B the cell's
+        median, A its difference to the variant without the cost."""
+        found = self.pool.machine_prefix(line[2:])
+        match = None if found is None else re.match(
+            rf", (?P<fw>\S+) (?P<dev>\S+) (?P<variant>\S+): (?P<share>\d+)% of each \w+ goes "
+            rf"to (?P<name>.+) \((?P<over>{SECONDS_TEXT}) of (?P<total>{SECONDS_TEXT});",
+            found[1])
+        if found is None or match is None:
+            return
+        pairs = [pair for document in self.pool.documents
+                 for pair in document.hints.get("overhead_pairs") or []]
+        without = next((pair[1] for pair in pairs if pair[0] == match["variant"]
+                        and pair[2] == match["name"]), None)
+        headline = self.headline_of(found[0], match)
+        if headline is None or without is None:
+            return
+        other = self.case("overhead", machine=found[0], variant=without, framework=match["fw"],
+                          device=match["dev"], size=headline.size_text)
+        if other is None or not headline.median_step or other.median_step is None:
+            return
+        overhead = max(headline.median_step - other.median_step, 0.0)
+        subject = headline.subject
+        self.seconds(subject, "median per step", match["total"], headline.median_step)
+        self.seconds(subject, f"{match['name']} (vs {without})", match["over"], overhead)
+        self.ledger.printed(subject, f"share of {match['name']}", self.where,
+                            printed_fixed(match["share"] + "%", 0, 0.01),
+                            overhead / headline.median_step, percent)
+
+    def headline_of(self, machine: str, match: re.Match[str]) -> Measured | None:
+        """The case a breakdown line speaks of: its cell's only valid case with a median, or
+        the one whose median the line prints (the headline size)."""
+        cases = self.pool.select(self.place.experiment, machine, match["variant"], match["fw"],
+                                 match["dev"], valid=True)
+        total = printed_seconds(match["total"])
+        fitting = [m for m in cases if m.median_step is not None
+                   and total.matches(m.median_step, format_seconds)]
+        if len(cases) == 1 or len(fitting) == 1:
+            return cases[0] if len(cases) == 1 else fitting[0]
+        self.ledger.cannot(f"{match['fw']} {match['dev']} {match['variant']}", "overhead share",
+                           self.where, "the headline size cannot be told from the line")
+        return None
+
+    # -- bullets --
+
+    def bullet(self, line: str) -> None:
+        head, _, rest = line[4:].partition("**")
+        if rest.startswith(": "):
+            self.glance(head, rest[2:])
+        elif rest.startswith(", "):
+            self.ranking(head, rest[2:])
+
+    def glance(self, experiment: str, sentence: str) -> None:
+        self.place = Place(experiment=experiment)
+        if sentence.startswith("fastest on "):
+            self.glance_fastest(sentence[len("fastest on "):])
+        elif sentence.startswith("no verdict on "):
+            self.glance_fastest(sentence[len("no verdict on "):])
+        elif sentence.startswith("on "):
+            found = self.pool.machine_prefix(sentence[3:])
+            if found is not None and found[1].startswith(": "):
+                self.glance_gpu(found[0], found[1][2:])
+
+    def glance_fastest(self, text: str) -> None:
+        found = self.pool.machine_prefix(text)
+        if found is None:
+            self.ledger.cannot("", "fastest cell", self.where, "no run of this machine")
+            return
+        machine, rest = found
+        match = re.match(r"(?: at [^=]+=(?P<size>[^,:]+))?(?:, variant (?P<variant>\S+))?: .*?"
+                         rf"(?P<fw>\S+) (?P<dev>\S+) \((?P<time>{SECONDS_TEXT}) per \w+\)"
+                         rf"(?:, (?P<ratio>{RATIO_TEXT}) ahead of (?P<rfw>\S+) (?P<rdev>\S+) )?",
+                         rest)
+        if match is None:
+            return
+        variant = match["variant"] or self.only_variant()
+        size = match["size"] or ""
+        best = self.case("fastest median", machine=machine, variant=variant,
+                         framework=match["fw"], device=match["dev"], size=size)
+        if best is None:
+            return
+        self.seconds(best.subject, "median per step", match["time"], best.median_step)
+        if match["ratio"]:
+            runner = self.case("runner-up", machine=machine, variant=variant,
+                               framework=match["rfw"], device=match["rdev"], size=size)
+            if runner is not None:
+                self.faster_by(best, runner, match["ratio"], "ahead by")
+
+    def only_variant(self) -> str:
+        variants = {m.cell.variant for m in self.pool.select(self.place.experiment)}
+        return next(iter(variants)) if len(variants) == 1 else ""
+
+    def glance_gpu(self, machine: str, sentence: str) -> None:
+        for match in VERDICT.finditer(sentence):
+            variant = match["variant"] or self.only_variant()
+            speedup = (f"{match['ratio']} at {match['where']}" if match["where"]
+                       else match["ratio"] or "-")
+            if not variant:
+                self.ledger.cannot(machine, "GPU vs CPU verdict", self.where,
+                                   "the sentence names no variant and the runs hold several")
+                continue
+            self.gpu_verdict(machine, variant, "", bool(match["any"]), match["verdict"],
+                             speedup)
+
+    def ranking(self, device: str, rest: str) -> None:
+        machine = ""
+        found = self.pool.machine_prefix(rest)
+        if found is not None and found[1].startswith(", variant "):
+            machine, rest = found[0], found[1][2:]
+        match = re.match(r"variant (?P<variant>\S+)(?: at [^=]+=(?P<size>[^:]+))?: (?P<list>.*)",
+                         rest)
+        if match is None:
+            return
+        ranked: list[Measured | None] = []
+        for entry in RANKED.finditer(match["list"]):
+            measured = self.case("ranked median", machine=machine, variant=match["variant"],
+                                 framework=entry["framework"], device=device,
+                                 size=match["size"] or "")
+            if measured is None:
+                ranked.append(None)
+                continue
+            self.seconds(measured.subject, f"rank {entry['rank']} median per step",
+                         entry["time"], measured.median_step)
+            ranked.append(measured)
+            fastest, above = ranked[0], ranked[-2] if len(ranked) > 1 else None
+            if entry["ratio"] and fastest is not None and fastest.median_step:
+                self.ratio(measured.subject, "times the fastest", entry["ratio"],
+                           (measured.median_step or math.nan) / fastest.median_step)
+            if above is not None:
+                self.order(above.subject, f"ranked above {measured.cell_name}",
+                           above.median_step, measured.median_step)
+
+    def why(self, line: str) -> None:
+        match = WHY.match(line)
+        if match is None:
+            return
+        gpu = [m for m in self.pool.select(self.place.experiment, match["machine"],
+                                           match["variant"], match["fw"], valid=True)
+               if m.kind == "gpu" and m.size_number is not None]
+        ends = [next((m for m in gpu if m.size_text == match[name]), None)
+                for name in ("low", "high")]
+        subject = f"{match['fw']} GPU {match['variant']}"
+        if ends[0] is None or ends[1] is None:
+            self.ledger.cannot(subject, "flat GPU time", self.where, "sizes not in run.json")
+            return
+        low, high = ends[0].size_number or 0.0, ends[1].size_number or 0.0
+        span = sorted((m for m in gpu if low <= (m.size_number or 0.0) <= high),
+                      key=lambda m: m.size_number or 0.0)
+        medians = [m.median_step for m in span if m.median_step is not None]
+        work = [self.work_of(m) for m in (span[0], span[-1])]
+        if work[0] and work[1]:
+            self.ledger.printed(subject, "work growth", self.where,
+                                printed_fixed(match["work"], 0), work[1] / work[0], fixed(0))
+        if medians:
+            self.ledger.printed(subject, "GPU time growth", self.where,
+                                printed_general(match["time"], 2), max(medians) / min(medians),
+                                lambda value: f"{value:.2g}")
+            self.seconds(subject, "flat level", match["level"], median(medians))
+
+    def work_of(self, measured: Measured) -> float | None:
+        spec, _ = load_spec(measured.document.workload)
+        work = expected_work(spec, measured.case)
+        for amount in (work["flops"], work["bytes"]):
+            if amount:
+                return amount
+        return measured.size_value
+
+    def noisy(self, line: str) -> None:
+        match = NOISY.match(line)
+        found = None if match is None else self.pool.machine_prefix(match["rest"])
+        if match is None or found is None:
+            return
+        machine, rest = found
+        parts = rest.removeprefix(", ").split(" ")
+        if len(parts) != 3:
+            return
+        cases = [m for m in self.pool.select(self.place.experiment, machine, parts[2], parts[0],
+                                             parts[1], valid=True)]
+        noisy = [m for m in cases if len(m.case.samples) >= 2 and (m.noise or 0) > NOISY_FRACTION]
+        subject = " ".join(parts)
+        listed = match["sizes"].split(", ")
+        expected = [m.size_text for m in noisy if m.size_text] or ["-"]
+        self.ledger.verdict(subject, "noisy sizes", self.where,
+                            sorted(listed) == sorted(expected), ", ".join(listed),
+                            ", ".join(expected) or "none")
+        worst = max((m.noise or 0.0 for m in noisy), default=None)
+        self.ledger.printed(subject, "worst IQR/median", self.where,
+                            printed_fixed(match["worst"] + "%", 0, 0.01), worst, percent)
+
+    def call_share(self, line: str) -> None:
+        """'one 1,000-sample call (1/3 epoch)': what one timed call trained, and its share of
+        the planned epoch, from the cases' own parameters and the plan."""
+        match = re.search(r"([\d,]+)-sample call \(([\d/.]+) epoch\)", line)
+        cases = [m for m in self.pool.select(self.place.experiment) if m.case.measured]
+        if match is None or not cases:
+            return
+        document = cases[0].document
+        spec, _ = load_spec(document.workload)
+        name = str(document.hints.get("epoch_samples_param")
+                   or (spec.report_hints() if spec is not None else {}).get("epoch_samples_param")
+                   or "")
+        per_call = [float(m.case.case[name]) for m in cases
+                    if isinstance(m.case.case.get(name), (int, float))]
+        planned = document.params.get(name)
+        if not per_call or not isinstance(planned, (int, float)):
+            self.ledger.cannot("", "samples per call", self.where,
+                               f"no {name or 'epoch samples'} parameter stored")
+            return
+        samples = max(per_call)
+        self.ledger.verdict("", "samples per call", self.where,
+                            _number(match[1]) == samples, match[1], f"{samples:,.0f}")
+        parts = planned / samples
+        share = (f"1/{parts:.0f}" if abs(parts - round(parts)) < 1e-9
+                 else f"{samples / planned:.2g}")
+        self.ledger.verdict("", "share of the planned epoch", self.where, match[2] == share,
+                            match[2], share)
+
+    def overhead(self, line: str) -> None:
+        """'harness overhead: A s of B s (C s inside the timed calls, N worker processes)'."""
+        match = OVERHEAD.search(line)
+        document = next((d for d in self.pool.documents if d.run_id == self.run_id), None)
+        if match is None:
+            return
+        if document is None:
+            self.ledger.cannot(self.run_id, "harness overhead", self.where,
+                               "the run is not among those checked")
+            return
+        costs = [cell.cost for cell in document.cells if cell.cost is not None]
+        timed = sum(cost.timed_s for cost in costs)
+        walls = sum(cost.wall_s for cost in costs)
+        elapsed = ((document.finished - document.started)
+                   if document.finished is not None and document.started is not None else 0.0)
+        wall = max(elapsed, walls)
+        workers = sum(cost.workers for cost in costs)
+        one = fixed(1)
+        self.ledger.printed("", "harness overhead: run wall time", self.where,
+                            printed_fixed(match["wall"], 1), wall, one)
+        self.ledger.printed("", "harness overhead: inside the timed calls", self.where,
+                            printed_fixed(match["timed"], 1), timed, one)
+        self.ledger.printed("", "harness overhead", self.where, printed_fixed(match["over"], 1),
+                            wall - timed, one)
+        self.ledger.verdict("", "harness overhead: worker processes", self.where,
+                            int(match["workers"]) == workers, match["workers"], str(workers))
+
+    # -- e: exponent notation --

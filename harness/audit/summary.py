@@ -1,0 +1,139 @@
+"""summary.md line by line: the line prefixes and headings that send a line to its family."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from harness.analysis.memoryfit import BULLET_PREFIX as MEMORY_FIT_PREFIX
+from harness.audit import checkcounts
+from harness.audit.energylines import EnergyLines
+from harness.audit.ledger import (
+    SUMMARY_FILE,
+)
+from harness.audit.memoryfit import MEMORY_FIT, check_memory_fit
+from harness.audit.summarybase import Place, exponent_figures
+
+TABLE_SPLIT = re.compile(r"(?<!\\)\|")
+FASTEST_HEADING = re.compile(r"^### Fastest framework x device, variant (?P<variant>\S+)"
+                             r"(?: on (?P<machine>.+))?$")
+
+
+def table_cells(line: str) -> list[str]:
+    return [cell.strip().replace("\\|", "|") for cell in TABLE_SPLIT.split(line.strip())[1:-1]]
+
+
+
+
+class SummaryCheck(EnergyLines):
+    """summary.md line by line: every figure it prints that a parser knows, recomputed."""
+
+    def run(self) -> None:
+        handlers: list[tuple[str, Callable[[str], None]]] = [
+            ("## ", self.section), ("### ", self.subsection), ("|", self.table_row),
+            ("- `", self.run_line), ("- **", self.bullet),
+            ("- Why the GPU loses", self.why), ("- noisy (IQR/median", self.noisy),
+            ("- IMPLAUSIBLE: ", self.implausible), ("- The ceiling probe was low", self.probe),
+            ("- Distinct training samples: ", self.distinct),
+            (checkcounts.LINE_PREFIX, self.disputed),
+            (MEMORY_FIT_PREFIX, self.memory_fit), ("- ", self.energy)]
+        for number, line in enumerate(self.lines, start=1):
+            self.number = number
+            self.exponents(line)
+            if not line.startswith("|"):
+                self.place.headers = []  # the next table row is a new table's header
+            if "harness overhead:" in line:
+                self.parsed(self.overhead, line)
+            if "-sample call (" in line:
+                self.parsed(self.call_share, line)
+            handler = next((handler for prefix, handler in handlers
+                            if line.startswith(prefix)), None)
+            if handler is not None:
+                self.parsed(handler, line)
+        checkcounts.check_omissions(self.ledger, self.pool, SUMMARY_FILE, self.disputed_named,
+                                    self.warned)
+
+    def disputed(self, line: str) -> None:
+        """'- DISPUTED FLOP count: M, fw dev variant at n=8: parts; ...': the stored record's
+        disputed parts, each with both figures (harness.audit.checkcounts)."""
+        named = checkcounts.check_line(self.ledger, self.pool, self.where,
+                                       self.place.experiment, line)
+        if named is not None:
+            self.disputed_named.add(named)
+
+
+
+    def section(self, line: str) -> None:
+        heading = line[3:].strip()
+        self.place = Place(heading, "memory" if heading == "Peak memory" else "")
+
+    def subsection(self, line: str) -> None:
+        heading = line[4:].strip()
+        experiment = self.place.experiment
+        fastest = FASTEST_HEADING.match(line)
+        if fastest:
+            self.place = Place(experiment, "fastest", [], fastest["variant"],
+                               fastest["machine"] or "")
+        elif heading == "GPU vs CPU":
+            self.place = Place(experiment, "gpu")
+        elif heading.startswith("Variants compared"):
+            self.place = Place(experiment, "variants")
+        elif heading == "Warnings":
+            self.warned.append(experiment)
+            self.place = Place(experiment, "")
+        elif heading.startswith("Throughput vs the machine's measured ceilings"):
+            self.place = Place(experiment, "ceilings")
+        elif heading.startswith("Accuracy and data"):
+            self.place = Place(experiment, "accuracy")
+        elif heading == "Where the time goes" or heading.startswith(
+                "Where the time goes (cross-check"):
+            self.place = Place(experiment, "breakdown")
+        elif heading.endswith(": where the time goes, measured"):
+            self.place = Place(heading.removesuffix(": where the time goes, measured"),
+                               "devicetime")
+        else:
+            self.place = Place(experiment, "")
+
+    def table_row(self, line: str) -> None:
+        cells = table_cells(line)
+        if not self.place.headers:
+            self.place.headers = cells
+            return
+        if all(set(cell) <= {"-", ":"} for cell in cells):
+            return
+        row = dict(zip(self.place.headers, cells))
+        handler = {"fastest": self.fastest_row, "gpu": self.gpu_row,
+                   "variants": self.variant_row, "ceilings": self.ceiling_row,
+                   "devicetime": self.devicetime_row, "memory": self.memory_row,
+                   "accuracy": self.accuracy_row}.get(self.place.table)
+        if handler is not None and len(cells) == len(self.place.headers):
+            handler(row, cells)
+
+
+    def memory_fit(self, line: str) -> None:
+        """A memory fit's bullet: its line refitted with numpy from the run's peaks."""
+        match = MEMORY_FIT.match(line)
+        if match is None:
+            return  # 'no memory fit: why' says no figure
+        document = next((d for d in self.pool.documents if d.run_id == match["run"]), None)
+        cells = [] if document is None else [
+            cell for cell in document.cells if (cell.framework, cell.device) ==
+            (match["fw"], match["dev"]) and match["variant"] in (None, cell.variant)]
+        subject = f"{match['fw']} {match['dev']} {match['variant'] or ''}".strip()
+        if document is None or len(cells) != 1:
+            self.ledger.cannot(subject, "memory fit", self.where,
+                               f"{len(cells)} cells of run {match['run']} match")
+            return
+        check_memory_fit(self.ledger, self.where, subject, document, cells[0], match)
+
+    def run_line(self, line: str) -> None:
+        self.run_id = line[3:].partition("`")[0]
+
+
+
+    def exponents(self, line: str) -> None:
+        for text in exponent_figures(line):
+            self.ledger.verdict("", "number in exponent notation", self.where, False, text,
+                                "a plain number (harness.core.units.three_digits)")
+
+

@@ -1,0 +1,83 @@
+"""The figures summary.md prints, as records: what each is of, its name, value, unit and text.
+
+Why records: the audit (harness.audit) recomputes every printed figure from the run's raw data.
+Reading them back out of the prose tied the audit to the report's wording, so that a reworded
+sentence turned its figures unverifiable. A view instead makes its line from Figure records
+(a `Line` carries them), the summary builder stores them in figures.json beside summary.md
+with the line each landed on, and the audit checks the records and that each text is printed
+on its line, never the words around it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+FIGURES_FILE = "figures.json"
+FORMAT = 1  # figures.json's layout; the audit reads only the layout it knows
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One printed number. `subject` names the cases it is of the way the audit selects them
+    (experiment, machine, variant, framework, device, size, device kind); `family` is the
+    audit's recomputation for it; `line` is summary.md's line it was printed on (1-based)."""
+
+    family: str
+    name: str
+    value: float
+    unit: str
+    text: str
+    subject: Mapping[str, str] = field(default_factory=dict)
+    line: int = 0
+
+    @classmethod
+    def read(cls, record: Mapping[str, Any]) -> Figure:
+        return cls(str(record["family"]), str(record["name"]), float(record["value"]),
+                   str(record["unit"]), str(record["text"]),
+                   {str(k): str(v) for k, v in dict(record.get("subject") or {}).items()},
+                   int(record.get("line", 0)))
+
+
+class Line(str):
+    """A summary.md line made from figure records: the text, with the records it prints."""
+
+    figures: tuple[Figure, ...]
+
+    def __new__(cls, text: str, figures: Iterable[Figure]) -> Line:
+        line = super().__new__(cls, text)
+        line.figures = tuple(figures)
+        return line
+
+
+def placed(text: str, lines: Iterable[str]) -> list[Figure]:
+    """The records of every Line among LINES, each with the line of TEXT it landed on (the
+    first not yet taken that equals it)."""
+    numbers: dict[str, list[int]] = {}
+    for number, printed in enumerate(text.splitlines(), start=1):
+        numbers.setdefault(printed, []).append(number)
+    found = []
+    for line in lines:
+        if isinstance(line, Line) and numbers.get(str(line)):
+            number = numbers[str(line)].pop(0)
+            found += [replace(figure, line=number) for figure in line.figures]
+    return found
+
+
+def write_figures(path: Path, figures: list[Figure]) -> Path:
+    records = [{**asdict(figure), "subject": dict(figure.subject)} for figure in figures]
+    path.write_text(json.dumps({"format": FORMAT, "figures": records}, indent=1) + "\n")
+    return path
+
+
+def read_figures(path: Path) -> list[Figure] | None:
+    """The records of a figures.json, or None when there is none or of another layout."""
+    if not path.is_file():
+        return None
+    stored = json.loads(path.read_text())
+    if not isinstance(stored, dict) or stored.get("format") != FORMAT:
+        return None
+    return [Figure.read(record) for record in stored.get("figures", [])]
