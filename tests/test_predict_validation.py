@@ -232,7 +232,8 @@ def test_the_h200_table_in_docs_is_recomputed_from_its_stored_rows() -> None:
     59 cells of 12 models, the model's median |error| 28%, p90 67%, verdict 46 of 55."""
     from harness.predict import validation
 
-    stored = Path(__file__).parent.parent / "benchmarks/data/predict-validation-h200-20261127.json.gz"
+    stored = (Path(__file__).parent.parent / "benchmarks" / "data"
+              / "predict-validation-h200-20261127.json.gz")
     meta, rows = validation.read_rows(stored)
     cells = validation.cells_of(rows, validation.primary_profile(meta, rows))
     stats = validation.ErrorStats.of(validation.errors_of(cells, validation.MODEL))
