@@ -139,13 +139,14 @@ def test_every_variable_is_parsed() -> None:
                "HARNESS_CACHE_DIR": "/tmp/cache", "HARNESS_NVML_MODULE": FAKE_NVML,
                "HARNESS_POWERCAP_ROOT": "/tmp/powercap",
                "HARNESS_PLUGINS": "tests.fakes.plugin, my_plugin.py,",
-               "HARNESS_MNIST_DOWNLOAD": "1",
+               "HARNESS_MNIST_DOWNLOAD": "1", "HARNESS_PASS_LIMIT_S": "600",
                "HARNESS_KERAS_STEP": "train_on_batch"}  # a model file's name, not a setting
     found = Settings.from_environment(environ, quick=True)
     assert found == Settings(quick=True, attempts=2, rounds=4, fork_workers=False,
                              cache_dir="/tmp/cache", nvml_module=FAKE_NVML,
                              powercap_root="/tmp/powercap",
-                             plugins=("tests.fakes.plugin", "my_plugin.py"), mnist_download=True)
+                             plugins=("tests.fakes.plugin", "my_plugin.py"), mnist_download=True,
+                             pass_limit_s=600.0)
     assert set(settings_module.variable_names()) == set(environ) - {"HARNESS_KERAS_STEP"}
     assert Settings.from_environment({"HARNESS_FORK_WORKERS": "1", "HARNESS_ROUNDS": ""}) == \
         Settings()  # blank is unset
@@ -154,7 +155,8 @@ def test_every_variable_is_parsed() -> None:
 @pytest.mark.parametrize(("name", "value"), [
     ("HARNESS_ATTEMPTS", "x"), ("HARNESS_ATTEMPTS", "0"), ("HARNESS_ROUNDS", "0"),
     ("HARNESS_ROUNDS", "-2"), ("HARNESS_ROUNDS", "2.5"), ("HARNESS_FORK_WORKERS", "maybe"),
-    ("HARNESS_MNIST_DOWNLOAD", "2"),
+    ("HARNESS_MNIST_DOWNLOAD", "2"), ("HARNESS_PASS_LIMIT_S", "-1"),
+    ("HARNESS_PASS_LIMIT_S", "soon"), ("HARNESS_PASS_LIMIT_S", "inf"),
 ])
 def test_a_bad_value_is_one_line_of_bad_input(name: str, value: str) -> None:
     with pytest.raises(BadInput) as raised:
