@@ -145,6 +145,7 @@ def runnable_on_cpu(framework: str) -> list[Cell]:
 # the framework is imported once for all its cells rather than once per cell.
 WORKER_CHILD = """
 import json, pathlib, sys, tempfile, time, traceback
+from harness.core.settings import Settings
 from harness.run.worker import run_cell
 from harness.spec import Cell
 cells, out = json.loads(pathlib.Path(sys.argv[1]).read_text()), pathlib.Path(sys.argv[2])
@@ -154,7 +155,7 @@ with tempfile.TemporaryDirectory() as scratch:
         cell, path = Cell(**fields), pathlib.Path(scratch) / f"{index}.json"
         key, started = fields["workload"] + "/" + fields["variant"], time.perf_counter()
         try:
-            run_cell(cell, path)
+            run_cell(cell, path, Settings(quick=True))  # the child's environment has no HARNESS_*
             document = json.loads(path.read_text())
             results[key] = {"status": document["status"], "reason": document["reason"],
                             "cases": [case["status"] for case in document["cases"]]}
