@@ -33,7 +33,7 @@ from harness.data.serial import (
     read_field,
     type_hints,
 )
-from harness.spec import LEGACY_CELL_FIELDS, Cell, ParamValue, Status, worst_status
+from harness.spec import Cell, ParamValue, Status, worst_status
 
 NOISY_IQR_FRACTION = 0.10
 
@@ -234,13 +234,13 @@ class HarnessCost(JsonRecord):
 
 def cell_from_dict(document: Mapping[str, Any]) -> tuple[Cell, JsonObject]:
     """The Cell of a stored `cell` object (Cell.as_dict's keys, read by Cell's own fields), and
-    its keys that Cell does not know (but those it dropped: LEGACY_CELL_FIELDS)."""
+    its keys that Cell does not know (an old run's `quick`, harness.spec.LEGACY_CELL_FIELDS,
+    among them: kept, so that the stored cell is written back as it was)."""
     hints = type_hints(Cell)
     known = {item.name: read_field(item, hints[item.name], document) for item in fields(Cell)}
     identity = {name: "" for name, value in known.items() if value is MISSING}  # unnamed: ''
     cell = Cell(**{**known, **identity})
-    return cell, {key: value for key, value in document.items()
-                  if key not in known and key not in LEGACY_CELL_FIELDS}
+    return cell, {key: value for key, value in document.items() if key not in known}
 
 
 @dataclass
