@@ -31,6 +31,7 @@ from harness.data import store
 from harness.data.measurements import measurements_of_rows, read_measurements
 from harness.data.results import CellResult, RunDocument
 from harness.run.executors import Executor
+from harness.run.forkserver import ForkServers
 from harness.run.plan import RunPlan, check_writable, plan
 from harness.run.progress import console as progress_console
 from harness.run.session import QUICK_PROBE_SIZES, RunSession, has_rates, measure_ceilings
@@ -91,20 +92,23 @@ class RunResult:
 
 
 def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = None,
-            progress: bool = True, executor: str | Executor | None = None) -> RunResult:
+            progress: bool = True, executor: str | Executor | None = None,
+            servers: ForkServers | None = None) -> RunResult:
     """Measure the ceilings, run every cell, save after each; a stop signal ends it early.
 
     Stop signals are seen when the caller installed harness.core.interrupt's handlers (the CLI
     does); without them Ctrl-C still stops the running worker and the run ends interrupted.
     `executor`: where the cells run ('local', the default, or a harness.run.executors one).
+    `servers`: warm processes the caller opened (harness.run.forkserver.warm_processes) to
+    share with what it ran before; None: the run opens its own.
     """
     return _finish(RunSession.start(run, executor, command=command, progress=progress,
-                                    ceilings=ceilings))
+                                    ceilings=ceilings, servers=servers))
 
 
 def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
                progress: bool = True, command: list[str] | None = None,
-               cancel_running: bool = False) -> RunResult:
+               cancel_running: bool = False, servers: ForkServers | None = None) -> RunResult:
     """Run the cells of a stored run that have no result yet, into the same folder.
 
     Kept: every result that is not `interrupted`, and results SLURM tasks wrote after the
@@ -112,7 +116,8 @@ def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
     while the run's SLURM tasks are still queued or running (cancel_running: scancel them).
     """
     return _finish(RunSession.reopen(Path(run_dir), executor, command=command,
-                                     progress=progress, cancel_running=cancel_running))
+                                     progress=progress, cancel_running=cancel_running,
+                                     servers=servers))
 
 
 def _finish(session: RunSession) -> RunResult:
@@ -194,12 +199,15 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
     else:
         from harness.run import forkserver
 
-        with forkserver.shared():  # the --model inspection shares the run's warm process
+        # The --model inspection shares the run's warm processes.
+        with forkserver.warm_processes() as servers:
             run = plan(workload, frameworks=frameworks, devices=devices, variants=variants,
                        sizes=sizes, params=params, data=data, quick=quick, out=out,
-                       timeout_s=timeout_s, model=model, rounds=rounds, seed=seed)
+                       timeout_s=timeout_s, model=model, rounds=rounds, seed=seed,
+                       servers=servers)
             result = execute(run, ceilings=ceilings, progress=progress, executor=executor,
-                             command=["harness.compare", str(workload or f"--model={model}")])
+                             command=["harness.compare", str(workload or f"--model={model}")],
+                             servers=servers)
     return result
 
 

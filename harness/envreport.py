@@ -18,6 +18,7 @@ from typing import Any
 from harness.core import registry
 from harness.data.serial import JsonObject
 from harness.measure import envinfo
+from harness.run.context import RunContext
 from harness.run.runner import run_json_child
 from harness.spec import Cell
 from harness.terminal import wrapped
@@ -31,7 +32,8 @@ def probe_framework(name: str, timeout_s: float = 120.0) -> JsonObject:
     if not installed:
         return {"framework": name, "installed": False, "reason": reason}
     info, why_not = run_json_child("harness.measure.probe", [name],
-                                   Cell("probe", "-", name, "cuda:0"), timeout_s)
+                                   Cell("probe", "-", name, "cuda:0"), timeout_s,
+                                   RunContext.from_environment())
     if info is None:
         return {"framework": name, "installed": True, "reason": f"probe failed: {why_not}"}
     return info

@@ -259,8 +259,11 @@ class WorkloadSpec:
     device_only_variants: tuple[str, ...] = ()
     # Variants run when --variant is not given (default: the first, the as-written one).
     default_variants: tuple[str, ...] = ()
-    # (case, variant) -> numpy inputs shared by every framework, generated from a fixed seed.
-    make_inputs: Callable[[CaseParams, str], dict[str, Any]] | None = None
+    # (case, variant) -> numpy inputs shared by every framework, generated from a fixed seed;
+    # (case, variant, settings) where inputs_read_settings (the run's harness.core.settings:
+    # the MNIST loader's download switch), the worker handing its settings on (`inputs`).
+    make_inputs: Callable[..., dict[str, Any]] | None = None
+    inputs_read_settings: bool = False
     # (case, variant, inputs, output) -> Check; a time is trusted only when it passes.
     check: Callable[..., Check] | None = None
     # (case) -> number of calls for per_call timing (e.g. epochs).
@@ -345,6 +348,15 @@ class WorkloadSpec:
         hints["views"] = list(self.views)
         hints["view_labels"] = {view: dict(labels) for view, labels in self.view_labels.items()}
         return hints
+
+    def inputs(self, case: CaseParams, variant: str, settings: Any) -> dict[str, Any]:
+        """The case's inputs (make_inputs; {} where there is none), given the run's SETTINGS
+        where the spec reads them (inputs_read_settings)."""
+        if self.make_inputs is None:
+            return {}
+        if self.inputs_read_settings:
+            return self.make_inputs(case, variant, settings)
+        return self.make_inputs(case, variant)
 
     @property
     def variants_by_default(self) -> tuple[str, ...]:
@@ -480,6 +492,10 @@ class CellKey:
         return re.sub(r"[^A-Za-z0-9_.-]+", "", f"{self.variant}-{self.framework}-{self.device}")
 
 
+# Keys a stored cell may hold that Cell no longer has (Cell.from_dict drops them).
+LEGACY_CELL_FIELDS = ("quick",)
+
+
 @dataclass(frozen=True)
 class Cell:
     """One (workload, variant, framework, device) combination: one worker process.
@@ -492,7 +508,6 @@ class Cell:
     framework: str
     device: str
     params: dict[str, Any] = field(default_factory=dict)
-    quick: bool = False
     # Rounds (harness.run.rounds): the cell runs as `rounds` worker processes; this one is
     # round `round` (0-based) and measures its share of the cell's work.
     rounds: int = 1
@@ -521,6 +536,13 @@ class Cell:
             object.__setattr__(self, "flops", tuple(
                 None if record is None else FrozenParams(record) for record in self.flops))
 
+    @classmethod
+    def from_dict(cls, document: Mapping[str, Any]) -> Cell:
+        """Back from as_dict. A stored cell's `quick` (runs from before --quick lived on the
+        settings alone: harness.core.settings) is dropped: its run.json keeps it."""
+        return cls(**{name: value for name, value in document.items()
+                      if name not in LEGACY_CELL_FIELDS})
+
     @property
     def key(self) -> CellKey:
         return CellKey(self.workload, self.variant, self.framework, self.device)
@@ -536,7 +558,6 @@ class Cell:
             "framework": self.framework,
             "device": self.device,
             "params": self.params,
-            "quick": self.quick,
         }
         if self.rounds > 1:  # a one-round cell keeps the layout it always had
             document.update(rounds=self.rounds, round=self.round)
@@ -556,10 +577,9 @@ def expand_matrix(
     frameworks: list[str],
     devices: list[str],
     params: dict[str, Any],
-    quick: bool,
 ) -> list[Cell]:
     """Every (variant, framework, device) cell of a run, in a stable order."""
     return [
-        Cell(workload, variant, framework, device, params, quick)
+        Cell(workload, variant, framework, device, params)
         for variant, framework, device in itertools.product(variants, frameworks, devices)
     ]

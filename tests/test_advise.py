@@ -654,20 +654,18 @@ def test_the_after_run_reserve_is_remembered_per_cell_for_this_machine(
     """Without a memory the flat AFTER_RUN_S; after an advise of 6 cells that took 8.3 s past
     its last worker (seed 000's Jacobian on the H100 host), 1.38 s a cell x the margin for the
     cells run so far; another machine's fingerprint reads nothing."""
-    from harness.core import settings as run_settings
     from harness.run import advise as advise_run
 
-    with run_settings.using(run_settings.Settings(cache_dir=str(tmp_path))):
-        assert advise_run.remembered_per_cell() is None
-        assert advise_run.after_run_reserve(6, None) == advise_run.AFTER_RUN_S
-        advise_run.remember_after_run(8.3, 6)
-        per_cell = advise_run.remembered_per_cell()
-        assert per_cell == pytest.approx(8.3 / 6, abs=1e-3)
-        assert advise_run.after_run_reserve(6, per_cell) == pytest.approx(
-            8.3 * advise_run.AFTER_RUN_MARGIN, abs=0.01)
-        assert advise_run.after_run_reserve(1, per_cell) == advise_run.AFTER_RUN_FLOOR_S
-        monkeypatch.setattr(advise_run, "after_run_key", lambda: "another machine")
-        assert advise_run.remembered_per_cell() is None
+    assert advise_run.remembered_per_cell(tmp_path) is None  # tmp_path: the run's cache folder
+    assert advise_run.after_run_reserve(6, None) == advise_run.AFTER_RUN_S
+    advise_run.remember_after_run(8.3, 6, tmp_path)
+    per_cell = advise_run.remembered_per_cell(tmp_path)
+    assert per_cell == pytest.approx(8.3 / 6, abs=1e-3)
+    assert advise_run.after_run_reserve(6, per_cell) == pytest.approx(
+        8.3 * advise_run.AFTER_RUN_MARGIN, abs=0.01)
+    assert advise_run.after_run_reserve(1, per_cell) == advise_run.AFTER_RUN_FLOOR_S
+    monkeypatch.setattr(advise_run, "after_run_key", lambda: "another machine")
+    assert advise_run.remembered_per_cell(tmp_path) is None
 
 
 def test_the_chooser_keeps_back_more_as_cells_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -689,15 +687,17 @@ def test_the_cli_remembers_only_a_reported_budgeted_run(
     from harness.commands.advise import remember_after_run
     from harness.run import advise as advise_run
 
-    kept: list[tuple[float, int]] = []
+    kept: list[tuple[float, int, Path]] = []
     monkeypatch.setattr(advise_run, "remember_after_run",
-                        lambda seconds, cells: kept.append((seconds, cells)))
-    document = SimpleNamespace(finished=time.time() - 8.0, cells=[object()] * 6)
+                        lambda seconds, cells, folder: kept.append((seconds, cells, folder)))
+    document = SimpleNamespace(finished=time.time() - 8.0, cells=[object()] * 6, quick=False,
+                               settings={"cache_dir": str(tmp_path)})
     result = cast(Any, SimpleNamespace(document=document, stopped_by=None))
     remember_after_run(result, reported=False)
     assert kept == []
     remember_after_run(result, reported=True)
     assert len(kept) == 1 and kept[0][1] == 6 and 7.9 < kept[0][0] < 60
+    assert kept[0][2] == tmp_path  # the run's own cache folder, from its recorded settings
 
 
 def test_the_budget_counts_the_commands_own_start() -> None:

@@ -17,7 +17,7 @@ from harness.run import session
 from harness.spec import BadInput, Status
 
 
-def no_probe(*args: Any) -> Ceilings:
+def no_probe(*args: Any, **options: Any) -> Ceilings:
     raise AssertionError("the ceilings were probed for a workload with no rate to judge")
 
 
@@ -57,7 +57,7 @@ def test_ceilings_are_measured_when_the_workload_counts_work(
     figures = Ceilings({"cpu": DeviceCeiling("cpu", Peaks({"fp32": 50.0}))})
 
     def fake_measure(devices: list[str], largest_n: int | None,
-                     quick: bool = False) -> Ceilings:
+                     quick: bool = False, **options: Any) -> Ceilings:
         measured.append((devices, largest_n))
         return figures
 

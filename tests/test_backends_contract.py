@@ -135,7 +135,7 @@ def runnable_on_cpu(framework: str) -> list[Cell]:
         if code_path in seen:
             continue
         seen.add(code_path)
-        cells += [Cell(workload, variant, framework, "cpu", smallest_params(spec), quick=True)
+        cells += [Cell(workload, variant, framework, "cpu", smallest_params(spec))
                   for variant in spec.variants
                   if planner.declared_refusal(spec, framework, variant, "cpu") is None]
     return cells
@@ -145,6 +145,7 @@ def runnable_on_cpu(framework: str) -> list[Cell]:
 # the framework is imported once for all its cells rather than once per cell.
 WORKER_CHILD = """
 import json, pathlib, sys, tempfile, time, traceback
+from harness.core.settings import Settings
 from harness.run.worker import run_cell
 from harness.spec import Cell
 cells, out = json.loads(pathlib.Path(sys.argv[1]).read_text()), pathlib.Path(sys.argv[2])
@@ -154,7 +155,7 @@ with tempfile.TemporaryDirectory() as scratch:
         cell, path = Cell(**fields), pathlib.Path(scratch) / f"{index}.json"
         key, started = fields["workload"] + "/" + fields["variant"], time.perf_counter()
         try:
-            run_cell(cell, path)
+            run_cell(cell, path, Settings(quick=True))  # the child's environment has no HARNESS_*
             document = json.loads(path.read_text())
             results[key] = {"status": document["status"], "reason": document["reason"],
                             "cases": [case["status"] for case in document["cases"]]}
@@ -213,7 +214,7 @@ def test_every_builtin_workload_declares_every_framework(workload: str) -> None:
 def test_every_undeclared_variant_is_refused_by_the_planner_without_a_worker(
         workload: str, framework: str) -> None:
     spec = registry.load_workload(workload)
-    refused = [Cell(workload, variant, framework, device, smallest_params(spec), quick=True)
+    refused = [Cell(workload, variant, framework, device, smallest_params(spec))
                for variant in spec.variants for device in planner.KIND_DEVICES.values()
                if planner.declared_refusal(spec, framework, variant, device) is not None]
     # A run records the result refuse_declared gives and hands the executor only the cells it

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from harness.run.runner import PROJECT_ROOT, RunOptions, cell_environment, run_worker
+from harness.run.runner import PROJECT_ROOT, cell_environment, run_worker
 from harness.spec import Cell
 from harness.workloads import mnist
+from tests.quick_options import quick_options
 
 TORCH_SCRIPT = """
 import json, types
@@ -120,8 +121,8 @@ def run_mnist(framework: str, variant: str) -> dict[str, Any]:
     # 2 epochs of 50 steps: the fewest at which the check still judges accuracy.
     params = {**mnist.SMALL.defaults(quick=True), "epochs": 2,
               "train_samples": 32 * mnist.MIN_STEPS_TO_JUDGE // 2}
-    result = run_worker(Cell("mnist-small", variant, framework, "cpu", params, quick=True),
-                        RunOptions(timeout_s=300)).to_dict()
+    result = run_worker(Cell("mnist-small", variant, framework, "cpu", params),
+                        quick_options(300)).to_dict()
     return result
 
 

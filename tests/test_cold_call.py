@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from harness.core import registry
+from harness.core.settings import Settings
 from harness.measure import hostload
 from harness.measure.timing import TimingPolicy
 from harness.run import caserun
@@ -105,10 +106,10 @@ def run_compiled_case(monkeypatch: pytest.MonkeyPatch, contended: int) -> Any:
     # would make every attempt contended (no host load read: None, as where /proc is absent).
     monkeypatch.setattr(hostload, "other_load", lambda *args: None)
     spec = registry.load_workload("fault")
-    cell = Cell("fault", "ok", "fake", "cpu", {"size": [1], "pid_file": ""}, quick=True)
+    cell = Cell("fault", "ok", "fake", "cpu", {"size": [1], "pid_file": ""})
     case = {"size": 1, "pid_file": ""}
     context = caserun.CellContext(spec, compiled_module(ProcessCache()), cell, CpuDevice(),
-                                  ContendedWatch(contended))
+                                  ContendedWatch(contended), settings=Settings(quick=True))
     return caserun.run_case(context, caserun.CasePlan(case))
 
 

@@ -20,9 +20,10 @@ from harness.measure.devicetime import (
     union_ns,
 )
 from harness.run.casepasses import CPU_PROFILE_REASON
-from harness.run.runner import RunOptions, run_worker
+from harness.run.runner import run_worker
 from harness.spec import Cell
 from tests.fakes.gpubackend import device as fake_gpu
+from tests.quick_options import quick_options
 
 
 def event(kind: str, start_us: float, duration_us: float, name: str = "k") -> DeviceEvent:
@@ -94,12 +95,12 @@ def test_diagnosis_names_what_bounds_the_cell_with_its_figures() -> None:
 # --- through the worker: the busy pass, its record and its columns ----------------------------
 
 def fault_cell(framework: str, device: str) -> Cell:
-    return Cell("fault", "ok", framework, device, {"size": [1], "pid_file": ""}, quick=True)
+    return Cell("fault", "ok", framework, device, {"size": [1], "pid_file": ""})
 
 
 def test_gpu_cell_stores_the_profiled_figures_per_call() -> None:
     result = run_worker(fault_cell("fakegpu", "cuda:0"),
-                        RunOptions(timeout_s=60)).to_dict()
+                        quick_options(60)).to_dict()
     assert result["status"] == "ok", result["reason"]
     case = result["cases"][0]
     profile = case["device_profile"]
@@ -117,7 +118,7 @@ def test_gpu_cell_stores_the_profiled_figures_per_call() -> None:
 
 
 def test_cpu_cell_has_empty_device_columns_and_the_reason() -> None:
-    result = run_worker(fault_cell("fakegpu", "cpu"), RunOptions(timeout_s=60)).to_dict()
+    result = run_worker(fault_cell("fakegpu", "cpu"), quick_options(60)).to_dict()
     assert result["status"] == "ok", result["reason"]
     assert result["cases"][0]["device_profile"] == {"reason": CPU_PROFILE_REASON}
     rows = store.case_rows("run", "box", "size", CellResult.from_dict(result), {})

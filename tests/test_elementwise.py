@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.run.runner import RunOptions, run_worker
+from harness.run.runner import run_worker
 from harness.spec import Cell
 from harness.workloads.elementwise import (
     SPEC,
@@ -15,6 +15,7 @@ from harness.workloads.elementwise import (
     summation_bound,
     tensor_shape,
 )
+from tests.quick_options import quick_options
 
 ELEMENTS, ITERATIONS = 3000, 6
 
@@ -85,8 +86,8 @@ def test_check_flags_bandwidth_above_the_ceiling() -> None:
 def run(framework: str, variant: str, **overrides) -> dict:
     params = {**SPEC.defaults(quick=True), "elements": [ELEMENTS], "iterations": ITERATIONS,
               **overrides}
-    return run_worker(Cell("elementwise", variant, framework, "cpu", params, quick=True),
-                      RunOptions(timeout_s=300)).to_dict()
+    return run_worker(Cell("elementwise", variant, framework, "cpu", params),
+                      quick_options(300)).to_dict()
 
 
 def only_case(result: dict) -> dict:

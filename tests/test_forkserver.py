@@ -25,7 +25,6 @@ from harness.run.forkserver import (
 )
 from harness.run.runner import (
     PROJECT_ROOT,
-    RunOptions,
     cell_environment,
     compile_cache_environment,
     framework_preload,
@@ -34,6 +33,7 @@ from harness.run.runner import (
 )
 from harness.spec import Cell, Status
 from tests.in_subprocess import installed
+from tests.quick_options import quick_options
 
 PRELOAD = ("tests.fakes.backend.device",)
 
@@ -86,10 +86,10 @@ def test_cells_share_a_warm_process_only_when_their_environments_match() -> None
 
 
 def test_a_matrix_forks_every_cell_from_one_warm_process_and_counts_its_start_once() -> None:
-    cells = [Cell("fault", variant, "fake", "cpu", {"size": [1], "pid_file": ""}, quick=True)
+    cells = [Cell("fault", variant, "fake", "cpu", {"size": [1], "pid_file": ""})
              for variant in ("ok", "error", "ok")]
     results = []
-    assert run_matrix(cells, RunOptions(timeout_s=60), lambda cell, result: results.append(result))
+    assert run_matrix(cells, quick_options(60), lambda cell, result: results.append(result))
     assert [result.status for result in results] == [Status.OK, Status.OK, Status.OK]
     phases = [result.cost.phases for result in results if result.cost is not None]
     assert len(phases) == 3 and all("worker fork" in cell for cell in phases)
@@ -116,9 +116,9 @@ def test_a_matrix_starts_every_warm_process_before_its_first_worker(tmp_path: Pa
 
 def test_fork_workers_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HARNESS_FORK_WORKERS", "0")
-    cells = [Cell("fault", "ok", "fake", "cpu", {"size": [1], "pid_file": ""}, quick=True)]
+    cells = [Cell("fault", "ok", "fake", "cpu", {"size": [1], "pid_file": ""})]
     results = []
-    run_matrix(cells, RunOptions(timeout_s=60), lambda cell, result: results.append(result))
+    run_matrix(cells, quick_options(60), lambda cell, result: results.append(result))
     assert results[0].cost is not None
     assert "worker start (python, imports)" in results[0].cost.phases
 
@@ -154,8 +154,8 @@ def test_a_forked_worker_answers_as_a_new_interpreter_does(framework: str, tmp_p
     exactly); and the warm process had no thread but its main one when it forked."""
     monkeypatch.setenv("HARNESS_ATTEMPTS", "1")
     workload, variant, params = FORKED[framework]
-    cell = Cell(workload, variant, framework, "cpu", params, quick=True)
-    options = RunOptions(timeout_s=300)
+    cell = Cell(workload, variant, framework, "cpu", params)
+    options = quick_options(300)
     spawned = run_worker(cell, options, None)
     with ForkServers(tmp_path) as servers:
         forked = run_worker(cell, options, servers)
@@ -205,12 +205,12 @@ def test_forked_and_new_jax_workers_fill_their_cells_cache_and_share_one_warm_pr
     differ still fork from one warm process."""
     monkeypatch.setenv("HARNESS_ATTEMPTS", "1")
     root = tmp_path / "compiled"
-    options = RunOptions(timeout_s=300, compile_cache_root=root)
-    cells = [Cell("matmul", "fp32", "jax", "cpu", {"n": [n]}, quick=True) for n in (64, 96)]
+    options = quick_options(300, compile_cache_root=root)
+    cells = [Cell("matmul", "fp32", "jax", "cpu", {"n": [n]}) for n in (64, 96)]
     defaults = {name: param.default for name, param in
                 registry.load_workload("elementwise").params.items()}
     cells[1] = Cell("elementwise", "compiled", "jax", "cpu",
-                    {**defaults, "elements": [1000], "iterations": 10}, quick=True)
+                    {**defaults, "elements": [1000], "iterations": 10})
     spawned = run_worker(replace(cells[0], round=1), options, None)
     with ForkServers(tmp_path) as servers:
         forked = [run_worker(cell, options, servers) for cell in cells]

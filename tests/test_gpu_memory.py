@@ -13,15 +13,16 @@ from harness.data.results import CellResult
 from harness.report import render_report
 from harness.report.load import load_runs
 from harness.report.views.memory import memory_table
-from harness.run.runner import RunOptions, run_worker
+from harness.run.runner import run_worker
 from harness.spec import Cell
 from tests.fakes.gpubackend import device as fake_gpu
+from tests.quick_options import quick_options
 from tests.synthetic_runs import write_run
 
 
 def fake_gpu_result(device: str) -> dict:
-    cell = Cell("fault", "ok", "fakegpu", device, {"size": [1, 2], "pid_file": ""}, quick=True)
-    result = run_worker(cell, RunOptions(timeout_s=60)).to_dict()
+    cell = Cell("fault", "ok", "fakegpu", device, {"size": [1, 2], "pid_file": ""})
+    result = run_worker(cell, quick_options(60)).to_dict()
     assert result["status"] == "ok", result["reason"]
     return result
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.settings import Settings
 from harness.data.records import GpuProcesses, GpuReadings
 from harness.measure import edgepass, energy, energycounters, gpustate, idlepower
 from harness.measure.casewatch import CaseWatch
@@ -36,8 +37,14 @@ class FakeGpuDevice:
         pass
 
 
+def watch_of(device: object) -> CaseWatch:
+    """The worker's watcher of DEVICE, under the settings this test's environment names (the
+    fake NVML module, the powercap folder)."""
+    return CaseWatch.open(device, Settings.from_environment())
+
+
 def opened(fake_nvml: None) -> gpustate.NvmlGpu:
-    gpu = gpustate.open_gpu("cuda:0", visible="")
+    gpu = gpustate.open_gpu("cuda:0", FAKE, visible="")
     assert not isinstance(gpu, str), gpu
     return gpu
 
@@ -48,9 +55,9 @@ def test_missing_or_failing_nvml_is_unavailable_with_the_reason(
         fake_nvml: None, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "not installed" in gpustate.open_gpu("cuda:0", module_name="no_such_nvml_module")
     monkeypatch.setenv("FAKE_NVML_FAIL", "1")
-    reason = gpustate.open_gpu("cuda:0", visible="")
+    reason = gpustate.open_gpu("cuda:0", FAKE, visible="")
     assert isinstance(reason, str) and "NVML failed to start" in reason
-    watch = CaseWatch.open(FakeGpuDevice())
+    watch = watch_of(FakeGpuDevice())
     watch.start_case()
     extras, suspect = watch.finish_case(0.01, 1)
     assert extras["gpu_state"] == {"status": "unavailable", "reason": reason}
@@ -131,7 +138,7 @@ def test_pids_from_another_namespace_flag_only_more_than_our_group() -> None:
 # --- energy: NVML counter windows -------------------------------------------------------------
 
 def test_energy_from_the_timed_samples_when_the_window_is_long_enough(fake_nvml: None) -> None:
-    watch = CaseWatch.open(FakeGpuDevice())
+    watch = watch_of(FakeGpuDevice())
     watch.idle = {"device": idlepower.IdlePower("fake board", 100.0, 1.5)}
     watch.start_case()
     policy = TimingPolicy(min_samples=3, min_time_s=1.1, warmup_s=0.01)
@@ -153,7 +160,7 @@ def test_energy_from_the_timed_samples_when_the_window_is_long_enough(fake_nvml:
 
 
 def test_a_short_window_is_extended_by_an_energy_pass(fake_nvml: None) -> None:
-    watch = CaseWatch.open(FakeGpuDevice())
+    watch = watch_of(FakeGpuDevice())
     watch.start_case()
     calls = []
 
@@ -175,13 +182,13 @@ def test_a_short_window_is_extended_by_an_energy_pass(fake_nvml: None) -> None:
 
 
 def test_a_short_window_without_a_step_is_not_measured(fake_nvml: None) -> None:
-    watch = CaseWatch.open(FakeGpuDevice())
+    watch = watch_of(FakeGpuDevice())
     watch.start_case()
     watch.begin()
     watch.end(3)
     device = watch.finish_case(0.001, 1)[0]["energy"]["device"]
     assert device["status"] == "not measured" and "window too short" in device["reason"]
-    untimed = CaseWatch.open(FakeGpuDevice())
+    untimed = watch_of(FakeGpuDevice())
     untimed.start_case()
     device = untimed.finish_case(0.001, 1)[0]["energy"]["device"]
     assert device["status"] == "not measured"
@@ -279,7 +286,7 @@ def test_a_cpu_cell_reports_rapl_energy_per_step(tmp_path: Path,
     zone = make_zone(tmp_path, "intel-rapl:0", "package-0", 0, max_uj=10**12)
     monkeypatch.setenv(energycounters.POWERCAP_ENV, str(tmp_path))
     ticks = iter([0.0, 2.0])  # the window's clock: exactly 2 s
-    watch = CaseWatch.open(FakeGpuDevice(name="cpu", is_gpu=False))
+    watch = watch_of(FakeGpuDevice(name="cpu", is_gpu=False))
     watch.start_case()
     watch.windows = {"host": energycounters.EnergyWindow(watch.host, clock=lambda: next(ticks))}
     watch.windows["host"].begin()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.run.runner import RunOptions, run_worker
+from harness.run.runner import run_worker
 from harness.spec import Cell
 from harness.workloads.jacobian import SPEC, check, make_inputs, per_sample_reference
+from tests.quick_options import quick_options
 
 BATCH = 2  # as-written does 400*batch backward passes: keep it tiny
 FRAMEWORKS = ("torch", "tensorflow", "jax")
@@ -58,8 +59,8 @@ def results() -> dict[tuple[str, str], dict]:
     """One worker per (framework, variant) at batch 2, shared by the tests below."""
     params = {**SPEC.defaults(quick=True), "batch": [BATCH]}
     return {(framework, variant): run_worker(
-                Cell("jacobian", variant, framework, "cpu", params, quick=True),
-                RunOptions(timeout_s=300)).to_dict()
+                Cell("jacobian", variant, framework, "cpu", params),
+                quick_options(300)).to_dict()
             for framework in FRAMEWORKS for variant in CPU_VARIANTS}
 
 

@@ -15,9 +15,10 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.core import registry
-from harness.run.runner import RunOptions, cell_environment, run_worker
+from harness.run.runner import cell_environment, run_worker
 from harness.spec import Cell
 from harness.workloads import elementwise, matmul, mnist, transfer
+from tests.quick_options import quick_options
 
 WORKER_TIMEOUT_S = 300
 KERAS_FRAMEWORKS = ("keras-jax", "keras-torch", "keras-tensorflow")
@@ -29,8 +30,8 @@ needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None
 
 def run(workload: str, variant: str, framework: str, params: dict[str, Any]) -> dict[str, Any]:
     """One cpu cell through a real worker, as `harness compare` runs it."""
-    cell = Cell(workload, variant, framework, "cpu", params, quick=True)
-    return run_worker(cell, RunOptions(timeout_s=WORKER_TIMEOUT_S)).to_dict()
+    cell = Cell(workload, variant, framework, "cpu", params)
+    return run_worker(cell, quick_options(WORKER_TIMEOUT_S)).to_dict()
 
 
 # --- registration and environment: no framework imported ------------------------------------

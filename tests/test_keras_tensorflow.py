@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from harness.core import registry
-from harness.run.runner import RunOptions, run_worker
+from harness.run.runner import run_worker
 from harness.spec import Cell
 from harness.workloads import mnist
+from tests.quick_options import quick_options
 
 TINY = {"epochs": 2, "train_samples": 1600, "test_samples": 200}  # 50 steps an epoch, judged
 WIDE_PARAMS = 1_796_010
@@ -22,8 +23,8 @@ needs_tensorflow = pytest.mark.skipif(not registry.framework_installed("keras-te
 @pytest.mark.slow
 def test_keras_on_tensorflow_trains_the_wide_net_through_the_worker() -> None:
     params = {**mnist.WIDE.defaults(quick=True), **TINY}
-    result = run_worker(Cell("mnist-wide", "as-written", "keras-tensorflow", "cpu", params,
-                             quick=True), RunOptions(timeout_s=300)).to_dict()
+    result = run_worker(Cell("mnist-wide", "as-written", "keras-tensorflow", "cpu", params),
+                        quick_options(300)).to_dict()
     assert result["status"] == "ok", result["reason"]
     (case,) = result["cases"]
     extra = case["extra"]

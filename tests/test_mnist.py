@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.run.runner import RunOptions
 from harness.run.runner import run_worker as worker_result
 from harness.spec import BadInput, Cell
 from harness.workloads import mnist, mnist_data
+from tests.quick_options import quick_options
 
 SMALL_PARAMS, WIDE_PARAMS = 101_770, 1_796_010
 WORKER_TIMEOUT_S = 300
@@ -48,8 +48,8 @@ def run_worker(workload: str, framework: str, variant: str = "as-written",
     """One cell through the worker subprocess, the path users take; returns its only case."""
     spec = mnist.SMALL if workload == "mnist-small" else mnist.WIDE
     cell_params = {**spec.defaults(quick=True), **params}
-    result = worker_result(Cell(workload, variant, framework, "cpu", cell_params, quick=True),
-                           RunOptions(timeout_s=WORKER_TIMEOUT_S)).to_dict()
+    result = worker_result(Cell(workload, variant, framework, "cpu", cell_params),
+                           quick_options(WORKER_TIMEOUT_S)).to_dict()
     assert len(result["cases"]) == 1, result
     return result["cases"][0]
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 
 from harness.core import registry
-from harness.run.runner import RunOptions, run_worker
+from harness.run.runner import run_worker
 from harness.spec import Cell
 from harness.workloads import mnist
+from tests.quick_options import quick_options
 
 TINY = {"epochs": 1, "train_samples": 256, "test_samples": 50, "blocks": 16}  # 8 steps
 # keras-torch runs the same callback as keras-tensorflow; left out to keep the suite short.
@@ -19,8 +20,8 @@ FRAMEWORKS = ("torch", "jax", "keras-jax", "keras-tensorflow")
 
 def run_one_case(framework: str, variant: str = "as-written", **params: object) -> dict:
     cell_params = {**mnist.WIDE.defaults(quick=True), **TINY, **params}
-    result = run_worker(Cell("mnist-wide", variant, framework, "cpu", cell_params, quick=True),
-                        RunOptions(timeout_s=300)).to_dict()
+    result = run_worker(Cell("mnist-wide", variant, framework, "cpu", cell_params),
+                        quick_options(300)).to_dict()
     assert result["status"] == "ok", result["reason"]
     (case,) = result["cases"]
     return case

@@ -20,9 +20,10 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.core import registry
 from harness.data.results import RunDocument
-from harness.run.runner import MULTICAST_OFF, RunOptions, cell_environment, run_worker
+from harness.run.runner import MULTICAST_OFF, cell_environment, run_worker
 from harness.spec import Cell
 from harness.workloads import mnist_ddp
+from tests.quick_options import quick_options
 
 SMALL_PARAMS = 101_770
 RANK_LINE = re.compile(r"rank (\d+) of (\d+) \(pid (\d+),.*process group up")
@@ -159,10 +160,10 @@ def test_killed_rank_is_an_error_row_and_leaves_no_process(
     # Long enough that the kill lands in training: about a minute of epochs if nothing died.
     params = {**mnist_ddp.SPEC.defaults(quick=True), "processes": [2], "net": "wide",
               "train_samples": 60000, "epochs": 20}
-    cell = Cell("mnist-ddp", "preloaded", "torch", "cpu", params, quick=True)
+    cell = Cell("mnist-ddp", "preloaded", "torch", "cpu", params)
     outcome: dict[str, Any] = {}
     runner = threading.Thread(target=lambda: outcome.update(
-        run_worker(cell, RunOptions(timeout_s=240)).to_dict()))
+        run_worker(cell, quick_options(240)).to_dict()))
     runner.start()
     seen: set[tuple[int, str]] = set()
     pids: dict[int, int] = {}

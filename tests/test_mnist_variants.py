@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from harness.core import registry
-from harness.run.runner import RunOptions, run_worker
+from harness.run.runner import run_worker
 from harness.spec import Cell
 from harness.workloads import mnist
+from tests.quick_options import quick_options
 
 TINY = {"epochs": 2, "train_samples": 1600, "test_samples": 200}
 SMALL_PARAMS = 101_770
@@ -22,8 +23,8 @@ def test_variant_trains_the_small_net(framework: str, variant: str) -> None:
     if not registry.framework_installed(framework)[0]:
         pytest.skip(f"{framework} is not installed")
     params = {**mnist.SMALL.defaults(quick=True), **TINY}
-    result = run_worker(Cell("mnist-small", variant, framework, "cpu", params, quick=True),
-                        RunOptions(timeout_s=300)).to_dict()
+    result = run_worker(Cell("mnist-small", variant, framework, "cpu", params),
+                        quick_options(300)).to_dict()
     assert result["status"] == "ok", result["reason"]
     assert result["cell"]["variant"] == variant
     (case,) = result["cases"]

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from harness.core import settings
 from harness.data.results import CaseResult, CellResult
 from harness.measure import casewatch, energy, energycounters, idlepower, timing
 from harness.measure.timing import TimingPolicy
@@ -254,13 +253,12 @@ class SteadyCounter:
 
 
 @pytest.fixture
-def cache_dir(tmp_path: Path) -> Any:
-    with settings.using(settings.Settings(cache_dir=str(tmp_path))):
-        yield tmp_path
+def cache_dir(tmp_path: Path) -> Path:
+    return tmp_path
 
 
-def _watch(monkeypatch: pytest.MonkeyPatch, watts: float) -> tuple[casewatch.CaseWatch,
-                                                                      list[float]]:
+def _watch(monkeypatch: pytest.MonkeyPatch, watts: float,
+           cache: Path | None = None) -> tuple[casewatch.CaseWatch, list[float]]:
     clock = [0.0]
 
     def sleep(seconds: float) -> None:
@@ -269,12 +267,12 @@ def _watch(monkeypatch: pytest.MonkeyPatch, watts: float) -> tuple[casewatch.Cas
     monkeypatch.setattr(idlepower.time, "sleep", sleep)
     monkeypatch.setattr(idlepower.time, "perf_counter", lambda: clock[0])
     host = SteadyCounter("RAPL package-0", watts, clock)
-    return casewatch.CaseWatch(None, "cpu cell", host, "", is_gpu=False), clock
+    return casewatch.CaseWatch(None, "cpu cell", host, "", is_gpu=False, cache=cache), clock
 
 
-def _measure_idle(monkeypatch: pytest.MonkeyPatch, watts: float,
-                  fingerprint: dict) -> idlepower.IdlePower:
-    watch, _ = _watch(monkeypatch, watts)
+def _measure_idle(monkeypatch: pytest.MonkeyPatch, watts: float, fingerprint: dict,
+                  cache: Path) -> idlepower.IdlePower:
+    watch, _ = _watch(monkeypatch, watts, cache)
     original = idlepower.measure_idle
 
     def measured(counters: dict, **kwargs: Any) -> dict:  # the defaults, on the fake clock
@@ -288,14 +286,15 @@ def _measure_idle(monkeypatch: pytest.MonkeyPatch, watts: float,
 def test_idle_power_is_remembered_and_measured_again_on_a_new_fingerprint(
         cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     machine = casewatch.idle_fingerprint("cpu", "x86 CPU")
-    first = _measure_idle(monkeypatch, 40.0, machine)
+    first = _measure_idle(monkeypatch, 40.0, machine, cache_dir)
     assert first.watts == pytest.approx(40.0) and not first.remembered and first.settled
-    second = _measure_idle(monkeypatch, 55.0, machine)  # the counter would now say 55 W
+    second = _measure_idle(monkeypatch, 55.0, machine, cache_dir)  # the counter: now 55 W
     assert second.remembered and second.watts == pytest.approx(40.0)
     record = energy.window_record(_window(), None, second, "the timed samples")
     assert record.extra_fields["idle_remembered_from"] == idlepower.time.strftime(
         "%H:%M", idlepower.time.localtime(first.measured_at))
-    changed = _measure_idle(monkeypatch, 55.0, {**machine, "cores": machine["cores"] + 1})
+    changed = _measure_idle(monkeypatch, 55.0, {**machine, "cores": machine["cores"] + 1},
+                            cache_dir)
     assert not changed.remembered and changed.watts == pytest.approx(55.0)
     measured = energy.window_record(_window(), None, changed, "the timed samples")
     assert "idle_remembered_from" not in measured.extra_fields
@@ -304,12 +303,14 @@ def test_idle_power_is_remembered_and_measured_again_on_a_new_fingerprint(
 def test_idle_power_older_than_an_hour_is_measured_again(
         cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     machine = casewatch.idle_fingerprint("cpu", "x86 CPU")
-    first = _measure_idle(monkeypatch, 40.0, machine)
+    first = _measure_idle(monkeypatch, 40.0, machine, cache_dir)
     names = ["RAPL package-0"]
-    assert idlepower.recall_idle(machine, names, now=first.measured_at + 60) is not None
-    assert idlepower.recall_idle(machine, names,
-                              now=first.measured_at + idlepower.IDLE_REMEMBER_S + 1) is None
-    assert idlepower.recall_idle(machine, ["another counter"], now=first.measured_at) is None
+    assert idlepower.recall_idle(machine, names, cache_dir,
+                                 now=first.measured_at + 60) is not None
+    assert idlepower.recall_idle(machine, names, cache_dir,
+                                 now=first.measured_at + idlepower.IDLE_REMEMBER_S + 1) is None
+    assert idlepower.recall_idle(machine, ["another counter"], cache_dir,
+                                 now=first.measured_at) is None
 
 
 def _window() -> energycounters.EnergyWindow:
@@ -362,11 +363,11 @@ def test_a_pass_after_the_samples_is_left_out_where_it_would_take_too_long() -> 
     assert casepasses.pass_too_long("device profile", 12.0, calls=1) != ""
     # Under advise's 2 s (Settings.pass_limit_s) the Jacobian's 0.8 s calls at batch 25 lose
     # their FLOP count and memory pass; the device profile keeps its 10 s.
-    with settings.using(settings.Settings(pass_limit_s=2.0)):
-        assert "over the 2 s" in casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 0.8)
-        assert casepasses.pass_too_long(casepasses.MEMORY_PASS_PHASE, 0.8) != ""
-        assert casepasses.pass_too_long("device profile", 0.8) == ""
-        assert casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 0.002) == ""
+    advise = {"pass_limit_s": 2.0}
+    assert "over the 2 s" in casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 0.8, **advise)
+    assert casepasses.pass_too_long(casepasses.MEMORY_PASS_PHASE, 0.8, **advise) != ""
+    assert casepasses.pass_too_long("device profile", 0.8, **advise) == ""
+    assert casepasses.pass_too_long(casepasses.FLOP_COUNT_PHASE, 0.002, **advise) == ""
 
 
 class ProfiledGpu:

@@ -21,7 +21,8 @@ def children(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[list[str]]
     calls: list[list[str]] = []
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
 
-    def fake_child(module: str, args: list[str], cell: object, timeout_s: float):
+    def fake_child(module: str, args: list[str], cell: object, timeout_s: float,
+                   context: object):
         calls.append(list(args))
         folder = Path(args[1])
         folder.mkdir(parents=True)

@@ -11,6 +11,7 @@ import pytest
 
 from harness import api
 from harness.analysis.stats import quick_line
+from harness.core.settings import Settings
 from harness.data.ceilings import MEMORY, DeviceCeiling, Peaks
 from harness.data.results import RunDocument
 from harness.measure import ceilings
@@ -74,14 +75,13 @@ def test_one_child_probes_every_device_and_names_each_devices_failure(
 def test_quick_torch_cells_trust_the_cpu_isa_unless_the_user_chose(
         framework: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TORCHINDUCTOR_VEC_ISA_OK", raising=False)
-    quick = Cell("matmul", "fp32", framework, "cpu", quick=True)
-    full = Cell("matmul", "fp32", framework, "cpu")
-    assert cell_environment(quick)["TORCHINDUCTOR_VEC_ISA_OK"] == "1"
-    assert "TORCHINDUCTOR_VEC_ISA_OK" not in cell_environment(full)
+    cell, quick = Cell("matmul", "fp32", framework, "cpu"), Settings(quick=True)
+    assert cell_environment(cell, settings=quick)["TORCHINDUCTOR_VEC_ISA_OK"] == "1"
+    assert "TORCHINDUCTOR_VEC_ISA_OK" not in cell_environment(cell, settings=Settings())
     assert "TORCHINDUCTOR_VEC_ISA_OK" not in cell_environment(
-        Cell("matmul", "fp32", "numpy", "cpu", quick=True))
+        Cell("matmul", "fp32", "numpy", "cpu"), settings=quick)
     monkeypatch.setenv("TORCHINDUCTOR_VEC_ISA_OK", "0")
-    assert cell_environment(quick)["TORCHINDUCTOR_VEC_ISA_OK"] == "0"
+    assert cell_environment(cell, settings=quick)["TORCHINDUCTOR_VEC_ISA_OK"] == "0"
 
 
 def test_the_quick_line_names_what_quick_changed() -> None:

@@ -17,6 +17,7 @@ from harness.analysis.diff import diff_runs, exact_mann_whitney_p, smallest_p
 from harness.analysis.noise import CaseNoise, judge_gap
 from harness.cli import app
 from harness.core import registry
+from harness.core.settings import Settings
 from harness.data import store
 from harness.data.results import CaseResult, CellResult, cell_from_dict
 from harness.data.upgrade import upgrade
@@ -25,6 +26,9 @@ from harness.measure.casewatch import CaseWatch
 from harness.measure.timing import TimingPolicy
 from harness.run import caserun, rounds, worker
 from harness.spec import Cell, Status
+
+# A --quick worker's settings, with the default attempts (not the suite's one).
+QUICK = Settings(quick=True)
 
 # --- the round order -----------------------------------------------------------------------
 
@@ -163,7 +167,7 @@ def gpu_watch(monkeypatch: pytest.MonkeyPatch) -> CaseWatch:
     fault.TIMINGS.clear()
     from tests.fakes.gpubackend import device as fake_gpu
     device = fake_gpu.open_device("cuda:0")
-    return CaseWatch.open(device)
+    return CaseWatch.open(device, Settings.from_environment())
 
 
 @pytest.mark.parametrize("variant", ["throttled-once", "throttled-always"])
@@ -172,11 +176,11 @@ def test_a_throttled_case_is_timed_again_and_suspect_only_if_every_attempt_was(
     # The default, not the suite's.
     monkeypatch.setenv("HARNESS_ATTEMPTS", str(caserun.MAX_ATTEMPTS))
     spec = registry.load_workload("fault")
-    cell = Cell("fault", variant, "fakegpu", "cuda:0", {"size": [2], "pid_file": ""},
-                quick=True)
+    cell = Cell("fault", variant, "fakegpu", "cuda:0", {"size": [2], "pid_file": ""})
     module = registry.implementation_module(spec, "fakegpu")
     from tests.fakes.gpubackend import device as fake_gpu
-    context = caserun.CellContext(spec, module, cell, fake_gpu.open_device("cuda:0"), gpu_watch)
+    context = caserun.CellContext(spec, module, cell, fake_gpu.open_device("cuda:0"), gpu_watch,
+                                  settings=QUICK)
     record = caserun.run_case(context, caserun.CasePlan({"size": 2, "pid_file": ""}))
     assert record.status == Status.OK, record.reason
     first = record.attempts[0]
@@ -199,12 +203,12 @@ def test_a_later_round_of_a_cell_contended_throughout_times_each_case_once(
     spec = registry.load_workload("fault")
     case = {"size": 2, "pid_file": ""}
     first = Cell("fault", "throttled-always", "fakegpu", "cuda:0", {"size": [2], "pid_file": ""},
-                 quick=True, rounds=2)
+                 rounds=2)
     module = registry.implementation_module(spec, "fakegpu")
     from tests.fakes.gpubackend import device as fake_gpu
     device = fake_gpu.open_device("cuda:0")
-    record = caserun.run_case(caserun.CellContext(spec, module, first, device, gpu_watch),
-                              caserun.CasePlan(case))
+    record = caserun.run_case(caserun.CellContext(spec, module, first, device, gpu_watch,
+                                                  settings=QUICK), caserun.CasePlan(case))
     assert len(record.attempts) == caserun.MAX_ATTEMPTS
     merger = rounds.RoundMerger.of(spec, [first], 2)
     merger.add(first, CellResult(cell=first, cases=[record]))
@@ -213,7 +217,8 @@ def test_a_later_round_of_a_cell_contended_throughout_times_each_case_once(
     assert cell_from_dict(json.loads(json.dumps(later.as_dict())))[0] == later
     run = worker.CellRun(later, tmp_path / "result.json")
     again = caserun.run_case(
-        caserun.CellContext(spec, module, later, device, gpu_watch, clock=run.clock),
+        caserun.CellContext(spec, module, later, device, gpu_watch, clock=run.clock,
+                            settings=QUICK),
         caserun.CasePlan(case))
     assert again.attempts == []  # one attempt: none retried (a retried case lists them all)
     assert "GPU throttled" in again.suspect  # the contention is still recorded

@@ -114,7 +114,9 @@ def test_a_failed_case_keeps_its_three_keys() -> None:
 def test_a_cell_round_trips_with_unknown_keys_inside_and_out() -> None:
     cell = CellResult.from_dict(WORKER_CELL)
     assert cell.framework == "torch" and cell.cell.params == {"batch_size": [32]}
-    assert cell.cell_extra == {"rank": 0} and cell.extra_fields == {"power_limit_w": 700}
+    # `quick` too: a cell no longer has it (it is the run's setting), an old run's is kept.
+    assert cell.cell_extra == {"quick": True, "rank": 0}
+    assert cell.extra_fields == {"power_limit_w": 700}
     assert cell.to_dict() == WORKER_CELL
     assert CellResult.from_dict(cell.to_dict()) == cell
 

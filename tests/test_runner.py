@@ -11,8 +11,9 @@ import pytest
 
 from harness.data.results import CellResult
 from harness.run.forkserver import ForkServers
-from harness.run.runner import RunOptions, cell_environment, run_worker
+from harness.run.runner import cell_environment, run_worker
 from harness.spec import Cell, Status
+from tests.quick_options import quick_options
 
 
 @pytest.fixture(params=["spawned", "forked"])
@@ -27,13 +28,12 @@ def servers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ForkServ
 
 
 def fault_cell(variant: str, **params) -> Cell:
-    return Cell("fault", variant, "fake", "cpu", {"size": [1, 2], "pid_file": "", **params},
-                quick=True)
+    return Cell("fault", variant, "fake", "cpu", {"size": [1, 2], "pid_file": "", **params})
 
 
 def run(variant: str, timeout_s: float = 60.0, servers: ForkServers | None = None,
         **params) -> CellResult:
-    return run_worker(fault_cell(variant, **params), RunOptions(timeout_s=timeout_s), servers)
+    return run_worker(fault_cell(variant, **params), quick_options(timeout_s), servers)
 
 
 def test_ok_cell_has_samples_and_a_passed_check(servers: ForkServers | None) -> None:
@@ -78,7 +78,7 @@ def test_a_deadline_before_the_timeout_stops_the_worker_with_its_reason(
         servers: ForkServers | None) -> None:
     """harness advise's budget: a worker still running when it ends is stopped, its finished
     case kept, and the cell says why (not the --timeout it never reached)."""
-    options = RunOptions(timeout_s=600.0, deadline=time.monotonic() + 8.0,
+    options = quick_options(600.0, deadline=time.monotonic() + 8.0,
                          deadline_reason="the advise budget of 180 s ran out")
     started = time.monotonic()
     result = run_worker(fault_cell("hang"), options, servers)
@@ -86,7 +86,7 @@ def test_a_deadline_before_the_timeout_stops_the_worker_with_its_reason(
     assert result.status == Status.TIMEOUT
     assert result.reason == "the advise budget of 180 s ran out; worker killed"
     assert result.cases[0].status == Status.OK
-    assert RunOptions(timeout_s=5.0, deadline=time.monotonic() + 60).worker_timeout() == \
+    assert quick_options(5.0, deadline=time.monotonic() + 60).worker_timeout() == \
         (5.0, False)
 
 
@@ -114,8 +114,8 @@ def _is_running(pid: int) -> bool:
 
 
 def test_unavailable_device_is_a_status_not_an_error(servers: ForkServers | None) -> None:
-    cell = Cell("fault", "ok", "fake", "cuda:0", {"size": [1], "pid_file": ""}, quick=True)
-    result = run_worker(cell, RunOptions(timeout_s=60), servers)
+    cell = Cell("fault", "ok", "fake", "cuda:0", {"size": [1], "pid_file": ""})
+    result = run_worker(cell, quick_options(60), servers)
     assert result.status == Status.UNAVAILABLE
     assert "no cuda:0" in result.reason
     # A GPU a forked worker did not find is looked for again in a new interpreter.
@@ -147,10 +147,11 @@ def test_cpu_cells_hide_gpus_and_keep_tensorflow_quiet(monkeypatch: pytest.Monke
 def test_a_helper_child_answers_crashes_or_times_out(mode: str, document: dict | None,
                                                      why_not: str) -> None:
     """A helper child (probe, inspect) past its limit reads "timed out", never a stderr tail."""
+    from harness.run.context import RunContext
     from harness.run.runner import run_json_child
 
     started = time.monotonic()
     got, reason = run_json_child("tests.fakes.helper_child", [mode], fault_cell("ok"),
-                                 timeout_s=2.0)
+                                 timeout_s=2.0, context=RunContext.from_environment())
     assert (got, reason) == (document, why_not)
     assert time.monotonic() - started < 20  # the hang was killed, not waited out

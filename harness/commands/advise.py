@@ -18,6 +18,7 @@ from harness.commands.inputs import fail_input, parse_sizes
 from harness.commands.options import RunOptions
 from harness.commands.output import Said, print_plain
 from harness.core import interrupt
+from harness.core.settings import cache_folder
 from harness.data import store
 from harness.spec import BadInput
 
@@ -29,7 +30,8 @@ def run_advise(options: RunOptions, budget: float) -> None:
     from harness.analysis.advicenotes import advise_rounds_line
     from harness.run import forkserver
 
-    with forkserver.shared(), interrupt.stop_on_signals():
+    # One set of warm processes for both phases, from the --model inspection on.
+    with forkserver.warm_processes() as servers, interrupt.stop_on_signals():
         try:
             if (options.workload is None) == (options.model is None):
                 raise BadInput("give one of --model FILE or --workload NAME")
@@ -38,7 +40,7 @@ def run_advise(options: RunOptions, budget: float) -> None:
                                 frameworks=options.framework, rounds=options.rounds,
                                 quick=options.quick, out=options.out, timeout_s=options.timeout,
                                 command=sys.argv, ceilings=options.ceilings, budget_s=budget,
-                                spent_s=since_process_start())
+                                spent_s=since_process_start(), servers=servers)
         except (BadInput, store.StoreError) as exc:
             fail_input(str(exc))
     drawn, mismatches, check_line = report_and_check(result, options.report)
@@ -59,7 +61,9 @@ def remember_after_run(result: api.RunResult, reported: bool) -> None:
     per cell for the next advise's budget on this machine (harness.run.advise AFTER_RUN_FILE);
     only from a run that drew its report and had a budget, whose end a later one repeats."""
     from harness.run.advise import remember_after_run as remember
+    from harness.run.session import recorded_settings
 
     finished = result.document.finished
     if reported and result.stopped_by is None and finished:
-        remember(time.time() - finished, len(result.document.cells))
+        remember(time.time() - finished, len(result.document.cells),
+                 cache_folder(recorded_settings(result.document)))

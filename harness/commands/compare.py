@@ -16,6 +16,7 @@ from harness.core.settings import Settings
 from harness.data import store
 from harness.data.serial import JsonObject
 from harness.run.executors import Executor, executor_from_options
+from harness.run.forkserver import ForkServers
 from harness.spec import BadInput
 
 
@@ -24,21 +25,23 @@ def run_compare(options: RunOptions, choices: CompareOptions, where: ExecutorOpt
     answer and exit with the run's code (harness/cli.py's docstring lists them)."""
     from harness.run import forkserver
 
-    # One set of warm processes for every child, from the --model inspection to the last cell.
-    with forkserver.shared():
+    # One set of warm processes for every child, from the --model inspection to the last cell
+    # (each forks from it only where the run's settings fork workers).
+    with forkserver.warm_processes() as servers:
         try:
             executor = chosen_executor(where)
             # A new run's plan, or the stored folder --resume completes.
-            target = planned(options, choices) if where.resume is None else where.resume
+            target = planned(options, choices, servers) if where.resume is None \
+                else where.resume
         except (BadInput, store.StoreError) as exc:
             fail_input(str(exc))
         with interrupt.stop_on_signals():
             try:
                 result = api.resume_run(target, executor=executor, command=sys.argv,
-                                        cancel_running=where.cancel_running) \
+                                        cancel_running=where.cancel_running, servers=servers) \
                     if isinstance(target, Path) else \
                     api.execute(target, ceilings=options.ceilings, command=sys.argv,
-                                executor=executor)
+                                executor=executor, servers=servers)
             except BadInput as exc:
                 fail_input(str(exc))
     # A resumed run's spec by its stored name, as resume_run loaded it.
@@ -62,8 +65,10 @@ def chosen_executor(where: ExecutorOptions) -> Executor:
                                  stored=stored_executor(where.resume))
 
 
-def planned(options: RunOptions, choices: CompareOptions) -> api.RunPlan:
-    """The run the options describe; BadInput (exit 2) for any that does not fit."""
+def planned(options: RunOptions, choices: CompareOptions,
+            servers: ForkServers | None = None) -> api.RunPlan:
+    """The run the options describe; BadInput (exit 2) for any that does not fit. SERVERS:
+    the command's warm processes (a --model file's inspection forks from them)."""
     # api.plan splits `--x a --x b,c` itself, as it does for Python callers.
     return api.plan(options.workload, frameworks=options.framework, devices=options.device,
                     variants=choices.variant, sizes=parse_sizes(options.sizes),
@@ -72,7 +77,7 @@ def planned(options: RunOptions, choices: CompareOptions) -> api.RunPlan:
                     model=options.model, rounds=options.rounds, seed=choices.seed,
                     probe_ceilings=choices.probe_ceilings,
                     # Read once, here: a bad HARNESS_* value is exit 2 too.
-                    settings=Settings.from_environment(quick=options.quick))
+                    settings=Settings.from_environment(quick=options.quick), servers=servers)
 
 
 def stored_executor(resume: Path | None) -> JsonObject | None:

@@ -9,9 +9,10 @@ Three sources, later ones overriding earlier ones:
    WORKLOADS / FRAMEWORKS dicts, whose values are "module:attribute" strings or the
    WorkloadSpec / FrameworkSpec objects themselves: for quick experiments and the test suite's
    fault-injection backend. A module that fails to import is one warning line and a workload
-   of its name that lists as `unavailable` with the reason. They are merged at the first
-   lookup (`use_plugins`), so a worker loads the plugins its settings name, never the ones of
-   an environment it inherited.
+   of its name that lists as `unavailable` with the reason. They are merged by whoever holds
+   the settings (`use_plugins`: the plan, a worker from its argument list), and HARNESS_PLUGINS's
+   at the first lookup, so a worker loads the plugins its settings name, never the ones of an
+   environment it inherited (the runner keeps the variable from it).
 A workload is known by the name it is registered under (an entry point's name, a WORKLOADS
 key), whatever its spec's `name` says. `model-<stem>`, where no workload of that name is
 registered, names a user's model file
@@ -117,8 +118,10 @@ def _register() -> None:
 
 
 def _with_plugins() -> None:
-    """The active settings' plugins merged (harness.core.settings.active_plugins)."""
-    use_plugins(settings.active_plugins())
+    """HARNESS_PLUGINS's modules merged (harness.core.settings.environment_plugins); a run's
+    own settings' plugins are merged by whoever holds them (the plan, a resumed session, a
+    worker, a helper child), with use_plugins."""
+    use_plugins(settings.environment_plugins())
 
 
 def workload_names() -> list[str]:

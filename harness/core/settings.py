@@ -11,11 +11,11 @@ to the helper children of run_json_child through this module's own entry point
 (`python -m harness.core.settings SETTINGS MODULE ARGS...`). The runner removes the variables
 from every child's environment, so nothing below the parent can read them by accident.
 
-Inside a process, `install` (a worker, a helper child: for its whole life) or `using` (the
-parent: for one run) makes a Settings the `active()` one, for the few readers no argument
-reaches (a workload's MNIST loader, the NVML and RAPL openers under the worker's CaseWatch,
-the ceilings cache, the registry's plugins). A process that was handed none (a library call
-into such a module, a test) reads its environment, here.
+Nothing holds them for a process: every reader is handed them as an argument (the runner's
+RunOptions, the worker's CellContext, CaseWatch.open for the NVML and RAPL openers, the MNIST
+loader through make_inputs, the caches' folders), and the registry is handed their plugins
+(registry.use_plugins). A caller that has none (a library call, a test) reads its environment
+with `Settings.from_environment`, where it starts.
 
 The variables (name, type, default, what it does):
 - HARNESS_ATTEMPTS (int >= 1, default 3): how many times a contended case is timed; the test
@@ -39,12 +39,11 @@ The variables (name, type, default, what it does):
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import runpy
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -188,45 +187,16 @@ def variable_names() -> tuple[str, ...]:
     return tuple(item.metadata["env"] for item in fields(Settings) if "env" in item.metadata)
 
 
-# --- the settings active in this process -----------------------------------------------------
-
-_INSTALLED: list[Settings] = []
-
-
-def active() -> Settings:
-    """The settings this process was handed (install / using); where none were, read from
-    its environment now (the parent before a run, a library call, a test)."""
-    return _INSTALLED[-1] if _INSTALLED else Settings.from_environment()
+def environment_plugins(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """The plugin modules HARNESS_PLUGINS names, no other value read or checked: the registry
+    lists plugins before a command has read, and judged, the rest (the CLI's --help). A child
+    finds none here (the runner keeps the variables from it): its settings name them."""
+    return _names("HARNESS_PLUGINS", environ.get("HARNESS_PLUGINS", ""))
 
 
-def active_plugins() -> tuple[str, ...]:
-    """The plugin modules of the active settings. Where none were handed over, only
-    HARNESS_PLUGINS is read (no other value is checked): the registry lists plugins before
-    a command has read, and judged, the rest (the CLI's --help)."""
-    if _INSTALLED:
-        return _INSTALLED[-1].plugins
-    return _names("HARNESS_PLUGINS", os.environ.get("HARNESS_PLUGINS", ""))
-
-
-def install(settings: Settings) -> None:
-    """Make SETTINGS active for the rest of this process (a worker, a helper child)."""
-    _INSTALLED.append(settings)
-
-
-@contextlib.contextmanager
-def using(settings: Settings) -> Iterator[Settings]:
-    """Make SETTINGS active while the block runs (the parent: one run)."""
-    _INSTALLED.append(settings)
-    try:
-        yield settings
-    finally:
-        _INSTALLED.remove(settings)
-
-
-def cache_folder(settings: Settings | None = None) -> Path:
+def cache_folder(settings: Settings) -> Path:
     """The harness's per-machine cache: the settings' cache_dir, else XDG's, else ~/.cache."""
-    chosen = settings or active()
-    return Path(chosen.cache_dir or os.path.join(
+    return Path(settings.cache_dir or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "harness"))
 
 
@@ -241,11 +211,11 @@ def child_arguments(settings: Settings, module: str, args: list[str]) -> list[st
 
 
 def run_child(argv: list[str]) -> None:
-    """Install the settings of ARGV[0], then run ARGV[1] as __main__ with the rest as its
-    arguments. Through the imported module, not __main__ (a second copy under `python -m`)."""
-    from harness.core import settings as imported
+    """Merge the plugins the settings of ARGV[0] name (the one setting a helper child reads:
+    its registry's), then run ARGV[1] as __main__ with the rest as its arguments."""
+    from harness.core import registry
 
-    imported.install(imported.Settings.from_json(argv[0]))
+    registry.use_plugins(Settings.from_json(argv[0]).plugins)
     sys.argv = [argv[1], *argv[2:]]
     runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
 

@@ -234,7 +234,8 @@ class HarnessCost(JsonRecord):
 
 def cell_from_dict(document: Mapping[str, Any]) -> tuple[Cell, JsonObject]:
     """The Cell of a stored `cell` object (Cell.as_dict's keys, read by Cell's own fields), and
-    its keys that Cell does not know."""
+    its keys that Cell does not know (an old run's `quick`, harness.spec.LEGACY_CELL_FIELDS,
+    among them: kept, so that the stored cell is written back as it was)."""
     hints = type_hints(Cell)
     known = {item.name: read_field(item, hints[item.name], document) for item in fields(Cell)}
     identity = {name: "" for name, value in known.items() if value is MISSING}  # unnamed: ''

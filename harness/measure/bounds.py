@@ -49,14 +49,15 @@ class HostFacts:
 
     @classmethod
     def from_machine(cls, cpuinfo: Path = CPUINFO, cpufreq_max: Path = CPUFREQ_MAX,
-                     with_remembered: bool = True) -> HostFacts:
+                     with_remembered: bool = True, cache: Path | None = None) -> HostFacts:
         """This machine: /proc/cpuinfo, cpufreq's maximum, the usable cores, the visible GPUs
-        and (with_remembered) each device's best earlier probe from the ceilings cache."""
+        and (with_remembered) each device's best earlier probe from the ceilings cache (in
+        the run's cache folder CACHE; None: ceilings.cache_dir())."""
         text = _read(cpuinfo)
         clocks = {**cpuinfo_clocks(text), **cpufreq_clock(cpufreq_max)}
         gpus = tuple(envinfo.visible_gpus())
         devices = ["cpu", *(f"cuda:{index}" for index in range(len(gpus)))]
-        known = {device: ceilings.remembered(device) for device in devices} \
+        known = {device: ceilings.remembered(device, folder=cache) for device in devices} \
             if with_remembered else {}
         return cls(cores=envinfo.usable_cores(), cpu_flags=cpu_flags(text), clocks_ghz=clocks,
                    gpus=gpus,
@@ -86,10 +87,12 @@ def physical_bound(device: str, host_facts: HostFacts) -> Bound | None:
     return merged(theoretical, remembered)
 
 
-def unprobed_ceilings(devices: list[str], host_facts: HostFacts | None = None) -> Ceilings:
+def unprobed_ceilings(devices: list[str], host_facts: HostFacts | None = None,
+                      cache: Path | None = None) -> Ceilings:
     """Ceilings entries holding only the bound, for a run whose ceilings were not measured
-    (`--no-ceilings`); a device without a bound has no entry. Computed where the cells run."""
-    facts = host_facts or HostFacts.from_machine()
+    (`--no-ceilings`); a device without a bound has no entry. Computed where the cells run.
+    CACHE: the run's cache folder, where the machine's remembered probes are."""
+    facts = host_facts or HostFacts.from_machine(cache=cache)
     found = {device: physical_bound(device, facts) for device in devices}
     return Ceilings({device: unprobed_entry(device, bound)
                      for device, bound in found.items() if bound})

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from harness.core.settings import Settings, cache_folder
 from harness.data.records import CaseEnergy, EnergyRecord, GpuState
 from harness.data.serial import JsonObject
 from harness.measure import edgepass, energy, envinfo, gpustate, idlepower
@@ -41,8 +43,11 @@ class CaseWatch:
     """The cell's counters and GPU watcher; a TimedWindow for the case being timed."""
 
     def __init__(self, gpu: gpustate.NvmlGpu | None, gpu_reason: str,
-                 host: EnergyCounter | None, host_reason: str, is_gpu: bool) -> None:
+                 host: EnergyCounter | None, host_reason: str, is_gpu: bool,
+                 cache: Path | None = None) -> None:
         self.gpu, self.gpu_reason = gpu, gpu_reason
+        # The run's cache folder, where idle power is remembered (None: measured each time).
+        self.cache = cache
         self.host, self.host_reason = host, host_reason
         self.is_gpu = is_gpu
         self.state = gpustate.GpuStateWatch(gpu) if gpu is not None else None
@@ -52,8 +57,9 @@ class CaseWatch:
         self.pair: tuple[Callable[[], object], Callable[[], None]] | None = None
 
     @classmethod
-    def open(cls, device: Any) -> CaseWatch:
-        """NVML for a GPU cell (by its 'cuda:N' name), RAPL for the host, each or a reason.
+    def open(cls, device: Any, settings: Settings) -> CaseWatch:
+        """NVML for a GPU cell (by its 'cuda:N' name), RAPL for the host, each or a reason, by
+        the run's SETTINGS (the NVML module, the powercap folder, the idle power's cache).
 
         Never raises: a watcher that cannot start costs its records, not the cell.
         """
@@ -62,14 +68,15 @@ class CaseWatch:
         gpu_reason = "cpu cell: no GPU to watch"
         try:
             if is_gpu:
-                opened = gpustate.open_gpu(str(getattr(device, "name", "")))
+                opened = gpustate.open_gpu(str(getattr(device, "name", "")),
+                                           settings.nvml_module)
                 gpu, gpu_reason = (opened, "") if not isinstance(opened, str) else (None, opened)
-            rapl = open_rapl()
+            rapl = open_rapl(Path(settings.powercap_root))
             host, host_reason = (rapl, "") if not isinstance(rapl, str) else (None, rapl)
         except Exception as exc:  # noqa: BLE001 - the timing must go on without the records
             gpu, host = None, None
             gpu_reason = host_reason = f"watcher failed to start: {type(exc).__name__}: {exc}"
-        return cls(gpu, gpu_reason, host, host_reason, is_gpu)
+        return cls(gpu, gpu_reason, host, host_reason, is_gpu, cache_folder(settings))
 
     def counters(self) -> dict[str, EnergyCounter]:
         """'device' (NVML, GPU cells) and 'host' (RAPL) where each exists."""
@@ -82,22 +89,23 @@ class CaseWatch:
 
     def measure_idle(self, fingerprint: JsonObject | None = None) -> None:
         """Idle power before the cell's first case, on every counter at once; with a
-        FINGERPRINT (idle_fingerprint), the figure this machine remembered for it within
-        idlepower.IDLE_REMEMBER_S instead, and a new settled measurement is remembered."""
+        FINGERPRINT (idle_fingerprint) and a cache folder, the figure this machine remembered
+        for it within idlepower.IDLE_REMEMBER_S instead, and a new settled measurement is
+        remembered."""
         counters = self.counters()
         if not counters:
             return
-        if fingerprint is not None:
+        if fingerprint is not None and self.cache is not None:
             names = [counter.name for counter in counters.values()]
-            recalled = idlepower.recall_idle(fingerprint, names)
+            recalled = idlepower.recall_idle(fingerprint, names, self.cache)
             if recalled is not None:
                 self.idle = {name: recalled[counter.name]
                              for name, counter in counters.items()}
                 return
         self.idle = idlepower.measure_idle(counters)
-        if fingerprint is not None:
+        if fingerprint is not None and self.cache is not None:
             idlepower.remember_idle(fingerprint, {self.idle[name].counter: self.idle[name]
-                                               for name in self.idle})
+                                                  for name in self.idle}, self.cache)
 
     # --- per case ------------------------------------------------------------------------------
 

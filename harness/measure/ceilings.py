@@ -161,13 +161,14 @@ def measure_in_process(device_name: str, sizes: list[int]) -> DeviceCeiling:
 # --- the per-machine cache and the physical bounds ---------------------------------------------
 
 def cache_dir(settings: Settings | None = None) -> Path:
-    """The harness's per-machine cache: the settings' cache_dir (HARNESS_CACHE_DIR; None: the
-    process's active settings), else XDG's cache, else ~/.cache."""
-    return cache_folder(settings)
+    """The harness's per-machine cache: the settings' cache_dir (HARNESS_CACHE_DIR; None: this
+    process's environment's, for a library call), else XDG's cache, else ~/.cache."""
+    return cache_folder(Settings.from_environment() if settings is None else settings)
 
 
-def cache_path() -> Path:
-    return cache_dir() / "ceilings.json"
+def cache_path(folder: Path | None = None) -> Path:
+    """ceilings.json in FOLDER, the run's cache folder (None: cache_dir())."""
+    return (cache_dir() if folder is None else folder) / "ceilings.json"
 
 
 def machine_fingerprint() -> Fingerprint:
@@ -182,10 +183,10 @@ def _entry_key(device_name: str, fingerprint: Mapping[str, object]) -> str:
     return f"{device_name}|{envinfo.fingerprint_key(fingerprint)}"
 
 
-def _read_cache() -> dict[str, object]:
+def _read_cache(folder: Path | None = None) -> dict[str, object]:
     """The cache file as stored (entries this version cannot read are written back as they
     were: another harness version on a shared home may still use them)."""
-    return read_json_object(cache_path())
+    return read_json_object(cache_path(folder))
 
 
 def _remembered_probes(cache: Mapping[str, object]) -> list[RememberedProbe]:
@@ -199,19 +200,20 @@ def _fresh(entry: RememberedProbe | None, now: float) -> bool:
 
 
 def remember(figures: DeviceCeiling, fingerprint: Mapping[str, object] | None = None,
-             now: float | None = None) -> DeviceCeiling:
+             now: float | None = None, folder: Path | None = None) -> DeviceCeiling:
     """Attach this machine's best earlier probe to `figures` (`cached`), then store the new
     best with the fingerprint, the date and how it was probed.
 
     The best of the probes since the entry's last one, so one probe that lost its cores cannot
     lower the bar; an entry older than REMEMBER_FOR_DAYS is replaced, not merged, since its
-    figures may describe a machine that has changed under the same names.
+    figures may describe a machine that has changed under the same names. FOLDER: the run's
+    cache folder (None: cache_dir()).
     """
     if figures.failed:
         return figures
     fingerprint = dict(machine_fingerprint() if fingerprint is None else fingerprint)
     now = time.time() if now is None else now
-    cache = _read_cache()
+    cache = _read_cache(folder)
     key = _entry_key(figures.device, fingerprint)
     stored = RememberedProbe.from_json(cache.get(key))
     previous = stored if _fresh(stored, now) else None
@@ -227,7 +229,7 @@ def remember(figures: DeviceCeiling, fingerprint: Mapping[str, object] | None = 
         how=f"best probe seen on this machine: sizes {list(sizes)}, libraries {list(libraries)}",
     ).to_json()
     try:
-        write_json_atomic(cache_path(), cache)
+        write_json_atomic(cache_path(folder), cache)
     except OSError:
         pass  # a read-only home only costs the cache, never the run
     return figures
@@ -242,17 +244,19 @@ class Recall:
 
 
 def recall(device_name: str, sizes: Sequence[int] = (),
-           fingerprint: Mapping[str, object] | None = None, now: float | None = None) -> Recall:
+           fingerprint: Mapping[str, object] | None = None, now: float | None = None,
+           folder: Path | None = None) -> Recall:
     """This machine's remembered probe of a device, as its ceilings, when its fingerprint
     matches, it is younger than REMEMBER_FOR_DAYS and it tried sizes up to the largest in SIZES
     (a --quick probe's two sizes would set a GPU's bar too low for a full run); else why not.
 
     Matched on the device ("cuda:0") and the fingerprint, not on the device's description,
-    which only a framework import could read: that import is what this saves.
+    which only a framework import could read: that import is what this saves. FOLDER: the
+    run's cache folder (None: cache_dir()).
     """
     fingerprint = machine_fingerprint() if fingerprint is None else fingerprint
     now = time.time() if now is None else now
-    entries = sorted((entry for entry in _remembered_probes(_read_cache())
+    entries = sorted((entry for entry in _remembered_probes(_read_cache(folder))
                       if entry.device == device_name and entry.figures.gflops),
                      key=lambda entry: -entry.probed_at)
     if not entries:
@@ -277,10 +281,12 @@ def recall(device_name: str, sizes: Sequence[int] = (),
 
 
 def remembered(device_name: str, sizes: Sequence[int] = (),
-               fingerprint: Mapping[str, object] | None = None) -> DeviceCeiling | None:
-    """This machine's remembered probe of a device (recall's figures); None when there is no
-    usable one (the --no-ceilings bound and every run's ceilings policy read it)."""
-    return recall(device_name, sizes, fingerprint).figures
+               fingerprint: Mapping[str, object] | None = None,
+               folder: Path | None = None) -> DeviceCeiling | None:
+    """This machine's remembered probe of a device (recall's figures) in the cache FOLDER;
+    None when there is no usable one (the --no-ceilings bound and every run's ceilings policy
+    read it)."""
+    return recall(device_name, sizes, fingerprint, folder=folder).figures
 
 
 def fingerprint_change(before: Mapping[str, object], after: Mapping[str, object]) -> str:

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.core import settings
-
 POWERCAP_ENV = "HARNESS_POWERCAP_ROOT"  # read by harness.core.settings, never here
 POWERCAP_ROOT = Path("/sys/class/powercap")
 
@@ -70,8 +68,9 @@ class RaplEnergy:
 
 
 def open_rapl(root: Path | None = None) -> RaplEnergy | str:
-    """The package domains under the powercap folder, or why there are none."""
-    root = Path(root or settings.active().powercap_root or POWERCAP_ROOT)
+    """The package domains under the powercap folder ROOT (the run's settings' powercap_root;
+    None: the kernel's), or why there are none."""
+    root = Path(root or POWERCAP_ROOT)
     if not root.is_dir():
         return f"no {root} (the kernel exposes no powercap/RAPL here)"
     zones = sorted(path for path in root.glob("intel-rapl:*") if path.name.count(":") == 1)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.core import settings
+from harness.core.settings import DEFAULT_NVML_MODULE
 from harness.data.records import OK, GpuProcesses, GpuReadings, GpuState, WhileTimed
 
 NVML_MODULE_ENV = "HARNESS_NVML_MODULE"  # read by harness.core.settings, never here
@@ -53,8 +53,9 @@ def throttle_names(mask: int) -> list[str]:
 
 
 def load_nvml(module_name: str | None = None) -> tuple[Any | None, str]:
-    """(initialised NVML module, '') or (None, why not)."""
-    module_name = module_name or settings.active().nvml_module
+    """(initialised NVML module, '') or (None, why not). MODULE_NAME: the run's settings'
+    nvml_module (the test suite's fake); None: pynvml."""
+    module_name = module_name or DEFAULT_NVML_MODULE
     try:
         nvml = importlib.import_module(module_name)
     except ImportError:

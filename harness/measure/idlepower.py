@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.core import settings
 from harness.data.serial import JsonObject
 from harness.data.store import read_json_object, write_json_atomic
 from harness.measure import envinfo
@@ -93,8 +92,9 @@ def idle_record(window: EnergyWindow) -> IdlePower:
                      measured_at=time.time())
 
 
-def idle_cache_path() -> Path:
-    return settings.cache_folder() / IDLE_CACHE_FILE
+def idle_cache_path(folder: Path) -> Path:
+    """idle_power.json in FOLDER, the run's cache folder (harness.core.settings.cache_folder)."""
+    return folder / IDLE_CACHE_FILE
 
 
 def _idle_entry_key(fingerprint: JsonObject) -> str:
@@ -103,16 +103,17 @@ def _idle_entry_key(fingerprint: JsonObject) -> str:
     return envinfo.fingerprint_key(fingerprint)
 
 
-def _read_idle_cache() -> dict[str, Any]:
-    return read_json_object(idle_cache_path())
+def _read_idle_cache(folder: Path) -> dict[str, Any]:
+    return read_json_object(idle_cache_path(folder))
 
 
-def recall_idle(fingerprint: JsonObject, counters: list[str],
+def recall_idle(fingerprint: JsonObject, counters: list[str], folder: Path,
                 now: float | None = None) -> dict[str, IdlePower] | None:
-    """The idle power remembered for FINGERPRINT, one per counter name in COUNTERS, when
-    every one is there, settled and younger than IDLE_REMEMBER_S; else None (measure it)."""
+    """The idle power remembered in the cache FOLDER for FINGERPRINT, one per counter name in
+    COUNTERS, when every one is there, settled and younger than IDLE_REMEMBER_S; else None
+    (measure it)."""
     now = time.time() if now is None else now
-    entry = _read_idle_cache().get(_idle_entry_key(fingerprint))
+    entry = _read_idle_cache(folder).get(_idle_entry_key(fingerprint))
     if not isinstance(entry, dict) or entry.get("fingerprint") != fingerprint:
         return None
     stored = entry.get("counters")
@@ -131,19 +132,20 @@ def recall_idle(fingerprint: JsonObject, counters: list[str],
     return found
 
 
-def remember_idle(fingerprint: JsonObject, found: dict[str, IdlePower]) -> None:
-    """Store FOUND for FINGERPRINT where every counter gave a settled figure (an unsettled
-    one is measured again next time); a cache that cannot be written costs the reuse only."""
+def remember_idle(fingerprint: JsonObject, found: dict[str, IdlePower], folder: Path) -> None:
+    """Store FOUND for FINGERPRINT in the cache FOLDER where every counter gave a settled
+    figure (an unsettled one is measured again next time); a cache that cannot be written
+    costs the reuse only."""
     if not found or not all(record.watts is not None and record.settled
                             for record in found.values()):
         return
-    cache = _read_idle_cache()
+    cache = _read_idle_cache(folder)
     cache[_idle_entry_key(fingerprint)] = {
         "fingerprint": fingerprint,
         "counters": {name: {key: value for key, value in vars(record).items()
                             if key != "remembered"} for name, record in found.items()}}
     try:
-        write_json_atomic(idle_cache_path(), cache)
+        write_json_atomic(idle_cache_path(folder), cache)
     except OSError:
         pass
 

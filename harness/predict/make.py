@@ -9,6 +9,7 @@ from pathlib import Path
 from harness.core import registry
 from harness.measure import envinfo
 from harness.predict.profile import Profile, ProfileError, from_document
+from harness.run.context import RunContext
 from harness.run.runner import run_json_child
 from harness.spec import BadInput, Cell
 
@@ -39,7 +40,8 @@ def measure_profile(device: str, quick: bool, timeout_s: float) -> Profile:
         raise BadInput(f"profile-device needs {FRAMEWORK}: {why}")
     document, why_not = run_json_child(
         CHILD, [FRAMEWORK, device, "quick" if quick else "full"],
-        Cell("profile-device", "-", FRAMEWORK, device, quick=quick), timeout_s)
+        Cell("profile-device", "-", FRAMEWORK, device), timeout_s,
+        RunContext.from_environment(quick=quick))
     if document is None:
         raise MeasurementFailed(f"measuring {device} failed: {why_not}")
     if "error" in document:

@@ -11,8 +11,9 @@ of one workload whose parameters differ are kept apart.
 from __future__ import annotations
 
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,6 @@ def draw_report(run_dirs: list[Path], out_dir: Path, tensorboard_dir: Path | Non
         raise StoreError("no run folders given")
     run_set = load_runs([Path(run_dir) for run_dir in run_dirs])
     context = build_context(run_set, framework_colors(run_set.documents))
-    style.set_framework_colors(context.framework_colors)
     style.use_private_matplotlib_config()  # before any view draws
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -110,28 +110,81 @@ def show(views: list[View], scope: str, context: ExperimentContext | ReportConte
 # Drawing is most of a report's time (a small CNN run's report under cProfile, 2-core VM:
 # 8.6 s, the views 7.8 s of it, savefig 3.5 s) and the figures are independent: each in a forked
 # process where the machine has the cores. Forked, so nothing is serialised on the way in (the
-# tables and context are inherited) and the parent never imported a framework to fork with.
-_DRAW_JOBS: list[tuple[Any, Any, Any, Path]] = []
+# job, its table and context are the child's own inherited memory, handed to it as the fork's
+# arguments) and the parent never imported a framework to fork with.
 MIN_FIGURES_TO_FORK = 3
+# One figure to draw: (view, its table, its context, the folder its PNGs go to).
+DrawJob = tuple[Any, Any, Any, Path]
 
 
-def _draw_all(jobs: list[tuple[Any, Any, Any, Path]]) -> list[list[Path]]:
+def _draw_all(jobs: list[DrawJob]) -> list[list[Path]]:
     """Each job's figures, drawn in parallel processes where that can help, else in turn."""
     workers = min(len(jobs), envinfo.usable_cores())
     if workers < 2 or len(jobs) < MIN_FIGURES_TO_FORK or "fork" not in \
             multiprocessing.get_all_start_methods():
-        return [view.draw(table, context, out_dir) for view, table, context, out_dir in jobs]
-    _DRAW_JOBS[:] = jobs
-    try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            return list(pool.map(_draw_job, range(len(jobs))))
-    finally:
-        _DRAW_JOBS.clear()
+        return [_draw(job) for job in jobs]
+    return _draw_forked(jobs, workers)
 
 
-def _draw_job(index: int) -> list[Path]:
-    view, table, context, out_dir = _DRAW_JOBS[index]
+def _draw(job: DrawJob) -> list[Path]:
+    view, table, context, out_dir = job
     return list(view.draw(table, context, out_dir))
+
+
+def _draw_forked(jobs: list[DrawJob], workers: int) -> list[list[Path]]:
+    """Each job drawn in a process forked for it, at most WORKERS at once; only the paths of
+    its figures come back, through a pipe. A job that fails raises here, as drawn in turn."""
+    fork = multiprocessing.get_context("fork")
+    drawn: dict[int, list[Path]] = {}
+    running: dict[Connection, tuple[int, BaseProcess]] = {}
+    waiting = list(enumerate(jobs))[::-1]
+    try:
+        while waiting or running:
+            while waiting and len(running) < workers:
+                index, job = waiting.pop()
+                receiving, sending = fork.Pipe(duplex=False)
+                child = fork.Process(target=_draw_into, args=(job, sending))
+                child.start()
+                sending.close()  # the child's end: EOF here once the child is gone
+                running[receiving] = (index, child)
+            for ready in wait(list(running)):
+                assert isinstance(ready, Connection)
+                index, finished = running.pop(ready)
+                drawn[index] = _received(ready, finished)
+    finally:
+        for receiving, (_, left) in running.items():  # left over after a failed job
+            left.terminate()
+            left.join()
+            receiving.close()
+    return [drawn[index] for index in range(len(jobs))]
+
+
+def _received(receiving: Connection, process: BaseProcess) -> list[Path]:
+    """What a drawing child sent: its figures' paths, or its exception, raised here."""
+    try:
+        outcome = receiving.recv()
+    except EOFError:
+        outcome = RuntimeError(f"a figure's drawing process ended without an answer "
+                               f"(exit code {process.exitcode})")
+    finally:
+        receiving.close()
+    process.join()
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return list(outcome)
+
+
+def _draw_into(job: DrawJob, sending: Connection) -> None:
+    """In the forked child: draw JOB and send its figures' paths, or why it failed."""
+    try:
+        sending.send(_draw(job))
+    except Exception as exc:  # noqa: BLE001 - raised again in the parent (_received)
+        try:
+            sending.send(exc)
+        except Exception:  # noqa: BLE001 - an exception the pipe cannot carry: its text
+            sending.send(RuntimeError(f"{type(exc).__name__}: {exc}"))
+    finally:
+        sending.close()
 
 
 def framework_colors(documents: list[RunDocument]) -> dict[str, str]:

@@ -9,7 +9,7 @@ change it; nothing here draws or writes a file.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -43,6 +43,9 @@ class ExperimentContext:
     # machine -> measured ceilings from any run of the report (a run may skip the probe).
     machine_ceilings: dict[str, Ceilings]
     extras: pd.DataFrame  # per-case extras of run.json (harness.report.load.extra_rows)
+    # Each framework's colour as the report's runs stored it (ReportContext's): what its
+    # figures draw with (harness.report.style.framework_color).
+    framework_colors: dict[str, str] = field(default_factory=dict)
 
     @property
     def views(self) -> frozenset[str]:
@@ -106,7 +109,8 @@ def build_context(run_set: RunSet, framework_colors: dict[str, str]) -> ReportCo
                      for hints, workload in zip(runs["hints"], runs["workload"])]
     prepared, notes = casetable.prepare(run_set.measurements, runs)
     ceilings = ceilings_by_machine(runs)
-    experiments = [experiment_context(runs, prepared, run_set.extras, ceilings, name)
+    experiments = [experiment_context(runs, prepared, run_set.extras, ceilings, name,
+                                      framework_colors)
                    for name in dict.fromkeys(runs["experiment"])]
     return ReportContext(
         runs=runs, prepared=prepared, extras=run_set.extras, documents=run_set.documents,
@@ -122,8 +126,8 @@ def with_views(hints: JsonObject, workload: str) -> JsonObject:
 
 
 def experiment_context(runs: pd.DataFrame, prepared: pd.DataFrame, extras: pd.DataFrame,
-                       machine_ceilings: dict[str, Ceilings],
-                       name: str) -> ExperimentContext:
+                       machine_ceilings: dict[str, Ceilings], name: str,
+                       framework_colors: dict[str, str] | None = None) -> ExperimentContext:
     """Every shared table of one experiment, computed before any view runs."""
     rows = prepared[prepared["experiment"] == name]
     own_runs = runs[runs["experiment"] == name]
@@ -139,7 +143,7 @@ def experiment_context(runs: pd.DataFrame, prepared: pd.DataFrame, extras: pd.Da
         cells=casetable.cell_status(rows), headline=t.headline_sizes(stats),
         hints=hints,
         ceilings=ceilings_by_machine(own_runs), machine_ceilings=machine_ceilings,
-        extras=extras)
+        extras=extras, framework_colors=dict(framework_colors or {}))
 
 
 def call_name(unit: str, params: Mapping[str, JsonValue], rows: pd.DataFrame,

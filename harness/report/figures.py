@@ -6,6 +6,7 @@ Import this module only after style.use_private_matplotlib_config() has chosen t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -87,14 +88,15 @@ def short(text: str, limit: int = STATUS_TEXT_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def legend_handles(cells: pd.DataFrame) -> list[Line2D]:
-    """One entry per framework x device kind drawn: colour says framework, line says device."""
+def legend_handles(cells: pd.DataFrame, colors: Mapping[str, str]) -> list[Line2D]:
+    """One entry per framework x device kind drawn: colour says framework (COLORS: the
+    report's, style.framework_color), line says device."""
     handles = []
     pairs = cells[["framework", "device_kind"]].drop_duplicates().itertuples(index=False)
     pairs = list(pairs)
     order = {name: index for index, name in enumerate(dict.fromkeys(p[0] for p in pairs))}
     for framework, kind in sorted(pairs, key=lambda pair: (order[pair[0]], pair[1])):
-        handles.append(Line2D([], [], color=style.framework_color(framework),
+        handles.append(Line2D([], [], color=style.framework_color(framework, colors),
                               linestyle=style.DEVICE_LINESTYLES[kind],
                               marker=style.DEVICE_MARKERS[kind],
                               label=f"{framework} {style.DEVICE_NAMES[kind]}"))

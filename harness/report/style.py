@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from matplotlib.typing import LineStyleType
 
-# Filled from the runs' data (run.json "frameworks": each FrameworkSpec's colour), so the report
-# names no framework and a plugin framework brings its own colour.
-FRAMEWORK_COLORS: dict[str, str] = {}
 # Colour-blind-safe (seaborn's "colorblind" palette) for frameworks that stored none.
 OTHER_COLORS = ("#CC78BC", "#CA9161", "#949494", "#56B4E9", "#D55E00", "#FBAFE4")
 DEVICE_LINESTYLES: dict[str, LineStyleType] = {"cpu": "--", "gpu": "-"}
@@ -30,15 +28,12 @@ PART_COLORS = {"compute": "#4D4D4D", "overhead": "#D55E00", "cold": "#E6B422"}
 DPI = 130
 
 
-def set_framework_colors(colors: dict[str, str]) -> None:
-    """Colours for this report, from the stored runs."""
-    FRAMEWORK_COLORS.update({name: color for name, color in colors.items() if color})
-
-
-def framework_color(framework: str) -> str:
-    """The framework's fixed colour; unknown frameworks get a stable colour from their name."""
-    if framework in FRAMEWORK_COLORS:
-        return FRAMEWORK_COLORS[framework]
+def framework_color(framework: str, colors: Mapping[str, str]) -> str:
+    """The framework's fixed colour in COLORS, the report's (its context's framework_colors:
+    each FrameworkSpec's colour as run.json stored it, so the report names no framework and a
+    plugin framework brings its own); one stored none of gets a stable colour from its name."""
+    if colors.get(framework):
+        return colors[framework]
     return OTHER_COLORS[sum(map(ord, framework)) % len(OTHER_COLORS)]
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from harness.analysis import fixchoice
 from harness.analysis.advice import advise_run
-from harness.core import settings as run_settings
+from harness.core.settings import cache_folder
 from harness.data import store
 from harness.data.adviserecord import AdvisedCell, AdviseRecord, AfterRun
 from harness.data.results import CellResult, RunDocument
@@ -37,6 +37,7 @@ from harness.run import chooser as choosing
 from harness.run.advisebudget import DeviceKey, round_up, worker_costs
 from harness.run.chooser import Chooser
 from harness.run.executors import Executor
+from harness.run.forkserver import ForkServers
 from harness.run.plan import RunPlan, plan
 from harness.run.planner import declared_refusal
 from harness.run.progress import console as progress_console
@@ -136,24 +137,25 @@ def after_run_key() -> str:
     return envinfo.fingerprint_key(envinfo.machine_fingerprint(REPORT_LIBRARIES))
 
 
-def after_run_path() -> Path:
-    return run_settings.cache_folder() / AFTER_RUN_FILE
+def after_run_path(folder: Path) -> Path:
+    """AFTER_RUN_FILE in FOLDER, the run's cache folder (harness.core.settings.cache_folder)."""
+    return folder / AFTER_RUN_FILE
 
 
-def remembered_per_cell() -> float | None:
-    """The seconds per cell the last advise on this machine took after its last worker; None
-    where none is remembered (or the file cannot be read)."""
-    entry = store.read_json_object(after_run_path()).get(after_run_key())
+def remembered_per_cell(folder: Path) -> float | None:
+    """The seconds per cell the last advise on this machine took after its last worker, as
+    the cache FOLDER remembers it; None where none is (or the file cannot be read)."""
+    entry = store.read_json_object(after_run_path(folder)).get(after_run_key())
     value = entry.get("per_cell_s") if isinstance(entry, dict) else None
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def remember_after_run(seconds: float, cells: int) -> None:
-    """Keep SECONDS after the last worker of a run of CELLS cells, per cell, for this machine
-    (a failure to write is no failure of the run)."""
+def remember_after_run(seconds: float, cells: int, folder: Path) -> None:
+    """Keep SECONDS after the last worker of a run of CELLS cells, per cell, for this machine,
+    in the cache FOLDER (a failure to write is no failure of the run)."""
     if cells < 1 or seconds <= 0:
         return
-    path = after_run_path()
+    path = after_run_path(folder)
     known = store.read_json_object(path)
     known[after_run_key()] = {"per_cell_s": round(seconds / cells, 3), "cells": cells,
                               "seconds": round(seconds, 1),
@@ -195,23 +197,26 @@ class AdviseRun:
     executor: str | Executor | None = None
     command: list[str] | None = None
     progress: bool = True
+    # The caller's warm processes, shared by both phases (None: each phase opens its own).
+    servers: ForkServers | None = None
 
     @classmethod
     def start(cls, workload: str | None = None, *, executor: str | Executor | None = None,
               progress: bool = True, command: list[str] | None = None, ceilings: bool = True,
               budget_s: float | None = DEFAULT_BUDGET_S, spent_s: float = 0.0,
-              **options: Any) -> AdviseRun:
+              servers: ForkServers | None = None, **options: Any) -> AdviseRun:
         """Phase 1 opened. BUDGET_S: seconds for the whole run from now, less SPENT_S already
-        spent by the command (the CLI's start and imports); 0 or None: no limit."""
+        spent by the command (the CLI's start and imports); 0 or None: no limit. SERVERS: the
+        caller's warm processes (harness.run.context)."""
         started = choosing.clock() - max(0.0, spent_s)
-        per_cell = remembered_per_cell()
         if budget_s is not None and budget_s < 0:
             raise BadInput(f"--budget {budget_s:g}: must be >= 0 seconds (0: no limit)")
         budget = float(budget_s) if budget_s else None
-        run, size = plan_advice(workload, **options)
+        run, size = plan_advice(workload, servers=servers, **options)
+        per_cell = remembered_per_cell(cache_folder(run.settings))
         candidates = candidates_of(run)
         session = RunSession.start(run, executor, command=command, progress=progress,
-                                   ceilings=ceilings)
+                                   ceilings=ceilings, servers=servers)
         record = AdviseRecord(
             size=size, baseline=run.spec.variants_by_default[0],
             candidates=sorted({name for names in candidates.values() for name in names}),
@@ -224,7 +229,7 @@ class AdviseRun:
                           session.executor.runs_cells_here, record,
                           after_run=lambda cells: after_run_reserve(cells, per_cell))
         session.pick = chooser
-        return cls(run, size, session, chooser, executor, command, progress)
+        return cls(run, size, session, chooser, executor, command, progress, servers)
 
     def second(self, stopped: bool) -> RunSession | None:
         """Phase 2's session (see the class docstring), once phase 1's ended; STOPPED: by a
@@ -239,7 +244,7 @@ class AdviseRun:
         progress_console.print(f"advise: measuring the best combination as one cell: "
                                f"{', '.join(sorted({cell.variant for cell in added}))}")
         reopened = RunSession.reopen(self.session.run_dir, self.executor, command=self.command,
-                                     progress=self.progress)
+                                     progress=self.progress, servers=self.servers)
         first = self.chooser
         reopened.pick = Chooser(reopened, {}, self.size, first.budget_s, first.started,
                                 first.order_seed, first.rounds,
@@ -286,7 +291,7 @@ def add_combinations(run_dir: Path, spec: WorkloadSpec, chooser: Chooser | None 
     document = document if document is not None else store.load_run(run_dir)
     record = document.advise if document.advise is not None else AdviseRecord()
     found = advise_run(document, record.size)
-    planned = [Cell(**fields) for fields in document.planned_cells]
+    planned = [Cell.from_dict(fields) for fields in document.planned_cells]
     known = {cell.key for cell in planned}
     results = {result.cell.key: result for result in document.cells}
     added: list[Cell] = []

@@ -13,7 +13,7 @@ import traceback
 from typing import Any
 
 from harness.backend import ProfileUnavailable
-from harness.core import settings as run_settings
+from harness.core.settings import Settings
 from harness.core.units import format_seconds
 from harness.data.secondopinion import RECORD_KEY as SECOND_OPINION
 from harness.data.serial import JsonObject
@@ -83,17 +83,20 @@ DEVICE_PROFILE_PHASE = "device profile"
 # counter's traced call 6.6x a call, the memory pass's watched call 5.6x (both dispatch every
 # op through Python); the device profile runs two calls, one under the profiler.
 AFTER_PASS_LIMIT_S = 10.0
+# The FLOP count's and the memory pass's limit where no run's settings say (Settings.pass_limit_s).
+DEFAULT_PASS_LIMIT_S = Settings.pass_limit_s
 PASS_COST_CALLS = {FLOP_COUNT_PHASE: 7.0, MEMORY_PASS_PHASE: 6.0, DEVICE_PROFILE_PHASE: 3.0}
 
 
-def pass_too_long(name: str, seconds_per_call: float | None, calls: int = 1) -> str:
+def pass_too_long(name: str, seconds_per_call: float | None, calls: int = 1,
+                  pass_limit_s: float = DEFAULT_PASS_LIMIT_S) -> str:
     """Why the pass NAME is left out for a case whose call takes SECONDS_PER_CALL ('' where it
     runs): its estimate over its limit (the device profile: AFTER_PASS_LIMIT_S; the FLOP count
-    and memory pass: the run's pass_limit_s, 2 s under advise)."""
+    and memory pass: PASS_LIMIT_S, the run's settings' pass_limit_s, 2 s under advise)."""
     if not seconds_per_call:
         return ""
     limit = AFTER_PASS_LIMIT_S if name not in (FLOP_COUNT_PHASE, MEMORY_PASS_PHASE) \
-        else run_settings.active().pass_limit_s
+        else pass_limit_s
     estimate = seconds_per_call * calls * PASS_COST_CALLS[name]
     if estimate <= limit:
         return ""
@@ -179,7 +182,8 @@ def flops_record(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue],
 
 def counted_passes(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], task: Any,
                    seconds_per_call: float | None, counted: JsonObject | None,
-                   clock: PhaseClock | None) -> JsonObject:
+                   clock: PhaseClock | None,
+                   pass_limit_s: float = DEFAULT_PASS_LIMIT_S) -> JsonObject:
     """The case's extra fields from its FLOP count and its memory pass, each timed as its
     phase. COUNTED: the FLOP record the cell's first round made for this case (a later round),
     taken instead of counting again; a declared count costs nothing, so only a counter's (an
@@ -190,11 +194,13 @@ def counted_passes(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue],
         found.update(
             reused_flops(counted) if counted and spec.flops is None else
             flops_record(spec, module, case, task,
-                         pass_too_long(FLOP_COUNT_PHASE, seconds_per_call)))
+                         pass_too_long(FLOP_COUNT_PHASE, seconds_per_call,
+                                       pass_limit_s=pass_limit_s)))
     if counted is None:
         with phase(clock, MEMORY_PASS_PHASE):
             found.update(required_memory_record(
-                module, task, pass_too_long(MEMORY_PASS_PHASE, seconds_per_call)))
+                module, task, pass_too_long(MEMORY_PASS_PHASE, seconds_per_call,
+                                            pass_limit_s=pass_limit_s)))
     return found
 
 

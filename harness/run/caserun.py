@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.backend import VariantUnavailable
-from harness.core import settings as run_settings
 from harness.core.registry import load_framework
+from harness.core.settings import DEFAULT_ATTEMPTS, Settings
 from harness.data.results import Attempt, CaseResult
 from harness.data.serial import JsonObject
 from harness.measure import blocks
@@ -30,6 +30,7 @@ from harness.measure.timing import Measurement, TimingPolicy, autorange
 from harness.run import sensitivity
 from harness.run.casepasses import (
     AFTER_SAMPLE_PHASES,
+    DEFAULT_PASS_LIMIT_S,
     DEVICE_PROFILE_PHASE,
     counted_passes,
     declared_flops_record,
@@ -50,7 +51,7 @@ NOT_COMPARED = "not_compared"
 # again after a pause, at most this many times in all; it stays SUSPECT only when every
 # attempt was contended (the record keeps each attempt and why).
 # The settings' attempts change it (HARNESS_ATTEMPTS: the test suite, contended by design).
-MAX_ATTEMPTS = run_settings.DEFAULT_ATTEMPTS
+MAX_ATTEMPTS = DEFAULT_ATTEMPTS
 RETRY_PAUSE_S = 1.0
 QUICK_RETRY_PAUSE_S = 0.25
 # A case whose timed calls took longer than this (MNIST epochs) is not timed again: a retry
@@ -62,7 +63,8 @@ RETRY_MAX_TIMED_S = 20.0
 class CellContext:
     """What every case of one cell is run with: the workload, its implementation module, the
     cell, the open device, the cell's watcher (None: no GPU state or energy), the worker's
-    phase clock and how many attempts a contended case may have."""
+    phase clock and the run's settings (handed to the worker on its argument list: --quick,
+    the attempts a contended case may have, energy, the passes' limit)."""
 
     spec: WorkloadSpec
     module: Any
@@ -70,7 +72,15 @@ class CellContext:
     device: Any
     watch: CaseWatch | None = None
     clock: PhaseClock = field(default_factory=PhaseClock)
-    max_attempts: int = MAX_ATTEMPTS
+    settings: Settings = field(default_factory=Settings)
+
+    @property
+    def max_attempts(self) -> int:
+        return self.settings.attempts
+
+    @property
+    def quick(self) -> bool:
+        return self.settings.quick
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,7 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], v
                  device: Any, inputs: dict[str, Any], policy: TimingPolicy,
                  sync_style: str = "device", window: CaseWatch | None = None,
                  counted: JsonObject | None = None, clock: PhaseClock | None = None,
+                 pass_limit_s: float = DEFAULT_PASS_LIMIT_S,
                  ) -> tuple[Measurement, dict[str, Any], Any]:
     """Time one case in the spec's timing style: the measurement, the output, and the step.
 
@@ -121,7 +132,7 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], v
     other processes ('measure'), which no in-process profiler can see. The window (GPU state,
     energy) spans the timed samples; in 'measure' style, the backend's whole call. COUNTED:
     the FLOP record the cell's first round made for this case (a later round), taken instead
-    of counting again.
+    of counting again. PASS_LIMIT_S: the run's limit on the FLOP count and the memory pass.
     """
     if spec.timing == "measure":  # the backend runs the timing core itself (other processes)
         return measured_by_backend(spec, module, case, variant, device, inputs, policy, window)
@@ -143,7 +154,7 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], v
     output = task.output()
     per_call = measurement.median if measurement.samples else measurement.cold_seconds
     output.setdefault("extra", {}).update(
-        counted_passes(spec, module, case, task, per_call, counted, clock))
+        counted_passes(spec, module, case, task, per_call, counted, clock, pass_limit_s))
     synchronize()
     return measurement, output, step
 
@@ -232,15 +243,16 @@ def time_case(context: CellContext, plan: CasePlan, last: bool = True) -> TimedC
     if context.watch is not None:
         context.watch.start_case()
     with clock.timing("inputs"):
-        inputs = spec.make_inputs(plan.case, cell.variant) if spec.make_inputs else {}
-    policy = (TimingPolicy.quick() if cell.quick else TimingPolicy()).share(
+        inputs = spec.inputs(plan.case, cell.variant, context.settings)
+    policy = (TimingPolicy.quick() if context.quick else TimingPolicy()).share(
         cell.rounds).reusing(plan.reused)
     started = time.perf_counter()
     passes_before = sum(clock.phases.get(name, 0.0) for name in AFTER_SAMPLE_PHASES)
     measurement, output, step = measure_case(spec, context.module, plan.case, cell.variant,
                                              device, inputs, policy,
                                              load_framework(cell.framework).sync,
-                                             context.watch, plan.counted, clock)
+                                             context.watch, plan.counted, clock,
+                                             context.settings.pass_limit_s)
     timed = timed_seconds(measurement)
     clock.timed_s += timed
     passes = sum(clock.phases.get(name, 0.0) for name in AFTER_SAMPLE_PHASES) - passes_before
@@ -275,8 +287,8 @@ def finish_watch(context: CellContext, measurement: Measurement, output: dict[st
         return watch.finish_case(
             output["seconds_per_call"], output.get("extra", {}).get("steps_per_call"),
             not last, load is not None and load.contended,
-            no_energy_pass=(QUICK_ENERGY_REASON if cell.quick else
-                            NO_ENERGY_REASON if not run_settings.active().energy else
+            no_energy_pass=(QUICK_ENERGY_REASON if context.quick else
+                            NO_ENERGY_REASON if not context.settings.energy else
                             LATER_ROUND_ENERGY_REASON if cell.round > 0 else ""))
 
 
@@ -315,7 +327,7 @@ def time_attempts(context: CellContext, plan: CasePlan) -> Attempts:
             break
         if number < allowed:
             with clock.timing("pause before a retry"):
-                time.sleep(QUICK_RETRY_PAUSE_S if cell.quick else RETRY_PAUSE_S)
+                time.sleep(QUICK_RETRY_PAUSE_S if context.quick else RETRY_PAUSE_S)
     assert kept is not None
     return Attempts(records, kept, kept_number, first_cold)
 

@@ -439,35 +439,17 @@ class ForkServers:
         self.close()
 
 
-
-_ACTIVE: list[ForkServers] = []  # the run's warm processes while shared() is open
-
-
-def active() -> ForkServers | None:
-    """The warm processes of the run under way (shared()), if any."""
-    return _ACTIVE[-1] if _ACTIVE else None
-
-
 @contextlib.contextmanager
-def shared(fork_workers: bool = True) -> Iterator[ForkServers | None]:
-    """Warm processes for everything a run starts here (ceilings probe, prepared weights,
-    workers), so that the framework is imported once; an already open set is reused (it
-    starts a warm process only when a child first asks). None when FORK_WORKERS is False (the
-    run's settings: HARNESS_FORK_WORKERS=0), even where a set is open: a caller that opened
-    one before the run's settings were read (the CLI, harness.api.compare) forks nothing then."""
+def warm_processes(fork_workers: bool = True) -> Iterator[ForkServers | None]:
+    """A new set of warm processes, closed when the block ends; None where FORK_WORKERS is
+    False (the run's settings: HARNESS_FORK_WORKERS=0). Each starts when a child first asks.
+    The set is handed on by its opener (harness.run.context.RunContext), never looked up."""
     if not fork_workers:
         yield None
         return
-    if _ACTIVE:
-        yield active()
-        return
     with tempfile.TemporaryDirectory(prefix="harness-warm-") as scratch, \
             ForkServers(Path(scratch)) as servers:
-        _ACTIVE.append(servers)
-        try:
-            yield servers
-        finally:
-            _ACTIVE.remove(servers)
+        yield servers
 
 
 if __name__ == "__main__":

@@ -18,9 +18,11 @@ from pathlib import Path
 
 from harness.backend import canonical_device, parse_cuda_index
 from harness.core import registry
-from harness.core.settings import Settings, using
+from harness.core.settings import Settings
 from harness.measure import envinfo
 from harness.run import rounds as rounds_module
+from harness.run.context import RunContext
+from harness.run.forkserver import ForkServers
 from harness.spec import (
     BadInput,
     Cell,
@@ -147,17 +149,18 @@ class RunPlan:
     params: dict[str, ParamValue]
     out: Path
     timeout_s: float
-    quick: bool
-    # (run folder, params) -> parameters every cell gets, run once the folder exists (a user
-    # model's shared weights and CPU references are made there before any cell).
-    prepare: Callable[[Path, dict[str, ParamValue]], dict[str, ParamValue]] | None = None
+    # (run folder, params, the run's context) -> parameters every cell gets, run once the
+    # folder exists (a user model's shared weights and CPU references are made there before
+    # any cell, in a child forked from the run's warm process).
+    prepare: Callable[[Path, dict[str, ParamValue], RunContext],
+                      dict[str, ParamValue]] | None = None
     # Worker processes per cell, the matrix run round by round in a seeded random order.
     rounds: int = 1
     seed: int = 0
     # Probe the ceilings even where this machine remembers them (--probe-ceilings).
     probe_ceilings: bool = False
     # --quick and the HARNESS_* variables, read once (harness.core.settings): recorded in
-    # run.json and passed to every worker.
+    # run.json and passed to every worker. The one place a plan keeps --quick.
     settings: Settings = field(default_factory=Settings)
 
 
@@ -178,7 +181,8 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
          quick: bool = False, out: Path | str = "results",
          timeout_s: float = 900.0, model: Path | str | None = None,
          rounds: int | None = None, seed: int | None = None,
-         probe_ceilings: bool = False, settings: Settings | None = None) -> RunPlan:
+         probe_ceilings: bool = False, settings: Settings | None = None,
+         servers: ForkServers | None = None) -> RunPlan:
     """Validate every input before anything runs; BadInput (one line) otherwise.
 
     `model`: a user's model file (workloads/usermodel/) instead of a registered workload.
@@ -186,14 +190,16 @@ def plan(workload: str | None = None, *, frameworks: Sequence[str] | str | None 
     the cells in a new random order each round, from `seed` (default: drawn, and recorded).
     `probe_ceilings`: measure the ceilings again although this machine remembers them.
     `settings`: --quick and the HARNESS_* variables (harness.core.settings; default: read from
-    the environment now, a bad value being BadInput); `quick` true makes them quick. They are
-    active while the plan is made (the registry's plugins, a model file's inspection child).
+    the environment now, a bad value being BadInput); `quick` true makes them quick. The plan
+    is made under them (the registry's plugins, a model file's inspection child).
+    `servers`: warm processes the caller shares with the run (the inspection child is forked
+    from them); None: that child starts a new interpreter.
     """
     chosen = (Settings.from_environment(quick=quick) if settings is None
               else settings.with_quick(quick or settings.quick))
-    with using(chosen):
-        return _plan(workload, frameworks, devices, variants, sizes, params, data, out,
-                     timeout_s, model, rounds, seed, probe_ceilings, chosen)
+    registry.use_plugins(chosen.plugins)
+    return _plan(workload, frameworks, devices, variants, sizes, params, data, out,
+                 timeout_s, model, rounds, seed, probe_ceilings, RunContext(chosen, servers))
 
 
 def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
@@ -201,8 +207,9 @@ def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
           sizes: Sequence[int] | None, params: Mapping[str, ParamValue] | None,
           data: Path | str | None, out: Path | str, timeout_s: float,
           model: Path | str | None, rounds: int | None, seed: int | None,
-          probe_ceilings: bool, settings: Settings) -> RunPlan:
-    """plan's work, under its settings."""
+          probe_ceilings: bool, context: RunContext) -> RunPlan:
+    """plan's work, under its context's settings."""
+    settings = context.settings
     quick = settings.quick
     chosen_rounds = default_rounds(settings) if rounds is None else int(rounds)
     if chosen_rounds < 1:
@@ -213,7 +220,7 @@ def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
         if workload is not None:
             raise BadInput("give a workload or a model file (--model), not both")
         usermodel_plan = registry.model_plugin("plan")
-        spec, model_info = usermodel_plan.model_spec(model, quick)
+        spec, model_info = usermodel_plan.model_spec(model, context)
     else:
         if workload is not None and not workload.strip():
             raise BadInput("--workload is empty: name one of the workloads `harness list` shows")
@@ -237,12 +244,12 @@ def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
         usermodel_plan.check_frameworks(model_info, chosen_frameworks)
         usermodel_plan.check_what(model_info, values["what"])
 
-        def prepare(run_dir: Path, params: dict[str, ParamValue]) -> dict[str, ParamValue]:
-            return usermodel_plan.prepare_run(run_dir, spec, params, timeout_s, quick)
+        def prepare(run_dir: Path, params: dict[str, ParamValue],
+                    run_context: RunContext) -> dict[str, ParamValue]:
+            return usermodel_plan.prepare_run(run_dir, spec, params, timeout_s, run_context)
     out = Path(out)
     check_writable(out)
-    cells = expand_matrix(spec.name, chosen_variants, chosen_frameworks, chosen_devices, values,
-                          quick)
-    return RunPlan(spec, cells, chosen_devices, values, out, timeout_s, quick, prepare,
+    cells = expand_matrix(spec.name, chosen_variants, chosen_frameworks, chosen_devices, values)
+    return RunPlan(spec, cells, chosen_devices, values, out, timeout_s, prepare,
                    chosen_rounds, chosen_seed, probe_ceilings, settings)
 

@@ -25,7 +25,7 @@ def planned_cells(document: RunDocument) -> list[Cell]:
     if not document.planned_cells:
         raise BadInput(f"run {document.run_id!r} stores no planned cells (written before "
                        "--resume existed); start a new run instead")
-    return [Cell(**fields) for fields in document.planned_cells]
+    return [Cell.from_dict(fields) for fields in document.planned_cells]
 
 
 def _task_results(run_dir: Path) -> list[CellResult]:

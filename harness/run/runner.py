@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import IO
 
 from harness.core import interrupt, registry
-from harness.core.settings import CHILD_MODULE, Settings, active, child_arguments, variable_names
+from harness.core.settings import CHILD_MODULE, Settings, child_arguments, variable_names
 from harness.data.results import CellResult
 from harness.data.serial import JsonObject, JsonValue
 from harness.measure.ceilings import cache_dir
 from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
 from harness.run import forkserver
+from harness.run.context import RunContext, opened
 from harness.run.failures import looks_like_oom
 from harness.run.forkserver import ForkedWorker, ForkServerLost, ForkServers
 from harness.spec import BadInput, Cell, Status
@@ -58,14 +59,22 @@ class RunOptions:
     worker_module: str = "harness.run.worker"
     extra_pythonpath: tuple[str, ...] = ()
     # The run's settings, passed to every worker on its argument list (harness.core.settings);
-    # by default the active ones (a run's, else this process's environment).
-    settings: Settings = field(default_factory=active)
+    # by default this process's environment's (a library call, a test).
+    settings: Settings = field(default_factory=Settings.from_environment)
+    # The run's warm processes, to fork the workers from (harness.run.context); None: the
+    # matrix opens its own (where the settings fork workers). Never pickled to a SLURM task.
+    servers: ForkServers | None = field(default=None, compare=False, repr=False)
     # The run's folder for compile caches (compile_cache_environment); None: none kept.
     compile_cache_root: Path | None = None
     # A time.monotonic() by which a worker is stopped whatever timeout_s allows (harness
     # advise's budget), and the reason its cell then gives; None: timeout_s alone.
     deadline: float | None = None
     deadline_reason: str = ""
+
+    @property
+    def context(self) -> RunContext:
+        """The run's settings and warm processes, for the helper children it starts."""
+        return RunContext(self.settings, self.servers)
 
     def worker_timeout(self) -> tuple[float, bool]:
         """(seconds a worker started now may run, whether the deadline is what bounds it)."""
@@ -165,14 +174,17 @@ def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = (),
     """The environment a worker starts with: the framework's own variables, GPUs hidden from
     cpu cells, NVLink multicast off, and no HARNESS_* setting (a child gets the run's settings
     on its argument list, harness.core.settings, never from an environment it inherited).
+    SETTINGS: the run's (--quick: the framework's quick defaults; the bytecode cache's
+    folder); None: this process's environment's.
 
     Why hide GPUs: a cpu cell that can see a GPU may still create a CUDA context; hiding them
     makes cpu mean cpu. Each framework's variables (TF memory growth, KERAS_BACKEND, JAX
     preallocation) come from its FrameworkSpec, not from here.
     """
+    settings = Settings.from_environment() if settings is None else settings
     hidden = variable_names()
     env = {name: value for name, value in os.environ.items() if name not in hidden}
-    env.update(framework_environment(cell.framework, env, cell.quick))
+    env.update(framework_environment(cell.framework, env, settings.quick))
     env["PYTHONUNBUFFERED"] = "1"
     env.update(bytecode_environment(cell.framework, env, settings))
     if env.get("PYTHONDONTWRITEBYTECODE") == "":
@@ -397,11 +409,12 @@ def _partial(cell: Cell, result_path: Path, status: Status, reason: str) -> Cell
 
 
 def run_json_child(module: str, args: list[str], cell: Cell, timeout_s: float,
-                   settings: Settings | None = None) -> tuple[JsonObject | None, str]:
+                   context: RunContext) -> tuple[JsonObject | None, str]:
     """Run `python -m MODULE *ARGS OUT.json` in CELL's environment and read OUT.json.
 
-    SETTINGS (None: the active ones, a run's) reach the child on its argument list, through
-    harness.core.settings's entry point, which installs them and then runs MODULE.
+    CONTEXT: the run's settings, which reach the child on its argument list (through
+    harness.core.settings's entry point, which merges their plugins and then runs MODULE),
+    and its warm processes, which the child is forked from where they hold one for CELL.
 
     For the short helper processes (framework probe, ceilings) that, like workers, must keep
     frameworks out of the parent; like workers they get their own process group, so a timeout
@@ -411,11 +424,11 @@ def run_json_child(module: str, args: list[str], cell: Cell, timeout_s: float,
         out_path, stderr_path = Path(scratch) / "out.json", Path(scratch) / "stderr.txt"
         with open(stderr_path, "wb") as stderr_file:
             try:
-                chosen = settings or active()
+                chosen = context.settings
                 process, _ = _start_child(
                     CHILD_MODULE, child_arguments(chosen, module, [*args, str(out_path)]),
                     cell.framework, cell_environment(cell, settings=chosen),
-                    forkserver.active() if chosen.fork_workers else None, stderr_file)
+                    context.fork_from, stderr_file)
                 returncode, _peak_rss = _wait_for_child(process, timeout_s)
             except ForkServerLost as lost:
                 return None, str(lost)
@@ -437,9 +450,11 @@ def run_matrix(cells: list[Cell], options: RunOptions,
     Every cell given gets a worker: the cells the declarations refuse were answered before
     this, without one (harness.api records harness.run.planner.refuse_declared's results).
     """
-    # Workers forked from the run's warm processes; none where the settings say fork_workers
-    # False (HARNESS_FORK_WORKERS=0).
-    with forkserver.shared(options.settings.fork_workers) as servers:
+    # Workers forked from the run's warm processes (a set of the matrix's own where the
+    # options hold none); none where the settings say fork_workers False
+    # (HARNESS_FORK_WORKERS=0).
+    with opened(options.settings, options.servers) as context:
+        servers = context.fork_from
         if servers is not None:
             servers.prestart([(cell.framework, framework_preload(cell.framework),
                                warm_environment(cell.framework, cell_environment(

@@ -21,16 +21,17 @@ from pathlib import Path
 
 from harness.analysis.stats import work_of
 from harness.core import interrupt, registry
-from harness.core.settings import Settings, using
+from harness.core.settings import Settings, cache_folder
 from harness.data import store
 from harness.data.ceilings import Ceilings
 from harness.data.results import CellResult, RunDocument, cell_from_dict
 from harness.measure import bounds, envinfo
-from harness.run import forkserver
 from harness.run import resume as resume_plan
 from harness.run import rounds as rounds_module
+from harness.run.context import RunContext, opened
 from harness.run.executors import Executor, executor_from_options, slurm_records
 from harness.run.executors.base import OnResult
+from harness.run.forkserver import ForkServers
 from harness.run.plan import RunPlan
 from harness.run.planner import cell_refusal, refuse_declared
 from harness.run.progress import console as progress_console
@@ -128,11 +129,12 @@ class RunSession:
     @classmethod
     def start(cls, plan: RunPlan, executor: str | Executor | None = None, *,
               command: list[str] | None = None, progress: bool = True,
-              ceilings: bool = True) -> RunSession:
+              ceilings: bool = True, servers: ForkServers | None = None) -> RunSession:
         """A new run folder with a first run.json holding the whole plan; BadInput (nothing
-        written) when the executor cannot run the cells."""
+        written) when the executor cannot run the cells. SERVERS: the caller's warm processes,
+        shared with what it ran before (the --model inspection); None: the run opens its own."""
         chosen = executor_from_options(executor)
-        options = RunOptions(timeout_s=plan.timeout_s, settings=plan.settings)
+        options = RunOptions(timeout_s=plan.timeout_s, settings=plan.settings, servers=servers)
         preflight(chosen, plan.cells, options)
         run_dir = store.new_run_dir(plan.out, plan.spec.name)
         recorder = RunRecorder(run_dir, plan.spec, new_document(plan, run_dir.name, chosen,
@@ -147,28 +149,29 @@ class RunSession:
     @classmethod
     def reopen(cls, run_dir: Path, executor: str | Executor | None = None, *,
                command: list[str] | None = None, progress: bool = True,
-               cancel_running: bool = False, settings: Settings | None = None) -> RunSession:
+               cancel_running: bool = False, settings: Settings | None = None,
+               servers: ForkServers | None = None) -> RunSession:
         """A stored run taken back: its finished results recorded again, the cells without
         one to run. BadInput when the folder is no run or stores no plan, or while its SLURM
         tasks are still queued or running (cancel_running: scancel them). It runs with the
-        settings the run recorded, or SETTINGS where given (recorded in their place)."""
+        settings the run recorded, or SETTINGS where given (recorded in their place); SERVERS:
+        the caller's warm processes (None: the run opens its own)."""
         try:
             document = store.load_run(run_dir)
         except store.StoreError as exc:
             raise BadInput(f"--resume: {exc}") from None
         chosen_settings = (settings or recorded_settings(document)).with_quick(document.quick)
-        with using(chosen_settings):  # a plugin's workload, by the run's own plugins
-            spec = registry.load_workload(document.workload)
+        registry.use_plugins(chosen_settings.plugins)  # a plugin's workload, by the run's own
+        spec = registry.load_workload(document.workload)
         # None: where the run ran, with its own settings (partition, time limit, sbatch...); a
         # SLURM run resumed with 'slurm' keeps them too, as the CLI's --resume does.
         chosen = executor_from_options(executor, stored=document.executor)
         slurm_records.check_no_live_tasks(run_dir, cancel_running)
         options = RunOptions(timeout_s=float(document.timeout_s or 900.0),
-                             settings=chosen_settings)
+                             settings=chosen_settings, servers=servers)
         kept, cells = resume_plan.remaining(document, run_dir)
         preflight(chosen, cells, options)
-        with using(chosen_settings):  # the local executor describes how its workers start
-            described = chosen.describe()
+        described = chosen.describe(chosen_settings)  # how its workers start, by the settings
         resume_plan.reopen(document, cells, described, command or sys.argv)
         document.settings = chosen_settings.to_dict()
         recorder = RunRecorder(run_dir, spec, document)
@@ -188,13 +191,13 @@ class RunSession:
         try:
             # One set of warm processes for every child the run starts: the ceilings probe, the
             # prepared weights and the workers (harness.run.forkserver: a framework imported
-            # once); the CLI's set, opened before the plan, is reused.
-            settings = self.options.settings
-            with using(settings), forkserver.shared(settings.fork_workers), \
+            # once); the caller's set (the CLI's, opened before the plan) where it gave one.
+            with opened(self.options.settings, self.options.servers) as context, \
                     tempfile.TemporaryDirectory(prefix="harness-compiled-") as compiled:
                 # Each cell's compile cache, new with this session (runner.py
                 # compile_cache_environment): later rounds load what round 0 compiled.
-                self.options = replace(self.options, compile_cache_root=Path(compiled))
+                self.options = replace(self.options, servers=context.servers,
+                                       compile_cache_root=Path(compiled))
                 if self._set_up():
                     self._run_cells()
             stopped_by = interrupt.requested()
@@ -222,13 +225,15 @@ class RunSession:
             return
         if self.ceilings:
             # `probe` bound only when asked: callers replace measure_ceilings with their own
-            # (devices, largest_n, quick) function, and the plain call keeps theirs working.
+            # (devices, largest_n, quick, **options) function; the run's context (its cache
+            # folder, its warm processes) is one of the options.
             measure = partial(measure_ceilings, probe=True) if plan.probe_ceilings \
                 else measure_ceilings
-            settled = measure(
-                plan.devices, largest_square_matmul(self.spec, plan.cells), plan.quick)
+            settled = measure(plan.devices, largest_square_matmul(self.spec, plan.cells),
+                              plan.settings.quick, context=self.options.context)
         else:
-            settled = bounds.unprobed_ceilings(plan.devices)
+            settled = bounds.unprobed_ceilings(plan.devices,
+                                               cache=cache_folder(plan.settings))
         self.document.ceilings = settled
         self.recorder.save()
 
@@ -238,7 +243,7 @@ class RunSession:
         if plan.prepare is None or interrupt.requested() is not None:
             return
         with progress_console.status("preparing the shared weights and CPU references"):
-            added = plan.prepare(self.run_dir, plan.params)
+            added = plan.prepare(self.run_dir, plan.params, self.options.context)
         self.document.params = {**plan.params, **added}
         self.cells = [replace(cell, params={**cell.params, **added}) for cell in self.cells]
         self.document.planned_cells = [cell.as_dict() for cell in self.cells]
@@ -372,11 +377,10 @@ def new_document(plan: RunPlan, run_id: str, executor: Executor,
     """A new run's first run.json: the plan, its settings, the host and the executor, no cell
     yet."""
     spec = plan.spec
-    with using(plan.settings):  # the local executor describes how its workers start
-        described = executor.describe()
+    described = executor.describe(plan.settings)  # how its workers start, by the settings
     return RunDocument(
         run_id=run_id, command=command, started=time.time(),
-        workload=spec.name, sweep=spec.sweep, params=plan.params, quick=plan.quick,
+        workload=spec.name, sweep=spec.sweep, params=plan.params, quick=plan.settings.quick,
         timeout_s=plan.timeout_s, hints=spec.report_hints(),
         frameworks=framework_styles(spec, plan.cells), host=envinfo.host_metadata(),
         # What --resume needs: the whole plan, and where it ran.
@@ -446,30 +450,34 @@ QUICK_PROBE_SIZES = [1024, 2048]
 
 
 def measure_ceilings(devices: list[str], largest_n: int | None, quick: bool = False,
-                     probe: bool = False) -> Ceilings:
+                     probe: bool = False, context: RunContext | None = None) -> Ceilings:
     """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles.
 
     Every run takes a device's remembered ceilings where this machine's fingerprint matches, the
     probe is younger than REMEMBER_FOR_DAYS and reached this run's sizes (harness.measure.ceilings
     .recall; `remembered` in its figures says so): a probe cost ~30 s of a 55 s run on an H200
     host. The others are probed, in one child, each with `probed_because`; PROBE
-    (--probe-ceilings) probes every device.
+    (--probe-ceilings) probes every device. CONTEXT: the run's (its cache folder, its warm
+    processes); None: this process's environment's settings, made quick by QUICK.
     """
     from harness.measure import ceilings
     from harness.run import ceiling_probe
 
+    context = RunContext.from_environment(quick) if context is None else context
+    folder = cache_folder(context.settings)
     sizes = QUICK_PROBE_SIZES if quick else ceilings.probe_sizes(largest_n)
     fingerprint = ceilings.machine_fingerprint()
     recalled = {device: ceilings.Recall(None, "--probe-ceilings") if probe
-                else ceilings.recall(device, sizes, fingerprint) for device in devices}
+                else ceilings.recall(device, sizes, fingerprint, folder=folder)
+                for device in devices}
     figures = {device: ceilings.with_bounds(known.figures) for device, known in recalled.items()
                if known.figures is not None}
     to_probe = [device for device in devices if device not in figures]
     if to_probe and interrupt.requested() is None:
         with progress_console.status("measuring the machine's ceilings (--no-ceilings skips "
                                      "this)"):
-            probed = ceiling_probe.measure_all(to_probe, largest_n, sizes=sizes, quick=quick,
-                                               fingerprint=fingerprint)
+            probed = ceiling_probe.measure_all(to_probe, largest_n, sizes=sizes,
+                                               fingerprint=fingerprint, context=context)
         figures.update({device: replace(probed[device], probed_because=recalled[device].why_not)
                         for device in to_probe})
     return Ceilings({device: figures[device] for device in devices if device in figures})

@@ -5,7 +5,8 @@ The only process that imports a framework. The result goes to a file, never stdo
 framework logging cannot corrupt it; it is rewritten (atomically) after every case, so a
 timeout or crash at the largest size keeps the smaller sizes already measured. SETTINGS is
 the run's harness.core.settings.Settings as JSON (the runner passes them; the worker never
-reads a HARNESS_* variable): they are installed for the whole process before anything else.
+reads a HARNESS_* variable): handed to everything below as arguments (the cell's
+CellContext, its CaseWatch), and their plugins merged into the registry before anything else.
 
 Here: the process and its cell (the framework import, the device, the watcher, the result
 document); each case is timed, checked and recorded by harness.run.caserun.
@@ -22,13 +23,14 @@ import traceback
 from pathlib import Path
 
 from harness.backend import DeviceUnavailable
-from harness.core import settings as run_settings
 from harness.core.registry import (
     backend_module,
     framework_installed,
     implementation_module,
     load_workload,
+    use_plugins,
 )
+from harness.core.settings import Settings
 from harness.data.results import CellResult, HarnessCost
 from harness.data.serial import JsonObject
 from harness.data.store import write_json_atomic
@@ -93,10 +95,8 @@ def counted_flops(cell: Cell, position: int) -> JsonObject | None:
     return dict(cell.flops[position] or {})
 
 
-def run_cell(cell: Cell, result_path: Path,
-             settings: run_settings.Settings | None = None) -> None:
-    """Run CELL's cases under SETTINGS (None: the process's active ones), saving after each."""
-    chosen = settings or run_settings.active()
+def run_cell(cell: Cell, result_path: Path, settings: Settings) -> None:
+    """Run CELL's cases under SETTINGS (the run's), saving after each."""
     run = CellRun(cell, result_path)
     run.save()
     clock = run.clock
@@ -120,13 +120,14 @@ def run_cell(cell: Cell, result_path: Path,
         return run.finish(Status.UNAVAILABLE, f"variant {cell.variant} needs a GPU device")
     module = implementation_module(spec, cell.framework)
     with clock.timing("idle power"):
-        watch = CaseWatch.open(device)  # NVML and RAPL, each or the reason it is unavailable
+        # NVML and RAPL, each or the reason it is unavailable (by the settings' module and root)
+        watch = CaseWatch.open(device, settings)
         # Idle power settles for seconds: measured once per cell (its first round), or read
         # back where this machine measured it within the hour (idlepower.IDLE_REMEMBER_S); not
         # for --quick, whose energy figures then have no share above idle.
-        if not cell.quick and cell.round == 0 and chosen.energy:
+        if not settings.quick and cell.round == 0 and settings.energy:
             watch.measure_idle(idle_fingerprint(cell.device, str(device.description)))
-    context = CellContext(spec, module, cell, device, watch, clock, chosen.attempts)
+    context = CellContext(spec, module, cell, device, watch, clock, settings)
     for position, case in enumerate(spec.cases_for(cell.params, cell.variant)):
         plan = CasePlan(case, reused_calibration(spec, cell, position),
                         counted_flops(cell, position))
@@ -139,13 +140,10 @@ def main(argv: list[str]) -> int:
     """CELL.json RESULT.json [SETTINGS]: without SETTINGS (JSON), the defaults, not the
     environment's HARNESS_* variables."""
     cell_path, result_path = Path(argv[0]), Path(argv[1])
-    settings = run_settings.Settings.from_json(argv[2]) if len(argv) > 2 \
-        else run_settings.Settings()
-    # Installed first: the registry's plugins, the MNIST loader and the NVML and RAPL
-    # openers under CaseWatch read the active settings, and no argument reaches them.
-    run_settings.install(settings)
-    cell_fields = json.loads(cell_path.read_text())
-    cell = Cell(**cell_fields)
+    settings = Settings.from_json(argv[2]) if len(argv) > 2 else Settings()
+    # First: the cell may name a plugin's workload or framework.
+    use_plugins(settings.plugins)
+    cell = Cell.from_dict(json.loads(cell_path.read_text()))
     print(f"worker {cell.label} on {platform.node()}", file=sys.stderr)
     try:
         run_cell(cell, result_path, settings)

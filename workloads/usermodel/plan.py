@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.core import registry
 from harness.core.settings import cache_folder
+from harness.run.context import RunContext
 from harness.run.runner import run_json_child
 from harness.spec import BadInput, CaseParams, Cell, ParamValue, WorkloadSpec, int_param, str_param
 from harness.workloads.usermodel import preparedcache
@@ -83,13 +84,14 @@ def check_file(path: Path) -> Path:
 
 
 def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S,
-                  quick: bool = False) -> dict[str, Any]:
+                  context: RunContext | None = None) -> dict[str, Any]:
     """What the file is (family, builder, output...), or BadInput naming the file and why.
-    QUICK: in a --quick cell's environment, to share the run's warm process (forkserver)."""
+    CONTEXT: the run's, whose warm process the child shares (forkserver; under --quick, in a
+    --quick cell's environment); None: this process's environment's, a new interpreter."""
     path = check_file(Path(model))
-    cell = Cell("inspect", "-", child_framework(guess_family(path)), "cpu", quick=quick)
+    cell = Cell("inspect", "-", child_framework(guess_family(path)), "cpu")
     info, why_not = run_json_child("harness.workloads.usermodel.inspect", [str(path)], cell,
-                                   timeout_s)
+                                   timeout_s, context or RunContext.from_environment())
     if info is None:
         raise BadInput(f"--model {model}: inspecting it failed ({why_not or 'no report'})")
     if info.get("error"):
@@ -111,9 +113,11 @@ def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S,
     return info
 
 
-def model_spec(model: Path | str, quick: bool = False) -> tuple[WorkloadSpec, dict[str, Any]]:
-    """The spec a run of this file plans with, and the inspector's report."""
-    info = inspect_model(model, quick=quick)
+def model_spec(model: Path | str, context: RunContext | None = None,
+               ) -> tuple[WorkloadSpec, dict[str, Any]]:
+    """The spec a run of this file plans with, and the inspector's report (CONTEXT: the
+    run's; None: this process's environment's)."""
+    info = inspect_model(model, context=context)
     return spec_for_name(NAME_PREFIX + Path(info["path"]).stem, info), info
 
 
@@ -136,8 +140,10 @@ def check_what(info: dict[str, Any], what: str) -> None:
 
 
 def prepare_run(run_dir: Path, spec: WorkloadSpec, params: CaseParams,
-                timeout_s: float, quick: bool = False) -> dict[str, ParamValue]:
+                timeout_s: float, context: RunContext | None = None) -> dict[str, ParamValue]:
     """Weights, inputs and CPU references into RUN/model/; the parameters cells then carry.
+    CONTEXT: the run's (its cache folder keeps prepared copies; its warm process the child);
+    None: this process's environment's.
 
     A failure is not raised: prepared.json says why and every cell becomes an error row with
     that reason, so the run folder still tells the story.
@@ -151,15 +157,16 @@ def prepare_run(run_dir: Path, spec: WorkloadSpec, params: CaseParams,
     args = [str_param(params, "model"), str(folder), framework, str_param(params, "what"),
             str(params["seed"]),
             ",".join(str(size) for size in sizes)]
-    model, root = Path(args[0]), cache_folder() / "prepared"
+    context = context or RunContext.from_environment()
+    model, root = Path(args[0]), cache_folder(context.settings) / "prepared"
     key = preparedcache.cache_key(model, framework, args[2:])
     reused = preparedcache.restore(root, key, folder)
     if reused is not None:  # the same file, sizes and seed were prepared on this machine
         _note_reuse(folder, reused)
         return {PREPARED_PARAM: str(folder)}
     summary, why_not = run_json_child("harness.workloads.usermodel.prepare", args,
-                                      Cell("prepare", "-", framework, "cpu", quick=quick),
-                                      timeout_s)
+                                      Cell("prepare", "-", framework, "cpu"), timeout_s,
+                                      context)
     if summary is None:
         _write_failure(folder, sizes, f"preparing the weights and references failed: {why_not}")
     else:

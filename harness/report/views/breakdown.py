@@ -11,6 +11,7 @@ device-busy pass measures the split directly (the devicetime view).
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,8 @@ class BreakdownView(View):
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
         path = breakdown_figure(table, context.name, context.sweep, context.unit,
-                                context.call_name, out_dir / f"{context.stem}-breakdown.png")
+                                context.call_name, out_dir / f"{context.stem}-breakdown.png",
+                                context.framework_colors)
         return [path] if path is not None else []
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
@@ -136,7 +138,7 @@ def breakdown_section(context: Any, table: pd.DataFrame) -> list[str]:
 # --- the figure --------------------------------------------------------------------------------
 
 def breakdown_figure(table: pd.DataFrame, title: str, sweep: str, unit: str, call: str,
-                     path: Path) -> Path | None:
+                     path: Path, colors: Mapping[str, str]) -> Path | None:
     """Per cell: share of a steady-state call that is compute vs an identified overhead, and
     share of the first call that is cold-start extra; absolute times written beside each bar.
 
@@ -180,7 +182,7 @@ def breakdown_figure(table: pd.DataFrame, title: str, sweep: str, unit: str, cal
                              fontsize=10)
     axes[0, 0].set_yticks(positions, labels)
     for tick, framework in zip(axes[0, 0].get_yticklabels(), table["framework"]):
-        tick.set_color(style.framework_color(framework))
+        tick.set_color(style.framework_color(framework, colors))
     axes[0, 0].invert_yaxis()
     machines = "" if several_machines else f" on {table['machine'].iloc[0]}"
     what = "where the time goes (cross-check: variant differences)" if overhead else \

@@ -12,6 +12,7 @@ only phrases and draws them. The analysis names stay importable from here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +68,7 @@ class CrossoverView(View):
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
         path = crossover_figure(
             context.stats, table, context.name, context.sweep, context.unit, context.ceilings,
-            out_dir / f"{context.stem}-crossover.png",
+            out_dir / f"{context.stem}-crossover.png", context.framework_colors,
             context.hints.get("bandwidth_ceiling", MEMORY))
         return [path] if path is not None else []
 
@@ -246,8 +247,9 @@ def _cold_lines(context: Any) -> list[str]:
 
 def crossover_figure(stats: pd.DataFrame, verdicts: pd.DataFrame, title: str, sweep: str,
                      unit: str, ceilings: dict[str, Ceilings], path: Path,
-                     bandwidth_key: str = MEMORY) -> Path | None:
-    """Time (and throughput) vs size, log-log, median line with IQR band, crossover marked."""
+                     colors: Mapping[str, str], bandwidth_key: str = MEMORY) -> Path | None:
+    """Time (and throughput) vs size, log-log, median line with IQR band, crossover marked;
+    each framework in its colour in COLORS (the report's)."""
     import matplotlib.pyplot as plt
 
     from harness.report.figures import PANEL_WIDTH, legend_handles, save, seconds_axis, size_axis
@@ -268,14 +270,15 @@ def crossover_figure(stats: pd.DataFrame, verdicts: pd.DataFrame, title: str, sw
     for row_axes, ((machine, variant), group) in zip(axes, panels):
         reference = _cpu_reference(swept, group, machine)
         drawn.append(_lines(row_axes[0], pd.concat([group, reference]), "median_s", "q1_s",
-                            "q3_s"))
+                            "q3_s", colors))
         _mark_failed(row_axes[0], stats[(stats["machine"] == machine)
                                          & (stats["variant"] == variant) & ~stats["valid"]
-                                         & stats["size_value"].notna()])
+                                         & stats["size_value"].notna()], colors)
         verdict = _verdict(verdicts, machine, variant)
         faded = sorted(set(reference["variant"]))
         _mark_crossover(row_axes[0], verdict)
-        _draw_predictions(row_axes[0], verdicts, machine, variant, group["size_value"].min())
+        _draw_predictions(row_axes[0], verdicts, machine, variant, group["size_value"].min(),
+                          colors)
         row_axes[0].set_ylabel(f"median time per {unit}")
         seconds_axis(row_axes[0].yaxis)
         notes = [_crossover_text(verdict, sweep)]
@@ -285,7 +288,7 @@ def crossover_figure(stats: pd.DataFrame, verdicts: pd.DataFrame, title: str, sw
                               + "\n".join(note for note in notes if note), fontsize=9.5)
         for axis, rate in zip(row_axes[1:], rates):
             _rate_panel(axis, pd.concat([group, reference]), rate, ceilings.get(machine),
-                        bandwidth_key)
+                        bandwidth_key, colors)
             axis.set_title(f"{machine} · variant {variant}: "
                            f"{'compute' if rate == 'gflops' else 'bytes'} throughput", fontsize=10)
         for axis in row_axes:
@@ -294,7 +297,7 @@ def crossover_figure(stats: pd.DataFrame, verdicts: pd.DataFrame, title: str, sw
     for axis in axes[-1]:
         axis.set_xlabel(f"{sweep} (log scale)")
     legend_cells = pd.concat(drawn).drop_duplicates()
-    figure.legend(handles=legend_handles(legend_cells), loc="outside lower center",
+    figure.legend(handles=legend_handles(legend_cells, colors), loc="outside lower center",
                   ncol=min(len(legend_cells), 6), frameon=False)
     figure.suptitle(f"{title}: when does the GPU win? lines: median, bands: IQR, "
                     "dotted: crossover; thin dashes: fitted costs, dash-dot: predicted "
@@ -303,7 +306,7 @@ def crossover_figure(stats: pd.DataFrame, verdicts: pd.DataFrame, title: str, sw
 
 
 def _draw_predictions(axis: Axes, verdicts: pd.DataFrame, machine: str, variant: str,
-                      smallest: float) -> None:
+                      smallest: float, colors: Mapping[str, str]) -> None:
     """Each framework's fitted cost curves, thin and dashed, carried past the sizes measured
     to its predicted crossover, which gets a dash-dot line apart from the measured one."""
     import numpy as np
@@ -319,7 +322,7 @@ def _draw_predictions(axis: Axes, verdicts: pd.DataFrame, machine: str, variant:
         if prediction.size is not None:
             end = max(end, min(prediction.size * 2, largest * 1000))
         sizes = np.geomspace(smallest, end, 200)
-        color = style.framework_color(row["framework"])
+        color = style.framework_color(row["framework"], colors)
         for model in (prediction.cpu, prediction.gpu):
             axis.plot(sizes, [model.seconds(size) for size in sizes], color=color,
                       linestyle=(0, (3, 2)), linewidth=0.8, alpha=0.6)
@@ -331,13 +334,13 @@ def _draw_predictions(axis: Axes, verdicts: pd.DataFrame, machine: str, variant:
                           color=color, ha="right", va="top")
 
 
-def _mark_failed(axis: Axes, failed: pd.DataFrame) -> None:
+def _mark_failed(axis: Axes, failed: pd.DataFrame, colors: Mapping[str, str]) -> None:
     """Failed cases stay visible: a cross at their (untrusted) time, or at the axis floor.
 
     Why: a point that silently vanishes reads as "not measured" and moves the crossover.
     """
     for _, row in failed.iterrows():
-        color = style.framework_color(row["framework"])
+        color = style.framework_color(row["framework"], colors)
         if pd.notna(row["median_s"]):
             axis.plot(row["size_value"], row["median_s"], marker="x", color=color,
                       markersize=9, markeredgewidth=2, linestyle="none")
@@ -371,14 +374,15 @@ def _with_faded(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(faded=faded.astype("boolean").fillna(False).astype(bool))
 
 
-def _lines(axis: Axes, rows: pd.DataFrame, center: str, low: str, high: str) -> pd.DataFrame:
+def _lines(axis: Axes, rows: pd.DataFrame, center: str, low: str, high: str,
+           colors: Mapping[str, str]) -> pd.DataFrame:
     """One median line with an IQR band per framework x device (x variant when faded)."""
     rows = _with_faded(rows)
     keys = ["framework", "device", "variant", "faded"]
     for (framework, device, _variant, faded), line in rows.groupby(keys, sort=False):
         line = line.sort_values("size_value")
         kind = device_kind(device)
-        color = style.framework_color(framework)
+        color = style.framework_color(framework, colors)
         alpha = 0.4 if faded else 1.0
         axis.plot(line["size_value"], line[center], color=color, alpha=alpha,
                   linestyle=style.DEVICE_LINESTYLES[kind], marker=style.DEVICE_MARKERS[kind],
@@ -409,7 +413,7 @@ def _mark_crossover(axis: Axes, verdict: pd.Series | None) -> None:
 
 
 def _rate_panel(axis: Axes, rows: pd.DataFrame, rate: str, ceilings: Ceilings | None,
-                bandwidth_key: str) -> None:
+                bandwidth_key: str, colors: Mapping[str, str]) -> None:
     from harness.report.figures import format_rate, log_labels
 
     work = "flops" if rate == "gflops" else "bytes"
@@ -423,7 +427,7 @@ def _rate_panel(axis: Axes, rows: pd.DataFrame, rate: str, ceilings: Ceilings | 
         axis.text(0.5, 0.5, "no throughput for these cells", transform=axis.transAxes,
                   ha="center")
         return
-    _lines(axis, rows, "rate", "rate_low", "rate_high")
+    _lines(axis, rows, "rate", "rate_low", "rate_high", colors)
     axis.set_ylabel("GFLOP/s" if rate == "gflops" else "GB/s")
     log_labels(axis.yaxis, format_rate)
     variant = str(rows.loc[~rows["faded"], "variant"].iloc[0]) if (~rows["faded"]).any() \

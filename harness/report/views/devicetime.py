@@ -61,7 +61,8 @@ class MeasuredTimeView(View):
         paths = [attribution_figure(at_headline(table, context.headline), context.name,
                                     context.unit, out_dir / f"{context.stem}-device-time.png"),
                  busy_sweep_figure(table, context.name, context.sweep, context.unit,
-                                   out_dir / f"{context.stem}-busy-sweep.png")]
+                                   out_dir / f"{context.stem}-busy-sweep.png",
+                                   context.framework_colors)]
         return [path for path in paths if path is not None]
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
@@ -212,7 +213,7 @@ def attribution_figure(table: pd.DataFrame, title: str, unit: str, path: Path) -
 
 
 def busy_sweep_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
-                      path: Path) -> Path | None:
+                      path: Path, colors: Mapping[str, str]) -> Path | None:
     """Wall and device-busy time per step against the sweep size, per GPU cell."""
     gpu = table[table.get("busy_step_s", pd.Series(dtype=float)).notna()] if not table.empty \
         else table
@@ -229,7 +230,7 @@ def busy_sweep_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
     several_machines = gpu["machine"].nunique() > 1
     for index, ((machine, framework, variant, device), group) in enumerate(series):
         color = style.OTHER_COLORS[index % len(style.OTHER_COLORS)] if index else \
-            style.framework_color(framework)
+            style.framework_color(framework, colors)
         name = f"{framework} {device} {variant}" + (f" ({machine})" if several_machines else "")
         axis.plot(group["size_value"], group["wall_step_s"], "-o", color=color,
                   label=f"{name}: wall")

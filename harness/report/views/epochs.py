@@ -17,6 +17,7 @@ Lines: the accuracy table, the data source and the distinct samples.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -82,7 +83,7 @@ class EpochsAccuracyView(View):
                                      on=["experiment", "machine", "variant", "size_label"])
         labels: EpochsLabels = {**view_labels(context), "call": context.call_name}
         path = epochs_figure(times, at_headline, context.name, labels,
-                             out_dir / f"{context.stem}-epochs.png")
+                             out_dir / f"{context.stem}-epochs.png", context.framework_colors)
         return [path] if path is not None else []
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
@@ -189,7 +190,7 @@ def trained_per_call(context: Any) -> Any:
 # --- the figure --------------------------------------------------------------------------------
 
 def epochs_figure(times: pd.DataFrame, accuracy: pd.DataFrame, title: str,
-                  labels: EpochsLabels, path: Path) -> Path | None:
+                  labels: EpochsLabels, path: Path, colors: Mapping[str, str]) -> Path | None:
     """Seconds per epoch with epoch 1 (the cold one) marked, and the accuracy per cell."""
     if times.empty and accuracy.empty:
         return None
@@ -206,7 +207,7 @@ def epochs_figure(times: pd.DataFrame, accuracy: pd.DataFrame, title: str,
     call = labels.get("call", "epoch")
     for index, ((machine, variant), group) in enumerate(panels):
         axis = figure.add_subplot(grid[index, 0])
-        _epoch_panel(axis, group, call)
+        _epoch_panel(axis, group, colors, call)
         size = group["size_label"].iloc[0]
         axis.set_title((f"{machine} · " if several_machines else "")
                        + f"variant {variant}, {labels['size']} {size}: seconds per {call}",
@@ -215,18 +216,19 @@ def epochs_figure(times: pd.DataFrame, accuracy: pd.DataFrame, title: str,
         axis = figure.add_subplot(grid[0, 0])
         axis.text(0.5, 0.5, "no trusted epoch times", ha="center", transform=axis.transAxes)
         axis.set_axis_off()
-    _accuracy_panel(figure.add_subplot(grid[:, 1]), accuracy, labels)
+    _accuracy_panel(figure.add_subplot(grid[:, 1]), accuracy, labels, colors)
     machines = "" if several_machines or times.empty else f" on {times['machine'].iloc[0]}"
     what = "training epochs" if call == "epoch" else f"timed training calls (each a {call})"
     figure.suptitle(f"{title}: {what}{machines}", fontsize=11)
     legend_cells = pd.concat([times[["framework", "device_kind"]],
                               accuracy[["framework", "device_kind"]]]).drop_duplicates()
-    figure.legend(handles=legend_handles(legend_cells), loc="outside lower center",
+    figure.legend(handles=legend_handles(legend_cells, colors), loc="outside lower center",
                   ncol=min(len(legend_cells), 6), frameon=False)
     return save(figure, path)
 
 
-def _epoch_panel(axis: Axes, group: pd.DataFrame, call: str = "epoch") -> None:
+def _epoch_panel(axis: Axes, group: pd.DataFrame, colors: Mapping[str, str],
+                 call: str = "epoch") -> None:
     from matplotlib.ticker import FuncFormatter
 
     from harness.report.figures import seconds_axis
@@ -237,7 +239,7 @@ def _epoch_panel(axis: Axes, group: pd.DataFrame, call: str = "epoch") -> None:
     for (framework, device, _), line in group.groupby(["framework", "device", "round"],
                                                       sort=False):
         kind = device_kind(device)
-        color = style.framework_color(framework)
+        color = style.framework_color(framework, colors)
         axis.plot(line["epoch"], line["seconds"], color=color,
                   linestyle=style.DEVICE_LINESTYLES[kind], marker=style.DEVICE_MARKERS[kind],
                   markersize=4)
@@ -263,7 +265,8 @@ def _epoch_panel(axis: Axes, group: pd.DataFrame, call: str = "epoch") -> None:
     axis.grid(alpha=0.3)
 
 
-def _accuracy_panel(axis: Axes, accuracy: pd.DataFrame, labels: EpochsLabels) -> None:
+def _accuracy_panel(axis: Axes, accuracy: pd.DataFrame, labels: EpochsLabels,
+                    colors: Mapping[str, str]) -> None:
     if accuracy.empty:
         axis.text(0.5, 0.5, "no accuracy recorded", ha="center", transform=axis.transAxes)
         axis.set_axis_off()
@@ -275,7 +278,7 @@ def _accuracy_panel(axis: Axes, accuracy: pd.DataFrame, labels: EpochsLabels) ->
     positions = np.arange(len(accuracy))
     for position, (_, row) in zip(positions, accuracy.iterrows()):
         ok = row["status"] == "ok"
-        color = style.framework_color(row["framework"])
+        color = style.framework_color(row["framework"], colors)
         axis.barh(position, row["accuracy"], color=color if ok else "none",
                   alpha=style.DEVICE_BAR_ALPHA[row["device_kind"]], height=0.7,
                   hatch=None if ok else "///", edgecolor=color)

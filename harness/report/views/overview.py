@@ -9,6 +9,7 @@ per machine and variant. No lines of its own: the figure opens the experiment's 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -37,7 +38,7 @@ class OverviewView(View):
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
         path = overview_figure(table, context.name, context.sweep, context.unit,
-                               out_dir / f"{context.stem}-overview.png")
+                               out_dir / f"{context.stem}-overview.png", context.framework_colors)
         return [path] if path is not None else []
 
 
@@ -120,7 +121,7 @@ def _overview_row(stats: pd.DataFrame, cells: pd.DataFrame, experiment: str, mac
 # --- the figure --------------------------------------------------------------------------------
 
 def overview_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
-                    path: Path) -> Path | None:
+                    path: Path, colors: Mapping[str, str]) -> Path | None:
     """Median time per call (or per step) of every cell at the headline size, IQR as error bar.
 
     Cells without a trusted time (unavailable, error, invalid, not run) keep their row: an
@@ -152,7 +153,7 @@ def overview_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
     for (row_index, column_index), ((machine, variant), group) in zip(places, panels):
         axis = axes[row_index, column_index]
         used.add((row_index, column_index))
-        _overview_panel(axis, group, limits)
+        _overview_panel(axis, group, limits, colors)
         size = group["size_label"].iloc[0]
         where = f" at {sweep}={format_size(size, sweep)}" if size else ""
         axis.set_title((f"{machine}\n" if several_machines else "") + f"variant {variant}{where}",
@@ -193,7 +194,8 @@ def _time_limits(table: pd.DataFrame) -> tuple[float, float]:
     return 10 ** math.floor(math.log10(low) - 0.3), 10 ** (math.log10(high) + 1.2)
 
 
-def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float]) -> None:
+def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float],
+                    colors: Mapping[str, str]) -> None:
     from harness.report.figures import cell_label, seconds_axis, short
 
     axis.set_xscale("log")
@@ -201,7 +203,7 @@ def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float]
     seconds_axis(axis.xaxis)
     positions = np.arange(len(group))
     for position, (_, row) in zip(positions, group.iterrows()):
-        color = style.framework_color(row["framework"])
+        color = style.framework_color(row["framework"], colors)
         if row["shown"]:
             error = [[row["median_s"] - row["q1_s"]], [row["q3_s"] - row["median_s"]]]
             axis.barh(position, row["median_s"] - limits[0], left=limits[0], color=color,
@@ -221,6 +223,6 @@ def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float]
     axis.set_yticks(positions, [cell_label(f, d) for f, d in zip(group["framework"],
                                                                    group["device"])])
     for tick, framework in zip(axis.get_yticklabels(), group["framework"]):
-        tick.set_color(style.framework_color(framework))
+        tick.set_color(style.framework_color(framework, colors))
     axis.invert_yaxis()
     axis.grid(axis="x", which="major", alpha=0.3)

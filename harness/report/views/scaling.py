@@ -15,7 +15,7 @@ work per second; below it, the per-step cost grew (communication, contention).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -57,7 +57,7 @@ class ScalingView(View):
                              _series_params(context.labels(self.name)))
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        return draw(table, out_dir)
+        return draw(table, out_dir, context.framework_colors)
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
@@ -247,8 +247,9 @@ def scaling_section(table: pd.DataFrame, figures: list[Path], out_dir: Path,
     return lines + [f"- {line}" for line in scaling_lines(table)]
 
 
-def draw(table: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """One PNG per workload: samples/s and efficiency vs processes, with the ideal lines."""
+def draw(table: pd.DataFrame, out_dir: Path, colors: Mapping[str, str]) -> list[Path]:
+    """One PNG per workload: samples/s and efficiency vs processes, with the ideal lines (each
+    framework in its colour in COLORS, the report's)."""
     from harness.report.style import use_private_matplotlib_config
 
     use_private_matplotlib_config()
@@ -263,7 +264,9 @@ def draw(table: pd.DataFrame, out_dir: Path) -> list[Path]:
             continue
         figure, (rate_axis, efficiency_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
         for key, group in measured.groupby(GROUP, sort=False):
-            _draw_series(rate_axis, efficiency_axis, dict(zip(GROUP, key)), group, style)
+            names = dict(zip(GROUP, key))
+            _draw_series(rate_axis, efficiency_axis, names, group,
+                         style.framework_color(names["framework"], colors))
         _finish_axes(rate_axis, efficiency_axis, measured)
         figure.suptitle(f"{workload}: data-parallel scaling (same total data per epoch)")
         path = out_dir / f"{workload}-{FIGURE_SUFFIX}.png"
@@ -274,9 +277,10 @@ def draw(table: pd.DataFrame, out_dir: Path) -> list[Path]:
 
 
 def _draw_series(rate_axis: Any, efficiency_axis: Any, key: dict[str, str],
-                 group: pd.DataFrame, style: Any) -> None:
+                 group: pd.DataFrame, color: str) -> None:
+    from harness.report import style
+
     kind = device_kind(key["device"])
-    color = style.framework_color(key["framework"])
     label = f"{key['framework']} {key['device']} ({group['label'].iloc[0]}), {key['machine']}"
     marker, line = style.DEVICE_MARKERS[kind], style.DEVICE_LINESTYLES[kind]
     rate_axis.plot(group["processes"], group["samples_per_s"], marker=marker, linestyle=line,

@@ -14,6 +14,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.core.settings import Settings
 from harness.data.results import CellResult
 from harness.run.runner import RunOptions
 from harness.spec import Cell
@@ -50,8 +51,9 @@ class Executor(Protocol):
     def run(self, cells: list[Cell], options: RunOptions, run_dir: Path, on_result: OnResult,
             on_state: OnState | None = None) -> bool: ...
 
-    def describe(self) -> dict[str, Any]:
-        """The executor's settings, stored in run.json."""
+    def describe(self, settings: Settings) -> dict[str, Any]:
+        """The executor's settings, stored in run.json (the run's SETTINGS: how workers
+        start)."""
         ...
 
 

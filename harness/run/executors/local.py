@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.core.settings import active
+from harness.core.settings import Settings
 from harness.data.results import CellResult
 from harness.run.executors.base import CellState, OnResult, OnState, ignore_state
 from harness.run.runner import RunOptions, run_matrix
@@ -40,8 +40,8 @@ class LocalExecutor:
 
         return run_matrix(cells, options, finished)
 
-    def describe(self) -> dict[str, Any]:
-        """Its name and how workers start: the active settings' (the run's, in a session)."""
+    def describe(self, settings: Settings) -> dict[str, Any]:
+        """Its name and how workers start, by the run's SETTINGS."""
         workers = ("forked from a warm process per framework that declares preload"
-                   if active().fork_workers else "a new interpreter each")
+                   if settings.fork_workers else "a new interpreter each")
         return {"name": self.name, "workers": workers}

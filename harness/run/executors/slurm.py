@@ -18,10 +18,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.core.settings import Settings
 from harness.core.units import device_kind
 from harness.data.results import CellResult
 from harness.run.executors import slurm_state
@@ -140,7 +141,8 @@ class SlurmExecutor:
     name = "slurm"
     runs_cells_here = False
 
-    def describe(self) -> ExecutorDescription:
+    def describe(self, settings: Settings | None = None) -> ExecutorDescription:
+        """Its settings, stored in run.json (the run's SETTINGS change none of them)."""
         return {"name": self.name, "cluster": self.cluster, "partition_cpu": self.partition_cpu,
                 "partition_gpu": self.partition_gpu, "time_limit_min": self.time_limit_min,
                 "sbatch": self.sbatch, "pending_limit_s": self.pending_limit_s,
@@ -212,7 +214,8 @@ class SlurmExecutor:
             try:
                 jobs = executor.map_array(run_task, [cell.as_dict() for cell in group],
                                           [str(path) for path in paths],
-                                          [options] * len(group),
+                                          # no warm process travels to a node
+                                          [replace(options, servers=None)] * len(group),
                                           [self.restored_environment()] * len(group))
             except Exception as exc:  # noqa: BLE001 - a refused submission is a status row
                 said = " | ".join(str(exc).strip().splitlines()[-3:])

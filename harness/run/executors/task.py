@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backend import parse_cuda_index
-from harness.core import interrupt
-from harness.core.settings import using
+from harness.core import interrupt, registry
 from harness.core.units import device_kind
 from harness.data.serial import JsonObject
 from harness.measure import envinfo
@@ -72,7 +71,7 @@ def run_task(cell_fields: dict[str, Any], result_path: str, options: RunOptions,
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
-    cell = Cell(**cell_fields)
+    cell = Cell.from_dict(cell_fields)
     host = envinfo.host_metadata()  # before pinning: the node as a whole, as a local run sees it
     worker_cell, pinned = pin_gpu(cell, dict(os.environ))
     os.environ.update(pinned)  # this task's own process: the worker inherits it
@@ -83,7 +82,8 @@ def run_task(cell_fields: dict[str, Any], result_path: str, options: RunOptions,
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     # The run's settings, as the submitting process read them (they travel on OPTIONS): the
     # registry's plugins here follow them, not the node's environment.
-    with interrupt.stop_on_signals(), using(options.settings):
+    registry.use_plugins(options.settings.plugins)
+    with interrupt.stop_on_signals():
         _first_sigterm_only()
         result = run_worker(worker_cell, options)
     result.cell, result.host, result.slurm = cell, host, task_identity()
