@@ -7,8 +7,8 @@ with `Settings.from_environment` (the ONLY place a HARNESS_* variable is read; a
 one `BadInput` line there, exit 2 from the CLI), records them in run.json (`--resume` uses the
 recorded ones) and hands them down: on RunOptions to the runner and the executors, on the
 worker's argument list (`python -m harness.run.worker CELL.json RESULT.json SETTINGS`), and
-to the helper children of run_json_child through this module's own entry point
-(`python -m harness.core.settings SETTINGS MODULE ARGS...`). The runner removes the variables
+to the helper children of run_json_child through their entry point
+(`python -m harness.core.child SETTINGS MODULE ARGS...`). The runner removes the variables
 from every child's environment, so nothing below the parent can read them by accident.
 
 Nothing holds them for a process: every reader is handed them as an argument (the runner's
@@ -41,8 +41,6 @@ from __future__ import annotations
 
 import json
 import os
-import runpy
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -200,25 +198,13 @@ def cache_folder(settings: Settings) -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "harness"))
 
 
-# --- helper children: `python -m harness.core.settings SETTINGS MODULE ARGS...` --------------
+# --- helper children: `python -m harness.core.child SETTINGS MODULE ARGS...` ------------------
+# The entry point lives in harness.core.child: it merges the registry's plugins, and this module
+# must not import the registry (which imports it).
 
-CHILD_MODULE = "harness.core.settings"
+CHILD_MODULE = "harness.core.child"
 
 
 def child_arguments(settings: Settings, module: str, args: list[str]) -> list[str]:
     """The argument list that runs `python -m MODULE *ARGS` under SETTINGS (run_json_child)."""
     return [settings.to_json(), module, *args]
-
-
-def run_child(argv: list[str]) -> None:
-    """Merge the plugins the settings of ARGV[0] name (the one setting a helper child reads:
-    its registry's), then run ARGV[1] as __main__ with the rest as its arguments."""
-    from harness.core import registry
-
-    registry.use_plugins(Settings.from_json(argv[0]).plugins)
-    sys.argv = [argv[1], *argv[2:]]
-    runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-
-
-if __name__ == "__main__":
-    run_child(sys.argv[1:])

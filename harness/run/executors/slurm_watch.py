@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from harness.core import interrupt
 from harness.core.units import device_kind
@@ -23,8 +23,17 @@ from harness.run.executors.slurm_records import log_line
 from harness.run.executors.slurm_state import TaskState
 from harness.spec import Cell
 
-if TYPE_CHECKING:
-    from harness.run.executors.slurm import SlurmExecutor
+
+class WatchSettings(Protocol):
+    """What a watch reads of its executor (slurm.SlurmExecutor): named here so that this
+    module, which slurm.py imports, imports nothing back."""
+
+    cluster: str
+    poll_s: float
+    missing_grace_s: float
+    cancel_grace_s: float
+
+    def partition(self, kind: str) -> str | None: ...
 
 NODE_CHECK_S = 5.0            # how often the nodes of running tasks are asked after
 STDERR_TAIL_CHARS = 1500
@@ -73,7 +82,7 @@ class Watch:
     """One run's watch over its tasks; the executor's settings (cluster, poll and grace times,
     partitions) are read from `executor`."""
 
-    executor: SlurmExecutor
+    executor: WatchSettings
     run_dir: Path
     pending_limit_s: float
     on_result: OnResult

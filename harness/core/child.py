@@ -1,0 +1,22 @@
+"""A helper child's entry point: `python -m harness.core.child SETTINGS MODULE ARGS...`
+(harness.core.settings.child_arguments builds the list; harness.run.runner starts it)."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+from harness.core import registry
+from harness.core.settings import Settings
+
+
+def run_child(argv: list[str]) -> None:
+    """Merge the plugins the settings of ARGV[0] name (the one setting a helper child reads:
+    its registry's), then run ARGV[1] as __main__ with the rest as its arguments."""
+    registry.use_plugins(Settings.from_json(argv[0]).plugins)
+    sys.argv = [argv[1], *argv[2:]]
+    runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    run_child(sys.argv[1:])
