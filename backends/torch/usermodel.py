@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -284,32 +285,9 @@ def _make_task(variant: str, device: TorchDevice, inputs: ModelInputs, dtype: to
     handle = device.handle
     extra: dict[str, object] = dict(set_switches(parts, device))
     graphed = "cuda-graph" in parts
-    host_arrays = inputs["x"]
-    nhwc = channels_last(parts, host_arrays)
-    net = build(path)
-    load_weights(net, inputs["weights"], inputs["weight_names"])
-    net = net.to(handle, dtype=dtype) if dtype != torch.float32 else net.to(handle)
-    if nhwc:
-        # Module.to takes memory_format (its **kwargs); torch's stubs list no such overload.
-        net = net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-        extra["memory_format"] = "channels_last"
-
-    def placed(array: np.ndarray) -> torch.Tensor:
-        tensor = on_device(array, handle, dtype)
-        return tensor.contiguous(memory_format=torch.channels_last) \
-            if nhwc and tensor.dim() == 4 else tensor
-
-    resident = [placed(array) for array in host_arrays]
-    # Copied from host memory on every call, as a plain loop does, unless the variant keeps
-    # them on the device (resident) or must (a captured graph reads fixed addresses).
-    copied = not parts & {"resident", "cuda-graph"}
-    if copied:
-        def current() -> list:
-            return [placed(array) for array in host_arrays]
-    else:
-        def current() -> list:
-            return resident
-    extra["inputs"] = "copied from host each call" if copied else "resident on the device"
+    nhwc = channels_last(parts, inputs["x"])
+    net = placed_net(path, inputs, handle, dtype, nhwc, extra)
+    current = input_source(parts, inputs["x"], handle, dtype, nhwc, extra)
     model: Any = net
     compiled = [part for part in parts if part in TORCH_COMPILE_MODE]
     mode = TORCH_COMPILE_MODE[compiled[0]] if compiled else None
@@ -319,35 +297,9 @@ def _make_task(variant: str, device: TorchDevice, inputs: ModelInputs, dtype: to
     autocast = autocast_for(parts, handle, graphed)
     if autocast is not nullcontext:
         extra["autocast"] = "bfloat16" if "bf16" in parts else "float16"
-    optimizer = None
-    trained_with = ""
-    scaled: ScaledUpdate | None = None
-    if what == "train":
-        net.train()
-        target = on_device(training_targets(inputs), handle, dtype)
-        loss_of, optimizer, trained_with = training_parts(path, net, graphed)
-        if "fp16" in parts:  # float16 gradients underflow without a loss scale
-            scaled = ScaledUpdate(optimizer, handle.type, KEPT_RESULTS["train"])
-            extra["loss_scaler"] = "torch.amp.GradScaler"
-
-        def make_call(module: Any) -> Callable[[], Any]:
-            return training_call(module, optimizer, current, target, loss_of,
-                                 autocast=autocast, scaled=scaled)
-    elif what == "inference":
-        net.eval()
-
-        def make_call(module: Any) -> Callable[[], Any]:
-            return inference_call(module, current, autocast)
-    else:
-        user_step = load_user_module(path).step
-
-        def make_call(module: Any) -> Callable[[], Any]:
-            def call() -> Any:  # compiled: the step gets torch.compile(model), as users do
-                with autocast():
-                    return user_step(module, *current())
-            return call
-    call = make_call(model)
-    eager = call if model is net else make_call(net)
+    step = step_maker(inputs, parts, net, handle, dtype, current, autocast, graphed, extra)
+    call = step.make_call(model)
+    eager = call if model is net else step.make_call(net)
     switch = jacobian_switch(parts, path)
     if switch is not None:  # the eager call too: the FLOP count and memory pass run it
         same = eager is call
@@ -364,27 +316,98 @@ def _make_task(variant: str, device: TorchDevice, inputs: ModelInputs, dtype: to
         # Captured by the first step(), the cold call, not here. Its warm-up calls train the
         # model, so the initial weights and a fresh optimizer state go back right after.
         graph = CapturedOnFirstCall(call, handle,
-                                    after_capture=lambda: restore(net, initial, optimizer))
+                                    after_capture=lambda: restore(net, initial, step.optimizer))
         call = graph
-    parameters = sum(p.numel() for p in net.parameters())
-    extra.update(parameters=parameters, what=what)
-    if trained_with:
-        extra["trained_with"] = trained_with
+    extra.update(parameters=sum(p.numel() for p in net.parameters()), what=what)
+    if step.trained_with:
+        extra["trained_with"] = step.trained_with
     kept = (path, keep or KEPT_RESULTS[what], snapshot, to_numpy)
     task = (ModelTask(call, *kept, extra=extra) if graph is None
             else GraphModelTask(graph, *kept, extra=extra))
     task.eager = eager
-    MEMORY_PASSES[task] = lambda: stepmemory.measure_step(eager, net, optimizer)
+    MEMORY_PASSES[task] = lambda: stepmemory.measure_step(eager, net, step.optimizer)
     MODELS[task] = net
     if not device.is_gpu:  # the count it ran with, read after the timed calls
         task.late_extra.append(lambda: {"threads": torch.get_num_threads()})
-    if scaled is not None:
-        task.late_extra.append(scaled.record)
+    if step.scaled is not None:
+        task.late_extra.append(step.scaled.record)
     if switch is not None:
         task.late_extra.append(switch.record)
     if mode == "reduce-overhead" and device.is_gpu:
         task.late_extra.append(compile_watch())
     return task
+
+
+def placed_net(path: str, inputs: ModelInputs, handle: torch.device, dtype: torch.dtype,
+               nhwc: bool, extra: dict[str, object]) -> Any:
+    """The file's model with the shared weights, on the device, channels-last where asked."""
+    net = build(path)
+    load_weights(net, inputs["weights"], inputs["weight_names"])
+    net = net.to(handle, dtype=dtype) if dtype != torch.float32 else net.to(handle)
+    if nhwc:
+        # Module.to takes memory_format (its **kwargs); torch's stubs list no such overload.
+        net = net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        extra["memory_format"] = "channels_last"
+    return net
+
+
+def input_source(parts: frozenset[str], host_arrays: list[np.ndarray], handle: torch.device,
+                 dtype: torch.dtype, nhwc: bool,
+                 extra: dict[str, object]) -> Callable[[], list]:
+    """What a call reads its inputs from: copied from host memory on every call, as a plain
+    loop does, unless the variant keeps them on the device (resident) or must (a captured graph
+    reads fixed addresses)."""
+    def placed(array: np.ndarray) -> torch.Tensor:
+        tensor = on_device(array, handle, dtype)
+        return tensor.contiguous(memory_format=torch.channels_last) \
+            if nhwc and tensor.dim() == 4 else tensor
+
+    resident = [placed(array) for array in host_arrays]
+    copied = not parts & {"resident", "cuda-graph"}
+    extra["inputs"] = "copied from host each call" if copied else "resident on the device"
+    if copied:
+        return lambda: [placed(array) for array in host_arrays]
+    return lambda: resident
+
+
+@dataclass
+class StepMaker:
+    """How a call of the file's step is made from a module (the net, or its compiled form),
+    and the training parts the task keeps beside it."""
+
+    make_call: Callable[[Any], Callable[[], Any]]
+    optimizer: Any = None
+    trained_with: str = ""
+    scaled: ScaledUpdate | None = None
+
+
+def step_maker(inputs: ModelInputs, parts: frozenset[str], net: Any, handle: torch.device,
+               dtype: torch.dtype, current: Callable[[], list], autocast: Any, graphed: bool,
+               extra: dict[str, object]) -> StepMaker:
+    """A training step, an inference call, or the file's own step(net, *inputs)."""
+    path, what = inputs["model"], inputs["what"]
+    if what == "train":
+        net.train()
+        target = on_device(training_targets(inputs), handle, dtype)
+        loss_of, optimizer, trained_with = training_parts(path, net, graphed)
+        scaled = None
+        if "fp16" in parts:  # float16 gradients underflow without a loss scale
+            scaled = ScaledUpdate(optimizer, handle.type, KEPT_RESULTS["train"])
+            extra["loss_scaler"] = "torch.amp.GradScaler"
+        return StepMaker(lambda module: training_call(module, optimizer, current, target,
+                                                      loss_of, autocast=autocast, scaled=scaled),
+                         optimizer, trained_with, scaled)
+    if what == "inference":
+        net.eval()
+        return StepMaker(lambda module: inference_call(module, current, autocast))
+    user_step = load_user_module(path).step
+
+    def make_call(module: Any) -> Callable[[], Any]:
+        def call() -> Any:  # compiled: the step gets torch.compile(model), as users do
+            with autocast():
+                return user_step(module, *current())
+        return call
+    return StepMaker(make_call)
 
 
 def jacobian_switch(parts: frozenset[str], path: str) -> JacobianSwitch | None:
