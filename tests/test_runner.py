@@ -155,3 +155,22 @@ def test_a_helper_child_answers_crashes_or_times_out(mode: str, document: dict |
                                  timeout_s=2.0, context=RunContext.from_environment())
     assert (got, reason) == (document, why_not)
     assert time.monotonic() - started < 20  # the hang was killed, not waited out
+
+
+def test_each_worker_keeps_its_own_cost_record_and_the_sums_are_theirs(
+        servers: ForkServers | None) -> None:
+    """A cell's cost sums its workers; per_worker keeps each one's figures (which round paid
+    a compile is read there), and merging two workers' costs keeps both records."""
+    first = run("ok", servers=servers)
+    assert first.cost is not None and len(first.cost.per_worker) == 1
+    record = first.cost.per_worker[0]
+    assert record["round"] == 0
+    assert record["wall_s"] == round(first.cost.wall_s, 3)
+    assert set(record["phases"]) <= set(first.cost.phases)
+    assert "step setup" in first.cost.phases  # make_task, apart from warm-up
+    merged = first.cost.add(first.cost)
+    assert merged.workers == 2 and len(merged.per_worker) == 2
+    summed = sum(worker["phases"].get("step setup", 0.0) for worker in merged.per_worker)
+    assert abs(summed - merged.phases["step setup"]) < 0.002
+    stored = type(first.cost).from_dict(merged.to_dict())
+    assert stored.per_worker == merged.per_worker

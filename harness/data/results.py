@@ -219,6 +219,10 @@ class HarnessCost(JsonRecord):
     timed_s: float = 0.0  # inside the timed calls: cold calls and warm samples
     workers: int = 0  # worker processes started
     phases: dict[str, float] = field(default_factory=dict)
+    # Each worker's own figures (round, wall_s, timed_s, phases), in the order they ran: the
+    # sums above hide which round paid (a GPU cell's round 0 compiles, its later rounds load),
+    # and a cost is only explained where each process's share can be read.
+    per_worker: list[dict[str, JsonValue]] = field(default_factory=list, metadata=IF_SET)
 
     @property
     def overhead_s(self) -> float:
@@ -229,7 +233,15 @@ class HarnessCost(JsonRecord):
         for name, seconds in other.phases.items():
             phases[name] = phases.get(name, 0.0) + seconds
         return HarnessCost(self.wall_s + other.wall_s, self.timed_s + other.timed_s,
-                           self.workers + other.workers, phases)
+                           self.workers + other.workers, phases,
+                           [*self.per_worker, *other.per_worker])
+
+    def worker_record(self, round_index: int) -> dict[str, JsonValue]:
+        """This one worker's figures as per_worker keeps them (milliseconds kept)."""
+        return {"round": round_index, "wall_s": round(self.wall_s, 3),
+                "timed_s": round(self.timed_s, 3),
+                "phases": {name: round(seconds, 3) for name, seconds in self.phases.items()
+                           if seconds >= 0.0005}}
 
 
 def cell_from_dict(document: Mapping[str, Any]) -> tuple[Cell, JsonObject]:

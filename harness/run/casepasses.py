@@ -74,6 +74,13 @@ def device_profile_record(device: Any, step: Any, calls: int,
 FLOP_COUNT_PHASE = "FLOP count"
 MEMORY_PASS_PHASE = "memory pass"
 AFTER_SAMPLE_PHASES = (FLOP_COUNT_PHASE, MEMORY_PASS_PHASE)
+# A per-call task's making (the model, its optimizer: on Keras/JAX each new variable's
+# initializer is a program of its own) and the output its check reads (an MNIST test accuracy
+# is an evaluation, compiled once per process): named apart from warm-up, which then holds only
+# what the timing itself spent, so a slow worker says which of them to cut.
+SETUP_PHASE = "step setup"
+OUTPUT_PHASE = "output for the check"
+BESIDE_WARMUP_PHASES = (*AFTER_SAMPLE_PHASES, SETUP_PHASE, OUTPUT_PHASE)
 DEVICE_PROFILE_PHASE = "device profile"
 
 # A pass after the samples is left out where it would take longer than this, by the case's

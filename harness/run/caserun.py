@@ -29,15 +29,17 @@ from harness.measure.memory import host_peak_bytes, reset_host_peak
 from harness.measure.timing import Measurement, TimingPolicy, autorange
 from harness.run import sensitivity
 from harness.run.casepasses import (
-    AFTER_SAMPLE_PHASES,
+    BESIDE_WARMUP_PHASES,
     DEFAULT_PASS_LIMIT_S,
     DEVICE_PROFILE_PHASE,
+    OUTPUT_PHASE,
+    SETUP_PHASE,
     counted_passes,
     declared_flops_record,
     device_profile_pass,
 )
 from harness.run.failures import failure_reason
-from harness.run.phaseclock import PhaseClock
+from harness.run.phaseclock import PhaseClock, phase
 from harness.spec import Cell, ParamValue, Status, WorkloadSpec
 
 # Why a run's cases carry no energy figure when its command asked for none (harness advise).
@@ -136,7 +138,8 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], v
     """
     if spec.timing == "measure":  # the backend runs the timing core itself (other processes)
         return measured_by_backend(spec, module, case, variant, device, inputs, policy, window)
-    task = module.make_task(case, variant, device, inputs)
+    with phase(clock, SETUP_PHASE):
+        task = module.make_task(case, variant, device, inputs)
     step, synchronize = timed_pair(task, device, sync_style)
     if spec.timing == "per_call" and blocks.supports_blocks(task):
         step = blocks.CallStep(task, step)  # a pass after the samples may run a part of it
@@ -151,7 +154,8 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], v
     else:
         measurement = autorange(step, synchronize, policy, window)
     synchronize()
-    output = task.output()
+    with phase(clock, OUTPUT_PHASE):
+        output = task.output()
     per_call = measurement.median if measurement.samples else measurement.cold_seconds
     output.setdefault("extra", {}).update(
         counted_passes(spec, module, case, task, per_call, counted, clock, pass_limit_s))
@@ -247,7 +251,7 @@ def time_case(context: CellContext, plan: CasePlan, last: bool = True) -> TimedC
     policy = (TimingPolicy.quick() if context.quick else TimingPolicy()).share(
         cell.rounds).reusing(plan.reused)
     started = time.perf_counter()
-    passes_before = sum(clock.phases.get(name, 0.0) for name in AFTER_SAMPLE_PHASES)
+    passes_before = sum(clock.phases.get(name, 0.0) for name in BESIDE_WARMUP_PHASES)
     measurement, output, step = measure_case(spec, context.module, plan.case, cell.variant,
                                              device, inputs, policy,
                                              load_framework(cell.framework).sync,
@@ -255,7 +259,7 @@ def time_case(context: CellContext, plan: CasePlan, last: bool = True) -> TimedC
                                              context.settings.pass_limit_s)
     timed = timed_seconds(measurement)
     clock.timed_s += timed
-    passes = sum(clock.phases.get(name, 0.0) for name in AFTER_SAMPLE_PHASES) - passes_before
+    passes = sum(clock.phases.get(name, 0.0) for name in BESIDE_WARMUP_PHASES) - passes_before
     clock.add("warm-up and calibration",
               max(0.0, time.perf_counter() - started - timed - passes))
     # A plausibility check (e.g. GB/s above what memory allows) needs the measured time.

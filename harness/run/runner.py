@@ -397,7 +397,8 @@ def with_worker_wall(result: CellResult, spawned: float, ended: float, forked: b
             phases["warm process start (python, imports; shared)"] = shared_start_s
         phases["worker fork" if forked else "worker start (python, imports)"] = start_s
         phases["worker exit"] = max(0.0, ended - finished)
-        result.cost = replace(cost, wall_s=max(0.0, ended - spawned), phases=phases)
+        worker = replace(cost, wall_s=max(0.0, ended - spawned), phases=phases, per_worker=[])
+        result.cost = replace(worker, per_worker=[worker.worker_record(result.cell.round)])
     return result
 
 
