@@ -11,6 +11,7 @@ from harness.core import registry
 from harness.run.runner import run_worker
 from harness.spec import Cell
 from harness.workloads import mnist
+from tests.in_subprocess import run_check
 from tests.quick_options import quick_options
 
 TINY = {"epochs": 1, "train_samples": 256, "test_samples": 50, "blocks": 16}  # 8 steps
@@ -49,3 +50,17 @@ def test_an_epoch_in_one_jitted_call_stays_one_sample_per_epoch() -> None:
     case = run_one_case("jax", "compiled", epochs=2)
     assert len(case["samples"]) == 1 and case["sample_steps"] == [8]
     assert len(case["call_seconds"]) == 2
+
+
+
+@pytest.mark.parametrize("framework", ("jax", "keras-jax"))
+def test_a_part_of_a_call_leaves_a_wait_that_works_and_a_model_that_trains_on(
+        framework: str) -> None:
+    """The energy pass runs a call's first steps and then waits (sync='output'): the wait
+    must block on the state where the part stopped. Keras on JAX donates the weights of the
+    last whole call to the next steps, so waiting on those raised "called on deleted or
+    donated buffer" (found on an H100, keras-jax cuda:0). The part, the wait and a whole call
+    after it, on CPU, in a child process (tests.blocks_checks)."""
+    if not registry.framework_installed(framework)[0]:
+        pytest.skip(f"{framework} is not installed")
+    run_check("tests.blocks_checks", f"part_then_whole({framework!r})")

@@ -190,9 +190,13 @@ class StopAfter(StepMarks):
 
     def __init__(self, steps: int) -> None:
         self.steps = steps
+        self.output: Any = None  # the task's output as of the stop, where it offers one
 
     def before_step(self, index: int, current_output: Callable[[], Any] | None = None) -> None:
         if index >= self.steps:
+            # A call stopped here returns no output, and a sync='output' framework's wait
+            # needs one that still exists: the state as of this step.
+            self.output = current_output() if current_output is not None else None
             raise EnoughSteps(index)
 
 
@@ -207,6 +211,9 @@ class CallStep:
 
     task: Any
     step: Callable[[], object]
+    # Where the framework waits on an output (caserun.OutputStep.keep): told the state a part
+    # stopped at, since the stopped call returns none. None: a device-wide wait.
+    keep_output: Callable[[Any], None] | None = None
 
     def __call__(self) -> object:
         return self.step()
@@ -227,11 +234,13 @@ class CallStep:
         """A callable that runs the first STEPS steps of one call, then stops the call."""
         def first_steps() -> None:
             own_marks = self.task.step_marks
-            self.task.step_marks = StopAfter(steps)
+            stop = StopAfter(steps)
+            self.task.step_marks = stop
             try:
                 self.step()
             except EnoughSteps:
-                pass
+                if self.keep_output is not None and stop.output is not None:
+                    self.keep_output(stop.output)
             finally:
                 self.task.step_marks = own_marks
         return first_steps

@@ -142,7 +142,8 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], v
         task = module.make_task(case, variant, device, inputs)
     step, synchronize = timed_pair(task, device, sync_style)
     if spec.timing == "per_call" and blocks.supports_blocks(task):
-        step = blocks.CallStep(task, step)  # a pass after the samples may run a part of it
+        # A pass after the samples may run a part of it (blocks.CallStep).
+        step = blocks.CallStep(task, step, step.keep if isinstance(step, OutputStep) else None)
     if window is not None:
         window.attach(step, synchronize)
     if spec.timing == "per_call":  # blocks of steps within each call where the task has them
@@ -191,16 +192,32 @@ def timed_pair(task: Any, device: Any, sync_style: str) -> tuple[Any, Any]:
     """
     if sync_style != "output":
         return task.step, device.synchronize
-    last_output: list[Any] = [None]
-
-    def step() -> None:
-        last_output[0] = task.step()
+    step = OutputStep(task)
 
     def synchronize() -> None:
-        if last_output[0] is not None:
-            device.block(last_output[0])
+        if step.last is not None:
+            device.block(step.last)
 
     return step, synchronize
+
+
+class OutputStep:
+    """A sync='output' framework's step: keeps what its last call returned, for the wait.
+
+    `keep` replaces it where a call stopped half-way (blocks.CallStep.part) returned nothing:
+    the last whole call's output may be gone by then (Keras on JAX donates the weights' buffers
+    to the next steps), so the state as of the stop is what the wait must block on.
+    """
+
+    def __init__(self, task: Any) -> None:
+        self.task = task
+        self.last: Any = None
+
+    def __call__(self) -> None:
+        self.last = self.task.step()
+
+    def keep(self, output: Any) -> None:
+        self.last = output
 
 
 @dataclass
