@@ -23,12 +23,32 @@ EVAL_BATCH = 1000  # test images per forward pass when measuring accuracy
 def test_accuracy(model: keras.Sequential, inputs: DigitsInputs) -> float:
     """Share of test digits classified right; call it inside the cell's device placement."""
     x_test, y_test = inputs["x_test"], inputs["y_test"]
+    forward = jax_forward(model) if keras.backend.backend() == "jax" else \
+        (lambda images: model(images, training=False))
     correct = 0
     for start in range(0, len(y_test), EVAL_BATCH):
-        probabilities = model(x_test[start:start + EVAL_BATCH], training=False)
+        probabilities = forward(x_test[start:start + EVAL_BATCH])
         predicted = np.argmax(keras.ops.convert_to_numpy(probabilities), axis=1)
         correct += int(np.sum(predicted == y_test[start:start + EVAL_BATCH]))
     return correct / len(y_test)
+
+
+def jax_forward(model: keras.Sequential) -> Any:
+    """Keras on JAX: the model's inference as one program compiled without GEMM autotuning.
+
+    Why: eagerly, each layer's matmul is a program of its own that XLA compiles and, on a GPU,
+    autotunes: 11.2 s of a keras-jax cuda:0 MNIST cell's first round on an H100, for a check
+    that is never timed (the default kernels give the same argmax to within float32 rounding,
+    and the check compares accuracy, not bits). The same layers, through Keras' own
+    stateless_call."""
+    import jax  # keras-jax only: the other backends never reach here
+
+    program = jax.jit(lambda trainable, non_trainable, images: model.stateless_call(
+        trainable, non_trainable, images, training=False)[0],
+        compiler_options={"xla_gpu_autotune_level": 0})
+    trainable = [variable.value for variable in model.trainable_variables]
+    non_trainable = [variable.value for variable in model.non_trainable_variables]
+    return lambda images: program(trainable, non_trainable, images)
 
 
 def epoch_extra(model: keras.Sequential, inputs: DigitsInputs, batch_size: int,
