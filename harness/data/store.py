@@ -165,7 +165,9 @@ def epoch_rows(case_base: MeasurementRow, case: CaseResult) -> list[MeasurementR
                                                              start=1)]
 
 
-def write_measurements(run_dir: Path, rows: Iterable[MeasurementRow]) -> None:
+def write_measurements(run_dir: Path, rows: Iterable[MeasurementRow],
+                       parquet: bool = True) -> None:
+    """measurements.csv, and its typed Parquet copy unless PARQUET is False."""
     rows = list(rows)
     extra = sorted({key for row in rows for key in row} - set(BASE_COLUMNS))
     buffer = io.StringIO()
@@ -173,7 +175,8 @@ def write_measurements(run_dir: Path, rows: Iterable[MeasurementRow]) -> None:
     writer.writeheader()
     writer.writerows(rows)
     write_bytes_atomic(run_dir / MEASUREMENTS_FILE, buffer.getvalue().encode())
-    write_parquet(run_dir / PARQUET_FILE, rows, BASE_COLUMNS + extra)
+    if parquet:
+        write_parquet(run_dir / PARQUET_FILE, rows, BASE_COLUMNS + extra)
 
 
 def write_parquet(path: Path, rows: list[MeasurementRow], columns: list[str]) -> None:

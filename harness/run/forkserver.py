@@ -348,10 +348,14 @@ class ForkServer:
         return ForkedWorker(int(answer["pid"]), self._lines,
                             int(answer.get("threads_at_fork") or 1))
 
-    def close(self) -> None:
+    def hang_up(self) -> None:
+        """Close its request pipe: the warm process serves no more and exits."""
         with contextlib.suppress(OSError, ValueError):
             if self._process.stdin is not None:
                 self._process.stdin.close()
+
+    def close(self) -> None:
+        self.hang_up()
         try:
             self._process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -427,9 +431,11 @@ class ForkServers:
             server.close()
 
     def close(self) -> None:
-        for server in self._servers.values():
-            if not server.refused:
-                server.close()
+        open_servers = [server for server in self._servers.values() if not server.refused]
+        for server in open_servers:  # all told first: they exit side by side
+            server.hang_up()
+        for server in open_servers:
+            server.close()
         self._servers.clear()
 
     def __enter__(self) -> ForkServers:
@@ -452,5 +458,15 @@ def warm_processes(fork_workers: bool = True) -> Iterator[ForkServers | None]:
         yield servers
 
 
+def exit_now(code: int) -> None:
+    """End the warm process without the interpreter's teardown: it holds nothing to tidy (its
+    forked workers are reaped, its replies flushed), and tearing down a process with a framework
+    loaded took ~0.9 s each on the H100 host: 3.6 s at the end of the demo's run."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_now(main(sys.argv[1:]))

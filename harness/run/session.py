@@ -94,7 +94,9 @@ class RunRecorder:
         if stopped_by is not None:
             self.document.interrupted_by = stopped_by.name
         store.write_run(self.run_dir, self.document)
-        store.write_measurements(self.run_dir, self.rows)
+        # The typed Parquet copy once, at the end: rebuilding it after every worker cost 2.6 s
+        # of the demo's run on the H100 host; run.json and the CSV hold every row meanwhile.
+        store.write_measurements(self.run_dir, self.rows, parquet=finished)
 
 
 @dataclass
