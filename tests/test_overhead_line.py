@@ -4,9 +4,10 @@ command line adds what came before and after the run, from a pinned clock here."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from harness.analysis.stats import RUN_SCOPE, command_line, overhead_line
+from harness.analysis.stats import RUN_SCOPE, WARM_START, command_line, overhead_line
 from harness.audit import audit_run
 from harness.data.results import RunDocument
 from harness.data.store import load_run
@@ -63,3 +64,20 @@ def test_the_whole_command_line_splits_the_command_around_the_run() -> None:
     assert "0.0 s before the run" in resumed and "the run 0.5 s" in resumed
     assert command_line(RunDocument.from_dict({"run_id": "r", "workload": "matmul",
                                                "sweep": "n"}), 998.6, 1006.1, 4.1) == ""
+
+
+def test_the_warm_processes_start_is_named_apart_from_the_rest_outside_the_workers(
+        tmp_path: Path) -> None:
+    """60 s of run, 0.5 s in its workers, 41.5 s waited for the warm processes (run.json
+    warm_processes): the line names both parts, and they add up to the 59.5 s outside."""
+    run_dir = costed_run(tmp_path / "run")
+    document = load_run(run_dir)
+    document_path = run_dir / "run.json"
+    stored = json.loads(document_path.read_text())
+    stored["warm_processes"] = {"prestart_s": 41.5, "frameworks": {"torch": {
+        "start_s": 41.5, "import_s": 40.0}}}
+    document_path.write_text(json.dumps(stored))
+    line = overhead_line(load_run(run_dir))
+    assert f"{WARM_START} 41.5 s" in line
+    assert "outside the workers (ceilings, shared weights, saving) 18.0 s" in line
+    assert overhead_line(document).count("41.5 s") == 0  # none recorded: not named

@@ -147,9 +147,12 @@ def overhead_line(document: RunDocument, largest: int = 3) -> str:
                 if document.finished is not None and document.started is not None else 0.0)
     wall = max(run_wall, cost.wall_s)
     phases = dict(cost.phases)
-    if wall > cost.wall_s + 0.05:  # before and between the workers: ceilings, shared weights
-        outside = "outside the workers (ceilings, shared weights, warm processes, saving)"
-        phases[outside] = wall - cost.wall_s
+    warm_s = float(document.warm_processes.get("prestart_s") or 0.0)
+    if warm_s > 0:
+        phases[WARM_START] = warm_s
+    if wall > cost.wall_s + warm_s + 0.05:  # before and between the workers
+        outside = "outside the workers (ceilings, shared weights, saving)"
+        phases[outside] = wall - cost.wall_s - warm_s
     top = sorted(phases.items(), key=lambda item: -item[1])[:largest]
     parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in top if seconds >= 0.05)
     return (f"harness overhead: {wall - cost.timed_s:.1f} s of {wall:.1f} s ("
@@ -157,6 +160,9 @@ def overhead_line(document: RunDocument, largest: int = 3) -> str:
             f"{'es' if cost.workers != 1 else ''}; {RUN_SCOPE})"
             + (f"; largest: {parts}" if parts else ""))
 
+
+# The warm processes' start, waited for before the first worker (run.json warm_processes).
+WARM_START = "warm processes' start (framework imports, side by side)"
 
 # What the overhead line's wall time leaves out, on the line itself: the run's document holds
 # only its own start and end, so the command around it is the CLI's to time (command_line).

@@ -375,6 +375,10 @@ class RunDocument(JsonRecord):
     settings: dict[str, SettingValue] = field(default_factory=dict, metadata=IF_SET)
     # What `harness advise` decided (harness.data.adviserecord); None for any other run.
     advise: AdviseRecord | None = field(default=None, metadata=IF_SET)
+    # What the run waited for its warm processes before the workers (their framework imports,
+    # side by side), and each one's start and import (harness.run.forkserver ForkServers.record):
+    # the largest part of "outside the workers" on a GPU host.
+    warm_processes: JsonObject = field(default_factory=dict, metadata=IF_SET)
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -52,7 +52,7 @@ import traceback
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TypedDict, cast
+from typing import IO, Any, TypedDict, cast
 
 # Read by a framework when it opens a device, not when it is imported, so a forked child may
 # set its own; every other variable must match the warm process's for a cell to be forked.
@@ -380,6 +380,16 @@ class ForkServers:
     def __init__(self, scratch: Path) -> None:
         self._scratch = scratch
         self._servers: dict[tuple[str, tuple[tuple[str, str], ...]], ForkServer] = {}
+        self.prestart_s = 0.0  # waited in prestart(), all rounds together
+
+    def record(self) -> dict[str, Any]:
+        """What starting the warm processes cost (run.json's `warm_processes`): the seconds
+        waited for them before the workers, and each framework's start and own import."""
+        frameworks: dict[str, dict[str, float]] = {}
+        for (framework, _), server in self._servers.items():
+            frameworks[framework] = {"start_s": round(server.start_s, 3),
+                                     "import_s": round(server.import_s, 3)}
+        return {"prestart_s": round(self.prestart_s, 3), "frameworks": frameworks}
 
     def get(self, framework: str, preload: tuple[str, ...], env: dict[str, str],
             cwd: Path) -> tuple[ForkServer | None, float]:
@@ -415,7 +425,9 @@ class ForkServers:
                 started.append(self._servers[key])
         for server in started:
             server.wait_ready()
-        return time.monotonic() - began if started else 0.0
+        waited = time.monotonic() - began if started else 0.0
+        self.prestart_s += waited
+        return waited
 
     def refusal(self, framework: str, env: dict[str, str]) -> str:
         """Why this framework's warm process forks no worker ('' where it does or none was

@@ -202,6 +202,8 @@ class RunSession:
                                        compile_cache_root=Path(compiled))
                 if self._set_up():
                     self._run_cells()
+                if context.servers is not None:
+                    self.document.warm_processes = context.servers.record()
             stopped_by = interrupt.requested()
         except KeyboardInterrupt:
             stopped_by = signal.SIGINT
