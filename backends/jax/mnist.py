@@ -50,16 +50,22 @@ class TrainState(TypedDict):
 Output = dict[str, dict[str, int | float | str]]
 
 
-def init_params(key: jax.Array, hidden_units: tuple[int, ...]) -> Params:
-    """Glorot-uniform weights in (in, out) layout and zero biases, as Keras' Dense."""
+def init_params(seed: int, hidden_units: tuple[int, ...]) -> Params:
+    """Glorot-uniform weights in (in, out) layout and zero biases, as Keras' Dense, drawn on
+    the host (numpy) and placed by the caller.
+
+    Why not jax.random: each draw is a program XLA compiles in every new process, and the
+    threefry bits of 1.8 M weights took 1.4-2.6 s to compile (a jax MNIST worker's first round,
+    cpu and cuda:0, on the H100 host and the 2-core VM); the same distribution from numpy costs
+    no compile. Initial weights are each framework's own anyway (the check compares accuracy).
+    """
+    rng = np.random.default_rng(seed)
     widths = (PIXELS, *hidden_units, CLASSES)
     params = []
     for fan_in, fan_out in itertools.pairwise(widths):
-        key, layer_key = jax.random.split(key)
         limit = float(np.sqrt(6.0 / (fan_in + fan_out)))
-        params.append({"w": jax.random.uniform(layer_key, (fan_in, fan_out), jnp.float32,
-                                               -limit, limit),
-                       "b": jnp.zeros(fan_out, jnp.float32)})
+        params.append({"w": rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32),
+                       "b": np.zeros(fan_out, np.float32)})
     return params
 
 
@@ -96,19 +102,13 @@ def make_train_step(optimizer: optax.GradientTransformation, dropout: float) -> 
 
 def initial_state(optimizer: optax.GradientTransformation,
                   hidden_units: tuple[int, ...]) -> TrainState:
-    """The state before the first step, made by one compiled program.
-
-    Why one: eagerly, each random draw, zeros and Adam moment is a program of its own that XLA
-    compiles in every new process (1.1-1.8 s of a jax MNIST worker's first round, cpu and
-    cuda:0 alike, on the H100 host); the values are the same, JAX's random numbers being a
-    function of the key alone."""
-    def make() -> TrainState:
-        params = init_params(jax.random.PRNGKey(SEED), hidden_units)
-        return {"params": params, "opt_state": optimizer.init(params),
-                "key": jax.random.PRNGKey(SEED + 1), "step": jnp.zeros((), jnp.int32),
-                "loss_sum": jnp.zeros((), jnp.float32), "seen": jnp.zeros((), jnp.int32)}
-
-    return jax.jit(make)()
+    """The state before the first step, on the host (numpy) but Adam's moments, which one
+    small compiled program makes (eagerly, each zeros_like is a program of its own); the
+    caller places it on the device."""
+    params = init_params(SEED, hidden_units)
+    return {"params": params, "opt_state": jax.jit(optimizer.init)(params),
+            "key": jax.random.PRNGKey(SEED + 1), "step": np.zeros((), np.int32),
+            "loss_sum": np.zeros((), np.float32), "seen": np.zeros((), np.int32)}
 
 
 class JaxTraining:
