@@ -63,11 +63,21 @@ def render_summary(context: Any, shown: dict[str, list[Shown]], report_shown: li
         lines += ["## Notes on the data", ""] + [f"- {note}" for note in notes] + [""]
     for experiment in context.experiments:
         lines += _experiment_section(experiment, shown[experiment.name], out_dir)
+    lines += _predicted_section(context.documents)
     text = "\n".join(lines).rstrip() + "\n"
     for heading, part in _parts(context, shown, report_shown, out_dir):
         text = text.rstrip() + "\n\n" + "\n".join([f"## {heading}", "", *part]) + "\n"
         lines += part
     return text, placed(text, lines)
+
+
+def _predicted_section(documents: list[Any]) -> list[str]:
+    """A CPU-only run's GPU step predicted from its features (harness.predict.answer: the
+    terminal's lines, with their figure records)."""
+    from harness.predict.answer import summary_lines
+
+    found = summary_lines(documents)
+    return ["## GPU step predicted (no GPU measured)", "", *found] if found else []
 
 
 def _parts(context: Any, shown: dict[str, list[Shown]], report_shown: list[Shown],
