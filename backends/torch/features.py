@@ -34,6 +34,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 
 from harness.backends.torch import flops
 from harness.predict.features import MARKER, VIEW, OpRecord, StepFeatures, SyncPoint, summarize
+from harness.run.casepasses import FEATURES_PART_STEPS
 
 if TYPE_CHECKING:
     from harness.workloads.usermodel.common import ModelTask
@@ -346,10 +347,8 @@ def task_features(task: ModelTask, inputs: ModelInputs, step_s: float | None = N
 
 # --- the features pass of a torch CPU cell (harness/run/casepasses.py features_pass) -------------
 
-# Optimizer steps of an epoch-sized call (MNIST) the pass records: a few, so its cost is a few
-# steps under the dispatch mode (each op timed and recorded: ~7x a plain step, as the FLOP
-# counter), not an epoch; the prediction is per step (the record's seconds / PART_STEPS).
-PART_STEPS = 4
+# Optimizer steps of an epoch-sized call (MNIST) the pass records (casepasses says why).
+PART_STEPS = FEATURES_PART_STEPS
 FEATURES_KEY, STEPS_KEY, REASON_KEY, HOST_SPEED_KEY = (
     "step_features", "step_features_steps", "step_features_reason", "host_speed")
 # MNIST variants whose step is eager (the collector records eager aten ops): a compiled model

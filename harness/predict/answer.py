@@ -74,15 +74,20 @@ def check_asked(asked: Sequence[str]) -> None:
         load_profile(given)
 
 
+def host_speed(record: Any) -> HostSpeed | None:
+    """This machine's host speed as the features pass stored it (None where it did not)."""
+    if not isinstance(record, dict) or not record:
+        return None
+    return HostSpeed(float(record["python_loop_s"]), float(record["numpy_loop_s"]))
+
+
 def case_predictions(extra: JsonObject, chosen: Sequence[Target]) -> dict[str, Any]:
     """{profile name: {host: Prediction record}} of one case's stored features."""
     record, speed = extra[FEATURES_KEY], extra.get(HOST_SPEED_KEY)
     if not isinstance(record, dict):
         raise TypeError(f"{FEATURES_KEY} is not a JSON object")
     features = StepFeatures.from_dict(record)
-    this_host = HostSpeed(float(speed["python_loop_s"]),  # type: ignore[arg-type]
-                          float(speed["numpy_loop_s"])) \
-        if isinstance(speed, dict) and speed else None
+    this_host = host_speed(speed)
     return {target.name: {host: predict(features, target.profile, host=host,
                                         this_host=this_host, profile_name=target.name).to_dict()
                           for host in HOSTS}
@@ -297,12 +302,21 @@ def no_features_line(document: RunDocument) -> str:
 
 # --- summary.md ----------------------------------------------------------------------------------
 
-def figures_of(document: RunDocument, cell: CellResult, name: str,
-               answer: Answer) -> list[Any]:
-    """The figure records of one answer's line (harness/report/figure.py), for the audit's
-    family FAMILY (harness/audit/predictions.py)."""
-    from harness.report.figure import Figure  # noqa: PLC0415 - only the report needs it
+@dataclass(frozen=True)
+class PrintedFigure:
+    """One figure of a line, as the report's Figure record takes it (harness/report/figure.py;
+    the audit's family FAMILY: harness/audit/predictions.py)."""
 
+    name: str
+    value: float
+    unit: str
+    text: str
+    subject: dict[str, str]
+
+
+def figures_of(document: RunDocument, cell: CellResult, name: str,
+               answer: Answer) -> list[PrintedFigure]:
+    """The figures one answer's line prints ([] for an unknown prediction)."""
     gpu = answer.point.gpu_step_s
     if answer.point.prediction.status != PREDICTED or gpu is None:
         return []
@@ -310,34 +324,31 @@ def figures_of(document: RunDocument, cell: CellResult, name: str,
                "variant": cell.variant, "profile": name,
                "size": str(answer.point.size.get(document.sweep))}
     ratio = answer.point.cpu_step_s / gpu
-    found = [Figure(FAMILY, "predicted GPU step", gpu * 1e3, "ms", f"~{ms(gpu)} ms per step",
-                    subject),
-             Figure(FAMILY, "GPU vs this CPU", ratio, "x",
-                    f"~{three_digits(ratio if ratio >= 1 else 1 / ratio)}x", subject)]
+    found = [PrintedFigure("predicted GPU step", gpu * 1e3, "ms", f"~{ms(gpu)} ms per step",
+                           subject),
+             PrintedFigure("GPU vs this CPU", ratio, "x",
+                           f"~{three_digits(ratio if ratio >= 1 else 1 / ratio)}x", subject)]
     if answer.interval is not None:
-        found.append(Figure(FAMILY, "interval", answer.interval.low_s * 1e3, "ms",
-                            answer.interval_text(), subject))
+        found.append(PrintedFigure("interval", answer.interval.low_s * 1e3, "ms",
+                                   answer.interval_text(), subject))
     return found
 
 
-def summary_lines(documents: Sequence[RunDocument]) -> list[str]:
-    """summary.md's section: per run with no GPU cell, one bullet per profile (the terminal's
-    line), each a report Line carrying its figure records; [] where none was predicted."""
-    from harness.report.figure import Line  # noqa: PLC0415
-
-    lines: list[str] = []
+def summary_entries(documents: Sequence[RunDocument],
+                    ) -> list[tuple[str, list[tuple[str, list[PrintedFigure]]]]]:
+    """summary.md's section: per run with no GPU cell, a heading sentence and one line per
+    profile (the terminal's), each with its figures; [] where none was predicted."""
+    found = []
     for document in documents:
         cell = answered_cell(document)
         if cell is None or not answers(document):
             continue
-        lines.append(f"Run `{document.run_id}`, {cell.framework} on {cell.device} "
-                     f"({cell.variant}), predicted from this CPU run's features "
-                     "(docs/predict.md):")
-        lines.append("")
+        lines = []
         for name in profile_names(cell):
             answer = answer_of(document, cell, name)
             if answer is not None:
-                lines.append(Line(f"- {answer.text()}",
-                                  figures_of(document, cell, name, answer)))
-        lines.append("")
-    return lines
+                lines.append((answer.text(), figures_of(document, cell, name, answer)))
+        found.append((f"Run `{document.run_id}`, {cell.framework} on {cell.device} "
+                      f"({cell.variant}), predicted from this CPU run's features "
+                      "(docs/predict.md):", lines))
+    return found

@@ -233,32 +233,40 @@ def device_profile_pass(spec: WorkloadSpec, device: Any, cell_round: int, step: 
 
 
 FEATURES_REASON = "step_features_reason"
+# Optimizer steps of an epoch-sized call (MNIST) the features pass records: a few, so its
+# cost is a few steps under the recording mode, not an epoch (the prediction is per step).
+FEATURES_PART_STEPS = 4
 
 
 def recorded_call_seconds(step: Any, seconds_per_call: float | None) -> float | None:
-    """Seconds of the call the features pass records: an epoch-sized call's few steps
-    (backends/torch/features.py PART_STEPS), else one call."""
+    """Seconds of the call the features pass records: an epoch-sized call's few steps, else
+    one call."""
     if isinstance(step, blocks.CallStep) and seconds_per_call:
-        from harness.backends.torch.features import PART_STEPS  # noqa: PLC0415 - torch cell
-
-        return seconds_per_call * min(PART_STEPS, step.steps_per_call) / step.steps_per_call
+        return seconds_per_call * min(FEATURES_PART_STEPS, step.steps_per_call) / \
+            step.steps_per_call
     return seconds_per_call
 
 
-def features_pass(framework: str, variant: str, device: Any, cell_round: int, step: Any,
-                  inputs: Any, seconds_per_call: float | None,
+def features_pass(module: Any, framework: str, variant: str, device: Any, cell_round: int,
+                  step: Any, inputs: Any, seconds_per_call: float | None,
                   pass_limit_s: float = DEFAULT_PASS_LIMIT_S) -> JsonObject:
     """The step's device-independent features for a GPU prediction (issue 51), as extra
-    fields, or {step_features_reason: why there are none}. A torch CPU cell's first round
-    only (the features describe the code, not the minute); after the check and the device
-    profile, so no recorded call reaches a timed sample or a checked output; within the run's
-    pass limit, by the recorded call's estimate; a failure costs the features, not the case."""
+    fields, or {step_features_reason: why there are none}: the implementation's
+    step_features(step, variant, inputs, seconds_per_call) where it has one (torch's: an
+    own-model file's step, MNIST's). A CPU cell's first round only (the features describe the
+    code, not the minute); after the check and the device profile, so no recorded call
+    reaches a timed sample or a checked output; within the run's pass limit, by the recorded
+    call's estimate; a failure costs the features, not the case."""
     if getattr(device, "is_gpu", False) or cell_round > 0:
         # A GPU cell's step is measured, not predicted; a later round's record would be
         # dropped (the merged case keeps the first round's extra).
         return {}
-    if framework != "torch":
-        return {FEATURES_REASON: f"features are recorded from torch steps only, not {framework}"}
+    record = getattr(module, "step_features", None)
+    if record is None:
+        return {FEATURES_REASON: ("the features pass records training steps of own-model "
+                                  "torch files and of the MNIST workloads"
+                                  if framework == "torch" else
+                                  f"features are recorded from torch steps only, not {framework}")}
     if step is None:
         return {FEATURES_REASON: "timed in other processes; no in-process step to record"}
     too_long = pass_too_long(FEATURES_PHASE, recorded_call_seconds(step, seconds_per_call),
@@ -266,9 +274,7 @@ def features_pass(framework: str, variant: str, device: Any, cell_round: int, st
     if too_long:
         return {FEATURES_REASON: f"the features pass was {too_long}"}
     try:
-        from harness.backends.torch.features import cell_features  # noqa: PLC0415 - torch cell
-
-        return dict(cell_features(step, variant, inputs, seconds_per_call))
+        return dict(record(step, variant, inputs, seconds_per_call))
     except Exception as exc:  # noqa: BLE001 - the timed result is already safe
         traceback.print_exc()
         return {FEATURES_REASON: f"the features pass failed: {failure_reason(exc)}"}

@@ -364,7 +364,8 @@ def run_case(context: CellContext, plan: CasePlan) -> CaseResult:
                 spec, context.module, plan.case, cell.variant, cell.framework, device,
                 kept.inputs, kept.output, kept.check)
         with clock.timing(FEATURES_PHASE):  # after the check: its calls reach no output
-            features = features_pass(cell.framework, cell.variant, device, cell.round,
+            features = features_pass(context.module, cell.framework, cell.variant, device,
+                                     cell.round,
                                      kept.step, kept.inputs, kept.output.get("seconds_per_call"),
                                      context.settings.pass_limit_s)
     except VariantUnavailable as exc:
