@@ -36,7 +36,7 @@ def test_every_shared_option_reaches_both_commands_with_its_own_help() -> None:
 def test_compare_and_advise_keep_every_flag() -> None:
     shared = {"--workload", "--model", "--sizes", "--device", "--framework", "--rounds",
               "--quick", "--no-quick", "--out", "--timeout", "--report", "--no-report",
-              "--ceilings", "--no-ceilings"}
+              "--ceilings", "--no-ceilings", "--predict-for"}
     compare_only = {"--variant", "--param", "--data", "--probe-ceilings", "--seed", "--details",
                     "--executor", "--partition-cpu", "--partition-gpu", "--time-limit",
                     "--pending-limit", "--sbatch", "--resume", "--cancel-running",

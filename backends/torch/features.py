@@ -34,6 +34,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 
 from harness.backends.torch import flops
 from harness.predict.features import MARKER, VIEW, OpRecord, StepFeatures, SyncPoint, summarize
+from harness.run.casepasses import FEATURES_PART_STEPS
 
 if TYPE_CHECKING:
     from harness.workloads.usermodel.common import ModelTask
@@ -342,3 +343,73 @@ def task_features(task: ModelTask, inputs: ModelInputs, step_s: float | None = N
     return features_record(task.eager, step_s=step_s, timed_calls=timed_calls,
                            h2d_bytes=h2d, h2d_how=how)
 
+
+
+# --- the features pass of a torch CPU cell (harness/run/casepasses.py features_pass) -------------
+
+# Optimizer steps of an epoch-sized call (MNIST) the pass records (casepasses says why).
+PART_STEPS = FEATURES_PART_STEPS
+FEATURES_KEY, STEPS_KEY, REASON_KEY, HOST_SPEED_KEY = (
+    "step_features", "step_features_steps", "step_features_reason", "host_speed")
+# MNIST variants whose step is eager (the collector records eager aten ops): a compiled model
+# or a captured graph runs other code than the ops a dispatch mode would see.
+EAGER_MNIST = ("as-written", "preloaded", "adam-fused", "adam-foreach")
+
+
+def host_speed_record() -> dict[str, float]:
+    """This CPU's single-thread speed (harness/predict/hostspeed.py's two loops, quick policy:
+    ~0.2 s): the prediction for host 'this' rescales the profile's launch costs by it."""
+    from harness.predict import hostspeed, timed  # noqa: PLC0415 - only a features pass needs it
+
+    rows = hostspeed.measure(timed.policy(quick=True))
+    return {"python_loop_s": float(rows["host.python"].rows[0].median_s or 0.0),
+            "numpy_loop_s": float(rows["host.numpy"].rows[0].median_s or 0.0)}
+
+
+def mnist_batch_bytes(task: Any) -> tuple[int, str]:
+    """(bytes one MNIST step copies host->device, how): the batch's images and labels where
+    the loop copies each batch (as-written's DataLoader), 0 where the set is resident."""
+    from harness.backends.torch.mnist import DataLoaderTraining  # noqa: PLC0415
+
+    if not isinstance(task, DataLoaderTraining):
+        return 0, "the training set is resident on the device: 0 per step"
+    x_train, y_train = task.inputs["x_train"], task.inputs["y_train"]
+    per_sample = int(x_train[0].nbytes) + int(y_train[0].nbytes)
+    return per_sample * int(task.batch_size), "one batch's images and labels, copied each step"
+
+
+def mnist_features(step: Any, variant: str, seconds_per_call: float | None) -> dict[str, Any]:
+    """The features of PART_STEPS optimizer steps of an MNIST epoch (blocks.CallStep.part),
+    after the timed epochs (the optimizer's state exists: no warm-up call)."""
+    if variant not in EAGER_MNIST:
+        return {REASON_KEY: f"variant {variant} does not run its step eagerly; the features "
+                            "of its as-written step are recorded in that cell"}
+    steps = min(PART_STEPS, step.steps_per_call)
+    per_step = (seconds_per_call / step.steps_per_call) if seconds_per_call else None
+    h2d, how = mnist_batch_bytes(step.task)
+    record = features_record(step.part(steps), step_s=per_step * steps if per_step else None,
+                             timed_calls=0, h2d_bytes=h2d * steps, h2d_how=how, warmup=0)
+    return {FEATURES_KEY: record, STEPS_KEY: steps}
+
+
+def cell_features(step: Any, variant: str, inputs: Any,
+                  seconds_per_call: float | None) -> dict[str, Any]:
+    """The features pass of one torch CPU case: {step_features, step_features_steps,
+    host_speed} or {step_features_reason: why}. STEP: what the case timed (a blocks.CallStep
+    of MNIST, or a user-model task's bound step)."""
+    from harness.measure.blocks import CallStep  # noqa: PLC0415
+    from harness.workloads.usermodel.common import ModelTask  # noqa: PLC0415
+
+    task = getattr(step, "__self__", None)
+    if isinstance(step, CallStep):
+        found = mnist_features(step, variant, seconds_per_call)
+    elif isinstance(task, ModelTask):
+        record = task_features(task, inputs, step_s=seconds_per_call, timed_calls=0)
+        found = {REASON_KEY: f"no features: {record['unknown']}"} if "unknown" in record \
+            else {FEATURES_KEY: record, STEPS_KEY: 1}
+    else:
+        return {REASON_KEY: "the features pass records training steps of own-model torch files "
+                            "and of the MNIST workloads; this workload's step is neither"}
+    if FEATURES_KEY in found:
+        found[HOST_SPEED_KEY] = host_speed_record()
+    return found

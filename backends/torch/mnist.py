@@ -366,3 +366,12 @@ def make_task(case: dict, variant: str, device: TorchDevice,
         train_model = torch.compile(model)  # type: ignore[assignment]
     return TRAININGS[variant](model, train_model, inputs, device, case["batch_size"],
                               ADAM_OPTIONS.get(variant))
+
+
+def step_features(step: Any, variant: str, inputs: Any,
+                  seconds_per_call: float | None) -> dict[str, Any]:
+    """The features pass of a CPU case (harness/run/casepasses.py features_pass), recorded by
+    backends/torch/features.py: the step's ops for a GPU prediction (docs/predict.md)."""
+    from harness.backends.torch.features import cell_features  # noqa: PLC0415 - after the check
+
+    return cell_features(step, variant, inputs, seconds_per_call)

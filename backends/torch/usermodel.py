@@ -479,3 +479,12 @@ def rounding_sensitivity(case: dict, variant: str, device: TorchDevice, inputs: 
     sensitivity.py), on this device, in float32 whatever switches the variant set."""
     return sensitivity.rounding_sensitivity(sys.modules[__name__], case, variant, device,
                                             inputs, float32=partial(tf32, False), **options)
+
+
+def step_features(step: Any, variant: str, inputs: Any,
+                  seconds_per_call: float | None) -> dict[str, Any]:
+    """The features pass of a CPU case (harness/run/casepasses.py features_pass), recorded by
+    backends/torch/features.py: the step's ops for a GPU prediction (docs/predict.md)."""
+    from harness.backends.torch.features import cell_features  # noqa: PLC0415 - after the check
+
+    return cell_features(step, variant, inputs, seconds_per_call)

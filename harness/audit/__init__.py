@@ -25,6 +25,7 @@ from harness.audit.figures import check_figures
 from harness.audit.ledger import SUMMARY_FILE, Audit, Ledger, Mismatch
 from harness.audit.measured import load_spec
 from harness.audit.pool import Pool
+from harness.audit.predictions import check_predictions
 from harness.audit.rundoc import Shuffle, check_derived, check_round_orders
 from harness.audit.summary import SummaryCheck
 from harness.data.store import MEASUREMENTS_FILE, load_run
@@ -42,6 +43,7 @@ def audit_run(run_dir: Path, shuffle: Shuffle | None = None) -> Audit:
     CsvCheck(ledger, document, spec, why, run_dir / MEASUREMENTS_FILE).run()
     check_derived(ledger, document, spec, why)
     check_round_orders(ledger, document, shuffle)
+    check_predictions(ledger, document)
     summary = run_dir / SUMMARY_FILE
     # No summary.md (--no-report, or a report drawn over several runs elsewhere: check it
     # with --summary) prints no figure here; "figures per file" shows it was not read.

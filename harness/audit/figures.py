@@ -14,11 +14,14 @@ from pathlib import Path
 from harness.audit.coldstart import check_cold
 from harness.audit.ledger import SUMMARY_FILE, Ledger
 from harness.audit.pool import Pool
+from harness.audit.predictions import check_printed_prediction
+from harness.predict.answer import FAMILY as PREDICTED_FAMILY
 from harness.report.figure import FIGURES_FILE, Figure, read_figures
 from harness.report.views.crossover import COLD_FAMILY
 
 FamilyCheck = Callable[[Ledger, Pool, str, Figure], None]
-FAMILIES: dict[str, FamilyCheck] = {COLD_FAMILY: check_cold}
+FAMILIES: dict[str, FamilyCheck] = {COLD_FAMILY: check_cold,
+                                     PREDICTED_FAMILY: check_printed_prediction}
 
 
 def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:

@@ -17,6 +17,7 @@ from harness.commands.epilogue import (
 from harness.commands.inputs import fail_input, parse_sizes
 from harness.commands.options import RunOptions
 from harness.commands.output import Said, print_plain
+from harness.commands.predicted import check_predict_for, print_predictions, store_predictions
 from harness.core import interrupt
 from harness.core.settings import cache_folder
 from harness.data import store
@@ -35,6 +36,7 @@ def run_advise(options: RunOptions, budget: float) -> None:
         try:
             if (options.workload is None) == (options.model is None):
                 raise BadInput("give one of --model FILE or --workload NAME")
+            check_predict_for(options.predict_for)
             result = api.advise(options.workload, model=options.model,
                                 sizes=parse_sizes(options.sizes), devices=options.device,
                                 frameworks=options.framework, rounds=options.rounds,
@@ -43,11 +45,13 @@ def run_advise(options: RunOptions, budget: float) -> None:
                                 spent_s=since_process_start(), servers=servers)
         except (BadInput, store.StoreError) as exc:
             fail_input(str(exc))
+    store_predictions(result, options.predict_for)
     drawn, mismatches, check_line = report_and_check(result, options.report)
     say = Said()
     if result.stopped_by is None:
         for line in advise_run(result.document).lines():
             print_plain(line)
+        print_predictions(say, result)
         print_advise_warnings(say, result, drawn)
     print_context(say, result, drawn, check_line, advise_rounds_line(result.document))
     remember_after_run(result, drawn is not None and budget > 0)

@@ -11,6 +11,7 @@ from harness import api
 from harness.commands.epilogue import print_run, report_and_check
 from harness.commands.inputs import fail_input, parse_param_overrides, parse_sizes
 from harness.commands.options import CompareOptions, ExecutorOptions, RunOptions
+from harness.commands.predicted import check_predict_for, store_predictions
 from harness.core import interrupt, registry
 from harness.core.settings import Settings
 from harness.data import store
@@ -29,6 +30,7 @@ def run_compare(options: RunOptions, choices: CompareOptions, where: ExecutorOpt
     # (each forks from it only where the run's settings fork workers).
     with forkserver.warm_processes() as servers:
         try:
+            check_predict_for(options.predict_for)
             executor = chosen_executor(where)
             # A new run's plan, or the stored folder --resume completes.
             target = planned(options, choices, servers) if where.resume is None \
@@ -48,6 +50,7 @@ def run_compare(options: RunOptions, choices: CompareOptions, where: ExecutorOpt
     spec = registry.load_workload(result.document.workload) if isinstance(target, Path) \
         else target.spec
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
+    store_predictions(result, options.predict_for)
     drawn, mismatches, check_line = report_and_check(result, options.report)
     print_run(spec, result, drawn, check_line, choices.details)
     # A failed cell says more than a failed drawing; either way the measurements are saved.

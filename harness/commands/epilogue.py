@@ -14,6 +14,7 @@ from rich.console import Console
 from harness import api
 from harness.analysis.stats import CaseSummary, summarize_result
 from harness.commands.output import Said, console, errors, print_plain, terminal_width
+from harness.commands.predicted import with_predictions
 from harness.commands.tables import (
     COMPACT_WIDTH,
     DISPUTED_TEXT,
@@ -72,7 +73,7 @@ def print_run(spec: WorkloadSpec, result: api.RunResult, drawn: ReportOutcome | 
     """The answer first: the verdicts, the compact table, the warnings, then one line each
     of context (rounds, --quick, ceilings, harness check, overhead) and the report's path."""
     say = Said()
-    verdicts = verdict_lines(result, drawn)
+    verdicts = with_predictions(result, verdict_lines(result, drawn))
     print_verdict(say, [line for line in verdicts if not is_warning(line)])
     print_variant_advice(result)
     summaries = print_results(spec, result, say, details)

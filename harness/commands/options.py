@@ -89,6 +89,10 @@ class RunOptions:
     ceilings: bool = field(default=True, metadata=declare({
         "compare": "Measure each device's peak FLOP/s and bandwidth first (for plausibility).",
         "advise": "Measure each device's peak FLOP/s and bandwidth first, as compare does."}))
+    predict_for: list[str] | None = field(default=None, metadata=declare(
+        "A device profile (a shipped name or a `harness profile-device` file) to predict a "
+        "CPU run's torch step on, beside the shipped ones; repeatable (docs/predict.md).",
+        "--predict-for"))
 
 
 @dataclass(frozen=True)

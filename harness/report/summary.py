@@ -20,7 +20,7 @@ from harness.analysis.memoryfit import method_lines as memory_method_lines
 from harness.analysis.memoryfit import terminal_lines as memory_terminal_lines
 from harness.analysis.noise import ONE_ROUND
 from harness.core.units import format_size
-from harness.report.figure import Figure, placed
+from harness.report.figure import Figure, Line, placed
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,27 @@ def render_summary(context: Any, shown: dict[str, list[Shown]], report_shown: li
         lines += ["## Notes on the data", ""] + [f"- {note}" for note in notes] + [""]
     for experiment in context.experiments:
         lines += _experiment_section(experiment, shown[experiment.name], out_dir)
+    lines += _predicted_section(context.documents)
     text = "\n".join(lines).rstrip() + "\n"
     for heading, part in _parts(context, shown, report_shown, out_dir):
         text = text.rstrip() + "\n\n" + "\n".join([f"## {heading}", "", *part]) + "\n"
         lines += part
     return text, placed(text, lines)
+
+
+def _predicted_section(documents: list[Any]) -> list[str]:
+    """A CPU-only run's GPU step predicted from its features (harness.predict.answer: the
+    terminal's lines), each line with its figure records."""
+    from harness.predict.answer import FAMILY, summary_entries
+
+    lines: list[str] = []
+    for heading, entries in summary_entries(documents):
+        lines += [heading, ""]
+        lines += [Line(f"- {text}", [Figure(FAMILY, item.name, item.value, item.unit, item.text,
+                                            item.subject) for item in figures])
+                  for text, figures in entries]
+        lines.append("")
+    return ["## GPU step predicted (no GPU measured)", "", *lines] if lines else []
 
 
 def _parts(context: Any, shown: dict[str, list[Shown]], report_shown: list[Shown],

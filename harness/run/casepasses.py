@@ -82,6 +82,8 @@ SETUP_PHASE = "step setup"
 OUTPUT_PHASE = "output for the check"
 BESIDE_WARMUP_PHASES = (*AFTER_SAMPLE_PHASES, SETUP_PHASE, OUTPUT_PHASE)
 DEVICE_PROFILE_PHASE = "device profile"
+# The features of the step for a GPU prediction (issue 51): a torch CPU cell's own-cost phase.
+FEATURES_PHASE = "features"
 
 # A pass after the samples is left out where it would take longer than this, by the case's
 # median call and the pass's cost in calls: it describes the case, it is not the measurement,
@@ -92,7 +94,11 @@ DEVICE_PROFILE_PHASE = "device profile"
 AFTER_PASS_LIMIT_S = 10.0
 # The FLOP count's and the memory pass's limit where no run's settings say (Settings.pass_limit_s).
 DEFAULT_PASS_LIMIT_S = Settings.pass_limit_s
-PASS_COST_CALLS = {FLOP_COUNT_PHASE: 7.0, MEMORY_PASS_PHASE: 6.0, DEVICE_PROFILE_PHASE: 3.0}
+# The features pass records one call under a dispatch mode that times every op (the FLOP
+# counter's cost) after one plain warm-up call: 8 calls (an MNIST epoch: a few steps of it).
+PASS_COST_CALLS = {FLOP_COUNT_PHASE: 7.0, MEMORY_PASS_PHASE: 6.0, DEVICE_PROFILE_PHASE: 3.0,
+                   FEATURES_PHASE: 8.0}
+LIMITED_BY_SETTINGS = (FLOP_COUNT_PHASE, MEMORY_PASS_PHASE, FEATURES_PHASE)
 
 
 def pass_too_long(name: str, seconds_per_call: float | None, calls: int = 1,
@@ -102,8 +108,7 @@ def pass_too_long(name: str, seconds_per_call: float | None, calls: int = 1,
     and memory pass: PASS_LIMIT_S, the run's settings' pass_limit_s, 2 s under advise)."""
     if not seconds_per_call:
         return ""
-    limit = AFTER_PASS_LIMIT_S if name not in (FLOP_COUNT_PHASE, MEMORY_PASS_PHASE) \
-        else pass_limit_s
+    limit = AFTER_PASS_LIMIT_S if name not in LIMITED_BY_SETTINGS else pass_limit_s
     estimate = seconds_per_call * calls * PASS_COST_CALLS[name]
     if estimate <= limit:
         return ""
@@ -225,3 +230,51 @@ def device_profile_pass(spec: WorkloadSpec, device: Any, cell_round: int, step: 
     if too_long:
         return {"reason": f"the device profile was {too_long}"}
     return device_profile_record(device, step, calls, seconds_per_call)
+
+
+FEATURES_REASON = "step_features_reason"
+# Optimizer steps of an epoch-sized call (MNIST) the features pass records: a few, so its
+# cost is a few steps under the recording mode, not an epoch (the prediction is per step).
+FEATURES_PART_STEPS = 4
+
+
+def recorded_call_seconds(step: Any, seconds_per_call: float | None) -> float | None:
+    """Seconds of the call the features pass records: an epoch-sized call's few steps, else
+    one call."""
+    if isinstance(step, blocks.CallStep) and seconds_per_call:
+        return seconds_per_call * min(FEATURES_PART_STEPS, step.steps_per_call) / \
+            step.steps_per_call
+    return seconds_per_call
+
+
+def features_pass(module: Any, framework: str, variant: str, device: Any, cell_round: int,
+                  step: Any, inputs: Any, seconds_per_call: float | None,
+                  pass_limit_s: float = DEFAULT_PASS_LIMIT_S) -> JsonObject:
+    """The step's device-independent features for a GPU prediction (issue 51), as extra
+    fields, or {step_features_reason: why there are none}: the implementation's
+    step_features(step, variant, inputs, seconds_per_call) where it has one (torch's: an
+    own-model file's step, MNIST's). A CPU cell's first round only (the features describe the
+    code, not the minute); after the check and the device profile, so no recorded call
+    reaches a timed sample or a checked output; within the run's pass limit, by the recorded
+    call's estimate; a failure costs the features, not the case."""
+    if getattr(device, "is_gpu", False) or cell_round > 0:
+        # A GPU cell's step is measured, not predicted; a later round's record would be
+        # dropped (the merged case keeps the first round's extra).
+        return {}
+    record = getattr(module, "step_features", None)
+    if record is None:
+        return {FEATURES_REASON: ("the features pass records training steps of own-model "
+                                  "torch files and of the MNIST workloads"
+                                  if framework == "torch" else
+                                  f"features are recorded from torch steps only, not {framework}")}
+    if step is None:
+        return {FEATURES_REASON: "timed in other processes; no in-process step to record"}
+    too_long = pass_too_long(FEATURES_PHASE, recorded_call_seconds(step, seconds_per_call),
+                             pass_limit_s=pass_limit_s)
+    if too_long:
+        return {FEATURES_REASON: f"the features pass was {too_long}"}
+    try:
+        return dict(record(step, variant, inputs, seconds_per_call))
+    except Exception as exc:  # noqa: BLE001 - the timed result is already safe
+        traceback.print_exc()
+        return {FEATURES_REASON: f"the features pass failed: {failure_reason(exc)}"}

@@ -32,11 +32,13 @@ from harness.run.casepasses import (
     BESIDE_WARMUP_PHASES,
     DEFAULT_PASS_LIMIT_S,
     DEVICE_PROFILE_PHASE,
+    FEATURES_PHASE,
     OUTPUT_PHASE,
     SETUP_PHASE,
     counted_passes,
     declared_flops_record,
     device_profile_pass,
+    features_pass,
 )
 from harness.run.failures import failure_reason
 from harness.run.phaseclock import PhaseClock, phase
@@ -378,6 +380,11 @@ def run_case(context: CellContext, plan: CasePlan) -> CaseResult:
             check = sensitivity.checked_with_sensitivity(
                 spec, context.module, plan.case, cell.variant, cell.framework, device,
                 kept.inputs, kept.output, kept.check)
+        with clock.timing(FEATURES_PHASE):  # after the check: its calls reach no output
+            features = features_pass(context.module, cell.framework, cell.variant, device,
+                                     cell.round,
+                                     kept.step, kept.inputs, kept.output.get("seconds_per_call"),
+                                     context.settings.pass_limit_s)
     except VariantUnavailable as exc:
         return CaseResult(plan.case, Status.UNAVAILABLE, str(exc))
     except Exception as exc:  # a failed case is data; the next case still runs
@@ -387,7 +394,7 @@ def run_case(context: CellContext, plan: CasePlan) -> CaseResult:
     suspect += attempt_suspects(found, context)
     return case_record(plan, found, check, "; ".join(suspect),
                        {**kept.output.get("extra", {}), **kept.watched, **host_peak,
-                        **warmup_extra(kept.measurement)},
+                        **warmup_extra(kept.measurement), **features},
                        device_profile)
 
 

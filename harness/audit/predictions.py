@@ -1,0 +1,161 @@
+"""The GPU predictions a run stored and printed (issue 51), recomputed from its features.
+
+Stored (run.json, a case's extra `gpu_predictions`): each prediction is made again from the
+case's stored features and the profile it names (harness.predict.model.recompute), with its
+own choices (host, variant, this host's speed), and its seconds must agree; its seconds must
+also follow from its own stored terms (Prediction.recombined). A profile that cannot be read
+now, or whose identity differs from the one the prediction names (a shipped profile replaced
+since), makes that prediction unverifiable, said so.
+
+Printed (summary.md's records of family answer.FAMILY): each figure recomputed from the
+case's raw samples with numpy (the CPU step, the noise) and from the recomputed prediction
+(the GPU step, its interval), then held to the printed text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from harness.audit.ledger import Ledger
+from harness.audit.pool import Pool
+from harness.core.units import three_digits
+from harness.data.results import CaseResult, CellResult, RunDocument
+from harness.predict.answer import (
+    FEATURES_KEY,
+    LINE_HOST,
+    PREDICTIONS_KEY,
+    STEPS_KEY,
+    ms,
+)
+from harness.predict.features import StepFeatures
+from harness.predict.interval import band_for, interval_of
+from harness.predict.model import Prediction, profile_identity, recompute
+from harness.predict.profile import Profile, ProfileError, load_profile
+from harness.report.figure import Figure
+
+WHERE = "run.json"
+TOLERANCE = 1e-9
+
+
+def case_subject(cell: CellResult, case: CaseResult) -> str:
+    sizes = ", ".join(f"{name}={value}" for name, value in case.case.items())
+    return f"{cell.framework} {cell.device} {cell.variant} ({sizes})"
+
+
+def readable_profile(ledger: Ledger, subject: str, name: str,
+                     stored: Prediction) -> Profile | None:
+    """The profile NAME as the prediction used it, else None with the reason noted."""
+    try:
+        profile = load_profile(name)
+    except ProfileError as why:
+        ledger.cannot(subject, f"prediction on {name}", WHERE, f"profile unreadable now: {why}")
+        return None
+    if profile_identity(profile, name) != stored.profile:
+        ledger.cannot(subject, f"prediction on {name}", WHERE,
+                      "the profile changed since the run (its identity differs)")
+        return None
+    return profile
+
+
+def check_case(ledger: Ledger, subject: str, extra: dict[str, Any]) -> None:
+    """Every stored prediction of one case, recomputed from its features and profile."""
+    record = extra.get(FEATURES_KEY)
+    if not isinstance(record, dict):
+        ledger.cannot(subject, "GPU predictions", WHERE, "no stored features to predict from")
+        return
+    features = StepFeatures.from_dict(record)
+    for name, by_host in (extra.get(PREDICTIONS_KEY) or {}).items():
+        for host, stored_record in (by_host or {}).items():
+            stored = Prediction.from_dict(stored_record)
+            profile = readable_profile(ledger, subject, name, stored)
+            if profile is None:
+                continue
+            again = recompute(stored, features, profile)
+            figure = f"predicted GPU step on {name}, host {host}"
+            ledger.verdict(subject, f"{figure}: status", WHERE, again.status == stored.status,
+                           stored.status, again.status)
+            ledger.number(subject, figure, WHERE, stored.seconds, again.seconds, TOLERANCE)
+            if stored.seconds is not None:
+                ledger.number(subject, f"{figure} from its terms", WHERE, stored.seconds,
+                              stored.recombined(), TOLERANCE)
+
+
+def check_predictions(ledger: Ledger, document: RunDocument) -> None:
+    """Every prediction stored in DOCUMENT (module docstring)."""
+    for cell in document.cells:
+        for case in cell.cases:
+            if PREDICTIONS_KEY in case.extra:
+                check_case(ledger, case_subject(cell, case), case.extra)
+
+
+# --- printed figures ---------------------------------------------------------------------------
+
+def numpy_cpu_step(case: CaseResult) -> float:
+    """The case's CPU step from its raw samples: the median call over the steps in a call."""
+    steps = float(case.extra.get("steps_per_call") or 1)
+    return float(np.median(case.samples)) / steps
+
+
+def numpy_noise(case: CaseResult) -> float:
+    """The round medians' spread over their median; one round: IQR / median."""
+    samples = np.asarray(case.samples, dtype=float)
+    rounds = np.asarray(case.sample_rounds or [0] * len(samples))
+    medians = [float(np.median(samples[rounds == number])) for number in np.unique(rounds)]
+    if len(medians) >= 2:
+        return (max(medians) - min(medians)) / float(np.median(medians))
+    q1, q3 = np.percentile(samples, [25, 75])
+    return float((q3 - q1) / np.median(samples))
+
+
+def named_case(pool: Pool, subject: dict[str, str]) -> tuple[CellResult, CaseResult] | None:
+    for document in pool.documents:
+        if document.run_id != subject.get("run"):
+            continue
+        for cell in document.cells:
+            if (cell.framework, cell.device, cell.variant) != (
+                    subject.get("framework"), subject.get("device"), subject.get("variant")):
+                continue
+            for case in cell.cases:
+                if str(case.case.get(document.sweep)) == subject.get("size"):
+                    return cell, case
+    return None
+
+
+def recomputed_texts(case: CaseResult, name: str) -> dict[str, str] | None:
+    """The printed texts of one answer, recomputed (None where the prediction cannot be)."""
+    stored = Prediction.from_dict(case.extra[PREDICTIONS_KEY][name][LINE_HOST])
+    profile = load_profile(name)
+    again = recompute(stored, StepFeatures.from_dict(case.extra[FEATURES_KEY]), profile)
+    if again.seconds is None:
+        return None
+    gpu = again.seconds / float(case.extra.get(STEPS_KEY) or 1)
+    ratio = numpy_cpu_step(case) / gpu
+    texts = {"predicted GPU step": f"~{ms(gpu)} ms per step",
+             "GPU vs this CPU": f"~{three_digits(ratio if ratio >= 1 else 1 / ratio)}x"}
+    band = band_for(name, str(again.profile.get("identity")), LINE_HOST, again.regime)
+    if band is not None:
+        interval = interval_of(gpu, band, numpy_noise(case))
+        texts["interval"] = f"{ms(interval.low_s)}-{ms(interval.high_s)} ms"
+    return texts
+
+
+def check_printed_prediction(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+    """One printed figure of a predicted-GPU line against its recomputation."""
+    subject = figure.subject
+    found = named_case(pool, dict(subject))
+    label = " ".join(str(subject.get(key, "")) for key in ("framework", "device", "size"))
+    if found is None:
+        ledger.cannot(label, figure.name, where, "no such case in run.json")
+        return
+    try:
+        texts = recomputed_texts(found[1], subject.get("profile", ""))
+    except (KeyError, ProfileError) as why:
+        ledger.cannot(label, figure.name, where, f"cannot recompute: {why}")
+        return
+    expected = (texts or {}).get(figure.name)
+    if expected is None:
+        ledger.cannot(label, figure.name, where, "the recomputed prediction has no such figure")
+        return
+    ledger.verdict(label, figure.name, where, expected == figure.text, figure.text, expected)

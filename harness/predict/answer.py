@@ -1,0 +1,354 @@
+"""The GPU prediction where users look (issue 51, part 4): stored with a run, printed under
+its verdict.
+
+After a run, each CPU case whose features pass recorded its step (extra `step_features`,
+harness/run/casepasses.py features_pass) is predicted on every shipped profile and every
+profile `--predict-for` names, for both hosts ('profiled': the profiled machine drives its
+GPU; 'this': this CPU drives it), with the model as it is (harness/predict/model.py). The
+predictions are stored in the case's extra (`gpu_predictions`: {profile: {host: Prediction
+record}}), each naming its profile's identity, so `harness check` can recompute them from the
+run folder (harness/audit/predictions.py).
+
+The line, per profile, for a run with no GPU cell: the predicted step (the 'profiled' host:
+what the validation measured), its interval (harness/predict/interval.py), how it sets
+against this CPU's measured step at the largest batch, from which batch the GPU would win,
+and the regime with what would change it. An MNIST call is an epoch: its features are a few
+steps (extra `step_features_steps`), its CPU step the case's median over steps_per_call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.core.units import device_kind, format_size, three_digits
+from harness.data.results import CaseResult, CellResult, RunDocument
+from harness.data.serial import JsonObject
+from harness.predict.features import StepFeatures
+from harness.predict.interval import Interval, band_for, interval_of, why_no_band
+from harness.predict.model import LAUNCH_BOUND, PREDICTED, Prediction, predict
+from harness.predict.profile import Profile, ProfileError, load_profile, shipped_names
+from harness.predict.rates import HostSpeed
+
+FEATURES_KEY, STEPS_KEY, REASON_KEY, HOST_SPEED_KEY = (
+    "step_features", "step_features_steps", "step_features_reason", "host_speed")
+PREDICTIONS_KEY = "gpu_predictions"
+HOSTS = ("profiled", "this")
+LINE_HOST = "profiled"  # the host the printed line uses: the one the validation measured
+FAMILY = "predicted GPU step"  # the audit's family for the printed figures
+LINE_LIMIT = 198  # two terminal lines at 100 columns, less the verdict's indent
+
+
+@dataclass(frozen=True)
+class Target:
+    """A profile to predict: the name stored (a shipped name, or a file's absolute path: what
+    load_profile reads back) and the profile."""
+
+    name: str
+    profile: Profile
+
+
+def targets(asked: Sequence[str] = ()) -> list[Target]:
+    """Every shipped profile, then each one ASKED names (a shipped name or a file). A bad
+    ASKED is ProfileError (a BadInput: one line, exit 2) naming the shipped ones; a shipped
+    profile that does not load is left out (that GPU goes unpredicted)."""
+    found: dict[str, Target] = {}
+    for name in shipped_names():
+        try:
+            found[name] = Target(name, load_profile(name))
+        except ProfileError:
+            continue
+    for given in asked:
+        profile = load_profile(given)
+        name = given if "/" not in given and given in shipped_names() else \
+            str(Path(given).resolve())
+        found.setdefault(name, Target(name, profile))
+    return list(found.values())
+
+
+def check_asked(asked: Sequence[str]) -> None:
+    """Raise ProfileError (exit 2, nothing written) for a --predict-for that is no profile."""
+    for given in asked:
+        load_profile(given)
+
+
+def host_speed(record: Any) -> HostSpeed | None:
+    """This machine's host speed as the features pass stored it (None where it did not)."""
+    if not isinstance(record, dict) or not record:
+        return None
+    return HostSpeed(float(record["python_loop_s"]), float(record["numpy_loop_s"]))
+
+
+def case_predictions(extra: JsonObject, chosen: Sequence[Target]) -> dict[str, Any]:
+    """{profile name: {host: Prediction record}} of one case's stored features."""
+    record, speed = extra[FEATURES_KEY], extra.get(HOST_SPEED_KEY)
+    if not isinstance(record, dict):
+        raise TypeError(f"{FEATURES_KEY} is not a JSON object")
+    features = StepFeatures.from_dict(record)
+    this_host = host_speed(speed)
+    return {target.name: {host: predict(features, target.profile, host=host,
+                                        this_host=this_host, profile_name=target.name).to_dict()
+                          for host in HOSTS}
+            for target in chosen}
+
+
+def cpu_cells(document: RunDocument) -> list[CellResult]:
+    return [cell for cell in document.cells if device_kind(cell.device) == "cpu"]
+
+
+def add_predictions(document: RunDocument, chosen: Sequence[Target]) -> int:
+    """Store the predictions of every CPU case with features in DOCUMENT (in place); returns
+    how many cases were predicted."""
+    predicted = 0
+    for cell in cpu_cells(document):
+        for case in cell.cases:
+            if isinstance(case.extra.get(FEATURES_KEY), dict) and chosen:
+                case.extra[PREDICTIONS_KEY] = case_predictions(case.extra, chosen)
+                predicted += 1
+    return predicted
+
+
+# --- the printed answer --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CasePoint:
+    """One predicted case: its size, its CPU step measured, its GPU step predicted."""
+
+    size: dict[str, Any]  # the case's parameters
+    cpu_step_s: float
+    noise: float
+    prediction: Prediction
+    steps: int
+
+    @property
+    def gpu_step_s(self) -> float | None:
+        seconds = self.prediction.seconds
+        return seconds / self.steps if seconds is not None else None
+
+
+def cpu_step_seconds(case: CaseResult) -> float | None:
+    """The case's measured CPU step: its median call over the steps in a call."""
+    median = case.stats.median
+    steps = case.extra.get("steps_per_call") or 1
+    return median / float(steps) if median else None
+
+
+def case_noise(case: CaseResult) -> float:
+    """The case's run-to-run spread (round medians), else its IQR / median (one round)."""
+    if case.round_spread is not None:
+        return float(case.round_spread)
+    stats = case.stats
+    return float(stats.iqr / stats.median) if stats.median and stats.iqr is not None else 0.0
+
+
+def size_order(size: Any) -> tuple[int, float, str]:
+    """Sweep order: numbers by value, anything else after them by its text."""
+    if isinstance(size, (int, float)) and not isinstance(size, bool):
+        return (0, float(size), "")
+    return (1, 0.0, str(size))
+
+
+def points_of(cell: CellResult, profile_name: str, sweep: str) -> list[CasePoint]:
+    """The cell's predicted cases for PROFILE_NAME (the line's host), in sweep order."""
+    found = []
+    for case in cell.cases:
+        stored = ((case.extra.get(PREDICTIONS_KEY) or {}).get(profile_name) or {}).get(LINE_HOST)
+        cpu_s = cpu_step_seconds(case)
+        if stored and cpu_s:
+            found.append(CasePoint(size=case.case, cpu_step_s=cpu_s, noise=case_noise(case),
+                                   prediction=Prediction.from_dict(stored),
+                                   steps=int(case.extra.get(STEPS_KEY) or 1)))
+    return sorted(found, key=lambda point: size_order(point.size.get(sweep)))
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The figures of one profile's line, each also a figure record in summary.md."""
+
+    device: str
+    created: str
+    size_text: str
+    point: CasePoint
+    interval: Interval | None
+    no_interval: str
+    win_clause: str
+
+    def text(self) -> str:
+        """The line: the longest wording that fits LINE_LIMIT (two terminal lines at 100
+        columns), the figures the same in every wording."""
+        prediction = self.point.prediction
+        head = f"predicted on {self.device} (profiled {self.created})"
+        gpu = self.point.gpu_step_s
+        if prediction.status != PREDICTED or gpu is None:
+            return clipped(f"{head}: unknown at {self.size_text}: {prediction.reason}")
+        ratio = self.point.cpu_step_s / gpu
+        versus = (f"~{three_digits(ratio)}x faster than this CPU" if ratio >= 1 else
+                  f"~{three_digits(1 / ratio)}x slower than this CPU")
+        launch = prediction.regime == LAUNCH_BOUND
+        changes = (("a CUDA graph or a larger batch would change that", "a CUDA graph, a larger "
+                    "batch") if launch else ("mixed precision would change that", "mixed "
+                                             "precision"))
+        bands = ([f"{self.interval_text()}"] if self.interval is not None else
+                 [self.no_interval, "error unmeasured"])
+        for band in bands:
+            for change in changes:
+                line = (f"{head}: ~{ms(gpu)} ms per step ({band}), {versus} at "
+                        f"{self.size_text}; {self.win_clause}; {prediction.regime} ({change})")
+                if len(line) <= LINE_LIMIT:
+                    return line
+        return clipped(line)
+
+    def interval_text(self) -> str:
+        assert self.interval is not None
+        return f"{ms(self.interval.low_s)}-{ms(self.interval.high_s)} ms"
+
+
+def ms(seconds: float) -> str:
+    return three_digits(seconds * 1e3)
+
+
+def clipped(text: str) -> str:
+    return text if len(text) <= LINE_LIMIT else text[:LINE_LIMIT - 3] + "..."
+
+
+def win_clause(points: Sequence[CasePoint], sweep: str) -> str:
+    """From which batch the GPU would win (the smallest size from which the predicted GPU
+    step stays under the measured CPU step), or that it would not, in the sizes measured."""
+    wins = [point.gpu_step_s is not None and point.gpu_step_s < point.cpu_step_s
+            for point in points]
+    first = len(wins)
+    while first > 0 and wins[first - 1]:
+        first -= 1
+    if first == len(wins):
+        return "would not win in the sizes measured"
+    if first == 0:
+        return "it would win at every size measured" if len(wins) > 1 else "it would win there"
+    return f"from {size_text(points[first].size.get(sweep), sweep, '~')} it would win"
+
+
+def size_text(size: Any, sweep: str, about: str = "") -> str:
+    """'batch 128' (a batch-size sweep is said 'batch'), 'n ~4,096'."""
+    return f"{'batch' if 'batch' in sweep else sweep} {about}{format_size(size, sweep)}"
+
+
+def answer_of(document: RunDocument, cell: CellResult, name: str) -> Answer | None:
+    """The answer for one CPU cell and profile (None where no case was predicted)."""
+    points = points_of(cell, name, document.sweep)
+    if not points:
+        return None
+    point = points[-1]  # the largest size: where a GPU has its best chance
+    identity = point.prediction.profile
+    interval, no_interval = None, ""
+    if point.gpu_step_s is not None:
+        band = band_for(name, str(identity.get("identity")), LINE_HOST, point.prediction.regime)
+        interval = interval_of(point.gpu_step_s, band, point.noise) if band else None
+        no_interval = "" if band else why_no_band(name, str(identity.get("identity")),
+                                                  LINE_HOST, point.prediction.regime)
+    return Answer(device=str(identity.get("device") or name).removeprefix("NVIDIA "),
+                  created=str(identity.get("created") or "?")[:10],
+                  size_text=size_text(point.size.get(document.sweep), document.sweep),
+                  point=point, interval=interval, no_interval=no_interval,
+                  win_clause=win_clause(points, document.sweep))
+
+
+def answered_cell(document: RunDocument) -> CellResult | None:
+    """The CPU cell the line speaks of: the as-written torch cell where there is one, else the
+    first with a prediction."""
+    found = [cell for cell in cpu_cells(document)
+             if any(PREDICTIONS_KEY in case.extra for case in cell.cases)]
+    written = [cell for cell in found if cell.variant == "as-written"]
+    chosen = written or found
+    return chosen[0] if chosen else None
+
+
+def profile_names(cell: CellResult) -> list[str]:
+    names: dict[str, None] = {}
+    for case in cell.cases:
+        for name in case.extra.get(PREDICTIONS_KEY) or {}:
+            names[name] = None
+    return list(names)
+
+
+def answers(document: RunDocument) -> list[Answer]:
+    """One answer per profile for a run with no GPU cell ([] where it has one, or no
+    prediction)."""
+    if any(device_kind(cell.device) == "gpu" for cell in document.cells):
+        return []
+    cell = answered_cell(document)
+    if cell is None:
+        return []
+    found = [answer_of(document, cell, name) for name in profile_names(cell)]
+    return [answer for answer in found if answer is not None]
+
+
+def answer_lines(document: RunDocument) -> list[str]:
+    return [answer.text() for answer in answers(document)]
+
+
+def no_features_line(document: RunDocument) -> str:
+    """Why no prediction was made for a CPU-only run's torch cells ('' where one was, or
+    where there is no torch CPU cell): the first stored reason."""
+    if any(device_kind(cell.device) == "gpu" for cell in document.cells) or answers(document):
+        return ""
+    for cell in cpu_cells(document):
+        for case in cell.cases:
+            reason = case.extra.get(REASON_KEY)
+            if reason and cell.framework == "torch":
+                return clipped(f"GPU step not predicted: {reason}")
+    return ""
+
+
+# --- summary.md ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PrintedFigure:
+    """One figure of a line, as the report's Figure record takes it (harness/report/figure.py;
+    the audit's family FAMILY: harness/audit/predictions.py)."""
+
+    name: str
+    value: float
+    unit: str
+    text: str
+    subject: dict[str, str]
+
+
+def figures_of(document: RunDocument, cell: CellResult, name: str,
+               answer: Answer) -> list[PrintedFigure]:
+    """The figures one answer's line prints ([] for an unknown prediction)."""
+    gpu = answer.point.gpu_step_s
+    if answer.point.prediction.status != PREDICTED or gpu is None:
+        return []
+    subject = {"run": document.run_id, "framework": cell.framework, "device": cell.device,
+               "variant": cell.variant, "profile": name,
+               "size": str(answer.point.size.get(document.sweep))}
+    ratio = answer.point.cpu_step_s / gpu
+    found = [PrintedFigure("predicted GPU step", gpu * 1e3, "ms", f"~{ms(gpu)} ms per step",
+                           subject),
+             PrintedFigure("GPU vs this CPU", ratio, "x",
+                           f"~{three_digits(ratio if ratio >= 1 else 1 / ratio)}x", subject)]
+    if answer.interval is not None:
+        found.append(PrintedFigure("interval", answer.interval.low_s * 1e3, "ms",
+                                   answer.interval_text(), subject))
+    return found
+
+
+def summary_entries(documents: Sequence[RunDocument],
+                    ) -> list[tuple[str, list[tuple[str, list[PrintedFigure]]]]]:
+    """summary.md's section: per run with no GPU cell, a heading sentence and one line per
+    profile (the terminal's), each with its figures; [] where none was predicted."""
+    found = []
+    for document in documents:
+        cell = answered_cell(document)
+        if cell is None or not answers(document):
+            continue
+        lines = []
+        for name in profile_names(cell):
+            answer = answer_of(document, cell, name)
+            if answer is not None:
+                lines.append((answer.text(), figures_of(document, cell, name, answer)))
+        found.append((f"Run `{document.run_id}`, {cell.framework} on {cell.device} "
+                      f"({cell.variant}), predicted from this CPU run's features "
+                      "(docs/predict.md):", lines))
+    return found

@@ -1,0 +1,124 @@
+"""The interval printed beside a predicted GPU step: the validation's measured error (issue 51,
+part 6), never tighter than the run's own noise.
+
+Where it comes from: benchmarks/predict_validation.py measured, on a GPU machine, the GPU step
+the model predicted from a CPU run against the GPU step measured there (docs/predict.md,
+"Validating the model"). Per profile, host choice and regime (the model's: a user's CPU run
+has no busy share), the 10th and 90th percentiles of predicted / measured over those cells
+give the interval: the measured step lay in [predicted / p90, predicted / p10] in 80% of the
+validated cells. The table is derived once from the stored rows (`error_table`) and shipped
+as ERRORS_FILE, so a run needs neither the rows nor numpy; a test derives it again from the
+rows and holds the two equal.
+
+Never tighter than the noise: the CPU step the prediction rests on (its features' host time)
+moved between the run's own rounds by the case's round spread (max - min of the round
+medians over their median; one round: IQR / median), so the interval is widened to at least
+predicted x (1 -/+ spread / 2) where that is wider.
+
+None where the table has no cells for that profile (a profile it was not validated on: its
+identity must match), host or regime: the line then says the error was not measured.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+# Beside the profiles, not among them (profiles/*.json are all profiles).
+ERRORS_FILE = Path(__file__).resolve().parent / "validated" / "errors.json"
+ERRORS_KIND = "harness-prediction-errors"
+ERRORS_VERSION = 1
+LOW_SHARE, HIGH_SHARE = 0.1, 0.9
+
+
+@dataclass(frozen=True)
+class ErrorBand:
+    """predicted / measured over the validated cells of one profile, host and regime."""
+
+    cells: int
+    ratio_low: float  # the 10th percentile of predicted / measured
+    ratio_high: float  # the 90th
+    source: str  # the rows file it came from
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Where the measured step is expected: [low_s, high_s], from the band's [band_low_s,
+    band_high_s] held to the case's own spread (noise)."""
+
+    low_s: float
+    high_s: float
+    band: ErrorBand
+    noise: float
+    band_low_s: float
+    band_high_s: float
+
+    @property
+    def widened(self) -> bool:
+        """Whether the run's own noise, not the validation, set a bound."""
+        return self.low_s < self.band_low_s or self.high_s > self.band_high_s
+
+
+def error_table(rows: Sequence[dict[str, Any]], profile: str, identity: str,
+                source: str) -> dict[str, Any]:
+    """{host: {regime: band record}} of one profile from a validation rows file's rows
+    (harness.predict.validation.read_rows), and the profile's identity it was validated on."""
+    from harness.predict.validation import cells_of, percentile  # noqa: PLC0415
+
+    by_host: dict[str, dict[str, Any]] = {}
+    for host in ("profiled", "this"):
+        by_regime: dict[str, list[float]] = {}
+        for cell in cells_of(rows, profile, host):
+            by_regime.setdefault(cell.model_regime, []).append(
+                cell.predicted["model"] / cell.gpu_s)
+        by_host[host] = {regime: {"cells": len(ratios),
+                                  "ratio_low": percentile(ratios, LOW_SHARE),
+                                  "ratio_high": percentile(ratios, HIGH_SHARE)}
+                         for regime, ratios in sorted(by_regime.items())}
+    return {"identity": identity, "source": source, "by_host": by_host}
+
+
+@cache
+def shipped_errors(path: Path = ERRORS_FILE) -> dict[str, Any]:
+    """The shipped table ({} where missing or of a newer version)."""
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if document.get("kind") != ERRORS_KIND or int(document.get("version", 0)) > ERRORS_VERSION:
+        return {}
+    return dict(document.get("profiles") or {})
+
+
+def band_for(profile_name: str, identity: str, host: str, regime: str) -> ErrorBand | None:
+    """The validated band of PROFILE_NAME (its identity as validated), HOST and REGIME."""
+    found = shipped_errors().get(profile_name)
+    if not found or found.get("identity") != identity:
+        return None
+    band = (found.get("by_host") or {}).get(host, {}).get(regime)
+    if not band or not band.get("cells"):
+        return None
+    return ErrorBand(int(band["cells"]), float(band["ratio_low"]), float(band["ratio_high"]),
+                     str(found.get("source", "")))
+
+
+def interval_of(seconds: float, band: ErrorBand, noise: float) -> Interval:
+    """The interval of a predicted SECONDS (module docstring)."""
+    low_band, high_band = seconds / band.ratio_high, seconds / band.ratio_low
+    half = max(0.0, noise) / 2
+    return Interval(min(low_band, seconds * (1 - half)), max(high_band, seconds * (1 + half)),
+                    band, noise, low_band, high_band)
+
+
+def why_no_band(profile_name: str, identity: str, host: str, regime: str) -> str:
+    """Why band_for found none, in a few words for the printed line."""
+    found = shipped_errors().get(profile_name)
+    if not found:
+        return "error not measured for this profile"
+    if found.get("identity") != identity:
+        return "error measured on another version of this profile"
+    return f"error not measured for {regime} steps"

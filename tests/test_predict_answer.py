@@ -1,0 +1,175 @@
+"""The GPU prediction where users look (issue 51, part 4): a CPU run's torch step recorded by
+its worker, predicted on the shipped profiles, stored, printed under the verdict within two
+terminal lines, and recomputed by harness check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from harness.audit import audit_run
+from harness.cli import app
+from harness.data.store import load_run
+from harness.predict import answer
+from harness.predict.interval import band_for, interval_of, shipped_errors
+from harness.predict.profile import PROFILES_DIR, load_profile, shipped_names
+from harness.run.casepasses import FEATURES_REASON, features_pass
+
+COMPARE = ("compare", "--workload", "mnist-small", "--framework", "torch", "--device", "cpu",
+           "--quick", "--no-ceilings", "--sizes", "16,64")
+
+
+def only_run_dir(out_dir: Path) -> Path:
+    (found,) = [path for path in out_dir.iterdir() if path.is_dir()]
+    return found
+
+
+@pytest.fixture(scope="module")
+def predicted_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One quick CPU run of the MNIST torch step through the workers, its report drawn."""
+    out = tmp_path_factory.mktemp("predicted") / "results"
+    result = CliRunner().invoke(app, [*COMPARE, "--out", str(out)], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    return only_run_dir(out), result.output
+
+
+def test_the_worker_records_features_and_the_run_stores_predictions(
+        predicted_run: tuple[Path, str]) -> None:
+    run_dir, _ = predicted_run
+    document = load_run(run_dir)
+    (cell,) = document.cells
+    for case in cell.cases:
+        features = case.extra[answer.FEATURES_KEY]
+        assert case.extra[answer.STEPS_KEY] == 4  # a few steps of the epoch, not the epoch
+        assert features["kernel_ops"] > 0 and features["flops"] > 0
+        assert features["h2d_bytes"] > 0  # as-written copies each batch
+        stored = case.extra[answer.PREDICTIONS_KEY]
+        assert set(stored) == set(shipped_names())
+        for name in stored:
+            assert set(stored[name]) == {"profiled", "this"}  # both hosts, the choice recorded
+            assert stored[name]["this"]["host_choice"] == "this"
+            assert stored[name]["profiled"]["profile"]["identity"] == \
+                load_profile(name).identity()
+
+
+def test_harness_check_reproduces_the_stored_predictions(
+        predicted_run: tuple[Path, str]) -> None:
+    run_dir, _ = predicted_run
+    audit = audit_run(run_dir)
+    assert not audit.mismatches, [item.line() for item in audit.mismatches]
+    assert not audit.unverifiable, [item.line() for item in audit.unverifiable]
+    figures = json.loads((run_dir / "figures.json").read_text())["figures"]
+    printed = [item for item in figures if item["family"] == answer.FAMILY]
+    assert {item["name"] for item in printed} >= {"predicted GPU step", "GPU vs this CPU"}
+
+
+def planted(run_dir: Path, tmp_path: Path, change: float) -> Path:
+    """A copy of RUN_DIR whose first stored prediction reads CHANGE times its seconds."""
+    copy = tmp_path / run_dir.name
+    copy.mkdir()
+    for path in run_dir.iterdir():
+        if path.is_file():
+            (copy / path.name).write_bytes(path.read_bytes())
+    document = json.loads((copy / "run.json").read_text())
+    stored = document["cells"][0]["cases"][0]["extra"][answer.PREDICTIONS_KEY]
+    first = stored[next(iter(stored))]["profiled"]
+    first["seconds"] *= change
+    (copy / "run.json").write_text(json.dumps(document))
+    return copy
+
+
+def test_a_planted_wrong_prediction_fails_the_check(predicted_run: tuple[Path, str],
+                                                    tmp_path: Path) -> None:
+    run_dir, _ = predicted_run
+    audit = audit_run(planted(run_dir, tmp_path, 1.3))
+    wrong = [item for item in audit.mismatches if "predicted GPU step" in item.figure]
+    assert wrong, [item.line() for item in audit.mismatches]
+
+
+def test_the_verdict_line_fits_two_terminal_lines(predicted_run: tuple[Path, str]) -> None:
+    _, output = predicted_run
+    lines = output.splitlines()
+    start = lines.index("verdict:")
+    predicted = [line for line in lines[start:] if line.startswith("  predicted on ")]
+    assert len(predicted) == len(shipped_names())
+    assert all(len(line) <= 200 for line in predicted)
+    assert not any("no GPU cell measured" in line for line in lines[start:])
+    assert all("ms per step" in line and "profiled " in line for line in predicted)
+
+
+def test_long_wordings_give_way_to_short_ones(predicted_run: tuple[Path, str]) -> None:
+    run_dir, _ = predicted_run
+    document = load_run(run_dir)
+    found = answer.answers(document)[0]
+    longest = answer.Answer(device="H100 80GB HBM3 PCIe with a long name", created="2026-11-27",
+                            size_text="batch_size 1,048,576", point=found.point,
+                            interval=found.interval, no_interval=found.no_interval,
+                            win_clause="from batch_size ~1,048,576 it would win")
+    text = longest.text()
+    assert len(text) <= answer.LINE_LIMIT and f"~{answer.ms(found.point.gpu_step_s or 0)}" in text
+
+
+@pytest.mark.parametrize("asked, said", [
+    (["h999"], "shipped: " + ", ".join(shipped_names())),
+    (["not-a-profile.json"], "not a device profile"),
+    (["newer.json"], "newer than this harness reads"),
+])
+def test_bad_predict_for_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                asked: list[str], said: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "not-a-profile.json").write_text('{"kind": "something else"}')
+    newer = json.loads((PROFILES_DIR / "h200.json").read_text())
+    newer["schema_version"] = 99
+    (tmp_path / "newer.json").write_text(json.dumps(newer))
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, [*COMPARE, "--out", str(out), "--predict-for", *asked])
+    assert result.exit_code == 2, result.output
+    assert said in result.output and len(result.output.strip().splitlines()) == 1
+    assert not out.exists()  # nothing written
+
+
+def test_a_cell_whose_features_cannot_run_says_why() -> None:
+    from harness.backends.torch import matmul, mnist
+
+    class Cpu:
+        is_gpu = False
+
+    def plain_step() -> None:
+        return None
+
+    def why(module: object, *args: object, framework: str = "torch") -> str:
+        return str(features_pass(module, framework, "as-written", Cpu(), 0, plain_step, {},
+                                 *args).get(FEATURES_REASON, ""))
+
+    assert "torch steps only" in why(object(), 0.01, framework="jax")
+    assert "own-model torch files and of the MNIST" in why(matmul, 0.01)  # no step_features
+    assert "neither" in why(mnist, 0.01)  # a torch module, but not an MNIST or own-model step
+    assert why(mnist, 60.0, 10.0).startswith("the features pass was left out")
+    assert features_pass(mnist, "torch", "as-written", Cpu(), 1, plain_step, {}, 0.01) == {}
+
+
+def test_the_interval_comes_from_the_validation_and_the_noise() -> None:
+    identity = load_profile("h200").identity()
+    band = band_for("h200", identity, "profiled", "launch-bound")
+    assert band is not None and band.cells == 59
+    quiet = interval_of(1e-3, band, 0.0)
+    assert quiet.low_s == pytest.approx(1e-3 / band.ratio_high)
+    assert quiet.high_s == pytest.approx(1e-3 / band.ratio_low)
+    noisy = interval_of(1e-3, band, 3.0)  # a spread wider than the validation's error
+    assert noisy.widened and noisy.high_s == pytest.approx(2.5e-3)
+    assert band_for("h200", identity, "profiled", "compute-bound") is None
+    assert band_for("h200", "another build", "profiled", "launch-bound") is None
+
+
+def test_the_shipped_error_table_is_the_validation_rows() -> None:
+    from harness.predict.interval import error_table
+    from harness.predict.validation import read_rows
+
+    stored = shipped_errors()["h200"]
+    root = Path(__file__).resolve().parents[1]
+    _, rows = read_rows(root / stored["source"])
+    again = error_table(rows, "h200", stored["identity"], stored["source"])
+    assert again == stored
