@@ -150,3 +150,14 @@ def test_a_child_spawned_during_the_timed_samples_is_counted_as_ours() -> None:
     assert child_s >= 0.25
     own = snapshots["end"].group_s - snapshots["begin"].group_s
     assert own >= child_s - 3 * TICK_S  # the child's whole CPU time is the worker's own
+
+
+def test_a_contention_reason_over_a_long_case_prints_plain_seconds() -> None:
+    """A case timed for minutes on a loaded machine printed '1.2e+02 s' in its reason, which
+    harness check refuses in summary.md (exponent notation): two digits, plain."""
+    from harness.core.units import digits
+
+    load = hostload.OtherLoad(other_cores=1.5, steal_cores=0.0, seconds=123.4)
+    assert load.reason().endswith("during the 120 s this case was timed")
+    assert [digits(value, 2) for value in (123.4, 0.0123, 5.55, 99.96)] == [
+        "120", "0.012", "5.5", "100"]

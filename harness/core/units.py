@@ -38,7 +38,13 @@ def _finite(value: Any) -> TypeGuard[float]:
 def three_digits(value: float) -> str:
     """3 significant digits as `:.3g` gives them, in plain notation: 999.7 -> '1000',
     12345 -> '12300', 1.5 -> '1.5' (never '1e+03', which reads as a typo in a table)."""
-    text = f"{value:.3g}"
+    return digits(value, 3)
+
+
+def digits(value: float, count: int) -> str:
+    """COUNT significant digits as `:.{count}g` gives them, in plain notation: digits(123.4, 2)
+    is '120', not '1.2e+02' (a timed span of minutes on a loaded machine printed so)."""
+    text = f"{value:.{count}g}"
     if "e" not in text:
         return text
     plain = f"{float(text):f}"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.settings import Settings, cache_folder
+from harness.core.units import digits
 from harness.data.records import CaseEnergy, EnergyRecord, GpuState
 from harness.data.serial import JsonObject
 from harness.measure import edgepass, energy, envinfo, gpustate, idlepower
@@ -228,10 +229,11 @@ def part_of_call(step: Callable[[], object],
 def pass_source(span: EdgeSpan | None, timed_s: float, share: float = 1.0) -> str:
     """The record's `source` for a figure from an energy pass (the report's energy line
     quotes what is in the parentheses, so they hold the whole reason, and none nested)."""
-    why = f"the timed samples lasted {timed_s:.2g} s, too short for the counter"
+    why = f"the timed samples lasted {digits(timed_s, 2)} s, too short for the counter"
     if share < 1:
         why += f"; each pass call the first {share:.0%} of a call's steps, counted as that share"
     if span is None:
         return f"an energy pass after the check ({why}; no two counter updates seen in it)"
-    return (f"an energy pass after the check (between two counter updates {span.seconds:.2g} s "
-            f"apart, each within {span.resolution_s * 1e3:.2g} ms; {why})")
+    return (f"an energy pass after the check (between two counter updates "
+            f"{digits(span.seconds, 2)} s apart, each within "
+            f"{span.resolution_s * 1e3:.2g} ms; {why})")

@@ -12,6 +12,7 @@ reported) and the share above idle (what the work added).
 
 from __future__ import annotations
 
+from harness.core.units import digits
 from harness.data.records import EnergyRecord
 from harness.data.serial import JsonObject
 from harness.measure.edgepass import EdgePass
@@ -33,8 +34,8 @@ def window_record(window: EnergyWindow, steps_per_call: float | None,
         return EnergyRecord.not_measured("no warm calls in the window")
     if window.seconds < MIN_WINDOW_S:
         return EnergyRecord.not_measured(
-            f"window too short: {window.seconds:.2g} s < {MIN_WINDOW_S} s for a counter that "
-            "advances every 20-100 ms")
+            f"window too short: {digits(window.seconds, 2)} s < {MIN_WINDOW_S} s for a counter "
+            "that advances every 20-100 ms")
     return figures_record(window.counter.name, window.seconds, calls, joules, steps_per_call,
                           idle, source)
 

@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core.units import digits
+
 # Other processes using more than this many cores on average make a cell's timing suspect:
 # half a core is more than background daemons use and less than any real competing job.
 CONTENDED_CORES = 0.5
@@ -95,7 +97,7 @@ class OtherLoad:
         return (f"other processes used {self.other_cores:.1f} of {cores} cores"
                 + (f" ({top})" if top else "")
                 + (f" and the hypervisor stole {self.steal_cores:.1f}" if self.steal_cores >= 0.05
-                   else "") + f" during the {self.seconds:.2g} s this case was timed")
+                   else "") + f" during the {digits(self.seconds, 2)} s this case was timed")
 
 
 def _processes() -> dict[int, ProcessTimes]:

@@ -23,6 +23,7 @@ import pandas as pd
 from harness.analysis.noise import CaseNoise, judge_gap
 from harness.core.units import (
     device_kind,
+    digits,
     format_joules,
     format_ratio,
     format_seconds,
@@ -258,7 +259,7 @@ def case_line(row: pd.Series) -> str:
     window = row["window_step_s"] if _known(row["window_step_s"]) else row["step_s"]
     text = (f"{where}: {format_joules(row['j_per_step'])} per step over the energy window "
             f"({row['watts_mean']:.0f} W mean x {format_seconds(window)} per step, "
-            f"{row['window_s']:.2g} s in all; {source_phrase(row['source'])}; "
+            f"{digits(row['window_s'], 2)} s in all; {source_phrase(row['source'])}; "
             f"{row['counter']}, idle included")
     if _known(row["j_per_step_above_idle"]):
         text += (f"; {format_joules(row['j_per_step_above_idle'])} above the "
@@ -477,7 +478,7 @@ def _method_clauses(rows: pd.DataFrame, sweep: str) -> list[str]:
                   if row["idle_remembered_from"]}
     clauses = [per_size([str(counter) for counter in rows["counter"]]), "idle included",
                per_size([source_phrase(source) for source in rows["source"]]),
-               f"windows {per_size([f'{seconds:.2g} s' for seconds in rows['window_s']])}",
+               f"windows {per_size([f'{digits(seconds, 2)} s' for seconds in rows['window_s']])}",
                f"{per_size([f'{watts:.0f} W' for watts in rows['watts_mean']])} mean"]
     if idle:
         above = series([format_joules(value) for value in rows["j_per_step_above_idle"]])
