@@ -13,7 +13,13 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.workloads.usermodel import plan
-from harness.workloads.usermodel.precheck import SourceProblem, bound_names, parse_source, precheck
+from harness.workloads.usermodel.precheck import (
+    SourceProblem,
+    bound_names,
+    near_misses,
+    parse_source,
+    precheck,
+)
 
 FRAMEWORKS = ("torch", "tensorflow", "jax", "keras")
 
@@ -280,3 +286,15 @@ def test_own_model_opens_with_the_torch_example_file_and_lists_every_example() -
                  "loss(output, target)", "optimizer(parameters)", "optimizer()",
                  "step(net, *inputs)", "tolerance", "HARNESS_KERAS_STEP"):
         assert f"| `{name}" in doc, name
+
+
+def test_a_misspelled_hook_is_named_not_ignored(tmp_path: Path) -> None:
+    """optimiser() for optimizer() used to run with the default without a word, and `list`
+    said the training was 'from your file'; input() for inputs() is named in the error."""
+    typo = tmp_path / "typo.py"
+    typo.write_text("def model():\n    return None\n\ndef input(batch, rng):\n    return None\n")
+    with pytest.raises(SourceProblem, match=r"defines input\(\), not inputs\(\)"):
+        precheck(typo)
+    assert near_misses({"optimiser", "helper"}, {"model", "inputs"}) == [
+        "your file defines optimiser(), not optimizer(): the harness reads optimizer() only"]
+    assert near_misses({"optimizer"}, {"model", "inputs", "optimizer"}) == []

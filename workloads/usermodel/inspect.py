@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from harness.data.store import write_json_atomic
-from harness.workloads.usermodel.precheck import CONVENTION, NO_INPUTS
+from harness.workloads.usermodel.precheck import CONVENTION, HOOK_NAMES, NO_INPUTS
+from harness.workloads.usermodel.precheck import near_misses as precheck_misses
 from harness.workloads.usermodel.source import (
     UserCodeError,
     call_user,
@@ -182,7 +183,8 @@ def training_of(family: str, user: Any, path: str, arrays: list[np.ndarray],
             raise NotAModel(f"{hook_place(path, loss)}: loss(output, target) returned shape "
                             f"{tuple(np.shape(value))}; return one number (reduce over the "
                             "batch)")
-    parts.append("loss: your loss()" if callable(loss) else "loss: mean squared error")
+    parts.append("loss: your loss()" if callable(loss) else
+                 "loss: mean squared error (the harness's default: no loss() in your file)")
     if callable(optimizer):
         if family == "torch":
             net = call_user(path, "model()", user.model)
@@ -203,10 +205,9 @@ def training_of(family: str, user: Any, path: str, arrays: list[np.ndarray],
                                 f"{type(made).__name__}, not an optax GradientTransformation")
         parts.append(f"optimizer: your optimizer() -> {type(made).__name__}")
     else:
-        parts.append("optimizer: Adam" if family == "torch" else "optimizer: optax.adam(1e-3)")
-    return ", ".join(parts) + (" (the harness's defaults)" if not (callable(loss) or
-                                                                    callable(optimizer))
-                               else " (from your file)")
+        parts.append(("optimizer: Adam" if family == "torch" else "optimizer: optax.adam(1e-3)")
+                     + " (the harness's default: no optimizer() in your file)")
+    return ", ".join(parts)
 
 
 def _hook_call(path: str, function: Any, call: str, target: np.ndarray, *args: Any) -> Any:
@@ -242,15 +243,24 @@ def keras_training(user: Any, path: str, arrays: list[np.ndarray],
     return f"{trained_with_text(found)}; {keras_step_text(keras_step_of(user))}"
 
 
+def near_misses(user: Any) -> list[str]:
+    """precheck.near_misses over the loaded module: its own functions against the hooks."""
+    functions = {name for name, value in vars(user).items()
+                 if callable(value) and getattr(value, "__module__", None) == user.__name__}
+    return precheck_misses(functions, {name for name in HOOK_NAMES if hasattr(user, name)})
+
+
 def describe(path: str) -> dict[str, Any]:
     """The inspection report of one file (raises NotAModel or UserCodeError)."""
     user = load_user_module(path)
+    misses = near_misses(user)
     has_jax_pair = callable(getattr(user, "init", None)) and callable(getattr(user, "apply",
                                                                               None))
+    hint = f" ({'; '.join(misses)})" if misses else ""
     if not has_jax_pair and not callable(getattr(user, "model", None)):
-        raise NotAModel(f"no builder: {CONVENTION}")
+        raise NotAModel(f"no builder: {CONVENTION}{hint}")
     if not callable(getattr(user, "inputs", None)):
-        raise NotAModel(NO_INPUTS)
+        raise NotAModel(f"{NO_INPUTS}{hint}")
     probes = {batch: make_inputs(user, path, batch) for batch in PROBE_BATCHES}
     family = "jax" if has_jax_pair else family_of_model(call_user(path, "model()", user.model))
     out, parameters = forward(family, user, path, probes[PROBE_BATCHES[0]])
@@ -258,6 +268,8 @@ def describe(path: str) -> dict[str, Any]:
     has_step = callable(getattr(user, "step", None))
     training = "" if has_step else training_of(family, user, path,
                                                 probes[PROBE_BATCHES[0]], out)
+    if misses:
+        training = "; ".join([text for text in (training,) if text] + misses)
     builder = "init(seed) + apply(params, *inputs)" if family == "jax" else "model()"
     return {
         "path": str(Path(path).resolve()), "family": family, "builder": builder,

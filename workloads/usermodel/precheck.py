@@ -86,6 +86,28 @@ def bound_names(tree: ast.Module) -> set[str] | None:
     return None if "__getattr__" in names else names
 
 
+# The names the harness reads from a model file (docs/own-model.md's table).
+HOOK_NAMES = ("model", "init", "apply", "inputs", "targets", "loss", "optimizer", "step",
+              "tolerance")
+
+
+def near_misses(functions: set[str], bound: set[str]) -> list[str]:
+    """'your file defines optimiser(), not optimizer()': a function of the file whose name is
+    close to a hook the file lacks. Why: an optional hook misspelled is otherwise ignored
+    without a word, and the run trains with the harness's default while the user believes it
+    trains with theirs."""
+    import difflib
+
+    missing = [hook for hook in HOOK_NAMES if hook not in bound]
+    found = []
+    for name in sorted(functions - set(HOOK_NAMES)):
+        close = difflib.get_close_matches(name, missing, n=1, cutoff=0.75)
+        if close:
+            found.append(f"your file defines {name}(), not {close[0]}(): the harness reads "
+                         f"{close[0]}() only")
+    return found
+
+
 def precheck(path: Path) -> ast.Module:
     """The parsed file, or SourceProblem: a syntax error, no builder, no inputs(). The same
     words as the inspector's, which still judges everything the text cannot show."""
@@ -93,8 +115,12 @@ def precheck(path: Path) -> ast.Module:
     names = bound_names(tree)
     if names is None:
         return tree
+    functions = {node.name for node in _module_statements(tree)
+                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    misses = near_misses(functions, names)
+    hint = f" ({'; '.join(misses)})" if misses else ""
     if "model" not in names and not {"init", "apply"} <= names:
-        raise SourceProblem(f"no builder: {CONVENTION}")
+        raise SourceProblem(f"no builder: {CONVENTION}{hint}")
     if "inputs" not in names:
-        raise SourceProblem(NO_INPUTS)
+        raise SourceProblem(f"{NO_INPUTS}{hint}")
     return tree
