@@ -11,14 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.audit import medians
 from harness.audit.coldstart import check_cold
 from harness.audit.ledger import SUMMARY_FILE, Ledger
-from harness.audit.pool import Pool
-from harness.report.figure import FIGURES_FILE, Figure, read_figures
+from harness.audit.pool import Pool, _subject_of
+from harness.report.figure import FIGURES_FILE, MEDIAN, RATIO, SPREAD, Figure, read_figures
 from harness.report.views.crossover import COLD_FAMILY
 
 FamilyCheck = Callable[[Ledger, Pool, str, Figure], None]
-FAMILIES: dict[str, FamilyCheck] = {COLD_FAMILY: check_cold}
+FAMILIES: dict[str, FamilyCheck] = {
+    COLD_FAMILY: check_cold, MEDIAN: medians.check_median, SPREAD: medians.check_spread,
+    RATIO: medians.check_ratio}
 
 
 def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:
@@ -34,11 +37,15 @@ def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:
         where = f"{SUMMARY_FILE} line {figure.line}"
         printed = lines[figure.line - 1] if 0 < figure.line <= len(lines) else ""
         if figure.text not in printed:
-            ledger.verdict(figure.subject.get("framework", ""), f"{figure.name} printed", where,
+            ledger.verdict(_subject_of(dict(figure.subject)), f"{figure.name} printed", where,
                            False, printed[:120] or "no such line", figure.text)
             continue
         check = FAMILIES.get(figure.family)
         if check is None:
             ledger.cannot("", figure.name, where, f"no recomputation for family {figure.family!r}")
             continue
-        check(ledger, pool, where, figure)
+        try:
+            check(ledger, pool, where, figure)
+        except (ValueError, KeyError, IndexError) as exc:  # a text its unit does not read
+            ledger.cannot(_subject_of(dict(figure.subject)), figure.name, where,
+                          f"its text {figure.text!r} does not read as {figure.unit} ({exc})")

@@ -3,7 +3,6 @@ samples per call and the harness overhead, each recomputed."""
 
 from __future__ import annotations
 
-import math
 import re
 
 from harness.audit.measured import NOISY_FRACTION, Measured, expected_work, load_spec, median
@@ -24,8 +23,6 @@ from harness.core.units import (
 SECONDS_TEXT = r"[\d.,]+ (?:ns|us|ms|s)"
 RATIO_TEXT = r"[\d.,]+x"
 
-RANKED = re.compile(rf"(?P<rank>\d+)\. (?P<framework>\S+) (?P<time>{SECONDS_TEXT})/\w+"
-                    rf"(?: \((?P<ratio>{RATIO_TEXT}) the fastest;)?")
 VERDICT = re.compile(
     r"(?:^|: |; )(?:variant (?P<variant>\S+): )?(?P<verdict>GPU faster from (?P<from>.+?) up"
     r"|GPU faster at every \S+ measured|no crossover in range: CPU faster at every \S+ measured"
@@ -121,44 +118,13 @@ class Lines(Tables):
         head, _, rest = line[4:].partition("**")
         if rest.startswith(": "):
             self.glance(head, rest[2:])
-        elif rest.startswith(", "):
-            self.ranking(head, rest[2:])
 
     def glance(self, experiment: str, sentence: str) -> None:
         self.place = Place(experiment=experiment)
-        if sentence.startswith("fastest on "):
-            self.glance_fastest(sentence[len("fastest on "):])
-        elif sentence.startswith("no verdict on "):
-            self.glance_fastest(sentence[len("no verdict on "):])
-        elif sentence.startswith("on "):
+        if sentence.startswith("on "):
             found = self.pool.machine_prefix(sentence[3:])
             if found is not None and found[1].startswith(": "):
                 self.glance_gpu(found[0], found[1][2:])
-
-    def glance_fastest(self, text: str) -> None:
-        found = self.pool.machine_prefix(text)
-        if found is None:
-            self.ledger.cannot("", "fastest cell", self.where, "no run of this machine")
-            return
-        machine, rest = found
-        match = re.match(r"(?: at [^=]+=(?P<size>[^,:]+))?(?:, variant (?P<variant>\S+))?: .*?"
-                         rf"(?P<fw>\S+) (?P<dev>\S+) \((?P<time>{SECONDS_TEXT}) per \w+\)"
-                         rf"(?:, (?P<ratio>{RATIO_TEXT}) ahead of (?P<rfw>\S+) (?P<rdev>\S+) )?",
-                         rest)
-        if match is None:
-            return
-        variant = match["variant"] or self.only_variant()
-        size = match["size"] or ""
-        best = self.case("fastest median", machine=machine, variant=variant,
-                         framework=match["fw"], device=match["dev"], size=size)
-        if best is None:
-            return
-        self.seconds(best.subject, "median per step", match["time"], best.median_step)
-        if match["ratio"]:
-            runner = self.case("runner-up", machine=machine, variant=variant,
-                               framework=match["rfw"], device=match["rdev"], size=size)
-            if runner is not None:
-                self.faster_by(best, runner, match["ratio"], "ahead by")
 
     def only_variant(self) -> str:
         variants = {m.cell.variant for m in self.pool.select(self.place.experiment)}
@@ -175,34 +141,6 @@ class Lines(Tables):
                 continue
             self.gpu_verdict(machine, variant, "", bool(match["any"]), match["verdict"],
                              speedup)
-
-    def ranking(self, device: str, rest: str) -> None:
-        machine = ""
-        found = self.pool.machine_prefix(rest)
-        if found is not None and found[1].startswith(", variant "):
-            machine, rest = found[0], found[1][2:]
-        match = re.match(r"variant (?P<variant>\S+)(?: at [^=]+=(?P<size>[^:]+))?: (?P<list>.*)",
-                         rest)
-        if match is None:
-            return
-        ranked: list[Measured | None] = []
-        for entry in RANKED.finditer(match["list"]):
-            measured = self.case("ranked median", machine=machine, variant=match["variant"],
-                                 framework=entry["framework"], device=device,
-                                 size=match["size"] or "")
-            if measured is None:
-                ranked.append(None)
-                continue
-            self.seconds(measured.subject, f"rank {entry['rank']} median per step",
-                         entry["time"], measured.median_step)
-            ranked.append(measured)
-            fastest, above = ranked[0], ranked[-2] if len(ranked) > 1 else None
-            if entry["ratio"] and fastest is not None and fastest.median_step:
-                self.ratio(measured.subject, "times the fastest", entry["ratio"],
-                           (measured.median_step or math.nan) / fastest.median_step)
-            if above is not None:
-                self.order(above.subject, f"ranked above {measured.cell_name}",
-                           above.median_step, measured.median_step)
 
     def why(self, line: str) -> None:
         match = WHY.match(line)

@@ -15,8 +15,6 @@ from harness.audit.memoryfit import MEMORY_FIT, check_memory_fit
 from harness.audit.summarybase import Place, exponent_figures
 
 TABLE_SPLIT = re.compile(r"(?<!\\)\|")
-FASTEST_HEADING = re.compile(r"^### Fastest framework x device, variant (?P<variant>\S+)"
-                             r"(?: on (?P<machine>.+))?$")
 
 
 def table_cells(line: str) -> list[str]:
@@ -70,14 +68,8 @@ class SummaryCheck(EnergyLines):
     def subsection(self, line: str) -> None:
         heading = line[4:].strip()
         experiment = self.place.experiment
-        fastest = FASTEST_HEADING.match(line)
-        if fastest:
-            self.place = Place(experiment, "fastest", [], fastest["variant"],
-                               fastest["machine"] or "")
-        elif heading == "GPU vs CPU":
+        if heading == "GPU vs CPU":
             self.place = Place(experiment, "gpu")
-        elif heading.startswith("Variants compared"):
-            self.place = Place(experiment, "variants")
         elif heading == "Warnings":
             self.warned.append(experiment)
             self.place = Place(experiment, "")
@@ -102,8 +94,7 @@ class SummaryCheck(EnergyLines):
         if all(set(cell) <= {"-", ":"} for cell in cells):
             return
         row = dict(zip(self.place.headers, cells))
-        handler = {"fastest": self.fastest_row, "gpu": self.gpu_row,
-                   "variants": self.variant_row, "ceilings": self.ceiling_row,
+        handler = {"gpu": self.gpu_row, "ceilings": self.ceiling_row,
                    "devicetime": self.devicetime_row, "memory": self.memory_row,
                    "accuracy": self.accuracy_row}.get(self.place.table)
         if handler is not None and len(cells) == len(self.place.headers):

@@ -50,8 +50,6 @@ class Place:
     experiment: str = ""
     table: str = ""
     headers: list[str] = field(default_factory=list)
-    variant: str = ""
-    machine: str = ""
 
 
 class SummaryBase:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import re
 
-from harness.audit.measured import Measured
 from harness.audit.pool import _experiment_matches, _fastest_by_size, _largest
-from harness.audit.printed import RATIO_TEXT, fixed, printed_bytes, printed_fixed, printed_general
+from harness.audit.printed import fixed, printed_bytes, printed_fixed, printed_general
 from harness.audit.rates import Rates
 from harness.core.units import (
     format_bytes,
@@ -22,42 +21,6 @@ KIND_OF_VERDICT = (("GPU faster from", "crossover"), ("GPU faster at every", "gp
 
 class Tables(Rates):
     """summary.md's tables, row by row."""
-
-    def fastest_row(self, row: dict[str, str], cells: list[str]) -> None:
-        machine = row.get("machine", self.place.machine)
-        offset = 1 if "machine" in row else 0
-        size, best_name, best_text, runner_name, runner_text, ratio_text = cells[
-            offset:offset + 6]
-        framework, device = best_name.split(" (not compared")[0].split(" ")[:2]
-        best = self.case("fastest median", machine=machine, variant=self.place.variant,
-                         framework=framework, device=device, size=size)
-        if best is None:
-            return
-        median_text, _, iqr_text = best_text.partition(" (")
-        self.seconds(best.subject, "median per step", median_text, best.median_step)
-        if iqr_text:
-            self.seconds(best.subject, "IQR per step", iqr_text.rstrip(")"), best.iqr_step)
-        others = self.pool.select(self.place.experiment, best.machine, best.cell.variant,
-                                  size=size, valid=True)
-        quickest = min((m.median_step for m in others if m.median_step is not None),
-                       default=None)
-        self.order(best.subject, "fastest of its size", best.median_step, quickest)
-        if runner_name == "-":
-            return
-        runner_fw, runner_dev = runner_name.split(" ")[:2]
-        runner = self.case("runner-up median", machine=machine, variant=self.place.variant,
-                           framework=runner_fw, device=runner_dev, size=size)
-        if runner is None:
-            return
-        self.seconds(runner.subject, "runner-up median per step", runner_text,
-                     runner.median_step)
-        self.faster_by(best, runner, ratio_text, "faster by")
-
-    def faster_by(self, best: Measured, runner: Measured, text: str, figure: str) -> None:
-        fast, slow = best.median_step, runner.median_step
-        self.ratio(best.subject, f"{figure} (vs {runner.cell_name})", text,
-                   slow / fast if fast and slow is not None else None)
-        self.order(best.subject, f"ahead of {runner.cell_name}", fast, slow)
 
     def gpu_row(self, row: dict[str, str], cells: list[str]) -> None:
         compared = row.get("compared", "")
@@ -127,28 +90,6 @@ class Tables(Rates):
             return None
         sizes = sorted(set(gpu_best) | set(cpu_best))
         return [(size, cpu_best.get(size), gpu_best.get(size)) for size in sizes]
-
-    def variant_row(self, row: dict[str, str], cells: list[str]) -> None:
-        framework, device = row.get("cell", " ").split(" ")[:2]
-        size = cells[3]
-        measured = self.case("variant median", machine=row.get("machine", ""),
-                             variant=row.get("variant", ""), framework=framework,
-                             device=device, size=size)
-        if measured is None:
-            return
-        self.seconds(measured.subject, "median per step", row.get("median", "-"),
-                     measured.median_step)
-        versus = row.get("vs best", "")
-        if versus == "best":
-            return
-        match = re.match(rf"({RATIO_TEXT}) slower than (\S+)", versus)
-        if match is None:
-            return
-        best = self.case("variant ratio", machine=measured.machine, variant=match[2],
-                         framework=framework, device=device, size=size)
-        if best is not None and best.median_step and measured.median_step is not None:
-            self.ratio(measured.subject, f"slower than {match[2]}", match[1],
-                       measured.median_step / best.median_step)
 
     def devicetime_row(self, row: dict[str, str], cells: list[str]) -> None:
         if "CPU best" in row:
