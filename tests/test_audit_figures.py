@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from harness.audit import Audit, audit_summary
+from harness.core.units import format_size
 from harness.report import render_report
 from harness.report.figure import CLAIM, FIGURES_FILE, MEDIAN, RATIO, SPREAD, VERSUS
 from harness.report.views import best_variant, crossover, fastest, ranking
@@ -33,6 +34,11 @@ REWORDINGS = [
     (ranking, "RANKED_GAP", ", {ratio} of #1 ({gap}, vs #{above})", " the fastest; "),
     (best_variant, "VARIANTS_HEADING", "### Variant by variant", "### Variants compared"),
     (best_variant, "VS_BEST", "{best} is {ratio} quicker", " slower than "),
+    (crossover, "GPU_HEADING", "### Devices", "### GPU vs CPU"),
+    (crossover, "SPEEDUP_PHRASE", ", {ratio} the CPU's speed{where}", "(GPU/CPU speedup "),
+    (crossover.Crossover, "text", lambda verdict, sweep: f"<{verdict.kind} {sweep}" + (
+        f" {format_size(verdict.size, sweep)}>" if verdict.size is not None else ">"),
+     "faster at the one size measured"),
 ]
 TIMING = (MEDIAN, SPREAD, RATIO)
 
@@ -43,14 +49,16 @@ def problems(audit: Audit) -> list[str]:
 
 @pytest.fixture(scope="module")
 def reworded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
-    """The stored transfer runs of both machines, reported with every moved view reworded."""
+    """The stored transfer runs of both machines and the GPU machine's matmul sweep (a
+    crossover), reported with every moved view reworded."""
     root = tmp_path_factory.mktemp("reworded")
     for archive in ("h100-runs.tar.gz", "cpu-runs.tar.gz"):
         with tarfile.open(EXAMPLE / archive) as packed:
             packed.extractall(root, filter="data")
-    runs = sorted(path.parent for pattern in ("*/*094429-transfer*", "*/*101801-transfer*")
+    runs = sorted(path.parent for pattern in ("*/*094429-transfer*", "*/*101801-transfer*",
+                                              "*/*094256-matmul*")
                   for path in root.glob(f"{pattern}/run.json"))
-    assert len(runs) == 2
+    assert len(runs) == 3
     with pytest.MonkeyPatch.context() as patch:
         for module, name, wording, _old in REWORDINGS:
             patch.setattr(module, name, wording)
@@ -74,6 +82,20 @@ def without(report: Path, families: tuple[str, ...]) -> Path:
     return bare / "summary.md"
 
 
+def test_reworded_gpu_vs_cpu_verdicts_are_each_recomputed(
+        reworded: tuple[Path, list[Path]]) -> None:
+    """Each pair's verdict (its kind and sizes compared), crossover size and speedup."""
+    report, runs = reworded
+    records = records_of(report, (crossover.GPU_FAMILY,))
+    names = {record["name"] for record in records}
+    assert {crossover.GPU_VERDICT, crossover.CROSSOVER_SIZE, crossover.GPU_SPEEDUP,
+            crossover.LARGEST_SIZE} <= names
+    verdicts = sum(record["name"] == crossover.GPU_VERDICT for record in records)
+    audit = audit_summary(report / "summary.md", runs)
+    rest = audit_summary(without(report, (crossover.GPU_FAMILY,)), runs)
+    assert audit.checked - rest.checked == len(records) + verdicts
+
+
 def cold_records(report: Path) -> list[dict[str, object]]:
     return records_of(report, (crossover.COLD_FAMILY,))
 
@@ -84,6 +106,7 @@ def test_every_reworded_phrase_is_gone_and_the_audit_verifies_everything(
     text = (report / "summary.md").read_text()
     assert [old for _module, _name, _new, old in REWORDINGS if old in text] == []
     assert "### Who wins" in text and "### Ranked" in text and " quicker |" in text
+    assert "<cpu-always bytes>" in text and "<crossover n 256>" in text and "### Devices" in text
     audit = audit_summary(report / "summary.md", runs)
     assert audit.checked > 100
     assert not audit.mismatches and not audit.unverifiable, problems(audit)
@@ -110,8 +133,8 @@ def test_a_reworded_sentence_keeps_every_figure_of_it_verified(
     text = (report / "summary.md").read_text()
     assert "Cold start on" not in text and "pays" in text
     records = cold_records(report)
-    # the cold call and the warm median of each machine's GPU and CPU line
-    assert len(records) == 6
+    # the cold call and the warm median of each line (per experiment, machine, device kind)
+    assert len(records) >= 8 and len(records) % 2 == 0
     audit = audit_summary(report / "summary.md", runs)
     assert not audit.mismatches and not audit.unverifiable, problems(audit)
     # each record checked: its value, and each cold call's rank among its kind

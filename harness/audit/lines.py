@@ -1,5 +1,5 @@
-"""summary.md's bullets: the glance, rankings, the flat GPU, noise, breakdowns,
-samples per call and the harness overhead, each recomputed."""
+"""summary.md's bullets: the flat GPU, noise, breakdowns, samples per call and the harness
+overhead, each recomputed."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from harness.audit.printed import (
     printed_general,
     printed_seconds,
 )
-from harness.audit.summarybase import Place
 from harness.audit.tables import Tables
 from harness.core.units import (
     format_seconds,
@@ -23,13 +22,6 @@ from harness.core.units import (
 SECONDS_TEXT = r"[\d.,]+ (?:ns|us|ms|s)"
 RATIO_TEXT = r"[\d.,]+x"
 
-VERDICT = re.compile(
-    r"(?:^|: |; )(?:variant (?P<variant>\S+): )?(?P<verdict>GPU faster from (?P<from>.+?) up"
-    r"|GPU faster at every \S+ measured|no crossover in range: CPU faster at every \S+ measured"
-    r"|no crossover in range: GPU leads only at some sizes, not the largest"
-    r"|(?:GPU|CPU) faster at the one size measured|no sizes measured on both CPU and GPU)"
-    rf"(?: \(GPU/CPU speedup (?P<ratio>{RATIO_TEXT})(?: at (?P<where>[^)]+))?\))?"
-    r"(?P<any> vs the best CPU cell of any variant)?")
 WHY = re.compile(rf"^- Why the GPU loses at small sizes \((?P<fw>\S+), (?P<variant>\S+), "
                  rf"(?P<machine>.+)\): from (?P<sweep>[^=]+)=(?P<low>.+?) to (?P<high>.+?) the "
                  rf"work grows (?P<work>[\d,]+)x but the GPU time per \w+ only "
@@ -112,35 +104,6 @@ class Lines(Tables):
                            self.where, "the headline size cannot be told from the line")
         return None
 
-    # -- bullets --
-
-    def bullet(self, line: str) -> None:
-        head, _, rest = line[4:].partition("**")
-        if rest.startswith(": "):
-            self.glance(head, rest[2:])
-
-    def glance(self, experiment: str, sentence: str) -> None:
-        self.place = Place(experiment=experiment)
-        if sentence.startswith("on "):
-            found = self.pool.machine_prefix(sentence[3:])
-            if found is not None and found[1].startswith(": "):
-                self.glance_gpu(found[0], found[1][2:])
-
-    def only_variant(self) -> str:
-        variants = {m.cell.variant for m in self.pool.select(self.place.experiment)}
-        return next(iter(variants)) if len(variants) == 1 else ""
-
-    def glance_gpu(self, machine: str, sentence: str) -> None:
-        for match in VERDICT.finditer(sentence):
-            variant = match["variant"] or self.only_variant()
-            speedup = (f"{match['ratio']} at {match['where']}" if match["where"]
-                       else match["ratio"] or "-")
-            if not variant:
-                self.ledger.cannot(machine, "GPU vs CPU verdict", self.where,
-                                   "the sentence names no variant and the runs hold several")
-                continue
-            self.gpu_verdict(machine, variant, "", bool(match["any"]), match["verdict"],
-                             speedup)
 
     def why(self, line: str) -> None:
         match = WHY.match(line)

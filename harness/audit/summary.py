@@ -29,7 +29,7 @@ class SummaryCheck(EnergyLines):
     def run(self) -> None:
         handlers: list[tuple[str, Callable[[str], None]]] = [
             ("## ", self.section), ("### ", self.subsection), ("|", self.table_row),
-            ("- `", self.run_line), ("- **", self.bullet),
+            ("- `", self.run_line),
             ("- Why the GPU loses", self.why), ("- noisy (IQR/median", self.noisy),
             ("- IMPLAUSIBLE: ", self.implausible), ("- The ceiling probe was low", self.probe),
             ("- Distinct training samples: ", self.distinct),
@@ -68,9 +68,7 @@ class SummaryCheck(EnergyLines):
     def subsection(self, line: str) -> None:
         heading = line[4:].strip()
         experiment = self.place.experiment
-        if heading == "GPU vs CPU":
-            self.place = Place(experiment, "gpu")
-        elif heading == "Warnings":
+        if heading == "Warnings":
             self.warned.append(experiment)
             self.place = Place(experiment, "")
         elif heading.startswith("Throughput vs the machine's measured ceilings"):
@@ -94,7 +92,7 @@ class SummaryCheck(EnergyLines):
         if all(set(cell) <= {"-", ":"} for cell in cells):
             return
         row = dict(zip(self.place.headers, cells))
-        handler = {"gpu": self.gpu_row, "ceilings": self.ceiling_row,
+        handler = {"ceilings": self.ceiling_row,
                    "devicetime": self.devicetime_row, "memory": self.memory_row,
                    "accuracy": self.accuracy_row}.get(self.place.table)
         if handler is not None and len(cells) == len(self.place.headers):

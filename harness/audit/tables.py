@@ -1,95 +1,19 @@
-"""summary.md's tables: fastest, GPU vs CPU, variants, measured device time, peak memory and
-accuracy, each row recomputed."""
+"""summary.md's tables: measured device time, peak memory and accuracy, each row recomputed."""
 
 from __future__ import annotations
 
 import re
 
-from harness.audit.pool import _experiment_matches, _fastest_by_size, _largest
+from harness.audit.pool import _experiment_matches, _largest
 from harness.audit.printed import fixed, printed_bytes, printed_fixed, printed_general
 from harness.audit.rates import Rates
 from harness.core.units import (
     format_bytes,
-    format_size,
 )
-
-KIND_OF_VERDICT = (("GPU faster from", "crossover"), ("GPU faster at every", "gpu-always"),
-                   ("CPU faster at every", "cpu-always"), ("GPU leads only", "mixed"),
-                   ("GPU faster at the one", "gpu-always"), ("CPU faster at the one", "cpu-always"),
-                   ("no sizes measured", "no-overlap"))
 
 
 class Tables(Rates):
     """summary.md's tables, row by row."""
-
-    def gpu_row(self, row: dict[str, str], cells: list[str]) -> None:
-        compared = row.get("compared", "")
-        speedup = next((text for name, text in row.items()
-                        if name.startswith("GPU speedup at the largest")), "-")
-        framework = "" if compared.startswith("best GPU cell") else compared.split(" ")[0]
-        self.gpu_verdict(row.get("machine", ""), row.get("variant", ""), framework,
-                         "(CPU of the other variants)" in compared, row.get("verdict", ""),
-                         speedup)
-
-    def gpu_verdict(self, machine: str, variant: str, framework: str, any_variant: bool,
-                    verdict: str, speedup: str) -> None:
-        """A GPU-vs-CPU verdict and its speedup at the largest size, recomputed from the best
-        (or the framework's) per-step medians of each device at each size."""
-        subject = f"{framework or 'best'} GPU vs CPU, {machine}, variant {variant}"
-        curves = self.curves(machine, variant, framework, any_variant)
-        if curves is None:
-            self.ledger.cannot(subject, "GPU vs CPU verdict", self.where,
-                               "no GPU and CPU cases of it in run.json")
-            return
-        kind, size = crossover(curves)
-        sweep = self.sweep()
-        stated = next((name for phrase, name in KIND_OF_VERDICT if phrase in verdict), "")
-        if stated:
-            self.ledger.verdict(subject, "GPU vs CPU verdict", self.where, stated == kind,
-                                stated, kind)
-        found = re.search(r"GPU faster from [^=]+=(?P<size>.+?) up", verdict)
-        if found and kind == "crossover" and size is not None:
-            self.ledger.verdict(subject, "crossover size", self.where,
-                                found["size"] == format_size(size, sweep), found["size"],
-                                format_size(size, sweep))
-        if speedup in ("", "-"):
-            return
-        both = [(size, cpu, gpu) for size, cpu, gpu in curves if cpu and gpu]
-        if not both:
-            self.ledger.cannot(subject, "GPU/CPU speedup", self.where, "no size on both")
-            return
-        largest, cpu_s, gpu_s = both[-1]
-        ratio_text, _, at = speedup.partition(" at ")
-        self.ratio(subject, "GPU/CPU speedup at the largest size", ratio_text, cpu_s / gpu_s)
-        shown = format_size(largest, sweep) if largest else ""
-        printed = at.partition("=")[2] if "=" in at else at
-        self.ledger.verdict(subject, "largest size compared", self.where, printed == shown,
-                            printed or "none", shown or "none")
-
-    def sweep(self) -> str:
-        """The swept parameter of the experiment in force."""
-        return next((m.sweep for m in self.pool.select(self.place.experiment)), "")
-
-    def curves(self, machine: str, variant: str, framework: str,
-               any_variant: bool) -> list[tuple[float, float | None, float | None]] | None:
-        """(size, fastest CPU median, fastest GPU median) per size, valid cases only.
-
-        The CPU side is the variant's own CPU cells, or every variant's where the line says so
-        or the variant has no CPU case on the machine (a GPU-only precision: older summaries
-        did not say so at a glance). What the line says decides, not today's hints: a hint
-        that changed since the report was drawn must not turn its figure into a mismatch."""
-        own_cpu = [m for m in self.pool.select(self.place.experiment, machine, variant)
-                   if m.kind == "cpu"]
-        any_variant = any_variant or not own_cpu
-        gpu = self.pool.select(self.place.experiment, machine, variant, framework, valid=True)
-        cpu = self.pool.select(self.place.experiment, machine, "" if any_variant else variant,
-                               framework, valid=True)
-        gpu_best = _fastest_by_size([m for m in gpu if m.kind == "gpu"])
-        cpu_best = _fastest_by_size([m for m in cpu if m.kind == "cpu"])
-        if not gpu_best or not cpu_best:
-            return None
-        sizes = sorted(set(gpu_best) | set(cpu_best))
-        return [(size, cpu_best.get(size), gpu_best.get(size)) for size in sizes]
 
     def devicetime_row(self, row: dict[str, str], cells: list[str]) -> None:
         if "CPU best" in row:
@@ -183,20 +107,3 @@ class Tables(Rates):
             stored = check.get("value")
         self.ledger.printed(measured.subject, "accuracy", self.where, printed_fixed(cells[5], 4),
                             None if stored is None else float(stored), fixed(4))
-
-def crossover(curves: list[tuple[float, float | None, float | None]]) -> tuple[str, float | None]:
-    """(kind, size) over the sizes both devices measured, smallest first: the smallest size
-    from which the GPU is faster at every larger size."""
-    both = [(size, cpu, gpu) for size, cpu, gpu in curves if cpu is not None and gpu is not None]
-    if not both:
-        return "no-overlap", None
-    gpu_faster = [gpu < cpu for _, cpu, gpu in both]
-    if all(gpu_faster):
-        return "gpu-always", both[0][0]
-    if not any(gpu_faster):
-        return "cpu-always", None
-    if not gpu_faster[-1]:
-        return "mixed", None
-    last_slower = max(index for index, faster in enumerate(gpu_faster) if not faster)
-    return "crossover", both[last_slower + 1][0]
-
