@@ -28,6 +28,7 @@ from harness.audit.summarybase import exponent_figures
 from harness.cli import app
 from harness.core.units import format_ratio, format_seconds
 from harness.report.figure import FIGURES_FILE
+from harness.report.views import energy as energy_view
 from harness.run.rounds import round_orders
 
 SECONDS = re.compile(r"[\d.,]+ (?:ns|us|ms|s)\b")
@@ -98,6 +99,22 @@ def plant_summary(run: Path, line_of: Callable[[str], bool],
     lines[number - 1] = changed
     path.write_text("\n".join(lines) + "\n")
     return number
+
+
+def plant_record(run: Path, which: Callable[[dict[str, Any]], bool], text: str) -> int:
+    """Print TEXT for the first figure record WHICH picks, in figures.json and on its line of
+    summary.md alike (a report that printed a wrong number); its line number."""
+    stored = json.loads((run / FIGURES_FILE).read_text())
+    record = next(record for record in stored["figures"] if which(record))
+    path = run / "summary.md"
+    lines = path.read_text().splitlines()
+    printed = lines[record["line"] - 1]
+    lines[record["line"] - 1] = printed.replace(f"({record['text']} ", f"({text} ", 1)
+    assert lines[record["line"] - 1] != printed
+    path.write_text("\n".join(lines) + "\n")
+    record["text"] = text
+    (run / FIGURES_FILE).write_text(json.dumps(stored))
+    return int(record["line"])
 
 
 def plant_run_json(run: Path, change: Callable[[dict[str, Any]], None]) -> None:
@@ -353,18 +370,18 @@ def energy_record(watts: float) -> dict[str, Any]:
             "joules_per_step_above_idle": 0.02 * (watts - 5.0)}
 
 
+def with_energy(document: dict[str, Any]) -> None:
+    """Consistent energy records on every case (this machine has no energy counters)."""
+    for cell in document["cells"]:
+        gpu = cell["cell"]["device"] == "cuda:0"
+        for case in cell["cases"]:
+            case["extra"]["energy"] = ({"device": energy_record(25.0)} if gpu
+                                       else {"host": energy_record(10.0)})
+
+
 def test_the_energy_lines_the_report_prints_are_recomputed(fault_run: Path,
                                                            tmp_path: Path) -> None:
-    # This machine has no energy counters: records are planted, the report drawn again.
     run = copy_of(fault_run, tmp_path)
-
-    def with_energy(document: dict[str, Any]) -> None:
-        for cell in document["cells"]:
-            gpu = cell["cell"]["device"] == "cuda:0"
-            for case in cell["cases"]:
-                case["extra"]["energy"] = ({"device": energy_record(25.0)} if gpu
-                                           else {"host": energy_record(10.0)})
-
     plant_run_json(run, with_energy)
     drawn = invoke("report", str(run))
     assert drawn.exit_code == 0, drawn.output
@@ -372,12 +389,43 @@ def test_the_energy_lines_the_report_prints_are_recomputed(fault_run: Path,
         run / "summary.md").read_text()
     code, output = checked(run)
     assert code == 0, output
-    number = plant_summary(run, lambda line: "(25 W mean x" in line,
-                           lambda line: line.replace("(25 W mean x", "(75 W mean x", 1))
+    number = plant_record(run, lambda record: record["name"] == "mean power"
+                          and record["text"] == "25", "75")
     code, output = checked(run)
     assert code == 1, output
     assert f"mean power printed 75 (summary.md line {number}), recomputed 25" in output
-    assert "joules = watts x seconds per step printed" in output  # 500 mJ is not 75 W x 20 ms
+
+
+ENERGY_WORDS = {"CASE_SENTENCE": "{where} drew {joules}/step; window {window} s, {window_step}"
+                                  " a step at {watts} W ({source}, {counter}",
+                "ABOVE_IDLE_PHRASE": ", {above} over {idle} W at rest",
+                "TIMED_PHRASE": ") and took {timed} a step ({pooled})",
+                "SPEED_PHRASE": "the GPU runs {ratio} {way}",
+                "ENERGY_PHRASE": " and spends {ratio} {way} ({gpu} vs {cpu})"}
+
+
+def test_reworded_energy_lines_keep_every_figure_verified(fault_run: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    run = copy_of(fault_run, tmp_path)
+    plant_run_json(run, with_energy)
+    for name, words in ENERGY_WORDS.items():
+        monkeypatch.setattr(energy_view, name, words)
+    drawn = invoke("report", str(run))
+    assert drawn.exit_code == 0, drawn.output
+    text = (run / "summary.md").read_text()
+    assert "energy window (" not in text and "W mean x" not in text and " drew " in text
+    records = [record for record in json.loads((run / FIGURES_FILE).read_text())["figures"]
+               if record["family"] == energy_view.ENERGY_FAMILY]
+    pairs = sum(record["name"] in (energy_view.SPEED, energy_view.ENERGY_RATIO)
+                for record in records)
+    assert pairs >= 2 and len(records) > 4 * pairs
+    audit = audit_run(run)
+    assert not audit.mismatches and not audit.unverifiable, [
+        item.line() for item in [*audit.mismatches, *audit.unverifiable]]
+    stored = json.loads((run / FIGURES_FILE).read_text())
+    stored["figures"] = [r for r in stored["figures"] if r["family"] != energy_view.ENERGY_FAMILY]
+    (run / FIGURES_FILE).write_text(json.dumps(stored))
+    assert audit.checked - audit_run(run).checked == len(records) + pairs  # each way too
 
 
 def test_a_figure_the_runs_cannot_place_is_unverifiable_not_a_mismatch(

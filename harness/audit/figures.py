@@ -13,16 +13,18 @@ from pathlib import Path
 
 from harness.audit import medians
 from harness.audit.coldstart import check_cold
+from harness.audit.energy import check_energy
 from harness.audit.gpucpu import check_gpu_vs_cpu
 from harness.audit.ledger import SUMMARY_FILE, Ledger
 from harness.audit.pool import Pool, _subject_of
 from harness.report.figure import FIGURES_FILE, MEDIAN, RATIO, SPREAD, Figure, read_figures
 from harness.report.views.crossover import COLD_FAMILY, GPU_FAMILY
+from harness.report.views.energy import ENERGY_FAMILY
 
 FamilyCheck = Callable[[Ledger, Pool, str, Figure], None]
 FAMILIES: dict[str, FamilyCheck] = {
     COLD_FAMILY: check_cold, MEDIAN: medians.check_median, SPREAD: medians.check_spread,
-    RATIO: medians.check_ratio, GPU_FAMILY: check_gpu_vs_cpu}
+    RATIO: medians.check_ratio, GPU_FAMILY: check_gpu_vs_cpu, ENERGY_FAMILY: check_energy}
 
 
 def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 from harness.analysis.memoryfit import BULLET_PREFIX as MEMORY_FIT_PREFIX
 from harness.audit import checkcounts
-from harness.audit.energylines import EnergyLines
 from harness.audit.ledger import (
     SUMMARY_FILE,
 )
+from harness.audit.lines import Lines
 from harness.audit.memoryfit import MEMORY_FIT, check_memory_fit
 from harness.audit.summarybase import Place, exponent_figures
 
@@ -23,7 +23,7 @@ def table_cells(line: str) -> list[str]:
 
 
 
-class SummaryCheck(EnergyLines):
+class SummaryCheck(Lines):
     """summary.md line by line: every figure it prints that a parser knows, recomputed."""
 
     def run(self) -> None:
@@ -34,7 +34,7 @@ class SummaryCheck(EnergyLines):
             ("- IMPLAUSIBLE: ", self.implausible), ("- The ceiling probe was low", self.probe),
             ("- Distinct training samples: ", self.distinct),
             (checkcounts.LINE_PREFIX, self.disputed),
-            (MEMORY_FIT_PREFIX, self.memory_fit), ("- ", self.energy)]
+            (MEMORY_FIT_PREFIX, self.memory_fit), ("- ", self.bullet)]
         for number, line in enumerate(self.lines, start=1):
             self.number = number
             self.exponents(line)
@@ -114,6 +114,10 @@ class SummaryCheck(EnergyLines):
                                f"{len(cells)} cells of run {match['run']} match")
             return
         check_memory_fit(self.ledger, self.where, subject, document, cells[0], match)
+
+    def bullet(self, line: str) -> None:
+        if self.place.table == "breakdown":
+            self.breakdown(line)
 
     def run_line(self, line: str) -> None:
         self.run_id = line[3:].partition("`")[0]
