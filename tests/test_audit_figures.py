@@ -16,7 +16,7 @@ from harness.audit import Audit, audit_summary
 from harness.core.units import format_size
 from harness.report import render_report
 from harness.report.figure import CLAIM, FIGURES_FILE, MEDIAN, RATIO, SPREAD, VERSUS
-from harness.report.views import best_variant, crossover, fastest, ranking
+from harness.report.views import best_variant, crossover, fastest, peak_share, ranking, warnings
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "example"
 REWORDED = ("- {machine} [{kind}] pays {cold} on the first {call} ({cell}); a warm {call} "
@@ -39,6 +39,9 @@ REWORDINGS = [
     (crossover.Crossover, "text", lambda verdict, sweep: f"<{verdict.kind} {sweep}" + (
         f" {format_size(verdict.size, sweep)}>" if verdict.size is not None else ">"),
      "faster at the one size measured"),
+    (peak_share, "CEILINGS_HEADING", "### Rates", "### Throughput vs the machine's"),
+    (warnings, "IMPLAUSIBLE_LINE", "- {cell}{size} on {machine}: {rate} {metric} cannot be "
+     "({bound}; {probe}): {why}.", "- IMPLAUSIBLE: "),
 ]
 TIMING = (MEDIAN, SPREAD, RATIO)
 
@@ -49,16 +52,17 @@ def problems(audit: Audit) -> list[str]:
 
 @pytest.fixture(scope="module")
 def reworded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
-    """The stored transfer runs of both machines and the GPU machine's matmul sweep (a
-    crossover), reported with every moved view reworded."""
+    """The stored transfer runs of both machines, the GPU machine's matmul sweep (a
+    crossover) and the CPU machine's elementwise sweep (implausible rates), reported with every
+    moved view reworded."""
     root = tmp_path_factory.mktemp("reworded")
     for archive in ("h100-runs.tar.gz", "cpu-runs.tar.gz"):
         with tarfile.open(EXAMPLE / archive) as packed:
             packed.extractall(root, filter="data")
     runs = sorted(path.parent for pattern in ("*/*094429-transfer*", "*/*101801-transfer*",
-                                              "*/*094256-matmul*")
+                                              "*/*094256-matmul*", "*/*102450-elementwise*")
                   for path in root.glob(f"{pattern}/run.json"))
-    assert len(runs) == 3
+    assert len(runs) == 4
     with pytest.MonkeyPatch.context() as patch:
         for module, name, wording, _old in REWORDINGS:
             patch.setattr(module, name, wording)
@@ -94,6 +98,19 @@ def test_reworded_gpu_vs_cpu_verdicts_are_each_recomputed(
     audit = audit_summary(report / "summary.md", runs)
     rest = audit_summary(without(report, (crossover.GPU_FAMILY,)), runs)
     assert audit.checked - rest.checked == len(records) + verdicts
+
+
+def test_reworded_rates_are_each_recomputed(reworded: tuple[Path, list[Path]]) -> None:
+    """Each rate, ceiling and share of the ceilings table and each implausible rate."""
+    report, runs = reworded
+    records = records_of(report, (peak_share.RATE_FAMILY,))
+    assert {record["name"] for record in records} == {peak_share.RATE, peak_share.CEILING,
+                                                      peak_share.SHARE}
+    text = (report / "summary.md").read_text()
+    assert " cannot be (" in text and "### Rates" in text
+    audit = audit_summary(report / "summary.md", runs)
+    rest = audit_summary(without(report, (peak_share.RATE_FAMILY,)), runs)
+    assert audit.checked - rest.checked == len(records)
 
 
 def cold_records(report: Path) -> list[dict[str, object]]:

@@ -29,6 +29,7 @@ from harness.cli import app
 from harness.core.units import format_ratio, format_seconds
 from harness.report.figure import FIGURES_FILE
 from harness.report.views import energy as energy_view
+from harness.report.views import peak_share
 from harness.run.rounds import round_orders
 
 SECONDS = re.compile(r"[\d.,]+ (?:ns|us|ms|s)\b")
@@ -109,7 +110,8 @@ def plant_record(run: Path, which: Callable[[dict[str, Any]], bool], text: str) 
     path = run / "summary.md"
     lines = path.read_text().splitlines()
     printed = lines[record["line"] - 1]
-    lines[record["line"] - 1] = printed.replace(f"({record['text']} ", f"({text} ", 1)
+    lines[record["line"] - 1] = re.sub(rf"(?<![\d.,]){re.escape(record['text'])}(?![\d.,])",
+                                       text, printed, count=1)
     assert lines[record["line"] - 1] != printed
     path.write_text("\n".join(lines) + "\n")
     record["text"] = text
@@ -328,19 +330,34 @@ def test_a_changed_gpu_speedup_is_named(fault_run: Path, tmp_path: Path) -> None
 
 def test_a_changed_rate_is_named_with_its_line(matmul_run: Path, tmp_path: Path) -> None:
     run = copy_of(matmul_run, tmp_path)
-
-    def tripled(line: str) -> str:
-        found = re.search(r"([\d.,]+) GFLOP/s", line)
-        assert found is not None
-        return line.replace(found.group(0),
-                            f"{3 * float(found.group(1).replace(',', '')):,.1f} GFLOP/s", 1)
-
-    number = plant_summary(run, lambda line: line.startswith("|") and "GFLOP/s |" in line,
-                           tripled)
+    rate = next(record for record in json.loads((run / FIGURES_FILE).read_text())["figures"]
+                if record["name"] == peak_share.RATE and record["unit"] == "GFLOP/s")
+    number = plant_record(run, lambda record: record == rate,
+                          f"{3 * rate['value']:,.1f}")
     code, output = checked(run)
     assert code == 1, output
-    assert re.search(rf"numpy cpu fp32 n=\d+: rate printed [\d.,]+ GFLOP/s \(summary\.md line "
-                     rf"{number}\), recomputed [\d.,]+ GFLOP/s", output), output
+    assert re.search(rf"numpy cpu fp32 n=\d+: rate GFLOP/s printed [\d.,]+ GFLOP/s \(summary\.md "
+                     rf"line {number}\), recomputed [\d.,]+ GFLOP/s", output), output
+
+
+def test_a_reworded_ceilings_table_keeps_every_figure_verified(
+        matmul_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = copy_of(matmul_run, tmp_path)
+    monkeypatch.setattr(peak_share, "CEILINGS_HEADING", "### Rates against the probes")
+    drawn = invoke("report", str(run))
+    assert drawn.exit_code == 0, drawn.output
+    assert "### Rates against the probes" in (run / "summary.md").read_text()
+    records = [record for record in json.loads((run / FIGURES_FILE).read_text())["figures"]
+               if record["family"] == peak_share.RATE_FAMILY]
+    assert {record["name"] for record in records} == {peak_share.RATE, peak_share.CEILING,
+                                                      peak_share.SHARE}
+    audit = audit_run(run)
+    assert not audit.mismatches and not audit.unverifiable, [
+        item.line() for item in [*audit.mismatches, *audit.unverifiable]]
+    stored = json.loads((run / FIGURES_FILE).read_text())
+    stored["figures"] = [r for r in stored["figures"] if r["family"] != peak_share.RATE_FAMILY]
+    (run / FIGURES_FILE).write_text(json.dumps(stored))
+    assert audit.checked - audit_run(run).checked == len(records)
 
 
 def test_a_number_in_exponent_notation_is_named_with_its_line(fault_run: Path,

@@ -17,14 +17,17 @@ from harness.audit.energy import check_energy
 from harness.audit.gpucpu import check_gpu_vs_cpu
 from harness.audit.ledger import SUMMARY_FILE, Ledger
 from harness.audit.pool import Pool, _subject_of
+from harness.audit.rates import check_rate
 from harness.report.figure import FIGURES_FILE, MEDIAN, RATIO, SPREAD, Figure, read_figures
 from harness.report.views.crossover import COLD_FAMILY, GPU_FAMILY
 from harness.report.views.energy import ENERGY_FAMILY
+from harness.report.views.peak_share import RATE_FAMILY
 
 FamilyCheck = Callable[[Ledger, Pool, str, Figure], None]
 FAMILIES: dict[str, FamilyCheck] = {
     COLD_FAMILY: check_cold, MEDIAN: medians.check_median, SPREAD: medians.check_spread,
-    RATIO: medians.check_ratio, GPU_FAMILY: check_gpu_vs_cpu, ENERGY_FAMILY: check_energy}
+    RATIO: medians.check_ratio, GPU_FAMILY: check_gpu_vs_cpu, ENERGY_FAMILY: check_energy,
+    RATE_FAMILY: check_rate}
 
 
 def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:

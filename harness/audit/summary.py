@@ -31,7 +31,6 @@ class SummaryCheck(Lines):
             ("## ", self.section), ("### ", self.subsection), ("|", self.table_row),
             ("- `", self.run_line),
             ("- Why the GPU loses", self.why), ("- noisy (IQR/median", self.noisy),
-            ("- IMPLAUSIBLE: ", self.implausible), ("- The ceiling probe was low", self.probe),
             ("- Distinct training samples: ", self.distinct),
             (checkcounts.LINE_PREFIX, self.disputed),
             (MEMORY_FIT_PREFIX, self.memory_fit), ("- ", self.bullet)]
@@ -71,8 +70,6 @@ class SummaryCheck(Lines):
         if heading == "Warnings":
             self.warned.append(experiment)
             self.place = Place(experiment, "")
-        elif heading.startswith("Throughput vs the machine's measured ceilings"):
-            self.place = Place(experiment, "ceilings")
         elif heading.startswith("Accuracy and data"):
             self.place = Place(experiment, "accuracy")
         elif heading == "Where the time goes" or heading.startswith(
@@ -92,8 +89,7 @@ class SummaryCheck(Lines):
         if all(set(cell) <= {"-", ":"} for cell in cells):
             return
         row = dict(zip(self.place.headers, cells))
-        handler = {"ceilings": self.ceiling_row,
-                   "devicetime": self.devicetime_row, "memory": self.memory_row,
+        handler = {"devicetime": self.devicetime_row, "memory": self.memory_row,
                    "accuracy": self.accuracy_row}.get(self.place.table)
         if handler is not None and len(cells) == len(self.place.headers):
             handler(row, cells)

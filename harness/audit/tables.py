@@ -6,13 +6,13 @@ import re
 
 from harness.audit.pool import _experiment_matches, _largest
 from harness.audit.printed import fixed, printed_bytes, printed_fixed, printed_general
-from harness.audit.rates import Rates
+from harness.audit.summarybase import SummaryBase
 from harness.core.units import (
     format_bytes,
 )
 
 
-class Tables(Rates):
+class Tables(SummaryBase):
     """summary.md's tables, row by row."""
 
     def devicetime_row(self, row: dict[str, str], cells: list[str]) -> None:
