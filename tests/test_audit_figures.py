@@ -16,7 +16,15 @@ from harness.audit import Audit, audit_summary
 from harness.core.units import format_size
 from harness.report import render_report
 from harness.report.figure import CLAIM, FIGURES_FILE, MEDIAN, RATIO, SPREAD, VERSUS
-from harness.report.views import best_variant, crossover, fastest, peak_share, ranking, warnings
+from harness.report.views import (
+    best_variant,
+    crossover,
+    epochs,
+    fastest,
+    peak_share,
+    ranking,
+    warnings,
+)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "example"
 REWORDED = ("- {machine} [{kind}] pays {cold} on the first {call} ({cell}); a warm {call} "
@@ -42,6 +50,10 @@ REWORDINGS = [
     (peak_share, "CEILINGS_HEADING", "### Rates", "### Throughput vs the machine's"),
     (warnings, "IMPLAUSIBLE_LINE", "- {cell}{size} on {machine}: {rate} {metric} cannot be "
      "({bound}; {probe}): {why}.", "- IMPLAUSIBLE: "),
+    (epochs, "ACCURACY_HEADING", "### Scores", "### Accuracy and data"),
+    (epochs, "DISTINCT_LINE", "- {distinct} samples told apart{repeated}.",
+     "- Distinct training samples: "),
+    (epochs, "REPEATED_PHRASE", ", each seen until {train} a call", "(repeated to "),
 ]
 TIMING = (MEDIAN, SPREAD, RATIO)
 
@@ -54,15 +66,16 @@ def problems(audit: Audit) -> list[str]:
 def reworded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
     """The stored transfer runs of both machines, the GPU machine's matmul sweep (a
     crossover) and the CPU machine's elementwise sweep (implausible rates), reported with every
-    moved view reworded."""
+    moved view reworded; the CPU machine's MNIST run has accuracy and repeated samples."""
     root = tmp_path_factory.mktemp("reworded")
     for archive in ("h100-runs.tar.gz", "cpu-runs.tar.gz"):
         with tarfile.open(EXAMPLE / archive) as packed:
             packed.extractall(root, filter="data")
     runs = sorted(path.parent for pattern in ("*/*094429-transfer*", "*/*101801-transfer*",
-                                              "*/*094256-matmul*", "*/*102450-elementwise*")
+                                              "*/*094256-matmul*", "*/*102450-elementwise*",
+                                              "*/*102810-mnist-wide*")
                   for path in root.glob(f"{pattern}/run.json"))
-    assert len(runs) == 4
+    assert len(runs) == 5
     with pytest.MonkeyPatch.context() as patch:
         for module, name, wording, _old in REWORDINGS:
             patch.setattr(module, name, wording)
@@ -110,6 +123,19 @@ def test_reworded_rates_are_each_recomputed(reworded: tuple[Path, list[Path]]) -
     assert " cannot be (" in text and "### Rates" in text
     audit = audit_summary(report / "summary.md", runs)
     rest = audit_summary(without(report, (peak_share.RATE_FAMILY,)), runs)
+    assert audit.checked - rest.checked == len(records)
+
+
+def test_reworded_accuracy_and_data_lines_are_each_recomputed(
+        reworded: tuple[Path, list[Path]]) -> None:
+    report, runs = reworded
+    records = records_of(report, (epochs.ACCURACY_FAMILY,))
+    assert {record["name"] for record in records} == {epochs.ACCURACY, epochs.DISTINCT,
+                                                      epochs.TRAINED}
+    assert "samples told apart, each seen until 60,000 a call." in (
+        report / "summary.md").read_text()
+    audit = audit_summary(report / "summary.md", runs)
+    rest = audit_summary(without(report, (epochs.ACCURACY_FAMILY,)), runs)
     assert audit.checked - rest.checked == len(records)
 
 

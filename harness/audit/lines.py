@@ -34,33 +34,6 @@ OVERHEAD = re.compile(r"harness overhead: (?P<over>[\d.]+) s of (?P<wall>[\d.]+)
 class Lines(Tables):
     """summary.md's bullets, line by line."""
 
-    def distinct(self, line: str) -> None:
-        """'Distinct training samples: 1000 (repeated to 3,000 per call: ...)': the distinct
-        samples stored, and what one timed call trained (the case's own share, not the plan)."""
-        match = re.match(r"- Distinct training samples: (?P<distinct>[\d, ]+?)"
-                         r"(?: \(repeated to (?P<train>[\d,]+) per (?P<per>\w+))?[.:]", line)
-        if match is None:
-            return
-        cases = self.pool.select(self.place.experiment)
-        distinct = sorted({int(m.case.extra["samples_distinct"]) for m in cases
-                           if isinstance(m.case.extra.get("samples_distinct"), (int, float))})
-        shown = ", ".join(map(str, distinct))
-        self.ledger.verdict("", "distinct training samples", self.where,
-                            match["distinct"].strip() == shown, match["distinct"].strip(),
-                            shown or "none stored")
-        if match["train"] is None:
-            return
-        document = cases[0].document if cases else self.pool.documents[0]
-        spec, _ = load_spec(document.workload)
-        name = str(document.hints.get("epoch_samples_param")  # older runs: today's hint
-                   or (spec.report_hints() if spec is not None else {}).get("epoch_samples_param")
-                   or "")
-        trained = sorted({float(value) for m in cases if m.case.measured
-                          and isinstance(value := m.case.case.get(name), (int, float))})
-        self.ledger.verdict("", f"training samples per {match['per']}", self.where,
-                            [_number(match["train"])] == trained, match["train"],
-                            ", ".join(f"{value:,.0f}" for value in trained) or "none")
-
     def breakdown(self, line: str) -> None:
         """'- M, fw dev variant: 40% of each step goes to NAME (A of B; ...)': B the cell's
         median, A its difference to the variant without the cost."""

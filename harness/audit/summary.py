@@ -31,7 +31,6 @@ class SummaryCheck(Lines):
             ("## ", self.section), ("### ", self.subsection), ("|", self.table_row),
             ("- `", self.run_line),
             ("- Why the GPU loses", self.why), ("- noisy (IQR/median", self.noisy),
-            ("- Distinct training samples: ", self.distinct),
             (checkcounts.LINE_PREFIX, self.disputed),
             (MEMORY_FIT_PREFIX, self.memory_fit), ("- ", self.bullet)]
         for number, line in enumerate(self.lines, start=1):
@@ -70,8 +69,6 @@ class SummaryCheck(Lines):
         if heading == "Warnings":
             self.warned.append(experiment)
             self.place = Place(experiment, "")
-        elif heading.startswith("Accuracy and data"):
-            self.place = Place(experiment, "accuracy")
         elif heading == "Where the time goes" or heading.startswith(
                 "Where the time goes (cross-check"):
             self.place = Place(experiment, "breakdown")
@@ -89,8 +86,8 @@ class SummaryCheck(Lines):
         if all(set(cell) <= {"-", ":"} for cell in cells):
             return
         row = dict(zip(self.place.headers, cells))
-        handler = {"devicetime": self.devicetime_row, "memory": self.memory_row,
-                   "accuracy": self.accuracy_row}.get(self.place.table)
+        handler = {"devicetime": self.devicetime_row,
+                   "memory": self.memory_row}.get(self.place.table)
         if handler is not None and len(cells) == len(self.place.headers):
             handler(row, cells)
 

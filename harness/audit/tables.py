@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from harness.audit.pool import _experiment_matches, _largest
-from harness.audit.printed import fixed, printed_bytes, printed_fixed, printed_general
+from harness.audit.printed import printed_bytes, printed_general
 from harness.audit.summarybase import SummaryBase
 from harness.core.units import (
     format_bytes,
@@ -94,16 +94,3 @@ class Tables(SummaryBase):
                 continue
             self.ledger.printed(subject, name, self.where, printed_bytes(text), float(value),
                                 format_bytes)
-
-    def accuracy_row(self, row: dict[str, str], cells: list[str]) -> None:
-        measured = self.case("accuracy", machine=row.get("machine", ""),
-                             variant=row.get("variant", ""), framework=row.get("framework", ""),
-                             device=row.get("device", ""), size=cells[4])
-        if measured is None:
-            return
-        stored = measured.case.extra.get("accuracy")
-        check = measured.case.check or {}
-        if stored is None and "accuracy" in str(check.get("metric", "")):
-            stored = check.get("value")
-        self.ledger.printed(measured.subject, "accuracy", self.where, printed_fixed(cells[5], 4),
-                            None if stored is None else float(stored), fixed(4))
