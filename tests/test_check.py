@@ -29,6 +29,7 @@ from harness.cli import app
 from harness.core.units import format_ratio, format_seconds
 from harness.report.figure import FIGURES_FILE
 from harness.report.views import energy as energy_view
+from harness.report.views import memory as memory_view
 from harness.report.views import peak_share
 from harness.run.rounds import round_orders
 
@@ -374,7 +375,8 @@ def test_a_number_in_exponent_notation_is_named_with_its_line(fault_run: Path,
     assert code == 1, output
     assert "number in exponent notation printed" in output
     assert f"(summary.md line {number})" in output
-    assert "host peak RSS" not in output  # the value itself is right
+    # and the record's own text is no longer printed on its line
+    assert "host peak RSS printed" in output
 
 
 def energy_record(watts: float) -> dict[str, Any]:
@@ -443,6 +445,25 @@ def test_reworded_energy_lines_keep_every_figure_verified(fault_run: Path, tmp_p
     stored["figures"] = [r for r in stored["figures"] if r["family"] != energy_view.ENERGY_FAMILY]
     (run / FIGURES_FILE).write_text(json.dumps(stored))
     assert audit.checked - audit_run(run).checked == len(records) + pairs  # each way too
+
+
+def test_a_reworded_memory_table_keeps_every_figure_verified(
+        fault_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = copy_of(fault_run, tmp_path)
+    monkeypatch.setattr(memory_view.MemoryView, "heading", "Memory at its highest")
+    drawn = invoke("report", str(run))
+    assert drawn.exit_code == 0, drawn.output
+    assert "## Memory at its highest" in (run / "summary.md").read_text()
+    records = [record for record in json.loads((run / FIGURES_FILE).read_text())["figures"]
+               if record["family"] == memory_view.MEMORY_FAMILY]
+    assert len(records) == 3 * 4  # the three peaks of each of the 4 cells, "-" included
+    audit = audit_run(run)
+    assert not audit.mismatches and not audit.unverifiable, [
+        item.line() for item in [*audit.mismatches, *audit.unverifiable]]
+    stored = json.loads((run / FIGURES_FILE).read_text())
+    stored["figures"] = [r for r in stored["figures"] if r["family"] != memory_view.MEMORY_FAMILY]
+    (run / FIGURES_FILE).write_text(json.dumps(stored))
+    assert audit.checked - audit_run(run).checked == len(records)
 
 
 def test_a_figure_the_runs_cannot_place_is_unverifiable_not_a_mismatch(

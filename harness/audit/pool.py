@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import PurePath
 from typing import Any
 
@@ -79,11 +78,6 @@ def _latest(found: list[Measured]) -> list[Measured]:
         if current is None or (item.document.started or 0.0) > (current.document.started or 0.0):
             newest[item.key] = item
     return [item for item in found if newest[item.key] is item]
-
-
-def _largest(values: Iterable[int | None]) -> int | None:
-    known = [value for value in values if value is not None]
-    return max(known) if known else None
 
 
 def _subject_of(where: dict[str, Any]) -> str:

@@ -61,7 +61,7 @@ class SummaryCheck(Lines):
 
     def section(self, line: str) -> None:
         heading = line[3:].strip()
-        self.place = Place(heading, "memory" if heading == "Peak memory" else "")
+        self.place = Place(heading, "")
 
     def subsection(self, line: str) -> None:
         heading = line[4:].strip()
@@ -86,8 +86,7 @@ class SummaryCheck(Lines):
         if all(set(cell) <= {"-", ":"} for cell in cells):
             return
         row = dict(zip(self.place.headers, cells))
-        handler = {"devicetime": self.devicetime_row,
-                   "memory": self.memory_row}.get(self.place.table)
+        handler = {"devicetime": self.devicetime_row}.get(self.place.table)
         if handler is not None and len(cells) == len(self.place.headers):
             handler(row, cells)
 

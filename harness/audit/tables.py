@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import re
 
-from harness.audit.pool import _experiment_matches, _largest
-from harness.audit.printed import printed_bytes, printed_general
+from harness.audit.printed import printed_general
 from harness.audit.summarybase import SummaryBase
-from harness.core.units import (
-    format_bytes,
-)
 
 
 class Tables(SummaryBase):
@@ -65,32 +61,3 @@ class Tables(SummaryBase):
             self.ledger.printed(f"{framework} size {size}", f"{verdict[1]} faster by",
                                 self.where, printed_general(verdict[2], 3), value,
                                 lambda number: f"{number:.3g}")
-
-    def memory_row(self, row: dict[str, str], cells: list[str]) -> None:
-        """Peak memory per cell: the worker's RSS, and the largest case's device peaks."""
-        parts = row.get("cell", "").split(" ")
-        if len(parts) < 3:
-            return
-        found = [cell for document in self.pool.documents
-                 if _experiment_matches(row.get("experiment", ""), document)
-                 and document.machine == row.get("machine") for cell in document.cells
-                 if (cell.framework, cell.device, cell.variant) == tuple(parts[:3])]
-        subject = " ".join(parts[:3])
-        if len(found) != 1:
-            self.ledger.cannot(subject, "peak memory", self.where,
-                               f"{len(found)} cells in run.json match")
-            return
-        cell = found[0]
-        figures = {"host peak RSS": cell.peak_host_memory_bytes,
-                   "device peak allocated": _largest(c.peak_device_allocated_bytes
-                                                     for c in cell.cases),
-                   "device peak reserved": _largest(c.peak_device_reserved_bytes
-                                                    for c in cell.cases)}
-        for name, value in figures.items():
-            text = row.get(name, "-")
-            if text == "-" or value is None:
-                self.ledger.verdict(subject, name, self.where, (text == "-") == (value is None),
-                                    text, format_bytes(value))
-                continue
-            self.ledger.printed(subject, name, self.where, printed_bytes(text), float(value),
-                                format_bytes)
