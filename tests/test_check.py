@@ -28,6 +28,7 @@ from harness.audit.summarybase import exponent_figures
 from harness.cli import app
 from harness.core.units import format_ratio, format_seconds
 from harness.report.figure import FIGURES_FILE
+from harness.report.views import devicetime as devicetime_view
 from harness.report.views import energy as energy_view
 from harness.report.views import memory as memory_view
 from harness.report.views import peak_share
@@ -464,6 +465,34 @@ def test_a_reworded_memory_table_keeps_every_figure_verified(
     stored["figures"] = [r for r in stored["figures"] if r["family"] != memory_view.MEMORY_FAMILY]
     (run / FIGURES_FILE).write_text(json.dumps(stored))
     assert audit.checked - audit_run(run).checked == len(records)
+
+
+def test_a_reworded_device_time_section_keeps_every_figure_verified(
+        fault_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = copy_of(fault_run, tmp_path)
+    monkeypatch.setattr(devicetime_view, "DEVICETIME_HEADING", "### {name}, by the clock")
+    monkeypatch.setattr(devicetime_view, "BEST_INTRO", "Each device's quickest variant:")
+    drawn = invoke("report", str(run))
+    assert drawn.exit_code == 0, drawn.output
+    text = (run / "summary.md").read_text()
+    assert ", by the clock" in text and "quickest variant:" in text
+    assert ": where the time goes, measured\n" not in text
+
+    def ours(record: dict[str, Any]) -> bool:
+        return record["family"] == devicetime_view.BEST_FAMILY or record["name"] in (
+            "wall per step", devicetime_view.COLD_IN_WARM)
+
+    records = [r for r in json.loads((run / FIGURES_FILE).read_text())["figures"] if ours(r)]
+    best = [r for r in records if r["name"].endswith(f" {devicetime_view.BEST}")]
+    assert len(best) >= 2 and len(records) > len(best) * 2
+    audit = audit_run(run)
+    assert not audit.mismatches and not audit.unverifiable, [
+        item.line() for item in [*audit.mismatches, *audit.unverifiable]]
+    stored = json.loads((run / FIGURES_FILE).read_text())
+    stored["figures"] = [r for r in stored["figures"] if not ours(r)]
+    (run / FIGURES_FILE).write_text(json.dumps(stored))
+    # each figure, and each best variant's claim that no variant of its kind is faster
+    assert audit.checked - audit_run(run).checked == len(records) + len(best)
 
 
 def test_a_figure_the_runs_cannot_place_is_unverifiable_not_a_mismatch(

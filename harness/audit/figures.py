@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness.audit import medians
 from harness.audit.accuracy import check_accuracy
+from harness.audit.bestvariant import check_best
 from harness.audit.coldstart import check_cold
 from harness.audit.energy import check_energy
 from harness.audit.gpucpu import check_gpu_vs_cpu
@@ -22,6 +23,7 @@ from harness.audit.pool import Pool, _subject_of
 from harness.audit.rates import check_rate
 from harness.report.figure import FIGURES_FILE, MEDIAN, RATIO, SPREAD, Figure, read_figures
 from harness.report.views.crossover import COLD_FAMILY, GPU_FAMILY
+from harness.report.views.devicetime import BEST_FAMILY
 from harness.report.views.energy import ENERGY_FAMILY
 from harness.report.views.epochs import ACCURACY_FAMILY
 from harness.report.views.memory import MEMORY_FAMILY
@@ -31,7 +33,8 @@ FamilyCheck = Callable[[Ledger, Pool, str, Figure], None]
 FAMILIES: dict[str, FamilyCheck] = {
     COLD_FAMILY: check_cold, MEDIAN: medians.check_median, SPREAD: medians.check_spread,
     RATIO: medians.check_ratio, GPU_FAMILY: check_gpu_vs_cpu, ENERGY_FAMILY: check_energy,
-    RATE_FAMILY: check_rate, ACCURACY_FAMILY: check_accuracy, MEMORY_FAMILY: check_peak}
+    RATE_FAMILY: check_rate, ACCURACY_FAMILY: check_accuracy, MEMORY_FAMILY: check_peak,
+    BEST_FAMILY: check_best}
 
 
 def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:

@@ -14,7 +14,7 @@ from harness.audit.printed import (
     printed_general,
     printed_seconds,
 )
-from harness.audit.tables import Tables
+from harness.audit.summarybase import SummaryBase
 from harness.core.units import (
     format_seconds,
 )
@@ -31,7 +31,7 @@ NOISY = re.compile(r"^- noisy \(IQR/median > 10%\): (?P<rest>.+) at (?P<sweep>[^
 OVERHEAD = re.compile(r"harness overhead: (?P<over>[\d.]+) s of (?P<wall>[\d.]+) s \("
                       r"(?P<timed>[\d.]+) s inside the timed calls, (?P<workers>\d+) worker")
 
-class Lines(Tables):
+class Lines(SummaryBase):
     """summary.md's bullets, line by line."""
 
     def breakdown(self, line: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from harness.analysis.memoryfit import BULLET_PREFIX as MEMORY_FIT_PREFIX
@@ -14,21 +13,13 @@ from harness.audit.lines import Lines
 from harness.audit.memoryfit import MEMORY_FIT, check_memory_fit
 from harness.audit.summarybase import Place, exponent_figures
 
-TABLE_SPLIT = re.compile(r"(?<!\\)\|")
-
-
-def table_cells(line: str) -> list[str]:
-    return [cell.strip().replace("\\|", "|") for cell in TABLE_SPLIT.split(line.strip())[1:-1]]
-
-
-
 
 class SummaryCheck(Lines):
     """summary.md line by line: every figure it prints that a parser knows, recomputed."""
 
     def run(self) -> None:
         handlers: list[tuple[str, Callable[[str], None]]] = [
-            ("## ", self.section), ("### ", self.subsection), ("|", self.table_row),
+            ("## ", self.section), ("### ", self.subsection),
             ("- `", self.run_line),
             ("- Why the GPU loses", self.why), ("- noisy (IQR/median", self.noisy),
             (checkcounts.LINE_PREFIX, self.disputed),
@@ -36,8 +27,6 @@ class SummaryCheck(Lines):
         for number, line in enumerate(self.lines, start=1):
             self.number = number
             self.exponents(line)
-            if not line.startswith("|"):
-                self.place.headers = []  # the next table row is a new table's header
             if "harness overhead:" in line:
                 self.parsed(self.overhead, line)
             if "-sample call (" in line:
@@ -58,7 +47,6 @@ class SummaryCheck(Lines):
             self.disputed_named.add(named)
 
 
-
     def section(self, line: str) -> None:
         heading = line[3:].strip()
         self.place = Place(heading, "")
@@ -72,24 +60,8 @@ class SummaryCheck(Lines):
         elif heading == "Where the time goes" or heading.startswith(
                 "Where the time goes (cross-check"):
             self.place = Place(experiment, "breakdown")
-        elif heading.endswith(": where the time goes, measured"):
-            self.place = Place(heading.removesuffix(": where the time goes, measured"),
-                               "devicetime")
         else:
             self.place = Place(experiment, "")
-
-    def table_row(self, line: str) -> None:
-        cells = table_cells(line)
-        if not self.place.headers:
-            self.place.headers = cells
-            return
-        if all(set(cell) <= {"-", ":"} for cell in cells):
-            return
-        row = dict(zip(self.place.headers, cells))
-        handler = {"devicetime": self.devicetime_row}.get(self.place.table)
-        if handler is not None and len(cells) == len(self.place.headers):
-            handler(row, cells)
-
 
     def memory_fit(self, line: str) -> None:
         """A memory fit's bullet: its line refitted with numpy from the run's peaks."""
@@ -113,7 +85,6 @@ class SummaryCheck(Lines):
 
     def run_line(self, line: str) -> None:
         self.run_id = line[3:].partition("`")[0]
-
 
 
     def exponents(self, line: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from harness.audit.ledger import (
@@ -49,7 +49,6 @@ class Place:
 
     experiment: str = ""
     table: str = ""
-    headers: list[str] = field(default_factory=list)
 
 
 class SummaryBase:

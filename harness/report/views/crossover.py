@@ -249,6 +249,7 @@ def _why_lines(context: Any, flat: pd.DataFrame) -> list[str]:
 # A cell's first call against a warm one, per machine and device kind; the audit reads the
 # records (family COLD_FAMILY), not these words.
 COLD_FAMILY = "cold start"
+COLD_IN_WARM = "cold / warm"  # a case's first call in warm calls (the device-time table)
 COLD_LINE = ("- Cold start on {machine} ({kind}): the first {call} of a cell took up to {cold} "
              "({cell}) vs {warm} for a warm {call}: one-time setup (context creation, kernel "
              "selection, tracing, compilation), excluded from the medians.")
