@@ -15,9 +15,10 @@ import pytest
 from harness.audit import Audit, audit_summary
 from harness.core.units import format_size
 from harness.report import render_report
-from harness.report.figure import CLAIM, FIGURES_FILE, MEDIAN, RATIO, SPREAD, VERSUS
+from harness.report.figure import CLAIM, DIFFERENCE, FIGURES_FILE, MEDIAN, RATIO, SPREAD, VERSUS
 from harness.report.views import (
     best_variant,
+    breakdown,
     crossover,
     epochs,
     fastest,
@@ -53,9 +54,12 @@ REWORDINGS = [
     (epochs, "ACCURACY_HEADING", "### Scores", "### Accuracy and data"),
     (epochs, "DISTINCT_LINE", "- {distinct} samples told apart{repeated}.",
      "- Distinct training samples: "),
+    (breakdown, "BREAKDOWN_HEADING", "### Costs", "### Where the time goes (cross-check"),
+    (breakdown, "BREAKDOWN_LINE", "- {cell} on {machine}: {name} take {overhead} of {median} "
+     "({share} a {unit}).", " of each call goes to "),
     (epochs, "REPEATED_PHRASE", ", each seen until {train} a call", "(repeated to "),
 ]
-TIMING = (MEDIAN, SPREAD, RATIO)
+TIMING = (MEDIAN, SPREAD, RATIO, DIFFERENCE)
 
 
 def problems(audit: Audit) -> list[str]:
@@ -161,7 +165,8 @@ def test_reworded_timing_figures_are_each_recomputed(reworded: tuple[Path, list[
     records = records_of(report, TIMING)
     names = {record["name"] for record in records}
     assert {"median per step", "IQR per step", "runner-up median per step",
-            "ranked median per step", "times the fastest", "variant median per step"} <= names
+            "ranked median per step", "times the fastest", "variant median per step",
+            "host<->device copies", "share of host<->device copies"} <= names
     medians = [record["subject"] for record in records if record["family"] == MEDIAN]
     orders = (sum(CLAIM in subject for subject in medians)
               + sum(any(key.startswith(VERSUS) for key in subject) for subject in medians))

@@ -21,7 +21,15 @@ from harness.audit.ledger import SUMMARY_FILE, Ledger
 from harness.audit.memory import check_peak
 from harness.audit.pool import Pool, _subject_of
 from harness.audit.rates import check_rate
-from harness.report.figure import FIGURES_FILE, MEDIAN, RATIO, SPREAD, Figure, read_figures
+from harness.report.figure import (
+    DIFFERENCE,
+    FIGURES_FILE,
+    MEDIAN,
+    RATIO,
+    SPREAD,
+    Figure,
+    read_figures,
+)
 from harness.report.views.crossover import COLD_FAMILY, GPU_FAMILY
 from harness.report.views.devicetime import BEST_FAMILY
 from harness.report.views.energy import ENERGY_FAMILY
@@ -32,9 +40,9 @@ from harness.report.views.peak_share import RATE_FAMILY
 FamilyCheck = Callable[[Ledger, Pool, str, Figure], None]
 FAMILIES: dict[str, FamilyCheck] = {
     COLD_FAMILY: check_cold, MEDIAN: medians.check_median, SPREAD: medians.check_spread,
-    RATIO: medians.check_ratio, GPU_FAMILY: check_gpu_vs_cpu, ENERGY_FAMILY: check_energy,
-    RATE_FAMILY: check_rate, ACCURACY_FAMILY: check_accuracy, MEMORY_FAMILY: check_peak,
-    BEST_FAMILY: check_best}
+    RATIO: medians.check_ratio, DIFFERENCE: medians.check_difference,
+    GPU_FAMILY: check_gpu_vs_cpu, ENERGY_FAMILY: check_energy, RATE_FAMILY: check_rate,
+    ACCURACY_FAMILY: check_accuracy, MEMORY_FAMILY: check_peak, BEST_FAMILY: check_best}
 
 
 def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:

@@ -12,12 +12,8 @@ from harness.audit.printed import (
     percent,
     printed_fixed,
     printed_general,
-    printed_seconds,
 )
 from harness.audit.summarybase import SummaryBase
-from harness.core.units import (
-    format_seconds,
-)
 
 SECONDS_TEXT = r"[\d.,]+ (?:ns|us|ms|s)"
 RATIO_TEXT = r"[\d.,]+x"
@@ -33,50 +29,6 @@ OVERHEAD = re.compile(r"harness overhead: (?P<over>[\d.]+) s of (?P<wall>[\d.]+)
 
 class Lines(SummaryBase):
     """summary.md's bullets, line by line."""
-
-    def breakdown(self, line: str) -> None:
-        """'- M, fw dev variant: 40% of each step goes to NAME (A of B; ...)': B the cell's
-        median, A its difference to the variant without the cost."""
-        found = self.pool.machine_prefix(line[2:])
-        match = None if found is None else re.match(
-            rf", (?P<fw>\S+) (?P<dev>\S+) (?P<variant>\S+): (?P<share>\d+)% of each \w+ goes "
-            rf"to (?P<name>.+) \((?P<over>{SECONDS_TEXT}) of (?P<total>{SECONDS_TEXT});",
-            found[1])
-        if found is None or match is None:
-            return
-        pairs = [pair for document in self.pool.documents
-                 for pair in document.hints.get("overhead_pairs") or []]
-        without = next((pair[1] for pair in pairs if pair[0] == match["variant"]
-                        and pair[2] == match["name"]), None)
-        headline = self.headline_of(found[0], match)
-        if headline is None or without is None:
-            return
-        other = self.case("overhead", machine=found[0], variant=without, framework=match["fw"],
-                          device=match["dev"], size=headline.size_text)
-        if other is None or not headline.median_step or other.median_step is None:
-            return
-        overhead = max(headline.median_step - other.median_step, 0.0)
-        subject = headline.subject
-        self.seconds(subject, "median per step", match["total"], headline.median_step)
-        self.seconds(subject, f"{match['name']} (vs {without})", match["over"], overhead)
-        self.ledger.printed(subject, f"share of {match['name']}", self.where,
-                            printed_fixed(match["share"] + "%", 0, 0.01),
-                            overhead / headline.median_step, percent)
-
-    def headline_of(self, machine: str, match: re.Match[str]) -> Measured | None:
-        """The case a breakdown line speaks of: its cell's only valid case with a median, or
-        the one whose median the line prints (the headline size)."""
-        cases = self.pool.select(self.place.experiment, machine, match["variant"], match["fw"],
-                                 match["dev"], valid=True)
-        total = printed_seconds(match["total"])
-        fitting = [m for m in cases if m.median_step is not None
-                   and total.matches(m.median_step, format_seconds)]
-        if len(cases) == 1 or len(fitting) == 1:
-            return cases[0] if len(cases) == 1 else fitting[0]
-        self.ledger.cannot(f"{match['fw']} {match['dev']} {match['variant']}", "overhead share",
-                           self.where, "the headline size cannot be told from the line")
-        return None
-
 
     def why(self, line: str) -> None:
         match = WHY.match(line)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from harness.audit.ledger import Ledger
 from harness.audit.measured import Measured
 from harness.audit.pool import Pool, _subject_of
-from harness.audit.printed import printed_ratio, printed_seconds
+from harness.audit.printed import percent, printed_fixed, printed_ratio, printed_seconds
 from harness.core.units import format_ratio, format_seconds
 from harness.report.figure import CASE_FIELDS, CLAIM, FASTEST, VERSUS, Figure
 
@@ -69,6 +69,23 @@ def check_ratio(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
     top, bottom = case.median_step, other.median_step
     ledger.printed(case.subject, figure.name, where, printed_ratio(figure.text),
                    top / bottom if top is not None and bottom else None, format_ratio)
+
+
+def check_difference(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+    """The case's median less the second case's (what the second one does without), in
+    seconds or as a share of the case's median."""
+    case = named_case(ledger, pool, where, figure)
+    other = named_case(ledger, pool, where, figure, VERSUS)
+    if case is None or other is None:
+        return
+    top, bottom = case.median_step, other.median_step
+    difference = None if top is None or bottom is None else max(top - bottom, 0.0)
+    if figure.unit == "%":
+        ledger.printed(case.subject, figure.name, where, printed_fixed(figure.text, 0, 0.01),
+                       difference / top if difference is not None and top else None, percent)
+    else:
+        ledger.printed(case.subject, f"{figure.name} (vs {other.cell.variant})", where,
+                       printed_seconds(figure.text), difference, format_seconds)
 
 
 def _order(ledger: Ledger, where: str, subject: str, figure: str, faster: float | None,

@@ -23,7 +23,7 @@ class SummaryCheck(Lines):
             ("- `", self.run_line),
             ("- Why the GPU loses", self.why), ("- noisy (IQR/median", self.noisy),
             (checkcounts.LINE_PREFIX, self.disputed),
-            (MEMORY_FIT_PREFIX, self.memory_fit), ("- ", self.bullet)]
+            (MEMORY_FIT_PREFIX, self.memory_fit)]
         for number, line in enumerate(self.lines, start=1):
             self.number = number
             self.exponents(line)
@@ -57,9 +57,6 @@ class SummaryCheck(Lines):
         if heading == "Warnings":
             self.warned.append(experiment)
             self.place = Place(experiment, "")
-        elif heading == "Where the time goes" or heading.startswith(
-                "Where the time goes (cross-check"):
-            self.place = Place(experiment, "breakdown")
         else:
             self.place = Place(experiment, "")
 
@@ -78,10 +75,6 @@ class SummaryCheck(Lines):
                                f"{len(cells)} cells of run {match['run']} match")
             return
         check_memory_fit(self.ledger, self.where, subject, document, cells[0], match)
-
-    def bullet(self, line: str) -> None:
-        if self.place.table == "breakdown":
-            self.breakdown(line)
 
     def run_line(self, line: str) -> None:
         self.run_id = line[3:].partition("`")[0]

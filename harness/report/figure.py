@@ -69,6 +69,9 @@ def carried(text: str, *sources: str) -> str:
 MEDIAN = "step median"  # the case's median per step; with a second case: not faster than it
 SPREAD = "step IQR"  # the case's interquartile range per step
 RATIO = "median ratio"  # the case's median over the second case's
+# The case's median less the second case's (not below 0): in seconds, or (unit '%') as a share
+# of the case's median.
+DIFFERENCE = "median difference"
 CASE_FIELDS = ("machine", "variant", "framework", "device", "size")
 VERSUS = "vs_"
 # A subject's CLAIM: the case is the fastest valid one of its size (machine, variant, size).
