@@ -54,6 +54,10 @@ REWORDINGS = [
     (epochs, "ACCURACY_HEADING", "### Scores", "### Accuracy and data"),
     (epochs, "DISTINCT_LINE", "- {distinct} samples told apart{repeated}.",
      "- Distinct training samples: "),
+    (crossover, "WHY_LINE", "- {framework} {variant} on {machine}: {sweep} {low}..{high}, work "
+     "x{work}, GPU time x{time}, level {level} a {unit}.", "- Why the GPU loses"),
+    (warnings, "NOISY_LINE", "- {cell} on {machine} jitters at {sweep} {sizes} (up to {worst}).",
+     "- noisy (IQR/median"),
     (breakdown, "BREAKDOWN_HEADING", "### Costs", "### Where the time goes (cross-check"),
     (breakdown, "BREAKDOWN_LINE", "- {cell} on {machine}: {name} take {overhead} of {median} "
      "({share} a {unit}).", " of each call goes to "),
@@ -140,6 +144,19 @@ def test_reworded_accuracy_and_data_lines_are_each_recomputed(
         report / "summary.md").read_text()
     audit = audit_summary(report / "summary.md", runs)
     rest = audit_summary(without(report, (epochs.ACCURACY_FAMILY,)), runs)
+    assert audit.checked - rest.checked == len(records)
+
+
+def test_reworded_flat_gpu_and_noise_lines_are_each_recomputed(
+        reworded: tuple[Path, list[Path]]) -> None:
+    report, runs = reworded
+    families = (crossover.FLAT_FAMILY, warnings.NOISE_FAMILY)
+    records = records_of(report, families)
+    assert {record["name"] for record in records} == {
+        crossover.WORK_GROWTH, crossover.TIME_GROWTH, crossover.FLAT_LEVEL,
+        warnings.NOISY_SIZES, warnings.WORST_NOISE}
+    audit = audit_summary(report / "summary.md", runs)
+    rest = audit_summary(without(report, families), runs)
     assert audit.checked - rest.checked == len(records)
 
 

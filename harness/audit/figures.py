@@ -16,9 +16,11 @@ from harness.audit.accuracy import check_accuracy
 from harness.audit.bestvariant import check_best
 from harness.audit.coldstart import check_cold
 from harness.audit.energy import check_energy
+from harness.audit.flat import check_flat
 from harness.audit.gpucpu import check_gpu_vs_cpu
 from harness.audit.ledger import SUMMARY_FILE, Ledger
 from harness.audit.memory import check_peak
+from harness.audit.noise import check_noise
 from harness.audit.pool import Pool, _subject_of
 from harness.audit.rates import check_rate
 from harness.report.figure import (
@@ -30,19 +32,21 @@ from harness.report.figure import (
     Figure,
     read_figures,
 )
-from harness.report.views.crossover import COLD_FAMILY, GPU_FAMILY
+from harness.report.views.crossover import COLD_FAMILY, FLAT_FAMILY, GPU_FAMILY
 from harness.report.views.devicetime import BEST_FAMILY
 from harness.report.views.energy import ENERGY_FAMILY
 from harness.report.views.epochs import ACCURACY_FAMILY
 from harness.report.views.memory import MEMORY_FAMILY
 from harness.report.views.peak_share import RATE_FAMILY
+from harness.report.views.warnings import NOISE_FAMILY
 
 FamilyCheck = Callable[[Ledger, Pool, str, Figure], None]
 FAMILIES: dict[str, FamilyCheck] = {
     COLD_FAMILY: check_cold, MEDIAN: medians.check_median, SPREAD: medians.check_spread,
     RATIO: medians.check_ratio, DIFFERENCE: medians.check_difference,
     GPU_FAMILY: check_gpu_vs_cpu, ENERGY_FAMILY: check_energy, RATE_FAMILY: check_rate,
-    ACCURACY_FAMILY: check_accuracy, MEMORY_FAMILY: check_peak, BEST_FAMILY: check_best}
+    ACCURACY_FAMILY: check_accuracy, MEMORY_FAMILY: check_peak, BEST_FAMILY: check_best,
+    FLAT_FAMILY: check_flat, NOISE_FAMILY: check_noise}
 
 
 def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:

@@ -21,7 +21,6 @@ class SummaryCheck(Lines):
         handlers: list[tuple[str, Callable[[str], None]]] = [
             ("## ", self.section), ("### ", self.subsection),
             ("- `", self.run_line),
-            ("- Why the GPU loses", self.why), ("- noisy (IQR/median", self.noisy),
             (checkcounts.LINE_PREFIX, self.disputed),
             (MEMORY_FIT_PREFIX, self.memory_fit)]
         for number, line in enumerate(self.lines, start=1):

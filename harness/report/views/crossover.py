@@ -232,18 +232,34 @@ def _prediction_text(row: pd.Series, sweep: str) -> str:
 
 
 def _why_lines(context: Any, flat: pd.DataFrame) -> list[str]:
-    lines = []
+    lines: list[str] = []
     sweep = context.sweep
     for _, row in flat.iterrows():
-        lines.append(
-            f"- Why the GPU loses at small sizes ({row['framework']}, {row['variant']}, "
-            f"{row['machine']}): from {sweep}={format_size(row['from_size'], sweep)} to "
-            f"{format_size(row['to_size'], sweep)} the work grows {row['work_growth']:,.0f}x "
-            f"but the GPU time per {context.unit} only {row['time_growth']:.2g}x, ~flat at "
-            f"{format_seconds(row['level_s'])}: a fixed per-call cost (kernel launch, "
-            "synchronisation, framework dispatch), not compute.")
+        subject = {"experiment": context.name, "machine": row["machine"],
+                   "variant": row["variant"], "framework": row["framework"],
+                   "from": format_size(row["from_size"], sweep),
+                   "to": format_size(row["to_size"], sweep)}
+        work, time, level = (Figure(FLAT_FAMILY, name, value, unit, text, subject) for
+                             name, value, unit, text in (
+            (WORK_GROWTH, row["work_growth"], "x", f"{row['work_growth']:,.0f}"),
+            (TIME_GROWTH, row["time_growth"], "x", f"{row['time_growth']:.2g}"),
+            (FLAT_LEVEL, row["level_s"], "s", format_seconds(row["level_s"]))))
+        lines.append(Line(WHY_LINE.format(
+            framework=row["framework"], variant=row["variant"], machine=row["machine"],
+            sweep=sweep, low=subject["from"], high=subject["to"], work=work.text,
+            time=time.text, level=level.text, unit=context.unit), (work, time, level)))
     lines += _cold_lines(context)
     return lines
+
+
+# Why the GPU loses at small sizes (family FLAT_FAMILY, harness.audit.flat): how much the work
+# and the GPU time grew over the flat span of sizes its subject names, and the level it stayed at.
+FLAT_FAMILY = "flat gpu time"
+WORK_GROWTH, TIME_GROWTH, FLAT_LEVEL = "work growth", "GPU time growth", "flat level"
+WHY_LINE = ("- Why the GPU loses at small sizes ({framework}, {variant}, {machine}): from "
+            "{sweep}={low} to {high} the work grows {work}x but the GPU time per {unit} only "
+            "{time}x, ~flat at {level}: a fixed per-call cost (kernel launch, synchronisation, "
+            "framework dispatch), not compute.")
 
 
 # A cell's first call against a warm one, per machine and device kind; the audit reads the

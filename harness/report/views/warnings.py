@@ -15,7 +15,7 @@ import pandas as pd
 
 from harness.core.units import format_size
 from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS
-from harness.report.figure import Line
+from harness.report.figure import Figure, Line
 from harness.report.summary import run_state
 from harness.report.tables import experiment_peaks, sort_cells
 from harness.report.views import View
@@ -144,12 +144,27 @@ def _noisy_lines(context: Any, noisy: pd.DataFrame) -> list[str]:
                      f"{row['variant']}{_size_at(row)}: {row['suspect']}; its time may not be "
                      "what a loop of this call costs on an idle machine.")
     for _, row in noisy.iterrows():
+        subject = {"experiment": context.name,
+                   **{name: str(row[name]) for name in ("machine", "variant", "framework",
+                                                        "device")}}
         sizes = ", ".join(format_size(s, row["sweep"]) for s in row["sizes"] if s) or "-"
-        lines.append(f"- noisy (IQR/median > 10%): {row['machine']}, {row['framework']} "
-                     f"{row['device']} {row['variant']} at {row['sweep'] or 'size'}={sizes} "
-                     f"(worst {row['worst_noise']:.0%}); gaps smaller than the spread there are "
-                     "not meaningful.")
+        listed, worst = (Figure(NOISE_FAMILY, NOISY_SIZES, len(row["sizes"]), "sizes", sizes,
+                                subject),
+                         Figure(NOISE_FAMILY, WORST_NOISE, row["worst_noise"], "%",
+                                f"{row['worst_noise']:.0%}", subject))
+        lines.append(Line(NOISY_LINE.format(
+            machine=row["machine"], cell=f"{row['framework']} {row['device']} {row['variant']}",
+            sweep=row["sweep"] or "size", sizes=listed.text, worst=worst.text),
+            (listed, worst)))
     return lines
+
+
+# A noisy cell (family NOISE_FAMILY, harness.audit.noise): its noisy sizes (the list, as its
+# text) and the worst IQR/median among them.
+NOISE_FAMILY = "noise"
+NOISY_SIZES, WORST_NOISE = "noisy sizes", "worst IQR/median"
+NOISY_LINE = ("- noisy (IQR/median > 10%): {machine}, {cell} at {sweep}={sizes} (worst {worst}); "
+              "gaps smaller than the spread there are not meaningful.")
 
 
 def _probe_text(row: pd.Series) -> str:
