@@ -24,7 +24,7 @@ import harness
 from harness.audit import Audit, audit_run, audit_summary, check_run
 from harness.audit.gpucpu import crossover
 from harness.audit.printed import printed_ratio, printed_seconds
-from harness.audit.summarybase import exponent_figures
+from harness.audit.summary import exponent_figures
 from harness.cli import app
 from harness.core.units import format_ratio, format_seconds
 from harness.report.figure import FIGURES_FILE
