@@ -16,7 +16,7 @@ from harness.audit.measured import load_spec
 from harness.audit.memoryfit import MEMORY_FIT, check_memory_fit
 from harness.audit.pool import Pool
 from harness.audit.printed import _number, fixed, printed_fixed
-from harness.report.views.warnings import WARNINGS_HEADING
+from harness.report.views.warnings import DISPUTED_PREFIX, WARNINGS_HEADING
 
 OVERHEAD = re.compile(r"harness overhead: (?P<over>[\d.]+) s of (?P<wall>[\d.]+) s \("
                       r"(?P<timed>[\d.]+) s inside the timed calls, (?P<workers>\d+) worker")
@@ -44,7 +44,7 @@ class SummaryCheck:
     def run(self) -> None:
         handlers: list[tuple[str, Callable[[str], None]]] = [
             ("## ", self.section), (WARNINGS_HEADING, self.warnings), ("- `", self.run_line),
-            (checkcounts.LINE_PREFIX, self.disputed), (MEMORY_FIT_PREFIX, self.memory_fit)]
+            (DISPUTED_PREFIX, self.disputed), (MEMORY_FIT_PREFIX, self.memory_fit)]
         for number, line in enumerate(self.lines, start=1):
             self.number = number
             self.exponents(line)
