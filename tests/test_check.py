@@ -22,11 +22,16 @@ from typer.testing import CliRunner
 
 import harness
 from harness.audit import Audit, audit_run, audit_summary, check_run
+from harness.audit.gpucpu import crossover
 from harness.audit.printed import printed_ratio, printed_seconds
-from harness.audit.summarybase import exponent_figures
-from harness.audit.tables import crossover
+from harness.audit.summary import exponent_figures
 from harness.cli import app
 from harness.core.units import format_ratio, format_seconds
+from harness.report.figure import FIGURES_FILE
+from harness.report.views import devicetime as devicetime_view
+from harness.report.views import energy as energy_view
+from harness.report.views import memory as memory_view
+from harness.report.views import peak_share
 from harness.run.rounds import round_orders
 
 SECONDS = re.compile(r"[\d.,]+ (?:ns|us|ms|s)\b")
@@ -97,6 +102,23 @@ def plant_summary(run: Path, line_of: Callable[[str], bool],
     lines[number - 1] = changed
     path.write_text("\n".join(lines) + "\n")
     return number
+
+
+def plant_record(run: Path, which: Callable[[dict[str, Any]], bool], text: str) -> int:
+    """Print TEXT for the first figure record WHICH picks, in figures.json and on its line of
+    summary.md alike (a report that printed a wrong number); its line number."""
+    stored = json.loads((run / FIGURES_FILE).read_text())
+    record = next(record for record in stored["figures"] if which(record))
+    path = run / "summary.md"
+    lines = path.read_text().splitlines()
+    printed = lines[record["line"] - 1]
+    lines[record["line"] - 1] = re.sub(rf"(?<![\d.,]){re.escape(record['text'])}(?![\d.,])",
+                                       text, printed, count=1)
+    assert lines[record["line"] - 1] != printed
+    path.write_text("\n".join(lines) + "\n")
+    record["text"] = text
+    (run / FIGURES_FILE).write_text(json.dumps(stored))
+    return int(record["line"])
 
 
 def plant_run_json(run: Path, change: Callable[[dict[str, Any]], None]) -> None:
@@ -269,8 +291,9 @@ def test_a_changed_median_in_the_fastest_table_is_named_with_its_line(
          *line.split("|")[4:]]))
     code, output = checked(run)
     assert code == 1, output
-    assert re.search(rf"size=2: median per step printed .* \(summary\.md line {number}\), "
-                     r"recomputed", output), output
+    # the table's text no longer prints the figure its record holds, on that line
+    assert re.search(rf"fake\S* \S+ ok size 2: median per step printed .* \(summary\.md line "
+                     rf"{number}\), recomputed", output), output
 
 
 def test_a_changed_ratio_in_a_ranking_line_is_named_with_its_line(fault_run: Path,
@@ -309,19 +332,34 @@ def test_a_changed_gpu_speedup_is_named(fault_run: Path, tmp_path: Path) -> None
 
 def test_a_changed_rate_is_named_with_its_line(matmul_run: Path, tmp_path: Path) -> None:
     run = copy_of(matmul_run, tmp_path)
-
-    def tripled(line: str) -> str:
-        found = re.search(r"([\d.,]+) GFLOP/s", line)
-        assert found is not None
-        return line.replace(found.group(0),
-                            f"{3 * float(found.group(1).replace(',', '')):,.1f} GFLOP/s", 1)
-
-    number = plant_summary(run, lambda line: line.startswith("|") and "GFLOP/s |" in line,
-                           tripled)
+    rate = next(record for record in json.loads((run / FIGURES_FILE).read_text())["figures"]
+                if record["name"] == peak_share.RATE and record["unit"] == "GFLOP/s")
+    number = plant_record(run, lambda record: record == rate,
+                          f"{3 * rate['value']:,.1f}")
     code, output = checked(run)
     assert code == 1, output
-    assert re.search(rf"numpy cpu fp32 n=\d+: rate printed [\d.,]+ GFLOP/s \(summary\.md line "
-                     rf"{number}\), recomputed [\d.,]+ GFLOP/s", output), output
+    assert re.search(rf"numpy cpu fp32 n=\d+: rate GFLOP/s printed [\d.,]+ GFLOP/s \(summary\.md "
+                     rf"line {number}\), recomputed [\d.,]+ GFLOP/s", output), output
+
+
+def test_a_reworded_ceilings_table_keeps_every_figure_verified(
+        matmul_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = copy_of(matmul_run, tmp_path)
+    monkeypatch.setattr(peak_share, "CEILINGS_HEADING", "### Rates against the probes")
+    drawn = invoke("report", str(run))
+    assert drawn.exit_code == 0, drawn.output
+    assert "### Rates against the probes" in (run / "summary.md").read_text()
+    records = [record for record in json.loads((run / FIGURES_FILE).read_text())["figures"]
+               if record["family"] == peak_share.RATE_FAMILY]
+    assert {record["name"] for record in records} == {peak_share.RATE, peak_share.CEILING,
+                                                      peak_share.SHARE}
+    audit = audit_run(run)
+    assert not audit.mismatches and not audit.unverifiable, [
+        item.line() for item in [*audit.mismatches, *audit.unverifiable]]
+    stored = json.loads((run / FIGURES_FILE).read_text())
+    stored["figures"] = [r for r in stored["figures"] if r["family"] != peak_share.RATE_FAMILY]
+    (run / FIGURES_FILE).write_text(json.dumps(stored))
+    assert audit.checked - audit_run(run).checked == len(records)
 
 
 def test_a_number_in_exponent_notation_is_named_with_its_line(fault_run: Path,
@@ -338,7 +376,8 @@ def test_a_number_in_exponent_notation_is_named_with_its_line(fault_run: Path,
     assert code == 1, output
     assert "number in exponent notation printed" in output
     assert f"(summary.md line {number})" in output
-    assert "host peak RSS" not in output  # the value itself is right
+    # and the record's own text is no longer printed on its line
+    assert "host peak RSS printed" in output
 
 
 def energy_record(watts: float) -> dict[str, Any]:
@@ -351,18 +390,18 @@ def energy_record(watts: float) -> dict[str, Any]:
             "joules_per_step_above_idle": 0.02 * (watts - 5.0)}
 
 
+def with_energy(document: dict[str, Any]) -> None:
+    """Consistent energy records on every case (this machine has no energy counters)."""
+    for cell in document["cells"]:
+        gpu = cell["cell"]["device"] == "cuda:0"
+        for case in cell["cases"]:
+            case["extra"]["energy"] = ({"device": energy_record(25.0)} if gpu
+                                       else {"host": energy_record(10.0)})
+
+
 def test_the_energy_lines_the_report_prints_are_recomputed(fault_run: Path,
                                                            tmp_path: Path) -> None:
-    # This machine has no energy counters: records are planted, the report drawn again.
     run = copy_of(fault_run, tmp_path)
-
-    def with_energy(document: dict[str, Any]) -> None:
-        for cell in document["cells"]:
-            gpu = cell["cell"]["device"] == "cuda:0"
-            for case in cell["cases"]:
-                case["extra"]["energy"] = ({"device": energy_record(25.0)} if gpu
-                                           else {"host": energy_record(10.0)})
-
     plant_run_json(run, with_energy)
     drawn = invoke("report", str(run))
     assert drawn.exit_code == 0, drawn.output
@@ -370,19 +409,102 @@ def test_the_energy_lines_the_report_prints_are_recomputed(fault_run: Path,
         run / "summary.md").read_text()
     code, output = checked(run)
     assert code == 0, output
-    number = plant_summary(run, lambda line: "(25 W mean x" in line,
-                           lambda line: line.replace("(25 W mean x", "(75 W mean x", 1))
+    number = plant_record(run, lambda record: record["name"] == "mean power"
+                          and record["text"] == "25", "75")
     code, output = checked(run)
     assert code == 1, output
     assert f"mean power printed 75 (summary.md line {number}), recomputed 25" in output
-    assert "joules = watts x seconds per step printed" in output  # 500 mJ is not 75 W x 20 ms
+
+
+ENERGY_WORDS = {"CASE_SENTENCE": "{where} drew {joules}/step; window {window} s, {window_step}"
+                                  " a step at {watts} W ({source}, {counter}",
+                "ABOVE_IDLE_PHRASE": ", {above} over {idle} W at rest",
+                "TIMED_PHRASE": ") and took {timed} a step ({pooled})",
+                "SPEED_PHRASE": "the GPU runs {ratio} {way}",
+                "ENERGY_PHRASE": " and spends {ratio} {way} ({gpu} vs {cpu})"}
+
+
+def test_reworded_energy_lines_keep_every_figure_verified(fault_run: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    run = copy_of(fault_run, tmp_path)
+    plant_run_json(run, with_energy)
+    for name, words in ENERGY_WORDS.items():
+        monkeypatch.setattr(energy_view, name, words)
+    drawn = invoke("report", str(run))
+    assert drawn.exit_code == 0, drawn.output
+    text = (run / "summary.md").read_text()
+    assert "energy window (" not in text and "W mean x" not in text and " drew " in text
+    records = [record for record in json.loads((run / FIGURES_FILE).read_text())["figures"]
+               if record["family"] == energy_view.ENERGY_FAMILY]
+    pairs = sum(record["name"] in (energy_view.SPEED, energy_view.ENERGY_RATIO)
+                for record in records)
+    assert pairs >= 2 and len(records) > 4 * pairs
+    audit = audit_run(run)
+    assert not audit.mismatches and not audit.unverifiable, [
+        item.line() for item in [*audit.mismatches, *audit.unverifiable]]
+    stored = json.loads((run / FIGURES_FILE).read_text())
+    stored["figures"] = [r for r in stored["figures"] if r["family"] != energy_view.ENERGY_FAMILY]
+    (run / FIGURES_FILE).write_text(json.dumps(stored))
+    assert audit.checked - audit_run(run).checked == len(records) + pairs  # each way too
+
+
+def test_a_reworded_memory_table_keeps_every_figure_verified(
+        fault_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = copy_of(fault_run, tmp_path)
+    monkeypatch.setattr(memory_view.MemoryView, "heading", "Memory at its highest")
+    drawn = invoke("report", str(run))
+    assert drawn.exit_code == 0, drawn.output
+    assert "## Memory at its highest" in (run / "summary.md").read_text()
+    records = [record for record in json.loads((run / FIGURES_FILE).read_text())["figures"]
+               if record["family"] == memory_view.MEMORY_FAMILY]
+    assert len(records) == 3 * 4  # the three peaks of each of the 4 cells, "-" included
+    audit = audit_run(run)
+    assert not audit.mismatches and not audit.unverifiable, [
+        item.line() for item in [*audit.mismatches, *audit.unverifiable]]
+    stored = json.loads((run / FIGURES_FILE).read_text())
+    stored["figures"] = [r for r in stored["figures"] if r["family"] != memory_view.MEMORY_FAMILY]
+    (run / FIGURES_FILE).write_text(json.dumps(stored))
+    assert audit.checked - audit_run(run).checked == len(records)
+
+
+def test_a_reworded_device_time_section_keeps_every_figure_verified(
+        fault_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = copy_of(fault_run, tmp_path)
+    monkeypatch.setattr(devicetime_view, "DEVICETIME_HEADING", "### {name}, by the clock")
+    monkeypatch.setattr(devicetime_view, "BEST_INTRO", "Each device's quickest variant:")
+    drawn = invoke("report", str(run))
+    assert drawn.exit_code == 0, drawn.output
+    text = (run / "summary.md").read_text()
+    assert ", by the clock" in text and "quickest variant:" in text
+    assert ": where the time goes, measured\n" not in text
+
+    def ours(record: dict[str, Any]) -> bool:
+        return record["family"] == devicetime_view.BEST_FAMILY or record["name"] in (
+            "wall per step", devicetime_view.COLD_IN_WARM)
+
+    records = [r for r in json.loads((run / FIGURES_FILE).read_text())["figures"] if ours(r)]
+    best = [r for r in records if r["name"].endswith(f" {devicetime_view.BEST}")]
+    assert len(best) >= 2 and len(records) > len(best) * 2
+    audit = audit_run(run)
+    assert not audit.mismatches and not audit.unverifiable, [
+        item.line() for item in [*audit.mismatches, *audit.unverifiable]]
+    stored = json.loads((run / FIGURES_FILE).read_text())
+    stored["figures"] = [r for r in stored["figures"] if not ours(r)]
+    (run / FIGURES_FILE).write_text(json.dumps(stored))
+    # each figure, and each best variant's claim that no variant of its kind is faster
+    assert audit.checked - audit_run(run).checked == len(records) + len(best)
 
 
 def test_a_figure_the_runs_cannot_place_is_unverifiable_not_a_mismatch(
         fault_run: Path, tmp_path: Path) -> None:
     run = copy_of(fault_run, tmp_path)
-    number = plant_summary(run, lambda line: line.startswith("- **cuda:0**, variant ok"),
-                           lambda line: line.replace("1. fakegpu ", "1. ghost "))
+    stored = json.loads((run / FIGURES_FILE).read_text())
+    record = next(record for record in stored["figures"]
+                  if record["name"] == "ranked median per step"
+                  and record["subject"]["device"] == "cuda:0")
+    record["subject"]["framework"] = "ghost"  # a record of a cell no run measured
+    (run / FIGURES_FILE).write_text(json.dumps(stored))
+    number = record["line"]
     code, output = checked(run)
     assert code == 0, output
     assert "unverifiable: ghost cuda:0 ok" in output and f"summary.md line {number}" in output

@@ -3,9 +3,11 @@
 The product is a measurement, so a wrong printed number is the worst bug. This package audits a
 run folder mechanically: measurements.csv against run.json row by row, run.json's derived
 fields (round medians, the kept attempt, declared FLOPs, energy) against its raw samples, the
-round orders against the plan, and the figures summary.md prints (the fastest table, the
-ranking, GPU vs CPU, rates, cold starts, energy lines, warnings, memory fits) against a second
-computation.
+round orders against the plan, and the figures summary.md prints against a second computation:
+each view records the figures it prints (harness.report.figure, figures.json beside summary.md)
+and harness.audit.figures recomputes every record by its family, never reading the words
+around it; the few lines made below the report (memory fits, the harness overhead, disputed
+FLOP counts, samples per call) are still read from the text (harness.audit.summary).
 
 Why a second computation: the report takes its statistics from harness.data.results.sample_stats
 and its tables from pandas; re-using them here would only prove that one function agrees with

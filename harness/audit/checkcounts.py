@@ -20,10 +20,9 @@ from harness.audit.ledger import Ledger
 from harness.audit.measured import Measured
 from harness.audit.pool import Pool
 from harness.core.units import format_ratio
+from harness.report.views.warnings import DISPUTED_PREFIX
 
 RECORD = "flops_second_opinion"
-# summary.md's line (harness.report.views.warnings DISPUTED_PREFIX and its ending).
-LINE_PREFIX = "- DISPUTED FLOP count: "
 LINE = re.compile(r"^, (?P<fw>\S+) (?P<dev>\S+) (?P<variant>\S+)(?: at [^=]+=(?P<size>[^:]+?))?"
                   r": (?P<text>.+); its FLOP rate is printed as disputed and is no share of a "
                   r"peak\.$")
@@ -84,7 +83,7 @@ def check_line(ledger: Ledger, pool: Pool, where: str, experiment: str,
                line: str) -> tuple[str, ...] | None:
     """One summary.md line: its case, and each named part's name and figures; returns the
     case's identity (for the omission check), None where the line names no case."""
-    found = pool.machine_prefix(line[len(LINE_PREFIX):])
+    found = pool.machine_prefix(line[len(DISPUTED_PREFIX):])
     match = None if found is None else LINE.match(found[1])
     if found is None or match is None:
         ledger.cannot("", "DISPUTED FLOP count", where, "not in the shape its parser reads")

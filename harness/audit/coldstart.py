@@ -1,5 +1,6 @@
 """The cold-start figures (harness.report.views.crossover COLD_FAMILY): a cell's first call and
-its warm median, recomputed from the cases of the machine and device kind the record names."""
+its warm median, recomputed from the cases of the machine and device kind the record names;
+and a case's first call in warm calls (the device-time table)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,20 @@ import math
 
 from harness.audit.ledger import Ledger
 from harness.audit.measured import Measured
+from harness.audit.medians import named_case
 from harness.audit.pool import Pool
-from harness.audit.printed import printed_seconds
+from harness.audit.printed import printed_general, printed_seconds
 from harness.core.units import format_seconds
 from harness.report.figure import Figure
+from harness.report.views.crossover import COLD_IN_WARM
 
 
 def check_cold(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
     """A cold call is the largest first call of its device kind; the warm median is the named
     cell's, both of each cell's smallest valid case (the one the report reads)."""
+    if figure.name == COLD_IN_WARM:
+        _check_cold_in_warm(ledger, pool, where, figure)
+        return
     subject = figure.subject
     cells = [m for m in pool.select(subject.get("experiment", ""), subject.get("machine", ""),
                                     valid=True)
@@ -40,6 +46,16 @@ def check_cold(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
     ledger.verdict(case.subject, "largest cold call of its kind", where,
                    worst <= cold * (1 + 1e-12), format_seconds(worst),
                    f"not above {format_seconds(cold)}")
+
+
+def _check_cold_in_warm(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+    case = named_case(ledger, pool, where, figure)
+    if case is None:
+        return
+    call, cold = case.median_call, case.case.cold_seconds
+    ledger.printed(case.subject, COLD_IN_WARM, where, printed_general(figure.text, 3),
+                   cold / call if call and cold is not None else None,
+                   lambda value: f"{value:.3g}x")
 
 
 def _first_case_per_cell(cases: list[Measured]) -> list[Measured]:

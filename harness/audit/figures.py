@@ -11,17 +11,45 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from harness.audit import medians
+from harness.audit.accuracy import check_accuracy
+from harness.audit.bestvariant import check_best
 from harness.audit.coldstart import check_cold
+from harness.audit.energy import check_energy
+from harness.audit.flat import check_flat
+from harness.audit.gpucpu import check_gpu_vs_cpu
 from harness.audit.ledger import SUMMARY_FILE, Ledger
-from harness.audit.pool import Pool
+from harness.audit.memory import check_peak
+from harness.audit.noise import check_noise
+from harness.audit.pool import Pool, _subject_of
 from harness.audit.predictions import check_printed_prediction
+from harness.audit.rates import check_rate
 from harness.predict.answer import FAMILY as PREDICTED_FAMILY
-from harness.report.figure import FIGURES_FILE, Figure, read_figures
-from harness.report.views.crossover import COLD_FAMILY
+from harness.report.figure import (
+    DIFFERENCE,
+    FIGURES_FILE,
+    MEDIAN,
+    RATIO,
+    SPREAD,
+    Figure,
+    read_figures,
+)
+from harness.report.views.crossover import COLD_FAMILY, FLAT_FAMILY, GPU_FAMILY
+from harness.report.views.devicetime import BEST_FAMILY
+from harness.report.views.energy import ENERGY_FAMILY
+from harness.report.views.epochs import ACCURACY_FAMILY
+from harness.report.views.memory import MEMORY_FAMILY
+from harness.report.views.peak_share import RATE_FAMILY
+from harness.report.views.warnings import NOISE_FAMILY
 
 FamilyCheck = Callable[[Ledger, Pool, str, Figure], None]
-FAMILIES: dict[str, FamilyCheck] = {COLD_FAMILY: check_cold,
-                                     PREDICTED_FAMILY: check_printed_prediction}
+FAMILIES: dict[str, FamilyCheck] = {
+    COLD_FAMILY: check_cold, MEDIAN: medians.check_median, SPREAD: medians.check_spread,
+    RATIO: medians.check_ratio, DIFFERENCE: medians.check_difference,
+    GPU_FAMILY: check_gpu_vs_cpu, ENERGY_FAMILY: check_energy, RATE_FAMILY: check_rate,
+    ACCURACY_FAMILY: check_accuracy, MEMORY_FAMILY: check_peak, BEST_FAMILY: check_best,
+    FLAT_FAMILY: check_flat, NOISE_FAMILY: check_noise,
+    PREDICTED_FAMILY: check_printed_prediction}
 
 
 def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:
@@ -37,11 +65,15 @@ def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:
         where = f"{SUMMARY_FILE} line {figure.line}"
         printed = lines[figure.line - 1] if 0 < figure.line <= len(lines) else ""
         if figure.text not in printed:
-            ledger.verdict(figure.subject.get("framework", ""), f"{figure.name} printed", where,
+            ledger.verdict(_subject_of(dict(figure.subject)), f"{figure.name} printed", where,
                            False, printed[:120] or "no such line", figure.text)
             continue
         check = FAMILIES.get(figure.family)
         if check is None:
             ledger.cannot("", figure.name, where, f"no recomputation for family {figure.family!r}")
             continue
-        check(ledger, pool, where, figure)
+        try:
+            check(ledger, pool, where, figure)
+        except (ValueError, KeyError, IndexError) as exc:  # a text its unit does not read
+            ledger.cannot(_subject_of(dict(figure.subject)), figure.name, where,
+                          f"its text {figure.text!r} does not read as {figure.unit} ({exc})")

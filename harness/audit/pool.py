@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
 from pathlib import PurePath
 from typing import Any
 
@@ -82,23 +80,8 @@ def _latest(found: list[Measured]) -> list[Measured]:
     return [item for item in found if newest[item.key] is item]
 
 
-
-def _largest(values: Iterable[int | None]) -> int | None:
-    known = [value for value in values if value is not None]
-    return max(known) if known else None
-
-
 def _subject_of(where: dict[str, Any]) -> str:
     parts = [str(where.get(name) or "") for name in ("framework", "device", "variant")]
     size = where.get("size")
     return " ".join(part for part in parts if part) + (f" size {size}" if size else "")
 
-
-def _fastest_by_size(cases: list[Measured]) -> dict[float, float]:
-    best: dict[float, float] = {}
-    for item in cases:
-        value, middle = item.size_value, item.median_step
-        if value is None or middle is None:
-            continue
-        best[value] = min(middle, best.get(value, math.inf))
-    return best

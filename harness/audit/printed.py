@@ -14,8 +14,6 @@ from harness.audit.ledger import (
 
 SECOND_SCALES = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 JOULE_SCALES = {"kJ": 1e3, "J": 1.0, "mJ": 1e-3, "uJ": 1e-6}
-SECONDS_TEXT = r"[\d.,]+ (?:ns|us|ms|s)"
-RATIO_TEXT = r"[\d.,]+x"
 
 
 def _digits_tolerance(value: float, digits: int) -> float:

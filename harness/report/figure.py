@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.core.units import format_ratio, format_seconds
+
 FIGURES_FILE = "figures.json"
 FORMAT = 1  # figures.json's layout; the audit reads only the layout it knows
 
@@ -53,6 +55,49 @@ class Line(str):
         return line
 
 
+def carried(text: str, *sources: str) -> str:
+    """TEXT as a Line with the records of every Line among SOURCES (a sentence placed inside
+    another line keeps its figures); plain TEXT where none carries any."""
+    figures = [figure for source in sources if isinstance(source, Line)
+               for figure in source.figures]
+    return Line(text, figures) if figures else text
+
+
+# --- the timing of cases: families the audit recomputes from the raw samples (harness.audit.
+# medians). A record's subject names its case (CASE_FIELDS); a second case it is compared with,
+# by the same fields prefixed with VERSUS (those left out are the first case's own).
+MEDIAN = "step median"  # the case's median per step; with a second case: not faster than it
+SPREAD = "step IQR"  # the case's interquartile range per step
+RATIO = "median ratio"  # the case's median over the second case's
+# The case's median less the second case's (not below 0): in seconds, or (unit '%') as a share
+# of the case's median.
+DIFFERENCE = "median difference"
+CASE_FIELDS = ("machine", "variant", "framework", "device", "size")
+VERSUS = "vs_"
+# A subject's CLAIM: the case is the fastest valid one of its size (machine, variant, size).
+CLAIM, FASTEST = "claim", "fastest of its size"
+
+
+def case_subject(experiment: str, row: Mapping[str, Any], **more: str) -> dict[str, str]:
+    """The subject of a case's figure from a case-table row (its size: the size label)."""
+    subject = {"experiment": experiment, "size": str(row["size_label"])}
+    subject.update({name: str(row[name]) for name in CASE_FIELDS if name != "size"})
+    return {**subject, **more}
+
+
+def versus(**case: str) -> dict[str, str]:
+    """The second case of a figure, by the fields where it differs from the first."""
+    return {VERSUS + name: value for name, value in case.items()}
+
+
+def seconds_figure(family: str, name: str, value: float, subject: Mapping[str, str]) -> Figure:
+    return Figure(family, name, float(value), "s", format_seconds(value), dict(subject))
+
+
+def ratio_figure(name: str, value: float, subject: Mapping[str, str]) -> Figure:
+    return Figure(RATIO, name, float(value), "x", format_ratio(value), dict(subject))
+
+
 def placed(text: str, lines: Iterable[str]) -> list[Figure]:
     """The records of every Line among LINES, each with the line of TEXT it landed on (the
     first not yet taken that equals it)."""
@@ -68,8 +113,10 @@ def placed(text: str, lines: Iterable[str]) -> list[Figure]:
 
 
 def write_figures(path: Path, figures: list[Figure]) -> Path:
-    records = [{**asdict(figure), "subject": dict(figure.subject)} for figure in figures]
-    path.write_text(json.dumps({"format": FORMAT, "figures": records}, indent=1) + "\n")
+    """One record a line: a report prints hundreds, and a redrawn report's diff stays readable."""
+    records = [json.dumps({**asdict(figure), "subject": dict(figure.subject)})
+               for figure in figures]
+    path.write_text(f'{{"format": {FORMAT}, "figures": [\n' + ",\n".join(records) + "\n]}\n")
     return path
 
 

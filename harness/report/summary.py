@@ -20,7 +20,7 @@ from harness.analysis.memoryfit import method_lines as memory_method_lines
 from harness.analysis.memoryfit import terminal_lines as memory_terminal_lines
 from harness.analysis.noise import ONE_ROUND
 from harness.core.units import format_size
-from harness.report.figure import Figure, Line, placed
+from harness.report.figure import Figure, Line, carried, placed
 
 
 @dataclass(frozen=True)
@@ -38,11 +38,15 @@ class Shown:
         return self.view.markdown(self.table, context, self.figures, out_dir)
 
 
-def markdown_table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+def markdown_table(headers: list[str], rows: list[list[Any]],
+                   records: list[list[Figure]] | None = None) -> list[str]:
+    """A markdown table; RECORDS, where given, the figure records each row prints."""
     def cell(value: Any) -> str:
         return str(value).replace("|", "\\|").replace("\n", " ")
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in rows]
+    lines: list[str] = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for index, row in enumerate(rows):
+        text = "| " + " | ".join(cell(value) for value in row) + " |"
+        lines.append(Line(text, records[index]) if records is not None else text)
     return lines + [""]
 
 
@@ -174,7 +178,7 @@ def _glance_section(experiments: list[Any], shown: dict[str, list[Shown]]) -> li
     lines = ["## At a glance", ""]
     for experiment in experiments:
         for _, sentence in glance_sentences(experiment, shown[experiment.name]):
-            lines.append(f"- **{experiment.name}**: {sentence}")
+            lines.append(carried(f"- **{experiment.name}**: {sentence}", sentence))
     return lines + [""]
 
 

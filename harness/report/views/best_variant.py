@@ -11,9 +11,14 @@ from typing import Any
 
 import pandas as pd
 
-from harness.core.units import format_ratio, format_seconds, format_size
+from harness.core.units import format_size
+from harness.report.figure import MEDIAN, Figure, case_subject, ratio_figure, seconds_figure, versus
 from harness.report.summary import markdown_table
 from harness.report.views import View
+
+# The view's words; the audit reads the figure records, never these (harness.audit.medians).
+VARIANTS_HEADING = "### Variants compared (as written vs the best variant of the same cell)"
+VS_BEST = "{ratio} slower than {best}"
 
 
 class BestVariantView(View):
@@ -55,12 +60,24 @@ def variant_table(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
 def variants_section(context: Any, table: pd.DataFrame) -> list[str]:
     if table.empty:
         return []
-    lines = ["### Variants compared (as written vs the best variant of the same cell)", ""]
-    rows = [[row["machine"], f"{row['framework']} {row['device']}", row["variant"],
-             format_size(row["size_label"], context.sweep) if row["size_label"] else "-",
-             format_seconds(row["median_s"]),
-             "best" if row["variant"] == row["best_variant"] else
-             f"{format_ratio(row['vs_best'])} slower than {row['best_variant']}"]
-            for _, row in table.iterrows()]
+    lines = [VARIANTS_HEADING, ""]
+    rows, records = [], []
+    for _, row in table.iterrows():
+        figures = _variant_figures(context.name, row)
+        rows.append([row["machine"], f"{row['framework']} {row['device']}", row["variant"],
+                     format_size(row["size_label"], context.sweep) if row["size_label"] else "-",
+                     figures[0].text, "best" if len(figures) == 1 else
+                     VS_BEST.format(ratio=figures[1].text, best=row["best_variant"])])
+        records.append(figures)
     return lines + markdown_table(["machine", "cell", "variant", context.sweep or "size",
-                                   "median", "vs best"], rows)
+                                   "median", "vs best"], rows, records)
+
+
+def _variant_figures(experiment: str, row: pd.Series) -> list[Figure]:
+    """A variant's median, and (but for the best) its time over the best variant's."""
+    subject = case_subject(experiment, row)
+    median = seconds_figure(MEDIAN, "variant median per step", row["median_s"], subject)
+    if row["variant"] == row["best_variant"]:
+        return [median]
+    return [median, ratio_figure(f"slower than {row['best_variant']}", row["vs_best"],
+                                 {**subject, **versus(variant=row["best_variant"])})]

@@ -21,6 +21,15 @@ import pandas as pd
 from harness.core.units import format_seconds, format_size
 from harness.data.casekey import CASE_COLUMNS
 from harness.report import style
+from harness.report.figure import (
+    DIFFERENCE,
+    MEDIAN,
+    Figure,
+    Line,
+    case_subject,
+    seconds_figure,
+    versus,
+)
 from harness.report.tables import sort_cells
 from harness.report.views import View
 
@@ -65,7 +74,7 @@ def breakdown(stats: pd.DataFrame, headline: pd.DataFrame,
     """
     at_headline = stats.merge(headline, on=["experiment", "machine", "variant", "size_label"])
     valid = at_headline[at_headline["valid"]].copy()
-    valid["overhead_s"], valid["overhead_name"] = 0.0, ""
+    valid["overhead_s"], valid["overhead_name"], valid["overhead_without"] = 0.0, "", ""
     for with_cost, without, name in overhead_pairs or []:
         reference = stats[stats["valid"] & (stats["variant"] == without)]
         for index, row in valid[valid["variant"] == with_cost].iterrows():
@@ -77,14 +86,16 @@ def breakdown(stats: pd.DataFrame, headline: pd.DataFrame,
             if match.empty:
                 continue
             overhead = max(row["median_s"] - match["median_s"].iloc[0], 0.0)
-            valid.loc[index, ["overhead_s", "overhead_name"]] = [overhead, name]
+            valid.loc[index, ["overhead_s", "overhead_name", "overhead_without"]] = [
+                overhead, name, without]
     valid["compute_s"] = valid["median_s"] - valid["overhead_s"]
     valid["cold_extra_s"] = (valid["cold_s"] - valid["median_s"]).clip(lower=0.0)
     valid["overhead_share"] = valid["overhead_s"] / valid["median_s"]
     valid["cold_in_warm_calls"] = valid["cold_s"] / valid["median_s"]
     columns = [*CASE_COLUMNS, "device_kind", "sweep", "median_s", "compute_s", "overhead_s",
-               "overhead_name", "overhead_share", "cold_s", "cold_extra_s", "cold_in_warm_calls",
-               "cold_call_s", "call_median_s", "round_medians", "suspect", "steps_per_call"]
+               "overhead_name", "overhead_without", "overhead_share", "cold_s", "cold_extra_s",
+               "cold_in_warm_calls", "cold_call_s", "call_median_s", "round_medians", "suspect",
+               "steps_per_call"]
     return sort_cells(valid.reindex(columns=columns))
 
 
@@ -124,15 +135,26 @@ def breakdown_section(context: Any, table: pd.DataFrame) -> list[str]:
         return []
     # Differences between variants estimate one cost each; the device-busy pass measures the
     # split directly (section "Where the time goes, measured"), so this is the cross-check.
-    lines = ["### Where the time goes (cross-check: differences between variants)", ""]
+    lines = [BREAKDOWN_HEADING, ""]
     for _, row in with_overhead.iterrows():
-        lines.append(
-            f"- {row['machine']}, {row['framework']} {row['device']} {row['variant']}: "
-            f"{row['overhead_share']:.0%} of each {context.unit} goes to "
-            f"{row['overhead_name']} ({format_seconds(row['overhead_s'])} of "
-            f"{format_seconds(row['median_s'])}; measured as the difference to the variant "
-            "without them).")
+        subject = case_subject(context.name, row)
+        pair = {**subject, **versus(variant=row["overhead_without"])}
+        share, overhead, median = (
+            Figure(DIFFERENCE, f"share of {row['overhead_name']}", row["overhead_share"], "%",
+                   f"{row['overhead_share']:.0%}", pair),
+            seconds_figure(DIFFERENCE, str(row["overhead_name"]), row["overhead_s"], pair),
+            seconds_figure(MEDIAN, "median per step", row["median_s"], subject))
+        lines.append(Line(BREAKDOWN_LINE.format(
+            machine=row["machine"], cell=f"{row['framework']} {row['device']} {row['variant']}",
+            share=share.text, unit=context.unit, name=row["overhead_name"],
+            overhead=overhead.text, median=median.text), [share, overhead, median]))
     return lines + [""]
+
+
+# The section's words; the audit reads the records (harness.audit.medians), never these.
+BREAKDOWN_HEADING = "### Where the time goes (cross-check: differences between variants)"
+BREAKDOWN_LINE = ("- {machine}, {cell}: {share} of each {unit} goes to {name} ({overhead} of "
+                  "{median}; measured as the difference to the variant without them).")
 
 
 # --- the figure --------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from harness.core.units import device_kind, format_ratio, format_seconds, format
 from harness.data.casekey import CELL_COLUMNS
 from harness.data.ceilings import MEMORY, Ceilings
 from harness.report import style
-from harness.report.figure import Figure, Line
+from harness.report.figure import Figure, Line, carried
 from harness.report.summary import markdown_table
 from harness.report.tables import ceiling_for, flop_ceiling
 from harness.report.views import View
@@ -84,8 +84,8 @@ class CrossoverView(View):
     def glance(self, table: pd.DataFrame, context: Any) -> list[str]:
         best = table[table["framework"] == "best"] if not table.empty else table
         machines = best.groupby("machine", sort=False) if not best.empty else []
-        return [f"on {machine}: " + machine_gpu_sentence(context, group)
-                for machine, group in machines]
+        return [carried(f"on {machine}: {sentence}", sentence) for machine, group in machines
+                for sentence in [machine_gpu_sentence(context, group)]]
 
     def verdict(self, table: pd.DataFrame, context: Any) -> list[str]:
         best = table[table["framework"] == "best"] if not table.empty else table
@@ -102,9 +102,11 @@ def machine_gpu_sentence(context: Any, group: pd.DataFrame) -> str:
         return "no GPU cell measured (CPU only)"
     if not group["has_cpu"].any():
         return "no CPU cell measured"
+    verdicts = _variant_verdicts(context, group)
     parts = [label + measured + (f"; {prediction}" if prediction else "") + excluded
-             for label, measured, prediction, excluded in _variant_verdicts(context, group)]
-    return "; ".join(parts) or "no size measured on both CPU and GPU"
+             for label, measured, prediction, excluded in verdicts]
+    return carried("; ".join(parts) or "no size measured on both CPU and GPU",
+                   *(measured for _label, measured, _prediction, _excluded in verdicts))
 
 
 def machine_gpu_lines(context: Any, group: pd.DataFrame) -> list[str]:
@@ -122,20 +124,20 @@ def machine_gpu_lines(context: Any, group: pd.DataFrame) -> list[str]:
 
 def _variant_verdicts(context: Any, group: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     """(variant label, the measured verdict, the prediction, the cells left out) per variant
-    measured on both devices."""
-    verdicts = []
+    measured on both devices; the measured verdict a Line with its figure records."""
+    verdicts: list[tuple[str, str, str, str]] = []
     comparable = group[group["kind"] != "no-overlap"]
     for _, row in comparable.iterrows():
-        text = row["verdict"].text(context.sweep)
-        if pd.notna(row["speedup_at_largest"]):
-            where = (f" at {context.sweep}="
-                     f"{format_size(row['largest_size'], context.sweep)}"
-                     if row["largest_size"] else "")
-            text += f" (GPU/CPU speedup {format_ratio(row['speedup_at_largest'])}{where})"
+        figures = gpu_figures(context, row)
+        text = figures[GPU_VERDICT].text
+        if GPU_SPEEDUP in figures:
+            where = (f" at {context.sweep}={figures[LARGEST_SIZE].text}"
+                     if LARGEST_SIZE in figures else "")
+            text += SPEEDUP_PHRASE.format(ratio=figures[GPU_SPEEDUP].text, where=where)
         label = f"variant {row['variant']}: " if group["variant"].nunique() > 1 else ""
         if row["cpu_is_other_variant"]:
             text += " vs the best CPU cell of any variant"
-        text += str(row.get("noise") or "")
+        text = Line(text + str(row.get("noise") or ""), figures.values())
         prediction = row.get("prediction")
         predicted = ""
         if prediction is not None and not (isinstance(prediction, float) and pd.isna(prediction)):
@@ -154,16 +156,17 @@ def _excluded_phrase(row: pd.Series) -> str:
 def gpu_section(context: Any, verdicts: pd.DataFrame, flat: pd.DataFrame) -> list[str]:
     """The GPU vs CPU table of one experiment, then why the GPU loses and the cold start."""
     if verdicts.empty or not verdicts["has_gpu"].any():
-        return ["### GPU vs CPU", "", ("No GPU cell has a valid time in these runs, so there "
+        return [GPU_HEADING, "", ("No GPU cell has a valid time in these runs, so there "
                                        "is no GPU/CPU comparison."), ""]
     sweep = context.sweep
-    rows = []
+    rows, records = [], []
     for (machine, variant), group in verdicts.groupby(["machine", "variant"], sort=False):
         best_text = None
         for _, row in group.iterrows():
             if not (row["has_gpu"] and row["has_cpu"]) or row["kind"] == "no-overlap":
                 continue
-            text = row["verdict"].text(sweep)
+            figures = gpu_figures(context, row)
+            text = figures[GPU_VERDICT].text
             if row["framework"] == "best":
                 best_text = text
             elif text == best_text:
@@ -172,19 +175,51 @@ def gpu_section(context: Any, verdicts: pd.DataFrame, flat: pd.DataFrame) -> lis
                    f"{row['framework']} GPU vs {row['framework']} CPU")
             if row["cpu_is_other_variant"]:
                 who += " (CPU of the other variants)"
-            speedup = format_ratio(row["speedup_at_largest"]) if pd.notna(
-                row["speedup_at_largest"]) else "-"
-            if speedup != "-" and row["largest_size"]:
-                speedup += f" at {format_size(row['largest_size'], sweep)}"
+            speedup = figures[GPU_SPEEDUP].text if GPU_SPEEDUP in figures else "-"
+            if LARGEST_SIZE in figures:
+                speedup += f" at {figures[LARGEST_SIZE].text}"
             rows.append([machine, variant, who, text + _excluded_phrase(row), speedup,
                          _prediction_text(row, sweep)])
-    lines = ["### GPU vs CPU", ""]
+            records.append(list(figures.values()))
+    lines = [GPU_HEADING, ""]
     if rows:
         lines += markdown_table(["machine", "variant", "compared", "verdict",
                                  f"GPU speedup at the largest {sweep}",
-                                 "predicted from the measured costs"], rows)
+                                 "predicted from the measured costs"], rows, records)
     lines += _why_lines(context, flat)
     return lines + [""]
+
+
+# A GPU-vs-CPU pair's figures (family GPU_FAMILY, harness.audit.gpucpu), by name: the verdict
+# (its kind in the subject, its value the sizes compared on both devices), the crossover size,
+# the speedup at the largest size compared on both, and that size.
+GPU_FAMILY = "gpu vs cpu"
+GPU_HEADING = "### GPU vs CPU"
+SPEEDUP_PHRASE = " (GPU/CPU speedup {ratio}{where})"
+GPU_VERDICT, CROSSOVER_SIZE = "GPU vs CPU verdict", "crossover size"
+GPU_SPEEDUP, LARGEST_SIZE = "GPU/CPU speedup at the largest size", "largest size compared"
+EVERY_VARIANT = "every variant"  # the subject's "cpu" where the CPU side is any variant's
+
+
+def gpu_figures(context: Any, row: pd.Series) -> dict[str, Figure]:
+    """The records of one pair's verdict row (crossovers), by name."""
+    sweep = context.sweep
+    subject = {"experiment": context.name, "machine": row["machine"], "variant": row["variant"],
+               "framework": "" if row["framework"] == "best" else row["framework"],
+               "cpu": EVERY_VARIANT if row["cpu_is_other_variant"] else "own variant",
+               "verdict": row["kind"]}
+    found = {GPU_VERDICT: Figure(GPU_FAMILY, GPU_VERDICT, float(row["sizes_compared"]), "sizes",
+                                 row["verdict"].text(sweep), subject)}
+    if row["kind"] == "crossover":
+        found[CROSSOVER_SIZE] = Figure(GPU_FAMILY, CROSSOVER_SIZE, float(row["size"]), sweep,
+                                       format_size(row["size"], sweep), subject)
+    if pd.notna(row["speedup_at_largest"]):
+        found[GPU_SPEEDUP] = Figure(GPU_FAMILY, GPU_SPEEDUP, float(row["speedup_at_largest"]),
+                                    "x", format_ratio(row["speedup_at_largest"]), subject)
+        if row["largest_size"]:
+            found[LARGEST_SIZE] = Figure(GPU_FAMILY, LARGEST_SIZE, float(row["largest_size"]),
+                                         sweep, format_size(row["largest_size"], sweep), subject)
+    return found
 
 
 def _prediction_text(row: pd.Series, sweep: str) -> str:
@@ -197,23 +232,40 @@ def _prediction_text(row: pd.Series, sweep: str) -> str:
 
 
 def _why_lines(context: Any, flat: pd.DataFrame) -> list[str]:
-    lines = []
+    lines: list[str] = []
     sweep = context.sweep
     for _, row in flat.iterrows():
-        lines.append(
-            f"- Why the GPU loses at small sizes ({row['framework']}, {row['variant']}, "
-            f"{row['machine']}): from {sweep}={format_size(row['from_size'], sweep)} to "
-            f"{format_size(row['to_size'], sweep)} the work grows {row['work_growth']:,.0f}x "
-            f"but the GPU time per {context.unit} only {row['time_growth']:.2g}x, ~flat at "
-            f"{format_seconds(row['level_s'])}: a fixed per-call cost (kernel launch, "
-            "synchronisation, framework dispatch), not compute.")
+        subject = {"experiment": context.name, "machine": row["machine"],
+                   "variant": row["variant"], "framework": row["framework"],
+                   "from": format_size(row["from_size"], sweep),
+                   "to": format_size(row["to_size"], sweep)}
+        work, time, level = (Figure(FLAT_FAMILY, name, value, unit, text, subject) for
+                             name, value, unit, text in (
+            (WORK_GROWTH, row["work_growth"], "x", f"{row['work_growth']:,.0f}"),
+            (TIME_GROWTH, row["time_growth"], "x", f"{row['time_growth']:.2g}"),
+            (FLAT_LEVEL, row["level_s"], "s", format_seconds(row["level_s"]))))
+        lines.append(Line(WHY_LINE.format(
+            framework=row["framework"], variant=row["variant"], machine=row["machine"],
+            sweep=sweep, low=subject["from"], high=subject["to"], work=work.text,
+            time=time.text, level=level.text, unit=context.unit), (work, time, level)))
     lines += _cold_lines(context)
     return lines
+
+
+# Why the GPU loses at small sizes (family FLAT_FAMILY, harness.audit.flat): how much the work
+# and the GPU time grew over the flat span of sizes its subject names, and the level it stayed at.
+FLAT_FAMILY = "flat gpu time"
+WORK_GROWTH, TIME_GROWTH, FLAT_LEVEL = "work growth", "GPU time growth", "flat level"
+WHY_LINE = ("- Why the GPU loses at small sizes ({framework}, {variant}, {machine}): from "
+            "{sweep}={low} to {high} the work grows {work}x but the GPU time per {unit} only "
+            "{time}x, ~flat at {level}: a fixed per-call cost (kernel launch, synchronisation, "
+            "framework dispatch), not compute.")
 
 
 # A cell's first call against a warm one, per machine and device kind; the audit reads the
 # records (family COLD_FAMILY), not these words.
 COLD_FAMILY = "cold start"
+COLD_IN_WARM = "cold / warm"  # a case's first call in warm calls (the device-time table)
 COLD_LINE = ("- Cold start on {machine} ({kind}): the first {call} of a cell took up to {cold} "
              "({cell}) vs {warm} for a warm {call}: one-time setup (context creation, kernel "
              "selection, tracing, compilation), excluded from the medians.")

@@ -27,8 +27,10 @@ from harness.data.ceilings import MEMORY, Ceilings
 from harness.data.serial import JsonValue
 from harness.measure.devicetime import attribute, diagnose
 from harness.report import style
+from harness.report.figure import MEDIAN, Figure, Line, case_subject, seconds_figure
 from harness.report.tables import sort_cells
 from harness.report.views import View
+from harness.report.views.crossover import COLD_FAMILY, COLD_IN_WARM
 
 DEVICE_NUMBERS = ("device_seconds", "device_copy_seconds", "kernels_per_call",
                   "launches_per_call", "device_span_seconds")
@@ -271,7 +273,7 @@ def section(name: str, table: pd.DataFrame, best: pd.DataFrame, unit: str,
     """Markdown for one experiment: attribution table, diagnoses, best variants, figures."""
     if table.empty:
         return []
-    lines = [f"### {name}: where the time goes, measured", "", EXPLANATION, ""]
+    lines = [DEVICETIME_HEADING.format(name=name), "", EXPLANATION, ""]
     lines += [f"![{kind}]({path.relative_to(out_dir).as_posix()})" for kind, path in
               figures.items()]
     lines += ["", (f"| cell | size | wall / {unit} | busy / {unit} | busy share | copies | "
@@ -279,8 +281,24 @@ def section(name: str, table: pd.DataFrame, best: pd.DataFrame, unit: str,
                    "diagnosis |"),
               "|" + "---|" * 11]
     for _, row in table.iterrows():
-        lines.append("| " + " | ".join(_row_cells(row)) + " |")
-    return lines + [""] + _best_lines(best) + [""]
+        figures_of_row = [seconds_figure(MEDIAN, "wall per step", row["wall_step_s"],
+                                         case_subject(name, row))]
+        if pd.notna(row["cold_in_warm_calls"]):
+            figures_of_row.append(Figure(COLD_FAMILY, COLD_IN_WARM, row["cold_in_warm_calls"],
+                                         "x", _ratio(row["cold_in_warm_calls"]),
+                                         case_subject(name, row)))
+        lines.append(Line("| " + " | ".join(_row_cells(row)) + " |", figures_of_row))
+    return lines + [""] + _best_lines(name, best) + [""]
+
+
+# The section's words; the audit reads the records (harness.audit.medians, .coldstart and
+# .bestvariant), never these.
+DEVICETIME_HEADING = "### {name}: where the time goes, measured"
+BEST_INTRO = "Best variant per device, and GPU vs CPU between the best of each:"
+# The best-per-device table's figures (family BEST_FAMILY): per kind the as-written and the
+# best variant's fastest median, and the speedup of the best GPU over the best CPU.
+BEST_FAMILY = "best per device"
+WRITTEN, BEST, FASTER = "as written", "best", "faster by"
 
 
 def _row_cells(row: pd.Series) -> list[str]:
@@ -301,21 +319,42 @@ def _ratio(value: Any) -> str:
     return "-" if pd.isna(value) else f"{three_digits(value)}x"  # never 1.2e+03x
 
 
-def _best_lines(best: pd.DataFrame) -> list[str]:
+def _best_lines(experiment: str, best: pd.DataFrame) -> list[str]:
     if best.empty or "gpu_speedup" not in best:
         return []
-    lines = ["Best variant per device, and GPU vs CPU between the best of each:", "",
+    lines = [BEST_INTRO, "",
              ("| framework | size | CPU as written | CPU best | GPU as written | GPU best | "
               "verdict |"), "|" + "---|" * 7]
     for _, row in best[best["gpu_speedup"].notna()].iterrows():
+        figures = _best_figures(experiment, row)
         speedup = row["gpu_speedup"]
-        verdict = (f"GPU {speedup:.3g}x faster" if speedup >= 1 else
-                   f"CPU {1 / speedup:.3g}x faster")
-        lines.append(" | ".join([
+        faster = figures[FASTER]
+        lines.append(Line(" | ".join([
             f"| {row['framework']}", str(row["size_label"]),
-            format_seconds(row.get("cpu_written_s")),
-            f"{format_seconds(row['cpu_best_s'])} ({row['cpu_best_variant']})",
-            format_seconds(row.get("gpu_written_s")),
-            f"{format_seconds(row['gpu_best_s'])} ({row['gpu_best_variant']})",
-            verdict]) + " |")
+            figures["cpu", WRITTEN].text if ("cpu", WRITTEN) in figures else "-",
+            f"{figures['cpu', BEST].text} ({row['cpu_best_variant']})",
+            figures["gpu", WRITTEN].text if ("gpu", WRITTEN) in figures else "-",
+            f"{figures['gpu', BEST].text} ({row['gpu_best_variant']})",
+            f"{'GPU' if speedup >= 1 else 'CPU'} {faster.text}x faster"]) + " |",
+            figures.values()))
     return lines
+
+
+def _best_figures(experiment: str, row: pd.Series) -> dict[Any, Figure]:
+    """The records of one best-per-device row: per kind, as written and best; the speedup."""
+    where = {"experiment": experiment, "machine": str(row["machine"]),
+             "framework": str(row["framework"]), "size": str(row["size_label"])}
+    found: dict[Any, Figure] = {}
+    for kind in ("cpu", "gpu"):
+        written = row.get(f"{kind}_written_s")
+        if written is not None and pd.notna(written):
+            found[kind, WRITTEN] = seconds_figure(BEST_FAMILY, f"{kind} {WRITTEN}", written,
+                                                  {**where, "kind": kind})
+        found[kind, BEST] = seconds_figure(BEST_FAMILY, f"{kind} {BEST}", row[f"{kind}_best_s"],
+                                           {**where, "kind": kind,
+                                            "variant": str(row[f"{kind}_best_variant"])})
+    speedup = row["gpu_speedup"]
+    shown = speedup if speedup >= 1 else 1 / speedup
+    found[FASTER] = Figure(BEST_FAMILY, FASTER, shown, "x", f"{shown:.3g}",
+                           {**where, "kind": "gpu" if speedup >= 1 else "cpu"})
+    return found

@@ -41,6 +41,7 @@ from harness.data.records import (
     WhileTimed,
 )
 from harness.data.results import CaseResult, CellResult, RunDocument
+from harness.report.figure import Figure, Line, carried, versus
 from harness.report.views import REPORT, View
 from harness.spec import Status
 
@@ -75,8 +76,10 @@ class EnergyView(View):
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
         measured = table["j_per_step"].map(_known)
-        return [EXPLANATION, "", *[f"- {line}" for line in gpu_vs_cpu_sentences(table)],
-                *[f"- {case_line(row)}" for _, row in table[measured].iterrows()],
+        return [EXPLANATION, "",
+                *[carried(f"- {line}", line) for line in gpu_vs_cpu_sentences(table)],
+                *[carried(f"- {line}", line) for _, row in table[measured].iterrows()
+                  for line in [case_line(row)]],
                 *[f"- {line}" for line in unmeasured_lines(table[~measured])]]
 
 
@@ -201,26 +204,67 @@ def _known(value: Any) -> bool:
     return value is not None and not pd.isna(value)
 
 
+# The figures of the energy lines (family ENERGY_FAMILY, harness.audit.energy), by name. A
+# record's subject is its case in its run; a GPU-vs-CPU record's second case the CPU cell's
+# (harness.report.figure.versus), its WAY whether the GPU is faster / uses less energy.
+ENERGY_FAMILY = "energy"
+JOULES, POWER, IDLE = "joules per step", "mean power", "idle power"
+ABOVE_IDLE, HOST_JOULES = "joules per step above idle", "host CPU packages joules per step"
+WINDOW, WINDOW_STEP = "energy window", "energy window per step"
+TIMED, SPEED, ENERGY_RATIO = "median per step timed", "GPU vs CPU speed", "GPU vs CPU energy"
+WAY = "way"
+# The lines' words; the audit reads the records, never these.
+CASE_SENTENCE = ("{where}: {joules} per step over the energy window ({watts} W mean x "
+                 "{window_step} per step, {window} s in all; {source}; {counter}, idle included")
+ABOVE_IDLE_PHRASE = "; {above} above the {idle} W idle"
+TIMED_PHRASE = "); {timed} per step timed ({pooled})"
+HOST_PHRASE = "; host CPU packages {host} per step"
+SPEED_PHRASE = "GPU {ratio} {way}"
+ENERGY_PHRASE = "; {ratio} {way} energy per step ({gpu} GPU board vs {cpu} CPU packages)"
+
+
+def energy_subject(row: pd.Series) -> dict[str, str]:
+    """A case of one run (a row made by hand may name no run: its records name none)."""
+    return {"run": str(row.get("run_id", "")), "machine": str(row.get("machine", "")),
+            "framework": str(row["framework"]), "device": str(row["device"]),
+            "variant": str(row["variant"]), "size": str(row["size"])}
+
+
+def energy_figure(name: str, value: float, unit: str, text: str,
+                  subject: dict[str, str]) -> Figure:
+    return Figure(ENERGY_FAMILY, name, float(value), unit, text, subject)
+
+
 def verdict(gpu: pd.Series, cpu: pd.Series) -> str:
     """'GPU 3.9x faster (beyond the noise, ...); 2.1x less energy per step (...)', or why the
     energy half is missing. The speed is judged by the one noise rule (IQRs and rounds)."""
     if not (_known(gpu["step_s"]) and _known(cpu["step_s"])):
         return ""
+    pair = {**energy_subject(gpu), **versus(run=str(cpu["run_id"]), device=str(cpu["device"]))}
     speed = cpu["step_s"] / gpu["step_s"]
-    text = (f"GPU {format_ratio(speed)} faster" if speed >= 1
-            else f"GPU {format_ratio(1 / speed)} slower")
+    way = "faster" if speed >= 1 else "slower"
+    shown = [energy_figure(SPEED, speed if speed >= 1 else 1 / speed, "x",
+                           format_ratio(speed if speed >= 1 else 1 / speed), {**pair, WAY: way})]
+    text = SPEED_PHRASE.format(ratio=shown[0].text, way=way)
     gpu_noise, cpu_noise = _noise(gpu), _noise(cpu)
     if gpu_noise is not None and cpu_noise is not None:
         text += f" ({judge_gap(gpu_noise, cpu_noise).phrase()})"
     if _known(gpu["j_per_step"]) and _known(cpu["j_per_step"]) and gpu["j_per_step"] > 0:
         ratio = cpu["j_per_step"] / gpu["j_per_step"]
-        text += (f"; {format_ratio(ratio)} less energy per step" if ratio >= 1
-                 else f"; {format_ratio(1 / ratio)} more energy per step")
-        return text + (f" ({format_joules(gpu['j_per_step'])} GPU board vs "
-                       f"{format_joules(cpu['j_per_step'])} CPU packages)")
+        less = "less" if ratio >= 1 else "more"
+        shown += [energy_figure(ENERGY_RATIO, ratio if ratio >= 1 else 1 / ratio, "x",
+                                format_ratio(ratio if ratio >= 1 else 1 / ratio),
+                                {**pair, WAY: less}),
+                  energy_figure(JOULES, gpu["j_per_step"], "J",
+                                format_joules(gpu["j_per_step"]), energy_subject(gpu)),
+                  energy_figure(JOULES, cpu["j_per_step"], "J",
+                                format_joules(cpu["j_per_step"]), energy_subject(cpu))]
+        text += ENERGY_PHRASE.format(ratio=shown[1].text, way=less, gpu=shown[2].text,
+                                     cpu=shown[3].text)
+        return Line(text, shown)
     missing = [f"{kind} energy {row['energy_status']}: {row['energy_reason']}"
                for kind, row in (("GPU", gpu), ("CPU", cpu)) if not _known(row["j_per_step"])]
-    return text + "; " + "; ".join(missing)
+    return Line(text + "; " + "; ".join(missing), shown)
 
 
 def _noise(row: pd.Series) -> CaseNoise | None:
@@ -241,9 +285,10 @@ def gpu_vs_cpu_sentences(table: pd.DataFrame) -> list[str]:
         for _, gpu in gpus.iterrows():
             text = verdict(gpu, cpus.iloc[0])
             if text:
-                lines.append(f"{key.experiment} {key.framework} {key.variant}, size "
-                             f"{key.size_label} ({key.machine}): "
-                             f"{gpu['device']} vs {cpus.iloc[0]['device']}: {text}")
+                lines.append(carried(f"{key.experiment} {key.framework} {key.variant}, size "
+                                     f"{key.size_label} ({key.machine}): "
+                                     f"{gpu['device']} vs {cpus.iloc[0]['device']}: {text}",
+                                     text))
     return lines
 
 
@@ -256,22 +301,42 @@ def case_line(row: pd.Series) -> str:
                 f"{row['energy_status']}: {row['energy_reason']}")
     # Joules, power and the time they imply come from one window, printed together; the
     # pooled median (all rounds' samples) is named as such where it is shown too.
-    window = row["window_step_s"] if _known(row["window_step_s"]) else row["step_s"]
-    text = (f"{where}: {format_joules(row['j_per_step'])} per step over the energy window "
-            f"({row['watts_mean']:.0f} W mean x {format_seconds(window)} per step, "
-            f"{digits(row['window_s'], 2)} s in all; {source_phrase(row['source'])}; "
-            f"{row['counter']}, idle included")
-    if _known(row["j_per_step_above_idle"]):
-        text += (f"; {format_joules(row['j_per_step_above_idle'])} above the "
-                 f"{row['idle_watts']:.0f} W idle")
+    figures = case_figures(row)
+    shown = {name: figure.text for name, figure in figures.items()}
+    text = CASE_SENTENCE.format(where=where, joules=shown[JOULES], watts=shown[POWER],
+                                window_step=shown.get(WINDOW_STEP, "-"), window=shown[WINDOW],
+                                source=source_phrase(row["source"]), counter=row["counter"])
+    if ABOVE_IDLE in shown:
+        text += ABOVE_IDLE_PHRASE.format(above=shown[ABOVE_IDLE], idle=shown[IDLE])
         if row.get("idle_remembered_from"):
             text += f", remembered from {row['idle_remembered_from']}"
     pooled = ("median of all rounds' samples" if _known(row["rounds"]) and row["rounds"] > 1
               else "median of the timed samples")
-    text += f"); {format_seconds(row['step_s'])} per step timed ({pooled})"
+    text += TIMED_PHRASE.format(timed=shown.get(TIMED, "-"), pooled=pooled)
+    if HOST_JOULES in shown:
+        text += HOST_PHRASE.format(host=shown[HOST_JOULES])
+    return Line(text + (f"; SUSPECT: {row['suspect']}" if row["suspect"] else ""),
+                figures.values())
+
+
+def case_figures(row: pd.Series) -> dict[str, Figure]:
+    """The records of one measured case's energy line, by name."""
+    subject = energy_subject(row)
+    window = row["window_step_s"] if _known(row["window_step_s"]) else row["step_s"]
+    printed = [(JOULES, row["j_per_step"], "J", format_joules(row["j_per_step"])),
+               (POWER, row["watts_mean"], "W", f"{row['watts_mean']:.0f}"),
+               (WINDOW_STEP, window, "s", format_seconds(window)),
+               (WINDOW, row["window_s"], "s", digits(row["window_s"], 2)),
+               (TIMED, row["step_s"], "s", format_seconds(row["step_s"]))]
+    if _known(row["j_per_step_above_idle"]):
+        printed += [(ABOVE_IDLE, row["j_per_step_above_idle"], "J",
+                     format_joules(row["j_per_step_above_idle"])),
+                    (IDLE, row["idle_watts"], "W", f"{row['idle_watts']:.0f}")]
     if _known(row["host_j_per_step"]):
-        text += f"; host CPU packages {format_joules(row['host_j_per_step'])} per step"
-    return text + (f"; SUSPECT: {row['suspect']}" if row["suspect"] else "")
+        printed.append((HOST_JOULES, row["host_j_per_step"], "J",
+                        format_joules(row["host_j_per_step"])))
+    return {name: energy_figure(name, value, unit, text, subject)
+            for name, value, unit, text in printed if _known(value)}
 
 
 # EnergyRecord.source as the worker writes it (harness.measure.casewatch): the timed samples'

@@ -28,6 +28,7 @@ from harness.core.units import device_kind, format_seconds, format_size
 from harness.data.casekey import CASE_COLUMNS
 from harness.report import style
 from harness.report.context import measured_values
+from harness.report.figure import Figure, Line, case_subject
 from harness.report.summary import markdown_table
 from harness.report.tables import sort_cells
 from harness.report.views import View
@@ -152,16 +153,29 @@ def accuracy_table(stats: pd.DataFrame, extras: pd.DataFrame,
 
 # --- summary.md -------------------------------------------------------------------------------
 
+# The accuracy table's and data lines' figures (family ACCURACY_FAMILY, harness.audit.accuracy):
+# each case's stored accuracy, the distinct training samples stored (the list, as its text) and
+# what one timed call trained.
+ACCURACY_FAMILY = "accuracy"
+ACCURACY, DISTINCT, TRAINED = "accuracy", "distinct training samples", "samples per call"
+ACCURACY_HEADING = "### Accuracy and data"
+DISTINCT_LINE = "- Distinct training samples: {distinct}{repeated}."
+REPEATED_PHRASE = " (repeated to {train} per call: times are real, accuracy is on a small set)"
+
+
 def accuracy_section(context: Any, table: pd.DataFrame, labels: EpochsLabels) -> list[str]:
     """The accuracy per case, where the data came from and how many distinct samples it had."""
     if table.empty:
         return []
-    lines = ["### Accuracy and data", ""]
+    lines = [ACCURACY_HEADING, ""]
+    records = [[Figure(ACCURACY_FAMILY, ACCURACY, row["accuracy"], "", f"{row['accuracy']:.4f}",
+                       case_subject(context.name, row))] for _, row in table.iterrows()]
     rows = [[row["machine"], row["variant"], row["framework"], row["device"],
              format_size(row["size_label"], context.sweep) if row["size_label"] else "-",
-             f"{row['accuracy']:.4f}", row["status"]] for _, row in table.iterrows()]
+             figures[0].text, row["status"]]
+            for (_, row), figures in zip(table.iterrows(), records)]
     lines += markdown_table(["machine", "variant", "framework", "device",
-                             context.sweep or "size", labels["metric"], "status"], rows)
+                             context.sweep or "size", labels["metric"], "status"], rows, records)
     sources = sorted({s for s in table["data_source"].dropna() if s})
     distinct = sorted({int(v) for v in table["samples_distinct"].dropna()})
     train = trained_per_call(context)
@@ -170,10 +184,15 @@ def accuracy_section(context: Any, table: pd.DataFrame, labels: EpochsLabels) ->
         lines.append(f"- Each worker trained one {context.call_name}; the accuracy is round "
                      "1's model, after its share of the epoch, not a whole epoch's.")
     if distinct:
-        repeated = isinstance(train, int) and max(distinct) < train
-        lines.append(f"- Distinct training samples: {', '.join(map(str, distinct))}"
-                     + (f" (repeated to {train:,} per call: times are real, accuracy is on a "
-                        "small set)" if repeated else "") + ".")
+        subject = {"experiment": context.name}
+        shown = [Figure(ACCURACY_FAMILY, DISTINCT, max(distinct), "samples",
+                        ", ".join(map(str, distinct)), subject)]
+        if isinstance(train, int) and max(distinct) < train:
+            shown.append(Figure(ACCURACY_FAMILY, TRAINED, train, "samples", f"{train:,}",
+                                subject))
+        lines.append(Line(DISTINCT_LINE.format(
+            distinct=shown[0].text, repeated=REPEATED_PHRASE.format(train=shown[1].text)
+            if len(shown) > 1 else ""), shown))
     return lines + [""]
 
 

@@ -14,10 +14,30 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.crossover import excluded_cases
-from harness.core.units import format_ratio, format_seconds, format_size
+from harness.core.units import format_size
+from harness.report.figure import (
+    CLAIM,
+    FASTEST,
+    MEDIAN,
+    SPREAD,
+    Figure,
+    Line,
+    case_subject,
+    ratio_figure,
+    seconds_figure,
+    versus,
+)
 from harness.report.summary import markdown_table, size_phrase
 from harness.report.tables import MIN_SAMPLES_TO_JUDGE, gap_significance
 from harness.report.views import View
+
+# The view's words; the audit reads the figure records, never these (harness.audit.medians).
+FASTEST_HEADING = "### Fastest framework x device, variant {variant}{machine}"
+FASTEST_SENTENCE = "fastest on {machine}{size}{variant}: {best} ({median} per {unit}){gap}"
+FASTEST_GAP = ", {ratio} ahead of {runner_up} ({noise})"
+NO_VERDICT_SENTENCE = ("no verdict on {machine}{size}{variant}: {excluded}; fastest of the cells "
+                       "that passed: {best} ({median} per {unit}), which says nothing about the "
+                       "device whose cells failed")
 
 
 class FastestView(View):
@@ -69,6 +89,9 @@ def fastest_by_size(stats: pd.DataFrame) -> pd.DataFrame:
         rows.append({"experiment": experiment, "machine": machine, "variant": variant,
                      "size_label": size, "size_value": best["size_value"],
                      "best": _cell_name(best), "best_median_s": best["median_s"],
+                     "framework": best["framework"], "device": best["device"],
+                     "runner_up_framework": second["framework"] if second is not None else "",
+                     "runner_up_device": second["device"] if second is not None else "",
                      "best_iqr_s": best["iqr_s"], "cells": len(ranked),
                      "runner_up": _cell_name(second) if second is not None else "",
                      "runner_up_median_s": second["median_s"] if second is not None else math.nan,
@@ -84,7 +107,8 @@ def fastest_by_size(stats: pd.DataFrame) -> pd.DataFrame:
                                  for _, row in group.iterrows() if row["suspect"]]})
     frame = pd.DataFrame(rows, columns=[
         "experiment", "machine", "variant", "size_label", "size_value", "best", "best_median_s",
-        "best_iqr_s", "cells", "runner_up", "runner_up_median_s", "ratio", "judged",
+        "framework", "device", "runner_up_framework", "runner_up_device", "best_iqr_s", "cells",
+        "runner_up", "runner_up_median_s", "ratio", "judged",
         "significant", "held", "rounds", "noise", "noise_short", "excluded", "device_verdict",
         "suspect"])
     return frame.sort_values(["experiment", "machine", "variant", "size_value", "size_label"],
@@ -103,24 +127,43 @@ def _cell_name(row: pd.Series) -> str:
 
 # --- summary.md -------------------------------------------------------------------------------
 
+def fastest_figures(context: Any, row: pd.Series) -> dict[str, Figure]:
+    """The records of one size's fastest cell: its median and IQR, the runner-up's median and
+    how many times slower it is (the records the audit recomputes, harness.audit.medians)."""
+    best = case_subject(context.name, row)
+    found = {"median": seconds_figure(MEDIAN, "median per step", row["best_median_s"],
+                                      {**best, CLAIM: FASTEST}),
+             "iqr": seconds_figure(SPREAD, "IQR per step", row["best_iqr_s"], best)}
+    if row["runner_up"]:
+        runner = {**best, "framework": row["runner_up_framework"],
+                  "device": row["runner_up_device"],
+                  **versus(framework=row["framework"], device=row["device"])}
+        found["runner_up"] = seconds_figure(MEDIAN, "runner-up median per step",
+                                            row["runner_up_median_s"], runner)
+        found["ratio"] = ratio_figure(f"slower than {row['best']}", row["ratio"], runner)
+    return found
+
+
 def fastest_sentence(context: Any, row: pd.Series, reasons: bool = True) -> str:
     """The fastest cell at a size, never by the absence of a cell that failed there; without
     REASONS, a SUSPECT timing names its cells and leaves why to the warnings."""
     size = size_phrase(context, row["size_label"])
     noise = ("too few samples to judge the noise" if not row["judged"] else row["noise"])
-    gap = (f", {format_ratio(row['ratio'])} ahead of {row['runner_up']} ({noise})"
-           if row["runner_up"] else "")
+    figures = fastest_figures(context, row)
+    shown = [figures["median"]] + ([figures["ratio"]] if row["runner_up"] else [])
+    gap = (FASTEST_GAP.format(ratio=figures["ratio"].text, runner_up=row["runner_up"],
+                              noise=noise) if row["runner_up"] else "")
     variant = (f", variant {row['variant']}" if context.stats["variant"].nunique() > 1
                else "")
     excluded = list(row.get("excluded") or [])
     if excluded and not row.get("device_verdict", True):
-        sentence = (f"no verdict on {row['machine']}{size}{variant}: "
-                    f"{'; '.join(excluded)}; fastest of the cells that passed: {row['best']} "
-                    f"({format_seconds(row['best_median_s'])} per {context.unit}), which "
-                    "says nothing about the device whose cells failed")
+        sentence = NO_VERDICT_SENTENCE.format(
+            machine=row["machine"], size=size, variant=variant, excluded="; ".join(excluded),
+            best=row["best"], median=figures["median"].text, unit=context.unit)
     else:
-        sentence = (f"fastest on {row['machine']}{size}{variant}: {row['best']} "
-                    f"({format_seconds(row['best_median_s'])} per {context.unit}){gap}")
+        sentence = FASTEST_SENTENCE.format(
+            machine=row["machine"], size=size, variant=variant, best=row["best"],
+            median=figures["median"].text, unit=context.unit, gap=gap)
         if excluded:
             sentence += f" (not compared: {'; '.join(excluded)})"
     suspect = list(row.get("suspect") or [])
@@ -129,7 +172,7 @@ def fastest_sentence(context: Any, row: pd.Series, reasons: bool = True) -> str:
         sentence += f"; SUSPECT timing: {names} (see the warnings)"
     elif suspect:
         sentence += f"; SUSPECT timing: {'; '.join(suspect)}"
-    return sentence
+    return Line(sentence, shown)
 
 
 def fastest_section(context: Any, fastest: pd.DataFrame) -> list[str]:
@@ -143,21 +186,23 @@ def fastest_section(context: Any, fastest: pd.DataFrame) -> list[str]:
     machine = "" if several_machines else f" on {fastest['machine'].iloc[0]}"
     lines = []
     for variant, group in fastest.groupby("variant", sort=False):
-        rows = []
+        rows, records = [], []
         for _, row in group.iterrows():
+            figures = fastest_figures(context, row)
+            runner, ratio = figures.get("runner_up"), figures.get("ratio")
             cells = [format_size(row["size_label"], sweep) if row["size_label"] else "-",
-                     row["best"], (f"{format_seconds(row['best_median_s'])} "
-                                   f"({format_seconds(row['best_iqr_s'])})"),
-                     row["runner_up"] or "-", format_seconds(row["runner_up_median_s"])
-                     if row["runner_up"] else "-",
-                     format_ratio(row["ratio"]) if row["runner_up"] else "-",
+                     row["best"], f"{figures['median'].text} ({figures['iqr'].text})",
+                     row["runner_up"] or "-", runner.text if runner else "-",
+                     ratio.text if ratio else "-",
                      _noise_verdict(row) if row["runner_up"] else "-"]
             if row.get("excluded"):
                 cells[1] += " (not compared: " + "; ".join(row["excluded"]) + ")"
             rows.append(([row["machine"]] if several_machines else []) + cells)
-        lines += [f"### Fastest framework x device, variant {variant}{machine}", ""]
-        lines += markdown_table(headers, rows)
+            records.append(list(figures.values()))
+        lines += [FASTEST_HEADING.format(variant=variant, machine=machine), ""]
+        lines += markdown_table(headers, rows, records)
     return lines
+
 
 
 def _noise_verdict(row: pd.Series) -> str:

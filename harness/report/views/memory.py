@@ -9,6 +9,7 @@ died of out-of-memory is easier to explain next to its neighbours' peaks.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,13 @@ from harness.analysis.memoryfit import summary_bullets
 from harness.core.units import format_bytes
 from harness.data.casekey import CELL_COLUMNS
 from harness.report import style
+from harness.report.figure import Figure
+from harness.report.summary import markdown_table
 from harness.report.tables import sort_cells
 from harness.report.views import REPORT, View
 
+# Each cell's peaks (family MEMORY_FAMILY, harness.audit.memory), named as its table's columns.
+MEMORY_FAMILY = "peak memory"
 MEMORY_COLUMNS = {"peak_host_memory_bytes": "host peak RSS",
                   "peak_device_allocated_bytes": "device peak allocated",
                   "peak_device_reserved_bytes": "device peak reserved"}
@@ -113,14 +118,20 @@ def memory_lines(table: pd.DataFrame, figure: Path | None, out_dir: Path) -> lis
     lines = [explanation, ""]
     if figure is not None:
         lines += [f"![peak memory per cell]({figure.relative_to(out_dir).as_posix()})", ""]
-    lines += ["| experiment | machine | cell | " + " | ".join(MEMORY_COLUMNS.values()) + " |",
-              "|" + "---|" * (3 + len(MEMORY_COLUMNS))]
+    rows, records = [], []
     for _, row in table.iterrows():
-        cells = [row["experiment"], row["machine"],
-                 f"{row['framework']} {row['device']} {row['variant']}",
-                 *(format_bytes(_number(row[column])) for column in MEMORY_COLUMNS)]
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
-    return lines
+        subject = {name: str(row[name]) for name in CELL_COLUMNS}
+        # '-' is a figure too: the audit holds it to a cell with no such peak.
+        figures = [Figure(MEMORY_FAMILY, name, math.nan if value is None else value, "B",
+                          format_bytes(value), subject)
+                   for column, name in MEMORY_COLUMNS.items()
+                   for value in [_number(row[column])]]
+        rows.append([row["experiment"], row["machine"],
+                     f"{row['framework']} {row['device']} {row['variant']}",
+                     *(figure.text for figure in figures)])
+        records.append(figures)
+    return lines + markdown_table(["experiment", "machine", "cell", *MEMORY_COLUMNS.values()],
+                                  rows, records)[:-1]
 
 
 def _number(value: Any) -> float | None:  # a table cell: a number, NaN or None

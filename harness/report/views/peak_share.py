@@ -14,9 +14,29 @@ import pandas as pd
 
 from harness.core.units import format_size
 from harness.data.casekey import CELL_COLUMNS
+from harness.report.figure import Figure, case_subject
 from harness.report.summary import markdown_table
 from harness.report.tables import experiment_peaks, sort_cells
 from harness.report.views import View
+
+# The rates' figures (family RATE_FAMILY, harness.audit.rates), by name: a case's rate (the
+# metric in its subject), the ceiling it was judged against (probe or the run's best, CEILING_OF
+# in its subject), its share of that ceiling (the ceiling's value in its subject) and the probe
+# a low-probe warning names.
+RATE_FAMILY = "rate"
+RATE, CEILING, SHARE, PROBE = "rate", "ceiling", "% of ceiling", "probe"
+CEILING_OF, PROBE_CEILING, BEST_CEILING = "ceiling of", "probe", "the run's best"
+CEILINGS_HEADING = "### Throughput vs the machine's measured ceilings"
+PROBE_LOW_NOTE = " (probe low: the run's best)"
+
+
+def rate_figure(context: Any, row: pd.Series, name: str, value: float, decimals: int,
+                **more: str) -> Figure:
+    """A rate-family record of a peak_fractions row, printed with DECIMALS decimals."""
+    text = f"{value:.0%}" if name == SHARE else f"{value:,.{decimals}f}"
+    subject = case_subject(context.name, row, metric=str(row["metric"]), **more)
+    return Figure(RATE_FAMILY, name, float(value), "" if name == SHARE else row["metric"], text,
+                  subject)
 
 
 class CeilingsView(View):
@@ -43,12 +63,20 @@ def ceiling_section(context: Any, peaks: pd.DataFrame) -> list[str]:
     if peaks.empty:
         return []
     best = peaks.sort_values("fraction").groupby([*CELL_COLUMNS, "metric"], sort=False).tail(1)
-    rows = [[row["machine"], f"{row['framework']} {row['device']} {row['variant']}",
-             format_size(row["size_label"], row["sweep"]) if row["size_label"] else "-",
-             f"{row['rate']:,.1f} {row['metric']}", f"{row['peak']:,.1f}"
-             + (" (probe low: the run's best)" if row["peak"] > row["probe"] else ""),
-             f"{row['fraction']:.0%}" + (" IMPLAUSIBLE" if row["kind"] == "implausible" else "")]
-            for _, row in sort_cells(best).iterrows()]
-    return ["### Throughput vs the machine's measured ceilings", ""] + markdown_table(
+    rows, records = [], []
+    for _, row in sort_cells(best).iterrows():
+        low = row["peak"] > row["probe"]
+        figures = [rate_figure(context, row, RATE, row["rate"], 1),
+                   rate_figure(context, row, CEILING, row["peak"], 1,
+                               **{CEILING_OF: BEST_CEILING if low else PROBE_CEILING}),
+                   rate_figure(context, row, SHARE, row["fraction"], 0,
+                               **{CEILING: repr(float(row["peak"]))})]
+        rows.append([row["machine"], f"{row['framework']} {row['device']} {row['variant']}",
+                     format_size(row["size_label"], row["sweep"]) if row["size_label"] else "-",
+                     f"{figures[0].text} {row['metric']}",
+                     figures[1].text + (PROBE_LOW_NOTE if low else ""),
+                     figures[2].text + (" IMPLAUSIBLE" if row["kind"] == "implausible" else "")])
+        records.append(figures)
+    return [CEILINGS_HEADING, ""] + markdown_table(
         ["machine", "cell", context.sweep or "size", "best rate", "ceiling", "% of ceiling"],
-        rows)
+        rows, records)

@@ -13,7 +13,15 @@ from typing import Any
 
 import pandas as pd
 
-from harness.core.units import format_ratio, format_seconds
+from harness.report.figure import (
+    MEDIAN,
+    Figure,
+    Line,
+    case_subject,
+    ratio_figure,
+    seconds_figure,
+    versus,
+)
 from harness.report.summary import size_phrase
 from harness.report.tables import (
     MIN_SAMPLES_TO_JUDGE,
@@ -21,6 +29,12 @@ from harness.report.tables import (
     gap_significance,
 )
 from harness.report.views import View
+
+# The view's words; the audit reads the figure records, never these (harness.audit.medians).
+RANKING_HEADING = "### Framework verdict: every framework ranked per device"
+RANKED_LINE = "- **{device}**, {where}variant {variant}{size}: {entries}"
+RANKED_ENTRY = "{rank}. {framework} {median}/{unit}"
+RANKED_GAP = " ({ratio} the fastest; {gap} vs #{above})"
 
 
 class RankingView(View):
@@ -76,7 +90,7 @@ def framework_verdict_section(context: Any, ranking: pd.DataFrame) -> list[str]:
     if ranking.empty or ranking["framework"].nunique() < 2:
         return []
     several_machines = ranking["machine"].nunique() > 1
-    lines = ["### Framework verdict: every framework ranked per device", "",
+    lines = [RANKING_HEADING, "",
              ("Fastest first, at the headline size, same variant and device; each gap is "
               "judged against the framework ranked just above: beyond the noise when the IQRs "
               f"(from {MIN_SAMPLES_TO_JUDGE} samples each) and the ranges of the round medians "
@@ -85,14 +99,35 @@ def framework_verdict_section(context: Any, ranking: pd.DataFrame) -> list[str]:
             ["machine", "variant", "device"], sort=False):
         where = f"{machine}, " if several_machines else ""
         size = size_phrase(context, group["size_label"].iloc[0])
-        entries = [_ranked_entry(row, context.unit) for _, row in group.iterrows()]
-        lines.append(f"- **{device}**, {where}variant {variant}{size}: " + "; ".join(entries))
+        entries, figures = [], []
+        ranked = list(group.iterrows())
+        for index, (_, row) in enumerate(ranked):
+            shown = _ranked_figures(context.name, row, ranked[index - 1][1] if index else None,
+                                    ranked[0][1])
+            entries.append(_ranked_entry(row, context.unit, shown))
+            figures += shown
+        lines.append(Line(RANKED_LINE.format(device=device, where=where, variant=variant,
+                                             size=size, entries="; ".join(entries)), figures))
     return lines + [""]
 
 
-def _ranked_entry(row: pd.Series, unit: str) -> str:
-    text = f"{row['rank']}. {row['framework']} {format_seconds(row['median_s'])}/{unit}"
+def _ranked_figures(experiment: str, row: pd.Series, above: pd.Series | None,
+                    fastest: pd.Series) -> list[Figure]:
+    """A ranked framework's median (not faster than the one ranked ABOVE it) and its time
+    over the FASTEST's."""
+    subject = case_subject(experiment, row)
+    if above is None:
+        return [seconds_figure(MEDIAN, "ranked median per step", row["median_s"], subject)]
+    return [seconds_figure(MEDIAN, f"rank {row['rank']} median per step", row["median_s"],
+                           {**subject, **versus(framework=above["framework"])}),
+            ratio_figure("times the fastest", row["times_best"],
+                         {**subject, **versus(framework=fastest["framework"])})]
+
+
+def _ranked_entry(row: pd.Series, unit: str, figures: list[Figure]) -> str:
+    text = RANKED_ENTRY.format(rank=row["rank"], framework=row["framework"],
+                               median=figures[0].text, unit=unit)
     if row["rank"] == 1:
         return text
     gap = row["noise"] or f"not judged, < {MIN_SAMPLES_TO_JUDGE} samples"
-    return f"{text} ({format_ratio(row['times_best'])} the fastest; {gap} vs #{row['rank'] - 1})"
+    return text + RANKED_GAP.format(ratio=figures[1].text, gap=gap, above=row["rank"] - 1)

@@ -15,9 +15,11 @@ import pandas as pd
 
 from harness.core.units import format_size
 from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS
+from harness.report.figure import Figure, Line
 from harness.report.summary import run_state
 from harness.report.tables import experiment_peaks, sort_cells
 from harness.report.views import View
+from harness.report.views.peak_share import PROBE, RATE, rate_figure
 from harness.spec import Status
 
 
@@ -31,15 +33,19 @@ class WarningsView(View):
         lines = (_incomplete_lines(context) + _failure_lines(context, failures(
             context.stats, context.cells)) + _noisy_lines(context, noisy_cells(context.stats))
             + _not_compared_lines(context) + _disputed_lines(context)
-            + _peak_lines(experiment_peaks(context)))
-        return pd.DataFrame({"warning": lines}, columns=["warning"])
+            + _peak_lines(context, experiment_peaks(context)))
+        # object: a Line keeps its figure records (pandas would make it a plain string)
+        return pd.DataFrame({"warning": pd.Series(lines, dtype=object)}, columns=["warning"])
 
     def when_empty(self, context: Any) -> list[str]:
-        return ["### Warnings", "", "None: every cell ran, passed its check and is steady.", ""]
+        return [WARNINGS_HEADING, "", "None: every cell ran, passed its check and is steady.", ""]
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        return ["### Warnings", ""] + list(table["warning"]) + [""]
+        return [WARNINGS_HEADING, ""] + list(table["warning"]) + [""]
+
+
+WARNINGS_HEADING = "### Warnings"  # the audit reads the DISPUTED lines below it
 
 
 # --- the cells and cases to warn about ---------------------------------------------------------
@@ -141,12 +147,27 @@ def _noisy_lines(context: Any, noisy: pd.DataFrame) -> list[str]:
                      f"{row['variant']}{_size_at(row)}: {row['suspect']}; its time may not be "
                      "what a loop of this call costs on an idle machine.")
     for _, row in noisy.iterrows():
+        subject = {"experiment": context.name,
+                   **{name: str(row[name]) for name in ("machine", "variant", "framework",
+                                                        "device")}}
         sizes = ", ".join(format_size(s, row["sweep"]) for s in row["sizes"] if s) or "-"
-        lines.append(f"- noisy (IQR/median > 10%): {row['machine']}, {row['framework']} "
-                     f"{row['device']} {row['variant']} at {row['sweep'] or 'size'}={sizes} "
-                     f"(worst {row['worst_noise']:.0%}); gaps smaller than the spread there are "
-                     "not meaningful.")
+        listed, worst = (Figure(NOISE_FAMILY, NOISY_SIZES, len(row["sizes"]), "sizes", sizes,
+                                subject),
+                         Figure(NOISE_FAMILY, WORST_NOISE, row["worst_noise"], "%",
+                                f"{row['worst_noise']:.0%}", subject))
+        lines.append(Line(NOISY_LINE.format(
+            machine=row["machine"], cell=f"{row['framework']} {row['device']} {row['variant']}",
+            sweep=row["sweep"] or "size", sizes=listed.text, worst=worst.text),
+            (listed, worst)))
     return lines
+
+
+# A noisy cell (family NOISE_FAMILY, harness.audit.noise): its noisy sizes (the list, as its
+# text) and the worst IQR/median among them.
+NOISE_FAMILY = "noise"
+NOISY_SIZES, WORST_NOISE = "noisy sizes", "worst IQR/median"
+NOISY_LINE = ("- noisy (IQR/median > 10%): {machine}, {cell} at {sweep}={sizes} (worst {worst}); "
+              "gaps smaller than the spread there are not meaningful.")
 
 
 def _probe_text(row: pd.Series) -> str:
@@ -157,27 +178,37 @@ def _probe_text(row: pd.Series) -> str:
     return f"measured probe {probe:,.0f}"
 
 
-def _peak_lines(peaks: pd.DataFrame) -> list[str]:
+IMPLAUSIBLE_LINE = ("- IMPLAUSIBLE: {machine}, {cell}{size} reaches {rate} {metric}, above the "
+                    "machine's physical bound ({bound}; {probe}): {why}.")
+PROBE_LOW_LINE = ("- The ceiling probe was low on {machine} {device}: it measured {probe} "
+                  "{metric}, but {framework} {variant}{size} reached {rate} (below the physical "
+                  "bound {bound}), so that result is used as the ceiling.")
+
+
+def _peak_lines(context: Any, peaks: pd.DataFrame) -> list[str]:
     """IMPLAUSIBLE above the physical bound; a note where the run beat the probe (probe low)."""
     if peaks.empty:
         return []
-    lines = []
+    lines: list[str] = []
     for _, row in peaks[peaks["kind"] == "implausible"].iterrows():
         why = ("the data stayed in cache (small sizes), a compiler fused or folded the loop so "
                "the counted bytes never moved, or the timing is wrong; not a memory speed"
                if row["metric"] == "GB/s" else "the timing or the FLOP count is wrong")
-        lines.append(f"- IMPLAUSIBLE: {row['machine']}, {row['framework']} {row['device']} "
-                     f"{row['variant']}{_size_at(row)} reaches {row['rate']:,.0f} "
-                     f"{row['metric']}, above the machine's physical bound "
-                     f"({row['bound']:,.0f}; {_probe_text(row)}): {why}.")
+        rate = rate_figure(context, row, RATE, row["rate"], 0)
+        lines.append(Line(IMPLAUSIBLE_LINE.format(
+            machine=row["machine"], cell=f"{row['framework']} {row['device']} {row['variant']}",
+            size=_size_at(row), rate=rate.text, metric=row["metric"],
+            bound=f"{row['bound']:,.0f}", probe=_probe_text(row), why=why), [rate]))
     low = peaks[peaks["kind"] == "probe-low"]
     for (machine, device, metric), group in low.groupby(["machine", "device", "metric"],
                                                          sort=False):
         top = group.sort_values("rate").iloc[-1]
-        lines.append(f"- The ceiling probe was low on {machine} {device}: it measured "
-                     f"{top['probe']:,.0f} {metric}, but {top['framework']} {top['variant']}"
-                     f"{_size_at(top)} reached {top['rate']:,.0f} (below the physical bound "
-                     f"{top['bound']:,.0f}), so that result is used as the ceiling.")
+        probe, rate = (rate_figure(context, top, PROBE, top["probe"], 0),
+                       rate_figure(context, top, RATE, top["rate"], 0))
+        lines.append(Line(PROBE_LOW_LINE.format(
+            machine=machine, device=device, probe=probe.text, metric=metric,
+            framework=top["framework"], variant=top["variant"], size=_size_at(top),
+            rate=rate.text, bound=f"{top['bound']:,.0f}"), [probe, rate]))
     return lines
 
 
