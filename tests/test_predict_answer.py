@@ -175,3 +175,13 @@ def test_the_shipped_error_table_is_the_validation_rows() -> None:
         _, rows = read_rows(root / stored["source"])
         again = error_table(rows, name, stored["identity"], stored["source"])
         assert again == stored, name
+
+
+def test_the_line_names_the_gpu_short_and_flags_a_suspect_cpu_timing() -> None:
+    """A new user's H100 line lost its advice to the 200-character cut ('NVIDIA H100 80GB
+    HBM3'); and a ratio over a contended CPU timing read as a finding."""
+    from harness.predict.answer import short_device
+
+    assert short_device("NVIDIA H100 80GB HBM3") == "H100 80GB"
+    assert short_device("NVIDIA H200") == "H200"
+    assert short_device("NVIDIA A100-SXM4-40GB") == "A100-SXM4-40GB"

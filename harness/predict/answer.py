@@ -121,6 +121,7 @@ class CasePoint:
     noise: float
     prediction: Prediction
     steps: int
+    suspect: bool = False  # the CPU timing the ratio divides was flagged (contended, bimodal)
 
     @property
     def gpu_step_s(self) -> float | None:
@@ -159,7 +160,8 @@ def points_of(cell: CellResult, profile_name: str, sweep: str) -> list[CasePoint
         if stored and cpu_s:
             found.append(CasePoint(size=case.case, cpu_step_s=cpu_s, noise=case_noise(case),
                                    prediction=Prediction.from_dict(stored),
-                                   steps=int(case.extra.get(STEPS_KEY) or 1)))
+                                   steps=int(case.extra.get(STEPS_KEY) or 1),
+                                   suspect=bool(case.suspect)))
     return sorted(found, key=lambda point: size_order(point.size.get(sweep)))
 
 
@@ -186,6 +188,8 @@ class Answer:
         ratio = self.point.cpu_step_s / gpu
         versus = (f"~{three_digits(ratio)}x faster than this CPU" if ratio >= 1 else
                   f"~{three_digits(1 / ratio)}x slower than this CPU")
+        if self.point.suspect:  # the ratio is only as good as the CPU timing it divides
+            versus += " (its timing SUSPECT)"
         launch = prediction.regime == LAUNCH_BOUND
         changes = (("a CUDA graph or a larger batch would change that", "a CUDA graph, a larger "
                     "batch") if launch else ("mixed precision would change that", "mixed "
@@ -203,6 +207,15 @@ class Answer:
     def interval_text(self) -> str:
         assert self.interval is not None
         return f"{ms(self.interval.low_s)}-{ms(self.interval.high_s)} ms"
+
+
+def short_device(name: str) -> str:
+    """'H100 80GB' for 'NVIDIA H100 80GB HBM3': the vendor and the memory or board kind
+    left out, so the line keeps its advice within two terminal lines."""
+    words = name.removeprefix("NVIDIA ").split()
+    while len(words) > 1 and words[-1].upper().startswith(("HBM", "PCIE", "SXM", "NVL")):
+        words.pop()
+    return " ".join(words)
 
 
 def ms(seconds: float) -> str:
@@ -246,7 +259,7 @@ def answer_of(document: RunDocument, cell: CellResult, name: str) -> Answer | No
         interval = interval_of(point.gpu_step_s, band, point.noise) if band else None
         no_interval = "" if band else why_no_band(name, str(identity.get("identity")),
                                                   LINE_HOST, point.prediction.regime)
-    return Answer(device=str(identity.get("device") or name).removeprefix("NVIDIA "),
+    return Answer(device=short_device(str(identity.get("device") or name)),
                   created=str(identity.get("created") or "?")[:10],
                   size_text=size_text(point.size.get(document.sweep), document.sweep),
                   point=point, interval=interval, no_interval=no_interval,
