@@ -50,7 +50,7 @@ class TrainState(TypedDict):
 Output = dict[str, dict[str, int | float | str]]
 
 
-def init_params(seed: int, hidden_units: tuple[int, ...]) -> Params:
+def init_params(seed: int, hidden_units: tuple[int, ...]) -> list[dict[str, np.ndarray]]:
     """Glorot-uniform weights in (in, out) layout and zero biases, as Keras' Dense, drawn on
     the host (numpy) and placed by the caller.
 
@@ -105,10 +105,10 @@ def initial_state(optimizer: optax.GradientTransformation,
     """The state before the first step, on the host (numpy) but Adam's moments, which one
     small compiled program makes (eagerly, each zeros_like is a program of its own); the
     caller places it on the device."""
-    params = init_params(SEED, hidden_units)
+    params: Params = jax.device_put(init_params(SEED, hidden_units))  # a copy, no compile
     return {"params": params, "opt_state": jax.jit(optimizer.init)(params),
-            "key": jax.random.PRNGKey(SEED + 1), "step": np.zeros((), np.int32),
-            "loss_sum": np.zeros((), np.float32), "seen": np.zeros((), np.int32)}
+            "key": jax.random.PRNGKey(SEED + 1), "step": jnp.asarray(np.int32(0)),
+            "loss_sum": jnp.asarray(np.float32(0.0)), "seen": jnp.asarray(np.int32(0))}
 
 
 class JaxTraining:

@@ -147,7 +147,8 @@ def overhead_line(document: RunDocument, largest: int = 3) -> str:
                 if document.finished is not None and document.started is not None else 0.0)
     wall = max(run_wall, cost.wall_s)
     phases = dict(cost.phases)
-    warm_s = float(document.warm_processes.get("prestart_s") or 0.0)
+    waited = document.warm_processes.get("prestart_s")
+    warm_s = float(waited) if isinstance(waited, (int, float)) else 0.0
     if warm_s > 0:
         phases[WARM_START] = warm_s
     if wall > cost.wall_s + warm_s + 0.05:  # before and between the workers
