@@ -43,6 +43,16 @@ def out_dir(tmp_path: Path) -> Path:
     return tmp_path / "results"
 
 
+@pytest.fixture(scope="module")
+def warm_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One set of warm processes per test module (tests/warm_workers.py's run_forked forks its
+    workers from them), closed when the module's last test ends."""
+    from harness.run.forkserver import ForkServers
+
+    with ForkServers(tmp_path_factory.mktemp("warm-workers")) as servers:
+        yield servers
+
+
 @pytest.fixture(autouse=True)
 def every_run_checks_its_own_arithmetic(request: pytest.FixtureRequest,
                                         monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
