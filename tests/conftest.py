@@ -6,11 +6,14 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from harness.core import registry
+
+if TYPE_CHECKING:
+    from harness.run.forkserver import ForkServers
 
 _SCRATCH = Path(tempfile.mkdtemp(prefix="harness-tests-"))
 # The suite's HARNESS_* variables: read by harness.core.settings wherever a test's run reads
@@ -41,6 +44,16 @@ os.environ["HARNESS_TEST_RUN_LOG"] = str(_CHILD_RUNS)
 def out_dir(tmp_path: Path) -> Path:
     """A results folder for one test."""
     return tmp_path / "results"
+
+
+@pytest.fixture(scope="module")
+def warm_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServers]:
+    """One set of warm processes per test module (tests/warm_workers.py's run_forked forks its
+    workers from them), closed when the module's last test ends."""
+    from harness.run.forkserver import ForkServers
+
+    with ForkServers(tmp_path_factory.mktemp("warm-workers")) as servers:
+        yield servers
 
 
 @pytest.fixture(autouse=True)

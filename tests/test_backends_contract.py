@@ -28,11 +28,17 @@ PAIRS = [(workload, framework) for workload in registry.WORKLOADS
          for framework in registry.load_workload(workload).frameworks]
 FRAMEWORKS = sorted({framework for _, framework in PAIRS} | set(registry.BUILTIN_FRAMEWORKS))
 
-# Runs in the child: report, per workload, what its implementation module exposes.
+# Runs in the child, one per framework (its import paid once for both halves): first, per
+# workload, what its implementation module exposes (written to argv[2] before any cell runs);
+# then, where the framework is installed, the worker's own run_cell for each cell of argv[3],
+# each result written to argv[4] as it comes. argv[5]: this process's plugin modules (the
+# child's environment has no HARNESS_*), so the contract covers the test plugin's pairs too.
 CHILD = """
-import importlib, json, sys
+import importlib, json, pathlib, sys, tempfile, time, traceback
 from harness.core import registry
 framework = sys.argv[1]
+report_path, cells_path, out = (pathlib.Path(arg) for arg in sys.argv[2:5])
+registry.use_plugins([name for name in sys.argv[5].split(",") if name])
 report = {"installed": registry.framework_installed(framework)[0], "modules": {}}
 if report["installed"]:
     device = registry.backend_module(framework, "device")
@@ -51,32 +57,81 @@ if report["installed"]:
         entry = "measure" if spec.timing == "measure" else "make_task"
         report["modules"][workload] = {"module": name, "entry": entry,
                                        "callable": callable(getattr(module, entry, None))}
-print(json.dumps(report))
+report_path.write_text(json.dumps(report))
+if not report["installed"]:
+    sys.exit(0)
+from harness.core.settings import Settings
+from harness.run.worker import run_cell
+from harness.spec import Cell
+cells, results = json.loads(cells_path.read_text()), {}
+out.write_text(json.dumps(results))  # a framework without cpu cells has its (empty) answer
+with tempfile.TemporaryDirectory() as scratch:
+    for index, fields in enumerate(cells):
+        cell, path = Cell(**fields), pathlib.Path(scratch) / f"{index}.json"
+        key, started = fields["workload"] + "/" + fields["variant"], time.perf_counter()
+        try:
+            run_cell(cell, path, Settings(quick=True))  # the child's environment has no HARNESS_*
+            document = json.loads(path.read_text())
+            results[key] = {"status": document["status"], "reason": document["reason"],
+                            "cases": [case["status"] for case in document["cases"]]}
+        except Exception as exc:
+            traceback.print_exc()
+            results[key] = {"status": "error", "reason": repr(exc), "cases": []}
+        results[key]["seconds"] = round(time.perf_counter() - started, 1)  # to see what is slow
+        out.write_text(json.dumps(results))
 """
 
 
 @cache
-def child_report(framework: str) -> dict:
-    completed = subprocess.run([sys.executable, "-c", CHILD, framework], cwd=PROJECT_ROOT,
-                               capture_output=True, text=True, timeout=300)
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+def framework_child(framework: str, scratch: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what the framework's modules expose, each runnable cpu cell's worker result), from one
+    child process: the framework is imported once for the contract and the cells alike."""
+    cells = runnable_on_cpu(framework)
+    paths = [scratch / f"{framework}-{name}.json" for name in ("modules", "cells", "results")]
+    paths[1].write_text(json.dumps([cell.as_dict() for cell in cells]))
+    env = cell_environment(Cell("contract", "-", framework, "cpu"))
+    # torch.compile stays in the code path but compiles nothing: the contract asks whether the
+    # worker accepts the variant, and Inductor's C++ build takes minutes on a busy CPU.
+    env["TORCH_COMPILE_DISABLE"] = "1"
+    completed = subprocess.run([sys.executable, "-c", CHILD, framework, *map(str, paths),
+                                ",".join(registry.PLUGINS_LOADED)], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, timeout=900, env=env)
+    assert paths[0].exists(), completed.stderr[-3000:]
+    report = json.loads(paths[0].read_text())
+    if not report["installed"]:
+        return report, {}
+    assert paths[2].exists(), completed.stderr[-3000:]
+    return report, json.loads(paths[2].read_text())
+
+
+def child_report(framework: str, scratch: Path) -> dict[str, Any]:
+    return framework_child(framework, scratch)[0]
+
+
+def worker_report(framework: str, scratch: Path) -> dict[str, Any]:
+    return framework_child(framework, scratch)[1]
+
+
+@pytest.fixture(scope="module")
+def worker_scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("contract-workers")
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_every_framework_spec_loads_and_its_device_module_has_the_contract(
-        framework: str) -> None:
+        framework: str, worker_scratch: Path) -> None:
     spec = registry.load_framework(framework)
     assert spec.name == framework and spec.package and spec.import_name
-    report = child_report(framework)
+    report = child_report(framework, worker_scratch)
     if not report["installed"]:
         pytest.skip(f"{framework} is not installed here")
     assert report["device"] == ["version", "threads", "list_devices", "open_device"]
 
 
 @pytest.mark.parametrize("workload, framework", PAIRS)
-def test_every_declared_implementation_resolves(workload: str, framework: str) -> None:
-    report = child_report(framework)
+def test_every_declared_implementation_resolves(workload: str, framework: str,
+                                               worker_scratch: Path) -> None:
+    report = child_report(framework, worker_scratch)
     if not report["installed"]:
         pytest.skip(f"{framework} is not installed here")
     found = report["modules"][workload]
@@ -139,53 +194,6 @@ def runnable_on_cpu(framework: str) -> list[Cell]:
                   for variant in spec.variants
                   if planner.declared_refusal(spec, framework, variant, "cpu") is None]
     return cells
-
-
-# Runs in the child: the worker's own run_cell for each cell, one framework per process, so
-# the framework is imported once for all its cells rather than once per cell.
-WORKER_CHILD = """
-import json, pathlib, sys, tempfile, time, traceback
-from harness.core.settings import Settings
-from harness.run.worker import run_cell
-from harness.spec import Cell
-cells, out = json.loads(pathlib.Path(sys.argv[1]).read_text()), pathlib.Path(sys.argv[2])
-results = {}
-with tempfile.TemporaryDirectory() as scratch:
-    for index, fields in enumerate(cells):
-        cell, path = Cell(**fields), pathlib.Path(scratch) / f"{index}.json"
-        key, started = fields["workload"] + "/" + fields["variant"], time.perf_counter()
-        try:
-            run_cell(cell, path, Settings(quick=True))  # the child's environment has no HARNESS_*
-            document = json.loads(path.read_text())
-            results[key] = {"status": document["status"], "reason": document["reason"],
-                            "cases": [case["status"] for case in document["cases"]]}
-        except Exception as exc:
-            traceback.print_exc()
-            results[key] = {"status": "error", "reason": repr(exc), "cases": []}
-        results[key]["seconds"] = round(time.perf_counter() - started, 1)  # to see what is slow
-        out.write_text(json.dumps(results))
-"""
-
-
-@cache
-def worker_report(framework: str, scratch: Path) -> dict[str, Any]:
-    cells = runnable_on_cpu(framework)
-    cells_path, out_path = scratch / f"{framework}-cells.json", scratch / f"{framework}.json"
-    cells_path.write_text(json.dumps([cell.as_dict() for cell in cells]))
-    env = cell_environment(Cell("contract", "-", framework, "cpu"))
-    # torch.compile stays in the code path but compiles nothing: the contract asks whether the
-    # worker accepts the variant, and Inductor's C++ build takes minutes on a busy CPU.
-    env["TORCH_COMPILE_DISABLE"] = "1"
-    completed = subprocess.run([sys.executable, "-c", WORKER_CHILD, str(cells_path),
-                                str(out_path)], cwd=PROJECT_ROOT, capture_output=True,
-                               text=True, timeout=900, env=env)
-    assert out_path.exists(), completed.stderr[-3000:]
-    return json.loads(out_path.read_text())
-
-
-@pytest.fixture(scope="module")
-def worker_scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("contract-workers")
 
 
 @pytest.mark.parametrize("workload, framework", declared_pairs())

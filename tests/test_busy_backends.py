@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 
-from harness.run.runner import PROJECT_ROOT, cell_environment, run_worker
+from harness.run.forkserver import ForkServers
+from harness.run.runner import PROJECT_ROOT, cell_environment
 from harness.spec import Cell
 from harness.workloads import mnist
 from tests.quick_options import quick_options
+from tests.warm_workers import run_forked
 
 TORCH_SCRIPT = """
 import json, types
@@ -117,12 +119,13 @@ def test_tensorflow_reads_kernels_and_copies_from_gpu_stream_lines() -> None:
     assert "no device clock" in found["refused"]
 
 
-def run_mnist(framework: str, variant: str) -> dict[str, Any]:
+def run_mnist(framework: str, variant: str, servers: ForkServers) -> dict[str, Any]:
+    """One cpu cell through a worker forked from SERVERS' warm process for its framework."""
     # 2 epochs of 50 steps: the fewest at which the check still judges accuracy.
     params = {**mnist.SMALL.defaults(quick=True), "epochs": 2,
               "train_samples": 32 * mnist.MIN_STEPS_TO_JUDGE // 2}
-    result = run_worker(Cell("mnist-small", variant, framework, "cpu", params),
-                        quick_options(300)).to_dict()
+    result = run_forked(Cell("mnist-small", variant, framework, "cpu", params),
+                        quick_options(300), servers).to_dict()
     return result
 
 
@@ -135,8 +138,9 @@ def run_mnist(framework: str, variant: str) -> dict[str, Any]:
     ("torch", "adam-fused", {"adam_fused": True}),
 ])
 def test_host_overhead_variants_train_and_pass_the_check(framework: str, variant: str,
-                                                          extra: dict[str, Any]) -> None:
-    result = run_mnist(framework, variant)
+                                                          extra: dict[str, Any],
+                                                          warm_servers: ForkServers) -> None:
+    result = run_mnist(framework, variant, warm_servers)
     assert result["status"] == "ok", result["reason"]
     case = result["cases"][0]
     assert case["check"]["passed"] and case["extra"]["accuracy"] > mnist.ACCURACY_BOUND
@@ -145,8 +149,9 @@ def test_host_overhead_variants_train_and_pass_the_check(framework: str, variant
 
 
 @pytest.mark.slow
-def test_a_variant_of_the_other_framework_is_unavailable_with_the_reason() -> None:
-    result = run_mnist("torch", "steps-per-execution")
+def test_a_variant_of_the_other_framework_is_unavailable_with_the_reason(
+        warm_servers: ForkServers) -> None:
+    result = run_mnist("torch", "steps-per-execution", warm_servers)
     assert result["status"] == "unavailable" and "Keras fit option" in result["reason"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.run.runner import run_worker
+from harness.run.forkserver import ForkServers
 from harness.spec import Cell
 from harness.workloads.elementwise import (
     SPEC,
@@ -16,6 +16,7 @@ from harness.workloads.elementwise import (
     tensor_shape,
 )
 from tests.quick_options import quick_options
+from tests.warm_workers import run_forked
 
 ELEMENTS, ITERATIONS = 3000, 6
 
@@ -83,11 +84,12 @@ def test_check_flags_bandwidth_above_the_ceiling() -> None:
     assert check(case, "compiled", inputs, fused).passed
 
 
-def run(framework: str, variant: str, **overrides) -> dict:
+def run(servers: ForkServers, framework: str, variant: str, **overrides) -> dict:
+    """One cpu cell through a worker forked from SERVERS' warm process for its framework."""
     params = {**SPEC.defaults(quick=True), "elements": [ELEMENTS], "iterations": ITERATIONS,
               **overrides}
-    return run_worker(Cell("elementwise", variant, framework, "cpu", params),
-                      quick_options(300)).to_dict()
+    return run_forked(Cell("elementwise", variant, framework, "cpu", params),
+                      quick_options(300), servers).to_dict()
 
 
 def only_case(result: dict) -> dict:
@@ -100,8 +102,9 @@ def only_case(result: dict) -> dict:
     ("torch", "as-written"), ("torch", "in-place"), ("tensorflow", "as-written"),
     ("numpy", "as-written"),
 ])
-def test_loop_runs_and_matches_float64_in_every_framework(framework: str, variant: str) -> None:
-    result = run(framework, variant)
+def test_loop_runs_and_matches_float64_in_every_framework(framework: str, variant: str,
+                                                          warm_servers: ForkServers) -> None:
+    result = run(warm_servers, framework, variant)
     assert result["status"] == "ok", result["reason"]
     case = only_case(result)
     assert case["check"]["passed"] and case["samples"]
@@ -109,8 +112,9 @@ def test_loop_runs_and_matches_float64_in_every_framework(framework: str, varian
 
 
 @pytest.mark.slow
-def test_tensorflow_graph_runs_every_addition_with_the_arithmetic_optimizer_off() -> None:
-    case = only_case(run("tensorflow", "graph"))
+def test_tensorflow_graph_runs_every_addition_with_the_arithmetic_optimizer_off(
+        warm_servers: ForkServers) -> None:
+    case = only_case(run(warm_servers, "tensorflow", "graph"))
     assert case["status"] == "ok", case["reason"]
     extra = case["extra"]
     assert extra["arithmetic_optimizer"] == "off"
@@ -119,9 +123,9 @@ def test_tensorflow_graph_runs_every_addition_with_the_arithmetic_optimizer_off(
 
 
 @pytest.mark.slow
-def test_folded_tensorflow_graph_is_marked_invalid() -> None:
+def test_folded_tensorflow_graph_is_marked_invalid(warm_servers: ForkServers) -> None:
     """The trap left on deliberately: the value is right, the guard must still refuse the time."""
-    result = run("tensorflow", "graph", grappler="on")
+    result = run(warm_servers, "tensorflow", "graph", grappler="on")
     case = only_case(result)
     assert result["status"] == "invalid" and case["status"] == "invalid"
     assert "optimizer folded the loop" in case["reason"]
@@ -131,8 +135,9 @@ def test_folded_tensorflow_graph_is_marked_invalid() -> None:
 
 
 @pytest.mark.slow
-def test_worker_hands_the_measured_time_to_the_bandwidth_guard() -> None:
+def test_worker_hands_the_measured_time_to_the_bandwidth_guard(
+        warm_servers: ForkServers) -> None:
     """An absurdly low ceiling makes an honest run 'too fast': proof the guard sees the clock."""
-    case = only_case(run("numpy", "as-written", max_plausible_gbps=1e-4))
+    case = only_case(run(warm_servers, "numpy", "as-written", max_plausible_gbps=1e-4))
     assert case["status"] == "invalid"
     assert "faster than memory bandwidth allows" in case["reason"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.run.runner import run_worker
+from harness.run.forkserver import ForkServers
 from harness.spec import Cell
 from harness.workloads.jacobian import SPEC, check, make_inputs, per_sample_reference
 from tests.quick_options import quick_options
+from tests.warm_workers import run_forked
 
 BATCH = 2  # as-written does 400*batch backward passes: keep it tiny
 FRAMEWORKS = ("torch", "tensorflow", "jax")
@@ -55,12 +56,13 @@ CPU_VARIANTS = tuple(v for v in SPEC.variants if v not in SPEC.device_only_varia
 
 
 @pytest.fixture(scope="module")
-def results() -> dict[tuple[str, str], dict]:
-    """One worker per (framework, variant) at batch 2, shared by the tests below."""
+def results(warm_servers: ForkServers) -> dict[tuple[str, str], dict]:
+    """One worker per (framework, variant) at batch 2, shared by the tests below; forked from
+    one warm process per framework, as a run's are."""
     params = {**SPEC.defaults(quick=True), "batch": [BATCH]}
-    return {(framework, variant): run_worker(
+    return {(framework, variant): run_forked(
                 Cell("jacobian", variant, framework, "cpu", params),
-                quick_options(300)).to_dict()
+                quick_options(300), warm_servers).to_dict()
             for framework in FRAMEWORKS for variant in CPU_VARIANTS}
 
 

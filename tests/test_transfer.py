@@ -9,6 +9,7 @@ import pytest
 
 from harness.analysis.stats import work_of
 from harness.measure.envinfo import visible_gpus
+from harness.run.forkserver import ForkServers
 from harness.run.runner import run_worker
 from harness.spec import Cell
 from harness.workloads.transfer import (
@@ -21,15 +22,20 @@ from harness.workloads.transfer import (
     make_inputs,
 )
 from tests.quick_options import quick_options
+from tests.warm_workers import run_forked
 
 WORKER_TIMEOUT_S = 180.0
 SIZES = [2**10, 2**16, 2**20]
 
 
-def run_transfer_cell(variant: str, framework: str, device: str = "cpu") -> dict[str, Any]:
-    """One quick cell through a real worker process, as the CLI runs it."""
+def run_transfer_cell(variant: str, framework: str, device: str = "cpu",
+                      servers: ForkServers | None = None) -> dict[str, Any]:
+    """One quick cell through a real worker process, as the CLI runs it: forked from SERVERS'
+    warm process for its framework, or a new interpreter without them."""
     cell = Cell("transfer", variant, framework, device, SPEC.defaults(quick=True))
-    return run_worker(cell, quick_options(WORKER_TIMEOUT_S)).to_dict()
+    if servers is None:
+        return run_worker(cell, quick_options(WORKER_TIMEOUT_S)).to_dict()
+    return run_forked(cell, quick_options(WORKER_TIMEOUT_S), servers).to_dict()
 
 
 # --- the spec alone: no framework -------------------------------------------------------------
@@ -104,8 +110,9 @@ def test_matmul_check_uses_the_float32_bound() -> None:
     ("tensorflow", "matmul-resident"),
     ("tensorflow", "matmul-copy"),
 ])
-def test_matmul_trio_runs_and_checks_on_cpu(framework: str, variant: str) -> None:
-    result = run_transfer_cell(variant, framework)
+def test_matmul_trio_runs_and_checks_on_cpu(framework: str, variant: str,
+                                            warm_servers: ForkServers) -> None:
+    result = run_transfer_cell(variant, framework, servers=warm_servers)
     assert result["status"] == "ok", result["reason"]
     case, = result["cases"]
     assert case["case"]["n"] == 200
@@ -140,8 +147,8 @@ def test_a_cuda_cell_without_a_gpu_is_unavailable_with_the_reason() -> None:
     assert "CUDA" in result["reason"]
 
 
-def test_overlapped_copies_are_device_only_with_a_reason() -> None:
+def test_overlapped_copies_are_device_only_with_a_reason(warm_servers: ForkServers) -> None:
     """Streams and pinned buffers need a GPU: on cpu the cell says so instead of timing a no-op."""
-    result = run_transfer_cell("matmul-overlap", "torch")
+    result = run_transfer_cell("matmul-overlap", "torch", servers=warm_servers)
     assert result["status"] == "unavailable"
     assert "needs a GPU" in result["reason"]
