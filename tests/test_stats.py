@@ -49,3 +49,12 @@ def test_ceilings_keep_the_best_figure_any_library_reached() -> None:
                      LibraryProbe(Peaks({"fp32": 183.0}, {MEMORY: 8.0}), {"fp32": 4096})])
     assert best.peaks == Peaks({"fp32": 183.0}, {MEMORY: 9.0})
     assert best.reached_at_n == {"fp32": 4096}  # the size of the library that reached 183
+
+
+def test_a_count_takes_its_noun_in_the_number_it_needs() -> None:
+    """'1 cells' and '1 candidate fixes' were printed (a new user's trial)."""
+    from harness.core.units import counted
+
+    assert counted(1, "cell") == "1 cell" and counted(3, "cell") == "3 cells"
+    assert counted(1, "candidate fix", "candidate fixes") == "1 candidate fix"
+    assert counted(0, "candidate fix", "candidate fixes") == "0 candidate fixes"

@@ -35,6 +35,11 @@ def _finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def counted(count: int, noun: str, plural: str = "") -> str:
+    """'1 cell', '3 cells': a count with its noun in the number it needs."""
+    return f"{count} {noun if count == 1 else (plural or noun + 's')}"
+
+
 def three_digits(value: float) -> str:
     """3 significant digits as `:.3g` gives them, in plain notation: 999.7 -> '1000',
     12345 -> '12300', 1.5 -> '1.5' (never '1e+03', which reads as a typo in a table)."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.analysis import fixchoice
 from harness.analysis.advicecase import Measured, diagnosis_at, measured_cases
-from harness.core.units import format_seconds
+from harness.core.units import counted, format_seconds
 from harness.data.adviserecord import AdvisedCell, AdviseRecord
 from harness.data.results import CellResult
 from harness.run.advisebudget import (
@@ -275,7 +275,8 @@ class Chooser:
             tried = f"; in the time left: {', '.join(trials)}" if trials else ""
             say(f"advise: {where}: {kind}; measuring {', '.join(names) or 'no fix'}{tried}")
         if chosen.left_out:
-            say(f"advise: {len(chosen.left_out)} candidate fixes left out by the budget of "
+            say(f"advise: {counted(len(chosen.left_out), 'candidate fix', 'candidate fixes')} "
+                "left out by the budget of "
                 f"{self.budget_s:.0f} s; {chosen.rounds} of {planned_rounds} rounds")
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from harness.analysis.stats import work_of
 from harness.core import interrupt, registry
 from harness.core.settings import Settings, cache_folder
+from harness.core.units import counted
 from harness.data import store
 from harness.data.ceilings import Ceilings
 from harness.data.results import CellResult, RunDocument, cell_from_dict
@@ -143,7 +144,7 @@ class RunSession:
                                                                  list(command or sys.argv)))
         recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
         refused = sum(cell_refusal(plan.spec, cell) is not None for cell in plan.cells)
-        progress_console.print(f"run folder: {run_dir}  ({len(plan.cells)} cells"
+        progress_console.print(f"run folder: {run_dir}  ({counted(len(plan.cells), 'cell')}"
                                + (f"; {refused} unavailable, no worker started)" if refused
                                   else ")"))
         return cls(recorder, chosen, plan.cells, options, progress, plan, ceilings)
@@ -322,7 +323,8 @@ class RunSession:
                 [plan_index.get(cell.key, -1) for cell in round_cells])
             self.recorder.save()
             if self.progress:
-                progress_console.print(f"round {index + 1} of {rounds}: {len(round_cells)} cells")
+                progress_console.print(f"round {index + 1} of {rounds}: "
+                                       f"{counted(len(round_cells), 'cell')}")
             started.clear()
             if not self._execute(round_cells, merged):
                 # Stopped within the round: its recorded order keeps the cells that ran.
