@@ -63,11 +63,12 @@ def render_summary(context: Any, shown: dict[str, list[Shown]], report_shown: li
     lines += _runs_section(context.runs)
     lines += _machines_section(context.runs, context.experiments)
     lines += _glance_section(context.experiments, shown)
+    # Right under the glance: on a run without a GPU cell, the GPU's side of its answer.
+    lines += _predicted_section(context.documents)
     if notes:
         lines += ["## Notes on the data", ""] + [f"- {note}" for note in notes] + [""]
     for experiment in context.experiments:
         lines += _experiment_section(experiment, shown[experiment.name], out_dir)
-    lines += _predicted_section(context.documents)
     text = "\n".join(lines).rstrip() + "\n"
     for heading, part in _parts(context, shown, report_shown, out_dir):
         text = text.rstrip() + "\n\n" + "\n".join([f"## {heading}", "", *part]) + "\n"
