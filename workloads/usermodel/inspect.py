@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from harness.data.store import write_json_atomic
-from harness.workloads.usermodel.precheck import CONVENTION, HOOK_NAMES, NO_INPUTS
+from harness.workloads.usermodel.precheck import CONVENTION, NO_INPUTS
 from harness.workloads.usermodel.precheck import near_misses as precheck_misses
 from harness.workloads.usermodel.source import (
     UserCodeError,
@@ -247,7 +247,7 @@ def near_misses(user: Any) -> list[str]:
     """precheck.near_misses over the loaded module: its own functions against the hooks."""
     functions = {name for name, value in vars(user).items()
                  if callable(value) and getattr(value, "__module__", None) == user.__name__}
-    return precheck_misses(functions, {name for name in HOOK_NAMES if hasattr(user, name)})
+    return precheck_misses(functions, set(vars(user)))
 
 
 def describe(path: str) -> dict[str, Any]:
@@ -269,7 +269,7 @@ def describe(path: str) -> dict[str, Any]:
     training = "" if has_step else training_of(family, user, path,
                                                 probes[PROBE_BATCHES[0]], out)
     if misses:
-        training = "; ".join([text for text in (training,) if text] + misses)
+        training = "; ".join(filter(None, [training, *misses]))
     builder = "init(seed) + apply(params, *inputs)" if family == "jax" else "model()"
     return {
         "path": str(Path(path).resolve()), "family": family, "builder": builder,
