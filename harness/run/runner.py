@@ -29,6 +29,7 @@ from harness.core import interrupt, registry
 from harness.core.settings import CHILD_MODULE, Settings, child_arguments, variable_names
 from harness.data.results import CellResult
 from harness.data.serial import JsonObject, JsonValue
+from harness.measure import idlechild
 from harness.measure.ceilings import cache_dir
 from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
 from harness.run import forkserver
@@ -198,6 +199,12 @@ def cell_environment(cell: Cell, extra_pythonpath: tuple[str, ...] = (),
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
+
+
+def child_environment() -> dict[str, str]:
+    """A framework-free helper child's environment: this process's, the checkout importable."""
+    paths = [str(PROJECT_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def _stderr_tail(path: Path) -> str:
@@ -457,11 +464,15 @@ def run_matrix(cells: list[Cell], options: RunOptions,
     with opened(options.settings, options.servers) as context:
         servers = context.fork_from
         if servers is not None:
+            # The GPUs sit idle while the warm processes import: their idle power is measured
+            # then (idlechild.py), not in the first round of a GPU cell.
+            idle = idlechild.start(cells, options.settings, child_environment())
             servers.prestart([(cell.framework, framework_preload(cell.framework),
                                warm_environment(cell.framework, cell_environment(
                                    cell, options.extra_pythonpath, options.settings,
                                    options.compile_cache_root)))
                               for cell in cells], PROJECT_ROOT)
+            idlechild.finish(idle)
         for cell in cells:
             if interrupt.requested() is not None:  # arrived between two workers
                 return False
