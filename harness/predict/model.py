@@ -72,12 +72,20 @@ from typing import ClassVar
 
 from harness.data.serial import JsonRecord, JsonValue
 from harness.predict.features import StepFeatures
-from harness.predict.kernels import Kernel, Plan, Variant, plan_kernels
+from harness.predict.kernels import (
+    Kernel,
+    Plan,
+    Variant,
+    decomposed_cells,
+    optimizer_steps,
+    plan_kernels,
+)
 from harness.predict.profile import Profile
 from harness.predict.rates import (
     HostSpeed,
     MissingRow,
     allocation_seconds,
+    dispatch_in_place,
     graph_replay,
     kernel_floor,
     launch_seconds,
@@ -88,7 +96,9 @@ from harness.predict.rates import (
     round_trip,
 )
 
-MODEL_VERSION = 1
+# 2: the training step's fixed host work (host_step_s), one CPU model not rescaled, a
+# recurrent layer the CPU decomposed into time steps "unknown".
+MODEL_VERSION = 2
 MIN_MAPPED_SHARE = 0.95
 MAX_UNMAPPED_HOST_SHARE = 0.05
 HOSTS = ("profiled", "this")
@@ -97,6 +107,15 @@ HOSTS = ("profiled", "this")
 TINY_BYTES = 64 * 1024
 PREDICTED, UNKNOWN = "predicted", "unknown"
 LAUNCH_BOUND, COMPUTE_BOUND = "launch-bound", "compute-bound"
+# The fixed host work of one training step on a GPU beyond its ops (module docstring, "The
+# training step's fixed host work"), in tiny in-place dispatches (host.dispatch add_) of
+# the profiled host. Fitted: the one constant of the model, median-unbiased over the
+# validation's cells of both lent GPUs, and checked leaving each model out
+# (harness/predict/validation.py left_out_lines; docs/predict.md).
+STEP_OVERHEAD_DISPATCHES = 100.0
+# A step whose CPU run decomposed a recurrent layer into more time steps than this is
+# "unknown" (module docstring): one step's cell could be a user's own loop.
+MAX_DECOMPOSED_CELLS = 1
 
 
 @dataclass(frozen=True)
@@ -115,7 +134,7 @@ class Prediction(JsonRecord):
     unmapped: dict[str, int] = field(default_factory=dict)
     profile: dict[str, JsonValue] = field(default_factory=dict)
     host_choice: str = "profiled"
-    this_host: dict[str, float] = field(default_factory=dict)  # HostSpeed.record(), or {}
+    this_host: dict[str, float | str] = field(default_factory=dict)  # HostSpeed.record()
     variant: str = "as-written"
     terms: dict[str, float] = field(default_factory=dict)
     device_by_entry: dict[str, float] = field(default_factory=dict)
@@ -129,9 +148,14 @@ class Prediction(JsonRecord):
 
 def combine(terms: dict[str, float]) -> float:
     """seconds = max(host, device) + the parts that overlap neither (module docstring)."""
-    host = terms["host_python_s"] + terms["host_ops_s"]
     device = terms["device_kernels_s"] + terms["device_copy_s"]
-    return max(host, device) + terms["copy_blocking_s"] + terms["sync_s"]
+    return max(host_seconds(terms), device) + terms["copy_blocking_s"] + terms["sync_s"]
+
+
+def host_seconds(terms: dict[str, float]) -> float:
+    """The host queue: this CPU's host work, launches and allocations, and the training
+    step's fixed host work (absent from a model-1 record: 0 there)."""
+    return terms["host_python_s"] + terms["host_ops_s"] + terms.get("host_step_s", 0.0)
 
 
 def profile_identity(profile: Profile, name: str = "") -> dict[str, JsonValue]:
@@ -162,6 +186,10 @@ def host_scales(profile: Profile, host: str, this_host: HostSpeed | None) -> Sca
         return Scales(1.0, 1.0, "this machine's host speed not given: its Python time is "
                                 "used as measured here, not rescaled to the profiled host")
     profiled = profiled_host_speed(profile)
+    if this_host.cpu_model and this_host.cpu_model == profiled.cpu_model:
+        return Scales(1.0, 1.0, f"this CPU is the profiled host's model ({profiled.cpu_model}):"
+                                " host costs not rescaled (the loops moved up to 1.6x between "
+                                "two runs of one machine)")
     if host == "this":
         return Scales(this_host.numpy_loop_s / profiled.numpy_loop_s, 1.0)
     return Scales(1.0, profiled.python_loop_s / this_host.python_loop_s)
@@ -201,18 +229,23 @@ def host_terms(plan: Plan, features: StepFeatures, profile: Profile, variant: Va
     allocations = sum(kernel.allocates and kernel.launches > 0 for kernel in plan.kernels)
     launch_s, depth = launch_seconds(profile, launches)
     allocation_s = allocation_seconds(profile)
+    steps = optimizer_steps(features.ops)
     terms = {"launches": float(launches), "allocations": float(allocations),
              "launch_s": launch_s, "launch_queue_depth": float(depth),
              "allocation_s": allocation_s, "ops_scale": scales.ops,
-             "python_scale": scales.python, **host_here(features)}
+             "python_scale": scales.python, "optimizer_steps": float(steps),
+             "step_overhead_s": STEP_OVERHEAD_DISPATCHES * dispatch_in_place(profile),
+             **host_here(features)}
     if variant.graph:
         replay = graph_replay(profile)
         terms.update(graph_fixed_s=replay.fixed_s, graph_per_kernel_s=replay.per_kernel_s,
-                     host_python_s=0.0, host_ops_s=replay.fixed_s * scales.ops)
+                     host_python_s=0.0, host_ops_s=replay.fixed_s * scales.ops,
+                     host_step_s=0.0)
     else:
         terms.update(host_python_s=terms["host_here_s"] * scales.python,
                      host_ops_s=(launches * launch_s + allocations * allocation_s)
-                     * scales.ops)
+                     * scales.ops,
+                     host_step_s=steps * terms["step_overhead_s"] * scales.ops)
     return terms
 
 
@@ -236,6 +269,11 @@ def coverage_problem(plan: Plan, features: StepFeatures) -> str:
     """Why the op coverage is too low to predict (module docstring), '' where it is not."""
     if not features.kernel_ops:
         return "the step has no op that does work"
+    cells = decomposed_cells(features.ops)
+    if cells > MAX_DECOMPOSED_CELLS:
+        return (f"the CPU ran a recurrent layer step by step (ATen's cell decomposition: "
+                f"{cells} gate splits, aten.unsafe_split with aten.sigmoid_; nn.GRU on a "
+                "CPU), which a GPU runs as one fused cuDNN call the profile does not price")
     if not plan.unmapped:
         return ""
     names = ", ".join(f"{name} x{count}" for name, count in sorted(plan.unmapped.items()))
@@ -277,7 +315,7 @@ def predict(features: StepFeatures, profile: Profile, *, host: str = "profiled",
     terms.update(kernels=float(len(plan.kernels)), device_kernels_s=sum(by_entry.values()),
                  syncs=float(features.user_sync_count))
     terms["sync_s"] = terms["syncs"] * terms["round_trip_s"]
-    host_s = terms["host_python_s"] + terms["host_ops_s"]
+    host_s = host_seconds(terms)
     device_s = terms["device_kernels_s"] + terms["device_copy_s"]
     notes = [*plan.notes, *([scales.note] if scales.note else [])]
     return replace(base, status=PREDICTED, seconds=combine(terms), host_s=host_s,
@@ -290,6 +328,6 @@ def predict(features: StepFeatures, profile: Profile, *, host: str = "profiled",
 def recompute(stored: Prediction, features: StepFeatures, profile: Profile) -> Prediction:
     """STORED predicted again from the features and profile it names, with its own choices
     (host, variant, this host's speed): a check compares the two."""
-    this_host = HostSpeed(**stored.this_host) if stored.this_host else None
+    this_host = HostSpeed.from_record(stored.this_host) if stored.this_host else None
     return predict(features, profile, host=stored.host_choice, variant=stored.variant,
                    this_host=this_host, profile_name=str(stored.profile.get("name") or ""))

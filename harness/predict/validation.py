@@ -49,6 +49,7 @@ from typing import Any
 
 from harness.data.store import write_json_atomic
 from harness.measure.devicetime import DeviceEvent
+from harness.predict import fitting
 from harness.predict.features import StepFeatures
 from harness.predict.model import predict
 from harness.predict.profile import Profile, ProfileError, load_profile, shipped_names
@@ -66,6 +67,7 @@ DATASHEET = "datasheet-style (FLOPs / peak fp32 matmul)"
 DEVICE_ALONE = "device alone (no host)"
 SAME_AS_SOURCE = "same time as the source GPU"
 BANDWIDTH_RATIO = "source GPU x bandwidth ratio"
+LEFT_OUT = "model, its constant fitted leaving it out"
 
 Row = dict[str, Any]
 
@@ -265,6 +267,12 @@ def prediction_of(row: Row, profile: str, host: str) -> Mapping[str, Any] | None
     return found
 
 
+def row_prediction(row: Row, profile: str, host: str) -> Mapping[str, Any] | None:
+    """The row's stored prediction record for PROFILE and HOST, whatever its status."""
+    found = ((row.get("predictions") or {}).get(profile) or {}).get(host)
+    return found if isinstance(found, dict) else None
+
+
 def primary_profile(meta: Mapping[str, Any], rows: Sequence[Row]) -> str:
     """The profile the run was asked to predict (meta), else the first one any row holds."""
     if meta.get("profile"):
@@ -281,8 +289,11 @@ def datasheet_seconds(row: Row, profile: str) -> float | None:
     return flops / peak if flops and peak else None
 
 
-def cell_of(row: Row, profile: str, host: str, measured: str = "synced") -> Cell | None:
-    """ROW as a Cell (None where the row lacks a measured CPU or GPU step or a prediction)."""
+def cell_of(row: Row, profile: str, host: str, measured: str = "synced",
+            left_out: Mapping[str, float] | None = None) -> Cell | None:
+    """ROW as a Cell (None where the row lacks a measured CPU or GPU step or a prediction);
+    LEFT_OUT, where given, {model: the fitted constant without that model} adds the model's
+    step with that constant (harness/predict/fitting.py)."""
     cpu, gpu = row.get("cpu") or {}, row.get("gpu") or {}
     gpu_s = gpu.get(MEASURED_KEYS[measured])
     prediction = prediction_of(row, profile, host)
@@ -293,6 +304,9 @@ def cell_of(row: Row, profile: str, host: str, measured: str = "synced") -> Cell
     datasheet = datasheet_seconds(row, profile)
     if datasheet:
         predicted[DATASHEET] = datasheet
+    if left_out and str(row["model"]) in left_out:
+        again = fitting.fit_cell(str(row["model"]), float(gpu_s), prediction)
+        predicted[LEFT_OUT] = again.seconds(left_out[str(row["model"])])
     return Cell(model=str(row["model"]), batch=int(row["batch"]), cpu_s=float(cpu["median_s"]),
                 cpu_noise=noise(cpu.get("samples_s") or []), gpu_s=float(gpu_s),
                 gpu_noise=noise(gpu.get(SAMPLES_KEYS[measured]) or []),
@@ -301,9 +315,22 @@ def cell_of(row: Row, profile: str, host: str, measured: str = "synced") -> Cell
 
 
 def cells_of(rows: Iterable[Row], profile: str, host: str = "profiled",
-             measured: str = "synced") -> list[Cell]:
-    return [cell for cell in (cell_of(row, profile, host, measured) for row in rows)
-            if cell is not None]
+             measured: str = "synced", left_out: Mapping[str, float] | None = None
+             ) -> list[Cell]:
+    return [cell for cell in (cell_of(row, profile, host, measured, left_out)
+                              for row in rows) if cell is not None]
+
+
+def fit_cells(rows: Iterable[Row], profile: str, host: str = "profiled",
+              measured: str = "synced") -> list[fitting.FitCell]:
+    """The rows' predicted cells as the constant's fit sees them (harness/predict/fitting.py)."""
+    found = []
+    for row in rows:
+        gpu_s = (row.get("gpu") or {}).get(MEASURED_KEYS[measured])
+        prediction = prediction_of(row, profile, host)
+        if row.get("status") == "ok" and gpu_s and prediction and "terms" in prediction:
+            found.append(fitting.fit_cell(str(row["model"]), float(gpu_s), prediction))
+    return found
 
 
 # --- what the summary computes ---------------------------------------------------------------
@@ -518,10 +545,12 @@ def crossover_text(item: Crossover) -> str:
 
 
 def summary_lines(meta: Mapping[str, Any], rows: Sequence[Row], *, profile: str = "",
-                  host: str = "profiled", measured: str = "synced") -> list[str]:
-    """The summary of a rows file (module docstring) for PROFILE's predictions."""
+                  host: str = "profiled", measured: str = "synced",
+                  left_out: Mapping[str, float] | None = None) -> list[str]:
+    """The summary of a rows file (module docstring) for PROFILE's predictions; LEFT_OUT
+    ({model: constant fitted without it}) adds the model's left-out line."""
     profile = profile or primary_profile(meta, rows)
-    cells = cells_of(rows, profile, host, measured)
+    cells = cells_of(rows, profile, host, measured, left_out)
     unknown = [row for row in rows if row.get("status") == "ok"
                and prediction_of(row, profile, host) is None]
     failed = [row for row in rows if row.get("status") != "ok"]
@@ -531,16 +560,18 @@ def summary_lines(meta: Mapping[str, Any], rows: Sequence[Row], *, profile: str 
              f"({measured} step), predicted with profile {profile or '?'} (host {host})"]
     if unknown:
         names = sorted({f"{row['model']}" for row in unknown})
+        reason = str(((row_prediction(unknown[0], profile, host)) or {}).get("reason") or "")
         lines.append(f"  predicted 'unknown' in {len(unknown)} cells ({', '.join(names)}): "
-                     "left out below")
+                     f"left out below{'; ' + reason if reason else ''}")
     if failed:
         lines.append(f"  not measured: {len(failed)} rows ("
                      + "; ".join(f"{row.get('model')} b{row.get('batch')}: "
                                  f"{row.get('reason', '?')[:60]}" for row in failed[:4]) + ")")
     if not cells:
         return lines + ["  no cell with a measured CPU step, GPU step and prediction"]
-    predictors = [MODEL, DEVICE_ALONE] + ([DATASHEET] if any(
-        DATASHEET in cell.predicted for cell in cells) else [])
+    predictors = [MODEL] + ([LEFT_OUT] if any(LEFT_OUT in cell.predicted for cell in cells)
+                            else []) + [DEVICE_ALONE] + ([DATASHEET] if any(
+                                DATASHEET in cell.predicted for cell in cells) else [])
     return lines + table_lines(cells, predictors) + crossover_lines(cells)
 
 
