@@ -1,12 +1,10 @@
 """The prediction's validation (issue 51, part 5): the rows file and its summary, framework-free.
 
-benchmarks/predict_validation.py measures, on one GPU machine, each (model, batch) of a zoo
-three ways: the CPU step with its features (the CPU run a user would make), the GPU step
-predicted from those features and a device profile, and the GPU step measured. It writes one
-row per cell to a rows file (`write_rows`, rewritten after every row so a run stopped
-anywhere keeps what it measured). This module reads that file and says how good the
-prediction is (`summary_lines`), beside named baselines, so `--from FILE` needs no GPU and no
-framework.
+benchmarks/predict_validation.py measures, on one GPU machine, each (model, batch) of a zoo:
+the CPU step with its features, the GPU step predicted from them and a device profile, and
+the GPU step measured; one row per cell in a rows file (`write_rows`, rewritten after every
+row). This module reads that file and says how good the prediction is (`summary_lines`),
+beside named baselines, so `--from FILE` needs no GPU and no framework.
 
 What the summary counts, said once:
 - **error** of a predictor on a cell: (predicted - measured) / measured, of the GPU step;
@@ -27,11 +25,11 @@ What the summary counts, said once:
   marked).
 - **regime**: busy share (device busy time per call over the measured step) under or over
   50% where the run measured it, else the model's own regime, said so.
-- **baselines**: "datasheet-style" (the step's FLOPs over the profile's peak float32 matmul
-  rate: what a spec-sheet estimate gives), "device alone" (the model's device queue without
-  the host: what a predictor of device time alone gives), and, for one GPU from another,
-  "same time as the source GPU" and the source's time scaled by the two profiles'
-  bandwidth ratio.
+- **baselines**: "datasheet-style" (FLOPs over the profile's peak float32 matmul rate),
+  "device alone" (the model's device queue without the host), and, for one GPU from
+  another, "same time as the source GPU" and the source's time x the bandwidth ratio.
+- **left out**: the model with its one fitted constant fitted without that model's cells
+  (harness/predict/fitting.py), beside the model as shipped.
 """
 
 from __future__ import annotations
@@ -182,6 +180,16 @@ def predicted_row(row: Row, profiles: Mapping[str, Profile],
                                  for name, profile in profiles.items()}}
 
 
+def repredicted(meta: Mapping[str, Any], rows: Sequence[Row], profile: str = "") -> list[Row]:
+    """ROWS predicted again from their stored features by the model as it is now, with the
+    host speed and CPU model the run recorded (a changed model validated without a GPU)."""
+    profiles, record = profiles_named(profile or meta.get("profile") or "h200"), \
+        meta.get("this_host")
+    speed = HostSpeed.from_record({"cpu_model": str(meta.get("host_cpu") or ""), **record}
+                                  ) if record else None
+    return [predicted_row(row, profiles, speed) for row in rows]
+
+
 # --- statistics ------------------------------------------------------------------------------
 
 def relative_error(predicted: float, measured: float) -> float:
@@ -261,10 +269,9 @@ class Cell:
 
 def prediction_of(row: Row, profile: str, host: str) -> Mapping[str, Any] | None:
     """The row's stored prediction for PROFILE and HOST ('profiled' or 'this'), if predicted."""
-    found = ((row.get("predictions") or {}).get(profile) or {}).get(host)
-    if not found or found.get("status") != "predicted" or not found.get("seconds"):
-        return None
-    return found
+    found = row_prediction(row, profile, host)
+    predicted = found and found.get("status") == "predicted" and found.get("seconds")
+    return found if predicted else None
 
 
 def row_prediction(row: Row, profile: str, host: str) -> Mapping[str, Any] | None:
@@ -320,17 +327,6 @@ def cells_of(rows: Iterable[Row], profile: str, host: str = "profiled",
     return [cell for cell in (cell_of(row, profile, host, measured, left_out)
                               for row in rows) if cell is not None]
 
-
-def fit_cells(rows: Iterable[Row], profile: str, host: str = "profiled",
-              measured: str = "synced") -> list[fitting.FitCell]:
-    """The rows' predicted cells as the constant's fit sees them (harness/predict/fitting.py)."""
-    found = []
-    for row in rows:
-        gpu_s = (row.get("gpu") or {}).get(MEASURED_KEYS[measured])
-        prediction = prediction_of(row, profile, host)
-        if row.get("status") == "ok" and gpu_s and prediction and "terms" in prediction:
-            found.append(fitting.fit_cell(str(row["model"]), float(gpu_s), prediction))
-    return found
 
 
 # --- what the summary computes ---------------------------------------------------------------
@@ -560,7 +556,7 @@ def summary_lines(meta: Mapping[str, Any], rows: Sequence[Row], *, profile: str 
              f"({measured} step), predicted with profile {profile or '?'} (host {host})"]
     if unknown:
         names = sorted({f"{row['model']}" for row in unknown})
-        reason = str(((row_prediction(unknown[0], profile, host)) or {}).get("reason") or "")
+        reason = str((row_prediction(unknown[0], profile, host) or {}).get("reason") or "")
         lines.append(f"  predicted 'unknown' in {len(unknown)} cells ({', '.join(names)}): "
                      f"left out below{'; ' + reason if reason else ''}")
     if failed:
