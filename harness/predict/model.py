@@ -10,7 +10,9 @@ sync points are added where the two queues cannot overlap.
     host_python_s = host_here_s x python_scale            (0 under a CUDA graph)
     host_ops_s    = (launches x launch_s + allocations x allocation_s) x ops_scale
                     (+ one launch for a pinned copy; under a CUDA graph: one replay, graph_fixed_s)
-    host_s   = host_python_s + host_ops_s
+    host_step_s   = optimizer steps x STEP_OVERHEAD_DISPATCHES x host.dispatch(add_) x ops_scale
+                    (0 under a CUDA graph)
+    host_s   = host_python_s + host_ops_s + host_step_s
     device_s = sum over kernels of max(floor_s, work / rate(entry, work)) + device_copy_s
     seconds  = max(host_s, device_s) + copy_blocking_s + sync_s
     regime   = "launch-bound" where host_s >= device_s, else "compute-bound"
@@ -46,16 +48,30 @@ What that assumes, said once:
   the GPU's launch cost also holds: an upper bound by about 1-3 us an op.
 - **Which host.** `profiled`: the profiled machine drives its GPU (a cloud GPU as rented):
   launch costs as profiled, this CPU's host work rescaled by the two hosts' host.python
-  loops (python_scale = profiled / this; 1 where this machine's speed is not given, noted).
+  loops (python_scale = profiled / this; 1 where this machine's speed is not given, noted;
+  1 where this CPU is the profiled host's CPU model: the loops moved 1.6x between two runs
+  on one machine, so between two CPUs of one model their ratio is noise, not speed).
   `this`: this CPU drives that GPU: launch costs rescaled by the host.numpy loops
   (ops_scale = this / profiled: numpy's per-call cost is the C-extension dispatch a launch
   is made of), the host work as measured here. The choice and both scales are recorded.
+- **The training step's fixed host work.** On a GPU a training step costs the host more
+  than its ops' dispatch and launches: the backward is handed to the device's autograd
+  thread and back, and the optimizer's foreach path groups its tensors and computes its
+  bias corrections in Python. The CPU run cannot show it (a CPU's backward runs on the
+  calling thread; its optimizers loop per tensor) and no profile row measures it, so it is
+  the model's one fitted constant: STEP_OVERHEAD_DISPATCHES tiny in-place dispatches of the
+  profiled host per optimizer step (a profiler range that does work), fitted on the
+  validation's measured steps and checked leaving each model out (harness/predict/
+  fitting.py). Without it the small steps read 0.3-1 ms low on both lent GPUs.
 - **Kernels** (which ones, per variant): harness/predict/kernels.py. Rates by size:
   harness/predict/rates.py. Under a CUDA graph the floor is the graph's replay cost per
   kernel (device.graph_replay's slope), the host pays one replay, and the step's Python
   does not run; copies and sync points stay as written.
 
-"unknown" (status, with the reason) where the profile lacks a row the step needs, where
+"unknown" (status, with the reason) where the CPU ran a recurrent layer step by step
+(ATen's cell decomposition, kernels.decomposed_cells: a GPU runs it as one cuDNN call, which
+no profile row prices; the validation's GRU read 4-5x high), where the profile lacks a row
+the step needs, where
 fewer than MIN_MAPPED_SHARE of the ops that do work map to a profile row, or where the
 unmapped ops took more than MAX_UNMAPPED_HOST_SHARE of the ops' host time here. Why those:
 an unmapped op is charged a launch and a kernel floor, which is right for a cheap op and
