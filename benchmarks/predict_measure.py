@@ -200,7 +200,8 @@ def row_line(row: dict[str, Any], profile: str) -> str:
 def this_host_speed() -> HostSpeed:
     entries = hostspeed.measure(policy(quick=True))
     return HostSpeed(python_loop_s=float(entries["host.python"].rows[0].median_s or 0.0),
-                     numpy_loop_s=float(entries["host.numpy"].rows[0].median_s or 0.0))
+                     numpy_loop_s=float(entries["host.numpy"].rows[0].median_s or 0.0),
+                     cpu_model=cpu_model())
 
 
 def meta_of(args: argparse.Namespace, device: TorchDevice, this_host: HostSpeed,

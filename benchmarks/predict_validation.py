@@ -34,9 +34,9 @@ from typing import Any  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # predict_zoo, predict_measure
 
-from harness.predict import validation  # noqa: E402
+from harness.predict import fitting, validation  # noqa: E402
+from harness.predict.model import STEP_OVERHEAD_DISPATCHES  # noqa: E402
 from harness.predict.profile import load_profile  # noqa: E402
-from harness.predict.rates import HostSpeed  # noqa: E402
 from harness.spec import BadInput  # noqa: E402
 
 GPU_COMMAND = ("PYTHONPATH=. python3 benchmarks/predict_validation.py --device cuda:0 "
@@ -54,23 +54,43 @@ def bandwidth_ratio(source: str, target: str) -> float | None:
     return rates[0] / rates[1] if all(rates) else None
 
 
-def repredicted(meta: dict[str, Any], rows: list[validation.Row],
-                profile: str) -> list[validation.Row]:
-    """ROWS predicted again from their stored features by the model as it is now, with the
-    host speed the run measured (a changed model validated without a GPU)."""
-    profiles = validation.profiles_named(profile or meta.get("profile") or "h200")
-    speed = HostSpeed(**meta["this_host"]) if meta.get("this_host") else None
-    return [validation.predicted_row(row, profiles, speed) for row in rows]
+def fit_cells(rows: list[validation.Row], profile: str, host: str = "profiled",
+              measured: str = "synced") -> list[fitting.FitCell]:
+    """The rows' predicted cells as the constant's fit sees them (harness/predict/fitting.py)."""
+    found = []
+    for row in rows:
+        gpu_s = (row.get("gpu") or {}).get(validation.MEASURED_KEYS[measured])
+        prediction = validation.prediction_of(row, profile, host)
+        if row.get("status") == "ok" and gpu_s and prediction and "terms" in prediction:
+            found.append(fitting.fit_cell(str(row["model"]), float(gpu_s), prediction))
+    return found
+
+def left_out(loaded: list[tuple[dict[str, Any], list[validation.Row]]], profile: str,
+             host: str, measured: str) -> dict[str, float]:
+    """{model: the model's fitted constant with that model left out}, over the cells of
+    every file (each predicted with its own profile): harness/predict/fitting.py."""
+    cells = [cell for meta, rows in loaded
+             for cell in fit_cells(rows, profile or validation.primary_profile(
+                 meta, rows), host, measured)]
+    constants = fitting.left_out_constants(cells)
+    print(f"fitted constant (training step's fixed host work, in dispatches): shipped "
+          f"{STEP_OVERHEAD_DISPATCHES:g}; fitted on these {len(cells)} cells "
+          f"{fitting.fitted_dispatches(cells) or 0:.1f}; leaving each model out "
+          + ", ".join(f"{model} {value:.0f}" for model, value in constants.items()))
+    return constants
 
 
 def summarize(args: argparse.Namespace) -> int:
     """The summary of each --from file; GPU to GPU both ways between consecutive files."""
     loaded = [validation.read_rows(Path(path)) for path in args.from_files]
     if args.repredict:
-        loaded = [(meta, repredicted(meta, rows, args.profile)) for meta, rows in loaded]
+        loaded = [(meta, validation.repredicted(meta, rows, args.profile))
+                  for meta, rows in loaded]
+    constants = left_out(loaded, args.profile, args.host, args.measured)
     for meta, rows in loaded:
         print("\n".join(validation.summary_lines(meta, rows, profile=args.profile or "",
-                                                 host=args.host, measured=args.measured)))
+                                                 host=args.host, measured=args.measured,
+                                                 left_out=constants)))
     for source, target in itertools.pairwise(loaded):
         for pair in ((source, target), (target, source)):
             print("\n".join(validation.gpu_to_gpu_lines(*pair, bandwidth_ratio,

@@ -214,3 +214,61 @@ def test_real_features_of_a_tiny_torch_mlp_on_the_shipped_h200() -> None:
     if not installed("torch"):
         pytest.skip("torch is not installed")
     run_check("tests.predict_model_checks", "tiny_mlp_on_the_shipped_h200()", timeout_s=300)
+
+
+def adam_region(params: int) -> tuple[OpRecord, ...]:
+    """An optimizer step as torch's profiler range wraps it: single-tensor Adam's lerp_ and
+    addcdiv_ per parameter (1 KB each, host 5 us)."""
+    per_param = [op("aten.lerp_", "elementwise", 1000, 5e-6, allocates=False),
+                 op("aten.addcdiv_", "elementwise", 1000, 5e-6, allocates=False)]
+    return (op("profiler._record_function_enter_new", "marker", 0, 1e-6),
+            *per_param * params, op("profiler._record_function_exit", "marker", 0, 1e-6))
+
+
+def test_a_training_step_pays_its_fixed_host_work_in_the_profiles_dispatches() -> None:
+    from harness.predict.model import STEP_OVERHEAD_DISPATCHES
+
+    small = step(matmul_flops=2 * 10**7)  # launch-bound: the host queue is the step
+    plain, trained = predict(small, profile()), predict(step(2 * 10**7, adam_region(2)),
+                                                        profile())
+    assert plain.terms["optimizer_steps"] == 0 and plain.terms["host_step_s"] == 0.0
+    assert trained.terms["optimizer_steps"] == 1
+    assert trained.terms["host_step_s"] == pytest.approx(STEP_OVERHEAD_DISPATCHES
+                                                         * DISPATCH_ADD_, rel=1e-12)
+    # A planted change in host.dispatch's add_ moves it by that many dispatches (and the
+    # allocation, add minus add_, the other way for each of the step's 3 + 1 allocations).
+    dearer = rows_by_entry(1e12 / MATMUL_FP32_RATE, FLOOR, LAUNCH)
+    dearer["host.dispatch"] = [timed({"op": "add"}, DISPATCH_ADD),
+                               timed({"op": "add_"}, DISPATCH_ADD_ + 1e-6)]
+    planted = Profile(created="2026-11-27T00:00:00+00:00", framework="torch",
+                      device={"description": "Synthetic GPU"},
+                      entries={spec.name: Entry(what=spec.what, rows=dearer[spec.name])
+                               for spec in CATALOGUE})
+    moved = predict(step(2 * 10**7, adam_region(2)), planted)
+    allocations = trained.terms["allocations"]
+    assert moved.host_s - trained.host_s == pytest.approx(
+        STEP_OVERHEAD_DISPATCHES * 1e-6 - allocations * 1e-6, rel=1e-9)
+    graph = predict(step(2 * 10**7, adam_region(2)), profile(), variant="cuda-graph")
+    assert graph.terms["host_step_s"] == 0.0  # a replay runs no Python
+
+
+def test_one_cpu_model_is_not_rescaled_and_another_is() -> None:
+    small = step(matmul_flops=2 * 10**7)
+    hosted = replace(profile(), host={"cpu_model": "Xeon X"})
+    same = HostSpeed(python_loop_s=2 * PYTHON_LOOP, numpy_loop_s=3 * NUMPY_LOOP,
+                     cpu_model="Xeon X")
+    found = predict(small, hosted, host="profiled", this_host=same)
+    assert (found.terms["python_scale"], found.terms["ops_scale"]) == (1.0, 1.0)
+    assert "profiled host's model" in found.notes[-1]
+    assert predict(small, hosted, host="this", this_host=same).terms["ops_scale"] == 1.0
+    other = replace(same, cpu_model="Laptop Y")
+    assert predict(small, hosted, this_host=other).terms["python_scale"] == pytest.approx(0.5)
+    assert HostSpeed.from_record(same.record()) == same
+
+
+def test_a_recurrent_layer_the_cpu_ran_step_by_step_is_unknown() -> None:
+    cell = (op("aten.unsafe_split", "other", 1000, 5e-6), op("aten.sigmoid_", "elementwise",
+                                                            1000, 5e-6, allocates=False))
+    found = predict(step(extra=cell * 16), profile())
+    assert found.status == "unknown" and "16 gate splits" in found.reason, found.reason
+    assert predict(step(extra=cell), profile()).status == "predicted"  # one cell: a user loop

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from harness.measure.devicetime import DeviceEvent
-from harness.predict import validation
+from harness.predict import fitting, validation
 from harness.predict.features import OpRecord, StepFeatures, summarize
+from harness.predict.fitting import FitCell
 from harness.predict.model import predict
 from harness.predict.profile import load_profile
 from harness.predict.rates import HostSpeed
@@ -241,3 +242,40 @@ def test_the_h200_table_in_docs_is_recomputed_from_its_stored_rows() -> None:
     assert round(stats.median * 100) == 28 and round(stats.p90 * 100) == 67
     verdicts = validation.verdict_stats(cells, validation.MODEL)
     assert (verdicts.right, verdicts.cells, verdicts.ties) == (46, 55, 4)
+
+
+def fit_cell(model: str, measured_s: float, host_s: float, unit_s: float) -> FitCell:
+    return FitCell(model=model, measured_s=measured_s, host_without_s=host_s, unit_s=unit_s,
+                   device_s=0.0, tail_s=0.0)
+
+
+def test_the_constant_is_fitted_median_unbiased_and_left_out_per_model() -> None:
+    # Each cell measures host + 50 units of 1 us: the fit finds 50 wherever it is left out.
+    cells = [fit_cell(name, 1e-3 + 50e-6, 1e-3, 1e-6) for name in ("a", "b", "c")]
+    assert fitting.fitted_dispatches(cells) == pytest.approx(50.0, rel=1e-6)
+    # Model c's cells would need 200: left out, the others' 50 is what c is predicted with.
+    skewed = cells + [fit_cell("c", 1e-3 + 200e-6, 1e-3, 1e-6)] * 3
+    constants = fitting.left_out_constants(skewed)
+    assert constants["c"] == pytest.approx(50.0, rel=1e-6)
+    assert constants["a"] > 50.0  # without a, c's cells pull the median up
+    # A step that already reads high, or a cell the constant does not move, fits nothing.
+    assert fitting.fitted_dispatches([fit_cell("a", 1e-3, 2e-3, 1e-6)]) == 0.0
+    assert fitting.fitted_dispatches([fit_cell("a", 1e-3, 1e-3, 0.0)]) is None
+
+
+@pytest.mark.parametrize(("gpu", "median", "p90", "verdict"), [
+    ("h100", 15, 36, (47, 49, 5)), ("h200", 14, 36, (48, 50, 4))])
+def test_the_docs_table_of_the_model_as_it_is_is_recomputed_from_the_rows(
+        gpu: str, median: int, p90: int, verdict: tuple[int, int, int]) -> None:
+    """docs/predict.md's table for model version 2: the stored rows predicted again; the
+    GRU's 5 cells are unknown (a recurrent layer the CPU ran step by step)."""
+    stored = PROJECT_ROOT / "benchmarks" / "data" / f"predict-validation-{gpu}-20261127.json.gz"
+    meta, rows = validation.read_rows(stored)
+    rows = validation.repredicted(meta, rows, gpu)
+    cells = validation.cells_of(rows, gpu)
+    stats = validation.ErrorStats.of(validation.errors_of(cells, validation.MODEL))
+    assert stats is not None and stats.cells == 54
+    assert {cell.model for cell in cells} == {row["model"] for row in rows} - {"gru_net"}
+    assert (round(stats.median * 100), round(stats.p90 * 100)) == (median, p90)
+    found = validation.verdict_stats(cells, validation.MODEL)
+    assert (found.right, found.cells, found.ties) == verdict

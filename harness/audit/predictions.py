@@ -31,7 +31,7 @@ from harness.predict.answer import (
 )
 from harness.predict.features import StepFeatures
 from harness.predict.interval import band_for, interval_of
-from harness.predict.model import Prediction, profile_identity, recompute
+from harness.predict.model import MODEL_VERSION, Prediction, profile_identity, recompute
 from harness.predict.profile import Profile, ProfileError, load_profile
 from harness.report.figure import Figure
 
@@ -69,6 +69,11 @@ def check_case(ledger: Ledger, subject: str, extra: dict[str, Any]) -> None:
     for name, by_host in (extra.get(PREDICTIONS_KEY) or {}).items():
         for host, stored_record in (by_host or {}).items():
             stored = Prediction.from_dict(stored_record)
+            if stored.model_version != MODEL_VERSION:  # an older model's terms differ
+                ledger.cannot(subject, f"prediction on {name}", WHERE,
+                              f"made by model version {stored.model_version}; this harness's "
+                              f"model is version {MODEL_VERSION}")
+                continue
             profile = readable_profile(ledger, subject, name, stored)
             if profile is None:
                 continue

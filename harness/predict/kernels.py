@@ -54,6 +54,7 @@ DTYPE_LABEL = {"matmul": {"float32": "fp32", "bfloat16": "bf16", "float16": "fp1
 ENTER, EXIT = "profiler._record_function_enter", "profiler._record_function_exit"
 VARIANTS = ("as-written", "cuda-graph", "compiled", "resident", "pinned", "bf16", "fp16")
 HALF_BYTES = {"bf16": 2, "fp16": 2}
+CELL_SPLIT, CELL_GATE = "aten.unsafe_split", "aten.sigmoid_"  # decomposed_cells' signature
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,23 @@ def regions(ops: list[OpRecord]) -> list[tuple[bool, list[OpRecord]]]:
             runs.append((inside, []))
         runs[-1][1].append(op)
     return runs
+
+
+def optimizer_steps(ops: list[OpRecord]) -> int:
+    """How many optimizer steps the op list holds: profiler ranges with an op that does work
+    (torch's optimizers wrap `step` in one; `zero_grad(set_to_none=True)` opens one that
+    dispatches nothing, so it is not counted)."""
+    return sum(inside and any(op.kind not in NO_KERNEL and op.kind != "host_read"
+                              for op in run) for inside, run in regions(ops))
+
+
+def decomposed_cells(ops: list[OpRecord]) -> int:
+    """Time steps of a recurrent layer the CPU ran as ATen's cell decomposition (nn.GRU on a
+    CPU; an LSTM where oneDNN does not take it): each step splits its gates with
+    `unsafe_chunk` (aten.unsafe_split) and applies the gate activations in place
+    (aten.sigmoid_). 0 where the step has no in-place sigmoid: the signature is both."""
+    names = [op.op for op in ops]
+    return names.count(CELL_SPLIT) if CELL_GATE in names else 0
 
 
 def fused(kernels: list[Kernel]) -> list[Kernel]:

@@ -10,7 +10,9 @@ sync points are added where the two queues cannot overlap.
     host_python_s = host_here_s x python_scale            (0 under a CUDA graph)
     host_ops_s    = (launches x launch_s + allocations x allocation_s) x ops_scale
                     (+ one launch for a pinned copy; under a CUDA graph: one replay, graph_fixed_s)
-    host_s   = host_python_s + host_ops_s
+    host_step_s   = optimizer steps x STEP_OVERHEAD_DISPATCHES x host.dispatch(add_) x ops_scale
+                    (0 under a CUDA graph)
+    host_s   = host_python_s + host_ops_s + host_step_s
     device_s = sum over kernels of max(floor_s, work / rate(entry, work)) + device_copy_s
     seconds  = max(host_s, device_s) + copy_blocking_s + sync_s
     regime   = "launch-bound" where host_s >= device_s, else "compute-bound"
@@ -46,16 +48,30 @@ What that assumes, said once:
   the GPU's launch cost also holds: an upper bound by about 1-3 us an op.
 - **Which host.** `profiled`: the profiled machine drives its GPU (a cloud GPU as rented):
   launch costs as profiled, this CPU's host work rescaled by the two hosts' host.python
-  loops (python_scale = profiled / this; 1 where this machine's speed is not given, noted).
+  loops (python_scale = profiled / this; 1 where this machine's speed is not given, noted;
+  1 where this CPU is the profiled host's CPU model: the loops moved 1.6x between two runs
+  on one machine, so between two CPUs of one model their ratio is noise, not speed).
   `this`: this CPU drives that GPU: launch costs rescaled by the host.numpy loops
   (ops_scale = this / profiled: numpy's per-call cost is the C-extension dispatch a launch
   is made of), the host work as measured here. The choice and both scales are recorded.
+- **The training step's fixed host work.** On a GPU a training step costs the host more
+  than its ops' dispatch and launches: the backward is handed to the device's autograd
+  thread and back, and the optimizer's foreach path groups its tensors and computes its
+  bias corrections in Python. The CPU run cannot show it (a CPU's backward runs on the
+  calling thread; its optimizers loop per tensor) and no profile row measures it, so it is
+  the model's one fitted constant: STEP_OVERHEAD_DISPATCHES tiny in-place dispatches of the
+  profiled host per optimizer step (a profiler range that does work), fitted on the
+  validation's measured steps and checked leaving each model out (harness/predict/
+  fitting.py). Without it the small steps read 0.3-1 ms low on both lent GPUs.
 - **Kernels** (which ones, per variant): harness/predict/kernels.py. Rates by size:
   harness/predict/rates.py. Under a CUDA graph the floor is the graph's replay cost per
   kernel (device.graph_replay's slope), the host pays one replay, and the step's Python
   does not run; copies and sync points stay as written.
 
-"unknown" (status, with the reason) where the profile lacks a row the step needs, where
+"unknown" (status, with the reason) where the CPU ran a recurrent layer step by step
+(ATen's cell decomposition, kernels.decomposed_cells: a GPU runs it as one cuDNN call, which
+no profile row prices; the validation's GRU read 4-5x high), where the profile lacks a row
+the step needs, where
 fewer than MIN_MAPPED_SHARE of the ops that do work map to a profile row, or where the
 unmapped ops took more than MAX_UNMAPPED_HOST_SHARE of the ops' host time here. Why those:
 an unmapped op is charged a launch and a kernel floor, which is right for a cheap op and
@@ -72,12 +88,20 @@ from typing import ClassVar
 
 from harness.data.serial import JsonRecord, JsonValue
 from harness.predict.features import StepFeatures
-from harness.predict.kernels import Kernel, Plan, Variant, plan_kernels
+from harness.predict.kernels import (
+    Kernel,
+    Plan,
+    Variant,
+    decomposed_cells,
+    optimizer_steps,
+    plan_kernels,
+)
 from harness.predict.profile import Profile
 from harness.predict.rates import (
     HostSpeed,
     MissingRow,
     allocation_seconds,
+    dispatch_in_place,
     graph_replay,
     kernel_floor,
     launch_seconds,
@@ -88,7 +112,9 @@ from harness.predict.rates import (
     round_trip,
 )
 
-MODEL_VERSION = 1
+# 2: the training step's fixed host work (host_step_s), one CPU model not rescaled, a
+# recurrent layer the CPU decomposed into time steps "unknown".
+MODEL_VERSION = 2
 MIN_MAPPED_SHARE = 0.95
 MAX_UNMAPPED_HOST_SHARE = 0.05
 HOSTS = ("profiled", "this")
@@ -97,6 +123,15 @@ HOSTS = ("profiled", "this")
 TINY_BYTES = 64 * 1024
 PREDICTED, UNKNOWN = "predicted", "unknown"
 LAUNCH_BOUND, COMPUTE_BOUND = "launch-bound", "compute-bound"
+# The fixed host work of one training step on a GPU beyond its ops (module docstring, "The
+# training step's fixed host work"), in tiny in-place dispatches (host.dispatch add_) of
+# the profiled host. Fitted: the one constant of the model, median-unbiased over the
+# validation's cells of both lent GPUs, and checked leaving each model out
+# (harness/predict/validation.py left_out_lines; docs/predict.md).
+STEP_OVERHEAD_DISPATCHES = 100.0
+# A step whose CPU run decomposed a recurrent layer into more time steps than this is
+# "unknown" (module docstring): one step's cell could be a user's own loop.
+MAX_DECOMPOSED_CELLS = 1
 
 
 @dataclass(frozen=True)
@@ -115,7 +150,7 @@ class Prediction(JsonRecord):
     unmapped: dict[str, int] = field(default_factory=dict)
     profile: dict[str, JsonValue] = field(default_factory=dict)
     host_choice: str = "profiled"
-    this_host: dict[str, float] = field(default_factory=dict)  # HostSpeed.record(), or {}
+    this_host: dict[str, float | str] = field(default_factory=dict)  # HostSpeed.record()
     variant: str = "as-written"
     terms: dict[str, float] = field(default_factory=dict)
     device_by_entry: dict[str, float] = field(default_factory=dict)
@@ -129,9 +164,14 @@ class Prediction(JsonRecord):
 
 def combine(terms: dict[str, float]) -> float:
     """seconds = max(host, device) + the parts that overlap neither (module docstring)."""
-    host = terms["host_python_s"] + terms["host_ops_s"]
     device = terms["device_kernels_s"] + terms["device_copy_s"]
-    return max(host, device) + terms["copy_blocking_s"] + terms["sync_s"]
+    return max(host_seconds(terms), device) + terms["copy_blocking_s"] + terms["sync_s"]
+
+
+def host_seconds(terms: dict[str, float]) -> float:
+    """The host queue: this CPU's host work, launches and allocations, and the training
+    step's fixed host work (absent from a model-1 record: 0 there)."""
+    return terms["host_python_s"] + terms["host_ops_s"] + terms.get("host_step_s", 0.0)
 
 
 def profile_identity(profile: Profile, name: str = "") -> dict[str, JsonValue]:
@@ -162,6 +202,10 @@ def host_scales(profile: Profile, host: str, this_host: HostSpeed | None) -> Sca
         return Scales(1.0, 1.0, "this machine's host speed not given: its Python time is "
                                 "used as measured here, not rescaled to the profiled host")
     profiled = profiled_host_speed(profile)
+    if this_host.cpu_model and this_host.cpu_model == profiled.cpu_model:
+        return Scales(1.0, 1.0, f"this CPU is the profiled host's model ({profiled.cpu_model}):"
+                                " host costs not rescaled (the loops moved up to 1.6x between "
+                                "two runs of one machine)")
     if host == "this":
         return Scales(this_host.numpy_loop_s / profiled.numpy_loop_s, 1.0)
     return Scales(1.0, profiled.python_loop_s / this_host.python_loop_s)
@@ -201,18 +245,23 @@ def host_terms(plan: Plan, features: StepFeatures, profile: Profile, variant: Va
     allocations = sum(kernel.allocates and kernel.launches > 0 for kernel in plan.kernels)
     launch_s, depth = launch_seconds(profile, launches)
     allocation_s = allocation_seconds(profile)
+    steps = optimizer_steps(features.ops)
     terms = {"launches": float(launches), "allocations": float(allocations),
              "launch_s": launch_s, "launch_queue_depth": float(depth),
              "allocation_s": allocation_s, "ops_scale": scales.ops,
-             "python_scale": scales.python, **host_here(features)}
+             "python_scale": scales.python, "optimizer_steps": float(steps),
+             "step_overhead_s": STEP_OVERHEAD_DISPATCHES * dispatch_in_place(profile),
+             **host_here(features)}
     if variant.graph:
         replay = graph_replay(profile)
         terms.update(graph_fixed_s=replay.fixed_s, graph_per_kernel_s=replay.per_kernel_s,
-                     host_python_s=0.0, host_ops_s=replay.fixed_s * scales.ops)
+                     host_python_s=0.0, host_ops_s=replay.fixed_s * scales.ops,
+                     host_step_s=0.0)
     else:
         terms.update(host_python_s=terms["host_here_s"] * scales.python,
                      host_ops_s=(launches * launch_s + allocations * allocation_s)
-                     * scales.ops)
+                     * scales.ops,
+                     host_step_s=steps * terms["step_overhead_s"] * scales.ops)
     return terms
 
 
@@ -236,6 +285,11 @@ def coverage_problem(plan: Plan, features: StepFeatures) -> str:
     """Why the op coverage is too low to predict (module docstring), '' where it is not."""
     if not features.kernel_ops:
         return "the step has no op that does work"
+    cells = decomposed_cells(features.ops)
+    if cells > MAX_DECOMPOSED_CELLS:
+        return (f"the CPU ran a recurrent layer step by step (ATen's cell decomposition: "
+                f"{cells} gate splits, aten.unsafe_split with aten.sigmoid_; nn.GRU on a "
+                "CPU), which a GPU runs as one fused cuDNN call the profile does not price")
     if not plan.unmapped:
         return ""
     names = ", ".join(f"{name} x{count}" for name, count in sorted(plan.unmapped.items()))
@@ -277,7 +331,7 @@ def predict(features: StepFeatures, profile: Profile, *, host: str = "profiled",
     terms.update(kernels=float(len(plan.kernels)), device_kernels_s=sum(by_entry.values()),
                  syncs=float(features.user_sync_count))
     terms["sync_s"] = terms["syncs"] * terms["round_trip_s"]
-    host_s = terms["host_python_s"] + terms["host_ops_s"]
+    host_s = host_seconds(terms)
     device_s = terms["device_kernels_s"] + terms["device_copy_s"]
     notes = [*plan.notes, *([scales.note] if scales.note else [])]
     return replace(base, status=PREDICTED, seconds=combine(terms), host_s=host_s,
@@ -290,6 +344,6 @@ def predict(features: StepFeatures, profile: Profile, *, host: str = "profiled",
 def recompute(stored: Prediction, features: StepFeatures, profile: Profile) -> Prediction:
     """STORED predicted again from the features and profile it names, with its own choices
     (host, variant, this host's speed): a check compares the two."""
-    this_host = HostSpeed(**stored.this_host) if stored.this_host else None
+    this_host = HostSpeed.from_record(stored.this_host) if stored.this_host else None
     return predict(features, profile, host=stored.host_choice, variant=stored.variant,
                    this_host=this_host, profile_name=str(stored.profile.get("name") or ""))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.predict.profile import Entry, Profile, Row
@@ -75,6 +76,12 @@ def allocation_seconds(profile: Profile) -> float:
     out_of_place = median(row_where(profile, "host.dispatch", op="add"), "host.dispatch")
     in_place = median(row_where(profile, "host.dispatch", op="add_"), "host.dispatch")
     return max(0.0, out_of_place - in_place)
+
+
+def dispatch_in_place(profile: Profile) -> float:
+    """Host seconds of one tiny in-place op from Python, back to back (host.dispatch add_):
+    the unit the training step's fixed host work is counted in (model.py)."""
+    return median(row_where(profile, "host.dispatch", op="add_"), "host.dispatch")
 
 
 def kernel_floor(profile: Profile) -> float:
@@ -172,13 +179,26 @@ def rate_at(points: list[tuple[float, float]], work: float) -> float:
 class HostSpeed:
     """A host CPU's single-thread speed: seconds of harness/predict/hostspeed.py's two loops
     (the interpreter's, and numpy's per-call cost), as a profile's host.python and
-    host.numpy rows hold them. Smaller is faster."""
+    host.numpy rows hold them, and the CPU's model name where the caller knows it. Smaller
+    is faster."""
 
     python_loop_s: float
     numpy_loop_s: float
+    cpu_model: str = ""  # the CPU's model name where known: the same model is not rescaled
 
-    def record(self) -> dict[str, float]:
-        return {"python_loop_s": self.python_loop_s, "numpy_loop_s": self.numpy_loop_s}
+    @classmethod
+    def from_record(cls, record: Mapping[str, object]) -> HostSpeed:
+        """A HostSpeed from its record (record()); a record without cpu_model has none."""
+        return cls(python_loop_s=float(record["python_loop_s"]),  # type: ignore[arg-type]
+                   numpy_loop_s=float(record["numpy_loop_s"]),  # type: ignore[arg-type]
+                   cpu_model=str(record.get("cpu_model") or ""))
+
+    def record(self) -> dict[str, float | str]:
+        found: dict[str, float | str] = {"python_loop_s": self.python_loop_s,
+                                         "numpy_loop_s": self.numpy_loop_s}
+        if self.cpu_model:
+            found["cpu_model"] = self.cpu_model
+        return found
 
 
 def profiled_host_speed(profile: Profile) -> HostSpeed:
@@ -186,4 +206,5 @@ def profiled_host_speed(profile: Profile) -> HostSpeed:
     python = present(profile, "host.python").rows[0]
     numpy = present(profile, "host.numpy").rows[0]
     return HostSpeed(python_loop_s=median(python, "host.python"),
-                     numpy_loop_s=median(numpy, "host.numpy"))
+                     numpy_loop_s=median(numpy, "host.numpy"),
+                     cpu_model=str(profile.host.get("cpu_model") or ""))

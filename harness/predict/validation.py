@@ -1,12 +1,10 @@
 """The prediction's validation (issue 51, part 5): the rows file and its summary, framework-free.
 
-benchmarks/predict_validation.py measures, on one GPU machine, each (model, batch) of a zoo
-three ways: the CPU step with its features (the CPU run a user would make), the GPU step
-predicted from those features and a device profile, and the GPU step measured. It writes one
-row per cell to a rows file (`write_rows`, rewritten after every row so a run stopped
-anywhere keeps what it measured). This module reads that file and says how good the
-prediction is (`summary_lines`), beside named baselines, so `--from FILE` needs no GPU and no
-framework.
+benchmarks/predict_validation.py measures, on one GPU machine, each (model, batch) of a zoo:
+the CPU step with its features, the GPU step predicted from them and a device profile, and
+the GPU step measured; one row per cell in a rows file (`write_rows`, rewritten after every
+row). This module reads that file and says how good the prediction is (`summary_lines`),
+beside named baselines, so `--from FILE` needs no GPU and no framework.
 
 What the summary counts, said once:
 - **error** of a predictor on a cell: (predicted - measured) / measured, of the GPU step;
@@ -27,11 +25,11 @@ What the summary counts, said once:
   marked).
 - **regime**: busy share (device busy time per call over the measured step) under or over
   50% where the run measured it, else the model's own regime, said so.
-- **baselines**: "datasheet-style" (the step's FLOPs over the profile's peak float32 matmul
-  rate: what a spec-sheet estimate gives), "device alone" (the model's device queue without
-  the host: what a predictor of device time alone gives), and, for one GPU from another,
-  "same time as the source GPU" and the source's time scaled by the two profiles'
-  bandwidth ratio.
+- **baselines**: "datasheet-style" (FLOPs over the profile's peak float32 matmul rate),
+  "device alone" (the model's device queue without the host), and, for one GPU from
+  another, "same time as the source GPU" and the source's time x the bandwidth ratio.
+- **left out**: the model with its one fitted constant fitted without that model's cells
+  (harness/predict/fitting.py), beside the model as shipped.
 """
 
 from __future__ import annotations
@@ -49,6 +47,7 @@ from typing import Any
 
 from harness.data.store import write_json_atomic
 from harness.measure.devicetime import DeviceEvent
+from harness.predict import fitting
 from harness.predict.features import StepFeatures
 from harness.predict.model import predict
 from harness.predict.profile import Profile, ProfileError, load_profile, shipped_names
@@ -66,6 +65,7 @@ DATASHEET = "datasheet-style (FLOPs / peak fp32 matmul)"
 DEVICE_ALONE = "device alone (no host)"
 SAME_AS_SOURCE = "same time as the source GPU"
 BANDWIDTH_RATIO = "source GPU x bandwidth ratio"
+LEFT_OUT = "model, its constant fitted leaving it out"
 
 Row = dict[str, Any]
 
@@ -180,6 +180,16 @@ def predicted_row(row: Row, profiles: Mapping[str, Profile],
                                  for name, profile in profiles.items()}}
 
 
+def repredicted(meta: Mapping[str, Any], rows: Sequence[Row], profile: str = "") -> list[Row]:
+    """ROWS predicted again from their stored features by the model as it is now, with the
+    host speed and CPU model the run recorded (a changed model validated without a GPU)."""
+    profiles, record = profiles_named(profile or meta.get("profile") or "h200"), \
+        meta.get("this_host")
+    speed = HostSpeed.from_record({"cpu_model": str(meta.get("host_cpu") or ""), **record}
+                                  ) if record else None
+    return [predicted_row(row, profiles, speed) for row in rows]
+
+
 # --- statistics ------------------------------------------------------------------------------
 
 def relative_error(predicted: float, measured: float) -> float:
@@ -259,10 +269,15 @@ class Cell:
 
 def prediction_of(row: Row, profile: str, host: str) -> Mapping[str, Any] | None:
     """The row's stored prediction for PROFILE and HOST ('profiled' or 'this'), if predicted."""
+    found = row_prediction(row, profile, host)
+    predicted = found and found.get("status") == "predicted" and found.get("seconds")
+    return found if predicted else None
+
+
+def row_prediction(row: Row, profile: str, host: str) -> Mapping[str, Any] | None:
+    """The row's stored prediction record for PROFILE and HOST, whatever its status."""
     found = ((row.get("predictions") or {}).get(profile) or {}).get(host)
-    if not found or found.get("status") != "predicted" or not found.get("seconds"):
-        return None
-    return found
+    return found if isinstance(found, dict) else None
 
 
 def primary_profile(meta: Mapping[str, Any], rows: Sequence[Row]) -> str:
@@ -281,8 +296,11 @@ def datasheet_seconds(row: Row, profile: str) -> float | None:
     return flops / peak if flops and peak else None
 
 
-def cell_of(row: Row, profile: str, host: str, measured: str = "synced") -> Cell | None:
-    """ROW as a Cell (None where the row lacks a measured CPU or GPU step or a prediction)."""
+def cell_of(row: Row, profile: str, host: str, measured: str = "synced",
+            left_out: Mapping[str, float] | None = None) -> Cell | None:
+    """ROW as a Cell (None where the row lacks a measured CPU or GPU step or a prediction);
+    LEFT_OUT, where given, {model: the fitted constant without that model} adds the model's
+    step with that constant (harness/predict/fitting.py)."""
     cpu, gpu = row.get("cpu") or {}, row.get("gpu") or {}
     gpu_s = gpu.get(MEASURED_KEYS[measured])
     prediction = prediction_of(row, profile, host)
@@ -293,6 +311,9 @@ def cell_of(row: Row, profile: str, host: str, measured: str = "synced") -> Cell
     datasheet = datasheet_seconds(row, profile)
     if datasheet:
         predicted[DATASHEET] = datasheet
+    if left_out and str(row["model"]) in left_out:
+        again = fitting.fit_cell(str(row["model"]), float(gpu_s), prediction)
+        predicted[LEFT_OUT] = again.seconds(left_out[str(row["model"])])
     return Cell(model=str(row["model"]), batch=int(row["batch"]), cpu_s=float(cpu["median_s"]),
                 cpu_noise=noise(cpu.get("samples_s") or []), gpu_s=float(gpu_s),
                 gpu_noise=noise(gpu.get(SAMPLES_KEYS[measured]) or []),
@@ -301,9 +322,11 @@ def cell_of(row: Row, profile: str, host: str, measured: str = "synced") -> Cell
 
 
 def cells_of(rows: Iterable[Row], profile: str, host: str = "profiled",
-             measured: str = "synced") -> list[Cell]:
-    return [cell for cell in (cell_of(row, profile, host, measured) for row in rows)
-            if cell is not None]
+             measured: str = "synced", left_out: Mapping[str, float] | None = None
+             ) -> list[Cell]:
+    return [cell for cell in (cell_of(row, profile, host, measured, left_out)
+                              for row in rows) if cell is not None]
+
 
 
 # --- what the summary computes ---------------------------------------------------------------
@@ -518,10 +541,12 @@ def crossover_text(item: Crossover) -> str:
 
 
 def summary_lines(meta: Mapping[str, Any], rows: Sequence[Row], *, profile: str = "",
-                  host: str = "profiled", measured: str = "synced") -> list[str]:
-    """The summary of a rows file (module docstring) for PROFILE's predictions."""
+                  host: str = "profiled", measured: str = "synced",
+                  left_out: Mapping[str, float] | None = None) -> list[str]:
+    """The summary of a rows file (module docstring) for PROFILE's predictions; LEFT_OUT
+    ({model: constant fitted without it}) adds the model's left-out line."""
     profile = profile or primary_profile(meta, rows)
-    cells = cells_of(rows, profile, host, measured)
+    cells = cells_of(rows, profile, host, measured, left_out)
     unknown = [row for row in rows if row.get("status") == "ok"
                and prediction_of(row, profile, host) is None]
     failed = [row for row in rows if row.get("status") != "ok"]
@@ -531,16 +556,18 @@ def summary_lines(meta: Mapping[str, Any], rows: Sequence[Row], *, profile: str 
              f"({measured} step), predicted with profile {profile or '?'} (host {host})"]
     if unknown:
         names = sorted({f"{row['model']}" for row in unknown})
+        reason = str((row_prediction(unknown[0], profile, host) or {}).get("reason") or "")
         lines.append(f"  predicted 'unknown' in {len(unknown)} cells ({', '.join(names)}): "
-                     "left out below")
+                     f"left out below{'; ' + reason if reason else ''}")
     if failed:
         lines.append(f"  not measured: {len(failed)} rows ("
                      + "; ".join(f"{row.get('model')} b{row.get('batch')}: "
                                  f"{row.get('reason', '?')[:60]}" for row in failed[:4]) + ")")
     if not cells:
         return lines + ["  no cell with a measured CPU step, GPU step and prediction"]
-    predictors = [MODEL, DEVICE_ALONE] + ([DATASHEET] if any(
-        DATASHEET in cell.predicted for cell in cells) else [])
+    predictors = [MODEL] + ([LEFT_OUT] if any(LEFT_OUT in cell.predicted for cell in cells)
+                            else []) + [DEVICE_ALONE] + ([DATASHEET] if any(
+                                DATASHEET in cell.predicted for cell in cells) else [])
     return lines + table_lines(cells, predictors) + crossover_lines(cells)
 
 
