@@ -515,6 +515,9 @@ class Cell:
     # A later round's calls per sample from the cell's first round, one per case by position
     # (None: calibrate anew): the worker starts its calibration there instead of at 1 call.
     calibration: tuple[int | None, ...] = ()
+    # ...and the seconds per call each case settled at there (its samples' median; None:
+    # unknown): the worker's warm-up ends once its calls are back at that level.
+    levels: tuple[float | None, ...] = ()
     # A later round's FLOP records from the cell's first round, one per case by position
     # (flops_per_call, flops_counted_by, flops_coverage, flops_second_opinion; None: count
     # anew): a case's FLOPs per call are deterministic, so the worker takes them instead of
@@ -531,6 +534,8 @@ class Cell:
             object.__setattr__(self, "params", FrozenParams(self.params))
         if not isinstance(self.calibration, tuple):  # a list, read back from the cell's JSON
             object.__setattr__(self, "calibration", tuple(self.calibration))
+        if not isinstance(self.levels, tuple):
+            object.__setattr__(self, "levels", tuple(self.levels))
         if not all(isinstance(record, FrozenParams | None) for record in self.flops) \
                 or not isinstance(self.flops, tuple):  # dicts in a list, from the cell's JSON
             object.__setattr__(self, "flops", tuple(
@@ -563,6 +568,8 @@ class Cell:
             document.update(rounds=self.rounds, round=self.round)
         if self.calibration:  # only a later round's worker gets one
             document["calibration"] = list(self.calibration)
+        if self.levels:
+            document["levels"] = list(self.levels)
         if self.flops:  # only a later round's worker gets them
             document["flops"] = [None if record is None else dict(record)
                                  for record in self.flops]

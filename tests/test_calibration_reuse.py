@@ -4,6 +4,8 @@ its first round found, instead of growing them again from 1 call in every worker
 from __future__ import annotations
 
 import json
+import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -76,6 +78,8 @@ def test_the_calibration_survives_the_cell_file() -> None:
                 calibration=(512, None))
     again = Cell(**json.loads(json.dumps(cell.as_dict())))
     assert again.calibration == (512, None) and hash(again) == hash(cell)
+    levelled = replace(cell, levels=(0.002, None))
+    assert Cell(**json.loads(json.dumps(levelled.as_dict()))).levels == (0.002, None)
     assert "calibration" not in Cell("fault", "ok", "fake", "cpu").as_dict()
 
 
@@ -102,6 +106,8 @@ def test_later_rounds_reuse_the_first_rounds_calls_per_sample(
     for index in (1, 2):
         cell, result = by_round[index]
         assert cell.calibration == tuple(found)
+        # ...and the level each case's samples sat at, where its warm-up may end.
+        assert cell.levels == tuple(statistics.median(case.samples) for case in first.cases)
         assert [case.calls_per_sample_reused for case in result.cases] == found
         # Used as given, or grown from it (never below: it starts there, not at 1 call).
         assert all(case.calls_per_sample >= calls

@@ -96,6 +96,7 @@ class CasePlan:
     case: dict[str, ParamValue]
     reused: int | None = None
     counted: JsonObject | None = None
+    level: float | None = None  # seconds per call the first round settled at
 
 
 def _reset_peak_memory(device: Any) -> None:
@@ -268,7 +269,7 @@ def time_case(context: CellContext, plan: CasePlan, last: bool = True) -> TimedC
     with clock.timing("inputs"):
         inputs = spec.inputs(plan.case, cell.variant, context.settings)
     policy = (TimingPolicy.quick() if context.quick else TimingPolicy()).share(
-        cell.rounds).reusing(plan.reused)
+        cell.rounds).reusing(plan.reused, plan.level)
     started = time.perf_counter()
     passes_before = sum(clock.phases.get(name, 0.0) for name in BESIDE_WARMUP_PHASES)
     measurement, output, step = measure_case(spec, context.module, plan.case, cell.variant,

@@ -217,7 +217,8 @@ class RoundMerger:
                           busy=contended_throughout(self.seen.get(cell.key, [])))
         if self.spec.timing == "per_call":
             return counted
-        return replace(counted, calibration=first_round_calibration(first))
+        return replace(counted, calibration=first_round_calibration(first),
+                       levels=first_round_levels(first))
 
 
 # What a later round takes of its first round's FLOP record (harness.run.casepasses flops_record).
@@ -244,6 +245,15 @@ def contended_throughout(rounds: list[tuple[int, CellResult]]) -> str:
                for case in result.cases):
             return f"round {index + 1} of this cell had a case contended in every attempt"
     return ""
+
+
+def first_round_levels(first: CellResult) -> tuple[float | None, ...]:
+    """Per case (by position), the seconds per call the first round's samples sat at (their
+    median); None for a case it did not measure. Why: a later round's warm-up ends once its
+    calls are back there (harness.measure.timing at_level) instead of waiting for five of
+    them to agree again."""
+    return tuple(statistics.median(case.samples) if case.measured and case.samples else None
+                 for case in first.cases)
 
 
 def first_round_calibration(first: CellResult) -> tuple[int | None, ...]:

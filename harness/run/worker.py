@@ -87,6 +87,12 @@ def reused_calibration(spec: WorkloadSpec, cell: Cell, position: int) -> int | N
     return cell.calibration[position]
 
 
+def reused_level(cell: Cell, position: int) -> float | None:
+    """The seconds per call the cell's first round settled at for its case at POSITION, if
+    this worker is a later round given one (harness.run.rounds first_round_levels)."""
+    return cell.levels[position] if position < len(cell.levels) else None
+
+
 def counted_flops(cell: Cell, position: int) -> JsonObject | None:
     """The FLOP record the cell's first round made for its case at POSITION, if this worker
     is a later round given one; None: count (harness.run.rounds first_round_flops)."""
@@ -130,7 +136,7 @@ def run_cell(cell: Cell, result_path: Path, settings: Settings) -> None:
     context = CellContext(spec, module, cell, device, watch, clock, settings)
     for position, case in enumerate(spec.cases_for(cell.params, cell.variant)):
         plan = CasePlan(case, reused_calibration(spec, cell, position),
-                        counted_flops(cell, position))
+                        counted_flops(cell, position), reused_level(cell, position))
         run.result.cases.append(run_case(context, plan))
         run.save()
     run.finish()
