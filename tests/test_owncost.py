@@ -50,6 +50,25 @@ def test_warm_up_stops_once_the_last_calls_agree(monkeypatch: pytest.MonkeyPatch
     assert sum(singles) < 0.1  # far below the 1 s cap
 
 
+def test_a_later_round_back_at_its_first_rounds_level_is_warm_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A later round knows the level its cell's first round settled at: its calls back there
+    are warm after MIN_WARMUP_CALLS of them, not after a window of SETTLE_CALLS more; a
+    process that sits elsewhere warms up by its own calls, as the first round did."""
+    durations = [0.004, 0.00201, 0.002, 0.00199, 0.002, 0.00201, 0.002]
+
+    def warm_up(level: float | None) -> list[float]:
+        clock = FakeClock(durations)
+        monkeypatch.setattr(timing, "_clock", clock.read)
+        singles, stopped = timing.warm_up(clock.step, lambda: None,
+                                          TimingPolicy(warmup_s=1.0).reusing(None, level))
+        assert stopped == timing.WARMUP_SETTLED
+        return singles
+
+    assert len(warm_up(0.002)) == 1 + timing.MIN_WARMUP_CALLS  # the slow call, then two
+    assert len(warm_up(0.003)) == len(warm_up(None)) == 1 + timing.SETTLE_CALLS
+
+
 def test_calls_still_getting_faster_warm_up_to_the_cap(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # 2% faster every call: any 5 of them lie within 5% of their median, but they fall.
@@ -424,3 +443,20 @@ def test_a_slow_call_gets_no_flop_count_or_memory_pass_and_says_why() -> None:
     assert memory["required_device_reason"].startswith("the memory pass was left out")
     assert Counting.calls == 0
     assert casepasses.flops_record(spec, Counting, {}, None)["flops_per_call"] == 1.0  # type: ignore[arg-type]
+
+
+def test_a_workers_cases_share_one_read_only_read_of_the_shared_weights(tmp_path: Path) -> None:
+    """Every case of an own-model worker starts from weights.npz: read once while the file is
+    unchanged, and read-only, so no case can change the next one's start."""
+    import numpy as np
+
+    from harness.workloads.usermodel.spec import shared_weights
+
+    path = tmp_path / "weights.npz"
+    np.savez(path, w=np.ones(3, dtype=np.float32))
+    first = shared_weights(path)
+    assert shared_weights(path) is first
+    with pytest.raises(ValueError, match="read-only"):
+        first["w"][0] = 2.0
+    np.savez(path, w=np.zeros(4, dtype=np.float32))  # another run's file: read again
+    assert shared_weights(path)["w"].shape == (4,)
