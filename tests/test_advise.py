@@ -455,7 +455,7 @@ def test_what_the_diagnosis_argues_against_and_the_budget_cuts_is_listed_not_tri
             "(it helps when compute-bound, device-bound); --budget 20 would run it") in lines
     assert "measured 2 of 5 candidate fixes (a budget of 10 s; the as-written cells' first " \
            "round chose them: docs/advise.md)" in lines
-    assert any(line.startswith("1 round of 3: the budget of 10 s: the as-written step takes")
+    assert any(line.startswith("1 round of 3: the budget of 10 s: the as-written step took")
                for line in lines)
 
 
@@ -710,3 +710,13 @@ def test_the_budget_counts_the_commands_own_start() -> None:
     age = time.time() - psutil.Process().create_time()
     spent = since_process_start()
     assert age - 1.0 <= spent <= age + 5.0 and spent > 0
+
+
+def test_a_cpu_only_run_says_why_it_has_no_answer_and_what_would_give_one() -> None:
+    """A new user's trial read 'no answer: ... on both a CPU and a GPU' on a laptop as a
+    failure; a run without any GPU says so and what measures both."""
+    assert advice.no_answer(["cpu"]) == advice.NO_GPU_ANSWER
+    assert advice.no_answer(["cpu", "cuda:0"]) == advice.NO_ANSWER
+    lines = advice.RunAdvice("model-x", "batch", 32, []).lines()
+    assert lines[:2] == ["answer (model-x at batch 32):", f"  {advice.NO_GPU_ANSWER}"]
+    assert len(lines[1]) <= 200  # two terminal lines at 100 columns

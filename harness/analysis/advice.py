@@ -64,6 +64,14 @@ __all__ = ["AIMED", "ARGUED_AGAINST", "HOST_BOUND", "RUN_KEY", "UNPROFILED", "UN
 
 AS_WRITTEN = "as-written"
 NO_ANSWER = "no answer: the run has no as-written cell on both a CPU and a GPU"
+# A run without any GPU cell (a laptop, a CPU server): what it does answer, and the next step.
+NO_GPU_ANSWER = ("no GPU in this run, so no GPU-vs-CPU answer: the fixes below are the CPU's "
+                 "own; advise on a machine with an NVIDIA GPU measures both")
+
+
+def no_answer(devices: list[str]) -> str:
+    """The answer line of a run that has none, by the devices its cells ran on."""
+    return NO_ANSWER if any(device != "cpu" for device in devices) else NO_GPU_ANSWER
 
 # A fix's standing in the ranking.
 RECOMMENDED = "recommended"
@@ -452,7 +460,8 @@ class RunAdvice:
         at = f"{self.sweep} {format_size(self.size, self.sweep)}" if self.size is not None \
             else "the measured size"
         lines = [f"answer ({self.workload} at {at}):"]
-        lines += [f"  {item.text}" for item in self.answers] or [f"  {NO_ANSWER}"]
+        lines += [f"  {item.text}" for item in self.answers] or [
+            f"  {no_answer([device.device for device in self.devices])}"]
         lines += self.notes
         lines += self.ranked_lines()
         for title, lines_of in (("did not help or not confirmed (never recommended):"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis.advice import NO_ANSWER, RunAdvice, advise_run
+from harness.analysis.advice import RunAdvice, advise_run, no_answer
 from harness.analysis.confidence import UNCONFIRMED
 from harness.core.units import device_kind, format_ratio, format_seconds
 from harness.report.summary import markdown_table
@@ -81,7 +81,8 @@ def advice_section(table: pd.DataFrame, figures: list[Path], out_dir: Path) -> l
     for run_id, rows in table.groupby("run_id", sort=False):
         first = rows.iloc[0]
         lines += [f"Run `{run_id}`, at {first['sweep']} {first['size']}:", ""]
-        lines += [f"- {text}" for text in first["answers"]] or [f"- {NO_ANSWER}"]
+        lines += [f"- {text}" for text in first["answers"]] or [
+            f"- {no_answer(list(rows['device']))}"]
         lines.append("")
     for path in figures:
         lines += [f"![what to change: speedup per fix]({_link(path, out_dir)})", ""]
