@@ -210,3 +210,38 @@ def test_a_long_calls_profile_runs_its_first_steps_and_scales_them_to_the_call(
     # A call of few, slow steps still profiles PART_MIN_STEPS of them.
     slow = blocks.CallStep(EpochTask(clock, [1.0] * 200), task.step)
     assert slow.part_steps(200.0) == blocks.PART_MIN_STEPS
+
+
+class RecordingWindow:
+    """A TimedWindow that notes when it began (the fake clock then) and the calls it ended on."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock, self.began_at, self.calls = clock, None, None
+        self.pending_at_begin: int | None = None
+
+    def begin(self) -> None:
+        self.began_at, self.pending_at_begin = self.clock.now, len(self.clock.pending)
+
+    def end(self, calls: float) -> None:
+        self.calls = calls
+
+
+def test_with_the_cold_call_alone_the_window_spans_its_warm_blocks(clock: FakeClock) -> None:
+    """A round's share of an epoch is one call, the cold one: the window (energy, GPU state)
+    spans its warm blocks, counted as their share of a call, so no energy pass has to run
+    more of the step afterwards; the samples are the same blocks."""
+    task = EpochTask(clock, [5.0] + [1.0] * 7)
+    window = RecordingWindow(clock)
+    measurement = blocks.per_call_in_blocks(task, task.step, clock.synchronize, 1,
+                                            device_wait(clock), blocks_per_call=4, window=window)
+    assert window.began_at == 6.0 and window.pending_at_begin == 0  # after the cold block
+    assert window.calls == 6 / 8  # the warm blocks' steps, as a share of the call
+    assert measurement.samples == [8.0, 8.0, 8.0]
+
+
+def test_a_cold_call_without_a_boundary_leaves_an_empty_window(clock: FakeClock) -> None:
+    task = EpochTask(clock, [1.0] * 8, stride=100)  # reports its first step only
+    window = RecordingWindow(clock)
+    blocks.per_call_in_blocks(task, task.step, clock.synchronize, 1, device_wait(clock),
+                              blocks_per_call=4, window=window)
+    assert window.began_at == 8.0 and window.calls == 0

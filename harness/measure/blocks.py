@@ -77,6 +77,10 @@ class BlockClock(StepMarks):
         self.wait = wait
         self.marks: list[tuple[int, float]] = []  # (first step of the block, clock at its start)
         self.next_start = 0  # index into self.starts of the next boundary
+        # Called once at the next call's first boundary, after its wait and before its clock
+        # read (so what it costs is the cold block's): the window's begin where the only
+        # call is the cold one (_timed_blocks).
+        self.at_first_boundary: Callable[[], None] | None = None
 
     def start_call(self) -> None:
         """The caller has synchronised: this clock read starts the call and its first block."""
@@ -92,6 +96,9 @@ class BlockClock(StepMarks):
         if self.next_start >= len(self.starts) or index < self.starts[self.next_start]:
             return
         self.wait(current_output)
+        if self.at_first_boundary is not None and len(self.marks) == 1:
+            begin, self.at_first_boundary = self.at_first_boundary, None
+            begin()
         self.marks.append((index, timing._clock()))
         while self.next_start < len(self.starts) and self.starts[self.next_start] <= index:
             self.next_start += 1
@@ -120,7 +127,9 @@ def per_call_in_blocks(task: Any, step: Callable[[], object], synchronize: Calla
     harness.measure.timing.per_call: one sample per call after the cold one. The clock is taken
     off the task afterwards, so a later call (the device-busy pass) runs without block waits.
     The window (GPU state, energy), as in per_call, spans the whole warm calls: energy is
-    counted per call, and a block is no call.
+    counted per call, and a block is no call. Where the only call is the cold one (a round's
+    share of an epoch), it spans that call's warm blocks, counted as their share of a call:
+    the same steps the samples are, so no energy pass has to run more of them afterwards.
     """
     if blocks_per_call <= 1 or not supports_blocks(task):
         return per_call(step, synchronize, count, window)
@@ -140,6 +149,8 @@ def _timed_blocks(step: Callable[[], object], synchronize: Callable[[], None], c
     call_seconds: list[float] = []
     samples: list[float] = []
     sample_steps: list[int] = []
+    if window is not None and count < 2:
+        clock.at_first_boundary = window.begin  # no warm call: the cold call's warm blocks
     for call in range(count):
         synchronize()
         if call == 1 and window is not None:
@@ -153,9 +164,10 @@ def _timed_blocks(step: Callable[[], object], synchronize: Callable[[], None], c
             samples.append(seconds * clock.steps_per_call / steps)
             sample_steps.append(steps)
     if window is not None:
-        if count < 2:  # no warm call: an empty window, which says so (as in per_call)
+        if clock.at_first_boundary is not None:  # no boundary came: an empty window, which
+            clock.at_first_boundary = None       # says so (as in per_call)
             window.begin()
-        window.end(count - 1)
+        window.end(count - 1 if count >= 2 else sum(sample_steps) / clock.steps_per_call)
     measurement = BlockMeasurement(cold_seconds=call_seconds[0], samples=samples,
                                    call_seconds=call_seconds, sample_steps=sample_steps,
                                    steps_per_call=clock.steps_per_call)

@@ -127,7 +127,7 @@ class CaseWatch:
         for window in self.windows.values():
             window.begin()
 
-    def end(self, calls: int) -> None:
+    def end(self, calls: float) -> None:
         for window in self.windows.values():
             window.end(calls)
         if self.state is not None:
@@ -173,7 +173,7 @@ class CaseWatch:
         if self.is_gpu:
             records["device"] = EnergyRecord.unavailable(self.gpu_reason)
         windows, source = self.windows, "the timed samples"
-        short = any(w.calls < 1 or w.seconds < energy.MIN_WINDOW_S for w in windows.values())
+        short = any(w.calls <= 0 or w.seconds < energy.MIN_WINDOW_S for w in windows.values())
         if windows and short and no_energy_pass:
             skipped = EnergyRecord.not_measured(no_energy_pass)
             return CaseEnergy(device=skipped if self.is_gpu else None,

@@ -111,7 +111,7 @@ class EnergyWindow:
     def begin(self) -> None:
         self.start_s, self.start_j = self.clock(), self.counter.read_joules()
 
-    def end(self, calls: int) -> None:
+    def end(self, calls: float) -> None:
         self.end_s, self.end_j, self.calls = self.clock(), self.counter.read_joules(), calls
 
     @property

@@ -275,7 +275,7 @@ class GpuStateWatch:
         self._thread = threading.Thread(target=self._run, name="gpu-state-poll", daemon=True)
         self._thread.start()
 
-    def end(self, calls: int) -> None:  # noqa: ARG002 - the TimedWindow signature
+    def end(self, calls: float) -> None:  # noqa: ARG002 - the TimedWindow signature
         self.timed_s = time.perf_counter() - self._started
         self.stop()
         self.poll()
