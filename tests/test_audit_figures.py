@@ -14,6 +14,7 @@ import pytest
 
 from harness.audit import Audit, audit_summary
 from harness.core.units import format_size
+from harness.report import context as report_context
 from harness.report import render_report
 from harness.report.figure import CLAIM, DIFFERENCE, FIGURES_FILE, MEDIAN, RATIO, SPREAD, VERSUS
 from harness.report.views import (
@@ -245,3 +246,29 @@ def test_a_summary_without_figure_records_is_unverifiable(
     audit = audit_summary(tmp_path / "report" / "summary.md", runs)
     assert not audit.mismatches
     assert [item.figure for item in audit.unverifiable] == ["figure records"]
+
+
+def test_a_reworded_call_share_is_recomputed_on_every_line_that_prints_it(
+        tmp_path: Path) -> None:
+    """The CPU machine's MNIST run as if its rounds had shared a planned epoch of twice the
+    samples out: each line that names the timed call carries its samples and share."""
+    with tarfile.open(EXAMPLE / "cpu-runs.tar.gz") as packed:
+        packed.extractall(tmp_path, filter="data")
+    (run,) = [path.parent for path in tmp_path.glob("*/*102810-mnist-wide*/run.json")]
+    stored = json.loads((run / "run.json").read_text())
+    stored["params"]["train_samples"] = 2 * stored["params"]["train_samples"]
+    (run / "run.json").write_text(json.dumps(stored))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(report_context, "CALL_PHRASE", "{samples} samples each ({share} of one")
+        render_report([run], tmp_path / "report")
+    text = (tmp_path / "report" / "summary.md").read_text()
+    assert "-sample call (" not in text and "60,000 samples each (1/2 of one" in text
+    records = records_of(tmp_path / "report", (report_context.CALL_FAMILY,))
+    assert {(record["name"], record["text"]) for record in records} == {
+        (report_context.SAMPLES_PER_CALL, "60,000"), (report_context.EPOCH_SHARE, "1/2")}
+    lines = {record["line"] for record in records}
+    assert len(lines) >= 2 and len(records) == 2 * len(lines)
+    audit = audit_summary(tmp_path / "report" / "summary.md", [run])
+    assert not audit.mismatches and not audit.unverifiable, problems(audit)
+    rest = audit_summary(without(tmp_path / "report", (report_context.CALL_FAMILY,)), [run])
+    assert audit.checked - rest.checked == len(records)

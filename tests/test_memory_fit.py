@@ -27,8 +27,8 @@ from harness.analysis.memoryfit import (
     REQUIRED_BASIS,
     REQUIRED_CASE_FIGURE,
     largest_batch_that_fits,
-    memory_fit_lines,
     memory_fits,
+    shown,
 )
 from harness.analysis.memoryfit import method_lines as memory_method_lines
 from harness.analysis.memoryfit import terminal_lines as memory_terminal_lines
@@ -298,7 +298,7 @@ def test_one_rss_per_cell_is_not_fitted_and_cpu_cells_stay_quiet() -> None:
     fit = largest_batch_that_fits(doc, "torch", "cpu", "as-written")
     assert fit is not None and fit.largest_batch is None
     assert "one figure per cell" in fit.reason
-    assert [line.split(":")[0] for line in memory_fit_lines(doc)] == ["cuda"]
+    assert [fit.line().split(":")[0] for fit in memory_fits(doc) if shown(fit)] == ["cuda"]
 
 
 # --- printed and recomputed --------------------------------------------------------------------
@@ -482,3 +482,40 @@ def test_a_torch_step_must_hold_what_is_counted_by_hand(tmp_path: Path) -> None:
     # Exactly linear in the batch: 2,336 bytes per sample on 282,704 fixed.
     assert [case.extra[REQUIRED_CASE_FIGURE] for case in cell.cases] == [
         282_704 + 2_336 * batch for batch in (128, 256, 512)]
+
+
+def test_a_reworded_memory_fit_line_has_every_figure_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bullet and the fit's sentence in other words: each figure is still checked from its
+    record (harness.report.views.memory FIT_FAMILY), the words never read."""
+    from harness.analysis import memoryfit
+    from harness.core.units import format_bytes
+    from harness.report.figure import FIGURES_FILE
+    from harness.report.views import memory
+
+    def reworded(fit: memoryfit.MemoryFit) -> str:
+        line, place = fit.fit, fit.crossover
+        assert line is not None and fit.largest_batch is not None and place is not None
+        return (f"{fit.label} holds up to {memoryfit.batch_text(fit.largest_batch)} samples in "
+                f"{format_bytes(fit.capacity_bytes or 0)}: "
+                f"{format_bytes(line.fixed_bytes)} and {format_bytes(line.per_sample_bytes)} "
+                f"a sample over {line.sizes} batches to {int(line.largest_size):,} (off by "
+                f"{format_bytes(abs(line.max_residual_bytes or 0))}); GPU wins from "
+                f"{memoryfit.two_digits(place.batch)}, "
+                f"{'below' if fit.crossover_below else 'above'} that")
+
+    monkeypatch.setattr(memory, "FIT_BULLET", "- Fits, {run}: {line}")
+    monkeypatch.setattr(memoryfit.MemoryFit, "line", reworded)
+    run_dir = fitted_run_dir(tmp_path / "run")
+    text = (run_dir / "summary.md").read_text()
+    assert "Memory fit" not in text and "holds up to 26,600 samples in 79 GiB" in text
+    assert fit_mismatches(run_dir) == ([], [])
+    stored = json.loads((run_dir / FIGURES_FILE).read_text())
+    records = [record for record in stored["figures"] if record["family"] == memory.FIT_FAMILY]
+    assert {record["name"] for record in records} == {
+        memory.SIZES, memory.LARGEST_SIZE, memory.FIXED, memory.PER_SAMPLE, memory.RESIDUAL,
+        memory.CAPACITY, memory.LARGEST_BATCH, memory.CROSSOVER, memory.SIDE}
+    checked = audit_run(run_dir).checked
+    stored["figures"] = [record for record in stored["figures"] if record not in records]
+    (run_dir / FIGURES_FILE).write_text(json.dumps(stored))
+    assert checked - audit_run(run_dir).checked == len(records)

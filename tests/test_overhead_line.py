@@ -5,27 +5,30 @@ command line adds what came before and after the run, from a pinned clock here."
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+
+import pytest
 
 from harness.analysis.stats import RUN_SCOPE, WARM_START, command_line, overhead_line
 from harness.audit import audit_run
 from harness.data.results import RunDocument
 from harness.data.store import load_run
+from harness.report import render_report
+from harness.report import summary as summary_module
+from harness.report.figure import FIGURES_FILE
+from harness.report.summary import OVERHEAD_FAMILY
 from tests.synthetic_runs import cpu_seconds, make_case, make_result, write_fixture_run
 
 COST = {"wall_s": 0.5, "timed_s": 0.2, "workers": 2, "phases": {"worker start": 0.2}}
 
 
 def costed_run(folder: Path) -> Path:
-    """A run of one costed cell (2 workers, 0.5 s of wall) over 60 s, and the run's lines of
-    summary.md as the report writes them (harness.report.summary: its run bullet, then the
-    overhead line), without drawing the rest: harness check reads them the same way."""
+    """A run of one costed cell (2 workers, 0.5 s of wall) over 60 s, and its report."""
     result = make_result("matmul", "torch", "cpu", [make_case({"n": 64}, cpu_seconds(64))])
     result["cost"] = dict(COST)
     run_dir = write_fixture_run(folder, "vm (cpu only)", [result], params={"n": [64]})
-    (run_dir / "summary.md").write_text(
-        f"- `{run_dir.name}`: matmul on vm (cpu only)\n"
-        f"  - {overhead_line(load_run(run_dir))}\n")
+    render_report([run_dir], run_dir)
     return run_dir
 
 
@@ -42,10 +45,41 @@ def test_the_runs_overhead_line_names_what_it_leaves_out_and_check_recomputes_it
     audit = audit_run(run_dir)
     assert audit.mismatches == []
     assert not [item for item in audit.unverifiable if "overhead" in item.figure]
+    # Each of its four figures is checked from its record, whatever the words around them.
+    rest = audit_run(without_records(run_dir, tmp_path / "bare"))
+    assert audit.checked - rest.checked == 4
     # Verified, not skipped: a changed figure is named.
     (run_dir / "summary.md").write_text(summary.replace("of 60.0 s (", "of 61.0 s ("))
     changed = [item.line() for item in audit_run(run_dir).mismatches]
     assert len(changed) >= 1 and all("harness overhead" in item for item in changed), changed
+
+
+def without_records(run_dir: Path, folder: Path) -> Path:
+    """A copy of RUN_DIR whose figures.json leaves out the overhead line's records."""
+    shutil.copytree(run_dir, folder)
+    stored = json.loads((folder / FIGURES_FILE).read_text())
+    stored["figures"] = [record for record in stored["figures"]
+                         if record["family"] != OVERHEAD_FAMILY]
+    (folder / FIGURES_FILE).write_text(json.dumps(stored))
+    return folder
+
+
+def test_a_reworded_overhead_line_is_still_recomputed(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The line's words are the analysis's; its figures are checked from their records."""
+    from harness.analysis import stats
+
+    monkeypatch.setattr(stats, "RUN_SCOPE", "run only")
+    original = stats.overhead_line
+    monkeypatch.setattr(summary_module, "overhead_line", lambda document: "own cost: " + (
+        original(document).removeprefix("harness overhead: ").replace(" of ", " out of ")))
+    run_dir = costed_run(tmp_path / "run")
+    text = (run_dir / "summary.md").read_text()
+    assert "own cost: 59.8 s out of 60.0 s" in text and "harness overhead:" not in text
+    audit = audit_run(run_dir)
+    assert audit.mismatches == [] and not audit.unverifiable
+    rest = audit_run(without_records(run_dir, tmp_path / "bare"))
+    assert audit.checked - rest.checked == 4
 
 
 def test_the_whole_command_line_splits_the_command_around_the_run() -> None:

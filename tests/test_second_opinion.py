@@ -16,6 +16,7 @@ import csv
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -33,6 +34,7 @@ from harness.data.ceilings import DeviceCeiling, Peaks
 from harness.data.results import CellResult
 from harness.data.secondopinion import RECORD_KEY, Part, disputed_parts, disputed_text, record
 from harness.report import render_report
+from harness.report.views import warnings as warnings_view
 from tests.in_subprocess import installed
 from tests.synthetic_runs import CPU_MACHINE, make_case, make_result, write_fixture_run
 
@@ -222,6 +224,35 @@ def disputed_run(counted: dict, tmp_path: Path) -> tuple[Path, str]:
     return run, disputed_text({RECORD_KEY: planted})
 
 
+def test_a_reworded_disputed_line_has_every_figure_of_it_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four disputed parts (one against a range): the three named, each with its figures, and
+    the one left unnamed, checked from their records whatever the line's words."""
+    parts = [Part(f"layer {index} forward", 2000 * (index + 1), 1000 * (index + 1),
+                  1000 * (index + 1) + (500 if index == 0 else 0), {"aten.mm": 1})
+             for index in range(4)]
+    monkeypatch.setattr(warnings_view, "DISPUTED_LINE",
+                        "- {cell}{size} on {machine}: the counts differ: {parts}.")
+    run = _fault_run(tmp_path, record("by", "module shapes", parts, []), 20000.0)
+    render_report([run], run)
+    text = (run / "summary.md").read_text()
+    assert "DISPUTED FLOP count" not in text and "the counts differ: layer 0 forward" in text
+    audit = audit_run(run)
+    assert not audit.mismatches, [item.line() for item in audit.mismatches]
+    records = [item for item in json.loads((run / "figures.json").read_text())["figures"]
+               if item["family"] == warnings_view.DISPUTED_FAMILY]
+    # Per named part: by op, the second count (and its top for the range), the ratio; the rest.
+    assert len(records) == 3 * 3 + 1 + 1
+    bare = tmp_path / "bare"
+    shutil.copytree(run, bare)
+    stored = json.loads((bare / "figures.json").read_text())
+    stored["figures"] = [item for item in stored["figures"] if item not in records]
+    (bare / "figures.json").write_text(json.dumps(stored))
+    rest = audit_run(bare)
+    assert audit.checked - rest.checked == len(records)
+    assert [item.figure for item in rest.mismatches] == ["DISPUTED FLOP count line"]
+
+
 def test_the_report_prints_it_disputed_with_no_share_of_the_peak(
         disputed_run: tuple[Path, str]) -> None:
     run, text = disputed_run
@@ -274,6 +305,11 @@ def test_check_names_a_disputed_count_left_unsaid(disputed_run: tuple[Path, str]
     summary = run / "summary.md"
     summary.write_text("\n".join(line for line in summary.read_text().splitlines()
                                  if not line.startswith("- DISPUTED FLOP count: ")))
+    # A report that leaves the case out prints neither its line nor its records.
+    stored = json.loads((run / "figures.json").read_text())
+    stored["figures"] = [record for record in stored["figures"]
+                         if record["family"] != warnings_view.DISPUTED_FAMILY]
+    (run / "figures.json").write_text(json.dumps(stored))
     rows = run / "measurements.csv"
     with rows.open(newline="") as stream:
         reader = csv.DictReader(stream)

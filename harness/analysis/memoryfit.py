@@ -40,8 +40,6 @@ REQUIRED_CASE_FIGURE = "required_device_bytes"
 # What a required-memory prediction is based on, as lines say it.
 REQUIRED_BASIS = ("predicted from the memory the step must hold (weights, gradients, optimizer "
                   "state, saved activations, the largest transient)")
-# How summary.md names a fit's bullet (harness.audit reads it back).
-BULLET_PREFIX = "- Memory fit (run `"
 # The fewest batch sizes a prediction is drawn from. A line through two passes through both and
 # leaves no residual, so nothing tests that memory grew in a straight line, and the prediction
 # lies orders of magnitude beyond them (a --quick advise over batches 2 and 8 led its answer
@@ -309,14 +307,10 @@ def largest_batch_that_fits(document: RunDocument, framework: str, device: str,
     return None
 
 
-def memory_fit_lines(document: RunDocument) -> list[str]:
-    """The lines compare and summary.md print: every GPU cell's fit (or why none), and a host
-    fit where the run recorded per-case host peaks; CPU cells without one stay quiet."""
-    return [fit.line() for fit in memory_fits(document) if shown(fit)]
-
-
 def terminal_lines(document: RunDocument) -> list[str]:
-    """The same fits as memory_fit_lines, one short line each, for compare's verdict."""
+    """Every GPU cell's fit (or why none), and a host fit where the run recorded per-case host
+    peaks, one short line each, for compare's verdict (summary.md prints each fit's line():
+    harness.report.views.memory); CPU cells without one stay quiet."""
     return [fit.short_line() for fit in memory_fits(document) if shown(fit)]
 
 
@@ -336,12 +330,6 @@ def shown(fit: MemoryFit) -> bool:
     if fit.memory == "device":
         return bool(fit.points)
     return fit.fit is not None
-
-
-def summary_bullets(documents: Sequence[RunDocument]) -> list[str]:
-    """summary.md's bullets, each naming its run (harness check finds the run by it)."""
-    return [f"{BULLET_PREFIX}{document.run_id}`): {line}" for document in documents
-            for line in memory_fit_lines(document)]
 
 
 def cell_fit(document: RunDocument, cell: CellResult, capacity_bytes: float | None = None,

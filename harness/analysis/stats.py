@@ -136,13 +136,24 @@ def harness_cost(cells: list[CellResult]) -> HarnessCost:
     return total
 
 
-def overhead_line(document: RunDocument, largest: int = 3) -> str:
-    """'harness overhead: 41 s of 63 s (...)': the run's wall time outside the timed calls
-    (ceilings, shared weights, worker starts and imports, warm-up, checks, profiles); '' when
-    its cells kept no cost (runs from before the costs were recorded)."""
+@dataclass(frozen=True)
+class RunOverhead:
+    """The run's own cost as its overhead line prints it: the run's wall time (its start to
+    its end, or its workers' sum where that is longer), the part inside the timed calls, the
+    worker processes, and where the rest went (name -> seconds)."""
+
+    wall_s: float
+    timed_s: float
+    workers: int
+    phases: dict[str, float]
+
+
+def run_overhead(document: RunDocument) -> RunOverhead | None:
+    """The run's overhead figures; None when its cells kept no cost (runs from before the
+    costs were recorded)."""
     cost = harness_cost(document.cells)
     if not cost.workers:
-        return ""
+        return None
     run_wall = ((document.finished - document.started)
                 if document.finished is not None and document.started is not None else 0.0)
     wall = max(run_wall, cost.wall_s)
@@ -154,11 +165,22 @@ def overhead_line(document: RunDocument, largest: int = 3) -> str:
     if wall > cost.wall_s + warm_s + 0.05:  # before and between the workers
         outside = "outside the workers (ceilings, shared weights, saving)"
         phases[outside] = wall - cost.wall_s - warm_s
-    top = sorted(phases.items(), key=lambda item: -item[1])[:largest]
+    return RunOverhead(wall, cost.timed_s, cost.workers, phases)
+
+
+def overhead_line(document: RunDocument, largest: int = 3) -> str:
+    """'harness overhead: 41 s of 63 s (...)': the run's wall time outside the timed calls
+    (ceilings, shared weights, worker starts and imports, warm-up, checks, profiles); '' when
+    its cells kept no cost (runs from before the costs were recorded)."""
+    overhead = run_overhead(document)
+    if overhead is None:
+        return ""
+    top = sorted(overhead.phases.items(), key=lambda item: -item[1])[:largest]
     parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in top if seconds >= 0.05)
-    return (f"harness overhead: {wall - cost.timed_s:.1f} s of {wall:.1f} s ("
-            f"{cost.timed_s:.1f} s inside the timed calls, {cost.workers} worker process"
-            f"{'es' if cost.workers != 1 else ''}; {RUN_SCOPE})"
+    wall, timed, workers = overhead.wall_s, overhead.timed_s, overhead.workers
+    return (f"harness overhead: {wall - timed:.1f} s of {wall:.1f} s ("
+            f"{timed:.1f} s inside the timed calls, {workers} worker process"
+            f"{'es' if workers != 1 else ''}; {RUN_SCOPE})"
             + (f"; largest: {parts}" if parts else ""))
 
 
@@ -167,7 +189,6 @@ WARM_START = "warm processes' start (framework imports, side by side)"
 
 # What the overhead line's wall time leaves out, on the line itself: the run's document holds
 # only its own start and end, so the command around it is the CLI's to time (command_line).
-# harness check reads the figures before it (harness.audit OVERHEAD).
 RUN_SCOPE = ("the run alone: not the command's start and planning, the report or "
              "harness check")
 

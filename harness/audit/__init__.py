@@ -6,8 +6,7 @@ fields (round medians, the kept attempt, declared FLOPs, energy) against its raw
 round orders against the plan, and the figures summary.md prints against a second computation:
 each view records the figures it prints (harness.report.figure, figures.json beside summary.md)
 and harness.audit.figures recomputes every record by its family, never reading the words
-around it; the few lines made below the report (memory fits, the harness overhead, disputed
-FLOP counts, samples per call) are still read from the text (harness.audit.summary).
+around it (harness.audit.summary only scans for numbers printed in exponent notation).
 
 Why a second computation: the report takes its statistics from harness.data.results.sample_stats
 and its tables from pandas; re-using them here would only prove that one function agrees with
@@ -29,7 +28,7 @@ from harness.audit.measured import load_spec
 from harness.audit.pool import Pool
 from harness.audit.predictions import check_predictions
 from harness.audit.rundoc import Shuffle, check_derived, check_round_orders
-from harness.audit.summary import SummaryCheck
+from harness.audit.summary import check_exponents
 from harness.data.store import MEASUREMENTS_FILE, load_run
 
 __all__ = ["Audit", "Ledger", "Mismatch", "audit_run", "audit_summary", "check_run"]
@@ -50,9 +49,8 @@ def audit_run(run_dir: Path, shuffle: Shuffle | None = None) -> Audit:
     # No summary.md (--no-report, or a report drawn over several runs elsewhere: check it
     # with --summary) prints no figure here; "figures per file" shows it was not read.
     if summary.is_file():
-        pool = Pool([document])
-        SummaryCheck(ledger, pool, summary.read_text().splitlines()).run()
-        check_figures(ledger, pool, summary)
+        check_exponents(ledger, summary.read_text().splitlines())
+        check_figures(ledger, Pool([document]), summary)
     return ledger.audit
 
 
@@ -60,9 +58,8 @@ def audit_summary(summary: Path, run_dirs: list[Path]) -> Audit:
     """A summary.md drawn from several runs (harness report A B --out DIR), against them all."""
     documents = [load_run(Path(run_dir)) for run_dir in run_dirs]
     ledger = Ledger(str(summary))
-    pool = Pool(documents)
-    SummaryCheck(ledger, pool, Path(summary).read_text().splitlines()).run()
-    check_figures(ledger, pool, Path(summary))
+    check_exponents(ledger, Path(summary).read_text().splitlines())
+    check_figures(ledger, Pool(documents), Path(summary))
     audit = ledger.audit
     audit.runs = 0  # the runs themselves are counted by audit_run
     return audit

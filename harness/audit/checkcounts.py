@@ -5,31 +5,34 @@ A second implementation, as the rest of the audit (harness.audit): the stored
 record (extra['flops_second_opinion']: parts, each with the op-level figure and the second
 count's range, and the margin) is read and judged here without harness.data.secondopinion,
 whose verdict made the printed lines. Held to it: measurements.csv's flops_disputed column,
-summary.md's "DISPUTED FLOP count" lines (each part named, with both figures and their
-ratio, and no disputed case left out) and the ceilings table (no share of a peak from a
-disputed count).
+summary.md's disputed-count records (harness.report.views.warnings DISPUTED_FAMILY: each part
+named, with both figures and their ratio, and no disputed case left out) and the ceilings
+table (no share of a peak from a disputed count).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.audit.ledger import Ledger
 from harness.audit.measured import Measured
+from harness.audit.medians import named_case
 from harness.audit.pool import Pool
+from harness.audit.printed import printed_ratio
 from harness.core.units import format_ratio
-from harness.report.views.warnings import DISPUTED_PREFIX
+from harness.report.figure import CASE_FIELDS, Figure
+from harness.report.views.warnings import (
+    COUNT_RATIO,
+    COUNTED,
+    DISPUTED_FAMILY,
+    MORE_PARTS,
+    PART,
+    SECOND_HIGH,
+    SECOND_LOW,
+)
 
 RECORD = "flops_second_opinion"
-LINE = re.compile(r"^, (?P<fw>\S+) (?P<dev>\S+) (?P<variant>\S+)(?: at [^=]+=(?P<size>[^:]+?))?"
-                  r": (?P<text>.+); its FLOP rate is printed as disputed and is no share of a "
-                  r"peak\.$")
-PART = re.compile(r"^(?P<name>.+?): (?P<counted>[\d,]+) FLOPs by op \((?P<ops>[^)]*)\) vs "
-                  r"(?P<low>[\d,]+)(?: to (?P<high>[\d,]+))? by (?P<second>.+?)"
-                  r"(?: \((?P<ratio>[^)]+)\))?$")
-MORE = re.compile(r"^and (?P<more>\d+) more parts?$")
 NAMED = 3  # parts a line names before "and N more parts"
 
 
@@ -42,9 +45,9 @@ class Dispute:
     low: int
     high: int
 
-    def ratio(self) -> str:
+    def ratio(self) -> float | None:
         nearer = self.high if self.counted > self.high else self.low
-        return format_ratio(self.counted / nearer) if nearer else ""
+        return self.counted / nearer if nearer else None
 
 
 def disputes(extra: Mapping[str, object]) -> list[Dispute]:
@@ -75,49 +78,29 @@ def check_column(ledger: Ledger, measured: Measured, where: str, stored: str) ->
                    bool(stored) == bool(found) and named, stored or "nothing", expected)
 
 
-def _integer(text: str | None) -> int | None:
-    return None if text is None else int(text.replace(",", ""))
-
-
-def check_line(ledger: Ledger, pool: Pool, where: str, experiment: str,
-               line: str) -> tuple[str, ...] | None:
-    """One summary.md line: its case, and each named part's name and figures; returns the
-    case's identity (for the omission check), None where the line names no case."""
-    found = pool.machine_prefix(line[len(DISPUTED_PREFIX):])
-    match = None if found is None else LINE.match(found[1])
-    if found is None or match is None:
-        ledger.cannot("", "DISPUTED FLOP count", where, "not in the shape its parser reads")
-        return None
-    measured = pool.one(experiment=experiment, machine=found[0], variant=match["variant"],
-                        framework=match["fw"], device=match["dev"], size=match["size"] or "")
-    if isinstance(measured, str):
-        ledger.cannot("", "DISPUTED FLOP count", where, measured)
-        return None
-    expected = disputes(measured.case.extra)
-    printed = match["text"].split("; ")
-    more = MORE.match(printed[-1])
-    if more is not None:
-        printed = printed[:-1]
-    ledger.verdict(measured.subject, "disputed parts", where,
-                   len(printed) + (int(more["more"]) if more else 0) == len(expected),
-                   str(len(printed) + (int(more["more"]) if more else 0)), str(len(expected)))
-    for text, part in zip(printed, expected):
-        _check_part(ledger, measured.subject, where, text, part)
-    return identity(measured)
-
-
-def _check_part(ledger: Ledger, subject: str, where: str, text: str, part: Dispute) -> None:
-    match = PART.match(text)
-    if match is None:
-        ledger.cannot(subject, "disputed part", where, f"not in the shape its parser reads: "
-                                                       f"{text[:80]}")
+def check_disputed(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+    """One figure of a disputed count's line against the case's stored second opinion."""
+    case = named_case(ledger, pool, where, figure)
+    if case is None:
         return
-    low = _integer(match["low"])
-    high = _integer(match["high"]) if match["high"] else low
-    printed = (match["name"], _integer(match["counted"]), low, high, match["ratio"] or "")
-    stored = (part.name, part.counted, part.low, part.high, part.ratio())
-    ledger.verdict(subject, f"disputed part {part.name}", where, printed == stored,
-                   str(printed), str(stored))
+    found = disputes(case.case.extra)
+    if figure.name == MORE_PARTS:
+        more = len(found) - NAMED
+        ledger.verdict(case.subject, MORE_PARTS, where, figure.text == f"{more} more part",
+                       figure.text, f"{more} more part")
+        return
+    part = next((item for item in found[:NAMED] if item.name == figure.subject.get(PART)), None)
+    name = f"{figure.name} ({figure.subject.get(PART)})"
+    if part is None:
+        ledger.verdict(case.subject, name, where, False, figure.text, "no such disputed part")
+    elif figure.name == COUNT_RATIO:
+        ledger.printed(case.subject, name, where, printed_ratio(figure.text), part.ratio(),
+                       format_ratio)
+    else:
+        stored = {COUNTED: part.counted, SECOND_LOW: part.low, SECOND_HIGH: part.high}
+        expected = f"{stored.get(figure.name, 0):,}"
+        ledger.verdict(case.subject, name, where, figure.text == expected, figure.text,
+                       expected)
 
 
 def identity(measured: Measured) -> tuple[str, ...]:
@@ -125,15 +108,32 @@ def identity(measured: Measured) -> tuple[str, ...]:
             measured.cell.framework, measured.cell.device, measured.size_label)
 
 
-def check_omissions(ledger: Ledger, pool: Pool, where: str, named: set[tuple[str, ...]],
-                    experiments: list[str]) -> None:
-    """Every valid case with a disputed count has its line in the experiment's warnings."""
-    for experiment in experiments:
-        for measured in pool.select(experiment=experiment, valid=True):
-            found = disputes(measured.case.extra)
-            if found and measured.median_call is not None and identity(measured) not in named:
-                ledger.verdict(measured.subject, "DISPUTED FLOP count line", where, False,
-                               "no line", "; ".join(item.name for item in found[:NAMED]))
+def check_omissions(ledger: Ledger, pool: Pool, where: str, figures: list[Figure]) -> None:
+    """Every valid case with a disputed count has its records, naming the parts it has room
+    for and counting the rest."""
+    named: dict[tuple[str, ...], list[str]] = {}
+    for figure in figures:
+        if figure.family != DISPUTED_FAMILY:
+            continue
+        case = pool.one(experiment=figure.subject.get("experiment", ""),
+                        **{name: figure.subject.get(name, "") for name in CASE_FIELDS})
+        if not isinstance(case, str):
+            parts = named.setdefault(identity(case), [])
+            part = figure.subject.get(PART, MORE_PARTS)
+            parts += [] if part in parts else [part]
+    for measured in pool.select(valid=True):
+        found = disputes(measured.case.extra)
+        if not found or measured.median_call is None:
+            continue
+        expected = [item.name for item in found[:NAMED]] + (
+            [MORE_PARTS] if len(found) > NAMED else [])
+        printed = named.get(identity(measured))
+        if printed is None:
+            ledger.verdict(measured.subject, "DISPUTED FLOP count line", where, False,
+                           "no line", "; ".join(expected))
+        else:
+            ledger.verdict(measured.subject, "disputed parts", where, printed == expected,
+                           "; ".join(printed), "; ".join(expected))
 
 
 def check_share(ledger: Ledger, measured: Measured, where: str, metric: str,

@@ -12,19 +12,23 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.audit import medians
-from harness.audit.accuracy import check_accuracy
+from harness.audit.accuracy import check_accuracy, check_call_share
 from harness.audit.bestvariant import check_best
+from harness.audit.checkcounts import check_disputed, check_omissions
 from harness.audit.coldstart import check_cold
 from harness.audit.energy import check_energy
 from harness.audit.flat import check_flat
 from harness.audit.gpucpu import check_gpu_vs_cpu
 from harness.audit.ledger import SUMMARY_FILE, Ledger
 from harness.audit.memory import check_peak
+from harness.audit.memoryfit import check_memory_fit
 from harness.audit.noise import check_noise
+from harness.audit.overhead import check_overhead
 from harness.audit.pool import Pool, _subject_of
 from harness.audit.predictions import check_printed_prediction
 from harness.audit.rates import check_rate
 from harness.predict.answer import FAMILY as PREDICTED_FAMILY
+from harness.report.context import CALL_FAMILY
 from harness.report.figure import (
     DIFFERENCE,
     FIGURES_FILE,
@@ -34,13 +38,14 @@ from harness.report.figure import (
     Figure,
     read_figures,
 )
+from harness.report.summary import OVERHEAD_FAMILY
 from harness.report.views.crossover import COLD_FAMILY, FLAT_FAMILY, GPU_FAMILY
 from harness.report.views.devicetime import BEST_FAMILY
 from harness.report.views.energy import ENERGY_FAMILY
 from harness.report.views.epochs import ACCURACY_FAMILY
-from harness.report.views.memory import MEMORY_FAMILY
+from harness.report.views.memory import FIT_FAMILY, MEMORY_FAMILY
 from harness.report.views.peak_share import RATE_FAMILY
-from harness.report.views.warnings import NOISE_FAMILY
+from harness.report.views.warnings import DISPUTED_FAMILY, NOISE_FAMILY
 
 FamilyCheck = Callable[[Ledger, Pool, str, Figure], None]
 FAMILIES: dict[str, FamilyCheck] = {
@@ -49,7 +54,9 @@ FAMILIES: dict[str, FamilyCheck] = {
     GPU_FAMILY: check_gpu_vs_cpu, ENERGY_FAMILY: check_energy, RATE_FAMILY: check_rate,
     ACCURACY_FAMILY: check_accuracy, MEMORY_FAMILY: check_peak, BEST_FAMILY: check_best,
     FLAT_FAMILY: check_flat, NOISE_FAMILY: check_noise,
-    PREDICTED_FAMILY: check_printed_prediction}
+    PREDICTED_FAMILY: check_printed_prediction, CALL_FAMILY: check_call_share,
+    FIT_FAMILY: check_memory_fit, DISPUTED_FAMILY: check_disputed,
+    OVERHEAD_FAMILY: check_overhead}
 
 
 def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:
@@ -64,7 +71,7 @@ def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:
     for figure in figures:
         where = f"{SUMMARY_FILE} line {figure.line}"
         printed = lines[figure.line - 1] if 0 < figure.line <= len(lines) else ""
-        if figure.text not in printed:
+        if not printed_on(figure.text, printed):
             ledger.verdict(_subject_of(dict(figure.subject)), f"{figure.name} printed", where,
                            False, printed[:120] or "no such line", figure.text)
             continue
@@ -77,3 +84,23 @@ def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:
         except (ValueError, KeyError, IndexError) as exc:  # a text its unit does not read
             ledger.cannot(_subject_of(dict(figure.subject)), figure.name, where,
                           f"its text {figure.text!r} does not read as {figure.unit} ({exc})")
+    check_omissions(ledger, pool, SUMMARY_FILE, figures)
+
+
+def printed_on(text: str, line: str) -> bool:
+    """Whether TEXT is printed on LINE as a whole: not part of a longer number ('240' is not
+    printed in '2401' nor in '1,240')."""
+    start = line.find(text)
+    while start >= 0:
+        end = start + len(text)
+        if not (_number_goes_on(line[start - 1::-1] if start else "")
+                or _number_goes_on(line[end:])):
+            return True
+        start = line.find(text, start + 1)
+    return False
+
+
+def _number_goes_on(beyond: str) -> bool:
+    """Whether BEYOND (the text past one end of a figure, read away from it) continues a
+    number: a digit, or a separator followed by one."""
+    return beyond[:1].isdigit() or (beyond[:1] in (",", ".") and beyond[1:2].isdigit())

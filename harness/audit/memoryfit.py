@@ -1,9 +1,10 @@
-"""summary.md's memory-fit bullets refitted with numpy from the run's peaks."""
+"""The memory fits' figures (harness.report.views.memory FIT_FAMILY), refitted with numpy from
+the run's peaks: the line's sizes, fixed part, per-sample part and residual, the capacity, the
+largest batch predicted to fit and the stored predicted crossover's side of it."""
 
 from __future__ import annotations
 
 import math
-import re
 from typing import TypeGuard
 
 import numpy as np
@@ -13,27 +14,24 @@ from harness.analysis.memoryfit import (
     HOST_CASE_FIGURE,
     REQUIRED_CASE_FIGURE,
 )
-from harness.audit.ledger import (
-    Ledger,
-)
+from harness.audit.ledger import Ledger
+from harness.audit.pool import Pool
 from harness.audit.printed import _number, printed_bytes, printed_general
-from harness.core.units import (
-    device_kind,
-    format_bytes,
-)
+from harness.core.units import device_kind, format_bytes
 from harness.data.results import CellResult, RunDocument
+from harness.report.figure import Figure
+from harness.report.views.memory import (
+    CAPACITY,
+    CROSSOVER,
+    FIXED,
+    LARGEST_BATCH,
+    LARGEST_SIZE,
+    PER_SAMPLE,
+    RESIDUAL,
+    SIDE,
+    SIZES,
+)
 
-BYTES_TEXT = r"-?[\d.,]+ (?:B|KiB|MiB|GiB|TiB)"
-BATCH_TEXT = r"\d{1,3}(?:,\d{3})*"
-MEMORY_FIT = re.compile(  # harness.analysis.memoryfit MemoryFit.line, as a summary.md bullet
-    r"^- Memory fit \(run `(?P<run>[^`]+)`\): (?P<dev>\S+) \((?P<fw>[^,)]+)"
-    rf"(?:, (?P<variant>[^)]+))?\): (?:the largest batch predicted to fit in "
-    rf"(?P<capacity>{BYTES_TEXT})(?: \(of {BYTES_TEXT}\)| of RAM| \((?P<given>given)\))? is "
-    rf"(?:~(?P<batch>{BATCH_TEXT})|none[^(]*) \(|(?:peak|required) memory )fixed "
-    rf"(?P<fixed>{BYTES_TEXT}) \+ (?P<per>{BYTES_TEXT}) per sample, fitted over "
-    rf"(?P<sizes>\d+) sizes up to "
-    rf"(?P<largest>{BATCH_TEXT})(?:, largest residual (?P<residual>{BYTES_TEXT}))?(?:.*?; the "
-    r"predicted crossover \(batch ~(?P<cross>[\d,.]+)\) lies (?P<side>below|above))?")
 
 def memory_points(document: RunDocument, cell: CellResult) -> list[tuple[float, float]]:
     """(batch, bytes) of each case: on a GPU the memory its step must hold where two batch
@@ -74,64 +72,77 @@ def memory_capacity(document: RunDocument, cell: CellResult) -> float | None:
             if index < len(totals) and isinstance(totals[index], (int, float)) else None)
 
 
-def check_memory_fit(ledger: Ledger, where: str, subject: str, document: RunDocument,
-                     cell: CellResult, match: re.Match[str]) -> None:
-    """Every figure of one memory fit's line against a numpy least-squares refit."""
-    points = memory_points(document, cell)
+def check_memory_fit(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+    """One figure of a memory fit's line against a numpy least-squares refit of its cell."""
+    subject = figure.subject
+    label = f"{subject.get('framework')} {subject.get('device')} {subject.get('variant')}"
+    document = next((d for d in pool.documents if d.run_id == subject.get("run")), None)
+    cells = [] if document is None else [
+        cell for cell in document.cells if (cell.framework, cell.device, cell.variant) ==
+        (subject.get("framework"), subject.get("device"), subject.get("variant"))]
+    if document is None or len(cells) != 1:
+        ledger.cannot(label, figure.name, where,
+                      f"{len(cells)} cells of run {subject.get('run')} match")
+        return
+    points = memory_points(document, cells[0])
     batches = np.array([batch for batch, _ in points])
     peaks = np.array([peak for _, peak in points])
     sizes = len(set(batches.tolist()))
-    ledger.verdict(subject, "memory fit: sizes", where, match["sizes"] == str(sizes),
-                   match["sizes"], str(sizes))
+    if figure.name == SIZES:
+        ledger.verdict(label, SIZES, where, figure.text == str(sizes), figure.text, str(sizes))
+        return
     if sizes < 2:
+        ledger.cannot(label, figure.name, where,
+                      f"{sizes} batch size(s) of the cell in run.json")
         return
     slope, fixed_bytes = (float(value) for value in np.polyfit(batches, peaks, 1))
-    ledger.printed(subject, "memory fit: fixed", where, printed_bytes(match["fixed"]),
-                   fixed_bytes, format_bytes)
-    ledger.printed(subject, "memory fit: per sample", where, printed_bytes(match["per"]),
-                   slope, format_bytes)
-    largest_size = f"{int(batches.max()):,}"
-    ledger.verdict(subject, "memory fit: largest size", where, match["largest"] == largest_size,
-                   match["largest"], largest_size)
-    if match["residual"]:
-        residual = float(np.abs(peaks - (fixed_bytes + slope * batches)).max())
-        ledger.printed(subject, "memory fit: largest residual", where,
-                       printed_bytes(match["residual"]), residual, format_bytes)
-    if match["capacity"] is None:
-        return
-    capacity = memory_capacity(document, cell)
-    if match["given"] or capacity is None:
-        ledger.cannot(subject, "memory fit: largest batch", where,
-                      "the capacity was given, not recorded in the run")
-        return
-    ledger.printed(subject, "memory fit: capacity", where, printed_bytes(match["capacity"]),
-                   capacity, format_bytes)
-    largest = max(0, math.floor((capacity - fixed_bytes) / slope)) if slope > 0 else None
-    if match["batch"] is not None and largest is not None:
+    fitted = {FIXED: fixed_bytes, PER_SAMPLE: slope,
+              RESIDUAL: float(np.abs(peaks - (fixed_bytes + slope * batches)).max()),
+              CAPACITY: memory_capacity(document, cells[0])}
+    if figure.name in fitted:
+        ledger.printed(label, figure.name, where, printed_bytes(figure.text),
+                       fitted[figure.name], format_bytes)
+    elif figure.name == LARGEST_SIZE:
+        largest_size = f"{int(batches.max()):,}"
+        ledger.verdict(label, figure.name, where, figure.text == largest_size, figure.text,
+                       largest_size)
+    else:
+        capacity = fitted[CAPACITY]
+        largest = (max(0, math.floor((capacity - fixed_bytes) / slope))
+                   if slope > 0 and capacity is not None else None)
+        check_largest(ledger, where, label, figure, document, cells[0], largest)
+
+
+def check_largest(ledger: Ledger, where: str, label: str, figure: Figure, document: RunDocument,
+                  cell: CellResult, largest: int | None) -> None:
+    """The largest batch predicted to fit, and the stored crossover's side of it."""
+    if largest is None:
+        ledger.cannot(label, figure.name, where, "no capacity recorded or memory did not grow")
+    elif figure.name == LARGEST_BATCH:
         # Printed rounded down to 3 significant digits; agreeing within one unit of the third
         # covers a refit whose last bits put the batch across a rounding step.
         step = 10 ** max(0, len(str(largest)) - 3)
-        printed = _number(match["batch"])
-        ledger.verdict(subject, "memory fit: largest batch", where,
-                       largest - step < printed <= largest, match["batch"], f"{largest:,}")
-    if match["cross"] is not None and largest is not None:
-        check_memory_crossover(ledger, where, subject, document, cell, match, largest)
+        ledger.verdict(label, figure.name, where,
+                       largest - step < _number(figure.text) <= largest, figure.text,
+                       f"{largest:,}")
+    elif figure.name in (CROSSOVER, SIDE):
+        check_memory_crossover(ledger, where, label, figure, document, cell, largest)
+    else:
+        ledger.cannot(label, figure.name, where, "no such figure of a memory fit")
 
 
-def check_memory_crossover(ledger: Ledger, where: str, subject: str, document: RunDocument,
-                           cell: CellResult, match: re.Match[str], largest: int) -> None:
+def check_memory_crossover(ledger: Ledger, where: str, label: str, figure: Figure,
+                           document: RunDocument, cell: CellResult, largest: int) -> None:
     """The stored predicted crossover and its side of the largest batch predicted to fit."""
     stored = next((record.get("size") for record in document.predictions
                    if (record.get("framework"), record.get("variant")) ==
                    (cell.framework, cell.variant) and record.get("kind") == "crossover"), None)
     if not isinstance(stored, (int, float)):
-        ledger.cannot(subject, "memory fit: predicted crossover", where,
+        ledger.cannot(label, figure.name, where,
                       "run.json stores no predicted crossover for this cell")
-        return
-    ledger.printed(subject, "memory fit: predicted crossover", where,
-                   printed_general(match["cross"], 2), float(stored),
-                   lambda value: f"{value:,.0f}")
-    side = "below" if stored <= largest else "above"
-    ledger.verdict(subject, "memory fit: crossover side", where, match["side"] == side,
-                   match["side"], side)
-
+    elif figure.name == CROSSOVER:
+        ledger.printed(label, figure.name, where, printed_general(figure.text, 2), float(stored),
+                       lambda value: f"{value:,.0f}")
+    else:
+        side = "below" if stored <= largest else "above"
+        ledger.verdict(label, figure.name, where, figure.text == side, figure.text, side)

@@ -62,13 +62,6 @@ class Pool:
         named = ", ".join(f"{k}={v}" for k, v in where.items() if v not in ("", None))
         return f"{'no' if not found else len(found)} case(s) in run.json match {named}"
 
-    def machine_prefix(self, text: str) -> tuple[str, str] | None:
-        """(machine, rest) where TEXT starts with a machine's name."""
-        for machine in self.machines:
-            if text.startswith(machine):
-                return machine, text[len(machine):]
-        return None
-
 
 def _latest(found: list[Measured]) -> list[Measured]:
     """Of a case measured by several runs on one machine, the latest run's (as the report)."""

@@ -19,6 +19,7 @@ from harness.data.ceilings import Ceilings, as_ceilings
 from harness.data.results import RunDocument
 from harness.data.serial import JsonObject, JsonValue
 from harness.report import tables as t
+from harness.report.figure import Figure, Line
 from harness.report.load import DEFAULT_HINTS, VIEW_HINTS, RunSet, hints_for_old_run
 
 
@@ -138,7 +139,7 @@ def experiment_context(runs: pd.DataFrame, prepared: pd.DataFrame, extras: pd.Da
     return ExperimentContext(
         name=name, stem=own_runs["stem"].iloc[0], workload=own_runs["workload"].iloc[0],
         sweep=own_runs["sweep"].iloc[0], unit=unit,
-        call_name=call_name(unit, params, rows, hints.get("epoch_samples_param") or ""),
+        call_name=call_name(unit, params, rows, hints.get("epoch_samples_param") or "", name),
         params=params, runs=own_runs, rows=rows, stats=stats,
         cells=casetable.cell_status(rows), headline=t.headline_sizes(stats),
         hints=hints,
@@ -147,10 +148,12 @@ def experiment_context(runs: pd.DataFrame, prepared: pd.DataFrame, extras: pd.Da
 
 
 def call_name(unit: str, params: Mapping[str, JsonValue], rows: pd.DataFrame,
-              epoch_param: str) -> str:
+              epoch_param: str, experiment: str = "") -> str:
     """What one timed call is, as the report names it: 'call'; 'epoch' where a call trains
     the planned epoch; '20,000-sample call (1/3 epoch)' where rounds shared one epoch out
-    (each worker's call trained its share), so no figure calls a third of an epoch an epoch."""
+    (each worker's call trained its share), so no figure calls a third of an epoch an epoch.
+    That phrase is a Line carrying its figures (CALL_FAMILY): a line that prints it keeps them
+    (harness.report.figure.carried)."""
     if unit != "step":
         return "call"
     if not epoch_param:
@@ -164,7 +167,17 @@ def call_name(unit: str, params: Mapping[str, JsonValue], rows: pd.DataFrame,
     samples = int(per_call.max())
     parts = planned / samples
     share = f"1/{parts:.0f}" if abs(parts - round(parts)) < 1e-9 else f"{samples / planned:.2g}"
-    return f"{samples:,}-sample call ({share} epoch)"
+    subject = {"experiment": experiment}
+    trained = Figure(CALL_FAMILY, SAMPLES_PER_CALL, samples, "samples", f"{samples:,}", subject)
+    shared = Figure(CALL_FAMILY, EPOCH_SHARE, samples / planned, "share", share, subject)
+    return Line(CALL_PHRASE.format(samples=trained.text, share=shared.text), (trained, shared))
+
+
+# What one timed call trained where the rounds shared the epoch out (family CALL_FAMILY,
+# harness.audit.accuracy): its samples and its share of the planned epoch.
+CALL_FAMILY = "timed call"
+SAMPLES_PER_CALL, EPOCH_SHARE = "samples per call", "share of the planned epoch"
+CALL_PHRASE = "{samples}-sample call ({share} epoch)"
 
 
 def measured_values(rows: pd.DataFrame, param: str) -> pd.Series | None:

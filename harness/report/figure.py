@@ -58,9 +58,14 @@ class Line(str):
 def carried(text: str, *sources: str) -> str:
     """TEXT as a Line with the records of every Line among SOURCES (a sentence placed inside
     another line keeps its figures); plain TEXT where none carries any."""
-    figures = [figure for source in sources if isinstance(source, Line)
-               for figure in source.figures]
+    figures = figures_in(*sources)
     return Line(text, figures) if figures else text
+
+
+def figures_in(*sources: str) -> list[Figure]:
+    """The records of every Line among SOURCES."""
+    return [figure for source in sources if isinstance(source, Line)
+            for figure in source.figures]
 
 
 # --- the timing of cases: families the audit recomputes from the raw samples (harness.audit.

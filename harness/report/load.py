@@ -15,12 +15,13 @@ from typing import TypedDict
 
 import pandas as pd
 
-from harness.analysis.stats import overhead_line, quick_line, rounds_line
+from harness.analysis.stats import quick_line, rounds_line
 from harness.core.units import size_label
 from harness.data import fields, store
 from harness.data.ceilings import Ceilings
 from harness.data.measurements import read_measurements, with_run
 from harness.data.results import CellResult, RunDocument
+from harness.data.secondopinion import RECORD_KEY
 from harness.data.serial import JsonObject
 from harness.data.upgrade import DEFAULT_HINTS, hints_for_workload
 from harness.spec import ParamValue
@@ -60,7 +61,6 @@ class RunRow(TypedDict):
     command: str
     rounds_line: str
     quick_line: str
-    overhead_line: str
 
 
 def run_row(run_dir: Path, document: RunDocument, order: int) -> RunRow:
@@ -86,7 +86,6 @@ def run_row(run_dir: Path, document: RunDocument, order: int) -> RunRow:
         "command": " ".join(document.command),
         "rounds_line": rounds_line(document),
         "quick_line": quick_line(document),
-        "overhead_line": overhead_line(document),
     }
 
 
@@ -113,7 +112,9 @@ def cell_label(result: CellResult) -> str:
 
 
 EXTRA_KEYS = ["run_id", "machine", "workload", "variant", "framework", "device", "size_label"]
-EXTRA_COLUMNS = [*EXTRA_KEYS, *(item.name for item in fields.report_fields())]
+# The second opinion's stored record rides along whole: the warnings view names each disputed
+# part's figures from it (harness.data.secondopinion).
+EXTRA_COLUMNS = [*EXTRA_KEYS, *(item.name for item in fields.report_fields()), RECORD_KEY]
 
 
 def extra_rows(document: RunDocument, machine: str) -> list[JsonObject]:
@@ -128,6 +129,7 @@ def extra_rows(document: RunDocument, machine: str) -> list[JsonObject]:
                 "device": result.device,
                 "size_label": size_label(case.case.get(document.sweep)),
                 **fields.report_values(result, case),
+                RECORD_KEY: case.extra.get(RECORD_KEY),
             })
     return rows
 

@@ -19,6 +19,7 @@ import pandas as pd
 from harness.analysis.memoryfit import method_lines as memory_method_lines
 from harness.analysis.memoryfit import terminal_lines as memory_terminal_lines
 from harness.analysis.noise import ONE_ROUND
+from harness.analysis.stats import overhead_line, run_overhead
 from harness.core.units import format_size
 from harness.report.figure import Figure, Line, carried, placed
 
@@ -60,7 +61,7 @@ def render_summary(context: Any, shown: dict[str, list[Shown]], report_shown: li
     """summary.md's text and the figure records it prints, each with its line: `shown` holds
     each experiment's views, `report_shown` the report's."""
     lines = ["# Benchmark report", ""]
-    lines += _runs_section(context.runs)
+    lines += _runs_section(context.runs, context.documents)
     lines += _machines_section(context.runs, context.experiments)
     lines += _glance_section(context.experiments, shown)
     # Right under the glance: on a run without a GPU cell, the GPU's side of its answer.
@@ -117,17 +118,42 @@ def _when(timestamp: Any) -> str:
         return "unknown time"
 
 
-def _runs_section(runs: pd.DataFrame) -> list[str]:
+def _runs_section(runs: pd.DataFrame, documents: list[Any]) -> list[str]:
     lines = [f"Drawn from {len(runs)} stored run(s), re-rendered from their CSV/JSON alone:", ""]
+    by_id = {document.run_id: document for document in documents}
     for _, run in runs.iterrows():
         flags = " (quick)" if run["quick"] else ""
         state = run_state(run)
         flags += f"; {state}" if state else ""
         lines.append(f"- `{run['run_id']}`: {run['workload']} on {run['machine']}, "
                      f"{_when(run['started'])}{flags}; command `{run['command'] or '-'}`")
-        lines += [f"  - {run[name]}" for name in ("rounds_line", "quick_line", "overhead_line")
+        lines += [f"  - {run[name]}" for name in ("rounds_line", "quick_line")
                   if isinstance(run.get(name), str) and run.get(name)]
+        document = by_id.get(run["run_id"])
+        if document is not None and (overhead := overhead_line(document)):
+            lines.append(Line(f"  - {overhead}", overhead_figures(document)))
     return lines + [""]
+
+
+# The run's own cost (family OVERHEAD_FAMILY, harness.audit.overhead), each figure as the
+# overhead line prints it (harness.analysis.stats.overhead_line): its subject is the run.
+OVERHEAD_FAMILY = "harness overhead"
+OVERHEAD = OVERHEAD_FAMILY  # the run's wall time outside the timed calls
+RUN_WALL, TIMED, WORKERS = (f"{OVERHEAD_FAMILY}: {name}" for name in (
+    "run wall time", "inside the timed calls", "worker processes"))
+
+
+def overhead_figures(document: Any) -> list[Figure]:
+    overhead = run_overhead(document)
+    if overhead is None:
+        return []
+    subject = {"run": document.run_id}
+    seconds = [(RUN_WALL, overhead.wall_s), (TIMED, overhead.timed_s),
+               (OVERHEAD, overhead.wall_s - overhead.timed_s)]
+    return [*(Figure(OVERHEAD_FAMILY, name, value, "s", f"{value:.1f} s", subject)
+              for name, value in seconds),
+            Figure(OVERHEAD_FAMILY, WORKERS, overhead.workers, "workers",
+                   f"{overhead.workers} worker process", subject)]
 
 
 def run_state(run: pd.Series) -> str:
@@ -196,13 +222,14 @@ def _experiment_section(experiment: Any, shown: list[Shown], out_dir: Path) -> l
     lines = [f"## {experiment.name}", ""]
     call = experiment.call_name
     shared = call not in ("epoch", "call")  # rounds shared the planned epoch out
-    lines += [f"Parameters{' (as planned)' if shared else ''}: {_params_text(experiment)}. "
-              f"Times are medians per {experiment.unit}"
-              + (f" (the time of a {call}, or of a timed block of its steps, / its steps)"
-                 if experiment.unit == "step" else "")
-              + (f". One timed call is one {call}: the rounds shared the planned epochs out, "
-                 "each worker timing its share" if shared else "")
-              + "; the first (cold) call is kept apart.", ""]
+    lines += [carried(
+        f"Parameters{' (as planned)' if shared else ''}: {_params_text(experiment)}. "
+        f"Times are medians per {experiment.unit}"
+        + (f" (the time of a {call}, or of a timed block of its steps, / its steps)"
+           if experiment.unit == "step" else "")
+        + (f". One timed call is one {call}: the rounds shared the planned epochs out, "
+           "each worker timing its share" if shared else "")
+        + "; the first (cold) call is kept apart.", call), ""]
     if experiment.cells.empty:
         return lines + [("No cell results are stored for this experiment (the run may have "
                          "been interrupted before any cell finished)."), ""]

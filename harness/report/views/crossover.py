@@ -38,7 +38,7 @@ from harness.core.units import device_kind, format_ratio, format_seconds, format
 from harness.data.casekey import CELL_COLUMNS
 from harness.data.ceilings import MEMORY, Ceilings
 from harness.report import style
-from harness.report.figure import Figure, Line, carried
+from harness.report.figure import Figure, Line, carried, figures_in
 from harness.report.summary import markdown_table
 from harness.report.tables import ceiling_for, flop_ceiling
 from harness.report.views import View
@@ -291,7 +291,7 @@ def _cold_lines(context: Any) -> list[str]:
         lines.append(Line(COLD_LINE.format(
             machine=machine, kind=kind.upper(), call=context.call_name, cold=cold.text,
             cell=f"{worst['framework']} {worst['device']} {worst['variant']}",
-            warm=warm.text), (cold, warm)))
+            warm=warm.text), (cold, warm, *figures_in(context.call_name))))
     return lines
 
 

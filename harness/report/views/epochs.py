@@ -28,7 +28,7 @@ from harness.core.units import device_kind, format_seconds, format_size
 from harness.data.casekey import CASE_COLUMNS
 from harness.report import style
 from harness.report.context import measured_values
-from harness.report.figure import Figure, Line, case_subject
+from harness.report.figure import Figure, Line, carried, case_subject
 from harness.report.summary import markdown_table
 from harness.report.tables import sort_cells
 from harness.report.views import View
@@ -181,8 +181,9 @@ def accuracy_section(context: Any, table: pd.DataFrame, labels: EpochsLabels) ->
     train = trained_per_call(context)
     lines.append(f"- Data source: {', '.join(sources) or 'not recorded'}.")
     if context.call_name not in ("epoch", "call"):
-        lines.append(f"- Each worker trained one {context.call_name}; the accuracy is round "
-                     "1's model, after its share of the epoch, not a whole epoch's.")
+        lines.append(carried(f"- Each worker trained one {context.call_name}; the accuracy is "
+                             "round 1's model, after its share of the epoch, not a whole "
+                             "epoch's.", context.call_name))
     if distinct:
         subject = {"experiment": context.name}
         shown = [Figure(ACCURACY_FAMILY, DISTINCT, max(distinct), "samples",

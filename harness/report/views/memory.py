@@ -15,11 +15,11 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis.memoryfit import summary_bullets
+from harness.analysis.memoryfit import MemoryFit, batch_text, memory_fits, shown, two_digits
 from harness.core.units import format_bytes
 from harness.data.casekey import CELL_COLUMNS
 from harness.report import style
-from harness.report.figure import Figure
+from harness.report.figure import Figure, Line
 from harness.report.summary import markdown_table
 from harness.report.tables import sort_cells
 from harness.report.views import REPORT, View
@@ -53,8 +53,54 @@ class MemoryView(View):
                  out_dir: Path) -> list[str]:
         lines = memory_lines(table, figures[0] if figures else None, out_dir)
         # Will a bigger batch fit: peak memory fitted over each batch sweep.
-        bullets = summary_bullets(context.documents)
+        bullets = fit_bullets(context.documents)
         return lines + ["", *bullets] if bullets else lines
+
+
+# Will a bigger batch fit (family FIT_FAMILY, harness.audit.memoryfit): each cell's line fitted
+# over its batch sweep, the capacity, the largest batch predicted to fit and the predicted
+# crossover's side of it; the subject names the run and the cell.
+FIT_FAMILY = "memory fit"
+FIT_BULLET = "- Memory fit (run `{run}`): {line}"
+SIZES, LARGEST_SIZE, FIXED, PER_SAMPLE, RESIDUAL = (
+    f"{FIT_FAMILY}: {name}" for name in ("sizes", "largest size", "fixed", "per sample",
+                                         "largest residual"))
+CAPACITY, LARGEST_BATCH, CROSSOVER, SIDE = (
+    f"{FIT_FAMILY}: {name}" for name in ("capacity", "largest batch", "predicted crossover",
+                                         "crossover side"))
+
+
+def fit_bullets(documents: list[Any]) -> list[str]:
+    """One bullet per cell's memory fit (or why none), each naming its run, with its figures."""
+    return [Line(FIT_BULLET.format(run=document.run_id, line=fit.line()), fit_figures(fit))
+            for document in documents for fit in memory_fits(document) if shown(fit)]
+
+
+def fit_figures(fit: MemoryFit) -> list[Figure]:
+    """The figures a fit's line prints: none where it says why there is no fit."""
+    line = fit.fit
+    if line is None or not line.predicts:
+        return []
+    subject = {"run": fit.run_id, "framework": fit.framework, "device": fit.device,
+               "variant": fit.variant}
+    found = [(SIZES, line.sizes, "sizes", str(line.sizes)),
+             (LARGEST_SIZE, line.largest_size, "samples", f"{int(line.largest_size):,}"),
+             (FIXED, line.fixed_bytes, "bytes", format_bytes(line.fixed_bytes)),
+             (PER_SAMPLE, line.per_sample_bytes, "bytes", format_bytes(line.per_sample_bytes))]
+    if line.max_residual_bytes is not None:
+        residual = abs(line.max_residual_bytes)
+        found.append((RESIDUAL, residual, "bytes", format_bytes(residual)))
+    if fit.largest_batch is not None and fit.capacity_bytes is not None:
+        found.append((CAPACITY, fit.capacity_bytes, "bytes", format_bytes(fit.capacity_bytes)))
+        if fit.largest_batch > 0:
+            found.append((LARGEST_BATCH, fit.largest_batch, "samples",
+                          batch_text(fit.largest_batch)))
+        place, below = fit.crossover, fit.crossover_below
+        if fit.memory == "device" and place is not None and place.kind == "crossover":
+            found += [(CROSSOVER, place.batch or 0.0, "samples", two_digits(place.batch)),
+                      (SIDE, float(bool(below)), "", "below" if below else "above")]
+    return [Figure(FIT_FAMILY, name, float(value), unit, text, subject)
+            for name, value, unit, text in found]
 
 
 def memory_table(prepared: pd.DataFrame) -> pd.DataFrame:

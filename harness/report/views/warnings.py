@@ -13,9 +13,10 @@ from typing import Any
 
 import pandas as pd
 
-from harness.core.units import format_size
+from harness.core.units import format_ratio, format_size
 from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS
-from harness.report.figure import Figure, Line
+from harness.data.secondopinion import NAMED_PARTS, RECORD_KEY, Part, disputed_parts
+from harness.report.figure import Figure, Line, case_subject
 from harness.report.summary import run_state
 from harness.report.tables import experiment_peaks, sort_cells
 from harness.report.views import View
@@ -45,7 +46,7 @@ class WarningsView(View):
         return [WARNINGS_HEADING, ""] + list(table["warning"]) + [""]
 
 
-WARNINGS_HEADING = "### Warnings"  # the audit reads the DISPUTED lines below it
+WARNINGS_HEADING = "### Warnings"
 
 
 # --- the cells and cases to warn about ---------------------------------------------------------
@@ -123,10 +124,6 @@ def _not_compared_lines(context: Any) -> list[str]:
     return lines
 
 
-# The start of a disputed count's line (harness check reads it: harness.audit).
-DISPUTED_PREFIX = "- DISPUTED FLOP count: "
-
-
 def _disputed_lines(context: Any) -> list[str]:
     """Timed cases whose FLOP count an independent count of the same call disputes: the parts
     and both figures; their rates are no share of a peak (tables.peak_fractions)."""
@@ -134,9 +131,49 @@ def _disputed_lines(context: Any) -> list[str]:
     if "flops_disputed" not in stats:
         return []
     disputed = stats[stats["valid"] & (stats["flops_disputed"].fillna("").astype(str) != "")]
-    return [f"{DISPUTED_PREFIX}{row['machine']}, {row['framework']} {row['device']} "
-            f"{row['variant']}{_size_at(row)}: {row['flops_disputed']}; its FLOP rate is "
-            "printed as disputed and is no share of a peak." for _, row in disputed.iterrows()]
+    keys = ["run_id", "variant", "framework", "device", "size_label"]
+    records = {tuple(row[key] for key in keys): row[RECORD_KEY]
+               for _, row in context.extras.iterrows() if isinstance(row[RECORD_KEY], dict)}
+    lines: list[str] = []
+    for _, row in disputed.iterrows():
+        parts = disputed_parts({RECORD_KEY: records.get(tuple(row[key] for key in keys))})
+        lines.append(Line(DISPUTED_LINE.format(
+            machine=row["machine"], cell=f"{row['framework']} {row['device']} {row['variant']}",
+            size=_size_at(row), parts=row["flops_disputed"]),
+            disputed_figures(case_subject(context.name, row), parts)))
+    return lines
+
+
+def disputed_figures(subject: dict[str, str], parts: list[Part]) -> list[Figure]:
+    """The named parts' figures (each part's subject names it) and how many more there are."""
+    figures = []
+    for part in parts[:NAMED_PARTS]:
+        named = {**subject, PART: part.name}
+        found = [(COUNTED, part.counted, f"{part.counted:,}"),
+                 (SECOND_LOW, part.low, f"{part.low:,}")]
+        if part.high != part.low:
+            found.append((SECOND_HIGH, part.high, f"{part.high:,}"))
+        figures += [Figure(DISPUTED_FAMILY, name, value, "FLOPs", text, named)
+                    for name, value, text in found]
+        if (ratio := part.ratio()) is not None:
+            figures.append(Figure(DISPUTED_FAMILY, COUNT_RATIO, ratio, "x", format_ratio(ratio),
+                                  named))
+    if len(parts) > NAMED_PARTS:
+        more = len(parts) - NAMED_PARTS
+        figures.append(Figure(DISPUTED_FAMILY, MORE_PARTS, more, "parts", f"{more} more part",
+                              subject))
+    return figures
+
+
+# A disputed FLOP count (family DISPUTED_FAMILY, harness.audit.checkcounts): each named part's
+# figure counted by op, the second count's range and their ratio; the parts left unnamed.
+DISPUTED_FAMILY = "disputed FLOP count"
+PART = "part"  # the subject key that names a part
+COUNTED, SECOND_LOW, SECOND_HIGH, COUNT_RATIO, MORE_PARTS = (
+    "disputed part: FLOPs by op", "disputed part: second count", "disputed part: second count "
+    "up to", "disputed part: ratio", "disputed parts not named")
+DISPUTED_LINE = ("- DISPUTED FLOP count: {machine}, {cell}{size}: {parts}; its FLOP rate is "
+                 "printed as disputed and is no share of a peak.")
 
 
 def _noisy_lines(context: Any, noisy: pd.DataFrame) -> list[str]:
