@@ -177,3 +177,22 @@ def test_small_accuracy_parity_through_worker(isolated_home: Path) -> None:
         assert len(case["samples"]) == 1  # 2 epochs: cold + 1 warm
     accuracies = [case["extra"]["accuracy"] for case in cases.values()]
     assert abs(accuracies[0] - accuracies[1]) < PARITY_POINTS, accuracies
+
+
+def test_jax_mnists_host_made_start_is_what_jax_would_make() -> None:
+    """The jax MNIST state starts on the host (no program compiled before the first step):
+    Adam's zero moments and count in optax's own structure, and PRNGKey's threefry key."""
+    jax = pytest.importorskip("jax")
+    optax = pytest.importorskip("optax")
+    from harness.backends.jax import mnist as jax_mnist
+
+    optimizer = optax.adam(1e-3)
+    state = jax_mnist.initial_state(optimizer, (16,))
+    made_by_jax = jax.jit(optimizer.init)(state["params"])
+    assert jax.tree.structure(state["opt_state"]) == jax.tree.structure(made_by_jax)
+    for host, device in zip(jax.tree.leaves(state["opt_state"]), jax.tree.leaves(made_by_jax),
+                            strict=True):
+        assert host.dtype == device.dtype and np.array_equal(host, np.asarray(device))
+    key = jax.random.PRNGKey(jax_mnist.SEED + 1)
+    assert np.asarray(state["key"]).dtype == key.dtype
+    assert np.array_equal(state["key"], np.asarray(key))
