@@ -17,7 +17,6 @@ from harness.analysis.crossover import run_predictions
 from harness.data import store
 from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey, keys_of
 from harness.data.measurements import measurements_of_rows, read_measurements
-from harness.data.results import CellResult
 from harness.report import run_predictions as report_predictions
 from harness.report.load import load_runs
 from tests.synthetic_runs import (
@@ -44,9 +43,9 @@ class WrittenRun:
 def written(tmp_path_factory: pytest.TempPathFactory) -> WrittenRun:
     results = gpu_machine_results()
     path = write_fixture_run(tmp_path_factory.mktemp("casekey") / "run", GPU_MACHINE, results)
-    rows = [row for result in results for row in store.case_rows(
-        path.name, GPU_MACHINE, "n", CellResult.from_dict(result),
-        {index: matmul_work(case["case"]) for index, case in enumerate(result["cases"])})]
+    rows = [row for result in store.load_run(path).cells for row in store.case_rows(
+        path.name, GPU_MACHINE, "n", result,
+        {index: matmul_work(case.case) for index, case in enumerate(result.cases)})]
     return WrittenRun(path, rows)
 
 

@@ -94,7 +94,7 @@ class CsvCheck:
         phases: dict[str, list[CsvRow]] = {}
         for line, row in rows:
             phases.setdefault(row.get("phase", ""), []).append((line, row))
-        expected = ({"cold": 1, "warm": len(case.samples), "epoch": len(case.call_seconds)}
+        expected = ({"cold": 1, "warm": len(case.samples), "epoch": len(case.whole_calls)}
                     if case.measured else {"none": 1})
         for phase in sorted(set(expected) | set(phases)):
             count, found = expected.get(phase, 0), len(phases.get(phase, []))
@@ -207,7 +207,7 @@ class CsvCheck:
             self.expect(measured, f"round of warm sample {index}", line, row, "round",
                         float(case.round_of(index)))
             self.expect(measured, "calls_per_sample", line, row, "calls_per_sample",
-                        float(case.calls_per_sample))
+                        float(case.calls_of(index)))
             block = case.block_steps(index)
             self.expect(measured, f"block_steps of warm sample {index}", line, row,
                         "block_steps", None if block is None else float(block))
@@ -215,16 +215,15 @@ class CsvCheck:
                         seconds / measured.steps, DERIVED_TOLERANCE)
 
     def epochs(self, measured: Measured, rows: list[CsvRow]) -> None:
-        calls = measured.case.call_seconds
+        calls = measured.case.whole_calls
         for line, row in rows:
             number = _csv_float(row.get("sample"))
             index = int(number) if number is not None and number == number else 0
-            expected = calls[index - 1] if 1 <= index <= len(calls) else None
-            self.expect(measured, f"seconds of epoch {index}", line, row, "seconds", expected)
-            rounds = measured.case.call_rounds
-            if rounds and "round" in row and 1 <= index <= len(rounds):
+            round_number, seconds = calls[index - 1] if 1 <= index <= len(calls) else (0, None)
+            self.expect(measured, f"seconds of epoch {index}", line, row, "seconds", seconds)
+            if "round" in row and seconds is not None:
                 self.expect(measured, f"round of epoch {index}", line, row, "round",
-                            float(rounds[index - 1]))
+                            float(round_number))
 
     def cell_rows(self, rows: list[CsvRow]) -> None:
         """Rows no case claimed: a cell's status row, or a row with no case in run.json."""

@@ -140,7 +140,7 @@ def case_rows(run_id: str, machine: str, spec_sweep: str, cell: CellResult,
             block_steps = case.block_steps(sample)
             rows.append({**case_base, "phase": "warm", "sample": sample,
                          "round": case.round_of(sample), "seconds": seconds,
-                         "calls_per_sample": case.calls_per_sample,
+                         "calls_per_sample": case.calls_of(sample),
                          **({"block_steps": block_steps} if block_steps is not None else {})})
         rows += epoch_rows(case_base, case)
     if cell.stopped_short:
@@ -158,11 +158,9 @@ def epoch_rows(case_base: MeasurementRow, case: CaseResult) -> list[MeasurementR
     number over the case's rounds, 1 the cold one; round = the worker that ran it), which the
     epoch figure draws, numbering the calls within each round.
     """
-    rounds = case.call_rounds or [0] * len(case.call_seconds)
     return [{**case_base, "phase": "epoch", "sample": number, "round": round_number,
              "seconds": seconds, "calls_per_sample": 1}
-            for number, (seconds, round_number) in enumerate(zip(case.call_seconds, rounds),
-                                                             start=1)]
+            for number, (round_number, seconds) in enumerate(case.whole_calls, start=1)]
 
 
 def write_measurements(run_dir: Path, rows: Iterable[MeasurementRow],
