@@ -251,7 +251,7 @@ def test_a_run_from_before_rounds_reads_as_one_round() -> None:
     assert upgraded["schema_version"] == SCHEMA_VERSION and upgraded["rounds"] == 1
     document = RunDocument.from_dict(upgraded)
     case = document.cells[0].cases[0]
-    assert case.round_count == 1 and case.round_of(2) == 0 and document.cells[0].cost is None
+    assert case.round_count == 1 and document.cells[0].cost is None
     assert case.rounds == [CaseRound(0, 1.0, (1.0, 2.0))]
 
 
@@ -290,9 +290,10 @@ def test_a_layout_3_case_upgrades_to_per_round_records_with_the_same_figures() -
     assert case.calls_per_sample == 2 and case.other_load == old["other_load"]
     assert [round(statistics.median(part), 9) for part in case.samples_by_round().values()] \
         == old["round_medians"]
-    assert [case.round_of(sample) for sample in range(1, 6)] == old["sample_rounds"]
+    assert [record.round for record, _ in case.warm_samples()] == old["sample_rounds"]
     assert case.whole_calls == list(zip(old["call_rounds"], old["call_seconds"]))
-    assert [case.block_steps(sample) for sample in range(1, 6)] == old["sample_steps"]
+    assert [record.block_steps(index) for record, index in case.warm_samples()] \
+        == old["sample_steps"]
     assert case.round_count == 2 and case.round_spread == pytest.approx((2.2 - 1.1) / 1.65)
     assert failed.rounds == [] and not failed.measured
     written = RunDocument.from_dict(upgraded).to_dict()
@@ -353,7 +354,7 @@ def test_merged_rounds_keep_what_one_call_did_the_plan_apart_and_every_round(
     assert CaseResult.from_dict(case.to_dict()).planned == {"train_samples": 60000}
     assert case.cold_seconds == 1.0
     assert case.samples == [1.0, 1.1, 1.2, 2.0, 2.1, 2.2]
-    assert [case.round_of(sample) for sample in range(1, 7)] == [0, 0, 0, 1, 1, 1]
+    assert [record.round for record, _ in case.warm_samples()] == [0, 0, 0, 1, 1, 1]
     assert [record.median for record in case.rounds] == [1.1, 2.1]
     assert [record.cold_seconds for record in case.rounds] == [1.0, 2.0]
 

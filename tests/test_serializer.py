@@ -154,7 +154,8 @@ def test_a_document_with_every_optional_part_round_trips_exactly() -> None:
     document = RunDocument.from_dict(ROUNDS_RUN)
     case = document.cells[0].cases[0]
     assert case.attempts[1] == Attempt(2, 1.05, 2, 0.0, "", True)
-    assert case.rounds[1].attempts == tuple(case.attempts) and case.round_of(3) == 1
+    assert case.rounds[1].attempts == tuple(case.attempts)
+    assert case.warm_samples()[2] == (case.rounds[1], 0)
     assert case.samples == [1.0, 1.1, 0.9, 1.2] and case.whole_calls[2] == (1, 1.1)
     assert document.cells[0].cost is not None and document.cells[0].cost.workers == 2
     assert document.cells[0].cell.calibration == (3,) and document.cells[0].cell.rounds == 2

@@ -192,23 +192,23 @@ class CsvCheck:
             self.expect(measured, "cold round", line, row, "round", 0.0)
 
     def warm(self, measured: Measured, rows: list[CsvRow]) -> None:
-        case = measured.case
+        placed = measured.case.warm_samples()
         for line, row in rows:
             number = _csv_float(row.get("sample"))
             index = int(number) if number is not None and number == number else 0
-            if not 1 <= index <= len(case.samples):
+            if not 1 <= index <= len(placed):
                 self.ledger.verdict(measured.subject, "sample number", f"{self.where} row {line}",
-                                    False, str(row.get("sample")),
-                                    f"1 to {len(case.samples)}")
+                                    False, str(row.get("sample")), f"1 to {len(placed)}")
                 continue
-            seconds = case.samples[index - 1]
+            record, position = placed[index - 1]
+            seconds = record.samples[position]
             self.expect(measured, f"seconds of warm sample {index}", line, row, "seconds",
                         seconds)
             self.expect(measured, f"round of warm sample {index}", line, row, "round",
-                        float(case.round_of(index)))
+                        float(record.round))
             self.expect(measured, "calls_per_sample", line, row, "calls_per_sample",
-                        float(case.calls_of(index)))
-            block = case.block_steps(index)
+                        float(record.calls_per_sample))
+            block = record.block_steps(position)
             self.expect(measured, f"block_steps of warm sample {index}", line, row,
                         "block_steps", None if block is None else float(block))
             self.expect(measured, f"time_s of warm sample {index}", line, row, "time_s",

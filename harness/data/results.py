@@ -136,6 +136,10 @@ class CaseRound(JsonRecord):
     def median(self) -> float | None:
         return statistics.median(self.samples) if self.samples else None
 
+    def block_steps(self, index: int) -> int | None:
+        """The steps of the block behind warm sample INDEX (0-based); None: a whole call."""
+        return self.sample_steps[index] if index < len(self.sample_steps) else None
+
 
 @dataclass
 class CaseResult(JsonRecord):
@@ -228,27 +232,10 @@ class CaseResult(JsonRecord):
         middle = statistics.median(medians)
         return (max(medians) - min(medians)) / middle if middle else None
 
-    def sample_round(self, sample: int) -> tuple[CaseRound, int] | None:
-        """The round record holding warm sample `sample` (1-based over the pooled samples) and
-        the sample's index in it; None outside them."""
-        position = sample - 1
-        if position < 0:
-            return None
-        for record in self.rounds:
-            if position < len(record.samples):
-                return record, position
-            position -= len(record.samples)
-        return None
-
-    def round_of(self, sample: int) -> int:
-        """The round of warm sample `sample` (1-based); 0 outside the samples."""
-        found = self.sample_round(sample)
-        return found[0].round if found else 0
-
-    def calls_of(self, sample: int) -> int:
-        """The calls per sample of warm sample `sample`'s round (1-based; 1 outside them)."""
-        found = self.sample_round(sample)
-        return found[0].calls_per_sample if found else 1
+    def warm_samples(self) -> list[tuple[CaseRound, int]]:
+        """Each pooled warm sample (in `samples`' order) as its round's record and its index
+        in that record's samples."""
+        return [(record, index) for record in self.rounds for index in range(len(record.samples))]
 
     @property
     def measured(self) -> bool:
@@ -273,13 +260,6 @@ class CaseResult(JsonRecord):
         return bool(item.metadata.get("timed") and self.measured) or super()._written(item,
                                                                                     value)
 
-    def block_steps(self, sample: int) -> int | None:
-        """The steps of the block behind warm sample `sample` (1-based); None: a whole call."""
-        found = self.sample_round(sample)
-        if found is None:
-            return None
-        record, index = found
-        return record.sample_steps[index] if index < len(record.sample_steps) else None
 
 
 @dataclass
