@@ -60,6 +60,9 @@ def test_a_case_has_one_key_from_its_result_its_csv_rows_and_its_table_row(
     from_results = [CaseKey.in_run(document, cell, case)
                     for cell in document.cells for case in cell.cases]
     assert len(set(from_results)) == len(from_results) == 16  # every case its own key
+    # A cell's key is what its cases' keys share: their key without the size.
+    assert {CaseKey.of_cell(cell, document.machine) for cell in document.cells if cell.cases} == {
+        key.without("size_label") for key in from_results}
     csv_rows = read_measurements(gpu_run)
     from_csv = set(keys_of(csv_rows[csv_rows["size_label"] != ""].to_dict("records")))
     run_set = load_runs([gpu_run])

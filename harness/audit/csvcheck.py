@@ -227,14 +227,16 @@ class CsvCheck:
 
     def cell_rows(self, rows: list[CsvRow]) -> None:
         """Rows no case claimed: a cell's status row, or a row with no case in run.json."""
-        cells = {(c.variant, c.framework, c.device): c for c in self.document.cells}
+        machine = self.document.machine
+        cells = {CaseKey.of_cell(cell, machine): cell for cell in self.document.cells}
         for line, row in rows:
-            key = (row.get("variant", ""), row.get("framework", ""), row.get("device", ""))
-            cell = cells.get(key)
-            is_status = row.get("phase") == "none" and not row.get("size")
+            key = CaseKey.from_row(row)
+            cell = cells.get(key.without("size_label"))
+            is_status = row.get("phase") == "none" and not key.size_label
             if cell is None or not is_status or (cell.cases and not cell.stopped_short):
-                self.ledger.verdict(" ".join(key), "row", f"{self.where} row {line}", False,
-                                    "a row", "no such case in run.json")
+                self.ledger.verdict(f"{key.variant} {key.framework} {key.device}", "row",
+                                    f"{self.where} row {line}", False, "a row",
+                                    "no such case in run.json")
                 continue
             self.ledger.verdict(f"{cell.framework} {cell.device} {cell.variant}",
                                 "cell status", f"{self.where} row {line}",

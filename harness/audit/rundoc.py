@@ -13,6 +13,7 @@ from harness.audit.measured import DERIVED_TOLERANCE, ENERGY_TOLERANCE, Measured
 from harness.core.units import (
     format_seconds,
 )
+from harness.data.casekey import CaseKey
 from harness.data.records import CaseEnergy, EnergyRecord
 from harness.data.results import CellResult, RunDocument
 from harness.spec import Status, WorkloadSpec
@@ -132,12 +133,10 @@ def _had_worker(result: CellResult) -> bool:
 def _worker_cells(document: RunDocument, unreached: bool = False) -> list[int]:
     """Plan indices of the cells that ran in a worker (not refused without one); `unreached`:
     also those a stopped run never reached (no result), which its rounds had shuffled too."""
-    results = {(c.variant, c.framework, c.device): c for c in document.cells}
+    results = {CaseKey.of_cell(cell): cell for cell in document.cells}
     found = []
     for index, planned in enumerate(document.planned_cells):
-        key = (str(planned.get("variant", "")), str(planned.get("framework", "")),
-               str(planned.get("device", "")))
-        result = results.get(key)
+        result = results.get(CaseKey.from_row(planned).without("machine", "size_label"))
         if (result is not None and _had_worker(result)) or (result is None and unreached):
             found.append(index)
     return found
