@@ -177,7 +177,7 @@ def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
     stats = info.join(timing, how="left").reset_index()
     stats["samples"] = stats["samples"].fillna(0).astype(int)
     stats["medians_by_round"] = [value if isinstance(value, dict) else {}
-                              for value in stats["medians_by_round"]]
+                                 for value in stats["medians_by_round"]]
     stats["rounds"] = [max(1, len(value)) for value in stats["medians_by_round"]]
     stats["iqr_s"] = stats["q3_s"] - stats["q1_s"]
     stats["noise"] = stats["iqr_s"] / stats["median_s"]

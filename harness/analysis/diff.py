@@ -223,7 +223,7 @@ def load_cases(run_dir: Path) -> RunCases:
         rounds = (warm["round"].fillna(0) if "round" in warm
                   else pd.Series(0, index=warm.index)).astype(int)
         medians_by_round[key] = [float(part.median()) for _, part in
-                              warm["seconds"].groupby(rounds) if part.notna().any()]
+                                 warm["seconds"].groupby(rounds) if part.notna().any()]
         texts = [text for text in group.get("suspect", []) if isinstance(text, str) and text]
         suspect[key] = texts[0] if texts else ""
     return RunCases(str(run_dir), document, statuses, samples, medians_by_round, suspect)
