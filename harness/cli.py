@@ -186,8 +186,8 @@ def check(
 ) -> None:
     """Recompute every figure a run stores and prints from its own raw samples.
 
-    measurements.csv against run.json, run.json's derived fields (round medians, the kept
-    attempt, FLOPs, energy), the round orders, and summary.md's figures. One line per
+    measurements.csv against run.json, run.json's derived fields (the kept attempt,
+    FLOPs, energy), the round orders, and summary.md's figures. One line per
     mismatch; exit 1 on any, 0 otherwise, 2 for a path that is not a run folder.
     """
     from harness.audit import Audit, audit_run, audit_summary

@@ -40,19 +40,25 @@ def write_run(run_dir: Path, results: list[dict[str, Any]], host: dict[str, Any]
     run_dir.mkdir(parents=True)
     host = host or HOST
     work = work or matmul_work
-    rows = []
-    for result in results:
-        per_case = {index: work(case["case"]) for index, case in enumerate(result["cases"])}
-        rows += store.case_rows(run_dir.name, host["machine_label"], sweep,
-                                CellResult.from_dict(result), per_case)
-    store.write_measurements(run_dir, rows)
     # The documents here are hand-built in the first layout: typed through the upgrade code.
-    store.write_run(run_dir, as_run_document({
+    document = as_run_document({
         "run_id": run_dir.name, "command": ["harness", "compare"], "started": started,
         "finished": started + 60, "workload": workload, "sweep": sweep,
         "params": params or {"n": [64, 128], "dtype": "float32"}, "quick": True, "host": host,
-        "cells": results, **(extra_doc or {})}))
+        "cells": results, **(extra_doc or {})})
+    rows = []
+    for result in document.cells:
+        per_case = {index: work(case.case) for index, case in enumerate(result.cases)}
+        rows += store.case_rows(run_dir.name, host["machine_label"], sweep, result, per_case)
+    store.write_measurements(run_dir, rows)
+    store.write_run(run_dir, document)
     return run_dir
+
+
+def typed_result(result: dict[str, Any]) -> CellResult:
+    """A cell result hand-built here (the first layout) typed through the upgrade code, as a
+    stored run of that layout is read."""
+    return as_run_document({"cells": [result]}).cells[0]
 
 
 # --- raw samples per size --------------------------------------------------------------------

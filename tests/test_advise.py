@@ -43,25 +43,21 @@ GPU_PROFILE = {"calls": 3, "busy_seconds": 2e-4, "copy_seconds": 1e-5, "kernels_
                "tool": "synthetic"}
 
 
-def samples_around(median: float, rounds: int = 3, per_round: int = 5) -> tuple[list[float],
-                                                                               list[int]]:
-    """Tight samples (1% spread) in each round: a 2x gap between two cases is beyond the noise."""
-    values, numbers = [], []
-    for number in range(rounds):
-        for index in range(per_round):
-            values.append(median * (1 + 0.01 * (index - per_round // 2) / per_round))
-            numbers.append(number)
-    return values, numbers
+def samples_around(median: float, rounds: int = 3, per_round: int = 5) -> list[dict[str, Any]]:
+    """Tight samples (1% spread) in each round: a 2x gap between two cases is beyond the noise.
+    Each round's record as run.json keeps it."""
+    samples = [median * (1 + 0.01 * (index - per_round // 2) / per_round)
+               for index in range(per_round)]
+    return [{"round": number, "cold_seconds": median * 3, "samples": samples}
+            for number in range(rounds)]
 
 
 def cell(variant: str, device: str, medians: dict[int, float], check: dict[str, Any] | None = None,
          status: str = "ok", profile: dict[str, Any] | None = None) -> dict[str, Any]:
     cases = []
     for batch, median in medians.items():
-        values, numbers = samples_around(median)
         cases.append({"case": {"batch": batch}, "status": status, "reason": "",
-                      "cold_seconds": median * 3, "samples": values, "calls_per_sample": 1,
-                      "sample_rounds": numbers, "check": check or PASS,
+                      "rounds": samples_around(median), "check": check or PASS,
                       "device_profile": profile})
     return {"cell": {"workload": "model-net", "variant": variant, "framework": "torch",
                      "device": device, "params": {"batch": list(medians)}},

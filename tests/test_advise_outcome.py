@@ -64,11 +64,10 @@ def planted_contention() -> str:
 
 
 def cpu_case(batch: int, per_round: list[list[float]], suspect: str = "") -> dict:
-    samples = [value for values in per_round for value in values]
-    rounds = [number for number, values in enumerate(per_round) for _ in values]
+    rounds = [{"round": number, "cold_seconds": per_round[0][0] * 3, "samples": values}
+              for number, values in enumerate(per_round)]
     return {"case": {"batch": batch}, "status": "ok", "reason": "", "suspect": suspect,
-            "cold_seconds": samples[0] * 3, "samples": samples, "calls_per_sample": 1,
-            "sample_rounds": rounds, "check": {"passed": True, "metric": "max_rel_diff",
+            "rounds": rounds, "check": {"passed": True, "metric": "max_rel_diff",
                                                 "value": 1e-7, "bound": 4e-6}}
 
 

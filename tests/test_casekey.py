@@ -17,7 +17,6 @@ from harness.analysis.crossover import run_predictions
 from harness.data import store
 from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey, keys_of
 from harness.data.measurements import measurements_of_rows, read_measurements
-from harness.data.results import CellResult
 from harness.report import run_predictions as report_predictions
 from harness.report.load import load_runs
 from tests.synthetic_runs import (
@@ -44,9 +43,9 @@ class WrittenRun:
 def written(tmp_path_factory: pytest.TempPathFactory) -> WrittenRun:
     results = gpu_machine_results()
     path = write_fixture_run(tmp_path_factory.mktemp("casekey") / "run", GPU_MACHINE, results)
-    rows = [row for result in results for row in store.case_rows(
-        path.name, GPU_MACHINE, "n", CellResult.from_dict(result),
-        {index: matmul_work(case["case"]) for index, case in enumerate(result["cases"])})]
+    rows = [row for result in store.load_run(path).cells for row in store.case_rows(
+        path.name, GPU_MACHINE, "n", result,
+        {index: matmul_work(case.case) for index, case in enumerate(result.cases)})]
     return WrittenRun(path, rows)
 
 
@@ -61,6 +60,9 @@ def test_a_case_has_one_key_from_its_result_its_csv_rows_and_its_table_row(
     from_results = [CaseKey.in_run(document, cell, case)
                     for cell in document.cells for case in cell.cases]
     assert len(set(from_results)) == len(from_results) == 16  # every case its own key
+    # A cell's key is what its cases' keys share: their key without the size.
+    assert {CaseKey.of_cell(cell, document.machine) for cell in document.cells if cell.cases} == {
+        key.without("size_label") for key in from_results}
     csv_rows = read_measurements(gpu_run)
     from_csv = set(keys_of(csv_rows[csv_rows["size_label"] != ""].to_dict("records")))
     run_set = load_runs([gpu_run])

@@ -203,18 +203,21 @@ def test_a_row_with_no_case_and_a_case_with_no_rows_are_mismatches(matmul_run: P
 
 # --- run.json's derived fields ------------------------------------------------------------------
 
-def test_a_changed_round_median_is_named(fault_run: Path, tmp_path: Path) -> None:
+def test_a_changed_sample_of_a_later_round_is_named_with_its_pooled_number(
+        fault_run: Path, tmp_path: Path) -> None:
     run = copy_of(fault_run, tmp_path)
+    first_round = len(first_measured_case(
+        json.loads((run / "run.json").read_text()), "fake", "cpu")["rounds"][0]["samples"])
 
     def change(document: dict[str, Any]) -> None:
         case = first_measured_case(document, "fake", "cpu")
-        case["round_medians"][1] *= 3
+        case["rounds"][1]["samples"][0] *= 3
 
     plant_run_json(run, change)
     code, output = checked(run)
     assert code == 1, output
-    assert re.search(r"fake cpu ok size=1: round median 2 stored .* \(run\.json\), recomputed",
-                     output), output
+    assert re.search(rf"fake cpu ok size=1: seconds of warm sample {first_round + 1} stored .*"
+                     r"\(measurements\.csv row \d+\)", output), output
 
 
 def test_the_plans_flop_count_given_to_a_share_of_it_is_named(fault_run: Path,

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from harness import api
 from harness.cli import app
-from harness.data.results import CellResult
+from harness.data.results import SCHEMA_VERSION, CellResult
 from harness.run import plan as run_plan
 from harness.run import planner, runner
 from harness.spec import BadInput, Cell
@@ -101,7 +101,7 @@ def test_quick_matmul_runs_every_framework_in_workers_and_marks_cuda_unavailable
     assert set(warm["framework"]) == {"torch", "tensorflow", "jax", "numpy"}
     assert set(warm["size"]) == {32, 64}
     assert warm["check_passed"].all()
-    assert document["schema_version"] == 3 and document["host"]["cpu_model"]
+    assert document["schema_version"] == SCHEMA_VERSION and document["host"]["cpu_model"]
 
 
 BAD_INPUTS = [

@@ -105,7 +105,7 @@ def test_gpu_cell_stores_the_profiled_figures_per_call() -> None:
     case = result["cases"][0]
     profile = case["device_profile"]
     # The busy pass profiles one timed sample's worth of calls, apart from the samples.
-    assert profile["calls"] == case["calls_per_sample"]
+    assert profile["calls"] == case["rounds"][0]["calls_per_sample"]
     assert profile["busy_seconds"] == pytest.approx(fake_gpu.BUSY_S)
     assert profile["copy_seconds"] == pytest.approx(fake_gpu.COPY_S)
     assert profile["kernels_per_call"] == fake_gpu.KERNELS

@@ -231,18 +231,18 @@ def test_a_first_call_faster_than_the_warm_median_is_explained_from_the_run() ->
 
     # Round 1 warm at 50 ms, later rounds slower: the pooled median (75 ms) is above the first
     # call (56 ms per step) because the later rounds ran slower.
-    rounds = pd.Series({"median_s": 0.075, "round_medians": {0: 0.050, 1: 0.129, 2: 0.074},
+    rounds = pd.Series({"median_s": 0.075, "medians_by_round": {0: 0.050, 1: 0.129, 2: 0.074},
                         "suspect": "", "steps_per_call": 125})
     said = cold_faster_reason(rounds, "step", "call")
     assert "round 1, whose warm median was 50 ms per step" in said
     assert "later ones ran slower (129 ms, 74 ms)" in said
     # One round: a whole call's mean against the median of its blocks.
-    blocks = pd.Series({"median_s": 0.075, "round_medians": {0: 0.075},
+    blocks = pd.Series({"median_s": 0.075, "medians_by_round": {0: 0.075},
                         "suspect": "other processes used 1.2 of 2 cores", "steps_per_call": 625})
     said = cold_faster_reason(blocks, "step", "call")
     assert "one whole call (its time / its 625 steps: a mean" in said
     assert "a warm sample is one block of steps" in said and "(SUSPECT)" in said
-    loops = pd.Series({"median_s": 1e-3, "round_medians": {}, "suspect": "",
+    loops = pd.Series({"median_s": 1e-3, "medians_by_round": {}, "suspect": "",
                        "steps_per_call": float("nan")})
     assert "a warm sample is a loop of calls" in cold_faster_reason(loops, "call", "call")
 

@@ -136,7 +136,8 @@ def test_mnist_cell_trains_the_seed_net(mnist_cases: dict, framework: str) -> No
     extra = case["extra"]
     assert extra["params"] == 101_770 and extra["steps_per_call"] == 2048 // 32
     assert extra["accuracy"] > mnist.ACCURACY_BOUND and extra["train_loss"] < 2.0
-    assert len(case["samples"]) == 1 and case["cold_seconds"] > 0  # 2 epochs: cold + warm
+    (record,) = case["rounds"]
+    assert len(record["samples"]) == 1 and record["cold_seconds"] > 0  # 2 epochs: cold + warm
     if framework.startswith("keras-"):
         assert extra["keras_backend"] == framework.removeprefix("keras-")
 

@@ -37,4 +37,5 @@ def test_keras_on_tensorflow_trains_the_wide_net_through_the_worker() -> None:
     assert mnist.ACCURACY_BOUND < extra["accuracy"] <= 1.0
     assert np.isfinite(extra["train_loss"]) and extra["train_loss"] < 2.0
     assert extra["data_source"].startswith("embedded:")
-    assert len(case["samples"]) == 1 and case["cold_seconds"] > 0  # 2 epochs: cold + 1 warm
+    (record,) = case["rounds"]
+    assert len(record["samples"]) == 1 and record["cold_seconds"] > 0  # 2 epochs: cold + 1 warm

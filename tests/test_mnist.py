@@ -159,7 +159,8 @@ def test_wide_parameter_count_through_worker(isolated_home: Path, framework: str
     extra = case["extra"]
     assert extra["params"] == WIDE_PARAMS
     assert extra["steps_per_call"] == 2 and extra["samples_distinct"] == 64
-    assert len(case["samples"]) == 0 and case["cold_seconds"] > 0  # one epoch: the cold one
+    (record,) = case["rounds"]
+    assert len(record["samples"]) == 0 and record["cold_seconds"] > 0  # one epoch: the cold one
 
 
 @pytest.mark.slow
@@ -174,7 +175,7 @@ def test_small_accuracy_parity_through_worker(isolated_home: Path) -> None:
         assert extra["steps_per_call"] == 2048 // 32
         assert extra["data_source"].startswith("embedded:")
         assert np.isfinite(extra["train_loss"]) and extra["train_loss"] < 2.0
-        assert len(case["samples"]) == 1  # 2 epochs: cold + 1 warm
+        assert len(case["rounds"][0]["samples"]) == 1  # 2 epochs: cold + 1 warm
     accuracies = [case["extra"]["accuracy"] for case in cases.values()]
     assert abs(accuracies[0] - accuracies[1]) < PARITY_POINTS, accuracies
 

@@ -36,10 +36,11 @@ def test_one_epoch_gives_warm_block_samples(framework: str) -> None:
     case = run_one_case(framework)
     assert case["extra"]["steps_per_call"] == 8 and case["extra"]["epochs_run"] >= 1
     # 8 steps in 8 blocks of one step; the first is cold, the other 7 are warm samples.
-    assert len(case["samples"]) >= 3 and case["sample_steps"] == [1] * len(case["samples"])
-    assert all(seconds > 0 for seconds in case["samples"])
+    (record,) = case["rounds"]
+    assert len(record["samples"]) >= 3 and record["sample_steps"] == [1] * len(record["samples"])
+    assert all(seconds > 0 for seconds in record["samples"])
     # The epoch itself is still reported, as the cold call.
-    assert case["call_seconds"] == [case["cold_seconds"]]
+    assert record["call_seconds"] == [record["cold_seconds"]]
 
 
 @pytest.mark.slow
@@ -48,8 +49,9 @@ def test_an_epoch_in_one_jitted_call_stays_one_sample_per_epoch() -> None:
     if not registry.framework_installed("jax")[0]:
         pytest.skip("jax is not installed")
     case = run_one_case("jax", "compiled", epochs=2)
-    assert len(case["samples"]) == 1 and case["sample_steps"] == [8]
-    assert len(case["call_seconds"]) == 2
+    (record,) = case["rounds"]
+    assert len(record["samples"]) == 1 and record["sample_steps"] == [8]
+    assert len(record["call_seconds"]) == 2
 
 
 

@@ -33,4 +33,5 @@ def test_variant_trains_the_small_net(framework: str, variant: str) -> None:
     assert case["check"]["passed"] and case["check"]["bound"] == mnist.ACCURACY_BOUND
     assert extra["accuracy"] > mnist.ACCURACY_BOUND
     assert np.isfinite(extra["train_loss"]) and extra["train_loss"] < 2.0
-    assert len(case["samples"]) == 1 and case["cold_seconds"] > 0
+    (record,) = case["rounds"]
+    assert len(record["samples"]) == 1 and record["cold_seconds"] > 0

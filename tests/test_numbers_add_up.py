@@ -15,7 +15,7 @@ import pytest
 from harness.analysis.stats import summarize_case, summarize_result, work_of
 from harness.core import registry
 from harness.core.units import format_bytes, format_joules, format_seconds
-from harness.data.results import CaseResult, CellResult
+from harness.data.results import CaseResult, CaseRound, CellResult
 from harness.run import rounds
 from harness.spec import Cell
 from harness.workloads import mnist
@@ -30,7 +30,8 @@ def _round_result(cell: Cell, index: int, seconds: float) -> CellResult:
     share = rounds.round_cell(WIDE, cell, index, 3).params
     case = {**share, "batch_size": 32}
     return CellResult(cell=cell, cases=[CaseResult(
-        case, cold_seconds=seconds * 1.3, samples=[seconds * f for f in (0.98, 1.0, 1.02)],
+        case, rounds=[CaseRound(index, seconds * 1.3,
+                                tuple(seconds * f for f in (0.98, 1.0, 1.02)))],
         extra={"flops_per_call": WIDE.flops(case), "steps_per_call": 625})])
 
 
@@ -47,7 +48,7 @@ def test_the_demo_rate_is_the_calls_flops_over_the_calls_median() -> None:
 
 def test_a_stored_case_with_the_plans_parameters_is_rated_by_its_own_count() -> None:
     # Run folders from before the fix hold the plan in `case`; the call's own count wins.
-    stored = CaseResult(dict(PLANNED), cold_seconds=0.3, samples=[0.2, 0.2, 0.2],
+    stored = CaseResult(dict(PLANNED), rounds=[CaseRound(0, 0.3, (0.2, 0.2, 0.2))],
                         extra={"flops_per_call": 6e9})
     assert work_of(WIDE, stored.case, stored.extra)["flops"] == 6e9
     assert work_of(WIDE, stored.case, {})["flops"] == WIDE.flops(PLANNED)
@@ -73,7 +74,7 @@ def test_mnist_declared_flops_equal_torchs_own_counter() -> None:
 
 def test_partial_counts_are_lower_bounds_in_the_summary() -> None:
     cell = CellResult(cell=Cell("model-x", "as-written", "torch", "cuda:0", {}), cases=[
-        CaseResult({"batch": 8}, cold_seconds=1.0, samples=[0.01] * 3, extra={
+        CaseResult({"batch": 8}, rounds=[CaseRound(0, 1.0, (0.01,) * 3)], extra={
             "flops_per_call": 1e6, "flops_coverage": {
                 "complete": False, "uncounted_ops": {"aten._cudnn_rnn": 2},
                 "uncounted_param_share": 0.97}})])
@@ -100,7 +101,7 @@ def test_units_never_print_exponents(text: str, value: str) -> None:
 
 def test_a_check_that_compared_nothing_does_not_read_as_a_pass() -> None:
     cell = CellResult(cell=Cell("model-x", "as-written", "torch", "cpu", {}), cases=[
-        CaseResult({"n": 8}, cold_seconds=1.0, samples=[0.01] * 3,
+        CaseResult({"n": 8}, rounds=[CaseRound(0, 1.0, (0.01,) * 3)],
                    check={"passed": True, "metric": "not_compared", "value": 0.0,
                           "bound": 0.0, "detail": "not compared: dropout"})])
     (row,) = summarize_result(registry.load_workload("matmul"), cell)

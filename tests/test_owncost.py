@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness.data.results import CaseResult, CellResult
+from harness.data.results import CaseResult, CaseRound, CellResult
 from harness.measure import casewatch, energy, energycounters, idlepower, timing
 from harness.measure.timing import TimingPolicy
 from harness.run import casepasses, caserun, rounds, worker
@@ -239,9 +239,9 @@ def test_a_later_round_takes_the_first_rounds_flops_without_counting() -> None:
     first = _flops_of(module, None)
     assert module.counted == 1 and first["flops_counted_by"] == "the fake counter"
     result = CellResult(cell=Cell("counted", "ok", "fake", "cpu"),
-                        cases=[CaseResult({"size": 1}, samples=[1.0], cold_seconds=0.1,
-                                   extra=dict(first)),
-                               CaseResult({"size": 2}, samples=[1.0], cold_seconds=0.1, extra={})])
+                        cases=[CaseResult({"size": 1}, rounds=[CaseRound(0, 0.1, (1.0,))],
+                                          extra=dict(first)),
+                               CaseResult({"size": 2}, rounds=[CaseRound(0, 0.1, (1.0,))])])
     merger = rounds.RoundMerger.of(SPEC, [result.cell], 3)
     merger.add(result.cell, result)
     later = merger.calibrated(Cell("counted", "ok", "fake", "cpu", rounds=3, round=1))

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -19,7 +21,14 @@ from harness.cli import app
 from harness.core import registry
 from harness.core.settings import Settings
 from harness.data import store
-from harness.data.results import CaseResult, CellResult, cell_from_dict
+from harness.data.results import (
+    SCHEMA_VERSION,
+    CaseResult,
+    CaseRound,
+    CellResult,
+    RunDocument,
+    cell_from_dict,
+)
 from harness.data.upgrade import upgrade
 from harness.measure import gpustate, hostload
 from harness.measure.casewatch import CaseWatch
@@ -98,9 +107,9 @@ def test_a_run_in_rounds_records_its_order_seed_and_the_round_of_every_sample(
         assert cell.cost is not None and cell.cost.workers == 2
         assert cell.cost.wall_s > cell.cost.timed_s > 0
         case = cell.cases[0]
-        assert case.status == Status.OK and len(case.round_medians) == 2
-        assert sorted(set(case.sample_rounds)) == [0, 1]
-        assert len(case.sample_rounds) == len(case.samples) >= 6  # 3 a round, at least
+        assert case.status == Status.OK and [record.round for record in case.rounds] == [0, 1]
+        assert all(len(record.samples) >= 3 for record in case.rounds)  # 3 a round, at least
+        assert all(record.cold_seconds for record in case.rounds)  # each worker's own cold call
     csv = pd.read_csv(result.path / "measurements.csv")
     assert set(csv.loc[csv["phase"] == "warm", "round"]) == {0, 1}
     assert csv.loc[csv["phase"] == "warm", "round_spread"].notna().all()  # per-case drift
@@ -114,21 +123,19 @@ def test_a_run_in_rounds_records_its_order_seed_and_the_round_of_every_sample(
 
 def test_a_drift_between_rounds_larger_than_the_gap_is_within_the_noise() -> None:
     # Tight rounds (IQR ~1%) 10% apart, but the rounds themselves drift by 40%.
-    fast = CaseNoise.of([1.00, 1.01, 1.02, 1.40, 1.41, 1.42, 1.20, 1.21, 1.22],
-                        [0, 0, 0, 1, 1, 1, 2, 2, 2])
-    slow = CaseNoise.of([1.30, 1.31, 1.32, 1.10, 1.11, 1.12, 1.50, 1.51, 1.52],
-                        [0, 0, 0, 1, 1, 1, 2, 2, 2])
+    fast = CaseNoise.of({0: [1.00, 1.01, 1.02], 1: [1.40, 1.41, 1.42], 2: [1.20, 1.21, 1.22]})
+    slow = CaseNoise.of({0: [1.30, 1.31, 1.32], 1: [1.10, 1.11, 1.12], 2: [1.50, 1.51, 1.52]})
     verdict = judge_gap(fast, slow)
     assert not verdict.significant and verdict.held == 2 and verdict.rounds == 3
     assert verdict.phrase().startswith("within the noise")
     # Steady rounds with the same 20% gap: beyond the noise in every round.
-    steady_fast = CaseNoise.of([1.00, 1.01, 1.02] * 3, [0, 0, 0, 1, 1, 1, 2, 2, 2])
-    steady_slow = CaseNoise.of([1.20, 1.21, 1.22] * 3, [0, 0, 0, 1, 1, 1, 2, 2, 2])
+    steady_fast = CaseNoise.of({number: [1.00, 1.01, 1.02] for number in range(3)})
+    steady_slow = CaseNoise.of({number: [1.20, 1.21, 1.22] for number in range(3)})
     held = judge_gap(steady_fast, steady_slow)
     assert held.significant and held.phrase() == "beyond the noise, held in 3 of 3 rounds"
-    one = judge_gap(CaseNoise.of([1.0, 1.01, 1.02]), CaseNoise.of([2.0, 2.01, 2.02]))
+    one = judge_gap(CaseNoise.of({0: [1.0, 1.01, 1.02]}), CaseNoise.of({0: [2.0, 2.01, 2.02]}))
     assert one.significant and "run-to-run drift not measured" in one.phrase()
-    assert not judge_gap(CaseNoise.of([1.0, 1.1]), CaseNoise.of([2.0, 2.1, 2.2])).judged
+    assert not judge_gap(CaseNoise.of({0: [1.0, 1.1]}), CaseNoise.of({0: [2.0, 2.1, 2.2]})).judged
 
 
 def test_the_gpu_vs_cpu_answer_is_judged_per_size_by_the_same_rule() -> None:
@@ -139,7 +146,7 @@ def test_the_gpu_vs_cpu_answer_is_judged_per_size_by_the_same_rule() -> None:
             "valid": True, "size_label": ["64", "256"], "size_value": [64.0, 256.0],
             "median_s": medians, "q1_s": [m * 0.99 for m in medians],
             "q3_s": [m * 1.01 for m in medians], "samples": 9,
-            "round_medians": [{0: m, 1: m * (1 + drift), 2: m} for m in medians]})
+            "medians_by_round": [{0: m, 1: m * (1 + drift), 2: m} for m in medians]})
 
     # At 64 the GPU leads by 20% but its rounds drift by 50%; at 256 it leads 4x, steadily.
     verdicts = size_verdicts(rows([1.0, 4.0], 0.0), rows([0.8, 1.0], 0.5))
@@ -226,7 +233,8 @@ def test_a_later_round_of_a_cell_contended_throughout_times_each_case_once(
     # A cell whose earlier round had no such case retries as before.
     calm = rounds.RoundMerger.of(spec, [first], 2)
     retimed = [record.attempts[0], replace(record.attempts[1], contended="")]
-    calm.add(first, CellResult(cell=first, cases=[replace(record, attempts=retimed)]))
+    calm.add(first, CellResult(cell=first, cases=[replace(record, rounds=[
+        replace(record.rounds[0], attempts=tuple(retimed))])]))
     assert calm.calibrated(replace(first, round=1)).busy == ""
 
 
@@ -240,11 +248,57 @@ def test_a_run_from_before_rounds_reads_as_one_round() -> None:
                       "status": "ok", "cases": [{"case": {"n": 64}, "status": "ok",
                                                  "cold_seconds": 1.0, "samples": [1.0, 2.0]}]}]}
     upgraded = upgrade(old)
-    assert upgraded["schema_version"] == 3 and upgraded["rounds"] == 1
-    from harness.data.results import RunDocument
+    assert upgraded["schema_version"] == SCHEMA_VERSION and upgraded["rounds"] == 1
     document = RunDocument.from_dict(upgraded)
     case = document.cells[0].cases[0]
-    assert case.rounds == 1 and case.round_of(2) == 0 and document.cells[0].cost is None
+    assert case.round_count == 1 and document.cells[0].cost is None
+    assert case.rounds == [CaseRound(0, 1.0, (1.0, 2.0))]
+
+
+def v3_case() -> dict[str, Any]:
+    """A case as layout 3 stored it: two rounds in parallel arrays, round 2 retried."""
+    return {"case": {"epochs": 1}, "status": "ok", "reason": "", "cold_seconds": 3.0,
+            "samples": [1.0, 1.2, 1.1, 2.0, 2.4], "calls_per_sample": 2,
+            "other_load": {"other_cores": 1.5, "steal_cores": 0.0, "seconds": 2.0},
+            "call_seconds": [3.0, 1.1, 4.0, 2.2], "sample_steps": [4, 4, 4, 4, 4],
+            "sample_rounds": [0, 0, 0, 1, 1], "round_medians": [1.1, 2.2],
+            "call_rounds": [0, 0, 1, 1], "suspect": "round 2: busy",
+            "attempts": [{"number": 1, "median_s": 3.0, "samples": 2, "other_cores": 1.5,
+                          "contended": "busy", "kept": False, "round": 1},
+                         {"number": 2, "median_s": 2.2, "samples": 2, "other_cores": 0.1,
+                          "contended": "", "kept": True, "round": 1}]}
+
+
+def test_a_layout_3_case_upgrades_to_per_round_records_with_the_same_figures() -> None:
+    old = v3_case()
+    document = {"schema_version": 3, "run_id": "v3", "workload": "mnist-small", "rounds": 2,
+                "seed": 1, "sweep": "epochs", "cells": [
+                    {"cell": {"workload": "mnist-small", "variant": "as-written",
+                              "framework": "torch", "device": "cpu", "params": {}},
+                     "status": "ok", "cases": [old, {"case": {"epochs": 2}, "status": "error",
+                                                     "reason": "boom"}]}]}
+    upgraded = upgrade(document)
+    stored = upgraded["cells"][0]["cases"][0]
+    assert not {"samples", "sample_rounds", "round_medians", "call_rounds"} & set(stored)
+    case, failed = RunDocument.from_dict(upgraded).cells[0].cases
+    first, second = case.rounds
+    assert (first.round, first.samples, first.call_seconds) == (0, (1.0, 1.2, 1.1), (3.0, 1.1))
+    assert (second.round, second.samples, second.call_seconds) == (1, (2.0, 2.4), (4.0, 2.2))
+    assert [attempt.number for attempt in second.attempts] == [1, 2] and not first.attempts
+    # Every merged figure layout 3 stored or derived reads back the same.
+    assert case.samples == old["samples"] and case.cold_seconds == old["cold_seconds"]
+    assert case.calls_per_sample == 2 and case.other_load == old["other_load"]
+    assert [round(statistics.median(part), 9) for part in case.samples_by_round().values()] \
+        == old["round_medians"]
+    assert [record.round for record, _ in case.warm_samples()] == old["sample_rounds"]
+    assert case.whole_calls == list(zip(old["call_rounds"], old["call_seconds"]))
+    assert [record.block_steps(index) for record, index in case.warm_samples()] \
+        == old["sample_steps"]
+    assert case.round_count == 2 and case.round_spread == pytest.approx((2.2 - 1.1) / 1.65)
+    assert failed.rounds == [] and not failed.measured
+    written = RunDocument.from_dict(upgraded).to_dict()
+    assert upgrade(written) == written and written["cells"][0]["cases"][0]["rounds"] == \
+        stored["rounds"]  # layout 4 is written as the upgrade made it, round by round
 
 
 def _suspect_pair(out_dir: Path) -> tuple[Path, Path]:
@@ -288,10 +342,10 @@ def test_merged_rounds_keep_what_one_call_did_the_plan_apart_and_every_round(
     planned = Cell("mnist-small", "as-written", "torch", "cpu",
                    {"epochs": 1, "train_samples": 60000}, rounds=2)
     share = {"epochs": 1, "train_samples": 30000}
-    first = CellResult(cell=planned, cases=[CaseResult(dict(share), cold_seconds=1.0,
-                                                       samples=[1.0, 1.1, 1.2])])
-    second = CellResult(cell=planned, cases=[CaseResult(dict(share), cold_seconds=2.0,
-                                                        samples=[2.0, 2.1, 2.2])])
+    first = CellResult(cell=planned, cases=[CaseResult(dict(share), rounds=[
+        CaseRound(0, 1.0, (1.0, 1.1, 1.2))])])
+    second = CellResult(cell=planned, cases=[CaseResult(dict(share), rounds=[
+        CaseRound(0, 2.0, (2.0, 2.1, 2.2))])])  # its worker's record: numbered by the merge
     merged = rounds.merge_cells(planned, [(1, second), (0, first)],
                                 ("epochs", "train_samples"))
     case = merged.cases[0]
@@ -300,7 +354,9 @@ def test_merged_rounds_keep_what_one_call_did_the_plan_apart_and_every_round(
     assert CaseResult.from_dict(case.to_dict()).planned == {"train_samples": 60000}
     assert case.cold_seconds == 1.0
     assert case.samples == [1.0, 1.1, 1.2, 2.0, 2.1, 2.2]
-    assert case.sample_rounds == [0, 0, 0, 1, 1, 1] and case.round_medians == [1.1, 2.1]
+    assert [record.round for record, _ in case.warm_samples()] == [0, 0, 0, 1, 1, 1]
+    assert [record.median for record in case.rounds] == [1.1, 2.1]
+    assert [record.cold_seconds for record in case.rounds] == [1.0, 2.0]
 
 
 def test_the_exact_test_counts_ties_as_the_enumeration_does() -> None:
@@ -311,10 +367,10 @@ def test_the_exact_test_counts_ties_as_the_enumeration_does() -> None:
 
 def test_each_rounds_whole_calls_keep_their_round_in_the_csv(out_dir: Path) -> None:
     planned = Cell("mnist-small", "as-written", "torch", "cpu", {"epochs": 2}, rounds=2)
-    results = [(index, CellResult(cell=planned, cases=[CaseResult(
-        {"epochs": 1}, cold_seconds=1.0 + index, samples=[1.0, 1.1, 1.2],
-        call_seconds=[1.0 + index], sample_steps=[4, 4, 4])])) for index in range(2)]
+    results = [(index, CellResult(cell=planned, cases=[CaseResult({"epochs": 1}, rounds=[
+        CaseRound(index, 1.0 + index, (1.0, 1.1, 1.2), call_seconds=(1.0 + index,),
+                  sample_steps=(4, 4, 4))])])) for index in range(2)]
     case = rounds.merge_cells(planned, results, ("epochs",)).cases[0]
-    assert case.call_seconds == [1.0, 2.0] and case.call_rounds == [0, 1]
+    assert case.whole_calls == [(0, 1.0), (1, 2.0)]
     rows = [row for row in store.epoch_rows({}, case)]
     assert [(row["sample"], row["round"]) for row in rows] == [(1, 0), (2, 1)]

@@ -26,15 +26,17 @@ from harness.spec import Status
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 TARBALLS = [DOCS / "example" / "cpu-runs.tar.gz", DOCS / "example" / "h100-runs.tar.gz"]
 
-# A timed case exactly as the worker writes it today (15 keys) plus one from a newer plugin.
+# A timed case exactly as the worker writes it today (12 keys, its one round's record 5) plus
+# one from a newer plugin.
 WORKER_CASE: dict[str, Any] = {
     "case": {"batch_size": 32, "epochs": 1, "train_samples": 4000},
     "status": "ok", "reason": "",
-    "cold_seconds": 1.19, "samples": [1.01, 0.96, 0.93], "calls_per_sample": 1,
+    "rounds": [{"round": 0, "cold_seconds": 1.19, "samples": [1.01, 0.96, 0.93],
+                "calls_per_sample": 1,
+                "other_load": {"other_cores": 0.0, "steal_cores": 0.005, "seconds": 4.1}}],
     "timer_overhead_s": 0.0,
     "check": {"passed": True, "metric": "test_accuracy", "value": 0.946, "bound": 0.5},
     "suspect": "", "predicted_call_s": None,
-    "other_load": {"other_cores": 0.0, "steal_cores": 0.005, "seconds": 4.1},
     "extra": {"accuracy": 0.946, "steps_per_call": 938, "data_source": "embedded",
               "samples_distinct": 4000, "energy_joules": 12.5},
     "peak_device_allocated_bytes": 2**20, "peak_device_reserved_bytes": 2**21,

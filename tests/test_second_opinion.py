@@ -31,12 +31,17 @@ from harness.audit import audit_run
 from harness.commands.tables import flop_rate_text, short_rate
 from harness.core import registry
 from harness.data.ceilings import DeviceCeiling, Peaks
-from harness.data.results import CellResult
 from harness.data.secondopinion import RECORD_KEY, Part, disputed_parts, disputed_text, record
 from harness.report import render_report
 from harness.report.views import warnings as warnings_view
 from tests.in_subprocess import installed
-from tests.synthetic_runs import CPU_MACHINE, make_case, make_result, write_fixture_run
+from tests.synthetic_runs import (
+    CPU_MACHINE,
+    make_case,
+    make_result,
+    typed_result,
+    write_fixture_run,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -274,7 +279,7 @@ def test_the_report_prints_it_disputed_with_no_share_of_the_peak(
 
 def test_the_cli_prints_the_rate_disputed_with_no_share_of_the_peak(counted: dict) -> None:
     flops, planted = counted["planted"]
-    cell = CellResult.from_dict(make_result("fault", "fake", "cpu", [make_case(
+    cell = typed_result(make_result("fault", "fake", "cpu", [make_case(
         {"size": 1}, 0.002, extra={"flops_per_call": flops, RECORD_KEY: planted})],
         variant="ok"))
     (row,) = summarize_result(registry.load_workload("fault"), cell)

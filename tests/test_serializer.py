@@ -55,9 +55,28 @@ def stored_run_files(tmp_path: Path) -> list[Path]:
 
 
 # Where the upgrade from the stored layout (1) changes a document; nothing else may differ.
+# A timed case's keys that moved into its per-round records (layout 4) are compared apart, by
+# the figures read back from the records (same_figures).
 UPGRADED = re.compile(r"^/(schema_version|hints|frameworks|rounds|seed)[/:]|"
                       r"^/cells\[\d+\]/cases\[\d+\]/(peak_device_memory_bytes|"
-                      r"peak_device_allocated_bytes|device_profile)[/:]")
+                      r"peak_device_allocated_bytes|device_profile|rounds|cold_seconds|samples|"
+                      r"calls_per_sample|other_load|call_seconds|sample_steps)[/:]")
+
+
+def same_figures(stored: dict[str, Any], written: dict[str, Any]) -> list[str]:
+    """Where a stored run's timed cases and the written ones' per-round records give other
+    figures: pooled samples, the cold call, calls per sample, load, whole calls, block steps."""
+    found = []
+    for cell, typed_cell in zip(stored["cells"], RunDocument.from_dict(written).cells):
+        for old, case in zip(cell["cases"], typed_cell.cases):
+            figures = {"samples": case.samples, "cold_seconds": case.cold_seconds,
+                       "calls_per_sample": case.calls_per_sample, "other_load": case.other_load,
+                       "call_seconds": [seconds for _, seconds in case.whole_calls],
+                       "sample_steps": [step for record in case.rounds
+                                        for step in record.sample_steps]}
+            found += [f"{old['case']}/{name}" for name, value in figures.items()
+                      if name in old and old[name] != value]
+    return found
 
 
 def written_ceilings(written: dict[str, Any]) -> Ceilings:
@@ -86,6 +105,7 @@ def test_every_stored_docs_run_json_is_written_back_key_for_key(tmp_path: Path) 
         unexplained = [hit for hit in differences(stored, written, added_empty_ok=True)
                        if not UPGRADED.match(hit)]
         assert unexplained == [], path
+        assert same_figures(stored, written) == [], path
         assert json.loads(json.dumps(written)) == written  # plain JSON, nothing typed left
 
 
@@ -93,13 +113,15 @@ def test_every_stored_docs_run_json_is_written_back_key_for_key(tmp_path: Path) 
 # reused calibrations, planned shares, energy and GPU state, a SLURM cell, predictions.
 ROUNDS_CASE: dict[str, Any] = {
     **WORKER_CASE,
-    "samples": [1.0, 1.1, 0.9, 1.2], "sample_rounds": [0, 0, 1, 1],
-    "round_medians": [1.05, 1.05], "call_seconds": [1.3, 1.0, 1.1], "sample_steps": [4, 4, 4, 4],
-    "call_rounds": [0, 0, 1],
-    "attempts": [{"number": 1, "median_s": 1.4, "samples": 2, "other_cores": 1.5,
-                  "contended": "other processes held 1.5 cores", "kept": False, "round": 0},
-                 {"number": 2, "median_s": 1.05, "samples": 4, "other_cores": 0.0,
-                  "contended": "", "kept": True, "round": 1}],
+    "rounds": [{"round": 0, "cold_seconds": 1.3, "samples": [1.0, 1.1], "calls_per_sample": 1,
+                "other_load": None, "call_seconds": [1.3, 1.0], "sample_steps": [4, 4]},
+               {"round": 1, "cold_seconds": 1.1, "samples": [0.9, 1.2], "calls_per_sample": 1,
+                "other_load": {"other_cores": 1.5, "steal_cores": 0.0, "seconds": 2.0},
+                "call_seconds": [1.1], "sample_steps": [4, 4],
+                "attempts": [{"number": 1, "median_s": 1.4, "samples": 2, "other_cores": 1.5,
+                              "contended": "other processes held 1.5 cores", "kept": False},
+                             {"number": 2, "median_s": 1.05, "samples": 2, "other_cores": 0.0,
+                              "contended": "", "kept": True}]}],
     "planned": {"epochs": 2}, "calls_per_sample_reused": 3,
     "extra": {"steps_per_call": 4,
               "energy": {"device": {"status": "ok", "counter": "NVML", "joules_total": 12.0,
@@ -131,7 +153,10 @@ ROUNDS_RUN: dict[str, Any] = {
 def test_a_document_with_every_optional_part_round_trips_exactly() -> None:
     document = RunDocument.from_dict(ROUNDS_RUN)
     case = document.cells[0].cases[0]
-    assert case.attempts[1] == Attempt(2, 1.05, 4, 0.0, "", True, 1)
+    assert case.attempts[1] == Attempt(2, 1.05, 2, 0.0, "", True)
+    assert case.rounds[1].attempts == tuple(case.attempts)
+    assert case.warm_samples()[2] == (case.rounds[1], 0)
+    assert case.samples == [1.0, 1.1, 0.9, 1.2] and case.whole_calls[2] == (1, 1.1)
     assert document.cells[0].cost is not None and document.cells[0].cost.workers == 2
     assert document.cells[0].cell.calibration == (3,) and document.cells[0].cell.rounds == 2
     assert isinstance(case.energy, CaseEnergy) and case.energy.device is not None
@@ -143,8 +168,10 @@ def test_a_document_with_every_optional_part_round_trips_exactly() -> None:
 
 def test_older_keys_missing_or_null_read_as_the_fields_defaults() -> None:
     case = CaseResult.from_dict({"case": {"n": 1}, "status": "ok", "reason": None,
-                                 "cold_seconds": 0.5, "samples": None, "calls_per_sample": None})
+                                 "rounds": [{"cold_seconds": 0.5, "samples": None,
+                                             "calls_per_sample": None}]})
     assert (case.reason, case.samples, case.calls_per_sample, case.attempts) == ("", [], 1, [])
+    assert case.rounds[0].samples == () and case.cold_seconds == 0.5
     assert CaseResult.from_dict({}).case == {} and CaseResult.from_dict({}).status is Status.OK
     bare = RunDocument.from_dict({"run_id": "r"})
     assert bare.to_dict() == {**RunDocument().to_dict(), "run_id": "r"}
@@ -159,17 +186,20 @@ def test_typed_values_come_back_as_their_types() -> None:
     assert state.while_timed is not None and state.while_timed.throttle_reasons == {"sw": 1}
     assert GpuState.from_dict({"status": "ok", "before": "garbled"}).before is None
     # An attempt keeps no unknown keys, as it never did; a case keeps them.
-    assert Attempt.from_dict({"number": 1, "median_s": None, "samples": 0,
-                              "other_cores": None, "later": 1}).to_dict()["round"] == 0
+    assert "later" not in Attempt.from_dict({"number": 1, "median_s": None, "samples": 0,
+                                             "other_cores": None, "later": 1}).to_dict()
     with pytest.raises(TypeError):
         Attempt.from_dict({"median_s": 1.0})  # no number: refused, not made up
 
 
 def test_reading_copies_rather_than_sharing_the_callers_lists() -> None:
-    stored = {"case": {"n": 1}, "status": "ok", "cold_seconds": 1.0, "samples": [1.0]}
+    stored = {"case": {"n": 1}, "status": "ok", "rounds": [{"cold_seconds": 1.0,
+                                                             "samples": [1.0]}]}
     case = CaseResult.from_dict(stored)
-    case.samples.append(2.0)
-    assert stored["samples"] == [1.0]
+    case.samples.append(2.0)  # a computed list: the record's own samples are a tuple
+    case.rounds.append(case.rounds[0])
+    assert stored["rounds"] == [{"cold_seconds": 1.0, "samples": [1.0]}]
+    assert case.rounds[0].samples == (1.0,) and len(case.samples) == 2
 
 
 # --- adding a field is one edit: the dataclass field ---------------------------------------

@@ -232,7 +232,8 @@ def test_a_worker_follows_its_passed_settings_not_its_environment(tmp_path: Path
                     str(result_path), passed.to_json()], env=env, cwd=PROJECT_ROOT,
                    check=True, timeout=120, capture_output=True)
     case = throttled_case(json.loads(result_path.read_text()))
-    assert len(case["attempts"]) == 2 and "contended in all 2 attempts" in case["suspect"]
+    assert len(case["rounds"][0]["attempts"]) == 2
+    assert "contended in all 2 attempts" in case["suspect"]
 
 
 @pytest.mark.slow
@@ -246,7 +247,7 @@ def test_the_runner_hands_the_settings_to_the_worker(monkeypatch: pytest.MonkeyP
                       quick=True, fork_workers=False)
     case = throttled_case(run_worker(THROTTLED, RunOptions(timeout_s=120, settings=passed))
                           .to_dict())
-    assert len(case["attempts"]) == 2
+    assert len(case["rounds"][0]["attempts"]) == 2
 
 
 @pytest.mark.parametrize("plugins", [("tests.fakes.plugin",), ()])
@@ -289,13 +290,13 @@ def test_a_resumed_run_uses_its_recorded_settings(out_dir: Path,
     monkeypatch.delenv("HARNESS_NVML_MODULE", raising=False)
     resumed = api.resume_run(run_dir, progress=False)
     case = throttled_case(resumed.cells[0].to_dict())
-    assert len(case["attempts"]) == 2
+    assert len(case["rounds"][0]["attempts"]) == 2
     # Overridden explicitly: those run, and are recorded in their place.
     other = started_run(out_dir / "b", recorded)
     override = replace(recorded, attempts=3)
     session = RunSession.reopen(other, "local", progress=False, settings=override)
     session.run()
-    assert len(throttled_case(session.recorder.results[0].to_dict())["attempts"]) == 3
+    assert len(throttled_case(session.recorder.results[0].to_dict())["rounds"][0]["attempts"]) == 3
     assert store.load_run(other).settings["attempts"] == 3
 
 

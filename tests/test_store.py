@@ -19,8 +19,9 @@ def _result(status: str = "ok") -> dict:
                  "params": {"n": [64, 128]}},
         "status": status, "reason": "", "framework_version": "2.13.0", "device_name": "cpu x",
         "cases": [
-            {"case": {"n": 64}, "status": "ok", "reason": "", "cold_seconds": 0.5,
-             "samples": [0.1, 0.2, 0.3], "calls_per_sample": 4,
+            {"case": {"n": 64}, "status": "ok", "reason": "",
+             "rounds": [{"cold_seconds": 0.5, "samples": [0.1, 0.2, 0.3],
+                         "calls_per_sample": 4}],
              "check": {"passed": True, "metric": "rel_error", "value": 1e-7, "bound": 1e-5}},
             {"case": {"n": 128}, "status": "error", "reason": "out of memory: boom"},
         ],

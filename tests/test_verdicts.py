@@ -42,6 +42,7 @@ from tests.synthetic_runs import (
     make_case,
     make_result,
     stats_of,
+    typed_result,
     write_fixture_run,
     write_run,
 )
@@ -84,7 +85,7 @@ def matmul_cell(warm: list[float], **case_fields: object) -> tuple[CellResult, C
     document = cell_result("torch", {512: warm})
     document["cases"][0].update(case_fields)
     document["peak_host_memory_bytes"] = 3 * 2**20
-    cell = CellResult.from_dict(document)
+    cell = typed_result(document)
     return cell, cell.cases[0]
 
 
@@ -121,7 +122,7 @@ def test_summarize_case_gives_both_rates_where_both_are_counted() -> None:
                 "cases": [{"case": case_params, "status": "ok", "reason": "",
                            "samples": [1e-3], "cold_seconds": 2e-3,
                            "check": {"passed": False, "metric": "abs_error", "value": 0.123}}]}
-    cell = CellResult.from_dict(document)
+    cell = typed_result(document)
     summary = summarize_case(ELEMENTWISE, cell, cell.cases[0])
     work = work_of(ELEMENTWISE, case_params)
     assert summary.gflops == pytest.approx(work["flops"] / 1e-3 / 1e9)
@@ -133,13 +134,13 @@ def test_summarize_case_gives_both_rates_where_both_are_counted() -> None:
 def test_a_cell_that_stopped_short_gets_a_status_row() -> None:
     document = cell_result("torch", {64: [1e-3, 1e-3]})
     document.update(status="timeout", reason="killed after 900 s")
-    summaries = summarize_result(MATMUL, CellResult.from_dict(document))
+    summaries = summarize_result(MATMUL, typed_result(document))
     assert len(summaries) == 2
     assert summaries[0].status == "ok" and summaries[0].size == 64
     last = summaries[1]
     assert (last.status, last.reason, last.size, last.samples, last.median_s) == (
         "timeout", "killed after 900 s", None, 0, None)
-    assert len(summarize_result(MATMUL, CellResult.from_dict(cell_result("torch",
+    assert len(summarize_result(MATMUL, typed_result(cell_result("torch",
                                                                           {64: [1e-3]})))) == 1
 
 

@@ -68,8 +68,9 @@ class Measured:
 def measured_case(cell: CellResult, case: CaseResult, sweep: str) -> Measured:
     """The advice's view of one stored case: samples per step (a Keras call is many steps)."""
     steps = float(case.extra.get("steps_per_call") or 1.0) or 1.0
-    per_step = [seconds / steps for seconds in case.samples]
-    noise = CaseNoise.of(per_step, case.sample_rounds) if per_step else None
+    per_step = {number: [seconds / steps for seconds in part]
+                for number, part in case.samples_by_round().items()}
+    noise = CaseNoise.of(per_step) if per_step else None
     flops = case.extra.get("flops_per_call")
     return Measured(cell.variant, cell.framework, cell.device, case.case.get(sweep),
                     case.status.value, case.reason or cell.reason, noise, steps, case.check,

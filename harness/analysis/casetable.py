@@ -168,17 +168,17 @@ def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
         timing = pd.DataFrame(columns=WARM_COLUMNS, dtype=float,
                               index=pd.MultiIndex.from_tuples([], names=keys))
     if not timing.empty:
-        timing["round_medians"] = warm.apply(_round_medians, include_groups=False)
+        timing["medians_by_round"] = warm.apply(_medians_by_round, include_groups=False)
     else:
-        timing["round_medians"] = pd.Series(dtype=object)
+        timing["medians_by_round"] = pd.Series(dtype=object)
     cold = cases[cases["phase"] == "cold"].groupby(keys, sort=False)
     timing["cold_s"] = cold["time_s"].first()
     timing["cold_call_s"] = cold["seconds"].first()
     stats = info.join(timing, how="left").reset_index()
     stats["samples"] = stats["samples"].fillna(0).astype(int)
-    stats["round_medians"] = [value if isinstance(value, dict) else {}
-                              for value in stats["round_medians"]]
-    stats["rounds"] = [max(1, len(value)) for value in stats["round_medians"]]
+    stats["medians_by_round"] = [value if isinstance(value, dict) else {}
+                                 for value in stats["medians_by_round"]]
+    stats["rounds"] = [max(1, len(value)) for value in stats["medians_by_round"]]
     stats["iqr_s"] = stats["q3_s"] - stats["q1_s"]
     stats["noise"] = stats["iqr_s"] / stats["median_s"]
     stats["noisy"] = (stats["samples"] >= 2) & (stats["noise"] > NOISY_IQR_FRACTION)
@@ -204,7 +204,7 @@ def _warm_stats(rows: pd.DataFrame) -> pd.Series:
                       "call_q3_s": per_call.q3}, dtype=float)
 
 
-def _round_medians(rows: pd.DataFrame) -> dict[int, float]:
+def _medians_by_round(rows: pd.DataFrame) -> dict[int, float]:
     """Round number -> median time per step of that round's warm samples (one round: {0: m})."""
     rounds = rows["round"].fillna(0) if "round" in rows else pd.Series(0, index=rows.index)
     return {int(number): float(part.median())
@@ -250,7 +250,7 @@ class CaseRow:
     q1_s: float
     q3_s: float
     call_median_s: float  # per call
-    round_medians: dict[int, float]  # round number -> that round's median per step
+    medians_by_round: dict[int, float]  # round number -> that round's median per step
     size_value: float | None  # the size as a number; None outside the sweep or not numeric
     flops: float | None
     nbytes: float | None
@@ -263,7 +263,7 @@ class CaseRow:
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> CaseRow:
         """A row of case_stats (a dict of its record, or a pandas row)."""
-        rounds = row.get("round_medians")
+        rounds = row.get("medians_by_round")
         size = pd.to_numeric(row.get("size_value"), errors="coerce")
         return cls(
             key=CaseKey.from_row(row), status=_text(row.get("status")),
@@ -271,7 +271,7 @@ class CaseRow:
             samples=int(row.get("samples") or 0), median_s=_seconds(row.get("median_s")),
             q1_s=_seconds(row.get("q1_s")), q3_s=_seconds(row.get("q3_s")),
             call_median_s=_seconds(row.get("call_median_s")),
-            round_medians=dict(rounds) if isinstance(rounds, dict) else {},
+            medians_by_round=dict(rounds) if isinstance(rounds, dict) else {},
             size_value=float(size) if pd.notna(size) else None,
             flops=_count(row.get("flops")), nbytes=_count(row.get("bytes")),
             launches_per_call=_count(row.get("launches_per_call")),
@@ -282,7 +282,7 @@ class CaseRow:
     @property
     def noise(self) -> CaseNoise:
         """The case as the one noise rule reads it (harness.analysis.noise)."""
-        return CaseNoise(self.median_s, self.q1_s, self.q3_s, self.samples, self.round_medians)
+        return CaseNoise(self.median_s, self.q1_s, self.q3_s, self.samples, self.medians_by_round)
 
     def sweep_point(self) -> SweepPoint:
         """The case as the crossover predictor reads it: per call (FLOPs, launches and

@@ -3,7 +3,7 @@
 Every number the report's crossover view shows and run.json stores is computed here, from the
 per-case statistics table (harness.analysis.casetable.case_stats: one row per
 case with experiment, machine, variant, framework, device, device_kind, size_label, size_value,
-valid, status, reason, median_s, q1_s, q3_s, call_median_s, samples, round_medians, flops,
+valid, status, reason, median_s, q1_s, q3_s, call_median_s, samples, medians_by_round, flops,
 bytes, noisy, suspect, ...). Why here and not in the view: the predictions are stored with
 every run when it ends, drawn or not (harness.api), and a stored number must not depend on
 which command drew a picture. The view (harness.report.views.crossover) only lays them out.

@@ -195,7 +195,7 @@ class RunCases:
     document: RunDocument
     statuses: dict[CaseKey, str]
     samples: dict[CaseKey, list[float]]
-    round_medians: dict[CaseKey, list[float]] = field(default_factory=dict)
+    medians_by_round: dict[CaseKey, list[float]] = field(default_factory=dict)
     suspect: dict[CaseKey, str] = field(default_factory=dict)
 
 
@@ -212,7 +212,7 @@ def load_cases(run_dir: Path) -> RunCases:
     table = table[table["size"] != ""]  # cell-level status rows belong to no case
     statuses: dict[CaseKey, str] = {}
     samples: dict[CaseKey, list[float]] = {}
-    round_medians: dict[CaseKey, list[float]] = {}
+    medians_by_round: dict[CaseKey, list[float]] = {}
     suspect: dict[CaseKey, str] = {}
     keys = pd.Series([CaseKey.from_row(row).without("machine")
                       for row in table.to_dict("records")], index=table.index, dtype=object)
@@ -222,11 +222,11 @@ def load_cases(run_dir: Path) -> RunCases:
         samples[key] = [float(s) for s in warm["seconds"].dropna()]
         rounds = (warm["round"].fillna(0) if "round" in warm
                   else pd.Series(0, index=warm.index)).astype(int)
-        round_medians[key] = [float(part.median()) for _, part in
-                              warm["seconds"].groupby(rounds) if part.notna().any()]
+        medians_by_round[key] = [float(part.median()) for _, part in
+                                 warm["seconds"].groupby(rounds) if part.notna().any()]
         texts = [text for text in group.get("suspect", []) if isinstance(text, str) and text]
         suspect[key] = texts[0] if texts else ""
-    return RunCases(str(run_dir), document, statuses, samples, round_medians, suspect)
+    return RunCases(str(run_dir), document, statuses, samples, medians_by_round, suspect)
 
 
 # --- comparing --------------------------------------------------------------------------------
@@ -241,7 +241,7 @@ def compare_case(key: CaseKey, a: RunCases, b: RunCases, threshold_pct: float,
                     status_a=status_a, status_b=status_b, samples_a=len(samples_a),
                     samples_b=len(samples_b), median_a_s=median_a, median_b_s=median_b,
                     ratio=None, change_pct=None, p_value=None, verdict="not judged")
-    rounds_a, rounds_b = a.round_medians.get(key, []), b.round_medians.get(key, [])
+    rounds_a, rounds_b = a.medians_by_round.get(key, []), b.medians_by_round.get(key, [])
     diff.rounds_a, diff.rounds_b = max(1, len(rounds_a)), max(1, len(rounds_b))
     diff.suspect = "; ".join(f"{side}: {text}" for side, text in
                              (("A", a.suspect.get(key, "")), ("B", b.suspect.get(key, "")))

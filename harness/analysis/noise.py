@@ -17,7 +17,7 @@ The ranking, the fastest cell, the GPU-vs-CPU answer and `harness diff` all call
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 MIN_SAMPLES = 3  # below this an IQR says nothing (one sample has an IQR of 0)
@@ -36,20 +36,17 @@ class CaseNoise:
     rounds: Mapping[int, float] = field(default_factory=dict)  # round number -> its median
 
     @classmethod
-    def of(cls, samples: list[float], sample_rounds: Iterable[int] = ()) -> CaseNoise:
-        """From raw samples and, where measured over rounds, the round of each sample."""
-        values = [float(value) for value in samples]
-        ordered = list(sample_rounds) or [0] * len(values)
-        by_round: dict[int, list[float]] = {}
-        for number, value in zip(ordered, values):
-            by_round.setdefault(int(number), []).append(value)
+    def of(cls, by_round: Mapping[int, Sequence[float]]) -> CaseNoise:
+        """From raw samples by round (round number -> that round's samples; one round: {0: all})."""
+        values = [float(value) for part in by_round.values() for value in part]
         if len(values) >= 2:
             q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
         else:
             q1 = q3 = values[0] if values else float("nan")
         median = statistics.median(values) if values else float("nan")
         return cls(median, q1, q3, len(values),
-                   {number: statistics.median(part) for number, part in by_round.items()})
+                   {number: statistics.median(part) for number, part in by_round.items()
+                    if part})
 
 
 @dataclass(frozen=True)

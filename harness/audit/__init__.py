@@ -2,7 +2,7 @@
 
 The product is a measurement, so a wrong printed number is the worst bug. This package audits a
 run folder mechanically: measurements.csv against run.json row by row, run.json's derived
-fields (round medians, the kept attempt, declared FLOPs, energy) against its raw samples, the
+fields (the kept attempt, block steps, declared FLOPs, energy) against its raw samples, the
 round orders against the plan, and the figures summary.md prints against a second computation:
 each view records the figures it prints (harness.report.figure, figures.json beside summary.md)
 and harness.audit.figures recomputes every record by its family, never reading the words

@@ -94,7 +94,7 @@ class CsvCheck:
         phases: dict[str, list[CsvRow]] = {}
         for line, row in rows:
             phases.setdefault(row.get("phase", ""), []).append((line, row))
-        expected = ({"cold": 1, "warm": len(case.samples), "epoch": len(case.call_seconds)}
+        expected = ({"cold": 1, "warm": len(case.samples), "epoch": len(case.whole_calls)}
                     if case.measured else {"none": 1})
         for phase in sorted(set(expected) | set(phases)):
             count, found = expected.get(phase, 0), len(phases.get(phase, []))
@@ -192,50 +192,51 @@ class CsvCheck:
             self.expect(measured, "cold round", line, row, "round", 0.0)
 
     def warm(self, measured: Measured, rows: list[CsvRow]) -> None:
-        case = measured.case
+        placed = measured.case.warm_samples()
         for line, row in rows:
             number = _csv_float(row.get("sample"))
             index = int(number) if number is not None and number == number else 0
-            if not 1 <= index <= len(case.samples):
+            if not 1 <= index <= len(placed):
                 self.ledger.verdict(measured.subject, "sample number", f"{self.where} row {line}",
-                                    False, str(row.get("sample")),
-                                    f"1 to {len(case.samples)}")
+                                    False, str(row.get("sample")), f"1 to {len(placed)}")
                 continue
-            seconds = case.samples[index - 1]
+            record, position = placed[index - 1]
+            seconds = record.samples[position]
             self.expect(measured, f"seconds of warm sample {index}", line, row, "seconds",
                         seconds)
             self.expect(measured, f"round of warm sample {index}", line, row, "round",
-                        float(case.round_of(index)))
+                        float(record.round))
             self.expect(measured, "calls_per_sample", line, row, "calls_per_sample",
-                        float(case.calls_per_sample))
-            block = case.block_steps(index)
+                        float(record.calls_per_sample))
+            block = record.block_steps(position)
             self.expect(measured, f"block_steps of warm sample {index}", line, row,
                         "block_steps", None if block is None else float(block))
             self.expect(measured, f"time_s of warm sample {index}", line, row, "time_s",
                         seconds / measured.steps, DERIVED_TOLERANCE)
 
     def epochs(self, measured: Measured, rows: list[CsvRow]) -> None:
-        calls = measured.case.call_seconds
+        calls = measured.case.whole_calls
         for line, row in rows:
             number = _csv_float(row.get("sample"))
             index = int(number) if number is not None and number == number else 0
-            expected = calls[index - 1] if 1 <= index <= len(calls) else None
-            self.expect(measured, f"seconds of epoch {index}", line, row, "seconds", expected)
-            rounds = measured.case.call_rounds
-            if rounds and "round" in row and 1 <= index <= len(rounds):
+            round_number, seconds = calls[index - 1] if 1 <= index <= len(calls) else (0, None)
+            self.expect(measured, f"seconds of epoch {index}", line, row, "seconds", seconds)
+            if "round" in row and seconds is not None:
                 self.expect(measured, f"round of epoch {index}", line, row, "round",
-                            float(rounds[index - 1]))
+                            float(round_number))
 
     def cell_rows(self, rows: list[CsvRow]) -> None:
         """Rows no case claimed: a cell's status row, or a row with no case in run.json."""
-        cells = {(c.variant, c.framework, c.device): c for c in self.document.cells}
+        machine = self.document.machine
+        cells = {CaseKey.of_cell(cell, machine): cell for cell in self.document.cells}
         for line, row in rows:
-            key = (row.get("variant", ""), row.get("framework", ""), row.get("device", ""))
-            cell = cells.get(key)
-            is_status = row.get("phase") == "none" and not row.get("size")
+            key = CaseKey.from_row(row)
+            cell = cells.get(key.without("size_label"))
+            is_status = row.get("phase") == "none" and not key.size_label
             if cell is None or not is_status or (cell.cases and not cell.stopped_short):
-                self.ledger.verdict(" ".join(key), "row", f"{self.where} row {line}", False,
-                                    "a row", "no such case in run.json")
+                self.ledger.verdict(f"{key.variant} {key.framework} {key.device}", "row",
+                                    f"{self.where} row {line}", False, "a row",
+                                    "no such case in run.json")
                 continue
             self.ledger.verdict(f"{cell.framework} {cell.device} {cell.variant}",
                                 "cell status", f"{self.where} row {line}",

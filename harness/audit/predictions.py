@@ -106,8 +106,7 @@ def numpy_cpu_step(case: CaseResult) -> float:
 def numpy_noise(case: CaseResult) -> float:
     """The round medians' spread over their median; one round: IQR / median."""
     samples = np.asarray(case.samples, dtype=float)
-    rounds = np.asarray(case.sample_rounds or [0] * len(samples))
-    medians = [float(np.median(samples[rounds == number])) for number in np.unique(rounds)]
+    medians = [float(np.median(record.samples)) for record in case.rounds if record.samples]
     if len(medians) >= 2:
         return (max(medians) - min(medians)) / float(np.median(medians))
     q1, q3 = np.percentile(samples, [25, 75])

@@ -1,5 +1,5 @@
-"""run.json's derived fields against its raw samples (round medians, the kept attempt, declared
-FLOPs, energy records) and its round orders against the plan."""
+"""run.json's derived fields against its raw samples (the kept attempt, declared FLOPs, energy
+records) and its round orders against the plan."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from harness.audit.measured import DERIVED_TOLERANCE, ENERGY_TOLERANCE, Measured
 from harness.core.units import (
     format_seconds,
 )
+from harness.data.casekey import CaseKey
 from harness.data.records import CaseEnergy, EnergyRecord
-from harness.data.results import CaseResult, CellResult, RunDocument
+from harness.data.results import CellResult, RunDocument
 from harness.spec import Status, WorkloadSpec
 
 # A round order checker: (cells that ran, rounds, seed) -> the orders the seeded shuffle gives.
@@ -38,48 +39,29 @@ def check_derived(ledger: Ledger, document: RunDocument, spec: WorkloadSpec | No
                                 case.status.value)
 
 
-def _round_samples(case: CaseResult) -> dict[int, list[float]]:
-    """Each round's samples, by round (a case without rounds: all round 0)."""
-    rounds = case.sample_rounds or [0] * len(case.samples)
-    found: dict[int, list[float]] = {}
-    for number, seconds in zip(rounds, case.samples):
-        found.setdefault(int(number), []).append(float(seconds))
-    return found
-
-
 def check_rounds_of_case(ledger: Ledger, measured: Measured) -> None:
-    case, subject, where = measured.case, measured.subject, "run.json"
-    if case.sample_rounds:
-        ledger.verdict(subject, "sample_rounds length", where,
-                       len(case.sample_rounds) == len(case.samples),
-                       str(len(case.sample_rounds)), f"{len(case.samples)} (one per sample)")
-    if case.sample_steps:
-        ledger.verdict(subject, "sample_steps length", where,
-                       len(case.sample_steps) == len(case.samples),
-                       str(len(case.sample_steps)), f"{len(case.samples)} (one per sample)")
-    if not case.round_medians:
-        return
-    by_round = _round_samples(case)
-    medians = [median(by_round[number]) for number in sorted(by_round)]
-    ledger.verdict(subject, "round medians count", where, len(medians) == len(case.round_medians),
-                   str(len(case.round_medians)), f"{len(medians)} (rounds with samples)")
-    for position, (stored, recomputed) in enumerate(zip(case.round_medians, medians), start=1):
-        ledger.number(subject, f"round median {position}", where, stored, recomputed,
-                      DERIVED_TOLERANCE, format_seconds)
+    """Each round's block steps are one per warm sample of that round."""
+    for record in measured.case.rounds:
+        if record.sample_steps:
+            ledger.verdict(measured.subject, f"round {record.round + 1} sample_steps length",
+                           "run.json", len(record.sample_steps) == len(record.samples),
+                           str(len(record.sample_steps)),
+                           f"{len(record.samples)} (one per sample)")
 
 
 def check_attempts(ledger: Ledger, measured: Measured) -> None:
     """The kept attempt's median and count are those of the samples of its round."""
-    by_round = _round_samples(measured.case)
-    for attempt in measured.case.attempts:
-        if not attempt.kept:
-            continue
-        samples = by_round.get(attempt.round, [])
-        figure = f"kept attempt {attempt.number} (round {attempt.round + 1})"
-        ledger.number(measured.subject, f"{figure} median", "run.json", attempt.median_s,
-                      median(samples), DERIVED_TOLERANCE, format_seconds)
-        ledger.verdict(measured.subject, f"{figure} samples", "run.json",
-                       attempt.samples == len(samples), str(attempt.samples), str(len(samples)))
+    for record in measured.case.rounds:
+        for attempt in record.attempts:
+            if not attempt.kept:
+                continue
+            figure = f"kept attempt {attempt.number} (round {record.round + 1})"
+            ledger.number(measured.subject, f"{figure} median", "run.json", attempt.median_s,
+                          median([float(seconds) for seconds in record.samples]),
+                          DERIVED_TOLERANCE, format_seconds)
+            ledger.verdict(measured.subject, f"{figure} samples", "run.json",
+                           attempt.samples == len(record.samples), str(attempt.samples),
+                           str(len(record.samples)))
 
 
 def check_declared_flops(ledger: Ledger, measured: Measured, spec: WorkloadSpec | None) -> None:
@@ -151,12 +133,10 @@ def _had_worker(result: CellResult) -> bool:
 def _worker_cells(document: RunDocument, unreached: bool = False) -> list[int]:
     """Plan indices of the cells that ran in a worker (not refused without one); `unreached`:
     also those a stopped run never reached (no result), which its rounds had shuffled too."""
-    results = {(c.variant, c.framework, c.device): c for c in document.cells}
+    results = {CaseKey.of_cell(cell): cell for cell in document.cells}
     found = []
     for index, planned in enumerate(document.planned_cells):
-        key = (str(planned.get("variant", "")), str(planned.get("framework", "")),
-               str(planned.get("device", "")))
-        result = results.get(key)
+        result = results.get(CaseKey.from_row(planned).without("machine", "size_label"))
         if (result is not None and _had_worker(result)) or (result is None and unreached):
             found.append(index)
     return found

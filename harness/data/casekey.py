@@ -44,6 +44,11 @@ class CaseKey:
                    size_label(case.case.get(sweep)))
 
     @classmethod
+    def of_cell(cls, cell: CellResult, machine: str = "") -> CaseKey:
+        """The key every case of a cell shares but its size (a cell's own status row's key)."""
+        return cls(cell.workload, machine, cell.variant, cell.framework, cell.device, "")
+
+    @classmethod
     def in_run(cls, document: RunDocument, cell: CellResult, case: CaseResult) -> CaseKey:
         """The key of a case of a stored run, named by the run's machine."""
         return cls.of(cell, case, machine=document.machine, sweep=document.sweep)

@@ -84,8 +84,9 @@ def sample_stats(samples: list[float]) -> SampleStats:
 # `peak_device_memory_bytes`, hints and framework styles always present). Older layouts are
 # brought up to this one by harness.data.upgrade when read; nothing else knows old key names.
 # 3: rounds (run-level `rounds` and `seed`; per case the round of every sample, the round
-# medians and the timing attempts; per cell the harness's own cost).
-SCHEMA_VERSION = 3
+# medians and the timing attempts; per cell the harness's own cost). 4: a case's rounds as a
+# list of per-process records (CaseRound) in place of parallel arrays.
+SCHEMA_VERSION = 4
 
 
 # Metadata of a case's keys that only a timed case carries: written for every timed case, and
@@ -94,7 +95,7 @@ SCHEMA_VERSION = 3
 TIMED: Mapping[str, Any] = {**IF_SET, "timed": True}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Attempt(JsonRecord):
     """One timing of a case: a contended one is timed again (harness.run.caserun)."""
 
@@ -103,8 +104,41 @@ class Attempt(JsonRecord):
     samples: int
     other_cores: float | None  # other processes' cores (+ stolen) while its samples ran
     contended: str = ""  # why it was timed again ('' = not contended)
-    kept: bool = False  # its samples are the case's samples
-    round: int = 0  # the round (worker process) it ran in
+    kept: bool = False  # its samples are the round's samples
+
+
+@dataclass(frozen=True)
+class CaseRound(JsonRecord):
+    """What one worker process measured of a case: one round (harness.run.rounds).
+
+    Why one record per process: each round is its own worker, with its own cold call,
+    calibration, load and retries (pyperf keeps one immutable Run per worker the same way). A
+    case holds a list of them; every figure over the rounds (the pooled samples, each round's
+    median, their spread) is computed from these records and stored nowhere else.
+    """
+
+    round: int = 0  # 0 = the first round
+    cold_seconds: float | None = None  # this worker's first call (None: not kept, layout 3)
+    samples: tuple[float, ...] = ()  # warm seconds per call
+    calls_per_sample: int = 1
+    # Load of other processes while the samples ran: other_cores, steal_cores, seconds.
+    other_load: dict[str, float] | None = None
+    # Timed in blocks of steps within each call: every whole call's seconds (the cold one
+    # first), and the steps of the block behind each warm sample (samples[i] ran
+    # sample_steps[i] steps, scaled to a whole call). Empty for a case timed call by call.
+    call_seconds: tuple[float, ...] = field(default=(), metadata=IF_SET)
+    sample_steps: tuple[int, ...] = field(default=(), metadata=IF_SET)
+    # Every timing of the case in this worker when one was contended (empty: timed once).
+    attempts: tuple[Attempt, ...] = field(default=(), metadata=IF_SET)
+    extra_fields: JsonObject = field(default_factory=dict)
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.samples) if self.samples else None
+
+    def block_steps(self, index: int) -> int | None:
+        """The steps of the block behind warm sample INDEX (0-based); None: a whole call."""
+        return self.sample_steps[index] if index < len(self.sample_steps) else None
 
 
 @dataclass
@@ -122,41 +156,24 @@ class CaseResult(JsonRecord):
     case: dict[str, Any] = field(metadata=ALWAYS)
     status: Status = field(default=Status.OK, metadata=ALWAYS)
     reason: str = field(default="", metadata=ALWAYS)
-    cold_seconds: float | None = field(default=None, metadata=TIMED)
-    samples: list[float] = field(default_factory=list, metadata=TIMED)
-    calls_per_sample: int = field(default=1, metadata=TIMED)
+    # One record per worker process that measured the case, in round order (empty: the case
+    # was not measured); the figures below over all rounds are computed from them.
+    rounds: list[CaseRound] = field(default_factory=list, metadata=TIMED)
     timer_overhead_s: float | None = field(default=None, metadata=TIMED)
     check: JsonObject | None = field(default=None, metadata=TIMED)
     suspect: str = field(default="", metadata=TIMED)
     predicted_call_s: float | None = field(default=None, metadata=TIMED)
-    # Load of other processes while the samples ran: other_cores, steal_cores, seconds.
-    other_load: dict[str, float] | None = field(default=None, metadata=TIMED)
     extra: dict[str, Any] = field(default_factory=dict, metadata=TIMED)
     peak_device_allocated_bytes: int | None = field(default=None, metadata=TIMED)
     peak_device_reserved_bytes: int | None = field(default=None, metadata=TIMED)
     # The device-busy pass: figures per call, or {"reason": why there are none}.
     device_profile: JsonObject | None = field(default=None, metadata=TIMED)
-    # Timed in blocks of steps within each call: every whole call's seconds (the cold one
-    # first), and the steps of the block behind each warm sample (samples[i] ran
-    # sample_steps[i] steps, scaled to a whole call). Empty for a case timed call by call.
-    call_seconds: list[float] = field(default_factory=list)
-    sample_steps: list[int] = field(default_factory=list)
-    # Measured over rounds (harness.run.rounds): the round of each sample (parallel to
-    # samples; empty = all round 0) and the median of each round's samples, round 0 first.
-    sample_rounds: list[int] = field(default_factory=list)
-    round_medians: list[float] = field(default_factory=list)
-    # The round of each whole call in call_seconds (parallel to it; empty = all round 0):
-    # each round is a new worker, whose first call is cold again.
-    call_rounds: list[int] = field(default_factory=list)
-    # Every timing of the case when one was contended and timed again (empty: timed once).
-    attempts: list[Attempt] = field(default_factory=list)
     # Measured over rounds that shared out the plan's work: the planned values of the shared
     # parameters (MNIST: {"epochs": 1, "train_samples": 60000}) where `case` (what one
     # worker's calls did) differs from them. Empty: the case is as planned.
     planned: dict[str, ParamValue] = field(default_factory=dict)
     # The calls per sample this case's calibration started from, found by the cell's first
     # round (None: calibrated from 1 call). A merged case: what its later rounds were given.
-    # `calls_per_sample` stays the count actually used.
     calls_per_sample_reused: int | None = None
     extra_fields: JsonObject = field(default_factory=dict)
 
@@ -165,22 +182,60 @@ class CaseResult(JsonRecord):
         return sample_stats(self.samples)
 
     @property
-    def rounds(self) -> int:
-        """How many rounds (worker processes) measured this case."""
-        return max(1, len(self.round_medians))
+    def samples(self) -> list[float]:
+        """Every warm sample, the rounds' pooled in round order."""
+        return [seconds for record in self.rounds for seconds in record.samples]
+
+    @property
+    def cold_seconds(self) -> float | None:
+        """The first round's cold call (a later round's worker is cold again: its own)."""
+        return self.rounds[0].cold_seconds if self.rounds else None
+
+    @property
+    def calls_per_sample(self) -> int:
+        """The first round's calls per sample (each round's own is on its record)."""
+        return self.rounds[0].calls_per_sample if self.rounds else 1
+
+    @property
+    def whole_calls(self) -> list[tuple[int, float]]:
+        """(round, seconds) of every whole call of a case timed in blocks, in round order."""
+        return [(record.round, seconds) for record in self.rounds
+                for seconds in record.call_seconds]
+
+    @property
+    def other_load(self) -> dict[str, float] | None:
+        """The load of the most loaded round (None: no round measured one)."""
+        return max((record.other_load for record in self.rounds if record.other_load),
+                   key=lambda load: load.get("other_cores", 0.0), default=None)
+
+    @property
+    def attempts(self) -> list[Attempt]:
+        """Every round's timings, where one was contended and timed again."""
+        return [attempt for record in self.rounds for attempt in record.attempts]
+
+    def samples_by_round(self) -> dict[int, list[float]]:
+        """Round number -> that round's warm samples (rounds without samples left out)."""
+        return {record.round: list(record.samples) for record in self.rounds if record.samples}
+
+    @property
+    def round_count(self) -> int:
+        """How many rounds (worker processes) measured this case's samples (at least 1)."""
+        return max(1, len(self.samples_by_round()))
 
     @property
     def round_spread(self) -> float | None:
         """The spread of the round medians, (max - min) / their median: the run-to-run drift
         (None with fewer than 2 rounds)."""
-        if len(self.round_medians) < 2:
+        medians = [statistics.median(part) for part in self.samples_by_round().values()]
+        if len(medians) < 2:
             return None
-        middle = statistics.median(self.round_medians)
-        return (max(self.round_medians) - min(self.round_medians)) / middle if middle else None
+        middle = statistics.median(medians)
+        return (max(medians) - min(medians)) / middle if middle else None
 
-    def round_of(self, sample: int) -> int:
-        """The round of warm sample `sample` (1-based); 0 for a case measured in one round."""
-        return self.sample_rounds[sample - 1] if 0 < sample <= len(self.sample_rounds) else 0
+    def warm_samples(self) -> list[tuple[CaseRound, int]]:
+        """Each pooled warm sample (in `samples`' order) as its round's record and its index
+        in that record's samples."""
+        return [(record, index) for record in self.rounds for index in range(len(record.samples))]
 
     @property
     def measured(self) -> bool:
@@ -205,9 +260,6 @@ class CaseResult(JsonRecord):
         return bool(item.metadata.get("timed") and self.measured) or super()._written(item,
                                                                                     value)
 
-    def block_steps(self, sample: int) -> int | None:
-        """The steps of the block behind warm sample `sample` (1-based); None: a whole call."""
-        return self.sample_steps[sample - 1] if 0 < sample <= len(self.sample_steps) else None
 
 
 @dataclass

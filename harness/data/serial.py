@@ -11,7 +11,8 @@ stays absent rather than null); a field without either follows its class's WRITE
 SKIP fields are no key of their own (a class that writes them itself overrides to_dict).
 Reading: a missing key, or null where the field's type admits no None, reads as the field's
 default, so older documents load; the hints turn values back into enums, nested records and
-lists of records (any class with from_dict/to_dict, records of other modules included).
+lists of records (any class with from_dict/to_dict, records of other modules included), and
+a JSON list as a tuple where the field is a `tuple[X, ...]` (a frozen record's list).
 Unknown keys are kept in the record's `extra_fields` and written back after the known ones
 where the class has that field, and dropped where it has not (as each record did before).
 Layout versions are not handled here: harness.data.upgrade brings older documents up first.
@@ -87,6 +88,9 @@ def decode(hint: Any, value: Any) -> Any:
     if origin is list and isinstance(value, list):
         (item_hint,) = get_args(kind) or (Any,)
         return [decode(item_hint, item) for item in value]
+    if origin is tuple and isinstance(value, (list, tuple)):  # tuple[X, ...]: a frozen list
+        item_hint = (get_args(kind) or (Any,))[0]
+        return tuple(decode(item_hint, item) for item in value)
     if origin is dict and isinstance(value, dict):
         return dict(value)
     return value

@@ -136,11 +136,11 @@ def case_rows(run_id: str, machine: str, spec_sweep: str, cell: CellResult,
             continue
         rows.append({**case_base, "phase": "cold", "sample": 0, "round": 0,
                      "seconds": case.cold_seconds, "calls_per_sample": 1})
-        for sample, seconds in enumerate(case.samples, start=1):
-            block_steps = case.block_steps(sample)
-            rows.append({**case_base, "phase": "warm", "sample": sample,
-                         "round": case.round_of(sample), "seconds": seconds,
-                         "calls_per_sample": case.calls_per_sample,
+        for sample, (record, index) in enumerate(case.warm_samples(), start=1):
+            block_steps = record.block_steps(index)
+            rows.append({**case_base, "phase": "warm", "sample": sample, "round": record.round,
+                         "seconds": record.samples[index],
+                         "calls_per_sample": record.calls_per_sample,
                          **({"block_steps": block_steps} if block_steps is not None else {})})
         rows += epoch_rows(case_base, case)
     if cell.stopped_short:
@@ -158,11 +158,9 @@ def epoch_rows(case_base: MeasurementRow, case: CaseResult) -> list[MeasurementR
     number over the case's rounds, 1 the cold one; round = the worker that ran it), which the
     epoch figure draws, numbering the calls within each round.
     """
-    rounds = case.call_rounds or [0] * len(case.call_seconds)
     return [{**case_base, "phase": "epoch", "sample": number, "round": round_number,
              "seconds": seconds, "calls_per_sample": 1}
-            for number, (seconds, round_number) in enumerate(zip(case.call_seconds, rounds),
-                                                             start=1)]
+            for number, (round_number, seconds) in enumerate(case.whole_calls, start=1)]
 
 
 def write_measurements(run_dir: Path, rows: Iterable[MeasurementRow],

@@ -82,9 +82,63 @@ def upgrade_2_to_3(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+# A layout-3 case's keys that 4 keeps in its per-round records, and what they read as when absent.
+ROUND_KEYS_3: dict[str, Any] = {"cold_seconds": None, "samples": [], "calls_per_sample": 1,
+                                "other_load": None, "call_seconds": [], "sample_steps": [],
+                                "attempts": [], "sample_rounds": [], "call_rounds": [],
+                                "round_medians": []}
+
+
+def _split(values: list[Any], rounds: list[int], number: int) -> list[Any]:
+    """The values of round NUMBER, of a list parallel to ROUNDS (the round of each value)."""
+    return [value for value, owner in zip(values, rounds) if owner == number]
+
+
+def _case_rounds_3(case: dict[str, Any]) -> dict[str, Any]:
+    """A layout-3 case's parallel arrays (the round of each sample and of each whole call,
+    the round medians, the attempts tagged with their round) as one record per round.
+
+    Layout 3 kept the first measured round's cold call and calls per sample, and the most
+    loaded round's load, for the whole case: the first round's record gets them, the later
+    ones none (their cold calls were not kept); the round medians are recomputed, not kept.
+    """
+    old = {key: case.pop(key, default) for key, default in ROUND_KEYS_3.items()}
+    samples, calls, steps = old["samples"] or [], old["call_seconds"] or [], old["sample_steps"]
+    if old["cold_seconds"] is None and not samples and not calls:
+        return case  # not measured: no rounds
+    sample_rounds = old["sample_rounds"] or [0] * len(samples)
+    call_rounds = old["call_rounds"] or [0] * len(calls)
+    step_rounds = sample_rounds if len(steps or []) == len(samples) else []
+    attempts = old["attempts"] or []
+    numbers = sorted({*sample_rounds, *call_rounds,
+                      *(attempt.get("round", 0) for attempt in attempts)}) or [0]
+    case["rounds"] = []
+    for number in numbers:
+        lists = {"call_seconds": _split(calls, call_rounds, number),
+                 "sample_steps": _split(steps or [], step_rounds, number),
+                 "attempts": [{key: value for key, value in attempt.items() if key != "round"}
+                              for attempt in attempts if attempt.get("round", 0) == number]}
+        case["rounds"].append({
+            "round": number, "cold_seconds": old["cold_seconds"] if number == numbers[0] else None,
+            "samples": _split(samples, sample_rounds, number),
+            "calls_per_sample": old["calls_per_sample"],
+            "other_load": old["other_load"] if number == numbers[0] else None,
+            **{key: values for key, values in lists.items() if values}})  # as CaseRound writes
+    return case
+
+
+def upgrade_3_to_4(document: dict[str, Any]) -> dict[str, Any]:
+    """3 -> 4: a case's rounds as a list of per-process records, not parallel arrays."""
+    for result in document.get("cells") or []:
+        result["cases"] = [_case_rounds_3(case) for case in result.get("cases") or []]
+    document["schema_version"] = 4
+    return document
+
+
 # version N -> the step that makes it N + 1
 UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: upgrade_1_to_2,
-                                                                   2: upgrade_2_to_3}
+                                                                   2: upgrade_2_to_3,
+                                                                   3: upgrade_3_to_4}
 
 
 def document_version(document: dict[str, Any]) -> int:

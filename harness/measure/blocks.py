@@ -180,7 +180,8 @@ def record_fields(measurement: Measurement) -> dict[str, Any]:
     """What a block measurement adds to the worker's case record ({} for any other)."""
     if not isinstance(measurement, BlockMeasurement):
         return {}
-    return {"call_seconds": measurement.call_seconds, "sample_steps": measurement.sample_steps}
+    return {"call_seconds": tuple(measurement.call_seconds),
+            "sample_steps": tuple(measurement.sample_steps)}
 
 
 # --- a part of a call, for the passes after the samples ---------------------------------------

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.backend import VariantUnavailable
 from harness.core.registry import load_framework
 from harness.core.settings import DEFAULT_ATTEMPTS, Settings
-from harness.data.results import Attempt, CaseResult
+from harness.data.results import Attempt, CaseResult, CaseRound
 from harness.data.serial import JsonObject
 from harness.measure import blocks
 from harness.measure.casewatch import LATER_ROUND_REASON as LATER_ROUND_ENERGY_REASON
@@ -332,7 +332,7 @@ class Attempts:
 def time_attempts(context: CellContext, plan: CasePlan) -> Attempts:
     """Time the case until an attempt is uncontended, at most the context's max_attempts
     (once where an earlier case of this worker was contended throughout), pausing between."""
-    cell, clock = context.cell, context.clock
+    clock = context.clock
     allowed = 1 if clock.busy else context.max_attempts
     records: list[Attempt] = []
     kept: TimedCase | None = None
@@ -345,7 +345,7 @@ def time_attempts(context: CellContext, plan: CasePlan) -> Attempts:
         why = timed.contention
         samples = timed.measurement.samples
         records.append(Attempt(number, timed.measurement.median if samples else None,
-                               len(samples), timed.other_cores, why, round=cell.round))
+                               len(samples), timed.other_cores, why))
         kept, kept_number = timed, number  # the first uncontended one, else the last
         if not why or timed_seconds(timed.measurement) > RETRY_MAX_TIMED_S:
             break
@@ -396,7 +396,7 @@ def run_case(context: CellContext, plan: CasePlan) -> CaseResult:
     return case_record(plan, found, check, "; ".join(suspect),
                        {**kept.output.get("extra", {}), **kept.watched, **host_peak,
                         **warmup_extra(kept.measurement), **features},
-                       device_profile)
+                       device_profile, context.cell.round)
 
 
 def attempt_suspects(found: Attempts, context: CellContext) -> list[str]:
@@ -405,7 +405,7 @@ def attempt_suspects(found: Attempts, context: CellContext) -> list[str]:
     spike: its later cases are timed once)."""
     records, clock, cell = found.records, context.clock, context.cell
     if len(records) > 1:
-        records[found.kept_number - 1].kept = True
+        records[found.kept_number - 1] = replace(records[found.kept_number - 1], kept=True)
         if all(attempt.contended for attempt in records):
             clock.busy = True
             return [f"contended in all {len(records)} attempts"]
@@ -416,29 +416,32 @@ def attempt_suspects(found: Attempts, context: CellContext) -> list[str]:
 
 
 def case_record(plan: CasePlan, found: Attempts, check: Any, suspect: str, extra: JsonObject,
-                device_profile: JsonObject) -> CaseResult:
-    """The record of a case timed, checked and profiled: its status from the check."""
+                device_profile: JsonObject, round_number: int) -> CaseResult:
+    """The record of a case timed, checked and profiled in round ROUND_NUMBER's worker: its
+    status from the check."""
     measurement, kept = found.kept.measurement, found.kept
     record = CaseResult(
         case=plan.case,
-        cold_seconds=found.first_cold,  # not the kept attempt's: its first call was not cold
-        samples=measurement.samples,
-        calls_per_sample=measurement.calls_per_sample,
+        rounds=[CaseRound(
+            round=round_number,
+            cold_seconds=found.first_cold,  # not the kept attempt's: its first call was warm
+            samples=tuple(measurement.samples),
+            calls_per_sample=measurement.calls_per_sample,
+            other_load=(None if measurement.other_load is None else
+                        {"other_cores": measurement.other_load.other_cores,
+                         "steal_cores": measurement.other_load.steal_cores,
+                         "seconds": measurement.other_load.seconds,
+                         "interrupt_cores": measurement.other_load.interrupt_cores}),
+            **blocks.record_fields(measurement),
+            attempts=tuple(found.records) if len(found.records) > 1 else ())],
         timer_overhead_s=measurement.timer_overhead_s,
         check=check.as_dict(),
         suspect=suspect,
         predicted_call_s=measurement.predicted_call_s,
-        other_load=(None if measurement.other_load is None else
-                    {"other_cores": measurement.other_load.other_cores,
-                     "steal_cores": measurement.other_load.steal_cores,
-                     "seconds": measurement.other_load.seconds,
-                     "interrupt_cores": measurement.other_load.interrupt_cores}),
         extra=extra,
         peak_device_allocated_bytes=kept.memory["peak_device_allocated_bytes"],
         peak_device_reserved_bytes=kept.memory["peak_device_reserved_bytes"],
         device_profile=device_profile,
-        **blocks.record_fields(measurement),
-        attempts=found.records if len(found.records) > 1 else [],
         calls_per_sample_reused=plan.reused,
     )
     if not check.passed:

@@ -16,7 +16,7 @@ where the workers run is the executor's business.
 from __future__ import annotations
 
 import random
-import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -100,7 +100,8 @@ def even_share(total: int, rounds: int) -> int:
 
 def merge_cases(planned: Cell, rounds: list[tuple[int, CaseResult]],
                 split: tuple[str, ...]) -> CaseResult:
-    """One case measured in several rounds: samples pooled, each tagged with its round.
+    """One case measured in several rounds: its per-round records together, each numbered
+    with its round (pyperf's Benchmark.add_run: a list of the workers' records).
 
     The merged case's parameters are what one worker's calls did (the first round's: the
     rounds share out calls, never change what one call does), so every per-call figure (FLOPs,
@@ -108,8 +109,7 @@ def merge_cases(planned: Cell, rounds: list[tuple[int, CaseResult]],
     parameters are kept apart in `planned` where they differ.
     """
     rounds = sorted(rounds, key=lambda item: item[0])
-    first = rounds[0][1]
-    case = dict(first.case)
+    case = dict(rounds[0][1].case)
     planned_values = {name: planned.params[name] for name in split
                       if name in case and name in planned.params
                       and case[name] != planned.params[name]}
@@ -121,35 +121,26 @@ def merge_cases(planned: Cell, rounds: list[tuple[int, CaseResult]],
     if not measured:
         return merged
     head = measured[0][1]
-    merged.cold_seconds = head.cold_seconds
-    merged.calls_per_sample = head.calls_per_sample
-    merged.timer_overhead_s = head.timer_overhead_s
-    merged.predicted_call_s = head.predicted_call_s
-    merged.calls_per_sample_reused = next((r.calls_per_sample_reused for _, r in measured
-                                           if r.calls_per_sample_reused is not None), None)
-    merged.device_profile = next((r.device_profile for _, r in measured
-                                  if r.device_profile and "reason" not in r.device_profile),
-                                 head.device_profile)
-    merged.check = next((r.check for _, r in measured if r.check and not r.check["passed"]),
-                        measured[-1][1].check)
-    merged.extra = dict(head.extra)  # the first round's: it measured the idle power
-    merged.other_load = max((r.other_load for _, r in measured if r.other_load),
-                            key=lambda load: load.get("other_cores", 0.0), default=None)
-    merged.suspect = "; ".join(f"round {index + 1}: {r.suspect}" for index, r in measured
-                               if r.suspect)
-    for name in ("peak_device_allocated_bytes", "peak_device_reserved_bytes"):
-        values = [getattr(r, name) for _, r in measured if getattr(r, name) is not None]
-        setattr(merged, name, max(values) if values else None)
-    for index, result in measured:
-        merged.samples += result.samples
-        merged.sample_rounds += [index] * len(result.samples)
-        merged.call_seconds += result.call_seconds
-        merged.call_rounds += [index] * len(result.call_seconds)
-        merged.sample_steps += result.sample_steps
-        merged.attempts += [replace(attempt, round=index) for attempt in result.attempts]
-        if result.samples:
-            merged.round_medians.append(statistics.median(result.samples))
-    return merged
+    return replace(
+        merged, timer_overhead_s=head.timer_overhead_s, predicted_call_s=head.predicted_call_s,
+        rounds=[replace(record, round=index) for index, result in measured
+                for record in result.rounds],
+        calls_per_sample_reused=next((r.calls_per_sample_reused for _, r in measured
+                                      if r.calls_per_sample_reused is not None), None),
+        device_profile=next((r.device_profile for _, r in measured
+                             if r.device_profile and "reason" not in r.device_profile),
+                            head.device_profile),
+        check=next((r.check for _, r in measured if r.check and not r.check["passed"]),
+                   measured[-1][1].check),
+        extra=dict(head.extra),  # the first round's: it measured the idle power
+        suspect="; ".join(f"round {index + 1}: {r.suspect}" for index, r in measured
+                          if r.suspect),
+        peak_device_allocated_bytes=_largest(r.peak_device_allocated_bytes for _, r in measured),
+        peak_device_reserved_bytes=_largest(r.peak_device_reserved_bytes for _, r in measured))
+
+
+def _largest(values: Iterable[int | None]) -> int | None:
+    return max((value for value in values if value is not None), default=None)
 
 
 def merge_cells(planned: Cell, rounds: list[tuple[int, CellResult]],
@@ -168,9 +159,9 @@ def merge_cells(planned: Cell, rounds: list[tuple[int, CellResult]],
         finished=max((r.finished for r in results if r.finished is not None), default=None),
         device_init_seconds=first.device_init_seconds, host=first.host, slurm=first.slurm,
         peak_host_memory_source=first.peak_host_memory_source)
-    for name in ("peak_host_memory_bytes", "peak_host_memory_bytes_worker"):
-        values = [getattr(r, name) for r in results if getattr(r, name) is not None]
-        setattr(merged, name, max(values) if values else None)
+    merged.peak_host_memory_bytes = _largest(r.peak_host_memory_bytes for r in results)
+    merged.peak_host_memory_bytes_worker = _largest(r.peak_host_memory_bytes_worker
+                                                    for r in results)
     costs = [r.cost for r in results if r.cost is not None]
     if costs:
         total = HarnessCost()

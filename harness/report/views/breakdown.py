@@ -94,7 +94,7 @@ def breakdown(stats: pd.DataFrame, headline: pd.DataFrame,
     valid["cold_in_warm_calls"] = valid["cold_s"] / valid["median_s"]
     columns = [*CASE_COLUMNS, "device_kind", "sweep", "median_s", "compute_s", "overhead_s",
                "overhead_name", "overhead_without", "overhead_share", "cold_s", "cold_extra_s",
-               "cold_in_warm_calls", "cold_call_s", "call_median_s", "round_medians", "suspect",
+               "cold_in_warm_calls", "cold_call_s", "call_median_s", "medians_by_round", "suspect",
                "steps_per_call"]
     return sort_cells(valid.reindex(columns=columns))
 
@@ -109,7 +109,7 @@ def cold_faster_reason(row: pd.Series, unit: str, call: str) -> str:
     recorded: the first call is one whole call (its time / its steps: a mean, fast stretches
     included), a warm sample is one block of steps (or one loop of calls); the median pools
     every round's samples."""
-    rounds = row.get("round_medians")
+    rounds = row.get("medians_by_round")
     rounds = rounds if isinstance(rounds, dict) else {}
     first = rounds.get(0)
     if len(rounds) > 1 and first is not None and first < row["median_s"]:

@@ -161,8 +161,8 @@ def _case_row(document: RunDocument, machine: str, result: CellResult,
         # The time of the energy window itself (J = W x s over the same calls): the figure to
         # print beside its joules; the pooled median above may come from other rounds.
         "window_step_s": _window_step_s(primary) if ok else None,
-        "rounds": case.rounds,
-        "noise": CaseNoise.of(case.samples, case.sample_rounds) if timed else None,
+        "rounds": case.round_count,
+        "noise": CaseNoise.of(case.samples_by_round()) if timed else None,
         "energy_status": primary.status,
         "energy_reason": primary.reason,
         "j_per_step": primary.joules_per_step if ok else None,
