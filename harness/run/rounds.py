@@ -16,6 +16,7 @@ where the workers run is the executor's business.
 from __future__ import annotations
 
 import random
+import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
