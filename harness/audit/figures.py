@@ -22,9 +22,11 @@ from harness.audit.ledger import SUMMARY_FILE, Ledger
 from harness.audit.memory import check_peak
 from harness.audit.noise import check_noise
 from harness.audit.pool import Pool, _subject_of
+from harness.audit.predictedgpu import check_predicted_vs_measured
 from harness.audit.predictions import check_printed_prediction
 from harness.audit.rates import check_rate
 from harness.predict.answer import FAMILY as PREDICTED_FAMILY
+from harness.predict.versus import FAMILY as VERSUS_FAMILY
 from harness.report.figure import (
     DIFFERENCE,
     FIGURES_FILE,
@@ -49,7 +51,7 @@ FAMILIES: dict[str, FamilyCheck] = {
     GPU_FAMILY: check_gpu_vs_cpu, ENERGY_FAMILY: check_energy, RATE_FAMILY: check_rate,
     ACCURACY_FAMILY: check_accuracy, MEMORY_FAMILY: check_peak, BEST_FAMILY: check_best,
     FLAT_FAMILY: check_flat, NOISE_FAMILY: check_noise,
-    PREDICTED_FAMILY: check_printed_prediction}
+    PREDICTED_FAMILY: check_printed_prediction, VERSUS_FAMILY: check_predicted_vs_measured}
 
 
 def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:
