@@ -72,6 +72,7 @@ class Pair:
     """One case predicted from the CPU cell's features and measured on the GPU cell."""
 
     run_id: str
+    framework: str
     variant: str
     cpu_device: str
     gpu_device: str
@@ -165,7 +166,7 @@ def case_pairs(document: RunDocument, cpu: CellResult, gpu: CellResult,
         predicted_s = prediction.seconds / steps if prediction.seconds is not None else None
         cpu_noise = case_noise(cpu_case)
         interval, why = band_of(name, prediction, predicted_s, cpu_noise)
-        found.append(Pair(document.run_id, gpu.variant, cpu.device, gpu.device,
+        found.append(Pair(document.run_id, gpu.framework, gpu.variant, cpu.device, gpu.device,
                           str(gpu.device_name), name, cpu_case.case.get(document.sweep),
                           prediction, steps, gpu_s, cpu_s, cpu_noise, case_noise(gpu_case),
                           interval, why))

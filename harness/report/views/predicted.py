@@ -75,7 +75,8 @@ def pair_row(tally: Tally, pair: Pair, sweep: str) -> dict[str, Any]:
     interval = pair.interval
     predicted = pair.predicted_s
     return {"run_id": tally.run_id, "profile": tally.profile, "device_name": tally.device_name,
-            "gpu_device": pair.gpu_device, "cpu_device": pair.cpu_device,
+            "framework": pair.framework, "gpu_device": pair.gpu_device,
+            "cpu_device": pair.cpu_device,
             "variant": pair.variant, "sweep": sweep, "size": str(pair.size),
             "size_text": format_size(pair.size, sweep),
             "predicted_s": predicted, "measured_s": pair.measured_s, "ratio": pair.ratio,
@@ -101,7 +102,7 @@ def pair_table(found: list[Tally], sweeps: dict[str, str]) -> pd.DataFrame:
 def subject_of(row: Any, size: bool = True) -> dict[str, str]:
     """What a record is of: the run, profile, GPU cell (and the size, for a row's figures)."""
     subject = {"run": str(row["run_id"]), "profile": str(row["profile"]),
-               "framework": "torch", "device": str(row["gpu_device"]),
+               "framework": str(row["framework"]), "device": str(row["gpu_device"]),
                "cpu_device": str(row["cpu_device"]), "variant": str(row["variant"])}
     if size:
         subject["size"] = str(row["size"])
