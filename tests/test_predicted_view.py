@@ -64,17 +64,20 @@ def cell_of(device: str, device_name: str, cases: list[dict[str, Any]]) -> dict[
 
 
 def paired_run(run_dir: Path, model: str = "mnist-small", gpu_name: str = H100,
-               with_gpu: bool = True, asked: Sequence[str] = ()) -> Path:
+               with_gpu: bool = True, asked: Sequence[str] = (),
+               no_speed_at: Sequence[int] = ()) -> Path:
     """A run folder of MODEL's validation rows: a CPU cell with features, a GPU cell named
     GPU_NAME measured (none without WITH_GPU), its predictions stored (the shipped profiles
-    and ASKED, as --predict-for), its report drawn."""
+    and ASKED, as --predict-for), its report drawn. The batches NO_SPEED_AT lack this host's
+    speed (a features pass that could not time it), so host 'this' is unknown there."""
     meta, rows = validation_rows(model)
     # A call is an epoch of one batch: one step, its FLOPs as the workload declares them.
     flops = {row["batch"]: float(MNIST_FLOPS(one_step(row["batch"]))) for row in rows}
     cpu = [case_of(row["batch"], row["cpu"]["samples_s"],
                    {answer.FEATURES_KEY: unpacked(row["features_packed"]),
-                    answer.STEPS_KEY: 1, answer.HOST_SPEED_KEY: meta["this_host"],
-                    "flops_per_call": flops[row["batch"]]})
+                    answer.STEPS_KEY: 1, "flops_per_call": flops[row["batch"]],
+                    answer.HOST_SPEED_KEY: {} if row["batch"] in no_speed_at
+                    else meta["this_host"]})
            for row in rows]
     cells = [cell_of("cpu", meta["host_cpu"], cpu)]
     if with_gpu:
@@ -180,6 +183,7 @@ def planted_copy(run_dir: Path, tmp_path: Path, name: str, text: str) -> Path:
     (predicted.RATIO, "7.77x"),
     (predicted.INTERVAL, "0.1-0.2 ms"),
     (predicted.VERDICT, "wrongish"),
+    (predicted.IN_INTERVAL, "nowhere"),
     (predicted.WITHIN, "0 of 6"),
     (predicted.MEDIAN_RATIO, "3.33x"),
     (predicted.VERDICTS, "0 of 1"),
@@ -289,3 +293,19 @@ def test_an_unknown_prediction_is_said_with_its_reason(tmp_path: Path) -> None:
     assert not audit.mismatches, [item.line() for item in audit.mismatches]
     assert not [item for item in audit.unverifiable if item.where.startswith("summary.md")], \
         [item.line() for item in audit.unverifiable]
+
+
+def test_sizes_left_unknown_are_said_once_under_the_table(tmp_path: Path) -> None:
+    """Host 'this' needs this machine's host speed: two sizes without it are unknown, listed
+    once with the reason; the sentence counts the sizes predicted."""
+    run = paired_run(tmp_path / "no-speed", no_speed_at=(256, 1024))
+    (tally,) = versus.tallies(store.load_run(run))
+    assert len(tally.predicted) == 4 and len(tally.pairs) == 6
+    text = (run / "summary.md").read_text()
+    (said,) = [line for line in text.splitlines()
+               if line.startswith("- not predicted at batch_size 256, 1024: ")]
+    assert "host speed" in said
+    assert f"in {tally.within_text()} cases" in text and tally.within_text().endswith("of 4")
+    audit = audit_run(run)
+    assert not audit.mismatches, [item.line() for item in audit.mismatches]
+    assert not audit.unverifiable, [item.line() for item in audit.unverifiable]
