@@ -153,11 +153,13 @@ def band_of(name: str, prediction: Prediction, predicted_s: float | None,
 def case_pairs(document: RunDocument, cpu: CellResult, gpu: CellResult,
                cpu_case: CaseResult, gpu_case: CaseResult) -> list[Pair]:
     """The pairs of one size: one per stored profile that describes the GPU cell's device."""
-    found = []
+    found: list[Pair] = []
+    cpu_s, gpu_s = cpu_step_seconds(cpu_case), cpu_step_seconds(gpu_case)
+    if not cpu_s or not gpu_s:
+        return found
     for name, by_host in (cpu_case.extra.get(PREDICTIONS_KEY) or {}).items():
         stored = (by_host or {}).get(HOST)
-        cpu_s, gpu_s = cpu_step_seconds(cpu_case), cpu_step_seconds(gpu_case)
-        if not stored or not cpu_s or not gpu_s:
+        if not stored:
             continue
         prediction = Prediction.from_dict(stored)
         if not same_gpu(prediction.profile.get("device"), gpu.device_name):
