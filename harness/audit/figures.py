@@ -25,9 +25,11 @@ from harness.audit.memoryfit import check_memory_fit
 from harness.audit.noise import check_noise
 from harness.audit.overhead import check_overhead
 from harness.audit.pool import Pool, _subject_of
+from harness.audit.predictedgpu import check_predicted_vs_measured
 from harness.audit.predictions import check_printed_prediction
 from harness.audit.rates import check_rate
 from harness.predict.answer import FAMILY as PREDICTED_FAMILY
+from harness.predict.versus import FAMILY as VERSUS_FAMILY
 from harness.report.context import CALL_FAMILY
 from harness.report.figure import (
     DIFFERENCE,
@@ -56,7 +58,7 @@ FAMILIES: dict[str, FamilyCheck] = {
     FLAT_FAMILY: check_flat, NOISE_FAMILY: check_noise,
     PREDICTED_FAMILY: check_printed_prediction, CALL_FAMILY: check_call_share,
     FIT_FAMILY: check_memory_fit, DISPUTED_FAMILY: check_disputed,
-    OVERHEAD_FAMILY: check_overhead}
+    OVERHEAD_FAMILY: check_overhead, VERSUS_FAMILY: check_predicted_vs_measured}
 
 
 def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:

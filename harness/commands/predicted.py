@@ -40,7 +40,8 @@ def store_predictions(result: api.RunResult, asked: Sequence[str] | None) -> Non
 
 def with_predictions(result: api.RunResult, verdicts: list[str]) -> list[str]:
     """VERDICTS with the 'no GPU cell measured' line replaced by the predicted GPU lines (or,
-    where a torch CPU cell could not be predicted, followed by why)."""
+    where a torch CPU cell could not be predicted, followed by why); on a GPU run, with the
+    prediction's check against the GPU measured (with_check_line)."""
     from harness.predict.answer import answer_lines, no_features_line
 
     predicted = [f"  {line}" for line in answer_lines(result.document)]
@@ -53,7 +54,21 @@ def with_predictions(result: api.RunResult, verdicts: list[str]) -> list[str]:
         found.append(line)
         if "no GPU cell measured" in line and why:
             found.append(f"  {why}")
-    return found
+    return with_check_line(result, found)
+
+
+def with_check_line(result: api.RunResult, verdicts: list[str]) -> list[str]:
+    """VERDICTS with the GPU run's own check of the prediction (harness/predict/versus.py)
+    under its last GPU-vs-CPU line (at the end where there is none); unchanged where the run
+    has no CPU cell predicted and GPU cell measured of the same case."""
+    from harness.predict.versus import check_line
+
+    line = check_line([result.document])
+    if not line:
+        return verdicts
+    gpu_lines = [index for index, text in enumerate(verdicts) if "GPU vs CPU" in text]
+    at = gpu_lines[-1] + 1 if gpu_lines else len(verdicts)
+    return [*verdicts[:at], f"  {line}", *verdicts[at:]]
 
 
 def print_predictions(say: Said, result: api.RunResult) -> None:
