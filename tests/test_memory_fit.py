@@ -35,6 +35,7 @@ from harness.analysis.memoryfit import terminal_lines as memory_terminal_lines
 from harness.audit import audit_run
 from harness.data.results import RunDocument
 from harness.data.store import load_run
+from harness.data.upgrade import as_run_document
 from tests.synthetic_runs import make_case, make_result, write_run
 
 MiB, GiB = 2**20, 2**30
@@ -91,7 +92,7 @@ def document(peaks: Mapping[int, float], predictions: list[dict[str, Any]] | Non
              host: dict[str, Any] | None = None,
              host_peaks: Mapping[int, float] | None = None,
              required: Mapping[int, float] | None = None) -> RunDocument:
-    return RunDocument.from_dict({
+    return as_run_document({  # the first layout, read as a stored run of it is
         "run_id": "r1", "workload": "jacobian", "sweep": "batch", "host": host or HOST,
         "params": {"batch": list(peaks)}, "cells": results(peaks, host_peaks, required),
         "predictions": predictions or []})
