@@ -272,3 +272,14 @@ def test_a_recurrent_layer_the_cpu_ran_step_by_step_is_unknown() -> None:
     found = predict(step(extra=cell * 16), profile())
     assert found.status == "unknown" and "16 gate splits" in found.reason, found.reason
     assert predict(step(extra=cell), profile()).status == "predicted"  # one cell: a user loop
+
+
+def test_a_data_loaders_range_is_no_optimizer_step() -> None:
+    """torch's DataLoader wraps each `__next__` in a profiler range too: one that builds new
+    tensors (selects, a stack) and updates nothing in place. On the MNIST workload it was
+    counted as a step (9 in 4 training steps), and the H100's GPU step read 1.75x high."""
+    loader = (op("profiler._record_function_enter_new", "marker", 0, 1e-6),
+              op("aten.select", "view", 0, 2e-6), op("aten.stack", "elementwise", 4096, 9e-6),
+              op("profiler._record_function_exit", "marker", 0, 1e-6))
+    features = step(2 * 10**7, (*loader, *adam_region(2), *loader))
+    assert predict(features, profile()).terms["optimizer_steps"] == 1
