@@ -186,3 +186,24 @@ def test_the_line_names_the_gpu_short_and_flags_a_suspect_cpu_timing() -> None:
     assert short_device("NVIDIA H100 80GB HBM3") == "H100 80GB"
     assert short_device("NVIDIA H200") == "H200"
     assert short_device("NVIDIA A100-SXM4-40GB") == "A100-SXM4-40GB"
+
+
+def test_a_profile_of_another_torch_is_said_on_the_line(predicted_run: tuple[Path, str]) -> None:
+    """Predicted anyway, said: the profile's dispatch and launch costs are its torch's."""
+    import torch
+
+    from harness.data.results import CellResult
+    from harness.spec import Cell
+
+    cell = CellResult(cell=Cell("mnist-small", "as-written", "torch", "cpu"),
+                      framework_version="2.13.0+cpu")
+    assert answer.version_note({"torch": "2.11.0+cu130"}, cell) == "torch 2.11 there, 2.13 here"
+    assert answer.version_note({"torch": "2.13.1"}, cell) == ""
+    assert answer.version_note({}, cell) == ""
+    _, output = predicted_run
+    here = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    for name in shipped_names():
+        profiled = str(load_profile(name).software.get("torch") or "")
+        there = ".".join(profiled.split("+")[0].split(".")[:2])
+        said = f"torch {there} there, {here} here"
+        assert (said in output) == (there != here), (name, said)

@@ -180,12 +180,14 @@ class Answer:
     interval: Interval | None
     no_interval: str
     win_clause: str
+    versions: str = ""  # where the profile's torch is another than this run's (version_note)
 
     def text(self) -> str:
         """The line: the longest wording that fits LINE_LIMIT (two terminal lines at 100
         columns), the figures the same in every wording."""
         prediction = self.point.prediction
-        head = f"predicted on {self.device} (profiled {self.created})"
+        versions = f"; {self.versions}" if self.versions else ""
+        head = f"predicted on {self.device} (profiled {self.created}{versions})"
         gpu = self.point.gpu_step_s
         if prediction.status != PREDICTED or gpu is None:
             return clipped(f"{head}: unknown at {self.size_text}: {prediction.reason}")
@@ -267,7 +269,21 @@ def answer_of(document: RunDocument, cell: CellResult, name: str) -> Answer | No
                   created=str(identity.get("created") or "?")[:10],
                   size_text=size_text(point.size.get(document.sweep), document.sweep),
                   point=point, interval=interval, no_interval=no_interval,
-                  win_clause=win_clause(points, document.sweep))
+                  win_clause=win_clause(points, document.sweep),
+                  versions=version_note(identity, cell))
+
+
+def version_note(identity: dict[str, Any], cell: CellResult) -> str:
+    """'torch 2.11 there, 2.13 here' where the profile was made with another torch (major and
+    minor) than this run's CPU cell ran: predicted anyway, said on the line (the dispatch
+    and launch costs the profile measured belong to its version)."""
+    def minor(version: str) -> str:
+        return ".".join(version.split("+")[0].split(".")[:2])
+
+    profiled, here = str(identity.get("torch") or ""), str(cell.framework_version or "")
+    if not profiled or not here or minor(profiled) == minor(here):
+        return ""
+    return f"torch {minor(profiled)} there, {minor(here)} here"
 
 
 def answered_cell(document: RunDocument) -> CellResult | None:
