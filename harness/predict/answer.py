@@ -18,6 +18,7 @@ steps (extra `step_features_steps`), its CPU step the case's median over steps_p
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,35 +181,48 @@ class Answer:
     interval: Interval | None
     no_interval: str
     win_clause: str
-    versions: str = ""  # where the profile's torch is another than this run's (version_note)
+    # The profile's torch and this run's (major.minor) where they differ (version_note)
+    versions: tuple[str, str] | None = None
 
     def text(self) -> str:
         """The line: the longest wording that fits LINE_LIMIT (two terminal lines at 100
-        columns), the figures the same in every wording."""
+        columns), the figures the same in every wording: the regime's advice shortened, then
+        left out, then the torch versions said shorter, before anything is cut."""
         prediction = self.point.prediction
-        versions = f"; {self.versions}" if self.versions else ""
-        head = f"predicted on {self.device} (profiled {self.created}{versions})"
+        heads = [f"predicted on {self.device} (profiled {self.created}{note})"
+                 for note in self.version_notes()]
+        if self.versions:  # the shortest: the date alone says when it was profiled
+            heads.append(f"predicted on {self.device} ({self.created}{self.version_notes()[-1]})")
         gpu = self.point.gpu_step_s
         if prediction.status != PREDICTED or gpu is None:
-            return clipped(f"{head}: unknown at {self.size_text}: {prediction.reason}")
+            return clipped(f"{heads[0]}: unknown at {self.size_text}: {prediction.reason}")
         ratio = self.point.cpu_step_s / gpu
         versus = (f"~{three_digits(ratio)}x faster than this CPU" if ratio >= 1 else
                   f"~{three_digits(1 / ratio)}x slower than this CPU")
-        if self.point.suspect:  # the ratio is only as good as the CPU timing it divides
-            versus += " (its timing SUSPECT)"
+        # The ratio is only as good as the CPU timing it divides: said, shorter if need be.
+        flags = [" (its timing SUSPECT)", " (SUSPECT)"] if self.point.suspect else [""]
         launch = prediction.regime == LAUNCH_BOUND
         changes = (("a CUDA graph or a larger batch would change that", "a CUDA graph, a larger "
                     "batch") if launch else ("mixed precision would change that", "mixed "
                                              "precision"))
         bands = ([f"{self.interval_text()}"] if self.interval is not None else
                  [self.no_interval, "error unmeasured"])
-        for band in bands:
-            for change in changes:
-                line = (f"{head}: ~{ms(gpu)} ms per step ({band}), {versus} at "
-                        f"{self.size_text}; {self.win_clause}; {prediction.regime} ({change})")
+        for head, flag in itertools.product(heads, flags):
+            for band, change in itertools.product(bands, (*changes, "")):
+                advice = f" ({change})" if change else ""
+                line = (f"{head}: ~{ms(gpu)} ms per step ({band}), {versus}{flag} at "
+                        f"{self.size_text}; {self.win_clause}; {prediction.regime}{advice}")
                 if len(line) <= LINE_LIMIT:
                     return line
         return clipped(line)
+
+    def version_notes(self) -> list[str]:
+        """How the head says the profile's torch is another than this run's, longest first
+        ('' where it is the same)."""
+        if not self.versions:
+            return [""]
+        there, here = self.versions
+        return [f"; torch {there} there, {here} here", f"; torch {there}, {here} here"]
 
     def interval_text(self) -> str:
         assert self.interval is not None
@@ -273,17 +287,16 @@ def answer_of(document: RunDocument, cell: CellResult, name: str) -> Answer | No
                   versions=version_note(identity, cell))
 
 
-def version_note(identity: dict[str, Any], cell: CellResult) -> str:
-    """'torch 2.11 there, 2.13 here' where the profile was made with another torch (major and
-    minor) than this run's CPU cell ran: predicted anyway, said on the line (the dispatch
-    and launch costs the profile measured belong to its version)."""
+def version_note(identity: dict[str, Any], cell: CellResult) -> tuple[str, str] | None:
+    """(the profile's torch, this run's), major.minor, where they differ: predicted anyway,
+    said on the line (the dispatch and launch costs the profile measured are its version's);
+    None where they are the same or either is unknown."""
     def minor(version: str) -> str:
-        return ".".join(version.split("+")[0].split(".")[:2])
+        return ".".join(version.split("+")[0].split()[0].split(".")[:2]) if version else ""
 
-    profiled, here = str(identity.get("torch") or ""), str(cell.framework_version or "")
-    if not profiled or not here or minor(profiled) == minor(here):
-        return ""
-    return f"torch {minor(profiled)} there, {minor(here)} here"
+    profiled = minor(str(identity.get("torch") or ""))
+    here = minor(str(cell.framework_version or ""))
+    return (profiled, here) if profiled and here and profiled != here else None
 
 
 def answered_cell(document: RunDocument) -> CellResult | None:
