@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import PurePath
 from typing import Any
 
@@ -23,8 +23,10 @@ import pandas as pd
 from harness.analysis.noise import CaseNoise
 from harness.analysis.predict import SweepPoint
 from harness.core.units import device_kind
+from harness.data import store
 from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey
-from harness.data.results import NOISY_IQR_FRACTION, sample_stats
+from harness.data.measurements import measurements_of_rows, with_run
+from harness.data.results import NOISY_IQR_FRACTION, CellResult, RunDocument, sample_stats
 from harness.data.serial import JsonObject, JsonValue
 from harness.spec import Status, worst_status_name
 
@@ -259,6 +261,15 @@ class CaseRow:
     steps_per_call: float | None
     noisy: bool
     suspect: str
+    cold_call_s: float | None = None  # the first round's cold call
+    # What the table's CSV columns cannot carry, from the run's document (run_rows): the swept
+    # value as run.json holds it, the check, the device-busy pass per call (or {"reason":
+    # ...}) and the cell's status (a worker stopped from outside, by the budget's deadline,
+    # --timeout or a signal, leaves a timeout or interrupted cell whose finished cases read ok).
+    size: JsonValue = None
+    check: dict[str, Any] | None = None
+    profile: dict[str, Any] | None = None
+    cell_status: str = ""
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> CaseRow:
@@ -277,7 +288,25 @@ class CaseRow:
             launches_per_call=_count(row.get("launches_per_call")),
             device_seconds=_count(row.get("device_seconds")),
             steps_per_call=_count(row.get("steps_per_call")), noisy=bool(row.get("noisy")),
-            suspect=_text(row.get("suspect")))
+            suspect=_text(row.get("suspect")), cold_call_s=_count(row.get("cold_call_s")))
+
+    @property
+    def variant(self) -> str:
+        return self.key.variant
+
+    @property
+    def framework(self) -> str:
+        return self.key.framework
+
+    @property
+    def device(self) -> str:
+        return self.key.device
+
+    @property
+    def timed(self) -> bool:
+        """Warm samples and a status of ok or invalid: a case advise judges (a fix that fails
+        its check was timed all the same, and ranks as failing parity)."""
+        return self.samples > 0 and self.status in (Status.OK.value, Status.INVALID.value)
 
     @property
     def noise(self) -> CaseNoise:
@@ -299,6 +328,47 @@ def case_rows(stats: pd.DataFrame) -> dict[CaseKey, CaseRow]:
     """Every row of a case_stats table, typed and keyed by its case (in the table's order)."""
     rows = (CaseRow.of(record) for record in stats.to_dict("records"))
     return {row.key: row for row in rows}
+
+
+def run_table(document: RunDocument, measurements: pd.DataFrame, run_id: str) -> pd.DataFrame:
+    """case_stats of one run, from its document and its measurements (read from its folder, or
+    made from the rows it holds in memory: harness.data.measurements)."""
+    runs = assign_experiments(pd.DataFrame([{
+        "run_id": run_id, "workload": document.workload, "sweep": document.sweep,
+        "params": document.params, "started": document.started, "order": 0}]))
+    prepared, _ = prepare(with_run(measurements, document, run_id, 0), runs)
+    return case_stats(prepared)
+
+
+def run_rows(document: RunDocument) -> list[CaseRow]:
+    """Every case of a run in memory, a row of its case table each, in the run's order, with
+    what the table's columns cannot carry taken from the document (CaseRow's last fields); a
+    cell that stopped before its first case is one row without a size or samples. The cases
+    as harness advise reads them."""
+    measured = [row for cell in document.cells for row in store.case_rows(
+        document.run_id, document.machine, document.sweep, cell, _counted_flops(cell))]
+    table = case_rows(run_table(document, measurements_of_rows(measured), document.run_id))
+    by_case = {key.without("experiment"): row for key, row in table.items()}
+    found = []
+    for cell in document.cells:
+        bare = CaseRow.of({**asdict(CaseKey.of_cell(cell, document.machine)),
+                           "status": cell.status.value, "reason": cell.reason})
+        found += [] if cell.cases else [replace(bare, cell_status=cell.status.value)]
+        for case in cell.cases:
+            key = CaseKey.in_run(document, cell, case)
+            row = by_case.get(key.without("experiment")) or replace(
+                bare, key=key, status=case.status.value)
+            found.append(replace(row, reason=case.reason or cell.reason,
+                                 size=case.case.get(document.sweep), check=case.check,
+                                 profile=case.device_profile, cell_status=cell.status.value))
+    return found
+
+
+def _counted_flops(cell: CellResult) -> dict[int, dict[str, float]]:
+    """The FLOPs per call each case's worker counted, by case index (advise reads no
+    workload's formulas: harness.analysis.stats.work_of's fallback)."""
+    return {index: {"flops": float(case.extra["flops_per_call"])}
+            for index, case in enumerate(cell.cases) if case.extra.get("flops_per_call")}
 
 
 def _text(value: Any) -> str:
