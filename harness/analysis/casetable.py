@@ -5,8 +5,10 @@ here, below them all: runs grouped into experiments, samples prepared (time per 
 latest run per case), one row per case (status, median and quartiles of the warm samples, the
 cold call, the work, each round's median) and one per cell. Its key columns are
 harness.data.casekey's CASE_COLUMNS; case_rows gives its rows typed (CaseRow), keyed by their
-CaseKey. Pure pandas: nothing drawn, nothing written; unit-tested on synthetic measurements
-whose answer is known.
+CaseKey. run_rows makes a run in memory into its table's rows with what only its document
+holds (check, device profile): the rows advise, the run's chooser and the CLI's table read.
+Pure pandas: nothing drawn, nothing written; unit-tested on synthetic measurements whose
+answer is known.
 """
 
 from __future__ import annotations
@@ -26,12 +28,7 @@ from harness.core.units import device_kind
 from harness.data import fields, store
 from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey
 from harness.data.measurements import measurements_of_rows, with_run
-from harness.data.results import (
-    NOISY_IQR_FRACTION,
-    CaseResult,
-    RunDocument,
-    sample_stats,
-)
+from harness.data.results import NOISY_IQR_FRACTION, CaseResult, RunDocument, sample_stats
 from harness.data.serial import JsonObject, JsonValue
 from harness.spec import Status, worst_status_name
 
