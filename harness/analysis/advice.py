@@ -387,11 +387,10 @@ def answer(cpu: DeviceAdvice | None, gpu: DeviceAdvice | None, cases: list[CaseR
 
 
 def _noise_of(advice: DeviceAdvice) -> CaseNoise:
-    """The samples of a device's best configuration, as the noise rule reads them."""
+    """The samples of a device's best configuration, as the noise rule reads them (a
+    recommended fix was timed; a baseline without samples reads as none: NaN, 0 samples)."""
     best = advice.best
-    noise = best.noise if best is not None else advice.baseline.noise
-    return noise if noise is not None else CaseNoise(float("nan"), float("nan"),
-                                                     float("nan"), 0)
+    return best.noise if best is not None and best.noise is not None else advice.baseline.noise
 
 
 def refit(cases: list[CaseRow], gpu: DeviceAdvice, cpu: DeviceAdvice) -> Prediction | None:
