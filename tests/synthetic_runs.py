@@ -15,9 +15,12 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.casetable import CaseRow
+from harness.analysis.stats import cli_rows
 from harness.data import store
-from harness.data.results import CellResult
+from harness.data.results import CellResult, RunDocument
 from harness.data.upgrade import as_run_document
+from harness.spec import WorkloadSpec
 
 HOST = {"machine_label": "box (cpu only)", "hostname": "box", "cpu_model": "Test CPU 9000",
         "cores": 2, "memory_bytes": 2**33, "python": "3.11.7", "gpus": [], "os": "Linux"}
@@ -59,6 +62,20 @@ def typed_result(result: dict[str, Any]) -> CellResult:
     """A cell result hand-built here (the first layout) typed through the upgrade code, as a
     stored run of that layout is read."""
     return as_run_document({"cells": [result]}).cells[0]
+
+
+def cli_rows_of(spec: WorkloadSpec, *cells: CellResult) -> list[CaseRow]:
+    """The CLI table's rows of a run of CELLS (harness.analysis.stats.cli_rows)."""
+    return cli_rows(spec, RunDocument(workload=spec.name, sweep=spec.sweep, cells=list(cells)))
+
+
+def rated_row(variant: str, device: str, gflops: float | None = None,
+              gbps: float | None = None) -> CaseRow:
+    """A timed torch case of 1 s per call whose counts give these rates (the CLI's flag)."""
+    return CaseRow.of({"variant": variant, "framework": "torch", "device": device,
+                       "status": "ok", "samples": 7, "call_median_s": 1.0,
+                       "flops": None if gflops is None else gflops * 1e9,
+                       "bytes": None if gbps is None else gbps * 1e9})
 
 
 # --- raw samples per size --------------------------------------------------------------------

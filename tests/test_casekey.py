@@ -19,6 +19,7 @@ from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey, keys_of
 from harness.data.measurements import measurements_of_rows, read_measurements
 from harness.report import run_predictions as report_predictions
 from harness.report.load import load_runs
+from harness.spec import Status
 from tests.synthetic_runs import (
     GPU_MACHINE,
     gpu_machine_results,
@@ -100,6 +101,45 @@ def test_the_case_table_rows_typed_are_keyed_by_their_case(gpu_run: Path) -> Non
     assert math.isnan(never_timed.median_s) and never_timed.flops is None  # 0: not counted
     with pytest.raises(ValueError):
         never_timed.sweep_point()  # no size: no point of a sweep
+
+
+def test_the_rows_advise_reads_are_the_case_tables_with_what_its_csv_cannot_carry(
+        gpu_run: Path) -> None:
+    document = store.load_run(gpu_run)
+    run_set = load_runs([gpu_run])
+    prepared, _ = casetable.prepare(run_set.measurements,
+                                    casetable.assign_experiments(run_set.runs))
+    table = casetable.case_rows(casetable.case_stats(prepared))
+    stopped = dataclasses.replace(document.cells[0], cases=[], status=Status.TIMEOUT,
+                                  reason="stopped by the budget")
+    document.cells.append(stopped)
+    rows = casetable.run_rows(document)
+    # In the run's order: each case, and a cell without cases (unavailable here) as one row.
+    assert [row.key for row in rows] == [
+        key for cell in document.cells for key in [CaseKey.in_run(document, cell, case)
+                                                   for case in cell.cases]
+        or [CaseKey.of_cell(cell, document.machine)]]
+    by_key = {row.key: row for row in rows}
+    timed = 0
+    for cell, case in [(owner, case) for owner in document.cells for case in owner.cases]:
+        key = CaseKey.in_run(document, cell, case)
+        row, same = by_key[key], table[key]
+        assert (row.status, row.samples, row.noisy) == (same.status, same.samples, same.noisy)
+        assert (row.size, row.check, row.profile) == (case.case["n"], case.check,
+                                                      case.device_profile)
+        if row.samples:  # the table's figures, to the bit (NaN compares unequal)
+            timed += 1
+            assert (row.median_s, row.q1_s, row.q3_s, row.call_median_s) == (
+                same.median_s, same.q1_s, same.q3_s, same.call_median_s)
+            assert row.medians_by_round == same.medians_by_round
+            assert row.cold_call_s == case.cold_seconds and row.timed
+    assert timed >= 10
+    # A cell stopped before its first case: one row, with no size and no samples.
+    last = rows[-1]
+    assert last.key == CaseKey.of_cell(stopped, document.machine) and last.size is None
+    assert (last.status, last.cell_status, last.reason) == ("timeout", "timeout",
+                                                             "stopped by the budget")
+    assert last.samples == 0 and not last.timed
 
 
 def test_a_key_is_frozen_and_blanks_what_it_matches_across() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.stats import summarize_case, summarize_result, work_of
+from harness.analysis.stats import check_text, work_of
 from harness.core import registry
 from harness.core.units import format_bytes, format_joules, format_seconds
 from harness.data.results import CaseResult, CaseRound, CellResult
@@ -20,6 +20,7 @@ from harness.run import rounds
 from harness.spec import Cell
 from harness.workloads import mnist
 from tests.in_subprocess import installed, run_check
+from tests.synthetic_runs import cli_rows_of
 
 WIDE = registry.load_workload("mnist-wide")
 PLANNED = {"batch_size": 32, "epochs": 1, "train_samples": 60000, "blocks": 16}
@@ -41,7 +42,7 @@ def test_the_demo_rate_is_the_calls_flops_over_the_calls_median() -> None:
                                        for index in range(3)], WIDE.round_split)
     case = merged.cases[0]
     assert case.case["train_samples"] == 20000 and case.planned == {"train_samples": 60000}
-    summary = summarize_case(WIDE, merged, case)
+    [summary] = cli_rows_of(WIDE, merged)
     per_call = mnist.training_matmul_flops_per_sample(mnist.WIDE_HIDDEN) * 20000
     assert summary.gflops == pytest.approx(per_call / 0.2 / 1e9)  # not 3x that
 
@@ -79,7 +80,7 @@ def test_partial_counts_are_lower_bounds_in_the_summary() -> None:
                 "complete": False, "uncounted_ops": {"aten._cudnn_rnn": 2},
                 "uncounted_param_share": 0.97}})])
     spec = registry.load_workload("matmul")
-    (row,) = summarize_result(spec, cell)
+    (row,) = cli_rows_of(spec, cell)
     assert "aten._cudnn_rnn x2 not counted" in row.flops_gaps
     assert "97% of parameters" in row.flops_gaps
     from harness.commands.tables import flop_rate_text
@@ -104,8 +105,8 @@ def test_a_check_that_compared_nothing_does_not_read_as_a_pass() -> None:
         CaseResult({"n": 8}, rounds=[CaseRound(0, 1.0, (0.01,) * 3)],
                    check={"passed": True, "metric": "not_compared", "value": 0.0,
                           "bound": 0.0, "detail": "not compared: dropout"})])
-    (row,) = summarize_result(registry.load_workload("matmul"), cell)
-    assert row.check == "not compared"
+    (row,) = cli_rows_of(registry.load_workload("matmul"), cell)
+    assert check_text(row.check) == "not compared"
 
 
 @pytest.mark.slow  # one torch worker per round

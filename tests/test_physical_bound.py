@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from harness.analysis.plausibility import judge, judge_case
-from harness.analysis.stats import CaseSummary, implausibility
+from harness.analysis.stats import implausibility
 from harness.data.ceilings import MEMORY, Ceilings, DeviceCeiling, Peaks
 from harness.measure import bounds, envinfo
 from harness.measure.bounds import HostFacts, physical_bound
+from tests.synthetic_runs import rated_row
 
 EPYC_CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -273,9 +274,7 @@ def test_unprobed_ceilings_reach_the_cli_flag_and_judge_case() -> None:
     assert entries.devices["cpu"].theoretical_only and not entries.devices["cpu"].probe
     [verdict] = judge_case(900.0, None, "fp32", "cpu", entries)
     assert verdict.implausible and "this CPU's theoretical peak" in verdict.text()
-    summary = CaseSummary("fp32", "torch", "cpu", 64, "ok", "", 1.0, 1.0, 0.0, 1.0, 3, False,
-                          900.0, None, "pass")
-    assert implausibility(summary, entries.devices["cpu"]).startswith(
+    assert implausibility(rated_row("fp32", "cpu", 900.0), entries.devices["cpu"]).startswith(
         "IMPLAUSIBLE: 900 GFLOP/s above this CPU's theoretical peak")
     [under] = judge_case(90.0, None, "fp32", "cpu", entries)
     assert under.kind == "unknown"

@@ -249,9 +249,9 @@ def test_declared_fields_drive_the_csv_columns_and_types() -> None:
 
 
 def test_declared_fields_reach_csv_rows_report_extras_and_cli() -> None:
-    from harness.analysis.stats import summarize_result
     from harness.core.registry import load_workload
     from harness.report.load import extra_rows
+    from tests.synthetic_runs import cli_rows_of
 
     cell = CellResult.from_dict(WORKER_CELL)
     rows = store.case_rows("r1", "box", "batch_size", cell, {})
@@ -266,7 +266,7 @@ def test_declared_fields_reach_csv_rows_report_extras_and_cli() -> None:
     assert extras[0]["accuracy"] == 0.946 and extras[0]["data_source"] == "embedded"
     assert extras[0]["peak_device_memory_bytes"] == 2**20
     assert extras[0]["threads"] == str({"intra_op": 16, "inter_op": 16})
-    summaries = summarize_result(load_workload("mnist-small"), cell)
+    summaries = cli_rows_of(load_workload("mnist-small"), cell)
     assert summaries[0].extras["accuracy"] == 0.946
     assert summaries[1].extras["accuracy"] is None
 
@@ -274,12 +274,12 @@ def test_declared_fields_reach_csv_rows_report_extras_and_cli() -> None:
 def test_the_cli_table_shows_a_declared_column_only_where_a_row_has_a_value() -> None:
     from rich.console import Console
 
-    from harness.analysis.stats import summarize_result
     from harness.commands.tables import results_table
     from harness.core.registry import load_workload
+    from tests.synthetic_runs import cli_rows_of
 
     spec = load_workload("mnist-small")
-    with_accuracy = summarize_result(spec, CellResult.from_dict(WORKER_CELL))
+    with_accuracy = cli_rows_of(spec, CellResult.from_dict(WORKER_CELL))
     headers = [column.header for column in results_table(spec, with_accuracy).columns]
     assert "accuracy" in headers
     console = Console(width=250, record=True)

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from harness.analysis.stats import implausibility, summarize_result
+from harness.analysis.stats import implausibility
 from harness.audit import audit_run
 from harness.commands.tables import flop_rate_text, short_rate
 from harness.core import registry
@@ -37,6 +37,7 @@ from harness.report.views import warnings as warnings_view
 from tests.in_subprocess import installed
 from tests.synthetic_runs import (
     CPU_MACHINE,
+    cli_rows_of,
     make_case,
     make_result,
     typed_result,
@@ -282,7 +283,7 @@ def test_the_cli_prints_the_rate_disputed_with_no_share_of_the_peak(counted: dic
     cell = typed_result(make_result("fault", "fake", "cpu", [make_case(
         {"size": 1}, 0.002, extra={"flops_per_call": flops, RECORD_KEY: planted})],
         variant="ok"))
-    (row,) = summarize_result(registry.load_workload("fault"), cell)
+    (row,) = cli_rows_of(registry.load_workload("fault"), cell)
     text = flop_rate_text(row, DeviceCeiling("cpu", Peaks({"fp32": 60.0})), "fp32")
     assert "count disputed: " + row.flops_disputed in text and "of peak" not in text
     assert short_rate(row).endswith("GFLOP/s disputed")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from harness.analysis.stats import CaseSummary, implausibility
+from harness.analysis.casetable import CaseRow
+from harness.analysis.stats import implausibility
 from harness.data.ceilings import MEMORY, DeviceCeiling, Peaks
+from tests.synthetic_runs import rated_row
 
 CEILINGS = DeviceCeiling.from_json({
     "peak_gflops": 1000.0, "peak_gflops_by_precision": {"fp32": 1000.0, "bf16": 8000.0},
@@ -11,9 +13,8 @@ CEILINGS = DeviceCeiling.from_json({
 
 
 def summary(variant: str = "fp32", gflops: float | None = None,
-            gbps: float | None = None) -> CaseSummary:
-    return CaseSummary(variant, "torch", "cuda:0", 1024, "ok", "", 1.0, 0.1, 0.01, 0.09, 7,
-                       False, gflops, gbps, "pass")
+            gbps: float | None = None) -> CaseRow:
+    return rated_row(variant, "cuda:0", gflops, gbps)
 
 
 def test_rates_within_the_ceilings_are_not_flagged() -> None:

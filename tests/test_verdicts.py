@@ -13,17 +13,12 @@ import pandas as pd
 import pytest
 
 from harness.analysis import diff, plausibility
-from harness.analysis.stats import (
-    CaseSummary,
-    implausibility,
-    summarize_case,
-    summarize_result,
-    work_of,
-)
+from harness.analysis.casetable import CaseRow
+from harness.analysis.stats import check_text, implausibility, work_of
 from harness.core.registry import load_workload
 from harness.data.casekey import CaseKey
 from harness.data.ceilings import HOST_LINK, MEMORY, Ceilings, DeviceCeiling, Peaks
-from harness.data.results import CaseResult, CellResult, RunDocument, sample_stats
+from harness.data.results import RunDocument, sample_stats
 from harness.measure.devicetime import attribute, diagnose
 from harness.report import tables as t
 from harness.report.views import crossover as xo
@@ -35,12 +30,14 @@ from tests.synthetic_runs import (
     HOST,
     SIZES,
     cell_result,
+    cli_rows_of,
     cpu_machine_results,
     cpu_seconds,
     gpu_machine_results,
     gpu_seconds,
     make_case,
     make_result,
+    rated_row,
     stats_of,
     typed_result,
     write_fixture_run,
@@ -81,72 +78,68 @@ def test_the_noise_threshold_is_ten_percent_exclusive() -> None:
 
 # --- the CLI's per-case summary ----------------------------------------------------------------
 
-def matmul_cell(warm: list[float], **case_fields: object) -> tuple[CellResult, CaseResult]:
+def matmul_row(warm: list[float], **case_fields: object) -> CaseRow:
     document = cell_result("torch", {512: warm})
     document["cases"][0].update(case_fields)
     document["peak_host_memory_bytes"] = 3 * 2**20
-    cell = typed_result(document)
-    return cell, cell.cases[0]
+    [row] = cli_rows_of(MATMUL, typed_result(document))
+    return row
 
 
-def test_summarize_case_derives_rates_from_the_median() -> None:
-    cell, case = matmul_cell([2e-3, 1e-3, 3e-3], peak_device_allocated_bytes=5,
-                             peak_device_reserved_bytes=9, suspect="drift")
-    summary = summarize_case(MATMUL, cell, case)
+def test_the_cli_row_derives_rates_from_the_median() -> None:
+    summary = matmul_row([2e-3, 1e-3, 3e-3], peak_device_allocated_bytes=5,
+                         peak_device_reserved_bytes=9, suspect="drift")
     assert (summary.variant, summary.framework, summary.device, summary.size) == (
         "fp32", "torch", "cpu", 512)
     assert (summary.status, summary.reason) == ("ok", "")
-    assert summary.median_s == 2e-3 and summary.min_s == 1e-3 and summary.samples == 3
-    assert summary.iqr_s == pytest.approx(1e-3) and summary.noisy
-    assert summary.cold_s == pytest.approx(2e-2)
+    assert summary.call_median_s == 2e-3 and summary.samples == 3
+    assert summary.call_iqr_s == pytest.approx(1e-3) and summary.noisy
+    assert summary.cold_call_s == pytest.approx(2e-2)
     assert summary.gflops == pytest.approx(2 * 512**3 / 2e-3 / 1e9)
     assert summary.gbps is None  # matmul counts no bytes
-    assert summary.check == "pass rel_error=1e-07"
+    assert check_text(summary.check) == "pass rel_error=1e-07"
     assert summary.suspect == "drift"
     assert summary.peak_host_bytes == 3 * 2**20
     assert summary.peak_device_bytes == 9  # reserved before allocated
-    _, allocated_only = matmul_cell([1e-3], peak_device_allocated_bytes=5)
-    assert summarize_case(MATMUL, cell, allocated_only).peak_device_bytes == 5
+    assert matmul_row([1e-3], peak_device_allocated_bytes=5).peak_device_bytes == 5
 
 
-def test_summarize_case_without_samples_has_no_rate() -> None:
-    cell, case = matmul_cell([1.0], samples=[])  # a case with its cold call only
-    summary = summarize_case(MATMUL, cell, case)
-    assert summary.median_s is None and summary.gflops is None and summary.samples == 0
+def test_the_cli_row_without_samples_has_no_rate() -> None:
+    summary = matmul_row([1.0], samples=[])  # a case with its cold call only
+    assert math.isnan(summary.call_median_s) and summary.gflops is None
+    assert summary.samples == 0
 
 
-def test_summarize_case_gives_both_rates_where_both_are_counted() -> None:
+def test_the_cli_row_gives_both_rates_where_both_are_counted() -> None:
     case_params = {"elements": 2**20, "iterations": 4, "trailing_shape": [1]}
     document = {"cell": {"workload": "elementwise", "variant": "eager", "framework": "torch",
                          "device": "cpu", "params": {}}, "status": "ok", "reason": "",
                 "cases": [{"case": case_params, "status": "ok", "reason": "",
                            "samples": [1e-3], "cold_seconds": 2e-3,
                            "check": {"passed": False, "metric": "abs_error", "value": 0.123}}]}
-    cell = typed_result(document)
-    summary = summarize_case(ELEMENTWISE, cell, cell.cases[0])
+    [summary] = cli_rows_of(ELEMENTWISE, typed_result(document))
     work = work_of(ELEMENTWISE, case_params)
     assert summary.gflops == pytest.approx(work["flops"] / 1e-3 / 1e9)
     assert summary.gbps == pytest.approx(work["bytes"] / 1e-3 / 1e9)
-    assert summary.check == "FAIL abs_error=0.12"
+    assert check_text(summary.check) == "FAIL abs_error=0.12"
     assert work_of(MATMUL, {"n": 4}) == {"flops": 128.0}
 
 
 def test_a_cell_that_stopped_short_gets_a_status_row() -> None:
     document = cell_result("torch", {64: [1e-3, 1e-3]})
     document.update(status="timeout", reason="killed after 900 s")
-    summaries = summarize_result(MATMUL, typed_result(document))
+    summaries = cli_rows_of(MATMUL, typed_result(document))
     assert len(summaries) == 2
     assert summaries[0].status == "ok" and summaries[0].size == 64
     last = summaries[1]
-    assert (last.status, last.reason, last.size, last.samples, last.median_s) == (
-        "timeout", "killed after 900 s", None, 0, None)
-    assert len(summarize_result(MATMUL, typed_result(cell_result("torch",
-                                                                          {64: [1e-3]})))) == 1
+    assert (last.status, last.reason, last.size, last.samples) == (
+        "timeout", "killed after 900 s", None, 0)
+    assert math.isnan(last.call_median_s)
+    assert len(cli_rows_of(MATMUL, typed_result(cell_result("torch", {64: [1e-3]})))) == 1
 
 
 def test_implausibility_reads_the_cases_own_device() -> None:
-    summary = CaseSummary("fp32", "torch", "cpu", 64, "ok", "", 1.0, 1.0, 0.0, 1.0, 3, False,
-                          500.0, None, "pass")
+    summary = rated_row("fp32", "cpu", 500.0)
     ceilings = {"peak_gflops_by_precision": {"fp32": 100.0},
                 "physical": {"gflops_by_precision": {"fp32": 400.0}}}
     assert implausibility(summary, DeviceCeiling.from_json(ceilings)).startswith(

@@ -8,7 +8,8 @@ fixes (compose_variant); the fixes not tried and why; and whether the best GPU c
 beats the best CPU one at the user's batch, else from which batch (harness.analysis.predict).
 docs/advise.md ("How to read the advice") says what each line means.
 
-The cases and the diagnosis are harness.analysis.advicecase's; which fix to try next, and the
+The cases are rows of the run's case table (harness.analysis.casetable.run_rows), the diagnosis
+harness.analysis.advicecase's; which fix to try next, and the
 catalogue's words for each, harness.analysis.fixchoice's (the catalogue reached through
 harness.core.registry.fix_catalogue, typed).
 """
@@ -21,14 +22,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.analysis.advicecase import (
-    Measured,
-    diagnosis_at,
-    diagnosis_of,
-    measured_case,
-    measured_cases,
-)
+from harness.analysis.advicecase import diagnosis_at, diagnosis_of
 from harness.analysis.advicenotes import RUN_KEY, budget_notes
+from harness.analysis.casetable import CaseRow, run_rows
 from harness.analysis.confidence import UNCONFIRMED, doubt, nothing_recommended, unconfirmed_line
 from harness.analysis.crossover import predict_curves
 from harness.analysis.fixchoice import (
@@ -59,8 +55,8 @@ from harness.spec import Status
 
 # Names that moved to advicecase and fixchoice, still read from here by the CLI and tests.
 __all__ = ["AIMED", "ARGUED_AGAINST", "HOST_BOUND", "RUN_KEY", "UNPROFILED", "UNSAID",
-           "Measured", "NotTried", "argued_against", "candidate_fit", "compose_variant",
-           "diagnosis_at", "diagnosis_of", "measured_case", "measured_cases", "rank_candidates"]
+           "NotTried", "argued_against", "candidate_fit", "compose_variant", "diagnosis_at",
+           "diagnosis_of", "rank_candidates"]
 
 AS_WRITTEN = "as-written"
 NO_ANSWER = "no answer: the run has no as-written cell on both a CPU and a GPU"
@@ -121,7 +117,7 @@ class FixResult:
         return f"{self.variant}: {ratio}, within the noise here ({noise})"
 
 
-def parity_text(case: Measured) -> str:
+def parity_text(case: CaseRow) -> str:
     """'pass (max_rel_diff 3e-07 <= the fp32 bound 1e-05)', 'FAIL (...)', 'not compared', 'no
     check'; a reduced precision judged by its sensitivity: 'pass (bf16: loss 0.25% from fp32;
     rounding the inputs and weights to bf16 moves the fp32 loss by up to 0.17%: within ...)'."""
@@ -156,20 +152,20 @@ def _number(value: float) -> str:
 STOPPED = frozenset({Status.TIMEOUT.value, Status.INTERRUPTED.value})
 
 
-def judge_fix(baseline: Measured, fix: Measured, diagnosis: Diagnosis) -> FixResult:
+def judge_fix(baseline: CaseRow, fix: CaseRow, diagnosis: Diagnosis) -> FixResult:
     """One fix against the as-written case of the same framework and device."""
     judged = FixResult(fix.variant, fix.framework, fix.device, NOT_MEASURED, None, None,
                        parity_text(fix), why_line(fix.variant, diagnosis.kind, baseline.profile),
-                       fix.median_s, fix.reason, fix.noise)
-    if not fix.valid or baseline.median_s is None or fix.noise is None or \
-            baseline.noise is None:
+                       fix.median_s if fix.samples else None, fix.reason,
+                       fix.noise if fix.samples else None)
+    if not fix.timed or not baseline.samples:
         if fix.status in STOPPED:
             return replace(judged, reason=f"stopped before it finished a case: {fix.reason}")
         return judged if fix.status == Status.OK.value else replace(judged, standing=FAILED)
     speedup = baseline.median_s / fix.median_s if fix.median_s else None
     verdict = judge_gap(baseline.noise, fix.noise)
     why_not = ""  # why a fix faster beyond the noise rule is still not confirmed
-    if fix.passed is False or fix.status == Status.INVALID.value:
+    if failed_check(fix) or fix.status == Status.INVALID.value:
         standing = FAILS_PARITY
     elif speedup is not None and speedup > 1 and verdict.significant:
         why_not = doubt(baseline, fix)
@@ -179,11 +175,17 @@ def judge_fix(baseline: Measured, fix: Measured, diagnosis: Diagnosis) -> FixRes
     return replace(judged, standing=standing, speedup=speedup, verdict=verdict, reason=why_not)
 
 
+def failed_check(case: CaseRow) -> bool:
+    """Whether the case's check compared its outputs and failed."""
+    check = case.check or {}
+    return bool(check) and check.get("metric") != "not_compared" and not check.get("passed")
+
+
 STANDING_ORDER = {RECOMMENDED: 0, UNCONFIRMED: 1, DID_NOT_HELP: 2, FAILS_PARITY: 3, FAILED: 4,
                   NOT_MEASURED: 5}
 
 
-def stopped_fix(baseline: Measured, finished: Sequence[Measured], diagnosis: Diagnosis,
+def stopped_fix(baseline: CaseRow, finished: Sequence[CaseRow], diagnosis: Diagnosis,
                 sweep: str) -> FixResult:
     """A fix whose worker was stopped after FINISHED, its cases at other sizes than the
     user's (BASELINE's): not measured at the user's, saying what it finished."""
@@ -223,7 +225,7 @@ class DeviceAdvice:
 
     framework: str
     device: str
-    baseline: Measured
+    baseline: CaseRow
     diagnosis: Diagnosis
     fixes: list[FixResult]  # ranked
     combination: list[str]  # the recommended fixes that run together
@@ -251,7 +253,9 @@ class DeviceAdvice:
     @property
     def best_median_s(self) -> float | None:
         best = self.best
-        return best.median_s if best is not None else self.baseline.median_s
+        if best is not None:
+            return best.median_s
+        return self.baseline.median_s if self.baseline.samples else None
 
     def head(self) -> str:
         """'torch on cuda:0: as-written 1.2 ms per step; launch-bound: ...'."""
@@ -298,23 +302,23 @@ class DeviceAdvice:
         return [f"combination {name}: {item.line().split(': ', 1)[1]}"]
 
 
-def _at_size(cases: list[Measured], size: Any) -> list[Measured]:
+def _at_size(cases: list[CaseRow], size: Any) -> list[CaseRow]:
     return [case for case in cases if case.size == size or case.size is None]
 
 
-def _stopped_elsewhere(baseline: Measured, everywhere: list[Measured], own: list[Measured],
+def _stopped_elsewhere(baseline: CaseRow, everywhere: list[CaseRow], own: list[CaseRow],
                        diagnosis: Diagnosis, sweep: str,
                        skipped: tuple[str, ...]) -> list[FixResult]:
     """The stopped fixes that finished other sizes only (the user's is missing from OWN)."""
     present = {case.variant for case in own}
-    stopped: dict[str, list[Measured]] = {}
+    stopped: dict[str, list[CaseRow]] = {}
     for case in everywhere:
         if case.cell_status in STOPPED and case.variant not in present | set(skipped):
             stopped.setdefault(case.variant, []).append(case)
     return [stopped_fix(baseline, finished, diagnosis, sweep) for finished in stopped.values()]
 
 
-def device_advice(cases: list[Measured], framework: str, device: str, size: Any,
+def device_advice(cases: list[CaseRow], framework: str, device: str, size: Any,
                   combination: str = "", baseline_variant: str = AS_WRITTEN,
                   ceilings: Ceilings | None = None, sweep: str = "size") -> DeviceAdvice | None:
     """The advice of one framework x device at one size; None without an as-written case."""
@@ -348,28 +352,16 @@ class Answer:
     prediction: Prediction | None = None
 
 
-def sweep_points(cases: list[Measured], framework: str, device: str,
+def sweep_points(cases: list[CaseRow], framework: str, device: str,
                  variant: str) -> list[SweepPoint]:
     """One configuration's measured sizes as the crossover predictor reads them, per call."""
-    points = []
-    for case in cases:
-        if (case.framework, case.device, case.variant) != (framework, device, variant) \
-                or not case.valid or not isinstance(case.size, (int, float)):
-            continue
-        profile = case.profile or {}
-        points.append(SweepPoint(size=float(case.size), seconds=float(case.call_median_s or 0),
-                                 flops=case.flops, launches=_positive(
-                                     profile.get("launches_per_call")),
-                                 busy_seconds=_positive(profile.get("busy_seconds")),
-                                 steps=case.steps))
+    points = [case.sweep_point() for case in cases
+              if (case.framework, case.device, case.variant) == (framework, device, variant)
+              and case.timed and case.size_value is not None]
     return sorted(points, key=lambda point: point.size)
 
 
-def _positive(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
-
-
-def answer(cpu: DeviceAdvice | None, gpu: DeviceAdvice | None, cases: list[Measured],
+def answer(cpu: DeviceAdvice | None, gpu: DeviceAdvice | None, cases: list[CaseRow],
            sweep: str, size: Any, document: RunDocument | None = None) -> Answer | None:
     """The user's question, answered with each device's best configuration that passed."""
     if gpu is None or cpu is None:
@@ -395,14 +387,13 @@ def answer(cpu: DeviceAdvice | None, gpu: DeviceAdvice | None, cases: list[Measu
 
 
 def _noise_of(advice: DeviceAdvice) -> CaseNoise:
-    """The samples of a device's best configuration, as the noise rule reads them."""
+    """The samples of a device's best configuration, as the noise rule reads them (a
+    recommended fix was timed; a baseline without samples reads as none: NaN, 0 samples)."""
     best = advice.best
-    noise = best.noise if best is not None else advice.baseline.noise
-    return noise if noise is not None else CaseNoise(float("nan"), float("nan"),
-                                                     float("nan"), 0)
+    return best.noise if best is not None and best.noise is not None else advice.baseline.noise
 
 
-def refit(cases: list[Measured], gpu: DeviceAdvice, cpu: DeviceAdvice) -> Prediction | None:
+def refit(cases: list[CaseRow], gpu: DeviceAdvice, cpu: DeviceAdvice) -> Prediction | None:
     """The predicted crossover refitted on the best configurations' own sweeps (the fixed
     step's costs: its launches, busy time and FLOPs per call), where each has two sizes."""
     gpu_points = sweep_points(cases, gpu.framework, gpu.device, gpu.best_variant)
@@ -494,7 +485,7 @@ class RunAdvice:
         return lines
 
 
-def user_size(document: RunDocument, cases: list[Measured]) -> Any:
+def user_size(document: RunDocument, cases: list[CaseRow]) -> Any:
     """The user's batch: what `harness advise` stored, else the first planned size that the
     most variants measured (compare --variant all)."""
     stored = document.advise.size if document.advise is not None else None
@@ -502,7 +493,7 @@ def user_size(document: RunDocument, cases: list[Measured]) -> Any:
         return stored
     counts: dict[Any, set[str]] = {}
     for case in cases:
-        if case.valid and case.size is not None:
+        if case.timed and case.size is not None:
             counts.setdefault(case.size, set()).add(case.variant)
     if not counts:
         return None
@@ -522,7 +513,7 @@ def baseline_variant(document: RunDocument) -> str:
 
 def advise_run(document: RunDocument, size: Any | None = None) -> RunAdvice:
     """The whole advice of a stored run at the user's batch (`size`, else user_size)."""
-    cases = measured_cases(document)
+    cases = run_rows(document)
     baseline = baseline_variant(document)
     size = user_size(document, cases) if size is None else size
     record = document.advise or AdviseRecord()

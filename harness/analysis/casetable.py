@@ -5,16 +5,18 @@ here, below them all: runs grouped into experiments, samples prepared (time per 
 latest run per case), one row per case (status, median and quartiles of the warm samples, the
 cold call, the work, each round's median) and one per cell. Its key columns are
 harness.data.casekey's CASE_COLUMNS; case_rows gives its rows typed (CaseRow), keyed by their
-CaseKey. Pure pandas: nothing drawn, nothing written; unit-tested on synthetic measurements
-whose answer is known.
+CaseKey. run_rows makes a run in memory into its table's rows with what only its document
+holds (check, device profile): the rows advise, the run's chooser and the CLI's table read.
+Pure pandas: nothing drawn, nothing written; unit-tested on synthetic measurements whose
+answer is known.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import PurePath
 from typing import Any
 
@@ -23,8 +25,10 @@ import pandas as pd
 from harness.analysis.noise import CaseNoise
 from harness.analysis.predict import SweepPoint
 from harness.core.units import device_kind
+from harness.data import fields, store
 from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey
-from harness.data.results import NOISY_IQR_FRACTION, sample_stats
+from harness.data.measurements import measurements_of_rows, with_run
+from harness.data.results import NOISY_IQR_FRACTION, CaseResult, RunDocument, sample_stats
 from harness.data.serial import JsonObject, JsonValue
 from harness.spec import Status, worst_status_name
 
@@ -259,6 +263,25 @@ class CaseRow:
     steps_per_call: float | None
     noisy: bool
     suspect: str
+    cold_call_s: float | None = None  # the first round's cold call
+    call_iqr_s: float = math.nan  # per call
+    # What the FLOP count missed ('' = nothing known missing): gflops is then a lower bound;
+    # where a second count of the same call disagrees ('' = nowhere): gflops is disputed.
+    flops_gaps: str = ""
+    flops_disputed: str = ""
+    # What the table's CSV columns cannot carry, from the run's document (run_rows): the swept
+    # value as run.json holds it, the check, the device-busy pass per call (or {"reason":
+    # ...}), the cell's status (a worker stopped from outside, by the budget's deadline,
+    # --timeout or a signal, leaves a timeout or interrupted cell whose finished cases read
+    # ok), peak host RSS of the cell's worker and device memory of this case, and the
+    # declared per-case values the CLI shows (harness.data.fields), by field name.
+    size: JsonValue = None
+    check: dict[str, Any] | None = None
+    profile: dict[str, Any] | None = None
+    cell_status: str = ""
+    peak_host_bytes: int | None = None
+    peak_device_bytes: int | None = None
+    extras: JsonObject = field(default_factory=dict)
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> CaseRow:
@@ -277,7 +300,38 @@ class CaseRow:
             launches_per_call=_count(row.get("launches_per_call")),
             device_seconds=_count(row.get("device_seconds")),
             steps_per_call=_count(row.get("steps_per_call")), noisy=bool(row.get("noisy")),
-            suspect=_text(row.get("suspect")))
+            suspect=_text(row.get("suspect")), cold_call_s=_count(row.get("cold_call_s")),
+            call_iqr_s=_seconds(row.get("call_q3_s")) - _seconds(row.get("call_q1_s")),
+            flops_gaps=_text(row.get("flops_gaps")),
+            flops_disputed=_text(row.get("flops_disputed")))
+
+    @property
+    def gflops(self) -> float | None:
+        """The achieved FLOP rate per call, where the FLOPs were counted and the call timed."""
+        return _rate(self.flops, self) if self.flops is not None else None
+
+    @property
+    def gbps(self) -> float | None:
+        """The achieved bandwidth per call, where the bytes were counted and the call timed."""
+        return _rate(self.nbytes, self) if self.nbytes is not None else None
+
+    @property
+    def variant(self) -> str:
+        return self.key.variant
+
+    @property
+    def framework(self) -> str:
+        return self.key.framework
+
+    @property
+    def device(self) -> str:
+        return self.key.device
+
+    @property
+    def timed(self) -> bool:
+        """Warm samples and a status of ok or invalid: a case advise judges (a fix that fails
+        its check was timed all the same, and ranks as failing parity)."""
+        return self.samples > 0 and self.status in (Status.OK.value, Status.INVALID.value)
 
     @property
     def noise(self) -> CaseNoise:
@@ -299,6 +353,63 @@ def case_rows(stats: pd.DataFrame) -> dict[CaseKey, CaseRow]:
     """Every row of a case_stats table, typed and keyed by its case (in the table's order)."""
     rows = (CaseRow.of(record) for record in stats.to_dict("records"))
     return {row.key: row for row in rows}
+
+
+def run_table(document: RunDocument, measurements: pd.DataFrame, run_id: str) -> pd.DataFrame:
+    """case_stats of one run, from its document and its measurements (read from its folder, or
+    made from the rows it holds in memory: harness.data.measurements)."""
+    runs = assign_experiments(pd.DataFrame([{
+        "run_id": run_id, "workload": document.workload, "sweep": document.sweep,
+        "params": document.params, "started": document.started, "order": 0}]))
+    prepared, _ = prepare(with_run(measurements, document, run_id, 0), runs)
+    return case_stats(prepared)
+
+
+# A case's work per call: FLOPs and bytes by name (harness.analysis.stats.work_of).
+WorkOf = Callable[[CaseResult], dict[str, float]]
+
+
+def run_rows(document: RunDocument, work: WorkOf | None = None,
+             stopped_rows: bool = False) -> list[CaseRow]:
+    """Every case of a run in memory, a row of its case table each, in the run's order, with
+    what the table's columns cannot carry taken from the document (CaseRow's last fields).
+    A cell that stopped before its first case is one row without a size or samples; with
+    STOPPED_ROWS (the CLI's table) so is every cell whose status says more than its cases do,
+    after them. WORK counts each case's work (default: the FLOPs its worker counted)."""
+    work_of = work or _counted_flops
+    measured = [row for cell in document.cells for row in store.case_rows(
+        document.run_id, document.machine, document.sweep, cell,
+        {index: work_of(case) for index, case in enumerate(cell.cases)})]
+    table = case_rows(run_table(document, measurements_of_rows(measured), document.run_id))
+    by_case = {key.without("experiment"): row for key, row in table.items()}
+    found = []
+    for cell in document.cells:
+        bare = CaseRow.of({**asdict(CaseKey.of_cell(cell, document.machine)),
+                           "status": cell.status.value, "reason": cell.reason})
+        for case in cell.cases:
+            key = CaseKey.in_run(document, cell, case)
+            row = by_case.get(key.without("experiment")) or replace(
+                bare, key=key, status=case.status.value)
+            found.append(replace(
+                row, reason=case.reason or cell.reason, size=case.case.get(document.sweep),
+                check=case.check, profile=case.device_profile, cell_status=cell.status.value,
+                peak_host_bytes=cell.peak_host_memory_bytes,
+                peak_device_bytes=case.peak_device_bytes, extras=fields.cli_values(cell, case)))
+        if not cell.cases or (stopped_rows and cell.stopped_short):
+            found.append(replace(bare, cell_status=cell.status.value))
+    return found
+
+
+def _counted_flops(case: CaseResult) -> dict[str, float]:
+    """The FLOPs per call the case's worker counted (advise reads no workload's formulas:
+    harness.analysis.stats.work_of's fallback)."""
+    flops = case.extra.get("flops_per_call")
+    return {"flops": float(flops)} if isinstance(flops, (int, float, str)) and flops else {}
+
+
+def _rate(count: float, row: CaseRow) -> float | None:
+    """COUNT per call over the row's median call, in units of 1e9 per second."""
+    return count / row.call_median_s / 1e9 if row.samples and row.call_median_s else None
 
 
 def _text(value: Any) -> str:

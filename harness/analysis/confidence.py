@@ -31,7 +31,7 @@ MORE_ROUNDS = "re-run with more rounds (--rounds 5) on an idle machine"
 
 
 class Timed(Protocol):
-    """What the judgement reads of a measured case (harness.analysis.advice.Measured)."""
+    """What the judgement reads of a measured case (harness.analysis.casetable.CaseRow)."""
 
     @property
     def variant(self) -> str: ...

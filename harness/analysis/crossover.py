@@ -23,7 +23,6 @@ from harness.analysis.casetable import CaseRow, first_text
 from harness.analysis.noise import ONE_ROUND, CaseNoise, GapVerdict, judge_gap
 from harness.analysis.predict import Prediction, SweepPoint, predict
 from harness.core.units import format_size
-from harness.data.measurements import with_run
 from harness.data.results import RunDocument
 from harness.data.serial import JsonValue
 from harness.data.upgrade import DEFAULT_HINTS
@@ -323,14 +322,11 @@ def run_predictions(document: RunDocument, measurements: pd.DataFrame,
     analysis as the report's crossover view, so a stored prediction is what any report of the
     run says; the report's optional-view hints are the only hints not read, and the crossover
     reads none of them."""
-    runs = casetable.assign_experiments(pd.DataFrame([{
-        "run_id": run_id, "workload": document.workload, "sweep": document.sweep,
-        "params": document.params, "started": document.started, "order": 0}]))
-    prepared, _ = casetable.prepare(with_run(measurements, document, run_id, 0), runs)
+    stats = casetable.run_table(document, measurements, run_id)
     hints = {**DEFAULT_HINTS, **document.hints}
-    return [record for name in dict.fromkeys(runs["experiment"])
+    return [record for name in dict.fromkeys(stats["experiment"])
             for record in experiment_predictions(name, crossovers(
-                casetable.case_stats(prepared[prepared["experiment"] == name]), hints))]
+                stats[stats["experiment"] == name].reset_index(drop=True), hints))]
 
 
 def _plain(value: Any) -> float | None:

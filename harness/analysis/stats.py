@@ -1,49 +1,18 @@
-"""Derived numbers of one case: median, IQR, min, noise flag, throughput. Raw samples stay raw."""
+"""The CLI's derived figures: work per call, the rows of its final table (rows of the case
+table, harness.analysis.casetable), the faster-than-physics flag, and the run's own lines
+(overhead, rounds, ceilings, --quick). Raw samples stay raw."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
+from harness.analysis.casetable import CaseRow, run_rows
 from harness.analysis.plausibility import judge_case
 from harness.core import registry
-from harness.data import fields
 from harness.data.ceilings import MEMORY, Ceilings, DeviceCeiling
-from harness.data.results import CaseResult, CellResult, HarnessCost, RunDocument
-from harness.data.serial import JsonObject
+from harness.data.results import CellResult, HarnessCost, RunDocument
 from harness.spec import BadInput, CaseParams, WorkloadSpec
-
-
-@dataclass(frozen=True)
-class CaseSummary:
-    """One row of the CLI's final table."""
-
-    variant: str
-    framework: str
-    device: str
-    size: Any
-    status: str
-    reason: str
-    cold_s: float | None
-    median_s: float | None
-    iqr_s: float | None
-    min_s: float | None
-    samples: int
-    noisy: bool
-    gflops: float | None
-    gbps: float | None
-    check: str
-    # What the FLOP count missed ('' = nothing known missing): gflops is then a lower bound.
-    flops_gaps: str = ""
-    # Where a second count of the same call disagrees ('' = nowhere): gflops is then disputed.
-    flops_disputed: str = ""
-    suspect: str = ""
-    # Peak host RSS of the cell's worker (whole cell) and device memory of this case.
-    peak_host_bytes: int | None = None
-    peak_device_bytes: int | None = None
-    # The declared per-case values the CLI shows (harness.data.fields), by field name.
-    extras: JsonObject = field(default_factory=dict)
 
 
 def work_of(spec: WorkloadSpec, case: CaseParams,
@@ -70,7 +39,7 @@ def work_of(spec: WorkloadSpec, case: CaseParams,
 NOT_COMPARED = "not_compared"
 
 
-def _check_text(check: Mapping[str, object] | None) -> str:
+def check_text(check: Mapping[str, object] | None) -> str:
     """'pass max_rel_err=3e-07', 'FAIL ...', or 'not compared' for a check that compared
     nothing (a pass with a value of 0 would read as a perfect match)."""
     if not check:
@@ -81,48 +50,23 @@ def _check_text(check: Mapping[str, object] | None) -> str:
     return f"{verdict} {check['metric']}={check['value']:.2g}"
 
 
-def summarize_case(spec: WorkloadSpec, cell: CellResult, case: CaseResult) -> CaseSummary:
-    """One table row; the statistics come from CaseResult.stats (harness.data.results)."""
-    stats = case.stats
-    median = stats.median
-    work = work_of(spec, case.case, case.extra) if median else {}
-    return CaseSummary(
-        variant=cell.variant, framework=cell.framework, device=cell.device,
-        size=case.case.get(spec.sweep), status=case.status.value, reason=case.reason,
-        cold_s=case.cold_seconds, median_s=median, iqr_s=stats.iqr, min_s=stats.minimum,
-        samples=stats.count, noisy=stats.noisy,
-        gflops=work["flops"] / median / 1e9 if median and "flops" in work else None,
-        gbps=work["bytes"] / median / 1e9 if median and "bytes" in work else None,
-        check=_check_text(case.check),
-        flops_gaps=fields.flops_gaps(case.extra),
-        flops_disputed=fields.flops_disputed(case.extra),
-        suspect=case.suspect,
-        peak_host_bytes=cell.peak_host_memory_bytes,
-        peak_device_bytes=case.peak_device_bytes,
-        extras=fields.cli_values(cell, case),
-    )
+def cli_rows(spec: WorkloadSpec, document: RunDocument) -> list[CaseRow]:
+    """The rows of the CLI's final table: every case of the run, a row of its case table
+    with the workload's work (work_of), and a status row after each cell that stopped short
+    (it timed out, crashed, stopped)."""
+    return run_rows(document, lambda case: work_of(spec, case.case, case.extra),
+                    stopped_rows=True)
 
 
-def summarize_result(spec: WorkloadSpec, cell: CellResult) -> list[CaseSummary]:
-    """One summary per case, plus a status-only row when the cell stopped short."""
-    summaries = [summarize_case(spec, cell, case) for case in cell.cases]
-    if cell.stopped_short:
-        summaries.append(CaseSummary(
-            cell.variant, cell.framework, cell.device, None, cell.status.value, cell.reason,
-            None, None, None, None, 0, False, None, None, "",
-        ))
-    return summaries
-
-
-def implausibility(summary: CaseSummary, ceilings: DeviceCeiling | None,
+def implausibility(row: CaseRow, ceilings: DeviceCeiling | None,
                    bandwidth_key: str = MEMORY,
                    precisions: dict[str, str] | None = None) -> str:
     """The CLI's flag for a case: IMPLAUSIBLE above physics, a note when the probe was low.
     A FLOP rate whose count is disputed is judged against nothing (as in the report): which
     count to believe is the open question, and the warnings ask it."""
-    device_ceilings = Ceilings({summary.device: ceilings}) if ceilings else None
-    gflops = None if summary.flops_disputed else summary.gflops
-    verdicts = judge_case(gflops, summary.gbps, summary.variant, summary.device,
+    device_ceilings = Ceilings({row.device: ceilings}) if ceilings else None
+    gflops = None if row.flops_disputed else row.gflops
+    verdicts = judge_case(gflops, row.gbps, row.variant, row.device,
                           device_ceilings, bandwidth_key, precisions)
     return "; ".join(text for text in (verdict.text() for verdict in verdicts) if text)
 

@@ -12,7 +12,8 @@ import time
 from rich.console import Console
 
 from harness import api
-from harness.analysis.stats import CaseSummary, summarize_result
+from harness.analysis.casetable import CaseRow
+from harness.analysis.stats import cli_rows
 from harness.commands.output import Said, console, errors, print_plain, terminal_width
 from harness.commands.predicted import with_predictions
 from harness.commands.tables import (
@@ -97,10 +98,10 @@ def print_variant_advice(result: api.RunResult) -> None:
 
 
 def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
-                  details: bool = False) -> list[CaseSummary]:
+                  details: bool = False) -> list[CaseRow]:
     """The compact table on stdout (and the full one with --details), the scaling and energy
     lines where the run has them. Returns the table's rows."""
-    summaries = [row for cell in result.cells for row in summarize_result(spec, cell)]
+    summaries = cli_rows(spec, result.document)
     console.print(compact_table(spec, summaries), width=min(terminal_width(), COMPACT_WIDTH))
     if details:
         # As wide as before (160 at least): its long reasons must not fold letter by letter.
@@ -152,7 +153,7 @@ def print_advise_warnings(say: Said, result: api.RunResult,
     except Exception as exc:  # noqa: BLE001 - the advice is printed; only the warnings are lost
         say(f"warnings: not listed ({type(exc).__name__}: {exc})")
         return
-    summaries = [row for cell in result.cells for row in summarize_result(spec, cell)]
+    summaries = cli_rows(spec, result.document)
     print_warnings(say, [line for line in verdict_lines(result, drawn) if is_warning(line)],
                    case_warnings(spec, summaries, result.document.ceilings))
 

@@ -10,8 +10,9 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from harness.analysis.casetable import CaseRow
 from harness.analysis.plausibility import device_entry, flop_limits, precision_of
-from harness.analysis.stats import CaseSummary, implausibility
+from harness.analysis.stats import check_text, implausibility
 from harness.core.units import format_seconds, three_digits
 from harness.data import fields
 from harness.data.ceilings import Ceilings, DeviceCeiling
@@ -25,7 +26,7 @@ def peak_share_text(gflops: float, entry: DeviceCeiling | None, precision: str) 
     return f" ({gflops / peak:.0%} of peak)" if peak else ""
 
 
-def flop_rate_text(row: CaseSummary, entry: DeviceCeiling | None, precision: str) -> str:
+def flop_rate_text(row: CaseRow, entry: DeviceCeiling | None, precision: str) -> str:
     """'43 GFLOP/s (22% of peak)'; from a count with gaps a lower bound and no share of the
     peak: '>= 0.01 GFLOP/s (partial: aten._cudnn_rnn x2 not counted)'; from a count its second
     opinion disputes, no share of the peak either: '4.3 GFLOP/s (count disputed: ...)'."""
@@ -40,7 +41,7 @@ def flop_rate_text(row: CaseSummary, entry: DeviceCeiling | None, precision: str
     return f"{three_digits(row.gflops)} GFLOP/s" + peak_share_text(row.gflops, entry, precision)
 
 
-def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
+def results_table(spec: WorkloadSpec, summaries: list[CaseRow],
                   ceilings: Ceilings | None = None) -> Table:
     table = Table(title=f"{spec.name}: median per call (IQR), cold first call apart")
     # Declared per-case values (harness.data.fields) get a column where any row has one.
@@ -55,8 +56,9 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                                 precision_of(row.variant, dict(spec.variant_precision))),
                  f"{three_digits(row.gbps)} GB/s" if row.gbps is not None else ""]
         rate = ", ".join(filter(None, rates)) or "-"
-        spread = format_seconds(row.iqr_s) + (" noisy" if row.noisy else "")
-        note = row.check if row.status == "ok" else (row.check + " " + row.reason).strip()
+        spread = format_seconds(row.call_iqr_s) + (" noisy" if row.noisy else "")
+        check = check_text(row.check)
+        note = check if row.status == "ok" else (check + " " + row.reason).strip()
         flag = implausibility(row, device_entry(ceilings, row.device), spec.bandwidth_ceiling,
                               dict(spec.variant_precision))
         # The failure reason or check first, the suspicion last: both must stay readable.
@@ -64,7 +66,8 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
                                        f"SUSPECT: {row.suspect}" if row.suspect else ""]))
         table.add_row(row.variant, row.framework, row.device,
                       "" if row.size is None else str(row.size), row.status,
-                      format_seconds(row.median_s), spread, format_seconds(row.cold_s), rate,
+                      format_seconds(row.call_median_s), spread,
+                      format_seconds(row.cold_call_s), rate,
                       memory_text(row.peak_host_bytes, row.peak_device_bytes),
                       *(item.text(row.extras.get(item.name)) for item in extras),
                       escape(note[:320]))  # reasons hold brackets: 'harness[torch]'
@@ -75,22 +78,22 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseSummary],
 COMPACT_WIDTH = 100
 
 
-def median_text(row: CaseSummary) -> str:
-    """'2.42 ms ±156 us', or '-' for a case without samples."""
-    if row.median_s is None:
+def median_text(row: CaseRow) -> str:
+    """'2.42 ms ±156 us' per call, or '-' for a case without samples."""
+    if not row.samples:
         return "-"
-    spread = f" ±{format_seconds(row.iqr_s)}" if row.iqr_s is not None else ""
-    return format_seconds(row.median_s) + spread
+    return f"{format_seconds(row.call_median_s)} ±{format_seconds(row.call_iqr_s)}"
 
 
-def short_check(row: CaseSummary) -> str:
+def short_check(row: CaseRow) -> str:
     """'pass', 'FAIL', 'not compared' or '-': the figure itself is in --details."""
-    if not row.check:
+    check = check_text(row.check)
+    if not check:
         return "-"
-    return row.check if row.check == "not compared" else row.check.split()[0]
+    return check if check == "not compared" else check.split()[0]
 
 
-def short_rate(row: CaseSummary) -> str:
+def short_rate(row: CaseRow) -> str:
     """'43.2 GFLOP/s', '>= 0.01 GFLOP/s' (a partial count), '4.3 GFLOP/s disputed' (a count
     its second opinion disputes), '12 GB/s', or '-'."""
     rates = []
@@ -102,7 +105,7 @@ def short_rate(row: CaseSummary) -> str:
     return ", ".join(rates) or "-"
 
 
-def compact_table(spec: WorkloadSpec, summaries: list[CaseSummary]) -> Table:
+def compact_table(spec: WorkloadSpec, summaries: list[CaseRow]) -> Table:
     """One line per case: who, where, status, median ± IQR, rate, check. The figures are never
     cut (their columns are as wide as their longest text); names are, with an ellipsis."""
     table = Table(title=f"{spec.name}: median per call ± IQR (--details: every column)",
@@ -127,7 +130,7 @@ def compact_table(spec: WorkloadSpec, summaries: list[CaseSummary]) -> Table:
 DISPUTED_TEXT = "FLOP count DISPUTED (no share of the peak is made from it): "
 
 
-def case_warnings(spec: WorkloadSpec, summaries: list[CaseSummary],
+def case_warnings(spec: WorkloadSpec, summaries: list[CaseRow],
                   ceilings: Ceilings | None) -> dict[str, list[str]]:
     """The long texts of the full table's last column, each with the cases it concerns."""
     texts: dict[str, list[str]] = {}
@@ -138,7 +141,8 @@ def case_warnings(spec: WorkloadSpec, summaries: list[CaseSummary],
                               dict(spec.variant_precision))
         gaps = f"FLOP count partial: {row.flops_gaps}" if row.flops_gaps else ""
         disputed = DISPUTED_TEXT + row.flops_disputed if row.flops_disputed else ""
-        check = row.check if row.check.startswith("FAIL") else ""
+        check = check_text(row.check)
+        check = check if check.startswith("FAIL") else ""
         for text in (row.reason if row.status != "ok" else "", check, flag, gaps, disputed,
                      f"SUSPECT: {row.suspect}" if row.suspect else ""):
             # A dispute names parts and both figures of each: room for three of them.

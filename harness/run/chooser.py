@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.analysis import fixchoice
-from harness.analysis.advicecase import Measured, diagnosis_at, measured_cases
+from harness.analysis.advicecase import diagnosis_at
+from harness.analysis.casetable import CaseRow, run_rows
 from harness.core.units import counted, format_seconds
 from harness.data.adviserecord import AdvisedCell, AdviseRecord
 from harness.data.results import CellResult
@@ -214,7 +215,7 @@ class Chooser:
         the budget holds; record the rest. The chosen fixes' cells, in the order to run."""
         self.decided = True
         document = self.session.document
-        cases = measured_cases(document)
+        cases = run_rows(document)
         baselines = {(cell.framework, cell.device): cell for cell in self.session.cells}
         ranked: list[Candidate] = []
         baseline_costs: list[Costs] = []
@@ -242,16 +243,16 @@ class Chooser:
         self.trials = {item.cell.key for item, _ in chosen.trials}
         return [item.cell for item in chosen.to_run]
 
-    def _diagnosis(self, cases: list[Measured], cell: Cell) -> str:
+    def _diagnosis(self, cases: list[CaseRow], cell: Cell) -> str:
         baseline = next((case for case in cases if (case.framework, case.device, case.variant)
                          == (cell.framework, cell.device, cell.variant)
                          and case.size == self.size), None)
-        if baseline is None or not baseline.valid:
+        if baseline is None or not baseline.timed:
             return fixchoice.UNPROFILED
         return diagnosis_at(baseline, cases, self.session.document.ceilings).kind
 
     def _record(self, chosen: BudgetPlan, ranked: list[Candidate], diagnoses: dict[str, str],
-                cases: list[Measured]) -> None:
+                cases: list[CaseRow]) -> None:
         """What was chosen, in run.json's advise record and on the terminal."""
         planned_rounds = self.rounds
         self.rounds = chosen.rounds
@@ -310,17 +311,17 @@ def not_tried_entry(item: Candidate, budget_s: float | None,
                        item.diagnosis, budget_s=budget_s, needed_s=needed_s)
 
 
-def slowest_step(cases: list[Measured], cells: list[Cell], size: Any,
+def slowest_step(cases: list[CaseRow], cells: list[Cell], size: Any,
                  budget_s: float | None) -> str:
     """'the budget of 180 s: the as-written step took 5.26 s in its first round on cpu
     (torch)': per step, as the diagnosis line gives it, and said to be the first round's (the
     figure the budget was planned on; the diagnosis's is every round's)."""
     own = {(cell.framework, cell.device, cell.variant) for cell in cells}
     timed = [case for case in cases if (case.framework, case.device, case.variant) in own
-             and case.size == size and case.call_median_s is not None]
+             and case.size == size and case.samples]
     limit = f"the budget of {budget_s:.0f} s" if budget_s else "the budget"
     if not timed:
         return limit
-    slowest = max(timed, key=lambda case: case.call_median_s or 0.0)
+    slowest = max(timed, key=lambda case: case.call_median_s)
     return (f"{limit}: the as-written step took {format_seconds(slowest.median_s)} in its "
             f"first round on {slowest.device} ({slowest.framework})")
