@@ -6,10 +6,12 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.data.results import CellResult
+from harness.run import runner
 from harness.run.forkserver import ForkServers
 from harness.run.runner import cell_environment, run_worker
 from harness.spec import Cell, Status
@@ -65,24 +67,56 @@ def test_failures_become_statuses_and_keep_finished_cases(variant: str, status: 
     assert result.cases[0].status == Status.OK and result.cases[0].samples
 
 
-def test_hang_past_timeout_is_killed_and_reported(servers: ForkServers | None) -> None:
-    started = time.monotonic()
-    result = run("hang", timeout_s=8.0, servers=servers)
-    assert time.monotonic() - started < 30
+# How long a worker of the fault workload may take to reach its hang (size 1 measured, size 2
+# begun): the runner's clock for the worker starts only then (timed_from_the_hang).
+REACH_HANG_S = 120.0
+
+
+def timed_from_the_hang(monkeypatch: pytest.MonkeyPatch, marker: Path) -> list[float]:
+    """From here on, the runner waits for its worker's timeout only once the worker has written
+    MARKER (the fault backend's hang and child-hang variants do, as they begin to hang).
+
+    Why: the timeout under test is a second, not the 8 s these tests once gave a worker to
+    start and measure size 1 first; a loaded machine could still take longer than that, and
+    the worker was killed before its first case (issue 50). Now the worker's start-up is
+    untimed and the timeout alone decides, whatever the machine's speed. Returns the list the
+    clock's start (time.monotonic()) is appended to."""
+    wait_for_child = runner._wait_for_child
+    clock_started: list[float] = []
+
+    def waiting(process: Any, timeout_s: float) -> tuple[int | None, int | None]:
+        deadline = time.monotonic() + REACH_HANG_S
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        clock_started.append(time.monotonic())
+        return wait_for_child(process, timeout_s)
+
+    monkeypatch.setattr(runner, "_wait_for_child", waiting)
+    return clock_started
+
+
+def test_hang_past_timeout_is_killed_and_reported(servers: ForkServers | None, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = tmp_path / "hanging.pid"
+    clock_started = timed_from_the_hang(monkeypatch, marker)
+    result = run("hang", timeout_s=1.0, servers=servers, pid_file=str(marker))
+    assert time.monotonic() - clock_started[0] < 30
     assert result.status == Status.TIMEOUT
-    assert "--timeout 8" in result.reason
+    assert "--timeout 1 s" in result.reason
     assert result.cases[0].status == Status.OK
 
 
 def test_a_deadline_before_the_timeout_stops_the_worker_with_its_reason(
-        servers: ForkServers | None) -> None:
+        servers: ForkServers | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """harness advise's budget: a worker still running when it ends is stopped, its finished
     case kept, and the cell says why (not the --timeout it never reached)."""
-    options = quick_options(600.0, deadline=time.monotonic() + 8.0,
-                         deadline_reason="the advise budget of 180 s ran out")
-    started = time.monotonic()
-    result = run_worker(fault_cell("hang"), options, servers)
-    assert time.monotonic() - started < 30
+    marker = tmp_path / "hanging.pid"
+    clock_started = timed_from_the_hang(monkeypatch, marker)
+    # The deadline leaves the worker its least, one second (RunOptions.worker_timeout).
+    options = quick_options(600.0, deadline=time.monotonic() + 1.0,
+                            deadline_reason="the advise budget of 180 s ran out")
+    result = run_worker(fault_cell("hang", pid_file=str(marker)), options, servers)
+    assert time.monotonic() - clock_started[0] < 30
     assert result.status == Status.TIMEOUT
     assert result.reason == "the advise budget of 180 s ran out; worker killed"
     assert result.cases[0].status == Status.OK
@@ -90,10 +124,11 @@ def test_a_deadline_before_the_timeout_stops_the_worker_with_its_reason(
         (5.0, False)
 
 
-def test_timeout_kills_the_workers_children_too(tmp_path: Path,
-                                                servers: ForkServers | None) -> None:
+def test_timeout_kills_the_workers_children_too(tmp_path: Path, servers: ForkServers | None,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     pid_file = tmp_path / "child.pid"
-    result = run("child-hang", timeout_s=8.0, servers=servers, pid_file=str(pid_file))
+    timed_from_the_hang(monkeypatch, pid_file)
+    result = run("child-hang", timeout_s=1.0, servers=servers, pid_file=str(pid_file))
     assert result.status == Status.TIMEOUT
     child_pid = int(pid_file.read_text())
     time.sleep(0.2)

@@ -27,7 +27,7 @@ SPEC = WorkloadSpec(
     sweep="size",
     params={
         "size": Param([1, 2], [1, 2], "case sizes; the fault strikes at size 2"),
-        "pid_file": Param("", "", "where child-hang writes its child's pid", kind=str,
+        "pid_file": Param("", "", "where child-hang writes its child's pid, hang its own", kind=str,
                           minimum=None),
     },
     variants=FAULTS,

@@ -105,6 +105,9 @@ def make_task(case: dict, variant: str, device, inputs: dict) -> SumTask:
     if variant == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
     if variant == "hang":
+        if case["pid_file"]:  # where a test waits to see the hang begin
+            with open(case["pid_file"], "w") as pid_file:
+                pid_file.write(str(os.getpid()))
         time.sleep(3600)
     if variant == "child-hang":
         child = subprocess.Popen(["sleep", "3600"])
