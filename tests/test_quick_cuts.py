@@ -161,3 +161,34 @@ def test_a_framework_without_cached_bytecode_gets_the_harness_cache_for_it(
     assert compileall.compile_dir(str(package), quiet=1, legacy=False)
     assert runner.bytecode_environment("nopyc", env, cached) == {}
     assert "nopyc_framework" not in sys.modules  # found, never imported
+
+
+def test_forked_drawers_inherit_the_drawing_modules(tmp_path: Path) -> None:
+    """Each figure's forked drawer found pyplot and seaborn imported and a figure's fonts
+    loaded (harness.report.warm_drawing) instead of paying them again: a fresh interpreter,
+    so nothing else imported them first (the suite's own processes do)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import os, sys
+        from pathlib import Path
+        os.sched_getaffinity = lambda pid: {{0, 1, 2, 3}}
+        from harness import report
+        from harness.report import style
+        style.use_private_matplotlib_config()
+        assert "seaborn" not in sys.modules
+        class Seen:
+            def draw(self, table, context, out_dir):
+                path = Path(out_dir) / f"{{table}}.txt"
+                path.write_text(str("seaborn" in sys.modules))
+                return [path]
+        figures = report._draw_all([(Seen(), index, None, Path({str(tmp_path)!r}))
+                                    for index in range(3)])
+        print(",".join(paths[0].read_text() for paths in figures))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True,True,True"
