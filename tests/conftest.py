@@ -40,30 +40,6 @@ _CHILD_RUNS = _SCRATCH / "child-runs.txt"
 os.environ["HARNESS_TEST_RUN_LOG"] = str(_CHILD_RUNS)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def warm_drawing_modules() -> None:
-    """Import what a report's views draw with and draw one small figure, in this process.
-
-    Why: a report draws each figure in a process forked from the one that draws it
-    (harness.report), and a view imports pyplot and seaborn and loads fonts only when it draws,
-    so every forked drawer paid the imports and the first figure's set-up again: the docs runs'
-    cpu2core report took 23 s of CPU forked against 11 s drawn in turn. Warmed here once per
-    pytest process that runs tests, each drawer inherits them (12.5 s)."""
-    import matplotlib.pyplot as plt
-    import seaborn  # noqa: F401
-
-    from harness.report import style
-
-    style.use_private_matplotlib_config()
-    figure, axes = plt.subplots()
-    axes.plot([1, 10], [1, 10], label="warm")
-    axes.set_yscale("log")
-    axes.set_title("warm")
-    axes.legend()
-    figure.savefig(_SCRATCH / "warm.png")
-    plt.close(figure)
-
-
 @pytest.fixture
 def out_dir(tmp_path: Path) -> Path:
     """A results folder for one test."""
