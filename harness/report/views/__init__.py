@@ -78,6 +78,15 @@ class View:
         return self.caption
 
 
+def figure_link(path: Path, out_dir: Path) -> str:
+    """A figure's path as summary.md links it: relative to the report's folder where it lies
+    inside it, else as it is."""
+    try:
+        return path.relative_to(out_dir).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
 def registered() -> list[View]:
     """One instance of every View subclass defined in this folder's modules, in `order`."""
     found: dict[str, View] = {}

@@ -20,7 +20,7 @@ from harness.analysis.advice import RunAdvice, advise_run, no_answer
 from harness.analysis.confidence import UNCONFIRMED
 from harness.core.units import device_kind, format_ratio, format_seconds
 from harness.report.summary import markdown_table
-from harness.report.views import REPORT, View
+from harness.report.views import REPORT, View, figure_link
 
 FIGURE = "what-to-change.png"
 # A fix faster but not confirmed (SUSPECT timings, a gap within their spread) is drawn apart
@@ -85,7 +85,7 @@ def advice_section(table: pd.DataFrame, figures: list[Path], out_dir: Path) -> l
             f"- {no_answer(list(rows['device']))}"]
         lines.append("")
     for path in figures:
-        lines += [f"![what to change: speedup per fix]({_link(path, out_dir)})", ""]
+        lines += [f"![what to change: speedup per fix]({figure_link(path, out_dir)})", ""]
     shown = [[row["framework"], row["device"], row["variant"],
               f"{row['standing']}: {row['doubt']}" if row["doubt"] else row["standing"],
               format_ratio(row["speedup"]), format_seconds(row["median_s"]),
@@ -94,13 +94,6 @@ def advice_section(table: pd.DataFrame, figures: list[Path], out_dir: Path) -> l
     return lines + markdown_table(["framework", "device", "fix", "standing",
                                    "speedup vs baseline", "median per step",
                                    "baseline", "noise", "parity", "why"], shown)
-
-
-def _link(path: Path, out_dir: Path) -> str:
-    try:
-        return path.relative_to(out_dir).as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 def speedup_figure(table: pd.DataFrame, path: Path) -> Path | None:

@@ -21,7 +21,7 @@ from harness.predict.answer import ms, short_device
 from harness.predict.versus import FAMILY, RIGHT, Pair, Tally, ratio_text, tallies
 from harness.report.figure import Figure, Line
 from harness.report.summary import markdown_table
-from harness.report.views import REPORT, View
+from harness.report.views import REPORT, View, figure_link
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -163,7 +163,7 @@ def section_lines(table: pd.DataFrame, figures: list[Path], out_dir: Path) -> li
     """Per run and profile: the sentence, then the table; the figure once, first."""
     lines: list[str] = []
     for path in figures:
-        lines += [f"![GPU step predicted vs measured]({relative(path, out_dir)})", ""]
+        lines += [f"![GPU step predicted vs measured]({figure_link(path, out_dir)})", ""]
     for _key, group in table.groupby(["run_id", "profile"], sort=False):
         first = group.iloc[0]
         lines += [sentence(group), ""]
@@ -185,13 +185,6 @@ def unknown_lines(group: pd.DataFrame) -> list[str]:
              for reason, same in unknown.groupby("reason", sort=False)
              for first in [same.iloc[0]]]
     return [*lines, ""]
-
-
-def relative(path: Path, out_dir: Path) -> str:
-    try:
-        return path.relative_to(out_dir).as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 # --- the figure ----------------------------------------------------------------------------------
