@@ -409,7 +409,11 @@ class FrameworkSpec:
     accelerator devices. preload: modules a warm process imports once per run, so that this
     framework's workers are forked from it instead of each importing them anew
     (harness.run.forkserver); () for a framework whose import is not safe to fork after
-    (one that starts thread pools or opens a device when imported). compile_cache_variable:
+    (one that starts thread pools or opens a device when imported). A preload name with a
+    leading "!" is an optional module kept unimportable while the others import, and
+    importable again after: an integration the library imports only where installed (its
+    import guarded by `except ImportError`) and no step of the harness uses, whose import
+    would lengthen every run's start (forkserver.OPTIONAL_PREFIX). compile_cache_variable:
     the variable naming a directory where the framework's compiler keeps what it compiled
     (with compile_cache_environment, what makes it keep everything); the runner gives each
     cell its own, new with every run, so round 0 compiles cold and the later rounds of that

@@ -69,6 +69,29 @@ def test_each_child_has_its_own_process_group_environment_and_streams(tmp_path: 
     assert gpu["stream"] == "to the cell's stream\n"
 
 
+def test_a_preloads_optional_module_stays_out_of_it_and_importable_after(tmp_path: Path) -> None:
+    env = cell_environment(Cell("fault", "ok", "fake", "cpu"))
+    answers = {}
+    for preload in (("tests.fakes.optional_import",),
+                    ("!colorsys", "tests.fakes.optional_import")):
+        server = ForkServer(preload, env, PROJECT_ROOT, tmp_path / "warm.log")
+        try:
+            out = tmp_path / "optional.json"
+            worker = server.fork("tests.fakes.helper_child", ["optional", str(out)], env,
+                                 tmp_path, tmp_path / "stream.txt")
+            assert worker.wait_peak(30)[0] == 0
+            answers[preload[0]] = json.loads(out.read_text())
+        finally:
+            server.close()
+    assert answers["tests.fakes.optional_import"]["found_at_preload"] is True
+    kept_out = answers["!colorsys"]
+    assert kept_out["found_at_preload"] is False  # its guarded import failed in the preload
+    assert kept_out["importable"] is True  # a model file may import it in the worker
+    # The preload's objects are frozen before the first fork: a child's full collection
+    # leaves them (and their pages) alone.
+    assert kept_out["frozen"] > 1000
+
+
 def test_a_preload_that_fails_leaves_workers_spawned(tmp_path: Path) -> None:
     env = cell_environment(Cell("fault", "ok", "fake", "cpu"))
     with ForkServers(tmp_path) as servers:

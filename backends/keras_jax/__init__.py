@@ -4,6 +4,7 @@ FRAMEWORK is plain data (importing this package imports neither keras nor jax).
 """
 
 from harness.backends.jax import JAX_CACHE_KEEPS_ALL, JAX_CACHE_VARIABLE
+from harness.backends.keras import WITHOUT_SKLEARN
 from harness.spec import FrameworkSpec
 
 FRAMEWORK = FrameworkSpec(
@@ -19,7 +20,9 @@ FRAMEWORK = FrameworkSpec(
     also_requires=("jax",),
     # Forked from a warm process (harness.run.forkserver): Keras' import on JAX initialises no
     # backend; the pyarrow thread it brings (through pandas) is off in the warm process.
-    preload=("jax", "keras", "harness.backends.keras_jax.device", "harness.run.worker"),
+    # Without Keras' scikit-learn wrappers (harness.backends.keras).
+    preload=(*WITHOUT_SKLEARN, "jax", "keras", "harness.backends.keras_jax.device",
+             "harness.run.worker"),
     compile_cache_variable=JAX_CACHE_VARIABLE,  # as jax's (backends/jax/__init__.py)
     compile_cache_environment=JAX_CACHE_KEEPS_ALL,
 )

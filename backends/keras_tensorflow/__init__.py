@@ -3,6 +3,7 @@
 FRAMEWORK is plain data (importing this package imports neither keras nor tensorflow).
 """
 
+from harness.backends.keras import WITHOUT_JAX, WITHOUT_SKLEARN
 from harness.spec import FrameworkSpec
 
 FRAMEWORK = FrameworkSpec(
@@ -19,5 +20,6 @@ FRAMEWORK = FrameworkSpec(
     # Forked from a warm process (harness.run.forkserver): importing TensorFlow starts no
     # thread and no eager context. Not harness.backends.tensorflow.device: it lists the GPUs
     # at import, which would initialise TF's devices in the warm process, where none is seen.
-    preload=("tensorflow", "keras", "harness.run.worker"),
+    # Without Keras' scikit-learn wrappers and its JAX import (harness.backends.keras).
+    preload=(*WITHOUT_SKLEARN, *WITHOUT_JAX, "tensorflow", "keras", "harness.run.worker"),
 )

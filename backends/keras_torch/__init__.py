@@ -3,6 +3,7 @@
 FRAMEWORK is plain data (importing this package imports neither keras nor torch).
 """
 
+from harness.backends.keras import WITHOUT_JAX, WITHOUT_SKLEARN
 from harness.backends.torch import QUICK_COMPILE
 from harness.spec import FrameworkSpec
 
@@ -18,6 +19,7 @@ FRAMEWORK = FrameworkSpec(
     quick_environment_defaults=QUICK_COMPILE,  # its jit_compile is torch.compile
     # Forked from a warm process (harness.run.forkserver), as torch is; Keras' import on
     # torch opens no device (the pyarrow thread it brings is off in the warm process).
-    preload=("torch", "torch.optim", "torch._dynamo", "keras",
+    # Without Keras' scikit-learn wrappers and its JAX import (harness.backends.keras).
+    preload=(*WITHOUT_SKLEARN, *WITHOUT_JAX, "torch", "torch.optim", "torch._dynamo", "keras",
              "harness.backends.keras_torch.device", "harness.run.worker"),
 )

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -206,9 +207,12 @@ def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness decides when this ends
     began = time.perf_counter()
+    names = list(filter(None, argv[0].split(",")))
     try:
-        for name in filter(None, argv[0].split(",")):
-            importlib.import_module(name)
+        with unimportable([name[1:] for name in names if name.startswith(OPTIONAL_PREFIX)]):
+            for name in names:
+                if not name.startswith(OPTIONAL_PREFIX):
+                    importlib.import_module(name)
     except BaseException as exc:  # noqa: BLE001 - any failure means: spawn workers instead
         _reply({"ready": False, "reason": f"preload failed: {type(exc).__name__}: {exc}"})
         return 1
@@ -216,9 +220,35 @@ def main(argv: list[str]) -> int:
     if threads:
         _reply({"ready": False, "reason": threads_refusal(threads)})
         return 1
+    # Why: the first full collection in a forked child walked every object the preload made
+    # (a Keras-on-JAX warm process: 270k) and wrote to each one's page, copying it: 0.2-0.25 s
+    # of every such worker on the H100 host (in whichever phase it fell, a timed call's
+    # included). Frozen, they are left to the warm process (Python's advice for fork servers).
+    gc.freeze()
     _reply({"ready": True, "import_s": time.perf_counter() - began})
     _serve(sys.stdin)
     return 0
+
+
+# A preload name that starts with it names an optional module kept unimportable while the
+# others import (FrameworkSpec.preload).
+OPTIONAL_PREFIX = "!"
+
+
+@contextlib.contextmanager
+def unimportable(names: list[str]) -> Iterator[None]:
+    """While inside, `import NAME` raises ImportError for each of NAMES not imported yet (a
+    None entry in sys.modules, as Python's import system defines it); importable again after,
+    so a model file that imports one of them still can."""
+    blocked = [name for name in names if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for name in blocked:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
 
 
 # --- the parent's side ---------------------------------------------------------------------

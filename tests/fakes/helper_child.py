@@ -7,6 +7,9 @@ parent's handling of each outcome is tested without importing a framework.
 
 from __future__ import annotations
 
+import gc
+import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -18,6 +21,14 @@ def main(mode: str, out_path: str) -> None:
         time.sleep(600)
     if mode == "crash":
         raise SystemExit("helper child gave up: no document")
+    if mode == "optional":  # what a preload kept out, and what the child may import again
+        optional = sys.modules.get("tests.fakes.optional_import")
+        with open(out_path, "w") as out:
+            json.dump({"found_at_preload": getattr(optional, "FOUND", None),
+                       "importable": importlib.util.find_spec("colorsys") is not None
+                       and importlib.import_module("colorsys") is not None,
+                       "frozen": gc.get_freeze_count()}, out)
+        return
     if mode == "describe":  # what a forked child was given: its environment, group, modules
         with open(out_path, "w") as out:
             json.dump({"pid": os.getpid(), "pgid": os.getpgid(0), "cwd": os.getcwd(),
