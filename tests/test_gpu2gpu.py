@@ -4,6 +4,9 @@ on the rows kept in benchmarks/data/."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from harness.predict import gpu2gpu, validation
@@ -102,3 +105,25 @@ def test_the_docs_noise_floor_and_baseline_are_recomputed_from_the_rows(
     stats = validation.ErrorStats.of(gpu2gpu.pair_errors(pairs, gpu2gpu.SAME_AS_SOURCE))
     assert stats is not None and stats.cells == 59
     assert (round(stats.median * 100), round(stats.p90 * 100)) == (median, p90)
+
+
+def test_the_tool_compares_every_two_files_and_names_the_floor() -> None:
+    """Three stored files: three pairs, both ways; the two H100 lendings are the floor."""
+    names = ("h100-20261127", "h200-20261127", "h100-20261127b")
+    paths = [str(PROJECT_ROOT / "benchmarks" / "data" / f"predict-validation-{name}.json.gz")
+             for name in names]
+    done = subprocess.run([sys.executable, str(PROJECT_ROOT / "benchmarks"
+                                               / "predict_validation.py"),
+                           *(item for path in paths for item in ("--from", path))],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    titles = [line.split(":")[0] for line in done.stdout.splitlines()
+              if line.startswith(("GPU to GPU:", "noise floor"))]
+    # (H100 a, H200), (H100 a, H100 b), (H200, H100 b): each pair both ways, in that order.
+    floor = "noise floor (one GPU kind, two lendings)"
+    assert titles == ["GPU to GPU"] * 2 + [floor] * 2 + ["GPU to GPU"] * 2
+    after = done.stdout.split("noise floor (one GPU kind, two lendings): NVIDIA H100 80GB HBM3 "
+                              "(2026-11-27 06:11) -> NVIDIA H100 80GB HBM3 (2026-11-27 09:06)")[1]
+    first = next(line for line in after.splitlines()
+                 if line.strip().startswith(gpu2gpu.SAME_AS_SOURCE))
+    assert first.split()[6:10] == ["all", "59", "20%", "35%"]
