@@ -3,6 +3,7 @@
     python3 benchmarks/predict_validation.py --device cuda:0 --profile h200 --out rows.json
     python3 benchmarks/predict_validation.py --from rows.json [--repredict] [--host this]
     python3 benchmarks/predict_validation.py --from h100.json --from h200.json   # GPU to GPU
+    python3 benchmarks/predict_validation.py --from h100a.json --from h100b.json # noise floor
     python3 benchmarks/predict_validation.py --device cpu --models mnist-small --out smoke.json
 
 For each model of the zoo (benchmarks/predict_zoo.py) at each batch of its sweep, on the
@@ -34,7 +35,7 @@ from typing import Any  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # predict_zoo, predict_measure
 
-from harness.predict import fitting, validation  # noqa: E402
+from harness.predict import fitting, gpu2gpu, validation  # noqa: E402
 from harness.predict.model import STEP_OVERHEAD_DISPATCHES  # noqa: E402
 from harness.predict.profile import load_profile  # noqa: E402
 from harness.spec import BadInput  # noqa: E402
@@ -81,7 +82,8 @@ def left_out(loaded: list[tuple[dict[str, Any], list[validation.Row]]], profile:
 
 
 def summarize(args: argparse.Namespace) -> int:
-    """The summary of each --from file; GPU to GPU both ways between consecutive files."""
+    """The summary of each --from file; GPU to GPU both ways between every two files (two
+    lendings of one GPU kind: the noise floor between them)."""
     loaded = [validation.read_rows(Path(path)) for path in args.from_files]
     if args.repredict:
         loaded = [(meta, validation.repredicted(meta, rows, args.profile))
@@ -91,11 +93,10 @@ def summarize(args: argparse.Namespace) -> int:
         print("\n".join(validation.summary_lines(meta, rows, profile=args.profile or "",
                                                  host=args.host, measured=args.measured,
                                                  left_out=constants)))
-    for source, target in itertools.pairwise(loaded):
+    for source, target in itertools.combinations(loaded, 2):
         for pair in ((source, target), (target, source)):
-            print("\n".join(validation.gpu_to_gpu_lines(*pair, bandwidth_ratio,
-                                                        host=args.host,
-                                                        measured=args.measured)))
+            print("\n".join(gpu2gpu.gpu_to_gpu_lines(*pair, bandwidth_ratio, host=args.host,
+                                                     measured=args.measured)))
     return 0
 
 
@@ -106,7 +107,8 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
                         "(measuring: default h200; --from: the run's own)")
     parser.add_argument("--out", type=Path, help="the rows file (JSON), written as it goes")
     parser.add_argument("--from", dest="from_files", action="append", default=[],
-                        help="summarise a rows file (twice: also GPU to GPU); no GPU needed")
+                        help="summarise a rows file (more than once: also GPU to GPU "
+                        "between every two files); no GPU needed")
     parser.add_argument("--repredict", action="store_true",
                         help="with --from: predict again from the stored features")
     parser.add_argument("--host", choices=("profiled", "this"), default="profiled")

@@ -141,18 +141,6 @@ def test_a_file_that_is_not_a_rows_file_is_one_line(tmp_path: Path) -> None:
         validation.read_rows(newer)
 
 
-def test_gpu_to_gpu_pairs_score_the_source_gpu_baseline() -> None:
-    # The source run's predictions for the target profile are the model's (1.1 and 2 ms).
-    source = [row("a", 1, 10 * MS, 2 * MS, 1.1 * MS), row("a", 4, 10 * MS, 4 * MS, 2 * MS)]
-    target = [row("a", 1, 10 * MS, 1 * MS, 5 * MS), row("a", 4, 10 * MS, 2 * MS, 5 * MS),
-              row("z", 1, 10 * MS, 1 * MS, 1 * MS)]  # the source never measured z
-    pairs = validation.gpu_pairs(source, target, PROFILE, bandwidth_ratio=0.5)
-    assert [(pair.model, pair.batch) for pair in pairs] == [("a", 1), ("a", 4)]
-    assert validation.pair_errors(pairs, validation.SAME_AS_SOURCE) == pytest.approx([1.0, 1.0])
-    assert validation.pair_errors(pairs, validation.BANDWIDTH_RATIO) == pytest.approx([0, 0])
-    assert validation.pair_errors(pairs, validation.MODEL) == pytest.approx([0.1, 0.0])
-
-
 def test_stored_features_predict_again_as_the_model_does() -> None:
     ops = [OpRecord(op="aten.addmm.default", kind="matmul", inputs=[[[64, 784], "float32"]],
                     flops=2 * 64 * 784 * 128, bytes=64 * 784 * 4, depth=1, host_s=20e-6),

@@ -25,9 +25,9 @@ What the summary counts, said once:
   marked).
 - **regime**: busy share (device busy time per call over the measured step) under or over
   50% where the run measured it, else the model's own regime, said so.
-- **baselines**: "datasheet-style" (FLOPs over the profile's peak float32 matmul rate),
-  "device alone" (the model's device queue without the host), and, for one GPU from
-  another, "same time as the source GPU" and the source's time x the bandwidth ratio.
+- **baselines**: "datasheet-style" (FLOPs over the profile's peak float32 matmul rate) and
+  "device alone" (the model's device queue without the host); one GPU run against another
+  (GPU to GPU, and the noise floor between two lendings) is harness/predict/gpu2gpu.py's.
 - **left out**: the model with its one fitted constant fitted without that model's cells
   (harness/predict/fitting.py), beside the model as shipped.
 """
@@ -40,7 +40,7 @@ import json
 import math
 import statistics
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,8 +63,6 @@ SAMPLES_KEYS = {"synced": "samples_s", "pipelined": "pipelined_samples_s"}
 MODEL = "model"
 DATASHEET = "datasheet-style (FLOPs / peak fp32 matmul)"
 DEVICE_ALONE = "device alone (no host)"
-SAME_AS_SOURCE = "same time as the source GPU"
-BANDWIDTH_RATIO = "source GPU x bandwidth ratio"
 LEFT_OUT = "model, its constant fitted leaving it out"
 
 Row = dict[str, Any]
@@ -429,54 +427,6 @@ def by_regime(cells: Sequence[Cell]) -> dict[str, list[Cell]]:
     return dict(sorted(groups.items()))
 
 
-# --- GPU to GPU ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class GpuPair:
-    """One cell measured on two GPUs: the source's step, the target's, the model's."""
-
-    model: str
-    batch: int
-    source_s: float
-    target_s: float
-    predicted: dict[str, float]
-
-
-def gpu_pairs(source_rows: Sequence[Row], target_rows: Sequence[Row], target_profile: str,
-              bandwidth_ratio: float | None, host: str = "profiled",
-              measured: str = "synced") -> list[GpuPair]:
-    """The cells both runs measured, with the model's prediction for the target GPU (from
-    the CPU features of the source run where it predicted that profile) and the two
-    baselines made from the source GPU's measured step."""
-    key = MEASURED_KEYS[measured]
-    source = {(row["model"], row["batch"]): row for row in source_rows
-              if row.get("status") == "ok" and (row.get("gpu") or {}).get(key)}
-    pairs = []
-    for row in target_rows:
-        found = source.get((row.get("model"), row.get("batch")))
-        target_s = (row.get("gpu") or {}).get(key)
-        if found is None or not target_s or row.get("status") != "ok":
-            continue
-        # The source run's own prediction for the target GPU (one GPU run answers for the
-        # others), else the target run's.
-        prediction = (prediction_of(found, target_profile, host)
-                      or prediction_of(row, target_profile, host))
-        source_s = float(found["gpu"][key])
-        predicted = {SAME_AS_SOURCE: source_s}
-        if prediction is not None:
-            predicted[MODEL] = float(prediction["seconds"])
-        if bandwidth_ratio:
-            predicted[BANDWIDTH_RATIO] = source_s * bandwidth_ratio
-        pairs.append(GpuPair(str(row["model"]), int(row["batch"]), source_s, float(target_s),
-                             predicted))
-    return pairs
-
-
-def pair_errors(pairs: Iterable[GpuPair], predictor: str) -> list[float]:
-    return [relative_error(pair.predicted[predictor], pair.target_s) for pair in pairs
-            if predictor in pair.predicted]
-
-
 # --- lines -----------------------------------------------------------------------------------
 
 def _pct(value: float | None) -> str:
@@ -569,23 +519,3 @@ def summary_lines(meta: Mapping[str, Any], rows: Sequence[Row], *, profile: str 
                             else []) + [DEVICE_ALONE] + ([DATASHEET] if any(
                                 DATASHEET in cell.predicted for cell in cells) else [])
     return lines + table_lines(cells, predictors) + crossover_lines(cells)
-
-
-def gpu_to_gpu_lines(source: tuple[Mapping[str, Any], Sequence[Row]],
-                     target: tuple[Mapping[str, Any], Sequence[Row]],
-                     bandwidth_ratio: Callable[[str, str], float | None],
-                     host: str = "profiled", measured: str = "synced") -> list[str]:
-    """The target GPU's measured steps against the source GPU's and the model's, same cells."""
-    (source_meta, source_rows), (target_meta, target_rows) = source, target
-    target_profile = primary_profile(target_meta, target_rows)
-    ratio = bandwidth_ratio(primary_profile(source_meta, source_rows), target_profile)
-    pairs = gpu_pairs(source_rows, target_rows, target_profile, ratio, host, measured)
-    lines = [f"GPU to GPU: {source_meta.get('device_description') or '?'} -> "
-             f"{target_meta.get('device_description') or '?'}, {len(pairs)} cells both measured"]
-    with_model = [pair for pair in pairs if MODEL in pair.predicted]
-    lines.append(f"  {'predictor (cells the model predicted)':<44}  cells  median|e|  p90|e|"
-                 "    within25")
-    for predictor in (MODEL, SAME_AS_SOURCE, BANDWIDTH_RATIO):
-        stats = ErrorStats.of(pair_errors(with_model, predictor))
-        lines.append(f"  {predictor:<44}  {stats_columns(stats)}")
-    return lines
