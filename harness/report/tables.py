@@ -81,6 +81,17 @@ def gap_significance(best: pd.Series, second: pd.Series) -> GapSignificance:
             "noise_short": verdict.short()}
 
 
+# What a headline size is chosen per (headline_sizes) and a table is joined to it on.
+HEADLINE_KEYS = ["experiment", "machine", "variant", "size_label"]
+
+
+def at_headline(table: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
+    """TABLE's rows at their (experiment, machine, variant)'s headline size."""
+    if table.empty:
+        return table
+    return table.merge(headline, on=HEADLINE_KEYS)
+
+
 def headline_sizes(stats: pd.DataFrame) -> pd.DataFrame:
     """Per experiment, machine and variant: the size at which its cells are compared.
 
@@ -102,7 +113,7 @@ def headline_sizes(stats: pd.DataFrame) -> pd.DataFrame:
                 rows.append({"experiment": experiment, "machine": machine, "variant": variant,
                              "size_label": size if size is not None
                              else _most_measured_size(own)})
-    return pd.DataFrame(rows, columns=["experiment", "machine", "variant", "size_label"])
+    return pd.DataFrame(rows, columns=HEADLINE_KEYS)
 
 
 def _most_measured_size(group: pd.DataFrame) -> str:

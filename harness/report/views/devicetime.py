@@ -28,8 +28,8 @@ from harness.data.serial import JsonValue
 from harness.measure.devicetime import attribute, diagnose
 from harness.report import style
 from harness.report.figure import MEDIAN, Figure, Line, case_subject, seconds_figure
-from harness.report.tables import sort_cells
-from harness.report.views import View
+from harness.report.tables import at_headline, sort_cells
+from harness.report.views import View, figure_link
 from harness.report.views.crossover import COLD_FAMILY, COLD_IN_WARM
 
 DEVICE_NUMBERS = ("device_seconds", "device_copy_seconds", "kernels_per_call",
@@ -147,12 +147,6 @@ def _positive(value: Any) -> float | None:
     return float(value) if pd.notna(value) and value > 0 else None
 
 
-def at_headline(table: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
-    if table.empty:
-        return table
-    return table.merge(headline, on=["experiment", "machine", "variant", "size_label"])
-
-
 # --- best variant per device ------------------------------------------------------------------
 
 def best_variants(stats: pd.DataFrame) -> pd.DataFrame:
@@ -186,6 +180,8 @@ def attribution_figure(table: pd.DataFrame, title: str, unit: str, path: Path) -
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from harness.report.figures import save
+
     parts = [part for part in PART_LABELS if part in table and table[part].notna().any()]
     labels = [f"{row['framework']} {row['device']} {row['variant']} @ {row['size_label']}"
               for _, row in table.iterrows()]
@@ -211,7 +207,7 @@ def attribution_figure(table: pd.DataFrame, title: str, unit: str, path: Path) -
                    fontsize=10)
     axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.6 / len(labels) - 0.15),
                 ncol=2, fontsize="small", frameon=False)
-    return _save(figure, path)
+    return save(figure, path)
 
 
 def busy_sweep_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
@@ -227,6 +223,8 @@ def busy_sweep_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
     if not series:
         return None
     import matplotlib.pyplot as plt
+
+    from harness.report.figures import save
 
     figure, axis = plt.subplots(figsize=(8.0, 5.0))
     several_machines = gpu["machine"].nunique() > 1
@@ -245,15 +243,7 @@ def busy_sweep_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
     axis.set_title(f"{title}: wall vs device-busy time per {unit} (GPU cells)", fontsize=10)
     axis.grid(alpha=0.3, which="both")
     axis.legend(fontsize="x-small")
-    return _save(figure, path)
-
-
-def _save(figure: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    figure.savefig(path, dpi=style.DPI, bbox_inches="tight", facecolor="white")
-    plt.close(figure)
-    return path
+    return save(figure, path)
 
 
 # --- summary.md -------------------------------------------------------------------------------
@@ -274,7 +264,7 @@ def section(name: str, table: pd.DataFrame, best: pd.DataFrame, unit: str,
     if table.empty:
         return []
     lines = [DEVICETIME_HEADING.format(name=name), "", EXPLANATION, ""]
-    lines += [f"![{kind}]({path.relative_to(out_dir).as_posix()})" for kind, path in
+    lines += [f"![{kind}]({figure_link(path, out_dir)})" for kind, path in
               figures.items()]
     lines += ["", (f"| cell | size | wall / {unit} | busy / {unit} | busy share | copies | "
                    f"device compute | host overhead | kernels / {unit} | cold / warm | "

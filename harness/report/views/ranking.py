@@ -26,6 +26,7 @@ from harness.report.summary import size_phrase
 from harness.report.tables import (
     MIN_SAMPLES_TO_JUDGE,
     GapSignificance,
+    at_headline,
     gap_significance,
 )
 from harness.report.views import View
@@ -63,10 +64,9 @@ def framework_ranking(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFra
     valid time, fastest first, with its time over the fastest and whether its gap to the one
     ranked just above it is beyond the noise (IQRs apart, judged from 3 samples each).
     """
-    keys = ["experiment", "machine", "variant", "size_label"]
-    at_headline = stats[stats["valid"]].merge(headline, on=keys)
     rows = []
-    for (experiment, machine, variant, device), group in at_headline.groupby(
+    for (experiment, machine, variant, device), group in at_headline(
+            stats[stats["valid"]], headline).groupby(
             ["experiment", "machine", "variant", "device"], sort=False):
         ranked = group.sort_values("median_s")
         fastest = ranked["median_s"].iloc[0]
