@@ -45,12 +45,6 @@ from harness.report.figure import Figure, Line, carried, versus
 from harness.report.views import REPORT, View
 from harness.spec import Status
 
-COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "size",
-           "status", "step_s", "window_step_s", "rounds", "noise", "energy_status",
-           "energy_reason", "j_per_step",
-           "j_per_step_above_idle", "idle_watts", "idle_remembered_from", "watts_mean",
-           "window_s", "counter",
-           "source", "host_j_per_step", "suspect"]
 EXPLANATION = (
     "Energy from the hardware's counters over the timed calls (or an energy pass of the same "
     "calls where the timed window was under 1 s): GPU cells read NVML's board energy counter, "
@@ -132,6 +126,9 @@ class EnergyRow(TypedDict):
     source: str
     host_j_per_step: float | None
     suspect: str
+
+
+COLUMNS = list(EnergyRow.__annotations__)  # the energy table's, in EnergyRow's order
 
 
 def energy_rows(document: RunDocument, machine: str) -> list[EnergyRow]:
