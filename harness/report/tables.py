@@ -53,18 +53,14 @@ def gap_verdict(best: pd.Series, second: pd.Series) -> GapVerdict:
     return judge_gap(case_noise(best), case_noise(second))
 
 
-class _GapColumns(TypedDict):
+class GapSignificance(TypedDict):
+    """gap_significance's columns, spread into a view's table row."""
+
     judged: bool
     significant: bool
     held: int
     rounds: int
     noise: str
-
-
-class GapSignificance(_GapColumns, total=False):
-    """gap_significance's columns, spread into a view's table row (ranking drops noise_short,
-    so it is the one key that may be missing)."""
-
     noise_short: str
 
 

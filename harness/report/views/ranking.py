@@ -73,8 +73,8 @@ def framework_ranking(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFra
         above = None
         for rank, (_, row) in enumerate(ranked.iterrows(), start=1):
             gap: GapSignificance = gap_significance(above, row) if above is not None else {
-                "judged": False, "significant": False, "held": 0, "rounds": 1, "noise": ""}
-            gap.pop("noise_short", None)
+                "judged": False, "significant": False, "held": 0, "rounds": 1, "noise": "",
+                "noise_short": ""}  # left out of the table by RANKING_COLUMNS
             rows.append({"experiment": experiment, "machine": machine, "variant": variant,
                          "device": device, "size_label": row["size_label"], "rank": rank,
                          "framework": row["framework"], "median_s": row["median_s"],
