@@ -19,16 +19,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.predict import Prediction, held_out_error
-from harness.report.context import build_context
-from harness.report.load import load_runs
-from harness.report.summary import markdown_table
-from harness.report.views.crossover import (
+from harness.analysis.crossover import (
     find_crossover,
     predict_curves,
     sweep_points,
     with_gpu_launches,
 )
+from harness.analysis.predict import Prediction, held_out_error
+from harness.report.context import build_context
+from harness.report.load import load_runs
+from harness.report.summary import markdown_table
 
 
 def smaller_half(points: list) -> list:

@@ -50,9 +50,9 @@ def run_compare(args: list[str], out: Path) -> tuple[Path, float]:
 def run_verdicts(run_dir: Path) -> tuple[dict[tuple[str, ...], str], dict[tuple[str, ...],
                                                                            dict[str, Any]]]:
     """(pair -> 'A'|'B'|'within'|'not judged', (machine, variant, framework) -> crossover)."""
+    from harness.analysis.crossover import crossovers
     from harness.report import tables as t
     from harness.report.load import load_runs
-    from harness.report.views.crossover import crossovers
 
     run_set = load_runs([run_dir])
     runs = t.assign_experiments(run_set.runs)

@@ -11,9 +11,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from harness.analysis import casetable
+from harness.analysis import crossover as analysis_crossover
 from harness.report import tables
 from harness.report.views import crossover, fastest, overview, ranking, ratios, warnings
 
-MODULES = (casetable, tables, crossover, fastest, overview, ranking, ratios, warnings)
+MODULES = (casetable, tables, analysis_crossover, crossover, fastest, overview, ranking, ratios,
+           warnings)
 t = SimpleNamespace(**{name: getattr(module, name) for module in MODULES
                        for name in dir(module) if not name.startswith("_")})

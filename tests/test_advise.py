@@ -22,7 +22,7 @@ from typing import Any, cast
 
 import pytest
 
-from harness.analysis import advice
+from harness.analysis import advice, advicenotes, fixchoice
 from harness.audit import audit_run
 from harness.core.settings import Settings
 from harness.data.adviserecord import AdviseRecord
@@ -68,7 +68,7 @@ def document(cells: list[dict[str, Any]], size: int = 32) -> RunDocument:
     return RunDocument.from_dict({
         "run_id": "synthetic", "workload": "model-net", "sweep": "batch",
         "params": {"batch": [size, 4 * size]}, "rounds": 3, "cells": cells,
-        "planned_cells": [item["cell"] for item in cells], advice.RUN_KEY: {"size": size}})
+        "planned_cells": [item["cell"] for item in cells], advicenotes.RUN_KEY: {"size": size}})
 
 
 def launch_bound_gpu_run() -> RunDocument:
@@ -136,7 +136,7 @@ def test_the_combination_keeps_what_helped_and_drops_conflicts() -> None:
                    for name, speedup in (("resident", 1.5), ("compiled", 2.0), ("tf32", 1.2))]
     chosen = advice.best_combination(recommended)
     assert chosen == ["compiled", "resident", "tf32"]
-    assert advice.compose_variant(chosen) == "resident+compiled+tf32"
+    assert fixchoice.compose_variant(chosen) == "resident+compiled+tf32"
 
 
 def test_the_answer_uses_each_devices_best_and_refits_the_crossover() -> None:
@@ -172,25 +172,25 @@ LAUNCH_BOUND_CANDIDATES = ["resident", "cuda-graph", "bf16", "tf32", "channels-l
 
 
 def test_the_diagnosis_ranks_what_it_points_at_first_and_argues_against_the_rest() -> None:
-    ranked = advice.rank_candidates(LAUNCH_BOUND_CANDIDATES, "cuda:0", "launch-bound")
+    ranked = fixchoice.rank_candidates(LAUNCH_BOUND_CANDIDATES, "cuda:0", "launch-bound")
     assert ranked == ["cuda-graph", "resident", "bf16", "tf32", "channels-last"]
-    assert advice.candidate_fit("cuda-graph", "cuda:0", "launch-bound") == advice.AIMED
-    assert advice.candidate_fit("bf16", "cuda:0", "launch-bound") == advice.ARGUED_AGAINST
-    assert advice.candidate_fit("cuda-graph", "cuda:0", "compute-bound") == \
-        advice.ARGUED_AGAINST
+    assert fixchoice.candidate_fit("cuda-graph", "cuda:0", "launch-bound") == fixchoice.AIMED
+    assert fixchoice.candidate_fit("bf16", "cuda:0", "launch-bound") == fixchoice.ARGUED_AGAINST
+    assert fixchoice.candidate_fit("cuda-graph", "cuda:0", "compute-bound") == \
+        fixchoice.ARGUED_AGAINST
     # A CPU cell is host-bound as a whole: it ranks, it rules nothing out.
-    assert advice.candidate_fit("bf16", "cpu", advice.HOST_BOUND) == advice.UNSAID
-    assert advice.rank_candidates(["bf16", "compiled"], "cpu", advice.HOST_BOUND) == \
+    assert fixchoice.candidate_fit("bf16", "cpu", fixchoice.HOST_BOUND) == fixchoice.UNSAID
+    assert fixchoice.rank_candidates(["bf16", "compiled"], "cpu", fixchoice.HOST_BOUND) == \
         ["compiled", "bf16"]
     # An unprofiled GPU cell says nothing either way.
-    assert advice.candidate_fit("bf16", "cuda:0", advice.UNPROFILED) == advice.UNSAID
-    assert advice.argued_against("bf16", "launch-bound").startswith(
+    assert fixchoice.candidate_fit("bf16", "cuda:0", fixchoice.UNPROFILED) == fixchoice.UNSAID
+    assert fixchoice.argued_against("bf16", "launch-bound").startswith(
         "launch-bound, bf16 cannot shorten launches (it helps when compute-bound")
 
 
 def candidate(variant: str, first_s: float, later_s: float, rank: int,
               device: str = "cuda:0") -> budget.Candidate:
-    return budget.Candidate(Cell("model-net", variant, "torch", device), advice.UNSAID,
+    return budget.Candidate(Cell("model-net", variant, "torch", device), fixchoice.UNSAID,
                                  rank, budget.Costs(first_s, later_s), "launch-bound")
 
 
@@ -215,7 +215,7 @@ def test_a_budget_too_small_keeps_the_first_ranked_fixes_and_prices_the_rest() -
 
 def priced(variant: str, costs: budget.Costs, rank: int,
            device: str = "cuda:0") -> budget.Candidate:
-    return budget.Candidate(Cell("model-net", variant, "torch", device), advice.UNSAID,
+    return budget.Candidate(Cell("model-net", variant, "torch", device), fixchoice.UNSAID,
                                  rank, costs, "not profiled")
 
 
@@ -359,7 +359,7 @@ def test_a_trial_leaves_the_other_cells_their_later_rounds(monkeypatch: pytest.M
     chooser = choosing.Chooser(session, {}, 32, 100.0, 0.0, 7, rounds=3, decided=True)
     trial = replace(stored.cells[0].cell, variant="threads-1")
     chooser.planned[trial.key] = budget.Candidate(
-        trial, advice.UNSAID, 1, budget.Costs(4.0, 3.0, 2.0), advice.HOST_BOUND)
+        trial, fixchoice.UNSAID, 1, budget.Costs(4.0, 3.0, 2.0), fixchoice.HOST_BOUND)
     chooser.trials.add(trial.key)
     assert chooser.reserved(0) == 12.0
     assert chooser.fits(trial, 0)  # 70 + 2 + 12 <= 100
@@ -442,7 +442,7 @@ def test_what_the_diagnosis_argues_against_and_the_budget_cuts_is_listed_not_tri
     assert [item.trial for item in record.chosen] == [False, False, True]
     assert record.chosen[-1].floor_s == 2.0 and record.chosen[-1].needed_s == 20
     assert [item.variant for item in record.not_tried] == ["tf32", "channels-last"]
-    assert {item.fit for item in record.not_tried} == {advice.ARGUED_AGAINST}
+    assert {item.fit for item in record.not_tried} == {fixchoice.ARGUED_AGAINST}
     # The advice of a run with that record names them, under the answer's notes.
     run.advise = replace(record, size=32, tried=2)
     lines = advice.advise_run(run).lines()
@@ -518,7 +518,7 @@ def test_advise_measures_compile_and_ranks_it_and_its_rows_pass_check(tmp_path: 
     stored = json.loads((run_dir / "run.json").read_text())
     variants = {item["cell"]["variant"] for item in stored["cells"]}
     assert {"as-written", "compiled"} <= variants
-    assert stored[advice.RUN_KEY]["size"] == 8
+    assert stored[advicenotes.RUN_KEY]["size"] == 8
     found = advice.advise_run(RunDocument.from_dict(stored))
     [cpu] = found.devices
     compiled = next(fix for fix in cpu.fixes if fix.variant == "compiled")
@@ -557,7 +557,7 @@ def test_a_budget_too_small_for_every_fix_runs_the_first_ranked_and_lists_the_re
     assert "compiled" not in ran and "as-written" in ran and len(ran) >= 3, ran
     assert record is not None
     [compiled] = [item for item in record.not_tried if item.variant == "compiled"]
-    assert compiled.fit == advice.AIMED and compiled.needed_s is not None
+    assert compiled.fit == fixchoice.AIMED and compiled.needed_s is not None
     assert compiled.needed_s > 60
     assert "compiled" not in {item.variant for item in record.chosen}
     assert stored.round_orders[0][0] == 0  # planned_cells[0]: the as-written cell, first
@@ -640,7 +640,7 @@ def test_a_batch_whose_profile_was_left_out_is_diagnosed_from_another_batch() ->
                                         cell("as-written", "cuda:0", {32: 1e-3},
                                              profile=left_out)]))
     [gpu] = [item for item in alone.devices if item.device == "cuda:0"]
-    assert gpu.diagnosis.kind == advice.UNPROFILED
+    assert gpu.diagnosis.kind == fixchoice.UNPROFILED
 
 
 # --- what follows the last worker, remembered per machine ------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from harness.analysis.crossover import Crossover
 from harness.audit import Audit, audit_summary
 from harness.core.units import format_size
 from harness.report import context as report_context
@@ -46,7 +47,7 @@ REWORDINGS = [
     (best_variant, "VS_BEST", "{best} is {ratio} quicker", " slower than "),
     (crossover, "GPU_HEADING", "### Devices", "### GPU vs CPU"),
     (crossover, "SPEEDUP_PHRASE", ", {ratio} the CPU's speed{where}", "(GPU/CPU speedup "),
-    (crossover.Crossover, "text", lambda verdict, sweep: f"<{verdict.kind} {sweep}" + (
+    (Crossover, "text", lambda verdict, sweep: f"<{verdict.kind} {sweep}" + (
         f" {format_size(verdict.size, sweep)}>" if verdict.size is not None else ">"),
      "faster at the one size measured"),
     (peak_share, "CEILINGS_HEADING", "### Rates", "### Throughput vs the machine's"),

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from harness.analysis import advice
+from harness.analysis import advice, fixchoice
 from harness.core import registry
 from harness.core.fixes import COST_COMPILE, fix
 from harness.data.adviserecord import AdviseRecord
@@ -49,10 +49,10 @@ def test_a_plugin_fix_is_a_variant_the_planner_accepts_and_advise_offers() -> No
     assert "fused-optimizer" not in advise_flow.candidate_variants(model, "torch", "cpu",
                                                                    "as-written")
     # A launch-bound diagnosis points at it; a compute-bound one argues against it.
-    assert advice.rank_candidates(["bf16", "fused-optimizer"], "cuda:0", "launch-bound") == \
+    assert fixchoice.rank_candidates(["bf16", "fused-optimizer"], "cuda:0", "launch-bound") == \
         ["fused-optimizer", "bf16"]
-    assert advice.candidate_fit("fused-optimizer", "cuda:0", "compute-bound") == \
-        advice.ARGUED_AGAINST
+    assert fixchoice.candidate_fit("fused-optimizer", "cuda:0", "compute-bound") == \
+        fixchoice.ARGUED_AGAINST
     # Its cost class prices it before it ran: the compile allowance on a GPU.
     baseline = advisebudget.Costs(10.0, 8.0, 2.0)
     assert advisebudget.candidate_costs(baseline, "torch", "cuda:0", "fused-optimizer") == \
@@ -73,4 +73,4 @@ def test_a_measured_plugin_fix_is_judged_and_explained_from_its_entry() -> None:
 
 def test_without_the_plugin_the_fix_is_unknown() -> None:
     assert "fused-optimizer" not in spec.spec_for_name("model-net").variants
-    assert advice.candidate_fit("fused-optimizer", "cuda:0", "launch-bound") == advice.UNSAID
+    assert fixchoice.candidate_fit("fused-optimizer", "cuda:0", "launch-bound") == fixchoice.UNSAID

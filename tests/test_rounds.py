@@ -139,7 +139,7 @@ def test_a_drift_between_rounds_larger_than_the_gap_is_within_the_noise() -> Non
 
 
 def test_the_gpu_vs_cpu_answer_is_judged_per_size_by_the_same_rule() -> None:
-    from harness.report.views.crossover import noise_phrase, size_verdicts
+    from harness.analysis.crossover import noise_phrase, size_verdicts
 
     def rows(medians: list[float], drift: float) -> pd.DataFrame:
         return pd.DataFrame({

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from harness.analysis import crossover as xo
 from harness.analysis import diff, plausibility
 from harness.analysis.casetable import CaseRow
 from harness.analysis.stats import check_text, implausibility, work_of
@@ -21,7 +22,6 @@ from harness.data.ceilings import HOST_LINK, MEMORY, Ceilings, DeviceCeiling, Pe
 from harness.data.results import RunDocument, sample_stats
 from harness.measure.devicetime import attribute, diagnose
 from harness.report import tables as t
-from harness.report.views import crossover as xo
 from harness.report.views import fastest as fx
 from harness.report.views import ratios as rx
 from tests.synthetic_runs import (

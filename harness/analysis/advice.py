@@ -22,26 +22,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.analysis.advicecase import diagnosis_at, diagnosis_of
-from harness.analysis.advicenotes import RUN_KEY, budget_notes
+from harness.analysis.advicecase import diagnosis_at
+from harness.analysis.advicenotes import budget_notes
 from harness.analysis.casetable import CaseRow, run_rows
 from harness.analysis.confidence import UNCONFIRMED, doubt, nothing_recommended, unconfirmed_line
 from harness.analysis.crossover import predict_curves
-from harness.analysis.fixchoice import (
-    AIMED,
-    ARGUED_AGAINST,
-    HOST_BOUND,
-    UNPROFILED,
-    UNSAID,
-    NotTried,
-    argued_against,
-    candidate_fit,
-    compose_variant,
-    conflict,
-    rank_candidates,
-    variant_parts,
-    why_line,
-)
+from harness.analysis.fixchoice import NotTried, compose_variant, conflict, variant_parts, why_line
 from harness.analysis.memoryfit import largest_batch_that_fits
 from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
 from harness.analysis.predict import Prediction, SweepPoint
@@ -52,11 +38,6 @@ from harness.data.ceilings import Ceilings
 from harness.data.results import RunDocument
 from harness.measure.devicetime import Diagnosis
 from harness.spec import Status
-
-# Names that moved to advicecase and fixchoice, still read from here by the CLI and tests.
-__all__ = ["AIMED", "ARGUED_AGAINST", "HOST_BOUND", "RUN_KEY", "UNPROFILED", "UNSAID",
-           "NotTried", "argued_against", "candidate_fit", "compose_variant", "diagnosis_at",
-           "diagnosis_of", "rank_candidates"]
 
 AS_WRITTEN = "as-written"
 NO_ANSWER = "no answer: the run has no as-written cell on both a CPU and a GPU"

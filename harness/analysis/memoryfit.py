@@ -336,8 +336,8 @@ def cell_fit(document: RunDocument, cell: CellResult, capacity_bytes: float | No
              label_variant: bool = False) -> MemoryFit:
     """One cell's fit: its points, line, capacity, largest batch and crossover."""
     on_gpu = device_kind(cell.device) == "gpu"
-    points = device_points(document.sweep, cell) if on_gpu else host_points(document.sweep, cell)
-    required = required_points(document.sweep, cell) if on_gpu else []
+    points = memory_points(document.sweep, cell, DEVICE_PEAK if on_gpu else HOST_CASE_FIGURE)
+    required = memory_points(document.sweep, cell, REQUIRED_CASE_FIGURE) if on_gpu else []
     basis = "required" if fit_line(required) is not None else "peak"
     if capacity_bytes is not None:
         capacity: float | None = capacity_bytes
@@ -377,38 +377,26 @@ def batch_of(sweep: str, case: CaseResult) -> float | None:
     return float(value) if value > 0 else None
 
 
-def device_points(sweep: str, cell: CellResult) -> list[MemoryPoint]:
-    """Each case's device peak (reserved where known, else allocated) at its batch size."""
-    points = []
-    for case in cell.cases:
-        batch, peak = batch_of(sweep, case), case.peak_device_bytes
-        if batch is not None and peak:
-            points.append(MemoryPoint(batch, float(peak)))
-    return points
+# memory_points' FIGURE for the device peak: the case's own field (reserved where known, else
+# allocated), not an extra.
+DEVICE_PEAK = "peak_device_bytes"
 
 
-def required_points(sweep: str, cell: CellResult) -> list[MemoryPoint]:
-    """Each case's memory its step must hold, where the worker measured it."""
+def memory_points(sweep: str, cell: CellResult, figure: str) -> list[MemoryPoint]:
+    """Each case's FIGURE in bytes at its batch size, where the case has a positive one: the
+    device peak (DEVICE_PEAK), the memory its step must hold (REQUIRED_CASE_FIGURE) or its own
+    host peak (HOST_CASE_FIGURE: none record one today), the last two case extras."""
     points = []
     for case in cell.cases:
-        batch, required = batch_of(sweep, case), case.extra.get(REQUIRED_CASE_FIGURE)
-        if batch is not None and isinstance(required, (int, float)) \
-                and not isinstance(required, bool) and required > 0:
-            points.append(MemoryPoint(batch, float(required)))
+        batch = batch_of(sweep, case)
+        value = case.peak_device_bytes if figure == DEVICE_PEAK else case.extra.get(figure)
+        if batch is not None and isinstance(value, (int, float)) \
+                and not isinstance(value, bool) and value > 0:
+            points.append(MemoryPoint(batch, float(value)))
     return points
 
 
 REQUIRED_FIGURE = "the memory each case's step must hold (measured tensor by tensor)"
-
-
-def host_points(sweep: str, cell: CellResult) -> list[MemoryPoint]:
-    """Each case's own host peak where the worker recorded one (none do today)."""
-    points = []
-    for case in cell.cases:
-        batch, peak = batch_of(sweep, case), case.extra.get(HOST_CASE_FIGURE)
-        if batch is not None and isinstance(peak, (int, float)) and peak > 0:
-            points.append(MemoryPoint(batch, float(peak)))
-    return points
 
 
 def device_figure(cell: CellResult) -> str:

@@ -27,7 +27,7 @@ class AdvisedCell(JsonRecord):
     framework: str = ""
     device: str = ""
     variant: str = ""
-    fit: str = field(default="", metadata=IF_SET)  # advice.AIMED, UNSAID, ARGUED_AGAINST
+    fit: str = field(default="", metadata=IF_SET)  # fixchoice.AIMED, UNSAID, ARGUED_AGAINST
     diagnosis: str = field(default="", metadata=IF_SET)
     estimate_s: float | None = field(default=None, metadata=IF_SET)
     trial: bool = field(default=False, metadata=IF_SET)

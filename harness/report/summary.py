@@ -22,6 +22,7 @@ from harness.analysis.noise import ONE_ROUND
 from harness.analysis.stats import overhead_line, run_overhead
 from harness.core.units import format_size
 from harness.report.figure import Figure, Line, carried, placed
+from harness.report.views import figure_link
 
 
 @dataclass(frozen=True)
@@ -255,12 +256,8 @@ def _params_text(experiment: Any) -> str:
 def _figure_links(experiment: Any, item: Shown, out_dir: Path) -> list[str]:
     lines = []
     for path in item.figures:
-        try:
-            link = path.relative_to(out_dir)
-        except ValueError:
-            link = path
         caption = item.view.caption_of(item.table) or item.view.name
-        lines += [f"![{experiment.name}: {caption}]({link.as_posix()})", ""]
+        lines += [f"![{experiment.name}: {caption}]({figure_link(path, out_dir)})", ""]
     return lines
 
 

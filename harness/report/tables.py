@@ -53,18 +53,14 @@ def gap_verdict(best: pd.Series, second: pd.Series) -> GapVerdict:
     return judge_gap(case_noise(best), case_noise(second))
 
 
-class _GapColumns(TypedDict):
+class GapSignificance(TypedDict):
+    """gap_significance's columns, spread into a view's table row."""
+
     judged: bool
     significant: bool
     held: int
     rounds: int
     noise: str
-
-
-class GapSignificance(_GapColumns, total=False):
-    """gap_significance's columns, spread into a view's table row (ranking drops noise_short,
-    so it is the one key that may be missing)."""
-
     noise_short: str
 
 
@@ -79,6 +75,17 @@ def gap_significance(best: pd.Series, second: pd.Series) -> GapSignificance:
     return {"judged": verdict.judged, "significant": verdict.significant,
             "held": verdict.held, "rounds": verdict.rounds, "noise": verdict.phrase(),
             "noise_short": verdict.short()}
+
+
+# What a headline size is chosen per (headline_sizes) and a table is joined to it on.
+HEADLINE_KEYS = ["experiment", "machine", "variant", "size_label"]
+
+
+def at_headline(table: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
+    """TABLE's rows at their (experiment, machine, variant)'s headline size."""
+    if table.empty:
+        return table
+    return table.merge(headline, on=HEADLINE_KEYS)
 
 
 def headline_sizes(stats: pd.DataFrame) -> pd.DataFrame:
@@ -102,7 +109,7 @@ def headline_sizes(stats: pd.DataFrame) -> pd.DataFrame:
                 rows.append({"experiment": experiment, "machine": machine, "variant": variant,
                              "size_label": size if size is not None
                              else _most_measured_size(own)})
-    return pd.DataFrame(rows, columns=["experiment", "machine", "variant", "size_label"])
+    return pd.DataFrame(rows, columns=HEADLINE_KEYS)
 
 
 def _most_measured_size(group: pd.DataFrame) -> str:

@@ -62,7 +62,7 @@ class Candidate:
     its place in that device's ranking, and its estimated cost."""
 
     cell: Cell
-    fit: str  # advice.AIMED, UNSAID, ARGUED_AGAINST
+    fit: str  # fixchoice.AIMED, UNSAID, ARGUED_AGAINST
     rank: int  # 0 = the first to measure on its device
     costs: Costs
     diagnosis: str

@@ -14,6 +14,7 @@ import pandas as pd
 from harness.core.units import format_size
 from harness.report.figure import MEDIAN, Figure, case_subject, ratio_figure, seconds_figure, versus
 from harness.report.summary import markdown_table
+from harness.report.tables import at_headline
 from harness.report.views import View
 
 # The view's words; the audit reads the figure records, never these (harness.audit.medians).
@@ -44,7 +45,7 @@ def variant_table(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (experiment, machine, framework, device), group in stats[stats["valid"]].groupby(
             ["experiment", "machine", "framework", "device"], sort=False):
-        at_size = group.merge(headline, on=["experiment", "machine", "variant", "size_label"])
+        at_size = at_headline(group, headline)
         if at_size["variant"].nunique() < 2 or at_size["size_label"].nunique() > 1:
             continue
         best = at_size.sort_values("median_s").iloc[0]

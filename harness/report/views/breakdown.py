@@ -30,7 +30,7 @@ from harness.report.figure import (
     seconds_figure,
     versus,
 )
-from harness.report.tables import sort_cells
+from harness.report.tables import at_headline, sort_cells
 from harness.report.views import View
 
 if TYPE_CHECKING:
@@ -72,8 +72,7 @@ def breakdown(stats: pd.DataFrame, headline: pd.DataFrame,
     and device; the cold
     extra is the first call minus a warm one (context creation, tracing, allocation).
     """
-    at_headline = stats.merge(headline, on=["experiment", "machine", "variant", "size_label"])
-    valid = at_headline[at_headline["valid"]].copy()
+    valid = at_headline(stats[stats["valid"]], headline).copy()
     valid["overhead_s"], valid["overhead_name"], valid["overhead_without"] = 0.0, "", ""
     for with_cost, without, name in overhead_pairs or []:
         reference = stats[stats["valid"] & (stats["variant"] == without)]

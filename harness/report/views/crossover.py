@@ -7,7 +7,7 @@ flat per-call cost) and the cold-start cost; the at-a-glance sentence per machin
 
 Every number here (verdicts, noise, predictions, flat GPU time) comes from
 harness.analysis.crossover, which run.json's stored predictions come from too; this module
-only phrases and draws them. The analysis names stay importable from here.
+only phrases and draws them.
 """
 
 from __future__ import annotations
@@ -18,22 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from harness.analysis.crossover import (
-    FLAT_TIME_GROWTH,
-    FLAT_WORK_GROWTH,
-    Crossover,
-    _flat_run,
-    crossovers,
-    find_crossover,
-    flat_time_below_crossover,
-    noise_phrase,
-    predict_curves,
-    predicted,
-    prediction_records,
-    size_verdicts,
-    sweep_points,
-    with_gpu_launches,
-)
+from harness.analysis.crossover import crossovers, flat_time_below_crossover
 from harness.core.units import device_kind, format_ratio, format_seconds, format_size
 from harness.data.casekey import CELL_COLUMNS
 from harness.data.ceilings import MEMORY, Ceilings
@@ -45,15 +30,6 @@ from harness.report.views import View
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-
-# Re-exported: callers and tests reach the analysis through this view's module as well.
-__all__ = [
-    "FLAT_TIME_GROWTH", "FLAT_WORK_GROWTH", "Crossover", "CrossoverView", "_flat_run",
-    "crossover_figure", "crossovers", "find_crossover", "flat_time_below_crossover",
-    "gpu_section", "machine_gpu_sentence", "noise_phrase", "predict_curves", "predicted",
-    "prediction_records", "size_verdicts", "sweep_points", "with_gpu_launches",
-]
-
 
 class CrossoverView(View):
     """When does the GPU win: the crossover verdicts, drawn and explained."""

@@ -27,9 +27,10 @@ from harness.data.ceilings import MEMORY, Ceilings
 from harness.data.serial import JsonValue
 from harness.measure.devicetime import attribute, diagnose
 from harness.report import style
-from harness.report.figure import MEDIAN, Figure, Line, case_subject, seconds_figure
-from harness.report.tables import sort_cells
-from harness.report.views import View
+from harness.report.figure import MEDIAN, Figure, case_subject, seconds_figure
+from harness.report.summary import markdown_table
+from harness.report.tables import at_headline, sort_cells
+from harness.report.views import View, figure_link
 from harness.report.views.crossover import COLD_FAMILY, COLD_IN_WARM
 
 DEVICE_NUMBERS = ("device_seconds", "device_copy_seconds", "kernels_per_call",
@@ -147,12 +148,6 @@ def _positive(value: Any) -> float | None:
     return float(value) if pd.notna(value) and value > 0 else None
 
 
-def at_headline(table: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
-    if table.empty:
-        return table
-    return table.merge(headline, on=["experiment", "machine", "variant", "size_label"])
-
-
 # --- best variant per device ------------------------------------------------------------------
 
 def best_variants(stats: pd.DataFrame) -> pd.DataFrame:
@@ -186,6 +181,8 @@ def attribution_figure(table: pd.DataFrame, title: str, unit: str, path: Path) -
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from harness.report.figures import save
+
     parts = [part for part in PART_LABELS if part in table and table[part].notna().any()]
     labels = [f"{row['framework']} {row['device']} {row['variant']} @ {row['size_label']}"
               for _, row in table.iterrows()]
@@ -211,7 +208,7 @@ def attribution_figure(table: pd.DataFrame, title: str, unit: str, path: Path) -
                    fontsize=10)
     axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.6 / len(labels) - 0.15),
                 ncol=2, fontsize="small", frameon=False)
-    return _save(figure, path)
+    return save(figure, path)
 
 
 def busy_sweep_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
@@ -227,6 +224,8 @@ def busy_sweep_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
     if not series:
         return None
     import matplotlib.pyplot as plt
+
+    from harness.report.figures import save
 
     figure, axis = plt.subplots(figsize=(8.0, 5.0))
     several_machines = gpu["machine"].nunique() > 1
@@ -245,15 +244,7 @@ def busy_sweep_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
     axis.set_title(f"{title}: wall vs device-busy time per {unit} (GPU cells)", fontsize=10)
     axis.grid(alpha=0.3, which="both")
     axis.legend(fontsize="x-small")
-    return _save(figure, path)
-
-
-def _save(figure: Any, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    figure.savefig(path, dpi=style.DPI, bbox_inches="tight", facecolor="white")
-    plt.close(figure)
-    return path
+    return save(figure, path)
 
 
 # --- summary.md -------------------------------------------------------------------------------
@@ -274,21 +265,21 @@ def section(name: str, table: pd.DataFrame, best: pd.DataFrame, unit: str,
     if table.empty:
         return []
     lines = [DEVICETIME_HEADING.format(name=name), "", EXPLANATION, ""]
-    lines += [f"![{kind}]({path.relative_to(out_dir).as_posix()})" for kind, path in
+    lines += [f"![{kind}]({figure_link(path, out_dir)})" for kind, path in
               figures.items()]
-    lines += ["", (f"| cell | size | wall / {unit} | busy / {unit} | busy share | copies | "
-                   f"device compute | host overhead | kernels / {unit} | cold / warm | "
-                   "diagnosis |"),
-              "|" + "---|" * 11]
+    records = []
     for _, row in table.iterrows():
-        figures_of_row = [seconds_figure(MEDIAN, "wall per step", row["wall_step_s"],
-                                         case_subject(name, row))]
+        records.append([seconds_figure(MEDIAN, "wall per step", row["wall_step_s"],
+                                       case_subject(name, row))])
         if pd.notna(row["cold_in_warm_calls"]):
-            figures_of_row.append(Figure(COLD_FAMILY, COLD_IN_WARM, row["cold_in_warm_calls"],
-                                         "x", _ratio(row["cold_in_warm_calls"]),
-                                         case_subject(name, row)))
-        lines.append(Line("| " + " | ".join(_row_cells(row)) + " |", figures_of_row))
-    return lines + [""] + _best_lines(name, best) + [""]
+            records[-1].append(Figure(COLD_FAMILY, COLD_IN_WARM, row["cold_in_warm_calls"],
+                                      "x", _ratio(row["cold_in_warm_calls"]),
+                                      case_subject(name, row)))
+    lines += [""] + markdown_table(
+        ["cell", "size", f"wall / {unit}", f"busy / {unit}", "busy share", "copies",
+         "device compute", "host overhead", f"kernels / {unit}", "cold / warm", "diagnosis"],
+        [_row_cells(row) for _, row in table.iterrows()], records)
+    return lines + _best_lines(name, best) + [""]
 
 
 # The section's words; the audit reads the records (harness.audit.medians, .coldstart and
@@ -322,22 +313,20 @@ def _ratio(value: Any) -> str:
 def _best_lines(experiment: str, best: pd.DataFrame) -> list[str]:
     if best.empty or "gpu_speedup" not in best:
         return []
-    lines = [BEST_INTRO, "",
-             ("| framework | size | CPU as written | CPU best | GPU as written | GPU best | "
-              "verdict |"), "|" + "---|" * 7]
+    rows, records = [], []
     for _, row in best[best["gpu_speedup"].notna()].iterrows():
         figures = _best_figures(experiment, row)
-        speedup = row["gpu_speedup"]
-        faster = figures[FASTER]
-        lines.append(Line(" | ".join([
-            f"| {row['framework']}", str(row["size_label"]),
-            figures["cpu", WRITTEN].text if ("cpu", WRITTEN) in figures else "-",
-            f"{figures['cpu', BEST].text} ({row['cpu_best_variant']})",
-            figures["gpu", WRITTEN].text if ("gpu", WRITTEN) in figures else "-",
-            f"{figures['gpu', BEST].text} ({row['gpu_best_variant']})",
-            f"{'GPU' if speedup >= 1 else 'CPU'} {faster.text}x faster"]) + " |",
-            figures.values()))
-    return lines
+        rows.append([row["framework"], str(row["size_label"]),
+                     figures["cpu", WRITTEN].text if ("cpu", WRITTEN) in figures else "-",
+                     f"{figures['cpu', BEST].text} ({row['cpu_best_variant']})",
+                     figures["gpu", WRITTEN].text if ("gpu", WRITTEN) in figures else "-",
+                     f"{figures['gpu', BEST].text} ({row['gpu_best_variant']})",
+                     f"{'GPU' if row['gpu_speedup'] >= 1 else 'CPU'} {figures[FASTER].text}x "
+                     "faster"])
+        records.append(list(figures.values()))
+    return [BEST_INTRO, ""] + markdown_table(
+        ["framework", "size", "CPU as written", "CPU best", "GPU as written", "GPU best",
+         "verdict"], rows, records)[:-1]
 
 
 def _best_figures(experiment: str, row: pd.Series) -> dict[Any, Figure]:

@@ -45,12 +45,6 @@ from harness.report.figure import Figure, Line, carried, versus
 from harness.report.views import REPORT, View
 from harness.spec import Status
 
-COLUMNS = ["run_id", "machine", "workload", "framework", "device", "variant", "size",
-           "status", "step_s", "window_step_s", "rounds", "noise", "energy_status",
-           "energy_reason", "j_per_step",
-           "j_per_step_above_idle", "idle_watts", "idle_remembered_from", "watts_mean",
-           "window_s", "counter",
-           "source", "host_j_per_step", "suspect"]
 EXPLANATION = (
     "Energy from the hardware's counters over the timed calls (or an energy pass of the same "
     "calls where the timed window was under 1 s): GPU cells read NVML's board energy counter, "
@@ -75,7 +69,7 @@ class EnergyView(View):
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        measured = table["j_per_step"].map(_known)
+        measured = table["j_per_step"].notna()
         return [EXPLANATION, "",
                 *[carried(f"- {line}", line) for line in gpu_vs_cpu_sentences(table)],
                 *[carried(f"- {line}", line) for _, row in table[measured].iterrows()
@@ -132,6 +126,9 @@ class EnergyRow(TypedDict):
     source: str
     host_j_per_step: float | None
     suspect: str
+
+
+COLUMNS = list(EnergyRow.__annotations__)  # the energy table's, in EnergyRow's order
 
 
 def energy_rows(document: RunDocument, machine: str) -> list[EnergyRow]:
@@ -200,10 +197,6 @@ def energy_table(documents: Sequence[RunDocument]) -> pd.DataFrame:
     return table[recorded].reset_index(drop=True) if recorded.any() else table.iloc[0:0]
 
 
-def _known(value: Any) -> bool:
-    return value is not None and not pd.isna(value)
-
-
 # The figures of the energy lines (family ENERGY_FAMILY, harness.audit.energy), by name. A
 # record's subject is its case in its run; a GPU-vs-CPU record's second case the CPU cell's
 # (harness.report.figure.versus), its WAY whether the GPU is faster / uses less energy.
@@ -238,7 +231,7 @@ def energy_figure(name: str, value: float, unit: str, text: str,
 def verdict(gpu: pd.Series, cpu: pd.Series) -> str:
     """'GPU 3.9x faster (beyond the noise, ...); 2.1x less energy per step (...)', or why the
     energy half is missing. The speed is judged by the one noise rule (IQRs and rounds)."""
-    if not (_known(gpu["step_s"]) and _known(cpu["step_s"])):
+    if not (pd.notna(gpu["step_s"]) and pd.notna(cpu["step_s"])):
         return ""
     pair = {**energy_subject(gpu), **versus(run=str(cpu["run_id"]), device=str(cpu["device"]))}
     speed = cpu["step_s"] / gpu["step_s"]
@@ -249,7 +242,7 @@ def verdict(gpu: pd.Series, cpu: pd.Series) -> str:
     gpu_noise, cpu_noise = _noise(gpu), _noise(cpu)
     if gpu_noise is not None and cpu_noise is not None:
         text += f" ({judge_gap(gpu_noise, cpu_noise).phrase()})"
-    if _known(gpu["j_per_step"]) and _known(cpu["j_per_step"]) and gpu["j_per_step"] > 0:
+    if pd.notna(gpu["j_per_step"]) and pd.notna(cpu["j_per_step"]) and gpu["j_per_step"] > 0:
         ratio = cpu["j_per_step"] / gpu["j_per_step"]
         less = "less" if ratio >= 1 else "more"
         shown += [energy_figure(ENERGY_RATIO, ratio if ratio >= 1 else 1 / ratio, "x",
@@ -263,7 +256,7 @@ def verdict(gpu: pd.Series, cpu: pd.Series) -> str:
                                      cpu=shown[3].text)
         return Line(text, shown)
     missing = [f"{kind} energy {row['energy_status']}: {row['energy_reason']}"
-               for kind, row in (("GPU", gpu), ("CPU", cpu)) if not _known(row["j_per_step"])]
+               for kind, row in (("GPU", gpu), ("CPU", cpu)) if pd.isna(row["j_per_step"])]
     return Line(text + "; " + "; ".join(missing), shown)
 
 
@@ -296,7 +289,7 @@ def case_line(row: pd.Series) -> str:
     """'<framework> cuda:0 <variant>, size 32: 0.41 ms and 62 mJ per step (...)'."""
     where = f"{row['workload']} {row['framework']} {row['device']} {row['variant']}, " \
             f"size {row['size']}"
-    if not _known(row["j_per_step"]):
+    if pd.isna(row["j_per_step"]):
         return (f"{where}: {format_seconds(row['step_s'])} per step; energy "
                 f"{row['energy_status']}: {row['energy_reason']}")
     # Joules, power and the time they imply come from one window, printed together; the
@@ -310,7 +303,7 @@ def case_line(row: pd.Series) -> str:
         text += ABOVE_IDLE_PHRASE.format(above=shown[ABOVE_IDLE], idle=shown[IDLE])
         if row.get("idle_remembered_from"):
             text += f", remembered from {row['idle_remembered_from']}"
-    pooled = ("median of all rounds' samples" if _known(row["rounds"]) and row["rounds"] > 1
+    pooled = ("median of all rounds' samples" if pd.notna(row["rounds"]) and row["rounds"] > 1
               else "median of the timed samples")
     text += TIMED_PHRASE.format(timed=shown.get(TIMED, "-"), pooled=pooled)
     if HOST_JOULES in shown:
@@ -322,21 +315,21 @@ def case_line(row: pd.Series) -> str:
 def case_figures(row: pd.Series) -> dict[str, Figure]:
     """The records of one measured case's energy line, by name."""
     subject = energy_subject(row)
-    window = row["window_step_s"] if _known(row["window_step_s"]) else row["step_s"]
+    window = row["window_step_s"] if pd.notna(row["window_step_s"]) else row["step_s"]
     printed = [(JOULES, row["j_per_step"], "J", format_joules(row["j_per_step"])),
                (POWER, row["watts_mean"], "W", f"{row['watts_mean']:.0f}"),
                (WINDOW_STEP, window, "s", format_seconds(window)),
                (WINDOW, row["window_s"], "s", digits(row["window_s"], 2)),
                (TIMED, row["step_s"], "s", format_seconds(row["step_s"]))]
-    if _known(row["j_per_step_above_idle"]):
+    if pd.notna(row["j_per_step_above_idle"]):
         printed += [(ABOVE_IDLE, row["j_per_step_above_idle"], "J",
                      format_joules(row["j_per_step_above_idle"])),
                     (IDLE, row["idle_watts"], "W", f"{row['idle_watts']:.0f}")]
-    if _known(row["host_j_per_step"]):
+    if pd.notna(row["host_j_per_step"]):
         printed.append((HOST_JOULES, row["host_j_per_step"], "J",
                         format_joules(row["host_j_per_step"])))
     return {name: energy_figure(name, value, unit, text, subject)
-            for name, value, unit, text in printed if _known(value)}
+            for name, value, unit, text in printed if pd.notna(value)}
 
 
 # EnergyRecord.source as the worker writes it (harness.measure.casewatch): the timed samples'
@@ -448,7 +441,7 @@ def console_lines(document: RunDocument) -> list[str]:
         return []
     cells = _cells(table)
     lines = [cell_energy_line(cell, cells, document.sweep) for cell in cells.values()
-             if cell["j_per_step"].map(_known).any()]
+             if cell["j_per_step"].notna().any()]
     if not lines and not _has_pairs(cells):
         return []  # e.g. a CPU-only run on a machine without RAPL: nothing to compare
     return lines + [f"energy: {kind} {status}: {reason}"
@@ -507,7 +500,7 @@ def _at_sizes(rows: pd.DataFrame, sweep: str) -> str:
 def _energy_ratio(gpu_joules: Any, cpu_joules: Any) -> str:
     """'1.34x less' (the GPU drew less per step), '1.39x more', or '-' where either is
     missing."""
-    if not (_known(gpu_joules) and _known(cpu_joules)) or gpu_joules <= 0 or cpu_joules <= 0:
+    if not (pd.notna(gpu_joules) and pd.notna(cpu_joules)) or gpu_joules <= 0 or cpu_joules <= 0:
         return "-"
     ratio = cpu_joules / gpu_joules
     return (f"{format_ratio(ratio)} less" if ratio >= 1 else f"{format_ratio(1 / ratio)} more")
@@ -520,7 +513,7 @@ def method_lines(document: RunDocument) -> list[str]:
     table = energy_table([document])
     if table.empty:
         return []
-    measured = table[table["j_per_step"].map(_known)]
+    measured = table[table["j_per_step"].notna()]
     clauses = {f"{key[1]} {key[3]}" + (f" {key[2]}" if measured["variant"].nunique() > 1
                                         else ""): _method_clauses(rows, document.sweep)
                for key, rows in _cells(measured).items()}
@@ -538,7 +531,7 @@ def _method_clauses(rows: pd.DataFrame, sweep: str) -> list[str]:
         return series(texts) + _at_sizes(rows, sweep)
 
     idle = [f"{row['idle_watts']:.0f} W" for _, row in rows.iterrows()
-            if _known(row["idle_watts"])]
+            if pd.notna(row["idle_watts"])]
     remembered = {str(row["idle_remembered_from"]) for _, row in rows.iterrows()
                   if row["idle_remembered_from"]}
     clauses = [per_size([str(counter) for counter in rows["counter"]]), "idle included",
@@ -550,7 +543,7 @@ def _method_clauses(rows: pd.DataFrame, sweep: str) -> list[str]:
         clauses.append(f"{above} per step above the {per_size(idle)} idle"
                        + (f" (remembered from {', '.join(sorted(remembered))})"
                           if remembered else ""))
-    if rows["host_j_per_step"].map(_known).any():
+    if rows["host_j_per_step"].notna().any():
         host = series([format_joules(value) for value in rows["host_j_per_step"]])
         clauses.append(f"host CPU packages {host} per step")
     return clauses
@@ -559,7 +552,7 @@ def _method_clauses(rows: pd.DataFrame, sweep: str) -> list[str]:
 def _unmeasured_reasons(table: pd.DataFrame) -> list[tuple[str, str, str]]:
     """(GPU or CPU, status, reason) of each counter that measured nothing, once each."""
     reasons: list[tuple[str, str, str]] = []
-    for _, row in table[~table["j_per_step"].map(_known)].iterrows():
+    for _, row in table[table["j_per_step"].isna()].iterrows():
         item = (device_kind(row["device"]).upper(), str(row["energy_status"]),
                 str(row["energy_reason"]))
         if item not in reasons:

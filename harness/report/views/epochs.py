@@ -30,7 +30,7 @@ from harness.report import style
 from harness.report.context import measured_values
 from harness.report.figure import Figure, Line, carried, case_subject
 from harness.report.summary import markdown_table
-from harness.report.tables import sort_cells
+from harness.report.tables import HEADLINE_KEYS, at_headline, sort_cells
 from harness.report.views import View
 
 if TYPE_CHECKING:
@@ -80,10 +80,8 @@ class EpochsAccuracyView(View):
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
         times, accuracy = split(table)
-        at_headline = accuracy.merge(context.headline,
-                                     on=["experiment", "machine", "variant", "size_label"])
         labels: EpochsLabels = {**view_labels(context), "call": context.call_name}
-        path = epochs_figure(times, at_headline, context.name, labels,
+        path = epochs_figure(times, at_headline(accuracy, context.headline), context.name, labels,
                              out_dir / f"{context.stem}-epochs.png", context.framework_colors)
         return [path] if path is not None else []
 
@@ -114,7 +112,7 @@ def epoch_times(prepared: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
     """
     rows = prepared[~prepared["cell_level"] & prepared["phase"].isin(["cold", "warm", "epoch"])
                     & (prepared["steps_per_call"] > 1) & (prepared["status"] == "ok")]
-    rows = rows.merge(headline, on=["experiment", "machine", "variant", "size_label"])
+    rows = rows.merge(headline, on=HEADLINE_KEYS)
     # A case timed in blocks of steps (harness.measure.blocks) keeps its whole epochs as
     # "epoch" rows (sample = epoch number); its warm rows are blocks, not epochs.
     blocked = rows.groupby(list(CASE_COLUMNS))["phase"].transform(

@@ -28,7 +28,7 @@ from harness.report.figure import (
     versus,
 )
 from harness.report.summary import markdown_table, size_phrase
-from harness.report.tables import MIN_SAMPLES_TO_JUDGE, gap_significance
+from harness.report.tables import MIN_SAMPLES_TO_JUDGE, at_headline, gap_significance
 from harness.report.views import View
 
 # The view's words; the audit reads the figure records, never these (harness.audit.medians).
@@ -54,17 +54,14 @@ class FastestView(View):
         return fastest_section(context, table)
 
     def glance(self, table: pd.DataFrame, context: Any) -> list[str]:
-        at_headline = table.merge(context.headline,
-                                  on=["experiment", "machine", "variant", "size_label"])
-        return [fastest_sentence(context, row) for _, row in at_headline.iterrows()]
+        return [fastest_sentence(context, row)
+                for _, row in at_headline(table, context.headline).iterrows()]
 
     def verdict(self, table: pd.DataFrame, context: Any) -> list[str]:
         """The glance sentences, a SUSPECT timing by its cell's name only: its reason (often a
         few hundred characters of contention) is in the warnings, said in full once."""
-        at_headline = table.merge(context.headline,
-                                  on=["experiment", "machine", "variant", "size_label"])
         return [fastest_sentence(context, row, reasons=False)
-                for _, row in at_headline.iterrows()]
+                for _, row in at_headline(table, context.headline).iterrows()]
 
 
 def fastest_by_size(stats: pd.DataFrame) -> pd.DataFrame:

@@ -18,11 +18,10 @@ import pandas as pd
 from harness.analysis.memoryfit import MemoryFit, batch_text, memory_fits, shown, two_digits
 from harness.core.units import format_bytes
 from harness.data.casekey import CELL_COLUMNS
-from harness.report import style
 from harness.report.figure import Figure, Line
 from harness.report.summary import markdown_table
 from harness.report.tables import sort_cells
-from harness.report.views import REPORT, View
+from harness.report.views import REPORT, View, figure_link
 
 # Each cell's peaks (family MEMORY_FAMILY, harness.audit.memory), named as its table's columns.
 MEMORY_FAMILY = "peak memory"
@@ -123,6 +122,8 @@ def memory_figure(table: pd.DataFrame, path: Path) -> Path | None:
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from harness.report.figures import save
+
     labels = [_cell_label(row) for _, row in table.iterrows()]
     shown = [c for c in MEMORY_COLUMNS if table[c].notna().any()]
     height = 0.8 / len(shown)
@@ -144,9 +145,7 @@ def memory_figure(table: pd.DataFrame, path: Path) -> Path | None:
     axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5 / len(labels) - 0.12),
                 ncol=len(shown), fontsize="small", frameon=False)
     axis.grid(axis="x", alpha=0.3)
-    figure.savefig(path, dpi=style.DPI, bbox_inches="tight", facecolor="white")
-    plt.close(figure)
-    return path
+    return save(figure, path)
 
 
 def _cell_label(row: pd.Series) -> str:
@@ -163,7 +162,7 @@ def memory_lines(table: pd.DataFrame, figure: Path | None, out_dir: Path) -> lis
                    "it, else allocated), largest case shown; '-' on CPU cells.")
     lines = [explanation, ""]
     if figure is not None:
-        lines += [f"![peak memory per cell]({figure.relative_to(out_dir).as_posix()})", ""]
+        lines += [f"![peak memory per cell]({figure_link(figure, out_dir)})", ""]
     rows, records = [], []
     for _, row in table.iterrows():
         subject = {name: str(row[name]) for name in CELL_COLUMNS}

@@ -26,6 +26,7 @@ from harness.report.summary import size_phrase
 from harness.report.tables import (
     MIN_SAMPLES_TO_JUDGE,
     GapSignificance,
+    at_headline,
     gap_significance,
 )
 from harness.report.views import View
@@ -63,18 +64,17 @@ def framework_ranking(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFra
     valid time, fastest first, with its time over the fastest and whether its gap to the one
     ranked just above it is beyond the noise (IQRs apart, judged from 3 samples each).
     """
-    keys = ["experiment", "machine", "variant", "size_label"]
-    at_headline = stats[stats["valid"]].merge(headline, on=keys)
     rows = []
-    for (experiment, machine, variant, device), group in at_headline.groupby(
+    for (experiment, machine, variant, device), group in at_headline(
+            stats[stats["valid"]], headline).groupby(
             ["experiment", "machine", "variant", "device"], sort=False):
         ranked = group.sort_values("median_s")
         fastest = ranked["median_s"].iloc[0]
         above = None
         for rank, (_, row) in enumerate(ranked.iterrows(), start=1):
             gap: GapSignificance = gap_significance(above, row) if above is not None else {
-                "judged": False, "significant": False, "held": 0, "rounds": 1, "noise": ""}
-            gap.pop("noise_short", None)
+                "judged": False, "significant": False, "held": 0, "rounds": 1, "noise": "",
+                "noise_short": ""}  # left out of the table by RANKING_COLUMNS
             rows.append({"experiment": experiment, "machine": machine, "variant": variant,
                          "device": device, "size_label": row["size_label"], "rank": rank,
                          "framework": row["framework"], "median_s": row["median_s"],

@@ -24,7 +24,8 @@ import pandas as pd
 from harness.core.units import device_kind, format_seconds
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.data.serial import JsonObject, JsonValue
-from harness.report.views import REPORT, View
+from harness.report.context import labels_of
+from harness.report.views import REPORT, View, figure_link
 from harness.spec import Status
 
 HINT = "scaling"
@@ -176,7 +177,7 @@ def _versus_one(group: pd.DataFrame) -> pd.DataFrame:
 
 
 def _percent(value: Any) -> str:
-    return "-" if value is None or pd.isna(value) else f"{value:.0%}"
+    return "-" if pd.isna(value) else f"{value:.0%}"
 
 
 def scaling_lines(table: pd.DataFrame) -> list[str]:
@@ -185,7 +186,7 @@ def scaling_lines(table: pd.DataFrame) -> list[str]:
     for _, row in table.iterrows():
         where = (f"{row['framework']} {row['device']} ({row['label']}), "
                  f"{row['processes']} process{'es' if row['processes'] != 1 else ''}")
-        if row["samples_per_s"] is None or pd.isna(row["samples_per_s"]):
+        if pd.isna(row["samples_per_s"]):
             lines.append(f"{where}: {row['status']}: {row['reason'] or 'no time'}")
             continue
         share = _percent(row["allreduce_share"])
@@ -198,14 +199,10 @@ def scaling_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _known(value: Any) -> bool:
-    return value is not None and not pd.isna(value)
-
-
 def efficiency_note(row: pd.Series) -> str:
     """Why an efficiency above 100% (or far below) is not a GPU scaling figure, or a flag."""
     efficiency = row.get("efficiency")
-    if row["processes"] == 1 or not _known(efficiency):
+    if row["processes"] == 1 or pd.isna(efficiency):
         return ""
     if FAR_BELOW <= efficiency <= ABOVE_IDEAL:
         return ""
@@ -214,22 +211,22 @@ def efficiency_note(row: pd.Series) -> str:
     if device_kind(str(row["device"])) == "cpu":
         return (f" (a host effect: CPU ranks share one machine's cores and memory bandwidth, "
                 f"so {how} compares thread layouts, not devices)")
-    if _known(busy) and busy < HOST_BOUND_BUSY:
+    if pd.notna(busy) and busy < HOST_BOUND_BUSY:
         return (f" (a host effect: the 1-process step kept its GPU busy {busy:.0%} of the "
                 "time, host-bound, so the step time is the host's launch path (CPU clocks, "
                 f"caches, threads per rank) and {how} says nothing about GPU scaling)")
-    if _known(busy):
+    if pd.notna(busy):
         return (f" (FLAGGED: {how} with a device-bound 1-process step (GPU busy {busy:.0%}): "
                 "check the runs)")
     return f" (FLAGGED: {how}; the 1-process step's device-busy share was not measured)"
 
 
 def _parity_text(row: pd.Series) -> str:
-    if row["accuracy"] is None or pd.isna(row["accuracy"]):
+    if pd.isna(row["accuracy"]):
         return ""
     text = f", test accuracy {row['accuracy']:.3f}"
     delta, bound = row["accuracy_vs_one"], row["parity_points"]
-    if row["processes"] != 1 and delta is not None and not pd.isna(delta):
+    if row["processes"] != 1 and pd.notna(delta):
         verdict = "parity" if bound is None or abs(delta) <= bound else "NO PARITY"
         text += f" ({delta:+.3f} vs 1 process: {verdict})"
     return text
@@ -243,7 +240,7 @@ def scaling_section(table: pd.DataFrame, figures: list[Path], out_dir: Path,
     share = (labels or {}).get("share_explanation")
     lines = [EXPLANATION + (f"; {share}" if share else "") + ".", ""]
     for path in figures:
-        lines += [f"![data-parallel scaling]({path.relative_to(out_dir).as_posix()})", ""]
+        lines += [f"![data-parallel scaling]({figure_link(path, out_dir)})", ""]
     return lines + [f"- {line}" for line in scaling_lines(table)]
 
 
@@ -256,6 +253,7 @@ def draw(table: pd.DataFrame, out_dir: Path, colors: Mapping[str, str]) -> list[
     import matplotlib.pyplot as plt  # after the backend is chosen
 
     from harness.report import style
+    from harness.report.figures import save
 
     written = []
     for workload, rows in table.groupby("workload", sort=False):
@@ -269,10 +267,7 @@ def draw(table: pd.DataFrame, out_dir: Path, colors: Mapping[str, str]) -> list[
                          style.framework_color(names["framework"], colors))
         _finish_axes(rate_axis, efficiency_axis, measured)
         figure.suptitle(f"{workload}: data-parallel scaling (same total data per epoch)")
-        path = out_dir / f"{workload}-{FIGURE_SUFFIX}.png"
-        figure.savefig(path, dpi=style.DPI, bbox_inches="tight", facecolor="white")
-        plt.close(figure)
-        written.append(path)
+        written.append(save(figure, out_dir / f"{workload}-{FIGURE_SUFFIX}.png"))
     return written
 
 
@@ -305,16 +300,6 @@ def _finish_axes(rate_axis: Any, efficiency_axis: Any, measured: pd.DataFrame) -
     efficiency_axis.legend(fontsize=7, loc="lower left")
 
 
-def _stored_labels(documents: Sequence[RunDocument]) -> JsonObject:
-    """This view's labels as the first run stored them in its hints ({} when none did)."""
-    for document in documents:
-        by_view = document.hints.get("view_labels") or {}
-        labels = by_view.get(ScalingView.name) if isinstance(by_view, dict) else None
-        if labels and isinstance(labels, dict):
-            return dict(labels)
-    return {}
-
-
 def _series_params(labels: JsonObject) -> list[str]:
     """The `series_params` label: the parameters that name a series ([] = all of them)."""
     names = labels.get("series_params") or ()
@@ -323,5 +308,5 @@ def _series_params(labels: JsonObject) -> list[str]:
 
 def console_lines(document: RunDocument) -> list[str]:
     """The scaling sentences of one run document, for the CLI after its table."""
-    table = scaling_table([document], _series_params(_stored_labels([document])))
+    table = scaling_table([document], _series_params(labels_of(document.hints, ScalingView.name)))
     return scaling_lines(table) if not table.empty else []
