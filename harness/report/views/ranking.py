@@ -62,7 +62,7 @@ RANKING_COLUMNS = ["experiment", "machine", "variant", "device", "size_label", "
 def framework_ranking(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
     """Per experiment, machine, variant and device, at the headline size: every framework with a
     valid time, fastest first, with its time over the fastest and whether its gap to the one
-    ranked just above it is beyond the noise (IQRs apart, judged from 3 samples each).
+    ranked just above it is beyond the noise (IQRs apart, each judged from at least 3 samples).
     """
     rows = []
     for (experiment, machine, variant, device), group in at_headline(
@@ -93,8 +93,8 @@ def framework_verdict_section(context: Any, ranking: pd.DataFrame) -> list[str]:
     lines = [RANKING_HEADING, "",
              ("Fastest first, at the headline size, same variant and device; each gap is "
               "judged against the framework ranked just above: beyond the noise when the IQRs "
-              f"(from {MIN_SAMPLES_TO_JUDGE} samples each) and the ranges of the round medians "
-              "are both apart."), ""]
+              f"(from at least {MIN_SAMPLES_TO_JUDGE} samples each) and the ranges of the round "
+              "medians are both apart."), ""]
     for (machine, variant, device), group in ranking.groupby(
             ["machine", "variant", "device"], sort=False):
         where = f"{machine}, " if several_machines else ""
