@@ -23,7 +23,6 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.noise import CaseNoise
-from harness.analysis.predict import SweepPoint
 from harness.core.units import device_kind
 from harness.data import fields, store
 from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey
@@ -337,16 +336,6 @@ class CaseRow:
     def noise(self) -> CaseNoise:
         """The case as the one noise rule reads it (harness.analysis.noise)."""
         return CaseNoise(self.median_s, self.q1_s, self.q3_s, self.samples, self.medians_by_round)
-
-    def sweep_point(self) -> SweepPoint:
-        """The case as the crossover predictor reads it: per call (FLOPs, launches and
-        device-busy time are counted per call); ValueError for a case with no numeric size."""
-        if self.size_value is None:
-            raise ValueError(f"{self.key}: no numeric size, no point of a sweep")
-        return SweepPoint(size=self.size_value, seconds=self.call_median_s, flops=self.flops,
-                          nbytes=self.nbytes, launches=self.launches_per_call,
-                          busy_seconds=self.device_seconds, steps=self.steps_per_call,
-                          noisy=self.noisy, suspect=bool(self.suspect))
 
 
 def case_rows(stats: pd.DataFrame) -> dict[CaseKey, CaseRow]:
