@@ -14,6 +14,7 @@ import pytest
 
 from harness.analysis import casetable
 from harness.analysis.crossover import run_predictions
+from harness.analysis.predict import size_of
 from harness.data import store
 from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey, keys_of
 from harness.data.measurements import measurements_of_rows, read_measurements
@@ -92,15 +93,14 @@ def test_the_case_table_rows_typed_are_keyed_by_their_case(gpu_run: Path) -> Non
             if case.samples and case.status.value == "ok":
                 assert row.valid and row.median_s == case.stats.median
                 assert row.noise.median == row.median_s and row.noise.samples == row.samples
-                assert row.sweep_point().size == case.case["n"]
+                assert size_of(row) == case.case["n"]
     invalid = rows[CaseKey("matmul", GPU_MACHINE, "fp32", "tensorflow", "cuda:0", "4096")]
     assert invalid.status == "invalid" and not invalid.valid and invalid.reason
     assert invalid.flops == 2 * 4096**3  # synthetic_runs.matmul_work's count
-    assert dataclasses.replace(invalid, flops=None).sweep_point().flops is None
     never_timed = casetable.CaseRow.of({"variant": "fp32", "status": "error", "flops": 0})
     assert math.isnan(never_timed.median_s) and never_timed.flops is None  # 0: not counted
     with pytest.raises(ValueError):
-        never_timed.sweep_point()  # no size: no point of a sweep
+        size_of(never_timed)  # no size: no point of a sweep
 
 
 def test_the_rows_advise_reads_are_the_case_tables_with_what_its_csv_cannot_carry(

@@ -9,13 +9,14 @@ power over the real clock, and a RAPL powercap folder written here.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 
+from harness.analysis.casetable import CaseRow
+from harness.data.records import CaseEnergy, EnergyRecord
 from harness.measure import edgepass, energy, energycounters
 from harness.measure.casewatch import QUICK_REASON, CaseWatch
 from harness.measure.timing import TimingPolicy, autorange
@@ -62,16 +63,11 @@ def timed(watch: CaseWatch, step: CountedStep, seconds: float) -> float:
 
 def line(record: dict[str, Any]) -> str:
     """The report's energy line of a GPU case with this record."""
-    steps = record["steps_per_call"]
-    return case_line(pd.Series({
-        "workload": "matmul", "framework": "torch", "device": "cuda:0", "variant": "fp32",
-        "size": "64", "j_per_step": record["joules_per_step"],
-        "window_step_s": record["window_s"] / record["calls"] / steps,
-        "step_s": record["window_s"] / record["calls"] / steps,
-        "watts_mean": record["watts_mean"], "window_s": record["window_s"],
-        "counter": record["counter"], "source": record["source"],
-        "j_per_step_above_idle": None, "idle_watts": None, "rounds": 1,
-        "host_j_per_step": None, "suspect": ""}))
+    step = record["window_s"] / record["calls"] / record["steps_per_call"]
+    row = CaseRow.of({"workload": "matmul", "framework": "torch", "device": "cuda:0",
+                      "variant": "fp32", "size_label": "64", "status": "ok", "valid": True,
+                      "median_s": step, "samples": 3})
+    return case_line(replace(row, energy=CaseEnergy(device=EnergyRecord.from_dict(record))))
 
 
 def test_timed_samples_long_enough_give_the_figure_without_another_call() -> None:

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from harness.analysis.casetable import CaseRow
 from harness.analysis.predict import (
-    SweepPoint,
     fit_device,
     fit_power_law,
     held_out_error,
@@ -17,15 +17,25 @@ from harness.analysis.predict import (
 SIZES = [1, 2, 4, 8, 16]
 
 
-def cpu_linear(size: float) -> SweepPoint:
+def point(size: float, seconds: float, flops: float | None = None,
+          launches: float | None = None, busy_seconds: float | None = None,
+          steps: float | None = None, noisy: bool = False, suspect: bool = False) -> CaseRow:
+    """One measured size of a device's curve: the case-table row the predictor reads."""
+    return CaseRow.of({"status": "ok", "valid": True, "samples": 1, "size_value": size,
+                       "call_median_s": seconds, "flops": flops, "launches_per_call": launches,
+                       "device_seconds": busy_seconds, "steps_per_call": steps, "noisy": noisy,
+                       "suspect": "contended" if suspect else ""})
+
+
+def cpu_linear(size: float) -> CaseRow:
     """1 us fixed, 1,000 FLOPs per unit of size at 1 GFLOP/s."""
-    return SweepPoint(size, 1e-6 + size * 1e3 / 1e9, flops=size * 1e3)
+    return point(size, 1e-6 + size * 1e3 / 1e9, flops=size * 1e3)
 
 
-def gpu_launch_bound(size: float) -> SweepPoint:
+def gpu_launch_bound(size: float) -> CaseRow:
     """10 launches of 10 us on the host, the work at 100 GFLOP/s on the device."""
     busy = size * 1e3 / 1e11
-    return SweepPoint(size, 10 * 10e-6 + busy, flops=size * 1e3, launches=10, busy_seconds=busy)
+    return point(size, 10 * 10e-6 + busy, flops=size * 1e3, launches=10, busy_seconds=busy)
 
 
 def test_a_linear_cpu_and_a_launch_bound_gpu_cross_where_the_algebra_says() -> None:
@@ -56,8 +66,8 @@ def test_the_fitted_constants_are_the_measured_ones() -> None:
 
 
 def test_parallel_curves_predict_no_crossover_and_say_why() -> None:
-    cpu = [SweepPoint(s, 1e-5 + s * 1e-6, flops=s * 1e3) for s in SIZES]
-    gpu = [SweepPoint(s, 2e-5 + s * 2e-6, flops=s * 1e3) for s in SIZES]
+    cpu = [point(s, 1e-5 + s * 1e-6, flops=s * 1e3) for s in SIZES]
+    gpu = [point(s, 2e-5 + s * 2e-6, flops=s * 1e3) for s in SIZES]
     prediction = predict(cpu, gpu)
     assert prediction.kind == "cpu-always" and prediction.size is None
     assert "no crossover up to batch 16,000" in prediction.text("batch")
@@ -68,14 +78,14 @@ def test_work_that_grows_faster_than_the_launches_crosses_later() -> None:
     """Seed 000's shape: one backward pass per output (launches ~ batch), each over the whole
     batch (work ~ batch^2). CPU: 20 us per pass + 1 GFLOP/s; GPU: 5 launches of 10 us per pass
     + 1 TFLOP/s. Equal where 400b * 20e-6 + 1e3 b^2/1e9 = 400b * 50e-6 + 1e3 b^2/1e12."""
-    def cpu(b: float) -> SweepPoint:  # its op count is its GPU twin's launch count
-        return SweepPoint(b, 400 * b * 5 * 4e-6 + 1e3 * b * b / 1e9, flops=1e3 * b * b,
-                          launches=400 * b * 5)
+    def cpu(b: float) -> CaseRow:  # its op count is its GPU twin's launch count
+        return point(b, 400 * b * 5 * 4e-6 + 1e3 * b * b / 1e9, flops=1e3 * b * b,
+                     launches=400 * b * 5)
 
-    def gpu(b: float) -> SweepPoint:
+    def gpu(b: float) -> CaseRow:
         busy = 1e3 * b * b / 1e12
-        return SweepPoint(b, 400 * b * 5 * 10e-6 + busy, flops=1e3 * b * b,
-                          launches=400 * b * 5, busy_seconds=busy)
+        return point(b, 400 * b * 5 * 10e-6 + busy, flops=1e3 * b * b,
+                     launches=400 * b * 5, busy_seconds=busy)
 
     batches = [10, 20, 50, 100, 200]
     prediction = predict([cpu(b) for b in batches], [gpu(b) for b in batches])
@@ -94,10 +104,10 @@ def test_work_that_grows_faster_than_the_launches_crosses_later() -> None:
 
 def test_a_noisy_or_suspect_sweep_is_labelled() -> None:
     cpu = [cpu_linear(s) for s in SIZES]
-    cpu[2] = SweepPoint(4, cpu[2].seconds, flops=cpu[2].flops, noisy=True)
+    cpu[2] = point(4, cpu[2].call_median_s, flops=cpu[2].flops, noisy=True)
     gpu = [gpu_launch_bound(s) for s in SIZES]
-    gpu[4] = SweepPoint(16, gpu[4].seconds, flops=16e3, launches=10,
-                        busy_seconds=gpu[4].busy_seconds, suspect=True)
+    gpu[4] = point(16, gpu[4].call_median_s, flops=16e3, launches=10,
+                   busy_seconds=gpu[4].device_seconds, suspect=True)
     text = predict(cpu, gpu).text("n")
     assert "fitted on noisy cpu points (4)" in text
     assert "fitted on SUSPECT gpu points (16)" in text
@@ -106,7 +116,7 @@ def test_a_noisy_or_suspect_sweep_is_labelled() -> None:
 def test_the_held_out_error_is_measured_on_the_largest_size() -> None:
     points = [cpu_linear(s) for s in SIZES]
     # The largest point twice as slow as the line through the others: predicted 50% too fast.
-    points[-1] = SweepPoint(16, 2 * points[-1].seconds, flops=16e3)
+    points[-1] = point(16, 2 * points[-1].call_median_s, flops=16e3)
     assert held_out_error("cpu", points) == pytest.approx(-0.5, rel=1e-6)
     assert held_out_error("cpu", points[:2]) is None
     assert "held-out error not measured" in predict(points[:2], [
@@ -114,8 +124,8 @@ def test_the_held_out_error_is_measured_on_the_largest_size() -> None:
 
 
 def test_without_flop_counts_the_size_is_the_work_and_it_says_so() -> None:
-    cpu = [SweepPoint(s, 1e-6 + s * 1e-6) for s in SIZES]
-    gpu = [SweepPoint(s, 1e-4 + s * 1e-8) for s in SIZES]
+    cpu = [point(s, 1e-6 + s * 1e-6) for s in SIZES]
+    gpu = [point(s, 1e-4 + s * 1e-8) for s in SIZES]
     prediction = predict(cpu, gpu)
     assert prediction.size == pytest.approx(100, rel=0.01)
     assert "cpu work taken as the size (no FLOP count)" in prediction.text("n")
@@ -159,10 +169,10 @@ def test_the_report_predicts_stores_and_draws_the_crossover(tmp_path) -> None:
     assert (run_dir / "matmul-crossover.png").exists()
 
 
-def mnist_epoch(batch: float, per_step_s: float, flop_rate: float) -> SweepPoint:
+def mnist_epoch(batch: float, per_step_s: float, flop_rate: float) -> CaseRow:
     """One epoch of 60,000 samples: 60,000 / batch steps, the same 3.6e10 FLOPs at any batch."""
     steps = 60_000 / batch
-    return SweepPoint(batch, steps * per_step_s + 3.6e10 / flop_rate, flops=3.6e10, steps=steps)
+    return point(batch, steps * per_step_s + 3.6e10 / flop_rate, flops=3.6e10, steps=steps)
 
 
 def test_an_epoch_per_call_is_fitted_per_step_and_crosses_where_the_algebra_says() -> None:
@@ -180,7 +190,7 @@ def test_an_epoch_per_call_is_fitted_per_step_and_crosses_where_the_algebra_says
     assert fitted is not None and fitted.counted == "steps"
     assert fitted.per_launch_s == pytest.approx(100e-6, rel=1e-6)
     # The same steps at every size (a call of one step) are no count: nothing to fit them on.
-    single = fit_device("cpu", [SweepPoint(b, 1e-3 + b * 1e-6, flops=b, steps=1.0)
+    single = fit_device("cpu", [point(b, 1e-3 + b * 1e-6, flops=b, steps=1.0)
                                 for b in batches])
     assert single is not None and single.launches is None
 
@@ -192,10 +202,10 @@ def test_a_rate_that_falls_with_the_size_is_taken_from_the_last_step() -> None:
     averaged over the upper half misses it by more."""
     sizes = [8, 32, 128, 512, 2048]
 
-    def falling(size: float) -> SweepPoint:
+    def falling(size: float) -> CaseRow:
         work = size * 1e7
         rate = 150e9 * 0.9 ** math.log(size / 8, 4)
-        return SweepPoint(size, 1e-3 + work / rate, flops=work)
+        return point(size, 1e-3 + work / rate, flops=work)
 
     points = [falling(size) for size in sizes]
     error = held_out_error("cpu", points)
@@ -204,4 +214,4 @@ def test_a_rate_that_falls_with_the_size_is_taken_from_the_last_step() -> None:
     assert model is not None
     # The rate the model carries forward is the one between 128 and 512, not the average.
     assert 1 / model.seconds_per_work == pytest.approx(
-        (512e7 - 128e7) / (points[3].seconds - points[2].seconds), rel=1e-6)
+        (512e7 - 128e7) / (points[3].call_median_s - points[2].call_median_s), rel=1e-6)

@@ -31,7 +31,7 @@ def case(device: str, seconds_per_epoch: float, joules_per_step: float | None,
         extra["gpu_state"] = {"status": "ok", "suspect": suspect, "before": {}, "after": {},
                               "while_timed": {"polls": 3, "throttle_reasons": {}}}
     return {"case": {"batch_size": 32}, "status": "ok", "samples": [seconds_per_epoch] * 3,
-            "extra": extra}
+            "cold_seconds": seconds_per_epoch, "extra": extra}
 
 
 def document(cases: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -49,7 +49,7 @@ def typed(runs: list[dict[str, Any]]) -> list[RunDocument]:
 def case_lines(run: dict[str, Any]) -> list[str]:
     """summary.md's energy line of each measured case of RUN (how it was measured included)."""
     table = view.energy_table(typed([run]))
-    return [view.case_line(row) for _, row in table.iterrows()]
+    return [view.case_line(row) for row in table]
 
 
 def summary(tmp_path: Path, runs: list[dict[str, Any]]) -> str:
@@ -67,8 +67,8 @@ def test_verdict_says_time_and_energy_per_step(tmp_path: Path) -> None:
     runs = [document({"cuda:0": case("cuda:0", 0.1, 0.5), "cpu": case("cpu", 0.4, 1.0)})]
     table = view.energy_table(typed(runs))
     assert len(table) == 2
-    gpu = table[table["device"] == "cuda:0"].iloc[0]
-    assert gpu["step_s"] == 0.001 and gpu["j_per_step"] == 0.5
+    gpu = next(row for row in table if row.device == "cuda:0")
+    assert view.step_s(gpu) == 0.001 and view.joules(gpu) == 0.5
     lines = view.gpu_vs_cpu_sentences(table)
     assert lines == ["mnist-small torch preloaded, size 32 (box): cuda:0 vs cpu: GPU 4x faster "
                      "(beyond the noise (one round: run-to-run drift not measured)); 2x less "
@@ -95,7 +95,7 @@ def test_missing_cpu_energy_keeps_the_speed_verdict_and_says_why() -> None:
 def test_runs_without_energy_records_add_no_section(tmp_path: Path) -> None:
     bare = document({"cpu": {"case": {"batch_size": 32}, "status": "ok", "samples": [0.1],
                              "extra": {}}})
-    assert view.energy_table(typed([bare])).empty
+    assert view.energy_table(typed([bare])) == []
     text = summary(tmp_path, [bare])
     assert "## Energy per step" not in text and "## GPU state per case" not in text
     assert view.console_lines(as_run_document(bare)) == []

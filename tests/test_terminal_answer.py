@@ -150,7 +150,7 @@ def test_every_figure_the_long_lines_carried_is_in_summary_md(model_run: Path) -
     document = load_run(model_run)
     table = energy_view.energy_table([document])
     long_lines = [*energy_view.gpu_vs_cpu_sentences(table),
-                  *(energy_view.case_line(row) for _, row in table.iterrows()),
+                  *(energy_view.case_line(row) for row in table),
                   *(fit.line() for fit in memory_fits(document))]
     assert len(long_lines) == 3 + 6 + 2
     missing = [line for line in long_lines if line not in summary]

@@ -30,7 +30,7 @@ from harness.analysis.crossover import predict_curves
 from harness.analysis.fixchoice import NotTried, compose_variant, conflict, variant_parts, why_line
 from harness.analysis.memoryfit import largest_batch_that_fits
 from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
-from harness.analysis.predict import Prediction, SweepPoint
+from harness.analysis.predict import Prediction, size_of
 from harness.analysis.sensitivity import figures_sentence
 from harness.core.units import device_kind, format_ratio, format_seconds, format_size
 from harness.data.adviserecord import AdvisedCell, AdviseRecord
@@ -334,12 +334,12 @@ class Answer:
 
 
 def sweep_points(cases: list[CaseRow], framework: str, device: str,
-                 variant: str) -> list[SweepPoint]:
-    """One configuration's measured sizes as the crossover predictor reads them, per call."""
-    points = [case.sweep_point() for case in cases
+                 variant: str) -> list[CaseRow]:
+    """One configuration's timed sizes as the crossover predictor reads them, by size."""
+    points = [case for case in cases
               if (case.framework, case.device, case.variant) == (framework, device, variant)
               and case.timed and case.size_value is not None]
-    return sorted(points, key=lambda point: point.size)
+    return sorted(points, key=size_of)
 
 
 def answer(cpu: DeviceAdvice | None, gpu: DeviceAdvice | None, cases: list[CaseRow],

@@ -23,11 +23,11 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.noise import CaseNoise
-from harness.analysis.predict import SweepPoint
 from harness.core.units import device_kind
 from harness.data import fields, store
 from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey
 from harness.data.measurements import measurements_of_rows, with_run
+from harness.data.records import CaseEnergy
 from harness.data.results import NOISY_IQR_FRACTION, CaseResult, RunDocument, sample_stats
 from harness.data.serial import JsonObject, JsonValue
 from harness.spec import Status, worst_status_name
@@ -269,12 +269,14 @@ class CaseRow:
     # where a second count of the same call disagrees ('' = nowhere): gflops is disputed.
     flops_gaps: str = ""
     flops_disputed: str = ""
+    run_id: str = ""  # the run whose samples the row holds (the latest one that measured it)
     # What the table's CSV columns cannot carry, from the run's document (run_rows): the swept
     # value as run.json holds it, the check, the device-busy pass per call (or {"reason":
     # ...}), the cell's status (a worker stopped from outside, by the budget's deadline,
     # --timeout or a signal, leaves a timeout or interrupted cell whose finished cases read
-    # ok), peak host RSS of the cell's worker and device memory of this case, and the
-    # declared per-case values the CLI shows (harness.data.fields), by field name.
+    # ok), peak host RSS of the cell's worker and device memory of this case, the declared
+    # per-case values the CLI shows (harness.data.fields), by field name, the energy records
+    # and what the GPU's state made suspect (harness.data.records).
     size: JsonValue = None
     check: dict[str, Any] | None = None
     profile: dict[str, Any] | None = None
@@ -282,6 +284,8 @@ class CaseRow:
     peak_host_bytes: int | None = None
     peak_device_bytes: int | None = None
     extras: JsonObject = field(default_factory=dict)
+    energy: CaseEnergy | None = None
+    gpu_suspect: str = ""
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> CaseRow:
@@ -303,7 +307,7 @@ class CaseRow:
             suspect=_text(row.get("suspect")), cold_call_s=_count(row.get("cold_call_s")),
             call_iqr_s=_seconds(row.get("call_q3_s")) - _seconds(row.get("call_q1_s")),
             flops_gaps=_text(row.get("flops_gaps")),
-            flops_disputed=_text(row.get("flops_disputed")))
+            flops_disputed=_text(row.get("flops_disputed")), run_id=_text(row.get("run_id")))
 
     @property
     def gflops(self) -> float | None:
@@ -337,16 +341,6 @@ class CaseRow:
     def noise(self) -> CaseNoise:
         """The case as the one noise rule reads it (harness.analysis.noise)."""
         return CaseNoise(self.median_s, self.q1_s, self.q3_s, self.samples, self.medians_by_round)
-
-    def sweep_point(self) -> SweepPoint:
-        """The case as the crossover predictor reads it: per call (FLOPs, launches and
-        device-busy time are counted per call); ValueError for a case with no numeric size."""
-        if self.size_value is None:
-            raise ValueError(f"{self.key}: no numeric size, no point of a sweep")
-        return SweepPoint(size=self.size_value, seconds=self.call_median_s, flops=self.flops,
-                          nbytes=self.nbytes, launches=self.launches_per_call,
-                          busy_seconds=self.device_seconds, steps=self.steps_per_call,
-                          noisy=self.noisy, suspect=bool(self.suspect))
 
 
 def case_rows(stats: pd.DataFrame) -> dict[CaseKey, CaseRow]:
@@ -389,12 +383,14 @@ def run_rows(document: RunDocument, work: WorkOf | None = None,
         for case in cell.cases:
             key = CaseKey.in_run(document, cell, case)
             row = by_case.get(key.without("experiment")) or replace(
-                bare, key=key, status=case.status.value)
+                bare, key=key, status=case.status.value, run_id=document.run_id)
+            state = case.gpu_state
             found.append(replace(
                 row, reason=case.reason or cell.reason, size=case.case.get(document.sweep),
                 check=case.check, profile=case.device_profile, cell_status=cell.status.value,
                 peak_host_bytes=cell.peak_host_memory_bytes,
-                peak_device_bytes=case.peak_device_bytes, extras=fields.cli_values(cell, case)))
+                peak_device_bytes=case.peak_device_bytes, extras=fields.cli_values(cell, case),
+                energy=case.energy, gpu_suspect=state.suspect if state is not None else ""))
         if not cell.cases or (stopped_rows and cell.stopped_short):
             found.append(replace(bare, cell_status=cell.status.value))
     return found

@@ -21,7 +21,7 @@ import pandas as pd
 from harness.analysis import casetable
 from harness.analysis.casetable import CaseRow, first_text
 from harness.analysis.noise import ONE_ROUND, CaseNoise, GapVerdict, judge_gap
-from harness.analysis.predict import Prediction, SweepPoint, predict
+from harness.analysis.predict import Prediction, predict
 from harness.core.units import format_size
 from harness.data.results import RunDocument
 from harness.data.serial import JsonValue
@@ -215,11 +215,10 @@ def noise_phrase(verdicts: list[GapVerdict]) -> str:
 
 # --- the predicted crossover (harness.analysis.predict) -----------------------------------------
 
-def sweep_points(cases: pd.DataFrame) -> list[SweepPoint]:
-    """One device's measured curve as the predictor reads it: per call, valid sizes only
-    (casetable.CaseRow.sweep_point)."""
+def sweep_points(cases: pd.DataFrame) -> list[CaseRow]:
+    """One device's measured curve as the predictor reads it: its valid sizes' rows, by size."""
     valid = cases[cases["valid"] & cases["size_value"].notna()].sort_values("size_value")
-    return [CaseRow.of(record).sweep_point() for record in valid.to_dict("records")]
+    return [CaseRow.of(record) for record in valid.to_dict("records")]
 
 
 def predicted(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> Prediction | None:
@@ -230,21 +229,22 @@ def predicted(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> Prediction | No
     return predict_curves(cpu_points, gpu_points)
 
 
-def predict_curves(cpu_points: list[SweepPoint], gpu_points: list[SweepPoint]) -> Prediction:
+def predict_curves(cpu_points: list[CaseRow], gpu_points: list[CaseRow]) -> Prediction:
     """harness.analysis.predict.predict, the CPU's points given the GPU's launch counts."""
     return predict(with_gpu_launches(cpu_points, gpu_points), gpu_points)
 
 
-def with_gpu_launches(cpu_points: list[SweepPoint],
-                      gpu_points: list[SweepPoint]) -> list[SweepPoint]:
+def with_gpu_launches(cpu_points: list[CaseRow], gpu_points: list[CaseRow]) -> list[CaseRow]:
     """The CPU's points, each with the GPU's launch count at its size where every size has one.
 
     The same program dispatches the same ops on either device: the GPU profile's launch count
     is the CPU cell's op count too (eager frameworks pay a dispatch per op there).
     """
-    launches = {point.size: point.launches for point in gpu_points if point.launches}
-    if all(point.size in launches for point in cpu_points):
-        return [replace(point, launches=launches[point.size]) for point in cpu_points]
+    launches = {point.size_value: point.launches_per_call for point in gpu_points
+                if point.launches_per_call}
+    if all(point.size_value in launches for point in cpu_points):
+        return [replace(point, launches_per_call=launches[point.size_value])
+                for point in cpu_points]
     return cpu_points
 
 

@@ -10,8 +10,10 @@ predictable. Per device, from figures the harness measured (never a data sheet):
                     + work(size) / rate
 
 fitted with non-negative coefficients on relative error, its error measured by leaving the
-largest size out. docs/methodology.md ("The predicted crossover") says how each term is
-measured and extended past the sweep, and when a prediction is labelled an extrapolation.
+largest size out. A device's curve is its case-table rows (harness.analysis.casetable.CaseRow),
+read per call: call_median_s, flops, nbytes, launches_per_call, device_seconds, steps_per_call.
+docs/methodology.md ("The predicted crossover") says how each term is measured and extended
+past the sweep, and when a prediction is labelled an extrapolation.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.analysis.casetable import CaseRow
 from harness.core.units import format_seconds, three_digits
 
 # Past this multiple of the largest size run, a predicted crossover is an extrapolation.
@@ -33,19 +36,11 @@ MIN_SIZES_TO_FIT = 2
 MIN_SIZES_FOR_ERROR = 3
 
 
-@dataclass(frozen=True)
-class SweepPoint:
-    """One measured size of one device's curve: what the harness recorded for that case."""
-
-    size: float
-    seconds: float  # median wall time per call
-    flops: float | None = None  # per call, from the framework's counter
-    launches: float | None = None  # host launches per call (device profile)
-    nbytes: float | None = None  # bytes the call moves, where the workload declares them
-    busy_seconds: float | None = None  # device-busy time per call (device profile)
-    steps: float | None = None  # steps per call (an MNIST call is an epoch of steps)
-    noisy: bool = False
-    suspect: bool = False
+def size_of(point: CaseRow) -> float:
+    """A case's size as a point of its device's curve; ValueError for one without a number."""
+    if point.size_value is None:
+        raise ValueError(f"{point.key}: no numeric size, no point of a sweep")
+    return point.size_value
 
 
 @dataclass(frozen=True)
@@ -194,7 +189,7 @@ def _marginal_cost(columns: list[np.ndarray], coef: np.ndarray, target: np.ndarr
     return marginal if marginal > 0 else float(coef[-1])
 
 
-def fit_device(device_kind: str, points: Sequence[SweepPoint]) -> CostModel | None:
+def fit_device(device_kind: str, points: Sequence[CaseRow]) -> CostModel | None:
     """The device's cost model from its measured points; None with fewer than two sizes.
 
     A GPU point with a profile splits its wall time into the host's part (wall minus busy),
@@ -204,14 +199,15 @@ def fit_device(device_kind: str, points: Sequence[SweepPoint]) -> CostModel | No
     (a CPU cell given its GPU twin's launch count: eager frameworks pay a dispatch per op on
     the CPU too), else fixed + work / rate.
     """
-    points = sorted(points, key=lambda point: point.size)
+    points = sorted(points, key=size_of)
     if len(points) < MIN_SIZES_TO_FIT:
         return None
-    sizes = [point.size for point in points]
+    sizes = [size_of(point) for point in points]
     work_is_flops = all(point.flops for point in points)
-    work_counts = [float(point.flops or 0.0) if work_is_flops else point.size for point in points]
+    work_counts = [float(point.flops or 0.0) if work_is_flops else size for point, size
+                   in zip(points, sizes)]
     work = fit_power_law(sizes, work_counts)
-    wall = np.array([point.seconds for point in points])
+    wall = np.array([point.call_median_s for point in points])
     ones, work_column = np.ones(len(points)), np.array(work_counts, dtype=float)
     byte_counts = np.array([float(point.nbytes or 0.0) for point in points])
     # Bytes join the fit only where there are more points than unknowns to fit them with.
@@ -220,8 +216,8 @@ def fit_device(device_kind: str, points: Sequence[SweepPoint]) -> CostModel | No
     counted, what = _per_call_counts(points)
     launch_counts = np.array(counted or [0.0] * len(points))
     launches = fit_power_law(sizes, list(launch_counts)) if counted else None
-    if what == "launches" and all(point.busy_seconds is not None for point in points):
-        busy = np.array([min(float(point.busy_seconds or 0.0), point.seconds)
+    if what == "launches" and all(point.device_seconds is not None for point in points):
+        busy = np.array([min(float(point.device_seconds or 0.0), point.call_median_s)
                          for point in points])
         host_fixed, per_launch = _host_costs(wall - busy, launch_counts, wall)
         device = [ones, byte_counts, work_column] if with_bytes else [ones, work_column]
@@ -261,7 +257,7 @@ def _host_costs(host: np.ndarray, launches: np.ndarray, wall: np.ndarray) -> tup
     return float(fixed), float(per_launch)
 
 
-def _per_call_counts(points: Sequence[SweepPoint]) -> tuple[list[float] | None, str]:
+def _per_call_counts(points: Sequence[CaseRow]) -> tuple[list[float] | None, str]:
     """(counts, what they count) for the fixed-cost-per-event term of the fit.
 
     Launches where the profiler counted them at every size. Else steps per call where they
@@ -270,24 +266,24 @@ def _per_call_counts(points: Sequence[SweepPoint]) -> tuple[list[float] | None, 
     cheaper with the batch although its FLOPs stay the same; without this term a model of
     fixed + FLOPs / rate has nothing that shrinks with the batch.
     """
-    if all(point.launches for point in points):
-        return [float(point.launches or 0.0) for point in points], "launches"
-    steps = [float(point.steps or 0.0) for point in points]
+    if all(point.launches_per_call for point in points):
+        return [float(point.launches_per_call or 0.0) for point in points], "launches"
+    steps = [float(point.steps_per_call or 0.0) for point in points]
     if all(steps) and len(set(steps)) > 1:
         return steps, "steps"
     return None, "launches"
 
 
-def held_out_error(device: str, points: Sequence[SweepPoint]) -> float | None:
+def held_out_error(device: str, points: Sequence[CaseRow]) -> float | None:
     """Relative error predicting the largest size from the others (None: too few sizes)."""
-    points = sorted(points, key=lambda point: point.size)
+    points = sorted(points, key=size_of)
     if len(points) < MIN_SIZES_FOR_ERROR:
         return None
     model = fit_device(device, points[:-1])
     if model is None:
         return None
     largest = points[-1]
-    return model.seconds(largest.size) / largest.seconds - 1.0
+    return model.seconds(size_of(largest)) / largest.call_median_s - 1.0
 
 
 @dataclass(frozen=True)
@@ -388,10 +384,10 @@ def crossover_between(cpu: CostModel, gpu: CostModel, smallest: float,
     return "crossover", high
 
 
-def predict(cpu_points: Sequence[SweepPoint], gpu_points: Sequence[SweepPoint]) -> Prediction:
+def predict(cpu_points: Sequence[CaseRow], gpu_points: Sequence[CaseRow]) -> Prediction:
     """Fit both devices and find where the curves cross; errors by leaving the largest out."""
-    sizes = sorted({p.size for p in cpu_points} & {p.size for p in gpu_points})
-    largest = max([p.size for p in [*cpu_points, *gpu_points]], default=0.0)
+    sizes = sorted({size_of(p) for p in cpu_points} & {size_of(p) for p in gpu_points})
+    largest = max([size_of(p) for p in [*cpu_points, *gpu_points]], default=0.0)
     cpu, gpu = fit_device("cpu", cpu_points), fit_device("gpu", gpu_points)
     if cpu is None or gpu is None or not sizes or not (
             cpu.seconds(largest) > 0 and gpu.seconds(largest) > 0):  # no cost fitted at all
@@ -399,15 +395,15 @@ def predict(cpu_points: Sequence[SweepPoint], gpu_points: Sequence[SweepPoint]) 
     errors = [error for error in (held_out_error("cpu", cpu_points),
                                   held_out_error("gpu", gpu_points)) if error is not None]
     worst = max(errors, key=abs) if len(errors) == 2 else None
-    smallest = min(p.size for p in [*cpu_points, *gpu_points])
+    smallest = min(size_of(p) for p in [*cpu_points, *gpu_points])
     kind, size = crossover_between(cpu, gpu, smallest, largest)
     return Prediction(kind, size, cpu, gpu, largest, len(sizes), worst,
                       _caveats(cpu_points, gpu_points) + _untested(cpu, gpu, cpu_points,
                                                                    gpu_points))
 
 
-def _untested(cpu: CostModel, gpu: CostModel, cpu_points: Sequence[SweepPoint],
-              gpu_points: Sequence[SweepPoint]) -> tuple[str, ...]:
+def _untested(cpu: CostModel, gpu: CostModel, cpu_points: Sequence[CaseRow],
+              gpu_points: Sequence[CaseRow]) -> tuple[str, ...]:
     """A device fitted with as many terms as it has sizes passes through every point, and
     predicting its largest size from the others leaves fewer points than terms: its held-out
     error cannot test the model's form. Seed 000's Jacobian, batch 10/20/40: held-out error
@@ -419,11 +415,11 @@ def _untested(cpu: CostModel, gpu: CostModel, cpu_points: Sequence[SweepPoint],
     return tuple(notes)
 
 
-def _caveats(cpu_points: Sequence[SweepPoint], gpu_points: Sequence[SweepPoint]) -> tuple[str, ...]:
+def _caveats(cpu_points: Sequence[CaseRow], gpu_points: Sequence[CaseRow]) -> tuple[str, ...]:
     notes = []
     for device, points in (("cpu", cpu_points), ("gpu", gpu_points)):
-        suspect = [_size(p.size) for p in points if p.suspect]
-        noisy = [_size(p.size) for p in points if p.noisy and not p.suspect]
+        suspect = [_size(size_of(p)) for p in points if p.suspect]
+        noisy = [_size(size_of(p)) for p in points if p.noisy and not p.suspect]
         if suspect:
             notes.append(f"fitted on SUSPECT {device} points ({', '.join(suspect)})")
         if noisy:

@@ -5,7 +5,7 @@ variant (no variant of the kind faster), and the best GPU's speedup over the bes
 from __future__ import annotations
 
 from harness.audit.ledger import Ledger
-from harness.audit.measured import Measured
+from harness.audit.measured import Measured, median_step
 from harness.audit.pool import Pool
 from harness.audit.printed import printed_general, printed_seconds
 from harness.core.units import format_seconds
@@ -20,7 +20,7 @@ def check_best(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
     cases = [m for m in pool.select(experiment, subject.get("machine", ""),
                                     framework=subject.get("framework", ""),
                                     size=subject.get("size", ""), valid=True)
-             if m.median_step is not None]
+             if median_step(m.case) is not None]
     best = {own: _fastest([m for m in cases if m.kind == own]) for own in ("cpu", "gpu")}
     if figure.name == FASTER:
         cpu, gpu = best["cpu"], best["gpu"]
@@ -43,5 +43,6 @@ def check_best(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
 
 
 def _fastest(cases: list[Measured]) -> float | None:
-    return min((m.median_step for m in cases if m.median_step is not None), default=None)
+    return min((value for m in cases if (value := median_step(m.case)) is not None),
+               default=None)
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.audit.ledger import Ledger
-from harness.audit.measured import Measured
+from harness.audit.measured import Measured, median_call
 from harness.audit.medians import named_case
 from harness.audit.pool import Pool
 from harness.audit.printed import printed_ratio
@@ -104,8 +104,8 @@ def check_disputed(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> No
 
 
 def identity(measured: Measured) -> tuple[str, ...]:
-    return (measured.machine, measured.document.workload, measured.cell.variant,
-            measured.cell.framework, measured.cell.device, measured.size_label)
+    return (measured.document.machine, measured.document.workload, measured.cell.variant,
+            measured.cell.framework, measured.cell.device, measured.key.size_label)
 
 
 def check_omissions(ledger: Ledger, pool: Pool, where: str, figures: list[Figure]) -> None:
@@ -123,7 +123,7 @@ def check_omissions(ledger: Ledger, pool: Pool, where: str, figures: list[Figure
             parts += [] if part in parts else [part]
     for measured in pool.select(valid=True):
         found = disputes(measured.case.extra)
-        if not found or measured.median_call is None:
+        if not found or median_call(measured.case) is None:
             continue
         expected = [item.name for item in found[:NAMED]] + (
             [MORE_PARTS] if len(found) > NAMED else [])

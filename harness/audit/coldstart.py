@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from harness.audit.ledger import Ledger
-from harness.audit.measured import Measured
+from harness.audit.measured import Measured, median_call
 from harness.audit.medians import named_case
 from harness.audit.pool import Pool
 from harness.audit.printed import printed_general, printed_seconds
@@ -36,7 +36,7 @@ def check_cold(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
     case = named[0]
     printed = printed_seconds(figure.text)
     if figure.name == "warm call median":
-        ledger.printed(case.subject, figure.name, where, printed, case.median_call,
+        ledger.printed(case.subject, figure.name, where, printed, median_call(case.case),
                        format_seconds)
         return
     ledger.printed(case.subject, figure.name, where, printed, case.case.cold_seconds,
@@ -52,7 +52,7 @@ def _check_cold_in_warm(ledger: Ledger, pool: Pool, where: str, figure: Figure) 
     case = named_case(ledger, pool, where, figure)
     if case is None:
         return
-    call, cold = case.median_call, case.case.cold_seconds
+    call, cold = median_call(case.case), case.case.cold_seconds
     ledger.printed(case.subject, COLD_IN_WARM, where, printed_general(figure.text, 3),
                    cold / call if call and cold is not None else None,
                    lambda value: f"{value:.3g}x")
@@ -62,7 +62,7 @@ def _first_case_per_cell(cases: list[Measured]) -> list[Measured]:
     """Each cell's smallest valid case (the report's cold-start line reads that one)."""
     first: dict[tuple[str, str, str, str], Measured] = {}
     for item in sorted(cases, key=lambda m: (m.size_number if m.size_number is not None
-                                             else math.inf, m.size_label)):
-        key = (item.machine, item.cell.framework, item.cell.device, item.cell.variant)
+                                             else math.inf, m.key.size_label)):
+        key = (item.document.machine, item.cell.framework, item.cell.device, item.cell.variant)
         first.setdefault(key, item)
     return list(first.values())

@@ -15,7 +15,13 @@ from harness.audit.ledger import (
     _same_number,
     _shown,
 )
-from harness.audit.measured import DERIVED_TOLERANCE, Measured, _param_text, expected_work
+from harness.audit.measured import (
+    DERIVED_TOLERANCE,
+    Measured,
+    _param_text,
+    expected_work,
+    steps_per_call,
+)
 from harness.data.casekey import CaseKey
 from harness.data.results import RunDocument
 from harness.data.store import MEASUREMENTS_FILE
@@ -212,7 +218,7 @@ class CsvCheck:
             self.expect(measured, f"block_steps of warm sample {index}", line, row,
                         "block_steps", None if block is None else float(block))
             self.expect(measured, f"time_s of warm sample {index}", line, row, "time_s",
-                        seconds / measured.steps, DERIVED_TOLERANCE)
+                        seconds / steps_per_call(measured.case), DERIVED_TOLERANCE)
 
     def epochs(self, measured: Measured, rows: list[CsvRow]) -> None:
         calls = measured.case.whole_calls

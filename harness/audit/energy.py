@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from harness.audit.ledger import Ledger, Printed
-from harness.audit.measured import Measured
+from harness.audit.measured import Measured, median_step
 from harness.audit.pool import Pool
 from harness.audit.printed import (
     fixed,
@@ -67,7 +67,7 @@ def _recomputed(name: str, case: Measured) -> float | None:
     """The figure from the case's stored energy records (the primary one of its device, the
     host's for HOST_JOULES) or its raw samples."""
     if name == TIMED:
-        return case.median_step
+        return median_step(case.case)
     energy = CaseEnergy.read(case.case.extra.get("energy"))
     record = None if energy is None else (energy.host if name == HOST_JOULES
                                           else energy.primary(case.kind))
@@ -89,7 +89,7 @@ def _check_pair(ledger: Ledger, where: str, figure: Figure, gpu: Measured,
                 cpu: Measured) -> None:
     """GPU 'faster'/'slower' by the ratio of the medians; 'less'/'more' energy per step."""
     if figure.name == SPEED:
-        top, bottom = cpu.median_step, gpu.median_step
+        top, bottom = median_step(cpu.case), median_step(gpu.case)
         good = "faster"
     else:
         top, bottom = _recomputed(JOULES, cpu), _recomputed(JOULES, gpu)
@@ -112,7 +112,7 @@ def _case(ledger: Ledger, pool: Pool, where: str, figure: Figure,
     wanted = {name: subject.get(prefix + name, subject.get(name, ""))
               for name in ("run", "framework", "device", "variant", "size")}
     found = [m for m in pool.cases if m.document.run_id == wanted["run"]
-             and (m.cell.framework, m.cell.device, m.cell.variant, m.size_label) ==
+             and (m.cell.framework, m.cell.device, m.cell.variant, m.key.size_label) ==
              (wanted["framework"], wanted["device"], wanted["variant"], wanted["size"])]
     if len(found) != 1:
         ledger.cannot(" ".join(wanted.values()), figure.name, where,

@@ -5,7 +5,7 @@ level the time stayed at, recomputed from the cases' own work and raw samples.""
 from __future__ import annotations
 
 from harness.audit.ledger import Ledger
-from harness.audit.measured import Measured, expected_work, load_spec, median
+from harness.audit.measured import Measured, expected_work, load_spec, median, median_step
 from harness.audit.pool import Pool
 from harness.audit.printed import fixed, printed_fixed, printed_general, printed_seconds
 from harness.core.units import format_seconds
@@ -28,7 +28,7 @@ def check_flat(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
     low, high = ends[0].size_number or 0.0, ends[1].size_number or 0.0
     span = sorted((m for m in gpu if low <= (m.size_number or 0.0) <= high),
                   key=lambda m: m.size_number or 0.0)
-    medians = [m.median_step for m in span if m.median_step is not None]
+    medians = [value for m in span if (value := median_step(m.case)) is not None]
     if figure.name == WORK_GROWTH:
         work = [_work_of(m) for m in (span[0], span[-1])]
         ledger.printed(label, WORK_GROWTH, where, printed_fixed(figure.text, 0),

@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 
 from harness.audit.ledger import Ledger
-from harness.audit.measured import Measured
+from harness.audit.measured import Measured, median_step
 from harness.audit.pool import Pool
 from harness.audit.printed import printed_ratio
 from harness.core.units import format_ratio, format_size
@@ -35,7 +35,7 @@ def check_gpu_vs_cpu(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> 
         return
     kind, size = crossover(curves)
     both = [(size, cpu, gpu) for size, cpu, gpu in curves if cpu and gpu]
-    sweep = next((m.sweep for m in pool.select(subject.get("experiment", ""))), "")
+    sweep = next((m.document.sweep for m in pool.select(subject.get("experiment", ""))), "")
     if figure.name == GPU_VERDICT:
         stated = subject.get("verdict", "")
         ledger.verdict(label, GPU_VERDICT, where, stated == kind, stated, kind)
@@ -83,7 +83,7 @@ def _curves(pool: Pool, subject: Mapping[str, str]) -> Curves | None:
 def _fastest_by_size(cases: list[Measured]) -> dict[float, float]:
     best: dict[float, float] = {}
     for item in cases:
-        value, middle = item.size_value, item.median_step
+        value, middle = item.size_value, median_step(item.case)
         if value is None or middle is None:
             continue
         best[value] = min(middle, best.get(value, math.inf))

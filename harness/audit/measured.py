@@ -1,5 +1,6 @@
-"""One measured case seen from its raw samples: the second computation of its statistics
-(numpy, not the report's pandas) and of the work one call did."""
+"""A stored case's figures recomputed from its raw samples: the second computation of its
+statistics (numpy, not the report's pandas: free functions of the CaseResult, never the
+report's CaseRow) and of the work one call did; Measured only locates a case in its run."""
 
 from __future__ import annotations
 
@@ -33,42 +34,66 @@ def quartiles(values: list[float]) -> tuple[float, float] | None:
     return float(low), float(high)
 
 
-# --- one measured case, seen from its raw samples ----------------------------------------------
+# --- a stored case's figures, recomputed from its raw samples ---------------------------------
+
+def steps_per_call(case: CaseResult) -> float:
+    """Steps in one call (1 where the workload counts none): per step = per call / steps."""
+    steps = case.extra.get("steps_per_call")
+    return float(steps) if isinstance(steps, (int, float)) and steps > 0 else 1.0
+
+
+def is_valid(case: CaseResult) -> bool:
+    return case.status == Status.OK and bool(case.samples)
+
+
+def per_step(case: CaseResult) -> list[float]:
+    return [float(seconds) / steps_per_call(case) for seconds in case.samples]
+
+
+def median_step(case: CaseResult) -> float | None:
+    return median(per_step(case))
+
+
+def iqr_step(case: CaseResult) -> float | None:
+    found = quartiles(per_step(case))
+    return None if found is None else found[1] - found[0]
+
+
+def median_call(case: CaseResult) -> float | None:
+    return median([float(seconds) for seconds in case.samples])
+
+
+def noise_fraction(case: CaseResult) -> float | None:
+    """IQR / median of the time per step, as the report's noise rule reads it."""
+    middle, iqr = median_step(case), iqr_step(case)
+    return iqr / middle if middle and iqr is not None else None
+
+
+# --- where a stored case lies, and how the report names it --------------------------------------
 
 @dataclass(frozen=True)
 class Measured:
-    """A case of a cell of a run, with its figures recomputed from the raw samples."""
+    """A stored case in its cell and run: no figure of its own (the functions above recompute
+    each from the case's raw samples), only its key and the names the report gives it."""
 
     document: RunDocument
     cell: CellResult
     case: CaseResult
 
     @property
-    def sweep(self) -> str:
-        return self.document.sweep
-
-    @property
-    def machine(self) -> str:
-        return self.document.machine
-
-    @property
     def key(self) -> CaseKey:
         return CaseKey.in_run(self.document, self.cell, self.case)
 
     @property
-    def size_label(self) -> str:
-        return self.key.size_label
-
-    @property
     def size_text(self) -> str:
         """The size as the report prints it ('' for a case outside the sweep)."""
-        label = self.size_label
-        return format_size(label, self.sweep) if label else ""
+        label = self.key.size_label
+        return format_size(label, self.document.sweep) if label else ""
 
     @property
     def size_value(self) -> float | None:
         """The size as a number; a case outside the sweep counts as size 0 (as the report's)."""
-        label = self.size_label
+        label = self.key.size_label
         if not label:
             return 0.0
         try:
@@ -79,7 +104,7 @@ class Measured:
     @property
     def size_number(self) -> float | None:
         """The size as a number, None outside the sweep (sorts last, as pandas' NaN does)."""
-        return self.size_value if self.size_label else None
+        return self.size_value if self.key.size_label else None
 
     @property
     def cell_name(self) -> str:
@@ -87,44 +112,12 @@ class Measured:
 
     @property
     def subject(self) -> str:
-        size = f" {self.sweep}={self.size_label}" if self.size_label else ""
-        return self.cell_name + size
+        label = self.key.size_label
+        return self.cell_name + (f" {self.document.sweep}={label}" if label else "")
 
     @property
     def kind(self) -> str:
         return device_kind(self.cell.device)
-
-    @property
-    def steps(self) -> float:
-        """Steps in one call (1 where the workload counts none): per step = per call / steps."""
-        steps = self.case.extra.get("steps_per_call")
-        return float(steps) if isinstance(steps, (int, float)) and steps > 0 else 1.0
-
-    @property
-    def valid(self) -> bool:
-        return self.case.status == Status.OK and bool(self.case.samples)
-
-    @property
-    def per_step(self) -> list[float]:
-        return [float(seconds) / self.steps for seconds in self.case.samples]
-
-    @property
-    def median_step(self) -> float | None:
-        return median(self.per_step)
-
-    @property
-    def iqr_step(self) -> float | None:
-        found = quartiles(self.per_step)
-        return None if found is None else found[1] - found[0]
-
-    @property
-    def median_call(self) -> float | None:
-        return median([float(seconds) for seconds in self.case.samples])
-
-    @property
-    def noise(self) -> float | None:
-        middle, iqr = self.median_step, self.iqr_step
-        return iqr / middle if middle and iqr is not None else None
 
 
 def expected_work(spec: WorkloadSpec | None, case: CaseResult) -> dict[str, float | None]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from harness.audit.ledger import Ledger
-from harness.audit.measured import Measured
+from harness.audit.measured import Measured, iqr_step, median_step
 from harness.audit.pool import Pool, _subject_of
 from harness.audit.printed import percent, printed_fixed, printed_ratio, printed_seconds
 from harness.core.units import format_ratio, format_seconds
@@ -39,25 +39,25 @@ def check_median(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None
     if case is None:
         return
     ledger.printed(case.subject, figure.name, where, printed_seconds(figure.text),
-                   case.median_step, format_seconds)
+                   median_step(case.case), format_seconds)
     if figure.subject.get(CLAIM) == FASTEST:
-        others = pool.select(figure.subject.get("experiment", ""), case.machine,
-                             case.cell.variant, size=case.size_label, valid=True)
-        quickest = min((m.median_step for m in others if m.median_step is not None),
+        others = pool.select(figure.subject.get("experiment", ""), case.document.machine,
+                             case.cell.variant, size=case.key.size_label, valid=True)
+        quickest = min((value for m in others if (value := median_step(m.case)) is not None),
                        default=None)
-        _order(ledger, where, case.subject, FASTEST, case.median_step, quickest)
+        _order(ledger, where, case.subject, FASTEST, median_step(case.case), quickest)
     if compared(figure.subject):
         other = named_case(ledger, pool, where, figure, VERSUS)
         if other is not None:
             _order(ledger, where, other.subject, f"not slower than {case.cell_name}",
-                   other.median_step, case.median_step)
+                   median_step(other.case), median_step(case.case))
 
 
 def check_spread(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
     case = named_case(ledger, pool, where, figure)
     if case is not None:
         ledger.printed(case.subject, figure.name, where, printed_seconds(figure.text),
-                       case.iqr_step, format_seconds)
+                       iqr_step(case.case), format_seconds)
 
 
 def check_ratio(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
@@ -66,7 +66,7 @@ def check_ratio(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
     other = named_case(ledger, pool, where, figure, VERSUS)
     if case is None or other is None:
         return
-    top, bottom = case.median_step, other.median_step
+    top, bottom = median_step(case.case), median_step(other.case)
     ledger.printed(case.subject, figure.name, where, printed_ratio(figure.text),
                    top / bottom if top is not None and bottom else None, format_ratio)
 
@@ -78,7 +78,7 @@ def check_difference(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> 
     other = named_case(ledger, pool, where, figure, VERSUS)
     if case is None or other is None:
         return
-    top, bottom = case.median_step, other.median_step
+    top, bottom = median_step(case.case), median_step(other.case)
     difference = None if top is None or bottom is None else max(top - bottom, 0.0)
     if figure.unit == "%":
         ledger.printed(case.subject, figure.name, where, printed_fixed(figure.text, 0, 0.01),

@@ -4,7 +4,7 @@ median is above NOISY_FRACTION and the worst of them, recomputed from the raw sa
 from __future__ import annotations
 
 from harness.audit.ledger import Ledger
-from harness.audit.measured import NOISY_FRACTION
+from harness.audit.measured import NOISY_FRACTION, noise_fraction
 from harness.audit.pool import Pool, _subject_of
 from harness.audit.printed import percent, printed_fixed
 from harness.report.figure import Figure
@@ -16,7 +16,8 @@ def check_noise(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
     cases = pool.select(subject.get("experiment", ""), subject.get("machine", ""),
                         subject.get("variant", ""), subject.get("framework", ""),
                         subject.get("device", ""), valid=True)
-    noisy = [m for m in cases if len(m.case.samples) >= 2 and (m.noise or 0) > NOISY_FRACTION]
+    noisy = [m for m in cases
+             if len(m.case.samples) >= 2 and (noise_fraction(m.case) or 0) > NOISY_FRACTION]
     label = _subject_of(dict(subject))
     if figure.name == NOISY_SIZES:
         listed = figure.text.split(", ")
@@ -25,4 +26,4 @@ def check_noise(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
                        figure.text, ", ".join(expected))
     elif figure.name == WORST_NOISE:
         ledger.printed(label, WORST_NOISE, where, printed_fixed(figure.text, 0, 0.01),
-                       max((m.noise or 0.0 for m in noisy), default=None), percent)
+                       max((noise_fraction(m.case) or 0.0 for m in noisy), default=None), percent)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any
 
-from harness.audit.measured import Measured, _param_text
+from harness.audit.measured import Measured, _param_text, is_valid
 from harness.data.casekey import CaseKey
 from harness.data.results import RunDocument
 
@@ -46,12 +46,12 @@ class Pool:
             experiment = ""  # a part of the report that spans experiments (energy, memory)
         found = [m for m in self.cases
                  if (not experiment or _experiment_matches(experiment, m.document))
-                 and (not machine or m.machine == machine)
+                 and (not machine or m.document.machine == machine)
                  and (not variant or m.cell.variant == variant)
                  and (not framework or m.cell.framework == framework)
                  and (not device or m.cell.device == device)
-                 and (size is None or size in (m.size_text, m.size_label))
-                 and (not valid or m.valid)]
+                 and (size is None or size in (m.size_text, m.key.size_label))
+                 and (not valid or is_valid(m.case))]
         return _latest(found)
 
     def one(self, **where: Any) -> Measured | str:

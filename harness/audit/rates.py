@@ -12,7 +12,7 @@ from harness.analysis.plausibility import (
 )
 from harness.audit import checkcounts, formerflops
 from harness.audit.ledger import Ledger
-from harness.audit.measured import Measured, expected_work, load_spec
+from harness.audit.measured import Measured, expected_work, load_spec, median_call
 from harness.audit.medians import named_case
 from harness.audit.pool import Pool, _experiment_matches
 from harness.audit.printed import fixed, percent, printed_fixed
@@ -40,8 +40,8 @@ def check_rate(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
         decimals = _decimals(figure.text)
         experiment = figure.subject.get("experiment", "")
         # A low probe's ceiling is the best rate a case of the device reached.
-        probes = [rate for m in pool.select(experiment, case.machine, device=case.cell.device,
-                                            valid=True)
+        probes = [rate for m in pool.select(experiment, case.document.machine,
+                                            device=case.cell.device, valid=True)
                   for rate in [counted_rate(m, metric)[0]] if rate is not None] \
             if figure.subject.get(CEILING_OF) == BEST_CEILING \
             else probes_of(pool, case, metric, experiment)
@@ -98,7 +98,7 @@ def counted_rate(case: Measured, metric: str) -> tuple[float | None, str]:
     former = None if metric != "GFLOP/s" or case.case.extra.get("flops_per_call") else \
         formerflops.count_of_its_day(case.document.workload, case.case.case,
                                      case.document.started)
-    call = case.median_call
+    call = median_call(case.case)
     if former is not None and call:
         return former.flops / call / 1e9, f" ({former.label})"
     return rate_of(case, metric), ""
@@ -109,7 +109,7 @@ def rate_of(case: Measured, metric: str) -> float | None:
     spec, _ = load_spec(case.document.workload)
     work = expected_work(spec, case.case)
     amount = work["flops"] if metric == "GFLOP/s" else work["bytes"]
-    call = case.median_call
+    call = median_call(case.case)
     return amount / call / 1e9 if amount is not None and call else None
 
 
@@ -118,7 +118,7 @@ def probes_of(pool: Pool, case: Measured, metric: str, experiment: str) -> list[
     report shows the latest run's; any of them is a stored figure)."""
     found = []
     for document in pool.documents:
-        if document.machine != case.machine or not _experiment_matches(
+        if document.machine != case.document.machine or not _experiment_matches(
                 experiment or case.document.workload, document):
             continue
         entry = device_entry(document.ceilings, case.cell.device)

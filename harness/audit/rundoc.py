@@ -9,7 +9,13 @@ from harness.audit import parity
 from harness.audit.ledger import (
     Ledger,
 )
-from harness.audit.measured import DERIVED_TOLERANCE, ENERGY_TOLERANCE, Measured, median
+from harness.audit.measured import (
+    DERIVED_TOLERANCE,
+    ENERGY_TOLERANCE,
+    Measured,
+    median,
+    steps_per_call,
+)
 from harness.core.units import (
     format_seconds,
 )
@@ -105,7 +111,7 @@ def check_energy_record(ledger: Ledger, measured: Measured, name: str,
     checks.append(("joules per step (= per call / steps)", record.joules_per_step,
                    None if record.joules_per_call is None else record.joules_per_call / steps))
     checks.append(("steps per call of the energy record", record.steps_per_call,
-                   measured.steps))
+                   steps_per_call(measured.case)))
     if record.idle_watts is not None and record.joules_total is not None:
         above = (record.joules_total - record.idle_watts * window) / calls
         checks += [("joules per call above idle", record.joules_per_call_above_idle, above),

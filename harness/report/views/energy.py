@@ -3,24 +3,26 @@
 Driven by run.json only: each case's extra['energy'] (harness.measure.energy: NVML's board
 counter on GPU cells, RAPL packages on CPU cells, each with its status and reason) and
 extra['gpu_state'] (harness.measure.gpustate), read as the typed records of
-harness.data.records (CaseResult.energy, CaseResult.gpu_state). The figure reported is the
-total the counter
-saw, idle included, per step; the share above the idle power measured before the cell is
-shown beside it. A verdict compares a GPU cell with the CPU cell of the same framework,
-variant and size: "GPU 3.9x faster and 2.1x less energy per step" - the GPU's board against
-the CPU's packages, which is what each device itself drew (the host under a GPU cell is not
-in the GPU's figure; it is shown apart where RAPL was readable).
+harness.data.records (CaseResult.energy, CaseResult.gpu_state), which the case table's rows
+carry (harness.analysis.casetable.run_rows): the view's rows are those CaseRows, their times
+the table's. The figure reported is the total the counter saw, idle included, per step; the
+share above the idle power measured before the cell is shown beside it. A verdict compares a
+GPU cell with the CPU cell of the same framework, variant and size: "GPU 3.9x faster and 2.1x
+less energy per step" - the GPU's board against the CPU's packages, which is what each device
+itself drew (the host under a GPU cell is not in the GPU's figure; it is shown apart where
+RAPL was readable).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
 import pandas as pd
 
-from harness.analysis.noise import CaseNoise, judge_gap
+from harness.analysis.casetable import CaseRow, run_rows
+from harness.analysis.noise import judge_gap
 from harness.core.units import (
     device_kind,
     digits,
@@ -31,8 +33,9 @@ from harness.core.units import (
     series,
     size_label,
 )
-from harness.data.casekey import keys_of
+from harness.data.casekey import CaseKey
 from harness.data.records import (
+    NOT_RECORDED,
     CaseEnergy,
     EnergyRecord,
     GpuProcesses,
@@ -40,10 +43,9 @@ from harness.data.records import (
     GpuState,
     WhileTimed,
 )
-from harness.data.results import CaseResult, CellResult, RunDocument
+from harness.data.results import RunDocument
 from harness.report.figure import Figure, Line, carried, versus
 from harness.report.views import REPORT, View
-from harness.spec import Status
 
 EXPLANATION = (
     "Energy from the hardware's counters over the timed calls (or an energy pass of the same "
@@ -65,16 +67,20 @@ class EnergyView(View):
     heading = "Energy per step"
 
     def compute(self, context: Any) -> pd.DataFrame:
-        return energy_table(context.documents)
+        return pd.DataFrame({CASE: energy_table(context.documents)}, dtype=object)
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        measured = table["j_per_step"].notna()
+        rows: list[CaseRow] = list(table[CASE])
         return [EXPLANATION, "",
-                *[carried(f"- {line}", line) for line in gpu_vs_cpu_sentences(table)],
-                *[carried(f"- {line}", line) for _, row in table[measured].iterrows()
+                *[carried(f"- {line}", line) for line in gpu_vs_cpu_sentences(rows)],
+                *[carried(f"- {line}", line) for row in rows if measured(row) is not None
                   for line in [case_line(row)]],
-                *[f"- {line}" for line in unmeasured_lines(table[~measured])]]
+                *[f"- {line}" for line in unmeasured_lines(
+                    [row for row in rows if measured(row) is None])]]
+
+
+CASE = "case"  # the energy view's one column: the case-table rows (CaseRow) of energy_table
 
 
 class GpuStateView(View):
@@ -99,81 +105,32 @@ GPU_STATE_EXPLANATION = (
     "is SUSPECT.")
 
 
-class EnergyRow(TypedDict):
-    """One case of a run with its time and energy per step (a row of energy_table)."""
-
-    run_id: str
-    machine: str
-    workload: str
-    framework: str
-    device: str
-    variant: str
-    size: str
-    status: str
-    step_s: float | None
-    window_step_s: float | None
-    rounds: int
-    noise: CaseNoise | None
-    energy_status: str
-    energy_reason: str
-    j_per_step: float | None
-    j_per_step_above_idle: float | None
-    idle_watts: float | None
-    idle_remembered_from: str  # HH:MM where the idle power was read back from the machine's
-    watts_mean: float | None
-    window_s: float | None
-    counter: str
-    source: str
-    host_j_per_step: float | None
-    suspect: str
+def primary(row: CaseRow) -> EnergyRecord:
+    """What the case's own device drew (harness.data.records.CaseEnergy.primary)."""
+    return (row.energy or CaseEnergy()).primary(device_kind(row.device))
 
 
-COLUMNS = list(EnergyRow.__annotations__)  # the energy table's, in EnergyRow's order
+def measured(row: CaseRow) -> EnergyRecord | None:
+    """The case's own counter's record where it measured joules per step, else None."""
+    record = primary(row)
+    return record if record.ok and record.joules_per_step is not None else None
 
 
-def energy_rows(document: RunDocument, machine: str) -> list[EnergyRow]:
-    """One row per case of one run document."""
-    return [_case_row(document, machine, result, case)
-            for result in document.cells for case in result.cases]
+def joules(row: CaseRow) -> float | None:
+    record = measured(row)
+    return None if record is None else record.joules_per_step
 
 
-def _case_row(document: RunDocument, machine: str, result: CellResult,
-              case: CaseResult) -> EnergyRow:
-    device = result.device
-    energy = case.energy or CaseEnergy()
-    primary = energy.primary(device_kind(device))
-    host = energy.host or EnergyRecord()
-    state = case.gpu_state
-    steps = case.extra.get("steps_per_call") or 1
-    median = case.stats.median
-    ok = primary.ok
-    timed = median is not None and case.status == Status.OK
-    return {
-        "run_id": document.run_id, "machine": machine,
-        "workload": result.workload, "framework": result.framework,
-        "device": device, "variant": result.variant,
-        "size": size_label(case.case.get(document.sweep)),
-        "status": case.status.value,
-        "step_s": median / steps if timed and median is not None else None,
-        # The time of the energy window itself (J = W x s over the same calls): the figure to
-        # print beside its joules; the pooled median above may come from other rounds.
-        "window_step_s": _window_step_s(primary) if ok else None,
-        "rounds": case.round_count,
-        "noise": CaseNoise.of(case.samples_by_round()) if timed else None,
-        "energy_status": primary.status,
-        "energy_reason": primary.reason,
-        "j_per_step": primary.joules_per_step if ok else None,
-        "j_per_step_above_idle": primary.joules_per_step_above_idle if ok else None,
-        "idle_watts": primary.idle_watts if ok else None,
-        "idle_remembered_from": str(primary.extra_fields.get("idle_remembered_from") or "")
-        if ok else "",
-        "watts_mean": primary.watts_mean if ok else None,
-        "window_s": primary.window_s if ok else None,
-        "counter": primary.counter or "", "source": primary.source or "",
-        "host_j_per_step": (host.joules_per_step if device_kind(device) == "gpu" and host.ok
-                            else None),
-        "suspect": state.suspect if state is not None else "",
-    }
+def step_s(row: CaseRow) -> float | None:
+    """The median time per step of a timed case (all rounds' samples pooled)."""
+    return row.median_s if row.valid else None
+
+
+def host_joules(row: CaseRow) -> float | None:
+    """The host's CPU packages under a GPU cell, per step, where RAPL was readable."""
+    host = (row.energy or CaseEnergy()).host
+    gpu = device_kind(row.device) == "gpu"
+    return host.joules_per_step if gpu and host is not None and host.ok else None
 
 
 def _window_step_s(record: EnergyRecord) -> float | None:
@@ -183,18 +140,14 @@ def _window_step_s(record: EnergyRecord) -> float | None:
     return record.window_s / record.calls / (record.steps_per_call or 1)
 
 
-def energy_table(documents: Sequence[RunDocument]) -> pd.DataFrame:
-    """Every case of these runs with its time and energy per step (latest run wins)."""
-    rows = []
-    for document in documents:
-        rows += energy_rows(document, document.machine)
-    table = pd.DataFrame(rows, columns=COLUMNS)
-    if table.empty:
-        return table
-    keys = pd.Series(keys_of(table.to_dict("records")), index=table.index)
-    table = table[~keys.duplicated(keep="last")]
-    recorded = table["energy_status"] != "not recorded"
-    return table[recorded].reset_index(drop=True) if recorded.any() else table.iloc[0:0]
+def energy_table(documents: Sequence[RunDocument]) -> list[CaseRow]:
+    """Every case of these runs whose own device's counter left a record: its case-table row
+    (harness.analysis.casetable.run_rows, which carries the records); the latest run wins."""
+    latest: dict[CaseKey, CaseRow] = {}
+    for row in (row for document in documents for row in run_rows(document)):
+        latest.pop(row.key, None)  # where it stood in the runs' order: at its latest run
+        latest[row.key] = row
+    return [row for row in latest.values() if primary(row).status != NOT_RECORDED]
 
 
 # The figures of the energy lines (family ENERGY_FAMILY, harness.audit.energy), by name. A
@@ -216,11 +169,10 @@ SPEED_PHRASE = "GPU {ratio} {way}"
 ENERGY_PHRASE = "; {ratio} {way} energy per step ({gpu} GPU board vs {cpu} CPU packages)"
 
 
-def energy_subject(row: pd.Series) -> dict[str, str]:
+def energy_subject(row: CaseRow) -> dict[str, str]:
     """A case of one run (a row made by hand may name no run: its records name none)."""
-    return {"run": str(row.get("run_id", "")), "machine": str(row.get("machine", "")),
-            "framework": str(row["framework"]), "device": str(row["device"]),
-            "variant": str(row["variant"]), "size": str(row["size"])}
+    return {"run": row.run_id, "machine": row.key.machine, "framework": row.framework,
+            "device": row.device, "variant": row.variant, "size": row.key.size_label}
 
 
 def energy_figure(name: str, value: float, unit: str, text: str,
@@ -228,108 +180,114 @@ def energy_figure(name: str, value: float, unit: str, text: str,
     return Figure(ENERGY_FAMILY, name, float(value), unit, text, subject)
 
 
-def verdict(gpu: pd.Series, cpu: pd.Series) -> str:
+def verdict(gpu: CaseRow, cpu: CaseRow) -> str:
     """'GPU 3.9x faster (beyond the noise, ...); 2.1x less energy per step (...)', or why the
     energy half is missing. The speed is judged by the one noise rule (IQRs and rounds)."""
-    if not (pd.notna(gpu["step_s"]) and pd.notna(cpu["step_s"])):
+    gpu_s, cpu_s = step_s(gpu), step_s(cpu)
+    if gpu_s is None or cpu_s is None:
         return ""
-    pair = {**energy_subject(gpu), **versus(run=str(cpu["run_id"]), device=str(cpu["device"]))}
-    speed = cpu["step_s"] / gpu["step_s"]
+    pair = {**energy_subject(gpu), **versus(run=cpu.run_id, device=cpu.device)}
+    speed = cpu_s / gpu_s
     way = "faster" if speed >= 1 else "slower"
     shown = [energy_figure(SPEED, speed if speed >= 1 else 1 / speed, "x",
                            format_ratio(speed if speed >= 1 else 1 / speed), {**pair, WAY: way})]
     text = SPEED_PHRASE.format(ratio=shown[0].text, way=way)
-    gpu_noise, cpu_noise = _noise(gpu), _noise(cpu)
-    if gpu_noise is not None and cpu_noise is not None:
-        text += f" ({judge_gap(gpu_noise, cpu_noise).phrase()})"
-    if pd.notna(gpu["j_per_step"]) and pd.notna(cpu["j_per_step"]) and gpu["j_per_step"] > 0:
-        ratio = cpu["j_per_step"] / gpu["j_per_step"]
+    text += f" ({judge_gap(gpu.noise, cpu.noise).phrase()})"
+    gpu_j, cpu_j = joules(gpu), joules(cpu)
+    if gpu_j is not None and cpu_j is not None and gpu_j > 0:
+        ratio = cpu_j / gpu_j
         less = "less" if ratio >= 1 else "more"
         shown += [energy_figure(ENERGY_RATIO, ratio if ratio >= 1 else 1 / ratio, "x",
                                 format_ratio(ratio if ratio >= 1 else 1 / ratio),
                                 {**pair, WAY: less}),
-                  energy_figure(JOULES, gpu["j_per_step"], "J",
-                                format_joules(gpu["j_per_step"]), energy_subject(gpu)),
-                  energy_figure(JOULES, cpu["j_per_step"], "J",
-                                format_joules(cpu["j_per_step"]), energy_subject(cpu))]
+                  energy_figure(JOULES, gpu_j, "J", format_joules(gpu_j), energy_subject(gpu)),
+                  energy_figure(JOULES, cpu_j, "J", format_joules(cpu_j), energy_subject(cpu))]
         text += ENERGY_PHRASE.format(ratio=shown[1].text, way=less, gpu=shown[2].text,
                                      cpu=shown[3].text)
         return Line(text, shown)
-    missing = [f"{kind} energy {row['energy_status']}: {row['energy_reason']}"
-               for kind, row in (("GPU", gpu), ("CPU", cpu)) if pd.isna(row["j_per_step"])]
+    missing = [f"{kind} energy {primary(row).status}: {primary(row).reason}"
+               for kind, row in (("GPU", gpu), ("CPU", cpu)) if joules(row) is None]
     return Line(text + "; " + "; ".join(missing), shown)
 
 
-def _noise(row: pd.Series) -> CaseNoise | None:
-    value = row.get("noise")
-    return value if isinstance(value, CaseNoise) else None
-
-
-def gpu_vs_cpu_sentences(table: pd.DataFrame) -> list[str]:
+def gpu_vs_cpu_sentences(rows: list[CaseRow]) -> list[str]:
     """One verdict per (machine, workload, framework, variant, size) with a GPU and a CPU cell."""
     lines = []
-    kinds = table.assign(kind=table["device"].map(device_kind))
-    devices_of = [key.without("device") for key in keys_of(table.to_dict("records"))]
-    for key, group in kinds.groupby(pd.Series(devices_of, index=table.index, dtype=object),
-                                    sort=False):
-        gpus, cpus = group[group["kind"] == "gpu"], group[group["kind"] == "cpu"]
-        if gpus.empty or cpus.empty:
-            continue
-        for _, gpu in gpus.iterrows():
-            text = verdict(gpu, cpus.iloc[0])
+    for key, group in _grouped(rows, lambda row: row.key.without("device")).items():
+        cpus = [row for row in group if device_kind(row.device) == "cpu"]
+        for gpu, cpu in ((gpu, cpus[0]) for gpu in group
+                         if device_kind(gpu.device) == "gpu" and cpus):
+            text = verdict(gpu, cpu)
             if text:
                 lines.append(carried(f"{key.experiment} {key.framework} {key.variant}, size "
                                      f"{key.size_label} ({key.machine}): "
-                                     f"{gpu['device']} vs {cpus.iloc[0]['device']}: {text}",
-                                     text))
+                                     f"{gpu.device} vs {cpu.device}: {text}", text))
     return lines
 
 
-def case_line(row: pd.Series) -> str:
+def _grouped(rows: list[CaseRow], by: Callable[[CaseRow], Any]) -> dict[Any, list[CaseRow]]:
+    """The rows by BY's value, in the order each value first appears."""
+    groups: dict[Any, list[CaseRow]] = {}
+    for row in rows:
+        groups.setdefault(by(row), []).append(row)
+    return groups
+
+
+def _cell_name(row: CaseRow) -> str:
+    return f"{row.key.experiment} {row.framework} {row.device} {row.variant}"
+
+
+def case_line(row: CaseRow) -> str:
     """'<framework> cuda:0 <variant>, size 32: 0.41 ms and 62 mJ per step (...)'."""
-    where = f"{row['workload']} {row['framework']} {row['device']} {row['variant']}, " \
-            f"size {row['size']}"
-    if pd.isna(row["j_per_step"]):
-        return (f"{where}: {format_seconds(row['step_s'])} per step; energy "
-                f"{row['energy_status']}: {row['energy_reason']}")
+    where = f"{_cell_name(row)}, size {row.key.size_label}"
+    record = measured(row)
+    if record is None:
+        return (f"{where}: {format_seconds(step_s(row))} per step; energy "
+                f"{primary(row).status}: {primary(row).reason}")
     # Joules, power and the time they imply come from one window, printed together; the
     # pooled median (all rounds' samples) is named as such where it is shown too.
-    figures = case_figures(row)
+    figures = case_figures(row, record)
     shown = {name: figure.text for name, figure in figures.items()}
     text = CASE_SENTENCE.format(where=where, joules=shown[JOULES], watts=shown[POWER],
                                 window_step=shown.get(WINDOW_STEP, "-"), window=shown[WINDOW],
-                                source=source_phrase(row["source"]), counter=row["counter"])
+                                source=source_phrase(record.source), counter=record.counter or "")
     if ABOVE_IDLE in shown:
         text += ABOVE_IDLE_PHRASE.format(above=shown[ABOVE_IDLE], idle=shown[IDLE])
-        if row.get("idle_remembered_from"):
-            text += f", remembered from {row['idle_remembered_from']}"
-    pooled = ("median of all rounds' samples" if pd.notna(row["rounds"]) and row["rounds"] > 1
+        if remembered_from(record):
+            text += f", remembered from {remembered_from(record)}"
+    pooled = ("median of all rounds' samples" if len(row.medians_by_round) > 1
               else "median of the timed samples")
     text += TIMED_PHRASE.format(timed=shown.get(TIMED, "-"), pooled=pooled)
     if HOST_JOULES in shown:
         text += HOST_PHRASE.format(host=shown[HOST_JOULES])
-    return Line(text + (f"; SUSPECT: {row['suspect']}" if row["suspect"] else ""),
+    return Line(text + (f"; SUSPECT: {row.gpu_suspect}" if row.gpu_suspect else ""),
                 figures.values())
 
 
-def case_figures(row: pd.Series) -> dict[str, Figure]:
+def remembered_from(record: EnergyRecord) -> str:
+    """HH:MM where the idle power was read back from the machine's, '' where it was measured."""
+    return str(record.extra_fields.get("idle_remembered_from") or "")
+
+
+def case_figures(row: CaseRow, record: EnergyRecord) -> dict[str, Figure]:
     """The records of one measured case's energy line, by name."""
-    subject = energy_subject(row)
-    window = row["window_step_s"] if pd.notna(row["window_step_s"]) else row["step_s"]
-    printed = [(JOULES, row["j_per_step"], "J", format_joules(row["j_per_step"])),
-               (POWER, row["watts_mean"], "W", f"{row['watts_mean']:.0f}"),
-               (WINDOW_STEP, window, "s", format_seconds(window)),
-               (WINDOW, row["window_s"], "s", digits(row["window_s"], 2)),
-               (TIMED, row["step_s"], "s", format_seconds(row["step_s"]))]
-    if pd.notna(row["j_per_step_above_idle"]):
-        printed += [(ABOVE_IDLE, row["j_per_step_above_idle"], "J",
-                     format_joules(row["j_per_step_above_idle"])),
-                    (IDLE, row["idle_watts"], "W", f"{row['idle_watts']:.0f}")]
-    if pd.notna(row["host_j_per_step"]):
-        printed.append((HOST_JOULES, row["host_j_per_step"], "J",
-                        format_joules(row["host_j_per_step"])))
-    return {name: energy_figure(name, value, unit, text, subject)
-            for name, value, unit, text in printed if pd.notna(value)}
+    window = _window_step_s(record) or step_s(row)
+    printed: list[tuple[str, float | None, str, Callable[[float], str]]] = [
+        (JOULES, record.joules_per_step, "J", format_joules),
+        (POWER, record.watts_mean, "W", _whole),
+        (WINDOW_STEP, window, "s", format_seconds),
+        (WINDOW, record.window_s, "s", lambda value: digits(value, 2)),
+        (TIMED, step_s(row), "s", format_seconds)]
+    if record.joules_per_step_above_idle is not None:
+        printed += [(ABOVE_IDLE, record.joules_per_step_above_idle, "J", format_joules),
+                    (IDLE, record.idle_watts, "W", _whole)]
+    printed.append((HOST_JOULES, host_joules(row), "J", format_joules))
+    return {name: energy_figure(name, value, unit, shown(value), energy_subject(row))
+            for name, value, unit, shown in printed if value is not None and value == value}
+
+
+def _whole(value: float) -> str:
+    return f"{value:.0f}"
 
 
 # EnergyRecord.source as the worker writes it (harness.measure.casewatch): the timed samples'
@@ -350,13 +308,12 @@ def source_phrase(source: Any) -> str:
     return text or "source not recorded"
 
 
-def unmeasured_lines(table: pd.DataFrame) -> list[str]:
+def unmeasured_lines(rows: list[CaseRow]) -> list[str]:
     """One line per reason energy was not measured, naming its cells (not one per case)."""
     lines = []
-    for (status, reason), group in table.groupby(["energy_status", "energy_reason"],
-                                                  sort=False):
-        cells = sorted({f"{row['workload']} {row['framework']} {row['device']} "
-                        f"{row['variant']}" for _, row in group.iterrows()})
+    for (status, reason), group in _grouped(
+            rows, lambda row: (primary(row).status, primary(row).reason)).items():
+        cells = sorted({_cell_name(row) for row in group})
         lines.append(f"energy {status} ({len(group)} case{'s' if len(group) != 1 else ''}: "
                      f"{', '.join(cells)}): {reason}")
     return lines
@@ -436,71 +393,56 @@ def console_lines(document: RunDocument) -> list[str]:
     summary.md says it per case, and method_lines (--details) once per run where every cell
     shares it.
     """
-    table = energy_table([document])
-    if table.empty:
-        return []
-    cells = _cells(table)
-    lines = [cell_energy_line(cell, cells, document.sweep) for cell in cells.values()
-             if cell["j_per_step"].notna().any()]
-    if not lines and not _has_pairs(cells):
+    cells = _cells(energy_table([document]))
+    lines = [cell_energy_line(rows, cells, document.sweep) for rows in cells.values()
+             if any(joules(row) is not None for row in rows)]
+    if not lines and not any(_cpu_of(key, cells) is not None for key in cells):
         return []  # e.g. a CPU-only run on a machine without RAPL: nothing to compare
     return lines + [f"energy: {kind} {status}: {reason}"
-                    for kind, status, reason in _unmeasured_reasons(table)]
+                    for kind, status, reason in _unmeasured_reasons(cells)]
 
 
-CellKey = tuple[str, str, str, str]  # machine, framework, variant, device
+def _cells(rows: list[CaseRow]) -> dict[CaseKey, list[CaseRow]]:
+    """The rows per cell (their key without a size), in the run's order."""
+    return _grouped(rows, lambda row: row.key.without("size_label"))
 
 
-def _cells(table: pd.DataFrame) -> dict[CellKey, pd.DataFrame]:
-    """The table's rows per cell, in the run's order."""
-    return {key: group for key, group in table.groupby(
-        ["machine", "framework", "variant", "device"], sort=False)}
-
-
-def _cpu_of(key: CellKey, cells: dict[CellKey, pd.DataFrame]) -> pd.DataFrame | None:
+def _cpu_of(key: CaseKey, cells: dict[CaseKey, list[CaseRow]]) -> list[CaseRow] | None:
     """The CPU cell a GPU cell is compared with: same machine, framework and variant."""
-    if device_kind(key[3]) != "gpu":
+    if device_kind(key.device) != "gpu":
         return None
-    return next((rows for (machine, framework, variant, device), rows in cells.items()
-                 if (machine, framework, variant) == key[:3] and device_kind(device) == "cpu"),
-                None)
+    return next((rows for cell, rows in cells.items() if device_kind(cell.device) == "cpu"
+                 and cell.without("device") == key.without("device")), None)
 
 
-def _has_pairs(cells: dict[CellKey, pd.DataFrame]) -> bool:
-    return any(_cpu_of(key, cells) is not None for key in cells)
-
-
-def cell_energy_line(rows: pd.DataFrame, cells: dict[CellKey, pd.DataFrame],
+def cell_energy_line(rows: list[CaseRow], cells: dict[CaseKey, list[CaseRow]],
                      sweep: str) -> str:
     """'energy, torch cuda:0: 24.2 / 25.5 / 36.3 mJ per step at batch 8 / 64 / 512; 1.39x
     more / 1.34x less / 4.65x less than cpu' (the GPU's board against the CPU's packages)."""
-    first = rows.iloc[0]
-    key: CellKey = (first["machine"], first["framework"], first["variant"], first["device"])
-    several = len({variant for _, _, variant, _ in cells}) > 1
-    name = f"{first['framework']} {first['device']}" + (f" {first['variant']}" if several
-                                                        else "")
-    text = (f"energy, {name}: {series([format_joules(v) for v in rows['j_per_step']])} "
+    key = rows[0].key.without("size_label")
+    several = len({cell.variant for cell in cells}) > 1
+    name = f"{key.framework} {key.device}" + (f" {key.variant}" if several else "")
+    text = (f"energy, {name}: {series([format_joules(joules(row)) for row in rows])} "
             f"per step{_at_sizes(rows, sweep)}")
     cpu = _cpu_of(key, cells)
     if cpu is not None:
-        by_size = dict(zip(cpu["size"], cpu["j_per_step"]))
-        ratios = [_energy_ratio(gpu_j, by_size.get(size))
-                  for size, gpu_j in zip(rows["size"], rows["j_per_step"])]
+        by_size = {row.key.size_label: joules(row) for row in cpu}
+        ratios = [_energy_ratio(joules(row), by_size.get(row.key.size_label)) for row in rows]
         if any(ratio != "-" for ratio in ratios):
-            text += f"; {' / '.join(ratios)} than {cpu.iloc[0]['device']}"
+            text += f"; {' / '.join(ratios)} than {cpu[0].device}"
     return text
 
 
-def _at_sizes(rows: pd.DataFrame, sweep: str) -> str:
+def _at_sizes(rows: list[CaseRow], sweep: str) -> str:
     """' at batch 8 / 64 / 512', or '' for a workload without a sweep."""
-    sizes = [str(size) for size in rows["size"]]
+    sizes = [row.key.size_label for row in rows]
     return f" at {sweep} {' / '.join(sizes)}" if sweep and any(sizes) else ""
 
 
-def _energy_ratio(gpu_joules: Any, cpu_joules: Any) -> str:
+def _energy_ratio(gpu_joules: float | None, cpu_joules: float | None) -> str:
     """'1.34x less' (the GPU drew less per step), '1.39x more', or '-' where either is
     missing."""
-    if not (pd.notna(gpu_joules) and pd.notna(cpu_joules)) or gpu_joules <= 0 or cpu_joules <= 0:
+    if gpu_joules is None or cpu_joules is None or gpu_joules <= 0 or cpu_joules <= 0:
         return "-"
     ratio = cpu_joules / gpu_joules
     return (f"{format_ratio(ratio)} less" if ratio >= 1 else f"{format_ratio(1 / ratio)} more")
@@ -510,51 +452,43 @@ def method_lines(document: RunDocument) -> list[str]:
     """How each energy figure of the run was measured, for --details: what every measured cell
     shares said once ('energy, every cell: idle included; from the timed samples'), then each
     cell's own (its counter, windows, mean power, idle power, the host's packages)."""
-    table = energy_table([document])
-    if table.empty:
-        return []
-    measured = table[table["j_per_step"].notna()]
-    clauses = {f"{key[1]} {key[3]}" + (f" {key[2]}" if measured["variant"].nunique() > 1
-                                        else ""): _method_clauses(rows, document.sweep)
-               for key, rows in _cells(measured).items()}
+    cells = _cells([row for row in energy_table([document]) if measured(row) is not None])
+    several = len({key.variant for key in cells}) > 1
+    clauses = {f"{key.framework} {key.device}" + (f" {key.variant}" if several else ""):
+               _method_clauses(rows, document.sweep) for key, rows in cells.items()}
     shared, own = said_once(clauses)
     lines = [f"energy, every cell: {'; '.join(shared)}"] if shared else []
     return lines + [f"energy, {name}: {'; '.join(parts)}" for name, parts in own.items()
                     if parts]
 
 
-def _method_clauses(rows: pd.DataFrame, sweep: str) -> list[str]:
+def _method_clauses(rows: list[CaseRow], sweep: str) -> list[str]:
     """The clauses of one cell's measured rows, per size where they differ."""
     def per_size(texts: list[str]) -> str:
         if len(set(texts)) == 1:
             return texts[0]
         return series(texts) + _at_sizes(rows, sweep)
 
-    idle = [f"{row['idle_watts']:.0f} W" for _, row in rows.iterrows()
-            if pd.notna(row["idle_watts"])]
-    remembered = {str(row["idle_remembered_from"]) for _, row in rows.iterrows()
-                  if row["idle_remembered_from"]}
-    clauses = [per_size([str(counter) for counter in rows["counter"]]), "idle included",
-               per_size([source_phrase(source) for source in rows["source"]]),
-               f"windows {per_size([f'{digits(seconds, 2)} s' for seconds in rows['window_s']])}",
-               f"{per_size([f'{watts:.0f} W' for watts in rows['watts_mean']])} mean"]
+    records = [primary(row) for row in rows]
+    idle = [f"{record.idle_watts:.0f} W" for record in records if record.idle_watts is not None]
+    remembered = {remembered_from(record) for record in records if remembered_from(record)}
+    clauses = [per_size([str(record.counter or "") for record in records]), "idle included",
+               per_size([source_phrase(record.source) for record in records]),
+               f"windows {per_size([f'{digits(r.window_s or 0.0, 2)} s' for r in records])}",
+               f"{per_size([f'{r.watts_mean or 0.0:.0f} W' for r in records])} mean"]
     if idle:
-        above = series([format_joules(value) for value in rows["j_per_step_above_idle"]])
+        above = series([format_joules(r.joules_per_step_above_idle) for r in records])
         clauses.append(f"{above} per step above the {per_size(idle)} idle"
                        + (f" (remembered from {', '.join(sorted(remembered))})"
                           if remembered else ""))
-    if rows["host_j_per_step"].notna().any():
-        host = series([format_joules(value) for value in rows["host_j_per_step"]])
+    if any(host_joules(row) is not None for row in rows):
+        host = series([format_joules(host_joules(row)) for row in rows])
         clauses.append(f"host CPU packages {host} per step")
     return clauses
 
 
-def _unmeasured_reasons(table: pd.DataFrame) -> list[tuple[str, str, str]]:
+def _unmeasured_reasons(cells: dict[CaseKey, list[CaseRow]]) -> list[tuple[str, str, str]]:
     """(GPU or CPU, status, reason) of each counter that measured nothing, once each."""
-    reasons: list[tuple[str, str, str]] = []
-    for _, row in table[table["j_per_step"].isna()].iterrows():
-        item = (device_kind(row["device"]).upper(), str(row["energy_status"]),
-                str(row["energy_reason"]))
-        if item not in reasons:
-            reasons.append(item)
-    return reasons
+    reasons = [(device_kind(row.device).upper(), primary(row).status, primary(row).reason)
+               for rows in cells.values() for row in rows if joules(row) is None]
+    return list(dict.fromkeys(reasons))
