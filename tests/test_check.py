@@ -354,8 +354,11 @@ def test_a_reworded_ceilings_table_keeps_every_figure_verified(
     assert "### Rates against the probes" in (run / "summary.md").read_text()
     records = [record for record in json.loads((run / FIGURES_FILE).read_text())["figures"]
                if record["family"] == peak_share.RATE_FAMILY]
-    assert {record["name"] for record in records} == {peak_share.RATE, peak_share.CEILING,
-                                                      peak_share.SHARE}
+    # A probe figure joins them only where a rate passed the probe (a warning): whether it
+    # does depends on the load while this machine probed, not on the heading.
+    assert {peak_share.RATE, peak_share.CEILING, peak_share.SHARE} <= \
+        {record["name"] for record in records} <= \
+        {peak_share.RATE, peak_share.CEILING, peak_share.SHARE, peak_share.PROBE}
     audit = audit_run(run)
     assert not audit.mismatches and not audit.unverifiable, [
         item.line() for item in [*audit.mismatches, *audit.unverifiable]]
