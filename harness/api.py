@@ -136,16 +136,6 @@ def _finish(session: RunSession) -> RunResult:
                      stopped_by)
 
 
-def save_predictions(run_dir: Path) -> list[dict[str, Any]] | None:
-    """store_predictions of a stored run folder: its run.json and measurements.csv as read."""
-    try:
-        document, measurements = store.load_run(run_dir), read_measurements(run_dir)
-    except Exception as exc:  # noqa: BLE001 - the measurements are already safe on disk
-        _not_saved(exc)
-        return None
-    return store_predictions(run_dir, document, measurements)
-
-
 def store_predictions(run_dir: Path, document: RunDocument,
                       measurements: pd.DataFrame) -> list[dict[str, Any]] | None:
     """Compute a run's predictions (harness.analysis.crossover.run_predictions) into DOCUMENT
@@ -164,14 +154,9 @@ def store_predictions(run_dir: Path, document: RunDocument,
             store.write_run(run_dir, document)
         return found
     except Exception as exc:  # noqa: BLE001 - the measurements are already safe on disk
-        _not_saved(exc)
+        progress_console.print(f"predictions not saved ({type(exc).__name__}: {exc})",
+                               markup=False, highlight=False, soft_wrap=True)
         return None
-
-
-def _not_saved(exc: Exception) -> None:
-    """Say why the predictions were not saved (the run's measurements are)."""
-    progress_console.print(f"predictions not saved ({type(exc).__name__}: {exc})",
-                           markup=False, highlight=False, soft_wrap=True)
 
 
 def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | None = None,
