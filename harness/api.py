@@ -32,17 +32,10 @@ from harness.data.measurements import measurements_of_rows, read_measurements
 from harness.data.results import CellResult, RunDocument
 from harness.run.executors import Executor
 from harness.run.forkserver import ForkServers
-from harness.run.plan import RunPlan, check_writable, plan
+from harness.run.plan import RunPlan, plan
 from harness.run.progress import console as progress_console
-from harness.run.session import QUICK_PROBE_SIZES, RunSession, has_rates, measure_ceilings
+from harness.run.session import RunSession
 from harness.spec import Status, worst_status
-
-# What moved out stays importable from here: callers and tests import it as harness.api.X.
-__all__ = [
-    "EXIT_FAILED_CELL", "QUICK_PROBE_SIZES", "RunPlan", "RunResult", "advise",
-    "check_writable", "compare", "execute", "has_rates", "load", "measure_ceilings", "plan",
-    "resume_run",
-]
 
 EXIT_FAILED_CELL = 1
 # A cell in one of these failed (INTERRUPTED without a stop signal here: a cell cancelled
