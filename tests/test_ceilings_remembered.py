@@ -109,7 +109,7 @@ def test_a_changed_fingerprint_probes_again(
     monkeypatch.setattr(envinfo, "usable_cores", lambda: 999)
     measure_ceilings(["cpu"], None)
     assert probes[-1] == ["cpu"] and len(probes) == 3
-    assert ceilings.remembered("cpu") is not None  # now remembered for this fingerprint
+    assert ceilings.recall("cpu").figures is not None  # now remembered for this fingerprint
 
 
 def test_a_probe_older_than_the_age_probes_again(probes: list[list[str]]) -> None:
@@ -120,7 +120,7 @@ def test_a_probe_older_than_the_age_probes_again(probes: list[list[str]]) -> Non
     assert f"is older than {ceilings.REMEMBER_FOR_DAYS} days" in figures.probed_because
     # The stale best is replaced, not merged: it may describe a machine that has changed.
     assert figures.cached is None
-    now = ceilings.remembered("cpu")
+    now = ceilings.recall("cpu").figures
     assert now is not None and now.probe.gflops == {"fp32": 100.0}
 
 

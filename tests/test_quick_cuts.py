@@ -58,7 +58,7 @@ def test_a_device_the_machine_does_not_remember_is_probed_alone(
     measure_ceilings(["cpu", "cuda:0"], None, quick=True)  # cpu is not remembered
     measure_ceilings(["cuda:0"], None, quick=False)  # a full run's sizes were not probed
     assert calls == [["cpu"], ["cuda:0"]]
-    assert ceilings.remembered("cuda:1") is None
+    assert ceilings.recall("cuda:1").figures is None
 
 
 def test_one_child_probes_every_device_and_names_each_devices_failure(
@@ -68,7 +68,7 @@ def test_one_child_probes_every_device_and_names_each_devices_failure(
     assert (figures["cpu"].gflops("fp32") or 0.0) > 0
     assert figures["nodevice:7"].failed
     # What one child measured is remembered for the next --quick run.
-    assert ceilings.remembered("cpu") is not None
+    assert ceilings.recall("cpu").figures is not None
 
 
 @pytest.mark.parametrize("framework", ["torch", "keras-torch"])

@@ -57,7 +57,7 @@ class HostFacts:
         clocks = {**cpuinfo_clocks(text), **cpufreq_clock(cpufreq_max)}
         gpus = tuple(envinfo.visible_gpus())
         devices = ["cpu", *(f"cuda:{index}" for index in range(len(gpus)))]
-        known = {device: ceilings.remembered(device, folder=cache) for device in devices} \
+        known = {device: ceilings.recall(device, folder=cache).figures for device in devices} \
             if with_remembered else {}
         return cls(cores=envinfo.usable_cores(), cpu_flags=cpu_flags(text), clocks_ghz=clocks,
                    gpus=gpus,
