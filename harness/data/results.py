@@ -33,7 +33,7 @@ from harness.data.serial import (
     read_field,
     type_hints,
 )
-from harness.spec import Cell, ParamValue, Status, worst_status
+from harness.spec import Cell, ParamValue, Status
 
 NOISY_IQR_FRACTION = 0.10
 
@@ -367,14 +367,6 @@ class CellResult(JsonRecord):
 
     def to_dict(self) -> JsonObject:
         return {"cell": {**self.cell.as_dict(), **self.cell_extra}, **super().to_dict()}
-
-    def finished_status(self) -> Status:
-        """The worst status among the cases (ok when there are none)."""
-        return worst_status([case.status for case in self.cases])
-
-    def first_case_reason(self) -> str:
-        """The first reason a case gave (why the cell is not ok), or ''."""
-        return next((case.reason for case in self.cases if case.reason), "")
 
 
 UNKNOWN_MACHINE = "unknown machine"
