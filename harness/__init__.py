@@ -1,12 +1,7 @@
 """harness: the same workloads in several frameworks, on CPU and GPU, timed honestly.
 
-Python API (the CLI calls the same functions):
-    harness.compare(workload, frameworks=..., devices=..., variants=..., sizes=...,
-                    params=..., quick=..., out=...) -> harness.api.RunResult (.frame, .path)
-    harness.compare(model="mymodel.py", sizes=[32, 256]): your own model file instead
-    harness.load(path_or_paths) -> pandas.DataFrame of stored runs
-
-Imported lazily: worker processes import harness.* modules and must stay light.
+`compare` and `load` (harness.api's module docstring shows them) are imported lazily: worker
+processes import harness.* modules and must stay light.
 """
 
 from __future__ import annotations

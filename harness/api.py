@@ -32,17 +32,10 @@ from harness.data.measurements import measurements_of_rows, read_measurements
 from harness.data.results import CellResult, RunDocument
 from harness.run.executors import Executor
 from harness.run.forkserver import ForkServers
-from harness.run.plan import RunPlan, check_writable, plan
+from harness.run.plan import RunPlan, plan
 from harness.run.progress import console as progress_console
-from harness.run.session import QUICK_PROBE_SIZES, RunSession, has_rates, measure_ceilings
+from harness.run.session import RunSession
 from harness.spec import Status, worst_status
-
-# What moved out stays importable from here: callers and tests import it as harness.api.X.
-__all__ = [
-    "EXIT_FAILED_CELL", "QUICK_PROBE_SIZES", "RunPlan", "RunResult", "advise",
-    "check_writable", "compare", "execute", "has_rates", "load", "measure_ceilings", "plan",
-    "resume_run",
-]
 
 EXIT_FAILED_CELL = 1
 # A cell in one of these failed (INTERRUPTED without a stop signal here: a cell cancelled
@@ -136,16 +129,6 @@ def _finish(session: RunSession) -> RunResult:
                      stopped_by)
 
 
-def save_predictions(run_dir: Path) -> list[dict[str, Any]] | None:
-    """store_predictions of a stored run folder: its run.json and measurements.csv as read."""
-    try:
-        document, measurements = store.load_run(run_dir), read_measurements(run_dir)
-    except Exception as exc:  # noqa: BLE001 - the measurements are already safe on disk
-        _not_saved(exc)
-        return None
-    return store_predictions(run_dir, document, measurements)
-
-
 def store_predictions(run_dir: Path, document: RunDocument,
                       measurements: pd.DataFrame) -> list[dict[str, Any]] | None:
     """Compute a run's predictions (harness.analysis.crossover.run_predictions) into DOCUMENT
@@ -164,14 +147,9 @@ def store_predictions(run_dir: Path, document: RunDocument,
             store.write_run(run_dir, document)
         return found
     except Exception as exc:  # noqa: BLE001 - the measurements are already safe on disk
-        _not_saved(exc)
+        progress_console.print(f"predictions not saved ({type(exc).__name__}: {exc})",
+                               markup=False, highlight=False, soft_wrap=True)
         return None
-
-
-def _not_saved(exc: Exception) -> None:
-    """Say why the predictions were not saved (the run's measurements are)."""
-    progress_console.print(f"predictions not saved ({type(exc).__name__}: {exc})",
-                           markup=False, highlight=False, soft_wrap=True)
 
 
 def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | None = None,

@@ -73,8 +73,8 @@ def canonical_device(name: str) -> str:
 
 
 def parse_cuda_index(name: str) -> int | None:
-    """The N of 'cuda:N', or None for any other device name."""
-    if not name.startswith("cuda:"):
+    """The N of 'cuda:N' (0 for 'cuda'), or None for any other device name."""
+    head, _, index = name.partition(":")
+    if head != "cuda":
         return None
-    index = name[5:]
-    return int(index) if index.isdigit() else None
+    return int(index) if index.isdigit() else 0 if name == "cuda" else None

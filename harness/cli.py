@@ -30,6 +30,7 @@ from harness.core import registry
 from harness.core.settings import Settings
 from harness.data import store
 from harness.predict.command import profile_device
+from harness.run.plan import check_writable
 from harness.spec import BadInput
 
 app = typer.Typer(
@@ -105,7 +106,7 @@ def report(
         for run_dir in run_dirs:
             store.read_run(run_dir)
         target = out or run_dirs[0]
-        api.check_writable(target)
+        check_writable(target)
     except (store.StoreError, BadInput) as exc:
         fail_input(str(exc))
     try:

@@ -200,3 +200,11 @@ def stats_of(*run_dirs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     runs = casetable.assign_experiments(run_set.runs)
     prepared, _ = casetable.prepare(run_set.measurements, runs)
     return casetable.case_stats(prepared), casetable.cell_status(prepared)
+
+
+def save_predictions(run_dir: Path) -> list[dict[str, Any]] | None:
+    """What every run stores when it ends (harness.api.store_predictions), for a stored folder."""
+    from harness.api import store_predictions
+    from harness.data.measurements import read_measurements
+
+    return store_predictions(run_dir, store.load_run(run_dir), read_measurements(run_dir))

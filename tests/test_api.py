@@ -14,6 +14,7 @@ from harness import api
 from harness.data import store
 from harness.data.ceilings import Ceilings, DeviceCeiling, Peaks
 from harness.run import session
+from harness.run.session import has_rates
 from harness.spec import BadInput, Status
 
 
@@ -71,8 +72,8 @@ def test_ceilings_are_measured_when_the_workload_counts_work(
 def test_which_workloads_have_a_rate_to_judge() -> None:
     from harness.core.registry import load_workload
 
-    assert api.has_rates(load_workload("matmul")) and api.has_rates(load_workload("elementwise"))
-    assert not api.has_rates(load_workload("fault"))
+    assert has_rates(load_workload("matmul")) and has_rates(load_workload("elementwise"))
+    assert not has_rates(load_workload("fault"))
 
 
 def test_load_reads_one_or_several_run_folders(tmp_path: Path) -> None:

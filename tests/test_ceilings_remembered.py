@@ -22,6 +22,7 @@ from harness.data.ceilings import MEMORY, Ceilings, DeviceCeiling, Peaks, as_cei
 from harness.data.results import RunDocument
 from harness.measure import ceilings, envinfo
 from harness.run import ceiling_probe
+from harness.run.session import QUICK_PROBE_SIZES, measure_ceilings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TODAY = time.strftime("%Y-%m-%d")
@@ -93,39 +94,39 @@ def test_probe_ceilings_probes_again_and_keeps_the_best(
 
 def test_a_changed_fingerprint_probes_again(
         probes: list[list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    api.measure_ceilings(["cpu"], None)
+    measure_ceilings(["cpu"], None)
     version = envinfo.metadata.version
 
     def upgraded(name: str) -> str:
         return "99.0" if name == "numpy" else version(name)
 
     monkeypatch.setattr(envinfo.metadata, "version", upgraded)
-    figures = api.measure_ceilings(["cpu"], None).devices["cpu"]
+    figures = measure_ceilings(["cpu"], None).devices["cpu"]
     assert probes == [["cpu"], ["cpu"]]
     assert figures.probed_because.startswith("this machine changed since cpu's probe: numpy ")
     assert figures.probed_because.endswith(" -> 99.0")
     # Fewer usable cores is another machine for the probe as well.
     monkeypatch.setattr(envinfo, "usable_cores", lambda: 999)
-    api.measure_ceilings(["cpu"], None)
+    measure_ceilings(["cpu"], None)
     assert probes[-1] == ["cpu"] and len(probes) == 3
-    assert ceilings.remembered("cpu") is not None  # now remembered for this fingerprint
+    assert ceilings.recall("cpu").figures is not None  # now remembered for this fingerprint
 
 
 def test_a_probe_older_than_the_age_probes_again(probes: list[list[str]]) -> None:
     month_ago = time.time() - (ceilings.REMEMBER_FOR_DAYS + 1) * ceilings.DAY_S
     ceilings.remember(probe_figures("cpu", fp32=500.0), now=month_ago)
-    figures = api.measure_ceilings(["cpu"], None).devices["cpu"]
+    figures = measure_ceilings(["cpu"], None).devices["cpu"]
     assert probes == [["cpu"]]
     assert f"is older than {ceilings.REMEMBER_FOR_DAYS} days" in figures.probed_because
     # The stale best is replaced, not merged: it may describe a machine that has changed.
     assert figures.cached is None
-    now = ceilings.remembered("cpu")
+    now = ceilings.recall("cpu").figures
     assert now is not None and now.probe.gflops == {"fp32": 100.0}
 
 
 def test_only_the_devices_without_a_usable_probe_are_probed(probes: list[list[str]]) -> None:
     ceilings.remember(probe_figures("cuda:0", fp32=50_000.0))
-    figures = api.measure_ceilings(["cpu", "cuda:0"], None)
+    figures = measure_ceilings(["cpu", "cuda:0"], None)
     assert probes == [["cpu"]]
     assert list(figures.devices) == ["cpu", "cuda:0"] and figures.devices["cuda:0"].remembered
     document = RunDocument(run_id="r", command=[], started=0.0, workload="matmul", sweep="n",
@@ -140,9 +141,9 @@ def test_only_the_devices_without_a_usable_probe_are_probed(probes: list[list[st
 def test_a_quick_probe_is_not_a_full_runs_ceiling(probes: list[list[str]]) -> None:
     """Two sizes set a GPU's bar too low for a full run's large matmuls (its bound would flag
     honest results), so a full run probes again; another --quick run reuses it."""
-    ceilings.remember(replace(probe_figures("cpu"), probe_sizes=tuple(api.QUICK_PROBE_SIZES)))
-    assert api.measure_ceilings(["cpu"], None, quick=True).devices["cpu"].remembered
-    full = api.measure_ceilings(["cpu"], None).devices["cpu"]
+    ceilings.remember(replace(probe_figures("cpu"), probe_sizes=tuple(QUICK_PROBE_SIZES)))
+    assert measure_ceilings(["cpu"], None, quick=True).devices["cpu"].remembered
+    full = measure_ceilings(["cpu"], None).devices["cpu"]
     assert probes == [["cpu"]] and "did not try n=4096,8192" in full.probed_because
 
 
@@ -181,6 +182,6 @@ def test_a_run_larger_than_the_probe_probes_again(probes: list[list[str]]) -> No
     """A size inside the remembered ladder is bracketed by the sizes it tried; one above it
     could reach a higher rate than any size probed."""
     ceilings.remember(probe_figures("cpu"))
-    assert api.measure_ceilings(["cpu"], 3000).devices["cpu"].remembered
-    larger = api.measure_ceilings(["cpu"], 10_000).devices["cpu"]
+    assert measure_ceilings(["cpu"], 3000).devices["cpu"].remembered
+    larger = measure_ceilings(["cpu"], 10_000).devices["cpu"]
     assert probes == [["cpu"]] and "did not try n=10000" in larger.probed_because

@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from harness import api
 from harness.cli import app
 from harness.data.results import SCHEMA_VERSION, CellResult
 from harness.run import plan as run_plan
 from harness.run import planner, runner
+from harness.run.plan import check_writable
 from harness.spec import BadInput, Cell
 from harness.workloads import mnist
 
@@ -183,12 +183,12 @@ def test_failed_probe_removes_the_folders_it_created(tmp_path: Path,
 
     monkeypatch.setattr(run_plan.tempfile, "mkstemp", refuse)
     with pytest.raises(BadInput, match="Read-only file system"):
-        api.check_writable(tmp_path / "new" / "deeper")
+        check_writable(tmp_path / "new" / "deeper")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_writable_out_is_created_and_left_empty(tmp_path: Path) -> None:
-    api.check_writable(tmp_path / "new" / "deeper")
+    check_writable(tmp_path / "new" / "deeper")
     assert list((tmp_path / "new" / "deeper").iterdir()) == []
 
 

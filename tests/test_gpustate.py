@@ -329,7 +329,7 @@ def test_a_throttled_gpu_case_is_suspect_in_run_json_and_the_cli_table(
     device_energy = case["extra"]["energy"]["device"]
     assert device_energy["status"] == "ok", device_energy
     assert device_energy["idle_watts"] == pytest.approx(WATTS, rel=0.05)
-    # Throttled in every attempt: timed MAX_ATTEMPTS times, each attempt and why in the record.
+    # Throttled in every attempt: timed DEFAULT_ATTEMPTS times, each attempt and why in the record.
     assert len(case["rounds"][0]["attempts"]) == 3 and all("GPU throttled" in attempt["contended"]
                                               for attempt in case["rounds"][0]["attempts"])
     assert "contended in all 3 attempts" in case["suspect"]

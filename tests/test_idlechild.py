@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from harness.backend import parse_cuda_index
 from harness.core.settings import Settings
 from harness.measure import casewatch, idlechild, idlepower
 from harness.spec import Cell
@@ -98,5 +99,5 @@ def test_only_the_gpus_a_first_round_measures_are_asked_for(tmp_path: Path) -> N
 
 
 def test_cuda_names_map_to_driver_indices() -> None:
-    assert [idlechild.cuda_index(name) for name in ("cuda", "cuda:3", "cpu", "cuda:x")] == \
+    assert [parse_cuda_index(name) for name in ("cuda", "cuda:3", "cpu", "cuda:x")] == \
         [0, 3, None, None]

@@ -149,9 +149,13 @@ def test_the_report_predicts_stores_and_draws_the_crossover(tmp_path) -> None:
     n ~ 96.9; the measured answer (sizes 64, 256, ...) can only say "from 256"."""
     import json
 
-    from harness.api import save_predictions
     from harness.reporting import draw_run_report
-    from tests.synthetic_runs import GPU_MACHINE, gpu_machine_results, write_fixture_run
+    from tests.synthetic_runs import (
+        GPU_MACHINE,
+        gpu_machine_results,
+        save_predictions,
+        write_fixture_run,
+    )
 
     run_dir = write_fixture_run(tmp_path / "run", GPU_MACHINE, gpu_machine_results())
     saved = save_predictions(run_dir)  # what every run does when it ends

@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 import harness
-from harness import api
 from harness.cli import app
 from harness.report import run_predictions
 from harness.reporting import draw_run_report
+from tests.synthetic_runs import save_predictions
 
 SWEEP = ["compare", "--workload", "fault", "--variant", "ok", "--quick", "--framework",
          "fake,fakegpu", "--device", "cpu,cuda:0", "--sizes", "1,2,4", "--no-ceilings"]
@@ -94,6 +94,6 @@ def test_saving_unchanged_predictions_does_not_rewrite_run_json(
         undrawn_run: Path, tmp_path: Path) -> None:
     copy = shutil.copytree(undrawn_run, tmp_path / undrawn_run.name)
     before = (copy / "run.json").stat()
-    assert api.save_predictions(copy) == stored(copy)
+    assert save_predictions(copy) == stored(copy)
     after = (copy / "run.json").stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from harness import api
 from harness.analysis.stats import quick_line
 from harness.core.settings import Settings
 from harness.data.ceilings import MEMORY, DeviceCeiling, Peaks
@@ -17,6 +16,7 @@ from harness.data.results import RunDocument
 from harness.measure import ceilings
 from harness.run import ceiling_probe
 from harness.run.runner import cell_environment
+from harness.run.session import measure_ceilings
 from harness.spec import Cell
 
 
@@ -37,7 +37,7 @@ def test_quick_takes_the_remembered_ceilings_and_probes_nothing(
         raise AssertionError("probed although the machine remembers this device")
 
     monkeypatch.setattr(ceiling_probe, "measure_all", probe)
-    figures = api.measure_ceilings(["cuda:0"], None, quick=True).devices["cuda:0"]
+    figures = measure_ceilings(["cuda:0"], None, quick=True).devices["cuda:0"]
     assert figures.description == "Some GPU"
     assert figures.remembered and figures.remembered.how.startswith("best probe")
     assert figures.probe.gflops == {"fp32": 50_000.0}
@@ -55,10 +55,10 @@ def test_a_device_the_machine_does_not_remember_is_probed_alone(
         return {device: DeviceCeiling(device, error="not here") for device in devices}
 
     monkeypatch.setattr(ceiling_probe, "measure_all", probe)
-    api.measure_ceilings(["cpu", "cuda:0"], None, quick=True)  # cpu is not remembered
-    api.measure_ceilings(["cuda:0"], None, quick=False)  # a full run's sizes were not probed
+    measure_ceilings(["cpu", "cuda:0"], None, quick=True)  # cpu is not remembered
+    measure_ceilings(["cuda:0"], None, quick=False)  # a full run's sizes were not probed
     assert calls == [["cpu"], ["cuda:0"]]
-    assert ceilings.remembered("cuda:1") is None
+    assert ceilings.recall("cuda:1").figures is None
 
 
 def test_one_child_probes_every_device_and_names_each_devices_failure(
@@ -68,7 +68,7 @@ def test_one_child_probes_every_device_and_names_each_devices_failure(
     assert (figures["cpu"].gflops("fp32") or 0.0) > 0
     assert figures["nodevice:7"].failed
     # What one child measured is remembered for the next --quick run.
-    assert ceilings.remembered("cpu") is not None
+    assert ceilings.recall("cpu").figures is not None
 
 
 @pytest.mark.parametrize("framework", ["torch", "keras-torch"])

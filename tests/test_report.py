@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.data import store
+from harness.data.results import SCHEMA_VERSION
 from harness.report import render_report
 from harness.report.load import load_runs
 from tests.report_tables import t
@@ -464,7 +465,7 @@ def test_corrupt_foreign_and_newer_folders_raise(gpu_run: Path, tmp_path: Path) 
     (foreign / "run.json").write_text(json.dumps({"hello": "world"}))
     newer = tmp_path / "newer"
     newer.mkdir()
-    (newer / "run.json").write_text(json.dumps({"schema_version": store.SCHEMA_VERSION + 1}))
+    (newer / "run.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION + 1}))
     (newer / "measurements.csv").write_text("")
     for folder in (corrupt, foreign, newer, tmp_path / "absent"):
         with pytest.raises(store.StoreError):

@@ -19,7 +19,7 @@ from harness.analysis.diff import diff_runs, exact_mann_whitney_p, smallest_p
 from harness.analysis.noise import CaseNoise, judge_gap
 from harness.cli import app
 from harness.core import registry
-from harness.core.settings import Settings
+from harness.core.settings import DEFAULT_ATTEMPTS, Settings
 from harness.data import store
 from harness.data.results import (
     SCHEMA_VERSION,
@@ -181,7 +181,7 @@ def gpu_watch(monkeypatch: pytest.MonkeyPatch) -> CaseWatch:
 def test_a_throttled_case_is_timed_again_and_suspect_only_if_every_attempt_was(
         gpu_watch: CaseWatch, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # The default, not the suite's.
-    monkeypatch.setenv("HARNESS_ATTEMPTS", str(caserun.MAX_ATTEMPTS))
+    monkeypatch.setenv("HARNESS_ATTEMPTS", str(DEFAULT_ATTEMPTS))
     spec = registry.load_workload("fault")
     cell = Cell("fault", variant, "fakegpu", "cuda:0", {"size": [2], "pid_file": ""})
     module = registry.implementation_module(spec, "fakegpu")
@@ -196,8 +196,8 @@ def test_a_throttled_case_is_timed_again_and_suspect_only_if_every_attempt_was(
         assert len(record.attempts) == 2 and record.attempts[1].contended == ""
         assert record.attempts[1].kept and "throttled" not in record.suspect
     else:
-        assert len(record.attempts) == caserun.MAX_ATTEMPTS and record.attempts[-1].kept
-        assert f"contended in all {caserun.MAX_ATTEMPTS} attempts" in record.suspect
+        assert len(record.attempts) == DEFAULT_ATTEMPTS and record.attempts[-1].kept
+        assert f"contended in all {DEFAULT_ATTEMPTS} attempts" in record.suspect
     again = CaseResult.from_dict(json.loads(json.dumps(record.to_dict())))
     assert again.attempts == record.attempts
 
@@ -216,7 +216,7 @@ def test_a_later_round_of_a_cell_contended_throughout_times_each_case_once(
     device = fake_gpu.open_device("cuda:0")
     record = caserun.run_case(caserun.CellContext(spec, module, first, device, gpu_watch,
                                                   settings=QUICK), caserun.CasePlan(case))
-    assert len(record.attempts) == caserun.MAX_ATTEMPTS
+    assert len(record.attempts) == DEFAULT_ATTEMPTS
     merger = rounds.RoundMerger.of(spec, [first], 2)
     merger.add(first, CellResult(cell=first, cases=[record]))
     later = merger.calibrated(replace(first, round=1))

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.data import store
-from harness.data.results import CellResult, RunDocument
+from harness.data.results import SCHEMA_VERSION, CellResult, RunDocument
 from harness.data.store import StoreError
 
 
@@ -80,7 +80,7 @@ def _valid_run(tmp_path: Path) -> Path:
 
 def test_read_run_accepts_a_harness_folder(tmp_path: Path) -> None:
     run_dir = _valid_run(tmp_path)
-    assert store.read_run(run_dir)["schema_version"] == store.SCHEMA_VERSION
+    assert store.read_run(run_dir)["schema_version"] == SCHEMA_VERSION
 
 
 @pytest.mark.parametrize("damage, message", [

@@ -25,7 +25,7 @@ from harness.data.store import load_run
 from harness.report.summary import details_lines
 from harness.report.views import energy as energy_view
 from harness.reporting import draw_run_report
-from tests.synthetic_runs import make_case, make_result, write_run
+from tests.synthetic_runs import make_case, make_result, save_predictions, write_run
 from tests.test_report import private_matplotlib  # noqa: F401 - autouse: matplotlib's cache
 
 WIDTH = 100
@@ -90,7 +90,7 @@ def model_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
                         {"batch": SIZES, "what": "train"}, workload="model-lstm", sweep="batch",
                         work=lambda case: {"flops": 1e6 * case["batch"]},
                         started=time.time() - 60, extra_doc={"quick": False})
-    api.save_predictions(run_dir)
+    save_predictions(run_dir)
     return run_dir
 
 

@@ -7,8 +7,9 @@ import time
 
 import pytest
 
+from harness.data.results import sample_stats
 from harness.measure import timing
-from harness.measure.timing import TimingPolicy, autorange, iqr, is_noisy, per_call
+from harness.measure.timing import TimingPolicy, autorange, per_call
 
 FAST = TimingPolicy(min_samples=5, min_time_s=0.02, max_time_s=1.0, warmup_s=0.01,
                     target_sample_s=0.002)
@@ -115,9 +116,9 @@ def test_per_call_takes_first_call_as_cold() -> None:
 
 
 def test_iqr_and_noise_flag() -> None:
-    assert iqr([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2.0)
-    assert not is_noisy([1.0, 1.01, 1.02, 0.99, 1.0])
-    assert is_noisy([1.0, 1.5, 0.6, 1.3, 0.8])
+    assert sample_stats([1.0, 2.0, 3.0, 4.0, 5.0]).iqr == pytest.approx(2.0)
+    assert not sample_stats([1.0, 1.01, 1.02, 0.99, 1.0]).noisy
+    assert sample_stats([1.0, 1.5, 0.6, 1.3, 0.8]).noisy
 
 
 # --- the guard against measurement artefacts ----------------------------------------------------

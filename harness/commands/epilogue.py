@@ -14,7 +14,7 @@ from rich.console import Console
 from harness import api
 from harness.analysis.casetable import CaseRow
 from harness.analysis.stats import cli_rows
-from harness.commands.output import Said, console, errors, print_plain, terminal_width
+from harness.commands.output import Said, console, errors, print_plain
 from harness.commands.predicted import with_predictions
 from harness.commands.tables import (
     COMPACT_WIDTH,
@@ -27,6 +27,7 @@ from harness.core import interrupt, registry
 from harness.measure import envinfo
 from harness.reporting import ReportOutcome, draw_run_report
 from harness.spec import Status, WorkloadSpec
+from harness.terminal import table_width
 
 
 def since_process_start() -> float:
@@ -102,7 +103,7 @@ def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
     """The compact table on stdout (and the full one with --details), the scaling and energy
     lines where the run has them. Returns the table's rows."""
     summaries = cli_rows(spec, result.document)
-    console.print(compact_table(spec, summaries), width=min(terminal_width(), COMPACT_WIDTH))
+    console.print(compact_table(spec, summaries), width=min(table_width(), COMPACT_WIDTH))
     if details:
         # As wide as before (160 at least): its long reasons must not fold letter by letter.
         Console(width=max(console.width, 160)).print(

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 from rich.console import Console
 
 # A terminal's width; 160 when piped, so the tables do not fold. Fixed here, at import, and
 # never from $COLUMNS: a width read from the environment at import would depend on which test
-# or caller imported the module first. The compact table reads $COLUMNS when it prints.
+# or caller imported the module first. The compact table reads $COLUMNS when it prints
+# (harness.terminal.table_width).
 console = Console(stderr=False, width=None if sys.stdout.isatty() else 160)
 errors = Console(stderr=True)
-
-
-def terminal_width() -> int:
-    """The width to fit: $COLUMNS where set (read now, not at import), else the console's."""
-    columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and int(columns) > 0 else console.width
 
 
 def print_plain(line: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from harness.data import fields
@@ -25,6 +26,11 @@ CORE_COLUMNS = [
 ]
 # ... then one column per declared per-case value (harness.data.fields), in declaration order.
 BASE_COLUMNS = [*CORE_COLUMNS, *(item.name for item in fields.csv_fields())]
+
+
+def csv_columns(names: Iterable[str]) -> list[str]:
+    """The columns of a table holding NAMES: BASE_COLUMNS, then the others (param_*) sorted."""
+    return [*BASE_COLUMNS, *sorted(set(names) - set(BASE_COLUMNS))]
 
 
 FLOAT_COLUMNS = ("seconds", "check_value", "flops", "bytes", *fields.columns_of_kind(float))

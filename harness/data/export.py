@@ -1,9 +1,4 @@
-"""Measurements as one typed table: Parquet beside each run's CSV, and merged exports of runs.
-
-The CSV is text; readers (pandas, polars, DuckDB, Spark) want types. Known columns get a fixed
-type, so tables of different runs concatenate cleanly even when one run has no value in a
-column (a CPU-only run has no device memory); other columns (size, param_*) are inferred.
-"""
+"""Measurements as one typed table: merged exports of runs (the types: harness.data.columns)."""
 
 from __future__ import annotations
 
@@ -14,7 +9,8 @@ from typing import Any
 import pandas as pd
 
 from harness.data import store
-from harness.data.columns import BASE_COLUMNS, frame_to_parquet_bytes, typed_frame
+from harness.data.columns import csv_columns, frame_to_parquet_bytes, typed_frame
+from harness.data.measurements import measurements_text
 
 FORMATS = ("parquet", "csv", "json")
 
@@ -26,22 +22,13 @@ class ExportError(ValueError):
 def read_run_table(run_dir: Path) -> pd.DataFrame:
     """One run's measurements.csv, typed, with run_id and machine taken from run.json."""
     document = store.load_run(run_dir)
-    path = run_dir / store.MEASUREMENTS_FILE
-    try:
-        text = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise store.StoreError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
+    text = measurements_text(run_dir)
     rows = text.to_dict("records")
     machine = document.machine_label
     for row in rows:
         row["run_id"] = document.run_id or run_dir.name
         row["machine"] = row.get("machine") or machine
-    return typed_frame(rows, _ordered_columns(list(text.columns)))
-
-
-def _ordered_columns(names: list[str]) -> list[str]:
-    extra = sorted(set(names) - set(BASE_COLUMNS))
-    return BASE_COLUMNS + extra
+    return typed_frame(rows, csv_columns(text.columns))
 
 
 def merged_table(run_dirs: list[Path]) -> pd.DataFrame:
@@ -52,7 +39,7 @@ def merged_table(run_dirs: list[Path]) -> pd.DataFrame:
         frame = read_run_table(Path(run_dir)).astype(object)
         names += list(frame.columns)
         rows += frame.where(frame.notna(), None).to_dict("records")
-    return typed_frame(rows, _ordered_columns(names))
+    return typed_frame(rows, csv_columns(names))
 
 
 def check_export_request(fmt: str, out: Path | None) -> None:

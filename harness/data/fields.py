@@ -96,18 +96,9 @@ def flops_gaps(extra: Mapping[str, object]) -> str:
     return "; ".join(parts) or "the counter reported gaps"
 
 
-def _flops_gaps(cell: CellResult, case: CaseResult | None) -> str | None:
-    return None if case is None or not case.measured else flops_gaps(case.extra)
-
-
-def flops_disputed(extra: Mapping[str, object]) -> str:
-    """Where the count's second opinion disagrees beyond its margin, with both figures ('' =
-    it agrees, or there is none): harness.data.secondopinion."""
-    return disputed_text(extra)
-
-
-def _flops_disputed(cell: CellResult, case: CaseResult | None) -> str | None:
-    return None if case is None or not case.measured else flops_disputed(case.extra)
+def timed_extra_text(text: Callable[[Mapping[str, object]], str]) -> Reader:
+    """A text made from a timed case's `extra` (None for a case that was not timed)."""
+    return lambda cell, case: None if case is None or not case.measured else text(case.extra)
 
 
 def _while_timed(case: CaseResult | None) -> WhileTimed | None:
@@ -269,10 +260,10 @@ FIELDS: tuple[CaseField, ...] = (
               format=lambda value: f"{float(value):.3g}", cli="FLOPs/call"),
     CaseField("flops_counted_by", str, extra_value("flops_counted_by"), report=True,
               help="the framework's counter, the workload's exact count, or why none"),
-    CaseField("flops_gaps", str, _flops_gaps, report=True,
+    CaseField("flops_gaps", str, timed_extra_text(flops_gaps), report=True,
               help="ops the FLOP counter had no formula for ('' = none): the `flops` column "
                    "is then a lower bound, and so is flops / seconds"),
-    CaseField("flops_disputed", str, _flops_disputed, report=True,
+    CaseField("flops_disputed", str, timed_extra_text(disputed_text), report=True,
               help="parts of the call where an independent count (layer shapes, the jaxpr's) "
                    "disagrees with the `flops` column beyond its margin, both figures ('' = "
                    "none): flops / seconds is then no share of a peak"),

@@ -16,12 +16,14 @@ import pandas as pd
 from harness.core.units import size_label
 from harness.data import store
 from harness.data.columns import (
+    BASE_COLUMNS,
     BOOL_COLUMNS,
     FALSE_TEXT,
     FLOAT_COLUMNS,
     INTEGER_COLUMNS,
     TEXT_COLUMNS,
     TRUE_TEXT,
+    csv_columns,
 )
 from harness.data.results import RunDocument
 from harness.data.serial import JsonValue
@@ -34,24 +36,28 @@ NUMBER_COLUMNS = (*FLOAT_COLUMNS, *INTEGER_COLUMNS)
 
 def read_measurements(run_dir: Path) -> pd.DataFrame:
     """measurements.csv as a DataFrame with typed columns, or StoreError saying what is wrong."""
-    path = run_dir / store.MEASUREMENTS_FILE
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-        raise store.StoreError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
+    frame = measurements_text(run_dir)
     missing = [column for column in REQUIRED_COLUMNS if column not in frame.columns]
     if missing:
-        raise store.StoreError(f"{path}: missing columns {', '.join(missing)}; "
-                               "not a harness measurements file")
+        raise store.StoreError(f"{run_dir / store.MEASUREMENTS_FILE}: missing columns "
+                               f"{', '.join(missing)}; not a harness measurements file")
     return typed_measurements(frame)
+
+
+def measurements_text(run_dir: Path) -> pd.DataFrame:
+    """measurements.csv as its text ('' for an empty value), or StoreError when unreadable."""
+    path = run_dir / store.MEASUREMENTS_FILE
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise store.StoreError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
 
 
 def measurements_of_rows(rows: Iterable[store.MeasurementRow]) -> pd.DataFrame:
     """The rows a run holds in memory as read_measurements reads them once written: each value
     as csv writes it (str(), '' for None), then typed as the CSV's text is."""
     rows = list(rows)
-    extra = sorted({key for row in rows for key in row} - set(store.BASE_COLUMNS))
-    columns = [*store.BASE_COLUMNS, *extra]
+    columns = csv_columns(key for row in rows for key in row)
     text = [{column: _csv_text(row.get(column)) for column in columns} for row in rows]
     return typed_measurements(pd.DataFrame(text, columns=columns, dtype=str))
 
@@ -62,7 +68,7 @@ def _csv_text(value: JsonValue) -> str:
 
 def typed_measurements(frame: pd.DataFrame) -> pd.DataFrame:
     """A frame of the CSV's text, every known column typed, and `size_label` added."""
-    for column in store.BASE_COLUMNS:
+    for column in BASE_COLUMNS:
         if column not in frame.columns:
             frame[column] = ""
     for column in TEXT_COLUMNS:

@@ -33,7 +33,7 @@ from harness.data.serial import (
     read_field,
     type_hints,
 )
-from harness.spec import Cell, ParamValue, Status, worst_status
+from harness.spec import Cell, ParamValue, Status
 
 NOISY_IQR_FRACTION = 0.10
 
@@ -368,14 +368,6 @@ class CellResult(JsonRecord):
     def to_dict(self) -> JsonObject:
         return {"cell": {**self.cell.as_dict(), **self.cell_extra}, **super().to_dict()}
 
-    def finished_status(self) -> Status:
-        """The worst status among the cases (ok when there are none)."""
-        return worst_status([case.status for case in self.cases])
-
-    def first_case_reason(self) -> str:
-        """The first reason a case gave (why the cell is not ok), or ''."""
-        return next((case.reason for case in self.cases if case.reason), "")
-
 
 UNKNOWN_MACHINE = "unknown machine"
 
@@ -419,7 +411,7 @@ class RunDocument(JsonRecord):
     # (cells refused without a worker are in none; a resumed run appends its rounds).
     round_orders: list[list[int]] = field(default_factory=list, metadata=IF_SET)
     # The predicted GPU-vs-CPU crossovers, stored by every run that ends (harness.api
-    # save_predictions, from harness.analysis.crossover; never by drawing a report):
+    # store_predictions, from harness.analysis.crossover; never by drawing a report):
     # per framework and variant, the size, its held-out error and the text printed.
     predictions: list[JsonObject] = field(default_factory=list, metadata=IF_SET)
     # The settings the run used (harness.core.settings.Settings.to_dict: --quick and the

@@ -20,23 +20,10 @@ from typing import Any, TypeAlias
 
 from harness.data import fields
 from harness.data.columns import BASE_COLUMNS
-from harness.data.results import SCHEMA_VERSION, CaseResult, CellResult, RunDocument
+from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.data.serial import JsonObject, JsonValue
 from harness.data.upgrade import UpgradeError, upgrade
 
-__all__ = [
-    "BASE_COLUMNS",
-    "SCHEMA_VERSION",
-    "StoreError",
-    "case_rows",
-    "load_run",
-    "new_run_dir",
-    "read_run",
-    "write_bytes_atomic",
-    "write_json_atomic",
-    "write_measurements",
-    "write_run",
-]
 RUN_FILE = "run.json"
 MEASUREMENTS_FILE = "measurements.csv"
 PARQUET_FILE = "measurements.parquet"

@@ -57,18 +57,12 @@ class HostFacts:
         clocks = {**cpuinfo_clocks(text), **cpufreq_clock(cpufreq_max)}
         gpus = tuple(envinfo.visible_gpus())
         devices = ["cpu", *(f"cuda:{index}" for index in range(len(gpus)))]
-        known = {device: ceilings.remembered(device, folder=cache) for device in devices} \
+        known = {device: ceilings.recall(device, folder=cache).figures for device in devices} \
             if with_remembered else {}
         return cls(cores=envinfo.usable_cores(), cpu_flags=cpu_flags(text), clocks_ghz=clocks,
                    gpus=gpus,
                    remembered={device: figures for device, figures in known.items()
                                if figures is not None})
-
-
-def unprobed_entry(device: str, bound: Bound) -> DeviceCeiling:
-    """A device's ceilings holding a physical bound and no probe, so every reader of the
-    ceilings (CLI table, report) judges against it and none takes it for a measurement."""
-    return DeviceCeiling(device, physical=bound, theoretical_only=True)
 
 
 def physical_bound(device: str, host_facts: HostFacts) -> Bound | None:
@@ -90,11 +84,12 @@ def physical_bound(device: str, host_facts: HostFacts) -> Bound | None:
 def unprobed_ceilings(devices: list[str], host_facts: HostFacts | None = None,
                       cache: Path | None = None) -> Ceilings:
     """Ceilings entries holding only the bound, for a run whose ceilings were not measured
-    (`--no-ceilings`); a device without a bound has no entry. Computed where the cells run.
-    CACHE: the run's cache folder, where the machine's remembered probes are."""
+    (`--no-ceilings`), so every reader of the ceilings (CLI table, report) judges against it
+    and none takes it for a measurement; a device without a bound has no entry. Computed where
+    the cells run. CACHE: the run's cache folder, where the machine's remembered probes are."""
     facts = host_facts or HostFacts.from_machine(cache=cache)
     found = {device: physical_bound(device, facts) for device in devices}
-    return Ceilings({device: unprobed_entry(device, bound)
+    return Ceilings({device: DeviceCeiling(device, physical=bound, theoretical_only=True)
                      for device, bound in found.items() if bound})
 
 

@@ -183,12 +183,6 @@ def _entry_key(device_name: str, fingerprint: Mapping[str, object]) -> str:
     return f"{device_name}|{envinfo.fingerprint_key(fingerprint)}"
 
 
-def _read_cache(folder: Path | None = None) -> dict[str, object]:
-    """The cache file as stored (entries this version cannot read are written back as they
-    were: another harness version on a shared home may still use them)."""
-    return read_json_object(cache_path(folder))
-
-
 def _remembered_probes(cache: Mapping[str, object]) -> list[RememberedProbe]:
     return [probe for value in cache.values()
             if (probe := RememberedProbe.from_json(value)) is not None]
@@ -213,7 +207,9 @@ def remember(figures: DeviceCeiling, fingerprint: Mapping[str, object] | None = 
         return figures
     fingerprint = dict(machine_fingerprint() if fingerprint is None else fingerprint)
     now = time.time() if now is None else now
-    cache = _read_cache(folder)
+    # As stored: entries this version cannot read are written back as they were (another
+    # harness version on a shared home may still use them).
+    cache: dict[str, object] = read_json_object(cache_path(folder))
     key = _entry_key(figures.device, fingerprint)
     stored = RememberedProbe.from_json(cache.get(key))
     previous = stored if _fresh(stored, now) else None
@@ -256,7 +252,7 @@ def recall(device_name: str, sizes: Sequence[int] = (),
     """
     fingerprint = machine_fingerprint() if fingerprint is None else fingerprint
     now = time.time() if now is None else now
-    entries = sorted((entry for entry in _remembered_probes(_read_cache(folder))
+    entries = sorted((entry for entry in _remembered_probes(read_json_object(cache_path(folder)))
                       if entry.device == device_name and entry.figures.gflops),
                      key=lambda entry: -entry.probed_at)
     if not entries:
@@ -278,15 +274,6 @@ def recall(device_name: str, sizes: Sequence[int] = (),
         device_name, probe=entry.figures, description=entry.description,
         measured_with=entry.measured_with, probe_sizes=entry.probe_sizes,
         remembered=Remembered(entry.probed, entry.how), cached=entry))
-
-
-def remembered(device_name: str, sizes: Sequence[int] = (),
-               fingerprint: Mapping[str, object] | None = None,
-               folder: Path | None = None) -> DeviceCeiling | None:
-    """This machine's remembered probe of a device (recall's figures) in the cache FOLDER;
-    None when there is no usable one (the --no-ceilings bound and every run's ceilings policy
-    read it)."""
-    return recall(device_name, sizes, fingerprint, folder=folder).figures
 
 
 def fingerprint_change(before: Mapping[str, object], after: Mapping[str, object]) -> str:

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.backend import parse_cuda_index
 from harness.core.settings import Settings, cache_folder
 from harness.measure import gpustate, idlepower
 from harness.measure.casewatch import idle_fingerprint
@@ -32,14 +33,6 @@ from harness.spec import Cell
 # IDLE_MAX_WINDOWS of them, and a context per GPU): past it, the workers measure.
 CHILD_TIMEOUT_S = 20.0
 NAME_LENGTH = 256
-
-
-def cuda_index(device_name: str) -> int | None:
-    """'cuda' -> 0, 'cuda:N' -> N; None for any other name."""
-    if device_name == "cuda":
-        return 0
-    head, _, index = device_name.partition(":")
-    return int(index) if head == "cuda" and index.isdigit() else None
 
 
 def load_driver() -> Any | None:
@@ -69,7 +62,7 @@ def not_remembered(devices: list[str], settings: Settings,
     cache = cache_folder(settings)
     wanted: dict[str, tuple[EnergyCounter, Any, ctypes.c_int]] = {}
     for name in devices:
-        index = cuda_index(name)
+        index = parse_cuda_index(name)
         found = device_handle(driver, index) if index is not None else None
         gpu = gpustate.open_gpu(name, settings.nvml_module) if found is not None else ""
         if found is None or isinstance(gpu, str):
@@ -116,7 +109,7 @@ def idle_devices(cells: list[Cell], settings: Settings) -> list[str]:
     if settings.quick or not settings.energy:
         return []
     return sorted({cell.device for cell in cells
-                   if cell.round == 0 and cuda_index(cell.device) is not None})
+                   if cell.round == 0 and parse_cuda_index(cell.device) is not None})
 
 
 def start(cells: list[Cell], settings: Settings, env: dict[str, str]) -> subprocess.Popen | None:

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from harness.data.serial import JsonObject
 from harness.data.store import read_json_object, write_json_atomic
@@ -97,23 +96,13 @@ def idle_cache_path(folder: Path) -> Path:
     return folder / IDLE_CACHE_FILE
 
 
-def _idle_entry_key(fingerprint: JsonObject) -> str:
-    """One entry per fingerprint (which names the device): a shared home folder keeps each
-    machine's and each device's own idle power."""
-    return envinfo.fingerprint_key(fingerprint)
-
-
-def _read_idle_cache(folder: Path) -> dict[str, Any]:
-    return read_json_object(idle_cache_path(folder))
-
-
 def recall_idle(fingerprint: JsonObject, counters: list[str], folder: Path,
                 now: float | None = None) -> dict[str, IdlePower] | None:
     """The idle power remembered in the cache FOLDER for FINGERPRINT, one per counter name in
     COUNTERS, when every one is there, settled and younger than IDLE_REMEMBER_S; else None
     (measure it)."""
     now = time.time() if now is None else now
-    entry = _read_idle_cache(folder).get(_idle_entry_key(fingerprint))
+    entry = read_json_object(idle_cache_path(folder)).get(envinfo.fingerprint_key(fingerprint))
     if not isinstance(entry, dict) or entry.get("fingerprint") != fingerprint:
         return None
     stored = entry.get("counters")
@@ -139,8 +128,10 @@ def remember_idle(fingerprint: JsonObject, found: dict[str, IdlePower], folder: 
     if not found or not all(record.watts is not None and record.settled
                             for record in found.values()):
         return
-    cache = _read_idle_cache(folder)
-    cache[_idle_entry_key(fingerprint)] = {
+    cache = read_json_object(idle_cache_path(folder))
+    # One entry per fingerprint, which names the device: a shared home folder keeps each
+    # machine's and each device's own idle power.
+    cache[envinfo.fingerprint_key(fingerprint)] = {
         "fingerprint": fingerprint,
         "counters": {name: {key: value for key, value in vars(record).items()
                             if key != "remembered"} for name, record in found.items()}}

@@ -123,24 +123,6 @@ class Measurement:
     def median(self) -> float | None:  # None without samples
         return sample_stats(self.samples).median
 
-    @property
-    def iqr(self) -> float:
-        return iqr(self.samples)
-
-    @property
-    def noisy(self) -> bool:
-        return is_noisy(self.samples)
-
-
-def iqr(values: list[float]) -> float:
-    """Interquartile range, from harness.data.results.sample_stats (where it is computed)."""
-    return sample_stats(values).iqr or 0.0
-
-
-def is_noisy(values: list[float]) -> bool:
-    """IQR/median above 10%, the threshold torch.utils.benchmark warns at."""
-    return sample_stats(values).noisy
-
 
 def bimodal_split(values: list[float]) -> tuple[float, float, float] | None:
     """(low median, high median, share of high values) when the values form two clusters.

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.backend import VariantUnavailable
 from harness.core.registry import load_framework
-from harness.core.settings import DEFAULT_ATTEMPTS, Settings
+from harness.core.settings import Settings
 from harness.data.results import Attempt, CaseResult, CaseRound
 from harness.data.serial import JsonObject
 from harness.measure import blocks
@@ -52,10 +52,8 @@ NO_ENERGY_REASON = ("not asked for: harness advise times the fixes only (no idle
 NOT_COMPARED = "not_compared"
 
 # A case timed while other processes used the cores, or while the GPU throttled, is timed
-# again after a pause, at most this many times in all; it stays SUSPECT only when every
-# attempt was contended (the record keeps each attempt and why).
-# The settings' attempts change it (HARNESS_ATTEMPTS: the test suite, contended by design).
-MAX_ATTEMPTS = DEFAULT_ATTEMPTS
+# again after this pause, at most the settings' attempts in all (HARNESS_ATTEMPTS); it stays
+# SUSPECT only when every attempt was contended (the record keeps each attempt and why).
 RETRY_PAUSE_S = 1.0
 QUICK_RETRY_PAUSE_S = 0.25
 # A case whose timed calls took longer than this (MNIST epochs) is not timed again: a retry
@@ -77,14 +75,6 @@ class CellContext:
     watch: CaseWatch | None = None
     clock: PhaseClock = field(default_factory=PhaseClock)
     settings: Settings = field(default_factory=Settings)
-
-    @property
-    def max_attempts(self) -> int:
-        return self.settings.attempts
-
-    @property
-    def quick(self) -> bool:
-        return self.settings.quick
 
 
 @dataclass(frozen=True)
@@ -268,7 +258,7 @@ def time_case(context: CellContext, plan: CasePlan, last: bool = True) -> TimedC
         context.watch.start_case()
     with clock.timing("inputs"):
         inputs = spec.inputs(plan.case, cell.variant, context.settings)
-    policy = (TimingPolicy.quick() if context.quick else TimingPolicy()).share(
+    policy = (TimingPolicy.quick() if context.settings.quick else TimingPolicy()).share(
         cell.rounds).reusing(plan.reused, plan.level)
     started = time.perf_counter()
     passes_before = sum(clock.phases.get(name, 0.0) for name in BESIDE_WARMUP_PHASES)
@@ -311,7 +301,7 @@ def finish_watch(context: CellContext, measurement: Measurement, output: dict[st
         return watch.finish_case(
             output["seconds_per_call"], output.get("extra", {}).get("steps_per_call"),
             not last, load is not None and load.contended,
-            no_energy_pass=(QUICK_ENERGY_REASON if context.quick else
+            no_energy_pass=(QUICK_ENERGY_REASON if context.settings.quick else
                             NO_ENERGY_REASON if not context.settings.energy else
                             LATER_ROUND_ENERGY_REASON if cell.round > 0 else ""))
 
@@ -330,10 +320,10 @@ class Attempts:
 
 
 def time_attempts(context: CellContext, plan: CasePlan) -> Attempts:
-    """Time the case until an attempt is uncontended, at most the context's max_attempts
+    """Time the case until an attempt is uncontended, at most the settings' attempts
     (once where an earlier case of this worker was contended throughout), pausing between."""
     clock = context.clock
-    allowed = 1 if clock.busy else context.max_attempts
+    allowed = 1 if clock.busy else context.settings.attempts
     records: list[Attempt] = []
     kept: TimedCase | None = None
     kept_number = 0
@@ -351,22 +341,14 @@ def time_attempts(context: CellContext, plan: CasePlan) -> Attempts:
             break
         if number < allowed:
             with clock.timing("pause before a retry"):
-                time.sleep(QUICK_RETRY_PAUSE_S if context.quick else RETRY_PAUSE_S)
+                time.sleep(QUICK_RETRY_PAUSE_S if context.settings.quick else RETRY_PAUSE_S)
     assert kept is not None
     return Attempts(records, kept, kept_number, first_cold)
 
 
 def run_case(context: CellContext, plan: CasePlan) -> CaseResult:
-    """Prepare, time and check one case; every failure becomes a status in the record.
-
-    A contended timing (other processes on the cores, a throttling GPU) is timed again after
-    a pause, up to MAX_ATTEMPTS in all (the settings' attempts; why a knob: the test suite runs
-    two pytest processes on 2 cores, so every case there is contended by design and retrying
-    it would only triple the suite's worker time); the first uncontended attempt is kept,
-    else the last (the only one whose energy was measured), and the case is SUSPECT only then.
-    The case's cold call is the first attempt's first call whichever attempt is kept: a
-    retry's first call finds the compile caches, the graphs and the allocator already warm.
-    """
+    """Prepare, time (again while contended: time_attempts) and check one case, then its
+    passes after the samples; every failure becomes a status in the record."""
     spec, cell, device, clock = context.spec, context.cell, context.device, context.clock
     host_peak_reset = reset_host_peak()  # this case's own host peak, for the memory fit
     try:

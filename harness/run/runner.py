@@ -294,11 +294,6 @@ def _read_cell_result(path: Path) -> CellResult | None:
         return None
 
 
-def empty_result(cell: Cell, status: Status, reason: str) -> CellResult:
-    """The result of a cell that has no case to show (it never ran, or died before one)."""
-    return CellResult(cell=cell, status=status, reason=reason)
-
-
 def _start_child(module: str, args: list[str], framework: str, env: dict[str, str],
                  servers: ForkServers | None, stderr_file: IO[bytes]) -> tuple[Worker, float]:
     """`python -m MODULE *ARGS` in ENV: forked from FRAMEWORK's warm process where there is one,
@@ -411,7 +406,7 @@ def with_worker_wall(result: CellResult, spawned: float, ended: float, forked: b
 
 def _partial(cell: Cell, result_path: Path, status: Status, reason: str) -> CellResult:
     """Keep the cases a dead worker finished, mark the cell with why it stopped."""
-    result = _read_cell_result(result_path) or empty_result(cell, status, reason)
+    result = _read_cell_result(result_path) or CellResult(cell, status, reason)
     result.status, result.reason, result.finished = status, reason, time.time()
     return result
 

@@ -38,7 +38,7 @@ from harness.measure.casewatch import CaseWatch, idle_fingerprint
 from harness.run.caserun import CasePlan, CellContext, run_case
 from harness.run.failures import failure_reason
 from harness.run.phaseclock import PhaseClock
-from harness.spec import Cell, Status, WorkloadSpec
+from harness.spec import Cell, Status, WorkloadSpec, worst_status
 
 
 def peak_host_memory_bytes() -> int | None:
@@ -63,8 +63,10 @@ class CellRun:
         self.clock.busy = bool(cell.busy)  # an earlier round found the load lasting
 
     def finish(self, status: Status | None = None, reason: str = "") -> None:
-        if status is None:
-            status, reason = self.result.finished_status(), self.result.first_case_reason()
+        if status is None:  # the worst of the cases' statuses, and the first reason given
+            cases = self.result.cases
+            status = worst_status([case.status for case in cases])
+            reason = next((case.reason for case in cases if case.reason), "")
         self.result.status, self.result.reason = status, reason
         self.result.finished = time.time()
         self.result.peak_host_memory_bytes = peak_host_memory_bytes()

@@ -32,7 +32,7 @@ from harness.run.executors.slurm_rows import with_slurm
 from harness.run.executors.slurm_watch import Task, Watch
 from harness.run.executors.task import run_task
 from harness.run.resume import TASK_RESULTS_FOLDER as RESULTS_FOLDER  # RUN_DIR/cells/<id>.json
-from harness.run.runner import RunOptions, empty_result
+from harness.run.runner import RunOptions
 from harness.spec import BadInput, Cell, Status
 
 PREFLIGHT_SETTLE_S = 5.0     # how long the pre-check waits for an unusable node to come back
@@ -220,7 +220,7 @@ class SlurmExecutor:
             except Exception as exc:  # noqa: BLE001 - a refused submission is a status row
                 said = " | ".join(str(exc).strip().splitlines()[-3:])
                 # Never submitted: --resume counts the cell as not run.
-                refused.extend(with_slurm(empty_result(
+                refused.extend(with_slurm(CellResult(
                     cell, Status.ERROR, f"sbatch refused the {kind} cells: {said}"),
                     job_id=None, refused=True) for cell in group)
                 log_line(run_dir, f"sbatch refused the {len(group)} {kind} cells: {said}")

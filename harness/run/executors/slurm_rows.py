@@ -16,7 +16,6 @@ from pathlib import Path
 
 from harness.data.results import CellResult
 from harness.run.executors.slurm_state import TaskState
-from harness.run.runner import empty_result
 from harness.spec import Cell, Status
 
 # A TIMEOUT this far under the task's limit was no time limit (a lost node reported so).
@@ -89,7 +88,7 @@ def as_cell_row(cell: Cell, written: CellResult | None, status: Status,
     """The row of a task that did not complete: `cell` with this status and reason, keeping
     the cases its task saved (`written`, if it wrote anything)."""
     if written is None:
-        written = empty_result(cell, status, reason)
+        written = CellResult(cell, status, reason)
     # The cell as this run planned it, not as the task's file spelled it (cell_extra: keys of
     # that spelling this harness does not know).
     return replace(written, cell=cell, cell_extra={}, status=status, reason=reason,
