@@ -24,6 +24,7 @@ from fractions import Fraction
 from itertools import pairwise
 
 from harness.analysis.predict import SEARCH_FACTOR
+from harness.backend import parse_cuda_index
 from harness.core.units import device_kind, format_bytes, said_once
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.spec import Status
@@ -410,7 +411,7 @@ def device_capacity(document: RunDocument, cell: CellResult) -> tuple[float | No
     """(bytes the cell may fill, in words): the GPU's recorded total less the reserve."""
     host = cell.host or document.host
     totals = host.get("gpu_memory_bytes") if isinstance(host, dict) else None
-    index = cuda_index(cell.device)
+    index = parse_cuda_index(cell.device)
     if not isinstance(totals, list) or index is None or index >= len(totals) \
             or not isinstance(totals[index], (int, float)):
         return None, "the GPU's total memory is not recorded in this run"
@@ -427,14 +428,6 @@ def host_capacity(document: RunDocument, cell: CellResult) -> tuple[float | None
     if not isinstance(total, (int, float)) or total <= 0:
         return None, "the host's memory is not recorded in this run"
     return float(total), f"{format_bytes(total)} of RAM"
-
-
-def cuda_index(device: str) -> int | None:
-    """N of 'cuda:N' (0 for 'cuda'); None for other names."""
-    kind, _, number = device.partition(":")
-    if kind != "cuda":
-        return None
-    return int(number) if number.isdigit() else 0 if not number else None
 
 
 def largest_batch(fit: LineFit | None, capacity: float | None, capacity_text: str,
