@@ -8,6 +8,8 @@ never opens a PNG paid for every figure of its runs: 30 of test_audit_figures' 4
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 
@@ -16,3 +18,12 @@ def draw_no_figures(patch: pytest.MonkeyPatch) -> None:
     from harness import report
 
     patch.setattr(report, "_draw_all", lambda jobs: [[] for _ in jobs])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lines_only() -> Iterator[None]:
+    """Imported by a test module that never reads a PNG: its reports draw no figure, module
+    fixtures' reports included (a module-scoped autouse fixture is set up before them)."""
+    with pytest.MonkeyPatch.context() as patch:
+        draw_no_figures(patch)
+        yield
