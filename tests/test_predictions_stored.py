@@ -20,6 +20,7 @@ from harness import api
 from harness.cli import app
 from harness.report import run_predictions
 from harness.reporting import draw_run_report
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 
 SWEEP = ["compare", "--workload", "fault", "--variant", "ok", "--quick", "--framework",
          "fake,fakegpu", "--device", "cpu,cuda:0", "--sizes", "1,2,4", "--no-ceilings"]
