@@ -160,3 +160,26 @@ def mlp_checks() -> None:
     mlp_training_matches_the_harness_count()
     planted_host_reads()
     unmapped_op_is_unknown()
+
+
+def features_pass_says_why_not() -> None:
+    """A cell whose features cannot run says why: another framework, a module with no step
+    features, a step that is neither an MNIST nor an own-model one, a pass over its limit."""
+    from harness.backends.torch import matmul, mnist
+    from harness.run.casepasses import FEATURES_REASON, features_pass
+
+    class Cpu:
+        is_gpu = False
+
+    def plain_step() -> None:
+        return None
+
+    def why(module: object, *args: object, framework: str = "torch") -> str:
+        return str(features_pass(module, framework, "as-written", Cpu(), 0, plain_step, {},
+                                 *args).get(FEATURES_REASON, ""))
+
+    assert "torch steps only" in why(object(), 0.01, framework="jax")
+    assert "own-model torch files and of the MNIST" in why(matmul, 0.01)  # no step_features
+    assert "neither" in why(mnist, 0.01)  # a torch module, but not an MNIST or own-model step
+    assert why(mnist, 60.0, 10.0).startswith("the features pass was left out")
+    assert features_pass(mnist, "torch", "as-written", Cpu(), 1, plain_step, {}, 0.01) == {}

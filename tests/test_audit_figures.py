@@ -28,6 +28,7 @@ from harness.report.views import (
     ranking,
     warnings,
 )
+from tests.lines_only import draw_no_figures
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "example"
 REWORDED = ("- {machine} [{kind}] pays {cold} on the first {call} ({cell}); a warm {call} "
@@ -89,6 +90,7 @@ def reworded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]
     with pytest.MonkeyPatch.context() as patch:
         for module, name, wording, _old in REWORDINGS:
             patch.setattr(module, name, wording)
+        draw_no_figures(patch)  # the audit reads summary.md and figures.json, never a PNG
         render_report(runs, root / "report")
     return root / "report", runs
 

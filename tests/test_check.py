@@ -33,6 +33,7 @@ from harness.report.views import energy as energy_view
 from harness.report.views import memory as memory_view
 from harness.report.views import peak_share
 from harness.run.rounds import round_orders
+from tests.lines_only import draw_no_figures
 
 SECONDS = re.compile(r"[\d.,]+ (?:ns|us|ms|s)\b")
 
@@ -45,8 +46,10 @@ def invoke(*args: str) -> Any:
 def matmul_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """numpy matmul --quick through the CLI, ceilings measured: a rates table in summary.md."""
     out = tmp_path_factory.mktemp("matmul")
-    result = invoke("compare", "--workload", "matmul", "--quick", "--framework", "numpy",
-                    "--device", "cpu", "--out", str(out))
+    with pytest.MonkeyPatch.context() as patch:
+        draw_no_figures(patch)  # the audit reads the run's lines and records, never a PNG
+        result = invoke("compare", "--workload", "matmul", "--quick", "--framework", "numpy",
+                        "--device", "cpu", "--out", str(out))
     assert result.exit_code == 0, result.output
     return next(path for path in out.iterdir() if path.is_dir())
 
@@ -55,9 +58,11 @@ def matmul_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def fault_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The fault workload (counted FLOPs) on a fake CPU and a fake GPU, 2 seeded rounds."""
     out = tmp_path_factory.mktemp("fault")
-    result = harness.compare("fault-rated", frameworks="fake,fakegpu", devices="cpu,cuda:0",
-                             variants="ok", sizes=[1, 2], quick=True, out=out, ceilings=False,
-                             progress=False, rounds=2, seed=5)
+    with pytest.MonkeyPatch.context() as patch:
+        draw_no_figures(patch)
+        result = harness.compare("fault-rated", frameworks="fake,fakegpu", devices="cpu,cuda:0",
+                                 variants="ok", sizes=[1, 2], quick=True, out=out,
+                                 ceilings=False, progress=False, rounds=2, seed=5)
     assert (result.path / "summary.md").is_file()
     return result.path
 

@@ -22,6 +22,7 @@ from harness.run import planner, runner
 from harness.run.plan import check_writable
 from harness.spec import BadInput, Cell
 from harness.workloads import mnist
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

@@ -280,14 +280,21 @@ def test_a_preload_that_starts_a_thread_is_never_forked(tmp_path: Path) -> None:
 
 def test_a_thread_started_after_the_imports_stops_the_next_fork(tmp_path: Path) -> None:
     """The check runs before every fork, not only once the imports are done."""
-    env = warm_env(tmp_path, "thread_later", "import signal, threading, time\n"
+    started = tmp_path / "thread-started"
+    env = warm_env(tmp_path, "thread_later", "import pathlib, signal, threading, time\n"
                    "def start(*_):\n"
                    "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+                   f"    pathlib.Path({str(started)!r}).touch()\n"
                    "signal.signal(signal.SIGALRM, start)\n"
                    "signal.setitimer(signal.ITIMER_REAL, 1.0)\n")
     server = ForkServer(("thread_later",), env, PROJECT_ROOT, tmp_path / "warm.log")
     assert not server.refused
-    time.sleep(2.0)  # the alarm starts a thread in the waiting warm process
+    # The alarm starts a thread in the waiting warm process, which says so: waited for, not
+    # slept on, since a loaded machine may run the handler late (issue 50).
+    deadline = time.monotonic() + 120
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started.exists(), "the warm process never ran its alarm"
     with pytest.raises(ForkServerLost, match="refused to fork: 1 thread"):
         server.fork("tests.fakes.helper_child", ["describe", str(tmp_path / "d.json")], env,
                     tmp_path, tmp_path / "d.txt")

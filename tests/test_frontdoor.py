@@ -17,6 +17,7 @@ from harness import reporting
 from harness.analysis.noise import ONE_ROUND
 from harness.cli import app
 from harness.core import registry
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 
 # Two fake frameworks on cpu and cuda:0: fake has no GPU (an unavailable cell, a warning),
 # fakegpu has one, so the run has a GPU/CPU verdict, a fastest cell and a ranking on cpu.

@@ -16,6 +16,7 @@ from harness.report.views.memory import memory_table
 from harness.run.runner import run_worker
 from harness.spec import Cell
 from tests.fakes.gpubackend import device as fake_gpu
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 from tests.quick_options import quick_options
 from tests.synthetic_runs import write_run
 

@@ -14,6 +14,7 @@ from harness.data.records import GpuProcesses, GpuReadings
 from harness.measure import edgepass, energy, energycounters, gpustate, idlepower
 from harness.measure.casewatch import CaseWatch
 from harness.measure.timing import TimingPolicy, autorange
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 
 FAKE = "tests.fakes.nvml"
 WATTS = 250.0

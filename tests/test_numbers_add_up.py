@@ -20,6 +20,7 @@ from harness.run import rounds
 from harness.spec import Cell
 from harness.workloads import mnist
 from tests.in_subprocess import installed, run_check
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 from tests.synthetic_runs import cli_rows_of
 
 WIDE = registry.load_workload("mnist-wide")

@@ -16,7 +16,8 @@ from harness.data.store import load_run
 from harness.predict import answer
 from harness.predict.interval import band_for, interval_of, shipped_errors
 from harness.predict.profile import PROFILES_DIR, load_profile, shipped_names
-from harness.run.casepasses import FEATURES_REASON, features_pass
+from tests.in_subprocess import installed, run_check
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 
 COMPARE = ("compare", "--workload", "mnist-small", "--framework", "torch", "--device", "cpu",
            "--quick", "--no-ceilings", "--sizes", "16,64")
@@ -135,23 +136,11 @@ def test_bad_predict_for_is_one_line_and_exit_2(tmp_path: Path, monkeypatch: pyt
 
 
 def test_a_cell_whose_features_cannot_run_says_why() -> None:
-    from harness.backends.torch import matmul, mnist
-
-    class Cpu:
-        is_gpu = False
-
-    def plain_step() -> None:
-        return None
-
-    def why(module: object, *args: object, framework: str = "torch") -> str:
-        return str(features_pass(module, framework, "as-written", Cpu(), 0, plain_step, {},
-                                 *args).get(FEATURES_REASON, ""))
-
-    assert "torch steps only" in why(object(), 0.01, framework="jax")
-    assert "own-model torch files and of the MNIST" in why(matmul, 0.01)  # no step_features
-    assert "neither" in why(mnist, 0.01)  # a torch module, but not an MNIST or own-model step
-    assert why(mnist, 60.0, 10.0).startswith("the features pass was left out")
-    assert features_pass(mnist, "torch", "as-written", Cpu(), 1, plain_step, {}, 0.01) == {}
+    """In a child: the check imports the torch backends, which this process never does (a
+    later module asserting torch was never imported here would fail after it)."""
+    if not installed("torch"):
+        pytest.skip("torch is not installed")
+    run_check("tests.predict_checks", "features_pass_says_why_not()")
 
 
 def test_the_interval_comes_from_the_validation_and_the_noise() -> None:
@@ -193,7 +182,7 @@ def test_the_line_names_the_gpu_short_and_flags_a_suspect_cpu_timing() -> None:
 
 def test_a_profile_of_another_torch_is_said_on_the_line(predicted_run: tuple[Path, str]) -> None:
     """Predicted anyway, said: the profile's dispatch and launch costs are its torch's."""
-    import torch
+    from importlib.metadata import version  # torch's version without importing torch here
 
     from harness.data.results import CellResult
     from harness.spec import Cell
@@ -204,7 +193,7 @@ def test_a_profile_of_another_torch_is_said_on_the_line(predicted_run: tuple[Pat
     assert answer.version_note({"torch": "2.13.1"}, cell) is None
     assert answer.version_note({}, cell) is None
     _, output = predicted_run
-    here = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    here = ".".join(version("torch").split("+")[0].split(".")[:2])
     for name in shipped_names():
         profiled = str(load_profile(name).software.get("torch") or "")
         there = ".".join(profiled.split("+")[0].split(".")[:2])

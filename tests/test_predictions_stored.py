@@ -19,6 +19,7 @@ import harness
 from harness.cli import app
 from harness.report import run_predictions
 from harness.reporting import draw_run_report
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 from tests.synthetic_runs import save_predictions
 
 SWEEP = ["compare", "--workload", "fault", "--variant", "ok", "--quick", "--framework",

@@ -13,6 +13,7 @@ from harness.data.results import RunDocument
 from harness.data.upgrade import as_run_document
 from harness.report import render_report
 from harness.report.views import energy as view
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 from tests.synthetic_runs import write_run
 from tests.test_report import private_matplotlib  # noqa: F401 - autouse: matplotlib's cache
 

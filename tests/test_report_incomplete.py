@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.report import render_report
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 from tests.synthetic_runs import (
     CPU_MACHINE,
     SIZES,

@@ -174,6 +174,12 @@ def test_cpu_cells_hide_gpus_and_keep_tensorflow_quiet(monkeypatch: pytest.Monke
         "TF_CPP_MIN_LOG_LEVEL"] == "0"
 
 
+# The helper child's limit: only the hang is meant to reach it. The child that answers or
+# crashes starts a new interpreter and imports the harness first, which on a loaded 2-core
+# machine can itself take seconds, so its limit is one no start-up reaches (issue 50).
+HELPER_LIMIT_S = {"answer": 300.0, "crash": 300.0, "hang": 2.0}
+
+
 @pytest.mark.parametrize("mode, document, why_not", [
     ("answer", {"answer": 42}, ""),
     ("crash", None, "helper child gave up: no document"),
@@ -187,9 +193,11 @@ def test_a_helper_child_answers_crashes_or_times_out(mode: str, document: dict |
 
     started = time.monotonic()
     got, reason = run_json_child("tests.fakes.helper_child", [mode], fault_cell("ok"),
-                                 timeout_s=2.0, context=RunContext.from_environment())
+                                 timeout_s=HELPER_LIMIT_S[mode],
+                                 context=RunContext.from_environment())
     assert (got, reason) == (document, why_not)
-    assert time.monotonic() - started < 20  # the hang was killed, not waited out
+    if mode == "hang":
+        assert time.monotonic() - started < 60  # the hang was killed, not waited out
 
 
 def test_each_worker_keeps_its_own_cost_record_and_the_sums_are_theirs(

@@ -35,6 +35,7 @@ from harness.data.secondopinion import RECORD_KEY, Part, disputed_parts, dispute
 from harness.report import render_report
 from harness.report.views import warnings as warnings_view
 from tests.in_subprocess import installed
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 from tests.synthetic_runs import (
     CPU_MACHINE,
     cli_rows_of,

@@ -19,6 +19,7 @@ import pytest
 from harness.core import settings as settings_module
 from harness.core.settings import Settings
 from harness.spec import BadInput, Cell
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SCANNED = ("harness", "backends", "workloads")

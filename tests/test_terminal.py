@@ -17,9 +17,13 @@ CASE_ROWS = 2 * 1 + 6 * 2
 
 
 def run_cli(out_dir: Path) -> list[str]:
-    """`harness compare` in a fresh interpreter, its stdout piped, $COLUMNS at 100."""
+    """`harness compare` in a fresh interpreter, its stdout piped, $COLUMNS at 100.
+
+    The second variant is the fault backend's bimodal one: its calls are timed on a virtual
+    clock (tests/fakes/backend/fault.py), so it adds rows and a SUSPECT warning in no time;
+    the slow variant's 0.5 s calls cost 3 cells ~3 s each for the same layout."""
     command = [sys.executable, "-m", "harness.cli", "compare", "--workload", "fault",
-               "--framework", "fake,fakegpu", "--device", "cpu,cuda:0", "--variant", "ok,slow",
+               "--framework", "fake,fakegpu", "--device", "cpu,cuda:0", "--variant", "ok,bimodal",
                "--quick", "--no-ceilings", "--out", str(out_dir)]
     env = {**os.environ, "COLUMNS": str(WIDTH)}
     ran = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,

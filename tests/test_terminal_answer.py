@@ -25,6 +25,7 @@ from harness.data.store import load_run
 from harness.report.summary import details_lines
 from harness.report.views import energy as energy_view
 from harness.reporting import draw_run_report
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 from tests.synthetic_runs import make_case, make_result, save_predictions, write_run
 from tests.test_report import private_matplotlib  # noqa: F401 - autouse: matplotlib's cache
 

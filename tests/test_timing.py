@@ -2,49 +2,65 @@
 
 from __future__ import annotations
 
-import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from harness.data.results import sample_stats
-from harness.measure import timing
+from harness.measure import hostload, timing
 from harness.measure.timing import TimingPolicy, autorange, per_call
+from tests.fakes.backend.fault import VirtualClock
 
 FAST = TimingPolicy(min_samples=5, min_time_s=0.02, max_time_s=1.0, warmup_s=0.01,
                     target_sample_s=0.002)
 
 
-class AsyncDevice:
-    """Work runs in a thread; synchronize() joins it, like cudaDeviceSynchronize."""
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> VirtualClock:
+    """The timing core's clock, moved only by what a test's calls say they take, and no host
+    load read: a test with an upper bound on a measured time asserts the timing core's
+    arithmetic, which a loaded machine's late wake-ups must not decide (issue 50)."""
+    virtual = VirtualClock()
+    monkeypatch.setattr(timing, "_clock", virtual.read)
+    monkeypatch.setattr(hostload, "snapshot", lambda group=None: None)
+    return virtual
 
-    def __init__(self, work_s: float) -> None:
-        self.work_s = work_s
-        self.pending: list[threading.Thread] = []
+
+def taking(clock: VirtualClock, seconds: Callable[[], float]) -> Callable[[], None]:
+    """A step whose call takes seconds() on CLOCK."""
+    return lambda: clock.advance(seconds())
+
+
+class AsyncDevice:
+    """Work queues on the device and runs while the host goes on; synchronize() waits for
+    it, like cudaDeviceSynchronize. On a VirtualClock: a launch costs the host LAUNCH_S."""
+
+    LAUNCH_S = 1e-6
+
+    def __init__(self, clock: VirtualClock, work_s: float) -> None:
+        self.clock, self.work_s, self.busy_until = clock, work_s, 0.0
 
     def step(self) -> None:
-        thread = threading.Thread(target=time.sleep, args=(self.work_s,))
-        thread.start()
-        self.pending.append(thread)
+        self.busy_until = max(self.busy_until, self.clock.read()) + self.work_s
+        self.clock.advance(self.LAUNCH_S)
 
     def synchronize(self) -> None:
-        while self.pending:
-            self.pending.pop().join()
+        self.clock.advance(max(0.0, self.busy_until - self.clock.read()))
 
 
-def test_asynchronous_work_is_inside_the_measured_time() -> None:
-    device = AsyncDevice(work_s=0.02)
+def test_asynchronous_work_is_inside_the_measured_time(clock: VirtualClock) -> None:
+    device = AsyncDevice(clock, work_s=0.02)
     measurement = autorange(device.step, device.synchronize, FAST)
     assert measurement.median >= 0.02
     assert measurement.cold_seconds >= 0.02
 
 
-def test_the_async_fake_would_fool_an_unsynchronised_timer() -> None:
+def test_the_async_fake_would_fool_an_unsynchronised_timer(clock: VirtualClock) -> None:
     """Control: without synchronize the same step reads far too fast, so the test above can fail."""
-    device = AsyncDevice(work_s=0.02)
+    device = AsyncDevice(clock, work_s=0.02)
     measurement = autorange(device.step, lambda: None, FAST)
-    device.synchronize()
-    assert measurement.median < 0.005
+    assert measurement.median == pytest.approx(AsyncDevice.LAUNCH_S)
 
 
 def test_every_clock_read_follows_a_synchronize(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,12 +88,12 @@ def test_every_clock_read_follows_a_synchronize(monkeypatch: pytest.MonkeyPatch)
             last_non_clock = event
 
 
-def test_cold_first_call_is_reported_apart_from_warm_samples() -> None:
+def test_cold_first_call_is_reported_apart_from_warm_samples(clock: VirtualClock) -> None:
     calls = {"count": 0}
 
     def step() -> None:
         calls["count"] += 1
-        time.sleep(0.15 if calls["count"] == 1 else 0.001)
+        clock.advance(0.15 if calls["count"] == 1 else 0.001)
 
     measurement = autorange(step, lambda: None, FAST)
     assert measurement.cold_seconds >= 0.15
@@ -101,18 +117,18 @@ def test_sampling_reaches_the_minimum_count_and_time() -> None:
     assert time.perf_counter() - started >= 0.05
 
 
-def test_budget_stops_sampling_of_slow_calls() -> None:
+def test_budget_stops_sampling_of_slow_calls(clock: VirtualClock) -> None:
     policy = TimingPolicy(min_samples=50, min_time_s=10.0, max_time_s=0.2, warmup_s=0.0)
-    measurement = autorange(lambda: time.sleep(0.03), lambda: None, policy)
+    measurement = autorange(taking(clock, lambda: 0.03), lambda: None, policy)
     assert 3 <= len(measurement.samples) < 50
+    assert measurement.samples == pytest.approx([0.03] * len(measurement.samples))
 
 
-def test_per_call_takes_first_call_as_cold() -> None:
+def test_per_call_takes_first_call_as_cold(clock: VirtualClock) -> None:
     durations = iter([0.05, 0.01, 0.01, 0.01])
-    measurement = per_call(lambda: time.sleep(next(durations)), lambda: None, 4)
-    assert measurement.cold_seconds >= 0.05
-    assert len(measurement.samples) == 3
-    assert all(0.01 <= s < 0.05 for s in measurement.samples)
+    measurement = per_call(taking(clock, lambda: next(durations)), lambda: None, 4)
+    assert measurement.cold_seconds == pytest.approx(0.05)
+    assert measurement.samples == pytest.approx([0.01] * 3)
 
 
 def test_iqr_and_noise_flag() -> None:
@@ -134,12 +150,12 @@ def test_bimodal_split_finds_two_clusters_and_ignores_a_tail() -> None:
     assert timing.bimodal_split([0.001, 0.008, 0.001]) is None  # too few to say
 
 
-def test_alternating_calls_are_flagged_suspect() -> None:
+def test_alternating_calls_are_flagged_suspect(clock: VirtualClock) -> None:
     calls = {"count": 0}
 
     def step() -> None:
         calls["count"] += 1
-        time.sleep(0.001 if calls["count"] % 2 else 0.020)
+        clock.advance(0.001 if calls["count"] % 2 else 0.020)
 
     policy = TimingPolicy(min_samples=5, min_time_s=0.05, max_time_s=1.0, warmup_s=0.1)
     measurement = autorange(step, lambda: None, policy)

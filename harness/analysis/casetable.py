@@ -138,7 +138,8 @@ def worst(statuses: pd.Series) -> str:
 def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
     """One row per case: status, median / quartiles of warm samples (per step), cold call, work.
 
-    Quartiles use linear interpolation, the same 'inclusive' method as harness.data.results.sample_stats.
+    Quartiles use linear interpolation, the same 'inclusive' method as
+    harness.data.results.sample_stats.
     """
     cases = prepared[~prepared["cell_level"]]
     if "suspect" not in cases:  # frames from before the timing guard existed
