@@ -150,7 +150,7 @@ def test_energy_from_the_timed_samples_when_the_window_is_long_enough(fake_nvml:
     device = extras["energy"]["device"]
     assert device["status"] == "ok" and device["source"] == "the timed samples"
     assert device["calls"] == len(measurement.samples) * measurement.calls_per_sample
-    assert device["watts_mean"] == pytest.approx(WATTS, rel=0.01)
+    assert device["watts_mean"] == pytest.approx(WATTS, rel=0.05)  # real clocks: a stall moves it
     assert device["joules_per_step"] == pytest.approx(device["joules_per_call"] / 4)
     # 250 W total, 100 W of it idle: the work added 150 W over the window.
     assert device["joules_per_call_above_idle"] == pytest.approx(
@@ -179,7 +179,7 @@ def test_a_short_window_is_extended_by_an_energy_pass(fake_nvml: None) -> None:
     assert len(calls) == 7 and device["status"] == "ok" and device["calls"] == 7
     assert device["source"].startswith("an energy pass")
     assert device["window_s"] >= edgepass.EXTEND_TO_S
-    assert device["watts_mean"] == pytest.approx(WATTS, rel=0.01)
+    assert device["watts_mean"] == pytest.approx(WATTS, rel=0.05)
 
 
 def test_a_short_window_without_a_step_is_not_measured(fake_nvml: None) -> None:
@@ -198,7 +198,7 @@ def test_a_short_window_without_a_step_is_not_measured(fake_nvml: None) -> None:
 def test_idle_power_is_the_counter_over_a_quiet_window(fake_nvml: None) -> None:
     counter = energycounters.NvmlEnergy(opened(fake_nvml))
     idle = idlepower.measure_idle({"device": counter}, seconds=0.5)["device"]
-    assert idle.watts == pytest.approx(WATTS, rel=0.01)
+    assert idle.watts == pytest.approx(WATTS, rel=0.05)
     assert idle.settled is True and idle.windows == 2
 
 
