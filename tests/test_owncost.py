@@ -310,13 +310,13 @@ def test_idle_power_is_remembered_and_measured_again_on_a_new_fingerprint(
     second = _measure_idle(monkeypatch, 55.0, machine, cache_dir)  # the counter: now 55 W
     assert second.remembered and second.watts == pytest.approx(40.0)
     record = energy.window_record(_window(), None, second, "the timed samples")
-    assert record.extra_fields["idle_remembered_from"] == idlepower.time.strftime(
+    assert record.idle_remembered_from == idlepower.time.strftime(
         "%H:%M", idlepower.time.localtime(first.measured_at))
     changed = _measure_idle(monkeypatch, 55.0, {**machine, "cores": machine["cores"] + 1},
                             cache_dir)
     assert not changed.remembered and changed.watts == pytest.approx(55.0)
     measured = energy.window_record(_window(), None, changed, "the timed samples")
-    assert "idle_remembered_from" not in measured.extra_fields
+    assert measured.idle_remembered_from == "" and not measured.extra_fields
 
 
 def test_idle_power_older_than_an_hour_is_measured_again(

@@ -56,6 +56,19 @@ class EnergyRecord(_JsonRecord):
     idle_settled: bool | None = None
     joules_per_call_above_idle: float | None = None
     joules_per_step_above_idle: float | None = None
+    # The edge-aligned pass (measure.edgepass): the span between the counter's two updates
+    # its power was read over; window_s and calls stay the pass's own.
+    edge_span_s: float | None = None
+    edge_joules: float | None = None
+    edge_updates: int | None = None
+    edge_resolution_s: float | None = None
+    edge_error_bound: float | None = None
+    counter_period_s: float | None = None
+    poll_s: float | None = None
+    # Where the idle power was read back from the machine's cache ('HH:MM' and the full
+    # time; measure.idlepower.idle_origin); empty where it was measured before this cell.
+    idle_remembered_from: str = ""
+    idle_measured_at: str = ""
     extra_fields: JsonObject = field(default_factory=dict)
 
     @classmethod

@@ -12,9 +12,10 @@ reported) and the share above idle (what the work added).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from harness.core.units import digits
 from harness.data.records import EnergyRecord
-from harness.data.serial import JsonObject
 from harness.measure.edgepass import EdgePass
 from harness.measure.energycounters import EnergyCounter, EnergyWindow
 from harness.measure.idlepower import IdlePower, idle_origin
@@ -52,23 +53,23 @@ def edge_record(counter: EnergyCounter, found: EdgePass, name: str,
         return window_record(found.windows[name], steps_per_call, idle, source)
     if found.calls <= 0:
         return EnergyRecord.not_measured("no warm calls in the window")
-    return figures_record(
-        counter.name, found.seconds, found.calls, span.watts * found.seconds, steps_per_call,
-        idle, source,
-        {"edge_span_s": span.seconds, "edge_joules": span.joules,
-         "edge_updates": span.updates, "edge_resolution_s": span.resolution_s,
-         "edge_error_bound": span.error_bound,
-         "counter_period_s": found.periods.get(name), "poll_s": found.poll_s})
+    record = figures_record(counter.name, found.seconds, found.calls,
+                            span.watts * found.seconds, steps_per_call, idle, source)
+    return replace(record, edge_span_s=span.seconds, edge_joules=span.joules,
+                   edge_updates=span.updates, edge_resolution_s=span.resolution_s,
+                   edge_error_bound=span.error_bound,
+                   counter_period_s=found.periods.get(name), poll_s=found.poll_s)
 
 
 def figures_record(counter_name: str, seconds: float, calls: float, joules: float,
-                   steps_per_call: float | None, idle: IdlePower | None, source: str,
-                   extra: JsonObject | None = None) -> EnergyRecord:
+                   steps_per_call: float | None, idle: IdlePower | None,
+                   source: str) -> EnergyRecord:
     """The record of JOULES over SECONDS and CALLS: per call and per step, total and above
     idle."""
     steps = steps_per_call or 1
     idle_watts = idle.watts if idle else None
     above = None if idle_watts is None else joules - idle_watts * seconds
+    remembered_from, measured_at = idle_origin(idle if above is not None else None)
     return EnergyRecord(
         status="ok", counter=counter_name, source=source, reported=REPORTED,
         window_s=seconds, calls=calls, joules_total=joules,
@@ -79,4 +80,4 @@ def figures_record(counter_name: str, seconds: float, calls: float, joules: floa
         idle_settled=None if idle is None or above is None else idle.settled,
         joules_per_call_above_idle=None if above is None else above / calls,
         joules_per_step_above_idle=None if above is None else above / calls / steps,
-        extra_fields={**(extra or {}), **(idle_origin(idle) if above is not None else {})})
+        idle_remembered_from=remembered_from, idle_measured_at=measured_at)

@@ -141,12 +141,10 @@ def remember_idle(fingerprint: JsonObject, found: dict[str, IdlePower], folder: 
         pass
 
 
-def idle_origin(idle: IdlePower | None) -> JsonObject:
-    """Where the idle power came from, for the record: {'idle_remembered_from': 'HH:MM'}
-    (with its date and time) when it was read back from the machine's cache, else nothing
-    (measured before this cell)."""
+def idle_origin(idle: IdlePower | None) -> tuple[str, str]:
+    """Where the idle power came from, for the record: ('HH:MM', its date and time) when it
+    was read back from the machine's cache, else ('', '') (measured before this cell)."""
     if idle is None or not idle.remembered:
-        return {}
-    return {"idle_remembered_from": time.strftime("%H:%M", time.localtime(idle.measured_at)),
-            "idle_measured_at": time.strftime("%Y-%m-%d %H:%M:%S",
-                                              time.localtime(idle.measured_at))}
+        return "", ""
+    when = time.localtime(idle.measured_at)
+    return time.strftime("%H:%M", when), time.strftime("%Y-%m-%d %H:%M:%S", when)

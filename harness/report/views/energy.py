@@ -266,7 +266,7 @@ def case_line(row: CaseRow) -> str:
 
 def remembered_from(record: EnergyRecord) -> str:
     """HH:MM where the idle power was read back from the machine's, '' where it was measured."""
-    return str(record.extra_fields.get("idle_remembered_from") or "")
+    return record.idle_remembered_from
 
 
 def case_figures(row: CaseRow, record: EnergyRecord) -> dict[str, Figure]:
