@@ -335,6 +335,7 @@ class CellResult(JsonRecord):
     slurm: dict[str, JsonValue] | None = field(default=None, metadata=IF_SET)
     # The harness's own time around the timed calls.
     cost: HarnessCost | None = field(default=None, metadata=IF_SET)
+    worker_started: bool | None = field(default=None, metadata=IF_SET)  # False: refused at once
     cell_extra: JsonObject = field(default_factory=dict, metadata=SKIP)  # unknown keys
     extra_fields: JsonObject = field(default_factory=dict)
 

@@ -59,7 +59,7 @@ def refused_result(cell: Cell, reason: str) -> CellResult:
     """The result of a cell no worker ran: unavailable, with the reason, no cases."""
     now = time.time()
     return CellResult(cell=cell, status=Status.UNAVAILABLE, reason=reason, started=now,
-                      finished=now, extra_fields={"worker_started": False})
+                      finished=now, worker_started=False)
 
 
 def refuse_declared(spec: WorkloadSpec) -> Callable[[Cell], CellResult | None]:
