@@ -4,19 +4,17 @@ variant (no variant of the kind faster), and the best GPU's speedup over the bes
 
 from __future__ import annotations
 
-from harness.audit.ledger import Ledger
+from harness.audit.ledger import FigureCheck
 from harness.audit.measured import Measured
 from harness.audit.pool import Pool
-from harness.audit.printed import printed_general, printed_seconds
-from harness.core.units import format_seconds
-from harness.report.figure import Figure
+from harness.audit.printed import SECONDS, general_reading
 from harness.report.views.devicetime import BEST, FASTER, WRITTEN
 
 
-def check_best(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
-    subject = figure.subject
+def check_best(check: FigureCheck, pool: Pool) -> None:
+    figure, subject = check.figure, check.figure.subject
     experiment, kind = subject.get("experiment", ""), subject.get("kind", "")
-    label = f"{subject.get('framework')} {kind} size {subject.get('size')}"
+    check = check.about(f"{subject.get('framework')} {kind} size {subject.get('size')}")
     cases = [m for m in pool.select(experiment, subject.get("machine", ""),
                                     framework=subject.get("framework", ""),
                                     size=subject.get("size", ""), valid=True)
@@ -25,9 +23,8 @@ def check_best(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
     if figure.name == FASTER:
         cpu, gpu = best["cpu"], best["gpu"]
         speedup = cpu / gpu if cpu is not None and gpu else None
-        value = speedup if kind == "gpu" or speedup is None else 1 / speedup
-        ledger.printed(label, f"{kind.upper()} {FASTER}", where,
-                       printed_general(figure.text, 3), value, lambda number: f"{number:.3g}")
+        check.reads(general_reading(3), speedup if kind == "gpu" or speedup is None
+                    else 1 / speedup, f"{kind.upper()} {FASTER}")
         return
     own = [m for m in cases if m.kind == kind]
     if figure.name == f"{kind} {WRITTEN}":
@@ -35,11 +32,10 @@ def check_best(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
         variant = next(iter(dict.fromkeys(m.cell.variant for m in pool.select(experiment))), "")
     else:
         variant = subject.get("variant", "")
-        ledger.verdict(f"{label} {variant}", f"{kind} {BEST} variant", where,
-                       _fastest([m for m in own if m.cell.variant == variant]) == best[kind],
-                       variant, "a faster variant of this kind")
-    ledger.printed(label, figure.name, where, printed_seconds(figure.text),
-                   _fastest([m for m in own if m.cell.variant == variant]), format_seconds)
+        check.about(f"{check.subject} {variant}").verdict(
+            _fastest([m for m in own if m.cell.variant == variant]) == best[kind], variant,
+            "a faster variant of this kind", f"{kind} {BEST} variant")
+    check.reads(SECONDS, _fastest([m for m in own if m.cell.variant == variant]))
 
 
 def _fastest(cases: list[Measured]) -> float | None:

@@ -6,23 +6,26 @@ from __future__ import annotations
 
 import math
 
-from harness.audit.ledger import Ledger
+from harness.audit.ledger import FigureCheck
 from harness.audit.measured import Measured
 from harness.audit.medians import named_case
 from harness.audit.pool import Pool
-from harness.audit.printed import printed_general, printed_seconds
+from harness.audit.printed import SECONDS, general_reading
 from harness.core.units import format_seconds
-from harness.report.figure import Figure
 from harness.report.views.crossover import COLD_IN_WARM
 
 
-def check_cold(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+def check_cold(check: FigureCheck, pool: Pool) -> None:
     """A cold call is the largest first call of its device kind; the warm median is the named
     cell's, both of each cell's smallest valid case (the one the report reads)."""
-    if figure.name == COLD_IN_WARM:
-        _check_cold_in_warm(ledger, pool, where, figure)
+    if check.figure.name == COLD_IN_WARM:
+        case = named_case(check, pool)
+        if case is not None:
+            call, cold = case.median_call, case.case.cold_seconds
+            check.about(case.subject).reads(general_reading(3, "x"), cold / call
+                                            if call and cold is not None else None)
         return
-    subject = figure.subject
+    subject = check.figure.subject
     cells = [m for m in pool.select(subject.get("experiment", ""), subject.get("machine", ""),
                                     valid=True)
              if m.kind == subject.get("kind") and m.case.cold_seconds is not None]
@@ -30,32 +33,17 @@ def check_cold(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
     cell = tuple(subject.get(name) for name in ("framework", "device", "variant"))
     named = [m for m in first if (m.cell.framework, m.cell.device, m.cell.variant) == cell]
     if not named:
-        ledger.cannot(" ".join(str(part) for part in cell), figure.name, where,
-                      "no such valid case in run.json")
+        check.about(" ".join(str(part) for part in cell)).cannot("no such valid case in run.json")
         return
-    case = named[0]
-    printed = printed_seconds(figure.text)
-    if figure.name == "warm call median":
-        ledger.printed(case.subject, figure.name, where, printed, case.median_call,
-                       format_seconds)
+    case, check = named[0], check.about(named[0].subject)
+    if check.figure.name == "warm call median":
+        check.reads(SECONDS, case.median_call)
         return
-    ledger.printed(case.subject, figure.name, where, printed, case.case.cold_seconds,
-                   format_seconds)
+    check.reads(SECONDS, case.case.cold_seconds)
     worst = max(m.case.cold_seconds or 0.0 for m in first)
     cold = case.case.cold_seconds or 0.0
-    ledger.verdict(case.subject, "largest cold call of its kind", where,
-                   worst <= cold * (1 + 1e-12), format_seconds(worst),
-                   f"not above {format_seconds(cold)}")
-
-
-def _check_cold_in_warm(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
-    case = named_case(ledger, pool, where, figure)
-    if case is None:
-        return
-    call, cold = case.median_call, case.case.cold_seconds
-    ledger.printed(case.subject, COLD_IN_WARM, where, printed_general(figure.text, 3),
-                   cold / call if call and cold is not None else None,
-                   lambda value: f"{value:.3g}x")
+    check.verdict(worst <= cold * (1 + 1e-12), format_seconds(worst),
+                  f"not above {format_seconds(cold)}", "largest cold call of its kind")
 
 
 def _first_case_per_cell(cases: list[Measured]) -> list[Measured]:

@@ -7,23 +7,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.audit.ledger import Ledger
+from harness.audit.ledger import FigureCheck
 from harness.audit.measured import Measured
 from harness.audit.pool import Pool, _subject_of
-from harness.audit.printed import percent, printed_fixed, printed_ratio, printed_seconds
-from harness.core.units import format_ratio, format_seconds
-from harness.report.figure import CASE_FIELDS, CLAIM, FASTEST, VERSUS, Figure
+from harness.audit.printed import PERCENT, RATIO, SECONDS
+from harness.core.units import format_seconds
+from harness.report.figure import CASE_FIELDS, CLAIM, FASTEST, VERSUS
 
 
-def named_case(ledger: Ledger, pool: Pool, where: str, figure: Figure,
-               prefix: str = "") -> Measured | None:
+def named_case(check: FigureCheck, pool: Pool, prefix: str = "") -> Measured | None:
     """The one case a record's subject names (with PREFIX: its second case, by the fields
     that differ from the first), or None, noted as unverifiable."""
-    subject = figure.subject
+    subject = check.figure.subject
     case = {name: subject.get(prefix + name, subject.get(name, "")) for name in CASE_FIELDS}
     found = pool.one(experiment=subject.get("experiment", ""), **case)
     if isinstance(found, str):
-        ledger.cannot(_subject_of(case), figure.name, where, found)
+        check.about(_subject_of(case)).cannot(found)
         return None
     return found
 
@@ -33,64 +32,58 @@ def compared(subject: Mapping[str, str]) -> bool:
     return any(name.startswith(VERSUS) for name in subject)
 
 
-def check_median(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+def check_median(check: FigureCheck, pool: Pool) -> None:
     """A median per step; the order its subject claims."""
-    case = named_case(ledger, pool, where, figure)
+    case = named_case(check, pool)
     if case is None:
         return
-    ledger.printed(case.subject, figure.name, where, printed_seconds(figure.text),
-                   case.median_step, format_seconds)
-    if figure.subject.get(CLAIM) == FASTEST:
-        others = pool.select(figure.subject.get("experiment", ""), case.machine,
-                             case.cell.variant, size=case.size_label, valid=True)
+    check.about(case.subject).reads(SECONDS, case.median_step)
+    subject = check.figure.subject
+    if subject.get(CLAIM) == FASTEST:
+        others = pool.select(subject.get("experiment", ""), case.machine, case.cell.variant,
+                             size=case.size_label, valid=True)
         quickest = min((m.median_step for m in others if m.median_step is not None),
                        default=None)
-        _order(ledger, where, case.subject, FASTEST, case.median_step, quickest)
-    if compared(figure.subject):
-        other = named_case(ledger, pool, where, figure, VERSUS)
+        _order(check.about(case.subject), FASTEST, case.median_step, quickest)
+    if compared(subject):
+        other = named_case(check, pool, VERSUS)
         if other is not None:
-            _order(ledger, where, other.subject, f"not slower than {case.cell_name}",
+            _order(check.about(other.subject), f"not slower than {case.cell_name}",
                    other.median_step, case.median_step)
 
 
-def check_spread(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
-    case = named_case(ledger, pool, where, figure)
+def check_spread(check: FigureCheck, pool: Pool) -> None:
+    case = named_case(check, pool)
     if case is not None:
-        ledger.printed(case.subject, figure.name, where, printed_seconds(figure.text),
-                       case.iqr_step, format_seconds)
+        check.about(case.subject).reads(SECONDS, case.iqr_step)
 
 
-def check_ratio(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+def check_ratio(check: FigureCheck, pool: Pool) -> None:
     """The case's median over the second case's."""
-    case = named_case(ledger, pool, where, figure)
-    other = named_case(ledger, pool, where, figure, VERSUS)
+    case, other = named_case(check, pool), named_case(check, pool, VERSUS)
     if case is None or other is None:
         return
     top, bottom = case.median_step, other.median_step
-    ledger.printed(case.subject, figure.name, where, printed_ratio(figure.text),
-                   top / bottom if top is not None and bottom else None, format_ratio)
+    check.about(case.subject).reads(RATIO, top / bottom if top is not None and bottom else None)
 
 
-def check_difference(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+def check_difference(check: FigureCheck, pool: Pool) -> None:
     """The case's median less the second case's (what the second one does without), in
     seconds or as a share of the case's median."""
-    case = named_case(ledger, pool, where, figure)
-    other = named_case(ledger, pool, where, figure, VERSUS)
+    case, other = named_case(check, pool), named_case(check, pool, VERSUS)
     if case is None or other is None:
         return
     top, bottom = case.median_step, other.median_step
     difference = None if top is None or bottom is None else max(top - bottom, 0.0)
-    if figure.unit == "%":
-        ledger.printed(case.subject, figure.name, where, printed_fixed(figure.text, 0, 0.01),
-                       difference / top if difference is not None and top else None, percent)
+    if check.figure.unit == "%":
+        check.about(case.subject).reads(
+            PERCENT, difference / top if difference is not None and top else None)
     else:
-        ledger.printed(case.subject, f"{figure.name} (vs {other.cell.variant})", where,
-                       printed_seconds(figure.text), difference, format_seconds)
+        check.about(case.subject).reads(SECONDS, difference,
+                                        f"{check.figure.name} (vs {other.cell.variant})")
 
 
-def _order(ledger: Ledger, where: str, subject: str, figure: str, faster: float | None,
-           slower: float | None) -> None:
-    if faster is None or slower is None:
-        return
-    ledger.verdict(subject, figure, where, faster <= slower * (1 + 1e-12),
-                   format_seconds(faster), f"not above {format_seconds(slower)}")
+def _order(check: FigureCheck, name: str, faster: float | None, slower: float | None) -> None:
+    if faster is not None and slower is not None:
+        check.verdict(faster <= slower * (1 + 1e-12), format_seconds(faster),
+                      f"not above {format_seconds(slower)}", name)

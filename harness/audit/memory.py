@@ -6,37 +6,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from harness.audit.ledger import Ledger
-from harness.audit.pool import Pool, _experiment_matches, _subject_of
-from harness.audit.printed import printed_bytes
+from harness.audit.ledger import FigureCheck
+from harness.audit.pool import Pool, _experiment_matches
+from harness.audit.printed import BYTES
 from harness.core.units import format_bytes
-from harness.report.figure import Figure
 from harness.report.views.memory import MEMORY_COLUMNS
 
 
-def check_peak(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
-    subject = figure.subject
-    cell_name = tuple(subject.get(name) for name in ("framework", "device", "variant"))
-    found = [cell for document in pool.documents
-             if _experiment_matches(subject.get("experiment", ""), document)
-             and document.machine == subject.get("machine") for cell in document.cells
-             if (cell.framework, cell.device, cell.variant) == cell_name]
-    label = _subject_of(dict(subject))
+def check_peak(check: FigureCheck, pool: Pool) -> None:
+    subject = check.figure.subject
+    found = pool.cells_named(subject, [
+        document for document in pool.documents if document.machine == subject.get("machine")
+        and _experiment_matches(subject.get("experiment", ""), document)])
     if len(found) != 1:
-        ledger.cannot(label, figure.name, where, f"{len(found)} cells in run.json match")
+        check.cannot(f"{len(found)} cells in run.json match")
         return
-    cell = found[0]
+    cell, text = found[0], check.figure.text
     value = {MEMORY_COLUMNS["peak_host_memory_bytes"]: cell.peak_host_memory_bytes,
              MEMORY_COLUMNS["peak_device_allocated_bytes"]: _largest(
                  c.peak_device_allocated_bytes for c in cell.cases),
              MEMORY_COLUMNS["peak_device_reserved_bytes"]: _largest(
-                 c.peak_device_reserved_bytes for c in cell.cases)}.get(figure.name)
-    if figure.text == "-" or value is None:
-        ledger.verdict(label, figure.name, where, (figure.text == "-") == (value is None),
-                       figure.text, format_bytes(value))
-        return
-    ledger.printed(label, figure.name, where, printed_bytes(figure.text), float(value),
-                   format_bytes)
+                 c.peak_device_reserved_bytes for c in cell.cases)}.get(check.figure.name)
+    if text == "-" or value is None:
+        check.verdict((text == "-") == (value is None), text, format_bytes(value))
+    else:
+        check.reads(BYTES, float(value))
 
 
 def _largest(values: Iterable[int | None]) -> int | None:

@@ -14,12 +14,11 @@ from harness.analysis.memoryfit import (
     HOST_CASE_FIGURE,
     REQUIRED_CASE_FIGURE,
 )
-from harness.audit.ledger import Ledger
+from harness.audit.ledger import FigureCheck
 from harness.audit.pool import Pool
-from harness.audit.printed import _number, printed_bytes, printed_general
-from harness.core.units import device_kind, format_bytes
+from harness.audit.printed import BYTES, _number, printed_general
+from harness.core.units import device_kind
 from harness.data.results import CellResult, RunDocument
-from harness.report.figure import Figure
 from harness.report.views.memory import (
     CAPACITY,
     CROSSOVER,
@@ -72,77 +71,68 @@ def memory_capacity(document: RunDocument, cell: CellResult) -> float | None:
             if index < len(totals) and isinstance(totals[index], (int, float)) else None)
 
 
-def check_memory_fit(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+def check_memory_fit(check: FigureCheck, pool: Pool) -> None:
     """One figure of a memory fit's line against a numpy least-squares refit of its cell."""
-    subject = figure.subject
-    label = f"{subject.get('framework')} {subject.get('device')} {subject.get('variant')}"
-    document = next((d for d in pool.documents if d.run_id == subject.get("run")), None)
-    cells = [] if document is None else [
-        cell for cell in document.cells if (cell.framework, cell.device, cell.variant) ==
-        (subject.get("framework"), subject.get("device"), subject.get("variant"))]
+    figure, subject = check.figure, check.figure.subject
+    check = check.about(f"{subject.get('framework')} {subject.get('device')} "
+                        f"{subject.get('variant')}")
+    document = pool.document(subject.get("run", ""))
+    cells = [] if document is None else pool.cells_named(subject, [document])
     if document is None or len(cells) != 1:
-        ledger.cannot(label, figure.name, where,
-                      f"{len(cells)} cells of run {subject.get('run')} match")
+        check.cannot(f"{len(cells)} cells of run {subject.get('run')} match")
         return
     points = memory_points(document, cells[0])
     batches = np.array([batch for batch, _ in points])
     peaks = np.array([peak for _, peak in points])
     sizes = len(set(batches.tolist()))
     if figure.name == SIZES:
-        ledger.verdict(label, SIZES, where, figure.text == str(sizes), figure.text, str(sizes))
+        check.text_is(str(sizes))
         return
     if sizes < 2:
-        ledger.cannot(label, figure.name, where,
-                      f"{sizes} batch size(s) of the cell in run.json")
+        check.cannot(f"{sizes} batch size(s) of the cell in run.json")
         return
     slope, fixed_bytes = (float(value) for value in np.polyfit(batches, peaks, 1))
     fitted = {FIXED: fixed_bytes, PER_SAMPLE: slope,
               RESIDUAL: float(np.abs(peaks - (fixed_bytes + slope * batches)).max()),
               CAPACITY: memory_capacity(document, cells[0])}
     if figure.name in fitted:
-        ledger.printed(label, figure.name, where, printed_bytes(figure.text),
-                       fitted[figure.name], format_bytes)
+        check.reads(BYTES, fitted[figure.name])
     elif figure.name == LARGEST_SIZE:
-        largest_size = f"{int(batches.max()):,}"
-        ledger.verdict(label, figure.name, where, figure.text == largest_size, figure.text,
-                       largest_size)
+        check.text_is(f"{int(batches.max()):,}")
     else:
         capacity = fitted[CAPACITY]
         largest = (max(0, math.floor((capacity - fixed_bytes) / slope))
                    if slope > 0 and capacity is not None else None)
-        check_largest(ledger, where, label, figure, document, cells[0], largest)
+        check_largest(check, document, cells[0], largest)
 
 
-def check_largest(ledger: Ledger, where: str, label: str, figure: Figure, document: RunDocument,
-                  cell: CellResult, largest: int | None) -> None:
+def check_largest(check: FigureCheck, document: RunDocument, cell: CellResult,
+                  largest: int | None) -> None:
     """The largest batch predicted to fit, and the stored crossover's side of it."""
     if largest is None:
-        ledger.cannot(label, figure.name, where, "no capacity recorded or memory did not grow")
-    elif figure.name == LARGEST_BATCH:
+        check.cannot("no capacity recorded or memory did not grow")
+    elif check.figure.name == LARGEST_BATCH:
         # Printed rounded down to 3 significant digits; agreeing within one unit of the third
         # covers a refit whose last bits put the batch across a rounding step.
         step = 10 ** max(0, len(str(largest)) - 3)
-        ledger.verdict(label, figure.name, where,
-                       largest - step < _number(figure.text) <= largest, figure.text,
-                       f"{largest:,}")
-    elif figure.name in (CROSSOVER, SIDE):
-        check_memory_crossover(ledger, where, label, figure, document, cell, largest)
+        check.verdict(largest - step < _number(check.figure.text) <= largest,
+                      check.figure.text, f"{largest:,}")
+    elif check.figure.name in (CROSSOVER, SIDE):
+        check_memory_crossover(check, document, cell, largest)
     else:
-        ledger.cannot(label, figure.name, where, "no such figure of a memory fit")
+        check.cannot("no such figure of a memory fit")
 
 
-def check_memory_crossover(ledger: Ledger, where: str, label: str, figure: Figure,
-                           document: RunDocument, cell: CellResult, largest: int) -> None:
+def check_memory_crossover(check: FigureCheck, document: RunDocument, cell: CellResult,
+                           largest: int) -> None:
     """The stored predicted crossover and its side of the largest batch predicted to fit."""
     stored = next((record.get("size") for record in document.predictions
                    if (record.get("framework"), record.get("variant")) ==
                    (cell.framework, cell.variant) and record.get("kind") == "crossover"), None)
     if not isinstance(stored, (int, float)):
-        ledger.cannot(label, figure.name, where,
-                      "run.json stores no predicted crossover for this cell")
-    elif figure.name == CROSSOVER:
-        ledger.printed(label, figure.name, where, printed_general(figure.text, 2), float(stored),
-                       lambda value: f"{value:,.0f}")
+        check.cannot("run.json stores no predicted crossover for this cell")
+    elif check.figure.name == CROSSOVER:
+        check.reads((lambda text: printed_general(text, 2), lambda value: f"{value:,.0f}"),
+                    float(stored))
     else:
-        side = "below" if stored <= largest else "above"
-        ledger.verdict(label, figure.name, where, figure.text == side, figure.text, side)
+        check.text_is("below" if stored <= largest else "above")

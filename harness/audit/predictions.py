@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.audit.ledger import Ledger
+from harness.audit.ledger import FigureCheck, Ledger
 from harness.audit.pool import Pool
 from harness.core.units import three_digits
 from harness.data.results import CaseResult, CellResult, RunDocument
@@ -33,7 +33,6 @@ from harness.predict.features import StepFeatures
 from harness.predict.interval import band_for, interval_of
 from harness.predict.model import MODEL_VERSION, Prediction, profile_identity, recompute
 from harness.predict.profile import Profile, ProfileError, load_profile
-from harness.report.figure import Figure
 
 WHERE = "run.json"
 TOLERANCE = 1e-9
@@ -114,16 +113,13 @@ def numpy_noise(case: CaseResult) -> float:
 
 
 def named_case(pool: Pool, subject: dict[str, str]) -> tuple[CellResult, CaseResult] | None:
-    for document in pool.documents:
-        if document.run_id != subject.get("run"):
-            continue
-        for cell in document.cells:
-            if (cell.framework, cell.device, cell.variant) != (
-                    subject.get("framework"), subject.get("device"), subject.get("variant")):
-                continue
-            for case in cell.cases:
-                if str(case.case.get(document.sweep)) == subject.get("size"):
-                    return cell, case
+    document = pool.document(subject.get("run", ""))
+    if document is None:
+        return None
+    for cell in pool.cells_named(subject, [document]):
+        for case in cell.cases:
+            if str(case.case.get(document.sweep)) == subject.get("size"):
+                return cell, case
     return None
 
 
@@ -145,21 +141,22 @@ def recomputed_texts(case: CaseResult, name: str) -> dict[str, str] | None:
     return texts
 
 
-def check_printed_prediction(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+def check_printed_prediction(check: FigureCheck, pool: Pool) -> None:
     """One printed figure of a predicted-GPU line against its recomputation."""
-    subject = figure.subject
+    subject = check.figure.subject
     found = named_case(pool, dict(subject))
-    label = " ".join(str(subject.get(key, "")) for key in ("framework", "device", "size"))
+    check = check.about(" ".join(str(subject.get(key, "")) for key in ("framework", "device",
+                                                                         "size")))
     if found is None:
-        ledger.cannot(label, figure.name, where, "no such case in run.json")
+        check.cannot("no such case in run.json")
         return
     try:
         texts = recomputed_texts(found[1], subject.get("profile", ""))
     except (KeyError, ProfileError) as why:
-        ledger.cannot(label, figure.name, where, f"cannot recompute: {why}")
+        check.cannot(f"cannot recompute: {why}")
         return
-    expected = (texts or {}).get(figure.name)
+    expected = (texts or {}).get(check.figure.name)
     if expected is None:
-        ledger.cannot(label, figure.name, where, "the recomputed prediction has no such figure")
-        return
-    ledger.verdict(label, figure.name, where, expected == figure.text, figure.text, expected)
+        check.cannot("the recomputed prediction has no such figure")
+    else:
+        check.text_is(expected)

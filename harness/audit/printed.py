@@ -6,9 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from harness.audit.ledger import (
-    Printed,
-)
+from harness.audit.ledger import Printed, Reading
+from harness.core.units import format_bytes, format_joules, format_ratio, format_seconds
 
 # --- printed numbers and their precision -------------------------------------------------------
 
@@ -81,3 +80,19 @@ def fixed(decimals: int, suffix: str = "") -> Callable[[float], str]:
 def percent(value: float) -> str:
     return f"{value:.0%}"
 
+
+
+def fixed_reading(decimals: int) -> Reading:
+    return (lambda text: printed_fixed(text, decimals), fixed(decimals))
+
+
+def general_reading(digits: int, suffix: str = "") -> Reading:
+    """A number printed with :.{digits}g, SUFFIX after it."""
+    return (lambda text: printed_general(text, digits), lambda value: f"{value:.{digits}g}{suffix}")
+
+
+SECONDS: Reading = (printed_seconds, format_seconds)
+JOULE: Reading = (printed_joules, format_joules)
+BYTES: Reading = (printed_bytes, format_bytes)
+RATIO: Reading = (printed_ratio, format_ratio)
+PERCENT: Reading = (lambda text: printed_fixed(text, 0, 0.01), percent)
