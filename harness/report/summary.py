@@ -57,6 +57,11 @@ def size_phrase(context: Any, size: str) -> str:
     return f" at {context.sweep}={format_size(size, context.sweep)}" if size else ""
 
 
+def size_cell(label: str, sweep: str) -> str:
+    """A size as a table cell prints it ('-' for a case outside the sweep)."""
+    return format_size(label, sweep) if label else "-"
+
+
 def render_summary(context: Any, shown: dict[str, list[Shown]], report_shown: list[Shown],
                    notes: list[str], out_dir: Path) -> tuple[str, list[Figure]]:
     """summary.md's text and the figure records it prints, each with its line: `shown` holds

@@ -49,7 +49,24 @@ class AdviceView(View):
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        return advice_section(table, figures, out_dir)
+        """The answer per run, the figure, then the fixes ranked per framework x device."""
+        lines: list[str] = []
+        for run_id, rows in table.groupby("run_id", sort=False):
+            first = rows.iloc[0]
+            lines += [f"Run `{run_id}`, at {first['sweep']} {first['size']}:", ""]
+            lines += [f"- {text}" for text in first["answers"]] or [
+                f"- {no_answer(list(rows['device']))}"]
+            lines.append("")
+        for path in figures:
+            lines += [f"![what to change: speedup per fix]({figure_link(path, out_dir)})", ""]
+        shown = [[row["framework"], row["device"], row["variant"],
+                  f"{row['standing']}: {row['doubt']}" if row["doubt"] else row["standing"],
+                  format_ratio(row["speedup"]), format_seconds(row["median_s"]),
+                  format_seconds(row["baseline_s"]), row["noise"], row["parity"], row["why"]]
+                 for _, row in table.iterrows()]
+        return lines + markdown_table(["framework", "device", "fix", "standing",
+                                       "speedup vs baseline", "median per step",
+                                       "baseline", "noise", "parity", "why"], shown)
 
 
 def advice_table(advices: list[RunAdvice], run_ids: list[str]) -> pd.DataFrame:
@@ -73,27 +90,6 @@ def advice_table(advices: list[RunAdvice], run_ids: list[str]) -> pd.DataFrame:
                     "cpu_best_s": cpu_best.get(device.framework),
                     "answers": answers})
     return pd.DataFrame(rows)
-
-
-def advice_section(table: pd.DataFrame, figures: list[Path], out_dir: Path) -> list[str]:
-    """The answer per run, the figure, then the fixes ranked per framework x device."""
-    lines: list[str] = []
-    for run_id, rows in table.groupby("run_id", sort=False):
-        first = rows.iloc[0]
-        lines += [f"Run `{run_id}`, at {first['sweep']} {first['size']}:", ""]
-        lines += [f"- {text}" for text in first["answers"]] or [
-            f"- {no_answer(list(rows['device']))}"]
-        lines.append("")
-    for path in figures:
-        lines += [f"![what to change: speedup per fix]({figure_link(path, out_dir)})", ""]
-    shown = [[row["framework"], row["device"], row["variant"],
-              f"{row['standing']}: {row['doubt']}" if row["doubt"] else row["standing"],
-              format_ratio(row["speedup"]), format_seconds(row["median_s"]),
-              format_seconds(row["baseline_s"]), row["noise"], row["parity"], row["why"]]
-             for _, row in table.iterrows()]
-    return lines + markdown_table(["framework", "device", "fix", "standing",
-                                   "speedup vs baseline", "median per step",
-                                   "baseline", "noise", "parity", "why"], shown)
 
 
 def speedup_figure(table: pd.DataFrame, path: Path) -> Path | None:

@@ -57,7 +57,25 @@ class BreakdownView(View):
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        return breakdown_section(context, table)
+        with_overhead = table[table["overhead_s"] > 0] if not table.empty else table
+        if with_overhead.empty:
+            return []
+        # Differences between variants estimate one cost each; the device-busy pass measures the
+        # split directly (section "Where the time goes, measured"), so this is the cross-check.
+        lines = [BREAKDOWN_HEADING, ""]
+        for _, row in with_overhead.iterrows():
+            subject = case_subject(context.name, row)
+            pair = {**subject, **versus(variant=row["overhead_without"])}
+            share, overhead, median = (
+                Figure(DIFFERENCE, f"share of {row['overhead_name']}", row["overhead_share"], "%",
+                       f"{row['overhead_share']:.0%}", pair),
+                seconds_figure(DIFFERENCE, str(row["overhead_name"]), row["overhead_s"], pair),
+                seconds_figure(MEDIAN, "median per step", row["median_s"], subject))
+            lines.append(Line(BREAKDOWN_LINE.format(
+                machine=row["machine"], cell=f"{row['framework']} {row['device']} {row['variant']}",
+                share=share.text, unit=context.unit, name=row["overhead_name"],
+                overhead=overhead.text, median=median.text), [share, overhead, median]))
+        return lines + [""]
 
     def caption_of(self, table: pd.DataFrame) -> str:
         return self.caption if has_overhead(table) else self.cold_caption
@@ -126,28 +144,6 @@ def cold_faster_reason(row: pd.Series, unit: str, call: str) -> str:
     contended = ("; other processes used the cores while the warm samples were timed "
                  "(SUSPECT)" if str(row.get("suspect") or "") else "")
     return whole + contended
-
-
-def breakdown_section(context: Any, table: pd.DataFrame) -> list[str]:
-    with_overhead = table[table["overhead_s"] > 0] if not table.empty else table
-    if with_overhead.empty:
-        return []
-    # Differences between variants estimate one cost each; the device-busy pass measures the
-    # split directly (section "Where the time goes, measured"), so this is the cross-check.
-    lines = [BREAKDOWN_HEADING, ""]
-    for _, row in with_overhead.iterrows():
-        subject = case_subject(context.name, row)
-        pair = {**subject, **versus(variant=row["overhead_without"])}
-        share, overhead, median = (
-            Figure(DIFFERENCE, f"share of {row['overhead_name']}", row["overhead_share"], "%",
-                   f"{row['overhead_share']:.0%}", pair),
-            seconds_figure(DIFFERENCE, str(row["overhead_name"]), row["overhead_s"], pair),
-            seconds_figure(MEDIAN, "median per step", row["median_s"], subject))
-        lines.append(Line(BREAKDOWN_LINE.format(
-            machine=row["machine"], cell=f"{row['framework']} {row['device']} {row['variant']}",
-            share=share.text, unit=context.unit, name=row["overhead_name"],
-            overhead=overhead.text, median=median.text), [share, overhead, median]))
-    return lines + [""]
 
 
 # The section's words; the audit reads the records (harness.audit.medians), never these.

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 import pandas as pd
 
-from harness.core.units import device_kind, format_seconds, format_size
+from harness.core.units import device_kind, format_seconds
 from harness.data.casekey import CASE_COLUMNS
 from harness.report import style
 from harness.report.context import measured_values
 from harness.report.figure import Figure, Line, carried, case_subject
-from harness.report.summary import markdown_table
+from harness.report.summary import markdown_table, size_cell
 from harness.report.tables import HEADLINE_KEYS, at_headline, sort_cells
 from harness.report.views import View
 
@@ -169,7 +169,7 @@ def accuracy_section(context: Any, table: pd.DataFrame, labels: EpochsLabels) ->
     records = [[Figure(ACCURACY_FAMILY, ACCURACY, row["accuracy"], "", f"{row['accuracy']:.4f}",
                        case_subject(context.name, row))] for _, row in table.iterrows()]
     rows = [[row["machine"], row["variant"], row["framework"], row["device"],
-             format_size(row["size_label"], context.sweep) if row["size_label"] else "-",
+             size_cell(row["size_label"], context.sweep),
              figures[0].text, row["status"]]
             for (_, row), figures in zip(table.iterrows(), records)]
     lines += markdown_table(["machine", "variant", "framework", "device",

@@ -67,7 +67,18 @@ class PredictedView(View):
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        return section_lines(table, figures, out_dir)
+        """Per run and profile: the sentence, then the table; the figure once, first."""
+        lines: list[str] = []
+        for path in figures:
+            lines += [f"![GPU step predicted vs measured]({figure_link(path, out_dir)})", ""]
+        for _key, group in table.groupby(["run_id", "profile"], sort=False):
+            first = group.iloc[0]
+            lines += [sentence(group), ""]
+            cells, records = zip(*[row_figures(row) for _, row in group.iterrows()])
+            headers = [header.format(sweep=first["sweep"] or "size") for header in HEADERS]
+            lines += markdown_table(headers, list(cells), list(records))
+            lines += unknown_lines(group)
+        return lines
 
 
 def pair_row(tally: Tally, pair: Pair, sweep: str) -> dict[str, Any]:
@@ -157,21 +168,6 @@ def sentence(group: pd.DataFrame) -> str:
     ties = f" ({first['ties']} measured within the noise: ties)" if first["ties"] else ""
     return Line(SENTENCE.format(**names, within=clause, ratio=ratio.text,
                                 verdicts=verdicts.text, ties=ties), figures)
-
-
-def section_lines(table: pd.DataFrame, figures: list[Path], out_dir: Path) -> list[str]:
-    """Per run and profile: the sentence, then the table; the figure once, first."""
-    lines: list[str] = []
-    for path in figures:
-        lines += [f"![GPU step predicted vs measured]({figure_link(path, out_dir)})", ""]
-    for _key, group in table.groupby(["run_id", "profile"], sort=False):
-        first = group.iloc[0]
-        lines += [sentence(group), ""]
-        cells, records = zip(*[row_figures(row) for _, row in group.iterrows()])
-        headers = [header.format(sweep=first["sweep"] or "size") for header in HEADERS]
-        lines += markdown_table(headers, list(cells), list(records))
-        lines += unknown_lines(group)
-    return lines
 
 
 def unknown_lines(group: pd.DataFrame) -> list[str]:
