@@ -22,7 +22,7 @@ from harness.analysis.noise import ONE_ROUND
 from harness.analysis.stats import overhead_line, run_overhead
 from harness.core.units import format_size
 from harness.report.figure import Figure, Line, carried, placed
-from harness.report.views import figure_link
+from harness.report.views import figure_links
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,8 @@ def _experiment_section(experiment: Any, shown: list[Shown], out_dir: Path) -> l
                          "been interrupted before any cell finished)."), ""]
     in_section = [item for item in shown if not item.view.heading]
     for item in in_section:
-        lines += _figure_links(experiment, item, out_dir)
+        caption = item.view.caption_of(item.table) or item.view.name
+        lines += figure_links(f"{experiment.name}: {caption}", item.figures, out_dir)
     for item in in_section:
         lines += item.lines(experiment, out_dir)
     return lines
@@ -257,13 +258,6 @@ def _params_text(experiment: Any) -> str:
         parts.append(f"{name}={shown if shown != '' else '(default)'}")
     return "; ".join(parts) or "none recorded"
 
-
-def _figure_links(experiment: Any, item: Shown, out_dir: Path) -> list[str]:
-    lines = []
-    for path in item.figures:
-        caption = item.view.caption_of(item.table) or item.view.name
-        lines += [f"![{experiment.name}: {caption}]({figure_link(path, out_dir)})", ""]
-    return lines
 
 
 # --- the verdicts for the terminal ------------------------------------------------------------

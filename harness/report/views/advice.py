@@ -20,7 +20,7 @@ from harness.analysis.advice import RunAdvice, advise_run, no_answer
 from harness.analysis.confidence import UNCONFIRMED
 from harness.core.units import device_kind, format_ratio, format_seconds
 from harness.report.summary import markdown_table
-from harness.report.views import REPORT, View, figure_link
+from harness.report.views import REPORT, View, drawn, figure_links
 
 FIGURE = "what-to-change.png"
 # A fix faster but not confirmed (SUSPECT timings, a gap within their spread) is drawn apart
@@ -44,8 +44,7 @@ class AdviceView(View):
                              if len({cell.variant for cell in document.cells}) > 1])
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        path = speedup_figure(table, out_dir / FIGURE)
-        return [path] if path is not None else []
+        return drawn(speedup_figure(table, out_dir / FIGURE))
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
@@ -57,8 +56,7 @@ class AdviceView(View):
             lines += [f"- {text}" for text in first["answers"]] or [
                 f"- {no_answer(list(rows['device']))}"]
             lines.append("")
-        for path in figures:
-            lines += [f"![what to change: speedup per fix]({figure_link(path, out_dir)})", ""]
+        lines += figure_links("what to change: speedup per fix", figures, out_dir)
         shown = [[row["framework"], row["device"], row["variant"],
                   f"{row['standing']}: {row['doubt']}" if row["doubt"] else row["standing"],
                   format_ratio(row["speedup"]), format_seconds(row["median_s"]),

@@ -31,7 +31,7 @@ from harness.report.figure import (
     versus,
 )
 from harness.report.tables import at_headline, sort_cells
-from harness.report.views import View
+from harness.report.views import View, drawn
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -50,10 +50,9 @@ class BreakdownView(View):
         return breakdown(context.stats, context.headline, context.hints.get("overhead_pairs"))
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        path = breakdown_figure(table, context.name, context.sweep, context.unit,
-                                context.call_name, out_dir / f"{context.stem}-breakdown.png",
-                                context.framework_colors)
-        return [path] if path is not None else []
+        return drawn(breakdown_figure(table, context.name, context.sweep, context.unit,
+                                      context.call_name, out_dir / f"{context.stem}-breakdown.png",
+                                      context.framework_colors))
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:

@@ -26,7 +26,7 @@ from harness.report import style
 from harness.report.figure import Figure, Line, carried, figures_in
 from harness.report.summary import markdown_table
 from harness.report.tables import ceiling_for, flop_ceiling
-from harness.report.views import View
+from harness.report.views import View, drawn
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -42,11 +42,10 @@ class CrossoverView(View):
         return crossovers(context.stats, context.hints)
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        path = crossover_figure(
+        return drawn(crossover_figure(
             context.stats, table, context.name, context.sweep, context.unit, context.ceilings,
             out_dir / f"{context.stem}-crossover.png", context.framework_colors,
-            context.hints.get("bandwidth_ceiling", MEMORY))
-        return [path] if path is not None else []
+            context.hints.get("bandwidth_ceiling", MEMORY)))
 
     def when_empty(self, context: Any) -> list[str]:
         return gpu_section(context, pd.DataFrame(), pd.DataFrame())

@@ -30,7 +30,7 @@ from harness.report import style
 from harness.report.figure import MEDIAN, Figure, case_subject, seconds_figure
 from harness.report.summary import markdown_table
 from harness.report.tables import at_headline, sort_cells
-from harness.report.views import View, figure_link
+from harness.report.views import View, drawn, figure_link
 from harness.report.views.crossover import COLD_FAMILY, COLD_IN_WARM
 
 DEVICE_NUMBERS = ("device_seconds", "device_copy_seconds", "kernels_per_call",
@@ -61,12 +61,11 @@ class MeasuredTimeView(View):
         return table
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        paths = [attribution_figure(at_headline(table, context.headline), context.name,
-                                    context.unit, out_dir / f"{context.stem}-device-time.png"),
-                 busy_sweep_figure(table, context.name, context.sweep, context.unit,
-                                   out_dir / f"{context.stem}-busy-sweep.png",
-                                   context.framework_colors)]
-        return [path for path in paths if path is not None]
+        return drawn(attribution_figure(at_headline(table, context.headline), context.name,
+                                        context.unit, out_dir / f"{context.stem}-device-time.png"),
+                     busy_sweep_figure(table, context.name, context.sweep, context.unit,
+                                       out_dir / f"{context.stem}-busy-sweep.png",
+                                       context.framework_colors))
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:

@@ -31,7 +31,7 @@ from harness.report.context import measured_values
 from harness.report.figure import Figure, Line, carried, case_subject
 from harness.report.summary import markdown_table, size_cell
 from harness.report.tables import HEADLINE_KEYS, at_headline, sort_cells
-from harness.report.views import View
+from harness.report.views import View, drawn
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -81,9 +81,9 @@ class EpochsAccuracyView(View):
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
         times, accuracy = split(table)
         labels: EpochsLabels = {**view_labels(context), "call": context.call_name}
-        path = epochs_figure(times, at_headline(accuracy, context.headline), context.name, labels,
-                             out_dir / f"{context.stem}-epochs.png", context.framework_colors)
-        return [path] if path is not None else []
+        return drawn(epochs_figure(times, at_headline(accuracy, context.headline), context.name,
+                                   labels, out_dir / f"{context.stem}-epochs.png",
+                                   context.framework_colors))
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:

@@ -21,7 +21,7 @@ from harness.data.casekey import CELL_COLUMNS
 from harness.report.figure import Figure, Line
 from harness.report.summary import markdown_table
 from harness.report.tables import sort_cells
-from harness.report.views import REPORT, View, figure_link
+from harness.report.views import REPORT, View, drawn, figure_links
 
 # Each cell's peaks (family MEMORY_FAMILY, harness.audit.memory), named as its table's columns.
 MEMORY_FAMILY = "peak memory"
@@ -45,12 +45,11 @@ class MemoryView(View):
         return memory_table(context.prepared)
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        figure = memory_figure(table, out_dir / FIGURE_FILE)
-        return [figure] if figure is not None else []
+        return drawn(memory_figure(table, out_dir / FIGURE_FILE))
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        lines = memory_lines(table, figures[0] if figures else None, out_dir)
+        lines = memory_lines(table, figures, out_dir)
         # Will a bigger batch fit: peak memory fitted over each batch sweep.
         bullets = fit_bullets(context.documents)
         return lines + ["", *bullets] if bullets else lines
@@ -152,7 +151,7 @@ def _cell_label(row: pd.Series) -> str:
     return f"{row['experiment']}: {row['framework']} {row['device']} {row['variant']}"
 
 
-def memory_lines(table: pd.DataFrame, figure: Path | None, out_dir: Path) -> list[str]:
+def memory_lines(table: pd.DataFrame, pngs: list[Path], out_dir: Path) -> list[str]:
     """Lines for summary.md: the figure and one table row per cell (none when nothing known)."""
     if table.empty:
         return []
@@ -160,9 +159,7 @@ def memory_lines(table: pd.DataFrame, figure: Path | None, out_dir: Path) -> lis
                    "read by the runner from the kernel when the worker exits. Device: the "
                    "framework allocator's peak per case (reserved where the framework reports "
                    "it, else allocated), largest case shown; '-' on CPU cells.")
-    lines = [explanation, ""]
-    if figure is not None:
-        lines += [f"![peak memory per cell]({figure_link(figure, out_dir)})", ""]
+    lines = [explanation, "", *figure_links("peak memory per cell", pngs, out_dir)]
     rows, records = [], []
     for _, row in table.iterrows():
         subject = {name: str(row[name]) for name in CELL_COLUMNS}

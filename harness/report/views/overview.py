@@ -19,7 +19,7 @@ import pandas as pd
 from harness.core.units import device_kind, format_seconds, format_size
 from harness.report import style
 from harness.report.tables import sort_cells
-from harness.report.views import View
+from harness.report.views import View, drawn
 from harness.spec import Status
 
 if TYPE_CHECKING:
@@ -37,9 +37,9 @@ class OverviewView(View):
         return overview_table(context.stats, context.cells, context.headline)
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        path = overview_figure(table, context.name, context.sweep, context.unit,
-                               out_dir / f"{context.stem}-overview.png", context.framework_colors)
-        return [path] if path is not None else []
+        return drawn(overview_figure(table, context.name, context.sweep, context.unit,
+                                     out_dir / f"{context.stem}-overview.png",
+                                     context.framework_colors))
 
 
 def overview_table(stats: pd.DataFrame, cells: pd.DataFrame,

@@ -21,7 +21,7 @@ from harness.predict.answer import ms, short_device
 from harness.predict.versus import FAMILY, RIGHT, Pair, Tally, ratio_text, tallies
 from harness.report.figure import Figure, Line
 from harness.report.summary import markdown_table
-from harness.report.views import REPORT, View, figure_link
+from harness.report.views import REPORT, View, drawn, figure_links
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -62,15 +62,12 @@ class PredictedView(View):
                           {document.run_id: document.sweep for document in context.documents})
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        path = predicted_figure(table, out_dir / FIGURE)
-        return [path] if path is not None else []
+        return drawn(predicted_figure(table, out_dir / FIGURE))
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
         """Per run and profile: the sentence, then the table; the figure once, first."""
-        lines: list[str] = []
-        for path in figures:
-            lines += [f"![GPU step predicted vs measured]({figure_link(path, out_dir)})", ""]
+        lines = figure_links("GPU step predicted vs measured", figures, out_dir)
         for _key, group in table.groupby(["run_id", "profile"], sort=False):
             first = group.iloc[0]
             lines += [sentence(group), ""]

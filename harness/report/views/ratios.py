@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.units import format_ratio, format_size
-from harness.report.views import View
+from harness.report.views import View, drawn
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -31,9 +31,8 @@ class RatiosView(View):
         return ratio_table(context.stats)
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        path = ratios_figure(table, context.name, context.sweep,
-                             out_dir / f"{context.stem}-ratios.png")
-        return [path] if path is not None else []
+        return drawn(ratios_figure(table, context.name, context.sweep,
+                                   out_dir / f"{context.stem}-ratios.png"))
 
 
 def ratio_table(stats: pd.DataFrame) -> pd.DataFrame:

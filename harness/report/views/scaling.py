@@ -25,7 +25,7 @@ from harness.core.units import device_kind, format_seconds
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.data.serial import JsonObject, JsonValue
 from harness.report.context import labels_of
-from harness.report.views import REPORT, View, figure_link
+from harness.report.views import REPORT, View, figure_links
 from harness.spec import Status
 
 HINT = "scaling"
@@ -239,8 +239,7 @@ def scaling_section(table: pd.DataFrame, figures: list[Path], out_dir: Path,
         return []
     share = (labels or {}).get("share_explanation")
     lines = [EXPLANATION + (f"; {share}" if share else "") + ".", ""]
-    for path in figures:
-        lines += [f"![data-parallel scaling]({figure_link(path, out_dir)})", ""]
+    lines += figure_links("data-parallel scaling", figures, out_dir)
     return lines + [f"- {line}" for line in scaling_lines(table)]
 
 
