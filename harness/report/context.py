@@ -18,9 +18,10 @@ from harness.analysis import casetable
 from harness.data.ceilings import Ceilings, as_ceilings
 from harness.data.results import RunDocument
 from harness.data.serial import JsonObject, JsonValue
+from harness.data.upgrade import DEFAULT_HINTS
 from harness.report import tables as t
 from harness.report.figure import Figure, Line
-from harness.report.load import DEFAULT_HINTS, VIEW_HINTS, RunSet, hints_for_old_run
+from harness.report.load import VIEW_HINTS, RunSet, hints_for_old_run
 
 
 @dataclass(frozen=True)

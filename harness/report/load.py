@@ -23,10 +23,8 @@ from harness.data.measurements import read_measurements, with_run
 from harness.data.results import CellResult, RunDocument
 from harness.data.secondopinion import RECORD_KEY
 from harness.data.serial import JsonObject
-from harness.data.upgrade import DEFAULT_HINTS, hints_for_workload
+from harness.data.upgrade import hints_for_workload
 from harness.spec import ParamValue
-
-__all__ = ["DEFAULT_HINTS", "RunSet", "extra_rows", "load_runs", "read_measurements", "run_row"]
 
 
 @dataclass
