@@ -20,15 +20,12 @@ import numpy as np
 
 from harness.audit.ledger import FigureCheck, Printed, Reading
 from harness.audit.pool import Pool
-from harness.audit.predictions import numpy_cpu_step, numpy_noise
+from harness.audit.predictions import numpy_cpu_step, numpy_noise, predicted_step
 from harness.audit.printed import printed_general
 from harness.core.units import three_digits
 from harness.data.results import CaseResult, CellResult, RunDocument
-from harness.predict.answer import FEATURES_KEY, PREDICTIONS_KEY, STEPS_KEY
-from harness.predict.features import StepFeatures
-from harness.predict.interval import band_for, interval_of
-from harness.predict.model import Prediction, recompute
-from harness.predict.profile import ProfileError, load_profile
+from harness.predict.answer import PREDICTIONS_KEY
+from harness.predict.profile import ProfileError
 from harness.predict.validation import NOISE_FLOOR
 from harness.predict.versus import HOST, RIGHT, TIE, WRONG
 from harness.report.views.predicted import (
@@ -85,20 +82,12 @@ def judged(cpu_s: float, gpu_s: float, predicted_s: float | None, noise: float) 
 
 def recomputed_size(profile: str, cpu_case: CaseResult, gpu_case: CaseResult) -> Recomputed:
     """One size's figures (ProfileError / KeyError where the prediction cannot be made)."""
-    stored = Prediction.from_dict(cpu_case.extra[PREDICTIONS_KEY][profile][HOST])
-    again = recompute(stored, StepFeatures.from_dict(cpu_case.extra[FEATURES_KEY]),
-                      load_profile(profile))
-    predicted_s = (again.seconds / float(cpu_case.extra.get(STEPS_KEY) or 1)
-                   if again.seconds is not None else None)
+    predicted_s, interval = predicted_step(cpu_case, profile, HOST)
     cpu_s, gpu_s = numpy_cpu_step(cpu_case), numpy_cpu_step(gpu_case)
-    cpu_noise = numpy_noise(cpu_case)
-    interval = None
-    band = band_for(profile, str(again.profile.get("identity")), HOST, again.regime)
-    if band is not None and predicted_s is not None:
-        found = interval_of(predicted_s, band, cpu_noise)
-        interval = (found.low_s, found.high_s)
-    return Recomputed(gpu_s, cpu_s, predicted_s, interval,
-                      judged(cpu_s, gpu_s, predicted_s, cpu_noise + numpy_noise(gpu_case)))
+    return Recomputed(gpu_s, cpu_s, predicted_s,
+                      None if interval is None else (interval.low_s, interval.high_s),
+                      judged(cpu_s, gpu_s, predicted_s, numpy_noise(cpu_case)
+                             + numpy_noise(gpu_case)))
 
 
 def printed_ms(text: str) -> Printed:

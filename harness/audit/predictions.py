@@ -30,7 +30,7 @@ from harness.predict.answer import (
     ms,
 )
 from harness.predict.features import StepFeatures
-from harness.predict.interval import band_for, interval_of
+from harness.predict.interval import Interval, band_for, interval_of
 from harness.predict.model import MODEL_VERSION, Prediction, profile_identity, recompute
 from harness.predict.profile import Profile, ProfileError, load_profile
 
@@ -123,20 +123,29 @@ def named_case(pool: Pool, subject: dict[str, str]) -> tuple[CellResult, CaseRes
     return None
 
 
+def predicted_step(case: CaseResult, profile: str, host: str,
+                   ) -> tuple[float | None, Interval | None]:
+    """A CPU case's GPU step made again from its stored features on PROFILE as HOST, per step,
+    and the interval around it held to the case's own spread (None: unknown; no band)."""
+    stored = Prediction.from_dict(case.extra[PREDICTIONS_KEY][profile][host])
+    again = recompute(stored, StepFeatures.from_dict(case.extra[FEATURES_KEY]),
+                      load_profile(profile))
+    if again.seconds is None:
+        return None, None
+    step = again.seconds / float(case.extra.get(STEPS_KEY) or 1)
+    band = band_for(profile, str(again.profile.get("identity")), host, again.regime)
+    return step, None if band is None else interval_of(step, band, numpy_noise(case))
+
+
 def recomputed_texts(case: CaseResult, name: str) -> dict[str, str] | None:
     """The printed texts of one answer, recomputed (None where the prediction cannot be)."""
-    stored = Prediction.from_dict(case.extra[PREDICTIONS_KEY][name][LINE_HOST])
-    profile = load_profile(name)
-    again = recompute(stored, StepFeatures.from_dict(case.extra[FEATURES_KEY]), profile)
-    if again.seconds is None:
+    gpu, interval = predicted_step(case, name, LINE_HOST)
+    if gpu is None:
         return None
-    gpu = again.seconds / float(case.extra.get(STEPS_KEY) or 1)
     ratio = numpy_cpu_step(case) / gpu
     texts = {"predicted GPU step": f"~{ms(gpu)} ms per step",
              "GPU vs this CPU": f"~{three_digits(ratio if ratio >= 1 else 1 / ratio)}x"}
-    band = band_for(name, str(again.profile.get("identity")), LINE_HOST, again.regime)
-    if band is not None:
-        interval = interval_of(gpu, band, numpy_noise(case))
+    if interval is not None:
         texts["interval"] = f"{ms(interval.low_s)}-{ms(interval.high_s)} ms"
     return texts
 
