@@ -26,17 +26,16 @@ def _number(text: str) -> float:
     return float(text.replace(",", ""))
 
 
+def printed_scaled(text: str, scales: dict[str, float]) -> Printed:
+    """'2.31 ms', '1.2 kJ': 3 significant digits and a unit of SCALES (format_seconds,
+    format_joules)."""
+    number, unit = text.strip().split(" ")
+    value = _number(number) * scales[unit]
+    return Printed(text.strip(), value, _digits_tolerance(value, 3))
+
+
 def printed_seconds(text: str) -> Printed:
-    """'2.31 ms' (harness.core.units.format_seconds: 3 significant digits)."""
-    number, unit = text.strip().split(" ")
-    value = _number(number) * SECOND_SCALES[unit]
-    return Printed(text.strip(), value, _digits_tolerance(value, 3))
-
-
-def printed_joules(text: str) -> Printed:
-    number, unit = text.strip().split(" ")
-    value = _number(number) * JOULE_SCALES[unit]
-    return Printed(text.strip(), value, _digits_tolerance(value, 3))
+    return printed_scaled(text, SECOND_SCALES)
 
 
 BYTE_SCALES = {"B": 1.0, "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30, "TiB": 2.0**40}
@@ -92,7 +91,7 @@ def general_reading(digits: int, suffix: str = "") -> Reading:
 
 
 SECONDS: Reading = (printed_seconds, format_seconds)
-JOULE: Reading = (printed_joules, format_joules)
+JOULE: Reading = (lambda text: printed_scaled(text, JOULE_SCALES), format_joules)
 BYTES: Reading = (printed_bytes, format_bytes)
 RATIO: Reading = (printed_ratio, format_ratio)
 PERCENT: Reading = (lambda text: printed_fixed(text, 0, 0.01), percent)
