@@ -1,14 +1,7 @@
 """Epochs and accuracy: seconds per epoch by epoch number, and the accuracy each cell reached.
 
 An optional view: a training workload asks for it by name ("epochs-accuracy" in
-WorkloadSpec.views) and gives its labels in WorkloadSpec.view_labels["epochs-accuracy"]:
-
-- size: how the sweep reads in titles (e.g. "batch size"; default: the sweep's name);
-- metric: what the accuracy is called (e.g. "test accuracy"; default "accuracy");
-- chance: the accuracy of guessing, drawn as a dotted line (default: none);
-- accuracy_field, data_source_field, distinct_samples_field: the per-case extras that hold the
-  accuracy, where the data came from and how many distinct samples it had;
-- accuracy_check: a check metric whose value is the accuracy, used where no extra holds it.
+WorkloadSpec.views) and gives its labels (EpochsLabels) in WorkloadSpec.view_labels.
 
 Table: epoch rows (part "epoch": per-epoch seconds at the headline size, epoch 1 = the cold
 call) and accuracy rows (part "accuracy": one per case with an accuracy). Figure: both panels.
@@ -46,12 +39,12 @@ class EpochsLabels(TypedDict, total=False):
     them), over DEFAULT_LABELS; `size` and `call` are filled in by the view."""
 
     metric: str  # what the accuracy is called: 'test accuracy'
-    chance: float | None  # the accuracy of guessing, drawn for scale
+    chance: float | None  # the accuracy of guessing, drawn as a dotted line
     accuracy_field: str  # the case extra that holds the accuracy
-    data_source_field: str
-    distinct_samples_field: str
-    accuracy_check: str  # else a check whose metric names this
-    size: str  # what the swept size is called
+    data_source_field: str  # ... where the data came from
+    distinct_samples_field: str  # ... how many distinct samples it had
+    accuracy_check: str  # else the check whose metric names this holds it
+    size: str  # how the sweep reads in titles: 'batch size' (default: its name)
     call: str  # what one timed call is (ExperimentContext.call_name)
 
 
