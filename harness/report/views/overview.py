@@ -190,7 +190,7 @@ def _time_limits(table: pd.DataFrame) -> tuple[float, float]:
 
 def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float],
                     colors: Mapping[str, str]) -> None:
-    from harness.report.figures import cell_label, seconds_axis, short
+    from harness.report.figures import seconds_axis, short
 
     axis.set_xscale("log")
     axis.set_xlim(*limits)
@@ -214,8 +214,8 @@ def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float]
             axis.text(limits[0] * 1.3, float(position), short(f"{row['status']}: {row['reason']}"),
                       va="center", fontsize=8, style="italic",
                       bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0})
-    axis.set_yticks(positions, [cell_label(f, d) for f, d in zip(group["framework"],
-                                                                   group["device"])])
+    axis.set_yticks(positions, [f"{framework} · {device}" for framework, device in
+                                zip(group["framework"], group["device"])])
     for tick, framework in zip(axis.get_yticklabels(), group["framework"]):
         tick.set_color(style.framework_color(framework, colors))
     axis.invert_yaxis()
