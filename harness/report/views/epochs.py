@@ -24,7 +24,7 @@ from harness.report.context import measured_values
 from harness.report.figure import Figure, Line, carried, case_subject
 from harness.report.summary import markdown_table, size_cell
 from harness.report.tables import HEADLINE_KEYS, at_headline, sort_cells
-from harness.report.views import View, drawn
+from harness.report.views import View
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -72,11 +72,43 @@ class EpochsAccuracyView(View):
                          ignore_index=True)
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
+        """Seconds per epoch with epoch 1 (the cold one) marked, and the accuracy per cell."""
         times, accuracy = split(table)
+        accuracy, colors = at_headline(accuracy, context.headline), context.framework_colors
         labels: EpochsLabels = {**view_labels(context), "call": context.call_name}
-        return drawn(epochs_figure(times, at_headline(accuracy, context.headline), context.name,
-                                   labels, out_dir / f"{context.stem}-epochs.png",
-                                   context.framework_colors))
+        if times.empty and accuracy.empty:
+            return []
+        import matplotlib.pyplot as plt
+
+        from harness.report.figures import legend_handles, save
+
+        panels = list(times.groupby(["machine", "variant"], sort=False)) if not times.empty else []
+        rows = max(len(panels), 1)
+        figure = plt.figure(figsize=(13.0, max(3.4 * rows, 0.3 * len(accuracy) + 2.5)),
+                            layout="constrained")
+        grid = figure.add_gridspec(rows, 2, width_ratios=[1.25, 1.0])
+        several_machines = times["machine"].nunique() > 1 if not times.empty else False
+        call = labels.get("call", "epoch")
+        for index, ((machine, variant), group) in enumerate(panels):
+            axis = figure.add_subplot(grid[index, 0])
+            _epoch_panel(axis, group, colors, call)
+            size = group["size_label"].iloc[0]
+            axis.set_title((f"{machine} · " if several_machines else "")
+                           + f"variant {variant}, {labels['size']} {size}: seconds per {call}",
+                           fontsize=10)
+        if not panels:
+            axis = figure.add_subplot(grid[0, 0])
+            axis.text(0.5, 0.5, "no trusted epoch times", ha="center", transform=axis.transAxes)
+            axis.set_axis_off()
+        _accuracy_panel(figure.add_subplot(grid[:, 1]), accuracy, labels, colors)
+        machines = "" if several_machines or times.empty else f" on {times['machine'].iloc[0]}"
+        what = "training epochs" if call == "epoch" else f"timed training calls (each a {call})"
+        figure.suptitle(f"{context.name}: {what}{machines}", fontsize=11)
+        legend_cells = pd.concat([times[["framework", "device_kind"]],
+                                  accuracy[["framework", "device_kind"]]]).drop_duplicates()
+        figure.legend(handles=legend_handles(legend_cells, colors), loc="outside lower center",
+                      ncol=min(len(legend_cells), 6), frameon=False)
+        return [save(figure, out_dir / f"{context.stem}-epochs.png")]
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
@@ -199,44 +231,6 @@ def trained_per_call(context: Any) -> Any:
 
 
 # --- the figure --------------------------------------------------------------------------------
-
-def epochs_figure(times: pd.DataFrame, accuracy: pd.DataFrame, title: str,
-                  labels: EpochsLabels, path: Path, colors: Mapping[str, str]) -> Path | None:
-    """Seconds per epoch with epoch 1 (the cold one) marked, and the accuracy per cell."""
-    if times.empty and accuracy.empty:
-        return None
-    import matplotlib.pyplot as plt
-
-    from harness.report.figures import legend_handles, save
-
-    panels = list(times.groupby(["machine", "variant"], sort=False)) if not times.empty else []
-    rows = max(len(panels), 1)
-    figure = plt.figure(figsize=(13.0, max(3.4 * rows, 0.3 * len(accuracy) + 2.5)),
-                        layout="constrained")
-    grid = figure.add_gridspec(rows, 2, width_ratios=[1.25, 1.0])
-    several_machines = times["machine"].nunique() > 1 if not times.empty else False
-    call = labels.get("call", "epoch")
-    for index, ((machine, variant), group) in enumerate(panels):
-        axis = figure.add_subplot(grid[index, 0])
-        _epoch_panel(axis, group, colors, call)
-        size = group["size_label"].iloc[0]
-        axis.set_title((f"{machine} · " if several_machines else "")
-                       + f"variant {variant}, {labels['size']} {size}: seconds per {call}",
-                       fontsize=10)
-    if not panels:
-        axis = figure.add_subplot(grid[0, 0])
-        axis.text(0.5, 0.5, "no trusted epoch times", ha="center", transform=axis.transAxes)
-        axis.set_axis_off()
-    _accuracy_panel(figure.add_subplot(grid[:, 1]), accuracy, labels, colors)
-    machines = "" if several_machines or times.empty else f" on {times['machine'].iloc[0]}"
-    what = "training epochs" if call == "epoch" else f"timed training calls (each a {call})"
-    figure.suptitle(f"{title}: {what}{machines}", fontsize=11)
-    legend_cells = pd.concat([times[["framework", "device_kind"]],
-                              accuracy[["framework", "device_kind"]]]).drop_duplicates()
-    figure.legend(handles=legend_handles(legend_cells, colors), loc="outside lower center",
-                  ncol=min(len(legend_cells), 6), frameon=False)
-    return save(figure, path)
-
 
 def _epoch_panel(axis: Axes, group: pd.DataFrame, colors: Mapping[str, str],
                  call: str = "epoch") -> None:
