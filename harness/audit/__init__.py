@@ -33,7 +33,6 @@ from harness.data.store import MEASUREMENTS_FILE, load_run
 
 __all__ = ["Audit", "Ledger", "Mismatch", "audit_run", "audit_summary"]
 
-# --- the whole audit ---------------------------------------------------------------------------
 
 def audit_run(run_dir: Path, shuffle: Shuffle | None = None) -> Audit:
     """Every check on one run folder (StoreError when it is not one)."""

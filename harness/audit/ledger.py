@@ -201,6 +201,3 @@ def _same_number(stored: Any, recomputed: Any, tolerance: float) -> bool:
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
     return math.isclose(a, b, rel_tol=tolerance, abs_tol=1e-300)
-
-
-# --- the second computation: statistics of raw samples -----------------------------------------

@@ -9,8 +9,6 @@ from collections.abc import Callable
 from harness.audit.ledger import Printed, Reading
 from harness.core.units import format_bytes, format_joules, format_ratio, format_seconds
 
-# --- printed numbers and their precision -------------------------------------------------------
-
 SECOND_SCALES = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 JOULE_SCALES = {"kJ": 1e3, "J": 1.0, "mJ": 1e-3, "uJ": 1e-6}
 
