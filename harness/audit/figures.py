@@ -13,16 +13,11 @@ from pathlib import Path
 
 from harness.audit import medians
 from harness.audit.accuracy import check_accuracy, check_call_share
-from harness.audit.bestvariant import check_best
 from harness.audit.checkcounts import check_disputed, check_omissions
-from harness.audit.coldstart import check_cold
 from harness.audit.energy import check_energy
-from harness.audit.flat import check_flat
 from harness.audit.gpucpu import check_gpu_vs_cpu
 from harness.audit.ledger import SUMMARY_FILE, FigureCheck, Ledger
-from harness.audit.memory import check_peak
-from harness.audit.memoryfit import check_memory_fit
-from harness.audit.noise import check_noise
+from harness.audit.memory import check_memory_fit, check_peak
 from harness.audit.overhead import check_overhead
 from harness.audit.pool import Pool, _subject_of
 from harness.audit.predictedgpu import check_predicted_vs_measured
@@ -50,11 +45,11 @@ from harness.report.views.warnings import DISPUTED_FAMILY, NOISE_FAMILY
 
 FamilyCheck = Callable[[FigureCheck, Pool], None]
 FAMILIES: dict[str, FamilyCheck] = {
-    COLD_FAMILY: check_cold, MEDIAN: medians.check_median, SPREAD: medians.check_spread,
+    COLD_FAMILY: medians.check_cold, MEDIAN: medians.check_median, SPREAD: medians.check_spread,
     RATIO: medians.check_ratio, DIFFERENCE: medians.check_difference,
     GPU_FAMILY: check_gpu_vs_cpu, ENERGY_FAMILY: check_energy, RATE_FAMILY: check_rate,
-    ACCURACY_FAMILY: check_accuracy, MEMORY_FAMILY: check_peak, BEST_FAMILY: check_best,
-    FLAT_FAMILY: check_flat, NOISE_FAMILY: check_noise,
+    ACCURACY_FAMILY: check_accuracy, MEMORY_FAMILY: check_peak, BEST_FAMILY: medians.check_best,
+    FLAT_FAMILY: medians.check_flat, NOISE_FAMILY: medians.check_noise,
     PREDICTED_FAMILY: check_printed_prediction, CALL_FAMILY: check_call_share,
     FIT_FAMILY: check_memory_fit, DISPUTED_FAMILY: check_disputed,
     OVERHEAD_FAMILY: check_overhead, VERSUS_FAMILY: check_predicted_vs_measured}

@@ -227,7 +227,7 @@ def _why_lines(context: Any, flat: pd.DataFrame) -> list[str]:
     return lines
 
 
-# Why the GPU loses at small sizes (family FLAT_FAMILY, harness.audit.flat): how much the work
+# Why the GPU loses at small sizes (family FLAT_FAMILY, harness.audit.medians): how much the work
 # and the GPU time grew over the flat span of sizes its subject names, and the level it stayed at.
 FLAT_FAMILY = "flat gpu time"
 WORK_GROWTH, TIME_GROWTH, FLAT_LEVEL = "work growth", "GPU time growth", "flat level"

@@ -273,8 +273,7 @@ EXPLANATION = (
     "split. The variant-difference breakdown elsewhere in this report is a cross-check.")
 
 
-# The section's words; the audit reads the records (harness.audit.medians, .coldstart and
-# .bestvariant), never these.
+# The section's words; the audit reads the records (harness.audit.medians), never these.
 DEVICETIME_HEADING = "### {name}: where the time goes, measured"
 BEST_INTRO = "Best variant per device, and GPU vs CPU between the best of each:"
 # The best-per-device table's figures (family BEST_FAMILY): per kind the as-written and the

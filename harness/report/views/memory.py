@@ -84,7 +84,7 @@ class MemoryView(View):
         return lines + ["", *bullets] if bullets else lines
 
 
-# Will a bigger batch fit (family FIT_FAMILY, harness.audit.memoryfit): each cell's line fitted
+# Will a bigger batch fit (family FIT_FAMILY, harness.audit.memory): each cell's line fitted
 # over its batch sweep, the capacity, the largest batch predicted to fit and the predicted
 # crossover's side of it; the subject names the run and the cell.
 FIT_FAMILY = "memory fit"
