@@ -208,18 +208,14 @@ def _versions(experiments: list[Any], machine: str) -> str:
 # --- at a glance ------------------------------------------------------------------------------
 
 def _glance_section(experiments: list[Any], shown: dict[str, list[Shown]]) -> list[str]:
+    """Every view's "At a glance" sentences per experiment, in view order."""
     lines = ["## At a glance", ""]
     for experiment in experiments:
-        for _, sentence in glance_sentences(experiment, shown[experiment.name]):
-            lines.append(carried(f"- **{experiment.name}**: {sentence}", sentence))
+        sentences = [sentence for item in shown[experiment.name] if not item.table.empty
+                     for sentence in item.view.glance(item.table, experiment)]
+        lines += [carried(f"- **{experiment.name}**: {sentence}", sentence)
+                  for sentence in sentences or ["no valid measurement"]]
     return lines + [""]
-
-
-def glance_sentences(experiment: Any, shown: list[Shown]) -> list[tuple[str, str]]:
-    """(view name, sentence) of every view's "At a glance" sentences, in view order."""
-    sentences = [(item.view.name, sentence) for item in shown if not item.table.empty
-                 for sentence in item.view.glance(item.table, experiment)]
-    return sentences or [("", "no valid measurement")]
 
 
 # --- one experiment ---------------------------------------------------------------------------
