@@ -148,15 +148,12 @@ def call_name(unit: str, params: Mapping[str, JsonValue], rows: pd.DataFrame,
     (each worker's call trained its share), so no figure calls a third of an epoch an epoch.
     That phrase is a Line carrying its figures (CALL_FAMILY): a line that prints it keeps them
     (harness.report.figure.carried)."""
-    if unit != "step":
-        return "call"
-    if not epoch_param:
+    if unit != "step" or not epoch_param:
         return "call"
     planned = params.get(epoch_param)
     per_call = measured_values(rows, epoch_param)
-    if not isinstance(planned, (int, float)) or per_call is None:
-        return "epoch"
-    if per_call.empty or per_call.max() >= planned:
+    if not isinstance(planned, (int, float)) or per_call is None or per_call.empty \
+            or per_call.max() >= planned:
         return "epoch"
     samples = int(per_call.max())
     parts = planned / samples
