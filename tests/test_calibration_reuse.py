@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import api
-from harness.audit import check_run
+from harness.audit import audit_run
 from harness.core import registry
 from harness.data import store
 from harness.data.results import CellResult
@@ -115,4 +115,4 @@ def test_later_rounds_reuse_the_first_rounds_calls_per_sample(
     merged = store.load_run(path).cells[0]
     assert [case.calls_per_sample_reused for case in merged.cases] == found
     assert [case.calls_per_sample for case in merged.cases] == found  # round 1's, as used
-    assert check_run(path) == []
+    assert audit_run(path).mismatches == []

@@ -31,9 +31,8 @@ from harness.audit.rundoc import Shuffle, check_derived, check_round_orders
 from harness.audit.summary import check_exponents
 from harness.data.store import MEASUREMENTS_FILE, load_run
 
-__all__ = ["Audit", "Ledger", "Mismatch", "audit_run", "audit_summary", "check_run"]
+__all__ = ["Audit", "Ledger", "Mismatch", "audit_run", "audit_summary"]
 
-# --- the whole audit ---------------------------------------------------------------------------
 
 def audit_run(run_dir: Path, shuffle: Shuffle | None = None) -> Audit:
     """Every check on one run folder (StoreError when it is not one)."""
@@ -63,8 +62,3 @@ def audit_summary(summary: Path, run_dirs: list[Path]) -> Audit:
     audit = ledger.audit
     audit.runs = 0  # the runs themselves are counted by audit_run
     return audit
-
-
-def check_run(run_dir: Path, shuffle: Shuffle | None = None) -> list[Mismatch]:
-    """The mismatches of one run folder (an empty list: every figure checked agreed)."""
-    return audit_run(run_dir, shuffle).mismatches

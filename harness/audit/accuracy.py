@@ -6,62 +6,61 @@ share of the planned epoch."""
 
 from __future__ import annotations
 
-from harness.audit.ledger import Ledger
+from harness.audit.ledger import FigureCheck
 from harness.audit.measured import Measured, load_spec
 from harness.audit.medians import named_case
 from harness.audit.pool import Pool
-from harness.audit.printed import fixed, printed_fixed
+from harness.audit.printed import fixed_reading
 from harness.data.results import RunDocument
 from harness.report.context import EPOCH_SHARE, SAMPLES_PER_CALL
-from harness.report.figure import Figure
 from harness.report.views.epochs import ACCURACY, DISTINCT, TRAINED
 
 
-def check_accuracy(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+def check_accuracy(check: FigureCheck, pool: Pool) -> None:
+    figure, check = check.figure, check.about("")
     if figure.name == ACCURACY:
-        case = named_case(ledger, pool, where, figure)
+        case = named_case(check, pool)
         if case is None:
             return
         stored = case.case.extra.get("accuracy")
-        check = case.case.check or {}
-        if stored is None and "accuracy" in str(check.get("metric", "")):
-            stored = check.get("value")
-        ledger.printed(case.subject, ACCURACY, where, printed_fixed(figure.text, 4),
-                       None if stored is None else float(stored), fixed(4))
+        stored_check = case.case.check or {}
+        if stored is None and "accuracy" in str(stored_check.get("metric", "")):
+            stored = stored_check.get("value")
+        check.about(case.subject).reads(fixed_reading(4), None if stored is None
+                                        else float(stored))
         return
     cases = pool.select(figure.subject.get("experiment", ""))
     if figure.name == DISTINCT:
         distinct = sorted({int(m.case.extra["samples_distinct"]) for m in cases
                            if isinstance(m.case.extra.get("samples_distinct"), (int, float))})
         shown = ", ".join(map(str, distinct))
-        ledger.verdict("", DISTINCT, where, figure.text == shown, figure.text,
-                       shown or "none stored")
+        check.text_is(shown, shown=shown or "none stored")
     elif figure.name == TRAINED and cases:
         trained = sorted(set(trained_per_call(cases)))
-        ledger.verdict("", TRAINED, where, trained == [figure.value], figure.text,
-                       ", ".join(f"{value:,.0f}" for value in trained) or "none")
+        check.verdict(trained == [figure.value], figure.text,
+                      ", ".join(f"{value:,.0f}" for value in trained) or "none")
     else:
-        ledger.cannot("", figure.name, where, "no case of it in run.json")
+        check.cannot("no case of it in run.json")
 
 
-def check_call_share(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+def check_call_share(check: FigureCheck, pool: Pool) -> None:
     """What one timed call trained and its share of the planned epoch, from the cases' own
     parameters and the plan."""
-    cases = [m for m in pool.select(figure.subject.get("experiment", "")) if m.case.measured]
+    check = check.about("")
+    cases = [m for m in pool.select(check.figure.subject.get("experiment", ""))
+             if m.case.measured]
     per_call = trained_per_call(cases)
     planned = cases[0].document.params.get(epoch_param(cases[0].document)) if cases else None
     if not per_call or not isinstance(planned, (int, float)):
-        ledger.cannot("", figure.name, where, "no samples per call stored with the plan")
+        check.cannot("no samples per call stored with the plan")
         return
     samples = max(per_call)
-    if figure.name == SAMPLES_PER_CALL:
-        ledger.verdict("", SAMPLES_PER_CALL, where, figure.text == f"{samples:,.0f}",
-                       figure.text, f"{samples:,.0f}")
-    elif figure.name == EPOCH_SHARE:
+    if check.figure.name == SAMPLES_PER_CALL:
+        check.text_is(f"{samples:,.0f}")
+    elif check.figure.name == EPOCH_SHARE:
         parts = planned / samples
-        share = (f"1/{parts:.0f}" if abs(parts - round(parts)) < 1e-9
-                 else f"{samples / planned:.2g}")
-        ledger.verdict("", EPOCH_SHARE, where, figure.text == share, figure.text, share)
+        check.text_is(f"1/{parts:.0f}" if abs(parts - round(parts)) < 1e-9
+                      else f"{samples / planned:.2g}")
 
 
 def epoch_param(document: RunDocument) -> str:

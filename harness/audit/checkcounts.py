@@ -15,12 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.audit.ledger import Ledger
+from harness.audit.ledger import FigureCheck, Ledger
 from harness.audit.measured import Measured, median_call
 from harness.audit.medians import named_case
 from harness.audit.pool import Pool
-from harness.audit.printed import printed_ratio
-from harness.core.units import format_ratio
+from harness.audit.printed import RATIO
 from harness.report.figure import CASE_FIELDS, Figure
 from harness.report.views.warnings import (
     COUNT_RATIO,
@@ -78,29 +77,25 @@ def check_column(ledger: Ledger, measured: Measured, where: str, stored: str) ->
                    bool(stored) == bool(found) and named, stored or "nothing", expected)
 
 
-def check_disputed(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+def check_disputed(check: FigureCheck, pool: Pool) -> None:
     """One figure of a disputed count's line against the case's stored second opinion."""
-    case = named_case(ledger, pool, where, figure)
+    case = named_case(check, pool)
     if case is None:
         return
+    figure, check = check.figure, check.about(case.subject)
     found = disputes(case.case.extra)
     if figure.name == MORE_PARTS:
-        more = len(found) - NAMED
-        ledger.verdict(case.subject, MORE_PARTS, where, figure.text == f"{more} more part",
-                       figure.text, f"{more} more part")
+        check.text_is(f"{len(found) - NAMED} more part")
         return
     part = next((item for item in found[:NAMED] if item.name == figure.subject.get(PART)), None)
     name = f"{figure.name} ({figure.subject.get(PART)})"
     if part is None:
-        ledger.verdict(case.subject, name, where, False, figure.text, "no such disputed part")
+        check.verdict(False, figure.text, "no such disputed part", name)
     elif figure.name == COUNT_RATIO:
-        ledger.printed(case.subject, name, where, printed_ratio(figure.text), part.ratio(),
-                       format_ratio)
+        check.reads(RATIO, part.ratio(), name)
     else:
         stored = {COUNTED: part.counted, SECOND_LOW: part.low, SECOND_HIGH: part.high}
-        expected = f"{stored.get(figure.name, 0):,}"
-        ledger.verdict(case.subject, name, where, figure.text == expected, figure.text,
-                       expected)
+        check.text_is(f"{stored.get(figure.name, 0):,}", name)
 
 
 def identity(measured: Measured) -> tuple[str, ...]:
@@ -136,12 +131,11 @@ def check_omissions(ledger: Ledger, pool: Pool, where: str, figures: list[Figure
                            "; ".join(printed), "; ".join(expected))
 
 
-def check_share(ledger: Ledger, measured: Measured, where: str, metric: str,
-                share: str) -> bool:
+def check_share(check: FigureCheck, measured: Measured, metric: str) -> bool:
     """A share of the ceiling printed for a FLOP rate whose count is disputed is a mismatch.
     Returns whether the count is disputed (then no share should be checked further)."""
     if metric != "GFLOP/s" or not disputes(measured.case.extra):
         return False
-    ledger.verdict(measured.subject, "% of ceiling from a disputed FLOP count", where, False,
-                   share, "none: the count is disputed")
+    check.about(measured.subject).verdict(False, check.figure.text, "none: the count is disputed",
+                                          "% of ceiling from a disputed FLOP count")
     return True

@@ -27,8 +27,6 @@ from harness.data.results import RunDocument
 from harness.data.store import MEASUREMENTS_FILE
 from harness.spec import WorkloadSpec
 
-# --- a: measurements.csv against run.json ------------------------------------------------------
-
 CsvRow = tuple[int, dict[str, str]]  # (row number as a spreadsheet counts it, the row)
 
 

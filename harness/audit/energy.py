@@ -4,22 +4,12 @@ framework, variant and size, recomputed from the case's stored energy record and
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from harness.audit.ledger import Ledger, Printed
+from harness.audit.ledger import FigureCheck, Reading
 from harness.audit.measured import Measured, median_step
 from harness.audit.pool import Pool
-from harness.audit.printed import (
-    fixed,
-    printed_fixed,
-    printed_general,
-    printed_joules,
-    printed_ratio,
-    printed_seconds,
-)
-from harness.core.units import format_joules, format_ratio, format_seconds
+from harness.audit.printed import JOULE, RATIO, SECONDS, fixed_reading, general_reading
 from harness.data.records import CaseEnergy, EnergyRecord
-from harness.report.figure import VERSUS, Figure
+from harness.report.figure import VERSUS
 from harness.report.views.energy import (
     ABOVE_IDLE,
     ENERGY_RATIO,
@@ -35,32 +25,26 @@ from harness.report.views.energy import (
 )
 
 # How each figure of a case is printed: its text read back, and the value formatted alike.
-Reading = tuple[Callable[[str], Printed], Callable[[float], str]]
-SECONDS: Reading = (printed_seconds, format_seconds)
-JOULE: Reading = (printed_joules, format_joules)
-WATTS: Reading = (lambda text: printed_fixed(text, 0), fixed(0))
 READINGS: dict[str, Reading] = {
-    JOULES: JOULE, ABOVE_IDLE: JOULE, HOST_JOULES: JOULE, POWER: WATTS, IDLE: WATTS,
-    WINDOW_STEP: SECONDS, TIMED: SECONDS,
-    WINDOW: (lambda text: printed_general(text, 2), lambda value: f"{value:.2g}")}
+    JOULES: JOULE, ABOVE_IDLE: JOULE, HOST_JOULES: JOULE, POWER: fixed_reading(0),
+    IDLE: fixed_reading(0), WINDOW_STEP: SECONDS, TIMED: SECONDS, WINDOW: general_reading(2)}
 
 
-def check_energy(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+def check_energy(check: FigureCheck, pool: Pool) -> None:
     """One record: a case's own figure, or a GPU-vs-CPU ratio of two cases."""
-    case = _case(ledger, pool, where, figure)
+    case = _case(check, pool)
     if case is None:
         return
-    if figure.name in (SPEED, ENERGY_RATIO):
-        other = _case(ledger, pool, where, figure, VERSUS)
+    if check.figure.name in (SPEED, ENERGY_RATIO):
+        other = _case(check, pool, VERSUS)
         if other is not None:
-            _check_pair(ledger, where, figure, case, other)
+            _check_pair(check.about(case.subject), case, other)
         return
-    reading = READINGS.get(figure.name)
+    reading = READINGS.get(check.figure.name)
     if reading is None:
-        ledger.cannot(case.subject, figure.name, where, "no recomputation for this figure")
+        check.about(case.subject).cannot("no recomputation for this figure")
         return
-    ledger.printed(case.subject, figure.name, where, reading[0](figure.text),
-                   _recomputed(figure.name, case), reading[1])
+    check.about(case.subject).reads(reading, _recomputed(check.figure.name, case))
 
 
 def _recomputed(name: str, case: Measured) -> float | None:
@@ -85,37 +69,34 @@ def _window_step(record: EnergyRecord) -> float | None:
     return record.window_s / record.calls / (record.steps_per_call or 1.0)
 
 
-def _check_pair(ledger: Ledger, where: str, figure: Figure, gpu: Measured,
-                cpu: Measured) -> None:
+def _check_pair(check: FigureCheck, gpu: Measured, cpu: Measured) -> None:
     """GPU 'faster'/'slower' by the ratio of the medians; 'less'/'more' energy per step."""
-    if figure.name == SPEED:
+    name = check.figure.name
+    if name == SPEED:
         top, bottom = median_step(cpu.case), median_step(gpu.case)
         good = "faster"
     else:
         top, bottom = _recomputed(JOULES, cpu), _recomputed(JOULES, gpu)
         good = "less"
     if top is None or not bottom:
-        ledger.cannot(gpu.subject, figure.name, where, "no value to recompute it from")
+        check.cannot("no value to recompute it from")
         return
     ratio = top / bottom
-    way = figure.subject.get(WAY, "")
-    ledger.verdict(gpu.subject, f"{figure.name}: which way", where, (ratio >= 1) == (way == good),
-                   way, good if ratio >= 1 else "the other way")
-    ledger.printed(gpu.subject, f"{figure.name} ({way})", where, printed_ratio(figure.text),
-                   ratio if way == good else 1 / ratio, format_ratio)
+    way = check.figure.subject.get(WAY, "")
+    check.verdict((ratio >= 1) == (way == good), way, good if ratio >= 1 else "the other way",
+                  f"{name}: which way")
+    check.reads(RATIO, ratio if way == good else 1 / ratio, f"{name} ({way})")
 
 
-def _case(ledger: Ledger, pool: Pool, where: str, figure: Figure,
-          prefix: str = "") -> Measured | None:
+def _case(check: FigureCheck, pool: Pool, prefix: str = "") -> Measured | None:
     """The case of the record's run (with PREFIX: its second case), or None, noted."""
-    subject = figure.subject
+    subject = check.figure.subject
     wanted = {name: subject.get(prefix + name, subject.get(name, ""))
               for name in ("run", "framework", "device", "variant", "size")}
     found = [m for m in pool.cases if m.document.run_id == wanted["run"]
              and (m.cell.framework, m.cell.device, m.cell.variant, m.key.size_label) ==
              (wanted["framework"], wanted["device"], wanted["variant"], wanted["size"])]
     if len(found) != 1:
-        ledger.cannot(" ".join(wanted.values()), figure.name, where,
-                      f"{len(found)} cases of run.json match")
+        check.about(" ".join(wanted.values())).cannot(f"{len(found)} cases of run.json match")
         return None
     return found[0]

@@ -13,16 +13,11 @@ from pathlib import Path
 
 from harness.audit import medians
 from harness.audit.accuracy import check_accuracy, check_call_share
-from harness.audit.bestvariant import check_best
 from harness.audit.checkcounts import check_disputed, check_omissions
-from harness.audit.coldstart import check_cold
 from harness.audit.energy import check_energy
-from harness.audit.flat import check_flat
 from harness.audit.gpucpu import check_gpu_vs_cpu
-from harness.audit.ledger import SUMMARY_FILE, Ledger
-from harness.audit.memory import check_peak
-from harness.audit.memoryfit import check_memory_fit
-from harness.audit.noise import check_noise
+from harness.audit.ledger import SUMMARY_FILE, FigureCheck, Ledger
+from harness.audit.memory import check_memory_fit, check_peak
 from harness.audit.overhead import check_overhead
 from harness.audit.pool import Pool, _subject_of
 from harness.audit.predictedgpu import check_predicted_vs_measured
@@ -37,7 +32,6 @@ from harness.report.figure import (
     MEDIAN,
     RATIO,
     SPREAD,
-    Figure,
     read_figures,
 )
 from harness.report.summary import OVERHEAD_FAMILY
@@ -49,13 +43,13 @@ from harness.report.views.memory import FIT_FAMILY, MEMORY_FAMILY
 from harness.report.views.peak_share import RATE_FAMILY
 from harness.report.views.warnings import DISPUTED_FAMILY, NOISE_FAMILY
 
-FamilyCheck = Callable[[Ledger, Pool, str, Figure], None]
+FamilyCheck = Callable[[FigureCheck, Pool], None]
 FAMILIES: dict[str, FamilyCheck] = {
-    COLD_FAMILY: check_cold, MEDIAN: medians.check_median, SPREAD: medians.check_spread,
+    COLD_FAMILY: medians.check_cold, MEDIAN: medians.check_median, SPREAD: medians.check_spread,
     RATIO: medians.check_ratio, DIFFERENCE: medians.check_difference,
     GPU_FAMILY: check_gpu_vs_cpu, ENERGY_FAMILY: check_energy, RATE_FAMILY: check_rate,
-    ACCURACY_FAMILY: check_accuracy, MEMORY_FAMILY: check_peak, BEST_FAMILY: check_best,
-    FLAT_FAMILY: check_flat, NOISE_FAMILY: check_noise,
+    ACCURACY_FAMILY: check_accuracy, MEMORY_FAMILY: check_peak, BEST_FAMILY: medians.check_best,
+    FLAT_FAMILY: medians.check_flat, NOISE_FAMILY: medians.check_noise,
     PREDICTED_FAMILY: check_printed_prediction, CALL_FAMILY: check_call_share,
     FIT_FAMILY: check_memory_fit, DISPUTED_FAMILY: check_disputed,
     OVERHEAD_FAMILY: check_overhead, VERSUS_FAMILY: check_predicted_vs_measured}
@@ -71,21 +65,21 @@ def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:
         return
     lines = summary.read_text().splitlines()
     for figure in figures:
-        where = f"{SUMMARY_FILE} line {figure.line}"
+        check = FigureCheck(ledger, figure, f"{SUMMARY_FILE} line {figure.line}",
+                            _subject_of(dict(figure.subject)))
         printed = lines[figure.line - 1] if 0 < figure.line <= len(lines) else ""
         if not printed_on(figure.text, printed):
-            ledger.verdict(_subject_of(dict(figure.subject)), f"{figure.name} printed", where,
-                           False, printed[:120] or "no such line", figure.text)
+            check.verdict(False, printed[:120] or "no such line", figure.text,
+                          f"{figure.name} printed")
             continue
-        check = FAMILIES.get(figure.family)
-        if check is None:
-            ledger.cannot("", figure.name, where, f"no recomputation for family {figure.family!r}")
+        family = FAMILIES.get(figure.family)
+        if family is None:
+            check.about("").cannot(f"no recomputation for family {figure.family!r}")
             continue
         try:
-            check(ledger, pool, where, figure)
+            family(check, pool)
         except (ValueError, KeyError, IndexError) as exc:  # a text its unit does not read
-            ledger.cannot(_subject_of(dict(figure.subject)), figure.name, where,
-                          f"its text {figure.text!r} does not read as {figure.unit} ({exc})")
+            check.cannot(f"its text {figure.text!r} does not read as {figure.unit} ({exc})")
     check_omissions(ledger, pool, SUMMARY_FILE, figures)
 
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from harness.audit.ledger import Ledger
+from harness.audit.ledger import FigureCheck
 from harness.audit.measured import Measured, median_step
 from harness.audit.pool import Pool
-from harness.audit.printed import printed_ratio
-from harness.core.units import format_ratio, format_size
-from harness.report.figure import Figure
+from harness.audit.printed import RATIO
+from harness.core.units import format_size
 from harness.report.views.crossover import (
     CROSSOVER_SIZE,
     EVERY_VARIANT,
@@ -24,38 +23,35 @@ from harness.report.views.crossover import (
 Curves = list[tuple[float, float | None, float | None]]
 
 
-def check_gpu_vs_cpu(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+def check_gpu_vs_cpu(check: FigureCheck, pool: Pool) -> None:
     """One record of a pair: the curves of its subject recomputed, then the figure it names."""
-    subject = figure.subject
-    label = (f"{subject.get('framework') or 'best'} GPU vs CPU, {subject.get('machine')}, "
-             f"variant {subject.get('variant')}")
+    figure, subject = check.figure, check.figure.subject
+    check = check.about(f"{subject.get('framework') or 'best'} GPU vs CPU, "
+                        f"{subject.get('machine')}, variant {subject.get('variant')}")
     curves = _curves(pool, subject)
     if curves is None:
-        ledger.cannot(label, figure.name, where, "no GPU and CPU cases of it in run.json")
+        check.cannot("no GPU and CPU cases of it in run.json")
         return
     kind, size = crossover(curves)
     both = [(size, cpu, gpu) for size, cpu, gpu in curves if cpu and gpu]
     sweep = next((m.document.sweep for m in pool.select(subject.get("experiment", ""))), "")
     if figure.name == GPU_VERDICT:
         stated = subject.get("verdict", "")
-        ledger.verdict(label, GPU_VERDICT, where, stated == kind, stated, kind)
-        ledger.verdict(label, "sizes compared on both devices", where,
-                       int(figure.value) == len(both), f"{figure.value:.0f}", str(len(both)))
+        check.verdict(stated == kind, stated, kind)
+        check.verdict(int(figure.value) == len(both), f"{figure.value:.0f}", str(len(both)),
+                      "sizes compared on both devices")
     elif figure.name == CROSSOVER_SIZE:
-        shown = format_size(size, sweep) if kind == "crossover" else "none"
-        ledger.verdict(label, CROSSOVER_SIZE, where, figure.text == shown, figure.text, shown)
+        check.text_is(format_size(size, sweep) if kind == "crossover" else "none")
     elif not both:
-        ledger.cannot(label, figure.name, where, "no size on both")
+        check.cannot("no size on both")
     elif figure.name == GPU_SPEEDUP:
         _largest, cpu_s, gpu_s = both[-1]
-        ledger.printed(label, figure.name, where, printed_ratio(figure.text),
-                       (cpu_s or math.nan) / (gpu_s or math.nan), format_ratio)
+        check.reads(RATIO, (cpu_s or math.nan) / (gpu_s or math.nan))
     elif figure.name == LARGEST_SIZE:
         shown = format_size(both[-1][0], sweep) if both[-1][0] else ""
-        ledger.verdict(label, LARGEST_SIZE, where, figure.text == shown, figure.text,
-                       shown or "none")
+        check.text_is(shown, shown=shown or "none")
     else:
-        ledger.cannot(label, figure.name, where, "no recomputation for this figure")
+        check.cannot("no recomputation for this figure")
 
 
 def _curves(pool: Pool, subject: Mapping[str, str]) -> Curves | None:

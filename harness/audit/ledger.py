@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from harness.report.figure import Figure
 
 SUMMARY_FILE = "summary.md"
 # Stored floats that are copies of one another (CSV vs run.json) agree to the last bit; a
@@ -151,6 +153,43 @@ class Ledger:
             self.audit.unverifiable.append(Unverifiable(self.run, subject, figure, where, why))
 
 
+# How a figure's text is read back and a recomputed value printed alike (harness.audit.printed).
+Reading = tuple[Callable[[str], Printed], Callable[[float], str]]
+
+
+@dataclass(frozen=True)
+class FigureCheck:
+    """One figure record under check: the ledger, the line it was printed on and the subject
+    its findings are filed under, so that a family's check states only what it recomputed.
+    NAME, where given, files a finding under another name than the record's."""
+
+    ledger: Ledger
+    figure: Figure
+    where: str
+    subject: str = ""
+
+    def about(self, subject: str) -> FigureCheck:
+        return replace(self, subject=subject)
+
+    def verdict(self, same: bool, stored: str, recomputed: str, name: str = "") -> bool:
+        return self.ledger.verdict(self.subject, name or self.figure.name, self.where, same,
+                                   stored, recomputed)
+
+    def text_is(self, expected: str, name: str = "", shown: str = "") -> bool:
+        """The printed text is exactly the one recomputed (SHOWN: how to say it otherwise)."""
+        return self.verdict(self.figure.text == expected, self.figure.text, shown or expected,
+                            name)
+
+    def reads(self, reading: Reading, recomputed: float | None, name: str = "") -> bool:
+        """The printed text, read by READING, against the value recomputed."""
+        parse, shown = reading
+        return self.ledger.printed(self.subject, name or self.figure.name, self.where,
+                                   parse(self.figure.text), recomputed, shown)
+
+    def cannot(self, why: str, name: str = "") -> None:
+        self.ledger.cannot(self.subject, name or self.figure.name, self.where, why)
+
+
 def _shown(value: Any, shown: Callable[[Any], str]) -> str:
     return "nothing" if value is None or value == "" else shown(value)
 
@@ -162,6 +201,3 @@ def _same_number(stored: Any, recomputed: Any, tolerance: float) -> bool:
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
     return math.isclose(a, b, rel_tol=tolerance, abs_tol=1e-300)
-
-
-# --- the second computation: statistics of raw samples -----------------------------------------

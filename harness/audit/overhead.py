@@ -4,32 +4,30 @@ here from the cells' stored costs and the run's start and end."""
 
 from __future__ import annotations
 
-from harness.audit.ledger import Ledger
+from harness.audit.ledger import FigureCheck
 from harness.audit.pool import Pool
 from harness.audit.printed import fixed, printed_fixed
-from harness.report.figure import Figure
 from harness.report.summary import OVERHEAD, RUN_WALL, TIMED, WORKERS
 
 
-def check_overhead(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
-    run_id = figure.subject.get("run", "")
-    document = next((d for d in pool.documents if d.run_id == run_id), None)
+def check_overhead(check: FigureCheck, pool: Pool) -> None:
+    run_id = check.figure.subject.get("run", "")
+    check = check.about(run_id)
+    document = pool.document(run_id)
     if document is None:
-        ledger.cannot(run_id, figure.name, where, "the run is not among those checked")
+        check.cannot("the run is not among those checked")
         return
     costs = [cell.cost for cell in document.cells if cell.cost is not None]
-    if figure.name == WORKERS:
-        workers, printed = sum(cost.workers for cost in costs), figure.text.split(" ")[0]
-        ledger.verdict(run_id, WORKERS, where, printed == str(workers),
-                       printed, str(workers))
+    if check.figure.name == WORKERS:
+        workers, printed = sum(cost.workers for cost in costs), check.figure.text.split(" ")[0]
+        check.verdict(printed == str(workers), printed, str(workers))
         return
     timed = sum(cost.timed_s for cost in costs)
     elapsed = ((document.finished - document.started)
                if document.finished is not None and document.started is not None else 0.0)
     wall = max(elapsed, sum(cost.wall_s for cost in costs))
-    value = {RUN_WALL: wall, TIMED: timed, OVERHEAD: wall - timed}.get(figure.name)
+    value = {RUN_WALL: wall, TIMED: timed, OVERHEAD: wall - timed}.get(check.figure.name)
     if value is None:
-        ledger.cannot(run_id, figure.name, where, "no such figure of the overhead line")
+        check.cannot("no such figure of the overhead line")
         return
-    ledger.printed(run_id, figure.name, where, printed_fixed(figure.text.removesuffix(" s"), 1),
-                   value, fixed(1))
+    check.reads((lambda text: printed_fixed(text.removesuffix(" s"), 1), fixed(1)), value)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 
 from harness.audit.measured import Measured, _param_text, is_valid
 from harness.data.casekey import CaseKey
-from harness.data.results import RunDocument
+from harness.data.results import CellResult, RunDocument
 
 
 def _experiment_matches(label: str, document: RunDocument) -> bool:
@@ -53,6 +54,18 @@ class Pool:
                  and (size is None or size in (m.size_text, m.key.size_label))
                  and (not valid or is_valid(m.case))]
         return _latest(found)
+
+    def document(self, run_id: str) -> RunDocument | None:
+        return next((document for document in self.documents if document.run_id == run_id),
+                    None)
+
+    @staticmethod
+    def cells_named(subject: Mapping[str, str],
+                    documents: list[RunDocument]) -> list[CellResult]:
+        """The cells of DOCUMENTS that SUBJECT names by framework, device and variant."""
+        named = tuple(subject.get(name) for name in ("framework", "device", "variant"))
+        return [cell for document in documents for cell in document.cells
+                if (cell.framework, cell.device, cell.variant) == named]
 
     def one(self, **where: Any) -> Measured | str:
         """The one case that matches, or why there is not exactly one."""

@@ -18,20 +18,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.audit.ledger import Ledger, Printed
+from harness.audit.ledger import FigureCheck, Printed, Reading
 from harness.audit.pool import Pool
-from harness.audit.predictions import numpy_cpu_step, numpy_noise
+from harness.audit.predictions import numpy_cpu_step, numpy_noise, predicted_step
 from harness.audit.printed import printed_general
 from harness.core.units import three_digits
 from harness.data.results import CaseResult, CellResult, RunDocument
-from harness.predict.answer import FEATURES_KEY, PREDICTIONS_KEY, STEPS_KEY
-from harness.predict.features import StepFeatures
-from harness.predict.interval import band_for, interval_of
-from harness.predict.model import Prediction, recompute
-from harness.predict.profile import ProfileError, load_profile
+from harness.predict.answer import PREDICTIONS_KEY
+from harness.predict.profile import ProfileError
 from harness.predict.validation import NOISE_FLOOR
 from harness.predict.versus import HOST, RIGHT, TIE, WRONG
-from harness.report.figure import Figure
 from harness.report.views.predicted import (
     IN_INTERVAL,
     INSIDE,
@@ -62,16 +58,12 @@ class Recomputed:
 def cells_named(pool: Pool, subject: Mapping[str, str],
                 ) -> tuple[RunDocument, CellResult, CellResult] | None:
     """The run, its GPU cell and its CPU cell a record names."""
-    for document in pool.documents:
-        if document.run_id != subject.get("run"):
-            continue
-        found = {cell.device: cell for cell in document.cells
-                 if cell.framework == subject.get("framework")
-                 and cell.variant == subject.get("variant")}
-        gpu, cpu = found.get(subject.get("device", "")), found.get(subject.get("cpu_device", ""))
-        if gpu is not None and cpu is not None:
-            return document, gpu, cpu
-    return None
+    document = pool.document(subject.get("run", ""))
+    if document is None:
+        return None
+    gpu, cpu = (pool.cells_named({**subject, "device": subject.get(key, "")}, [document])
+                for key in ("device", "cpu_device"))
+    return (document, gpu[0], cpu[0]) if gpu and cpu else None
 
 
 def measured_cases(cell: CellResult, sweep: str) -> dict[str, CaseResult]:
@@ -90,20 +82,12 @@ def judged(cpu_s: float, gpu_s: float, predicted_s: float | None, noise: float) 
 
 def recomputed_size(profile: str, cpu_case: CaseResult, gpu_case: CaseResult) -> Recomputed:
     """One size's figures (ProfileError / KeyError where the prediction cannot be made)."""
-    stored = Prediction.from_dict(cpu_case.extra[PREDICTIONS_KEY][profile][HOST])
-    again = recompute(stored, StepFeatures.from_dict(cpu_case.extra[FEATURES_KEY]),
-                      load_profile(profile))
-    predicted_s = (again.seconds / float(cpu_case.extra.get(STEPS_KEY) or 1)
-                   if again.seconds is not None else None)
+    predicted_s, interval = predicted_step(cpu_case, profile, HOST)
     cpu_s, gpu_s = numpy_cpu_step(cpu_case), numpy_cpu_step(gpu_case)
-    cpu_noise = numpy_noise(cpu_case)
-    interval = None
-    band = band_for(profile, str(again.profile.get("identity")), HOST, again.regime)
-    if band is not None and predicted_s is not None:
-        found = interval_of(predicted_s, band, cpu_noise)
-        interval = (found.low_s, found.high_s)
-    return Recomputed(gpu_s, cpu_s, predicted_s, interval,
-                      judged(cpu_s, gpu_s, predicted_s, cpu_noise + numpy_noise(gpu_case)))
+    return Recomputed(gpu_s, cpu_s, predicted_s,
+                      None if interval is None else (interval.low_s, interval.high_s),
+                      judged(cpu_s, gpu_s, predicted_s, numpy_noise(cpu_case)
+                             + numpy_noise(gpu_case)))
 
 
 def printed_ms(text: str) -> Printed:
@@ -112,85 +96,69 @@ def printed_ms(text: str) -> Printed:
     return Printed(text.strip(), shown.value * 1e-3, shown.tolerance * 1e-3)
 
 
-def ms_text(seconds: float) -> str:
-    return f"{three_digits(seconds * 1e3)} ms"
+MILLISECONDS: Reading = (printed_ms, lambda seconds: f"{three_digits(seconds * 1e3)} ms")
+TIMES: Reading = (lambda text: printed_general(text, 3), lambda value: f"{three_digits(value)}x")
 
 
-def check_row(ledger: Ledger, label: str, where: str, figure: Figure,
-              size: Recomputed) -> None:
+def check_row(check: FigureCheck, size: Recomputed) -> None:
     """One row's figure against its size recomputed."""
-    if figure.name == MEASURED:
-        ledger.printed(label, MEASURED, where, printed_ms(figure.text), size.measured_s, ms_text)
+    name = check.figure.name
+    if name == MEASURED:
+        check.reads(MILLISECONDS, size.measured_s)
     elif size.predicted_s is None:
-        ledger.cannot(label, figure.name, where, "the prediction recomputed is unknown")
-    elif figure.name == PREDICTED:
-        ledger.printed(label, PREDICTED, where, printed_ms(figure.text), size.predicted_s,
-                       ms_text)
-    elif figure.name == RATIO:
-        ledger.printed(label, RATIO, where, printed_general(figure.text, 3),
-                       size.predicted_s / size.measured_s, lambda v: f"{three_digits(v)}x")
-    elif figure.name == VERDICT:
-        ledger.verdict(label, VERDICT, where, figure.text == size.verdict, figure.text,
-                       size.verdict)
+        check.cannot("the prediction recomputed is unknown")
+    elif name == PREDICTED:
+        check.reads(MILLISECONDS, size.predicted_s)
+    elif name == RATIO:
+        check.reads(TIMES, size.predicted_s / size.measured_s)
+    elif name == VERDICT:
+        check.text_is(size.verdict)
     elif size.interval is None:
-        ledger.cannot(label, figure.name, where, "no validated interval for it now")
-    elif figure.name == INTERVAL:
-        check_interval(ledger, label, where, figure.text, size.interval)
-    elif figure.name == IN_INTERVAL:
+        check.cannot("no validated interval for it now")
+    elif name == INTERVAL:
+        # '1.1-1.94 ms': both bounds within their printed precision.
+        low_text, _, high_text = check.figure.text.removesuffix(" ms").partition("-")
+        for bound, shown, value in (("low", low_text, size.interval[0]),
+                                    ("high", high_text, size.interval[1])):
+            check.ledger.printed(check.subject, f"{INTERVAL} ({bound})", check.where,
+                                 printed_ms(f"{shown} ms"), value, MILLISECONDS[1])
+    elif name == IN_INTERVAL:
         low, high = size.interval
-        expected = INSIDE if low <= size.measured_s <= high else OUTSIDE
-        ledger.verdict(label, IN_INTERVAL, where, figure.text == expected, figure.text,
-                       expected)
+        check.text_is(INSIDE if low <= size.measured_s <= high else OUTSIDE)
     else:
-        ledger.cannot(label, figure.name, where, "no recomputation for this figure")
+        check.cannot("no recomputation for this figure")
 
 
-def check_interval(ledger: Ledger, label: str, where: str, text: str,
-                   interval: tuple[float, float]) -> None:
-    """'1.1-1.94 ms': both bounds within their printed precision."""
-    low_text, _, high_text = text.removesuffix(" ms").partition("-")
-    for bound, shown, value in (("low", low_text, interval[0]), ("high", high_text,
-                                                                  interval[1])):
-        ledger.printed(label, f"{INTERVAL} ({bound})", where, printed_ms(f"{shown} ms"), value,
-                       ms_text)
-
-
-def check_tally(ledger: Ledger, label: str, where: str, figure: Figure,
-                sizes: list[Recomputed]) -> None:
+def check_tally(check: FigureCheck, sizes: list[Recomputed]) -> None:
     """The sentence's figures over every size both cells measured."""
     predicted = [size for size in sizes if size.predicted_s is not None]
-    if figure.name == WITHIN:
+    if check.figure.name == WITHIN:
         banded = [size for size in predicted if size.interval is not None]
         inside = sum(size.interval[0] <= size.measured_s <= size.interval[1]
                      for size in banded if size.interval is not None)
-        expected = f"{inside} of {len(banded)}"
-        ledger.verdict(label, WITHIN, where, figure.text == expected, figure.text, expected)
-    elif figure.name == VERDICTS:
+        check.text_is(f"{inside} of {len(banded)}")
+    elif check.figure.name == VERDICTS:
         counted = [size for size in predicted if size.verdict != TIE]
-        expected = f"{sum(size.verdict == RIGHT for size in counted)} of {len(counted)}"
-        ledger.verdict(label, VERDICTS, where, figure.text == expected, figure.text, expected)
-    elif figure.name == MEDIAN_RATIO and predicted:
+        check.text_is(f"{sum(size.verdict == RIGHT for size in counted)} of {len(counted)}")
+    elif check.figure.name == MEDIAN_RATIO and predicted:
         ratios = [(size.predicted_s or 0.0) / size.measured_s for size in predicted]
-        ledger.printed(label, MEDIAN_RATIO, where, printed_general(figure.text, 3),
-                       float(np.median(ratios)), lambda v: f"{three_digits(v)}x")
+        check.reads(TIMES, float(np.median(ratios)))
     else:
-        ledger.cannot(label, figure.name, where, "no recomputation for this figure")
+        check.cannot("no recomputation for this figure")
 
 
-def check_predicted_vs_measured(ledger: Ledger, pool: Pool, where: str,
-                                figure: Figure) -> None:
+def check_predicted_vs_measured(check: FigureCheck, pool: Pool) -> None:
     """One record of the view: its row's size, or every size for the sentence's figures."""
-    subject = figure.subject
-    label = (f"{subject.get('framework')} {subject.get('device')} {subject.get('variant')} "
-             f"on {subject.get('profile')}" + (f" size {subject['size']}" if "size" in subject
-                                               else ""))
+    subject = check.figure.subject
+    check = check.about(f"{subject.get('framework')} {subject.get('device')} "
+                        f"{subject.get('variant')} on {subject.get('profile')}"
+                        + (f" size {subject['size']}" if "size" in subject else ""))
     found = cells_named(pool, subject)
     if found is None:
-        ledger.cannot(label, figure.name, where, "no such GPU and CPU cells in run.json")
+        check.cannot("no such GPU and CPU cells in run.json")
         return
     document, gpu, cpu = found
-    gpu_cases, cpu_cases = measured_cases(gpu, document.sweep), measured_cases(cpu,
-                                                                               document.sweep)
+    gpu_cases, cpu_cases = (measured_cases(cell, document.sweep) for cell in (gpu, cpu))
     sizes = [size for size in cpu_cases if size in gpu_cases
              and subject.get("profile", "") in (cpu_cases[size].extra.get(PREDICTIONS_KEY)
                                                 or {})]
@@ -200,11 +168,11 @@ def check_predicted_vs_measured(ledger: Ledger, pool: Pool, where: str,
         recomputed = [recomputed_size(subject.get("profile", ""), cpu_cases[size],
                                       gpu_cases[size]) for size in sizes]
     except (KeyError, ProfileError) as why:
-        ledger.cannot(label, figure.name, where, f"cannot recompute: {why}")
+        check.cannot(f"cannot recompute: {why}")
         return
     if not recomputed:
-        ledger.cannot(label, figure.name, where, "no size measured on both with a prediction")
+        check.cannot("no size measured on both with a prediction")
     elif "size" in subject:
-        check_row(ledger, label, where, figure, recomputed[0])
+        check_row(check, recomputed[0])
     else:
-        check_tally(ledger, label, where, figure, recomputed)
+        check_tally(check, recomputed)

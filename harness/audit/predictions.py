@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.audit.ledger import Ledger
+from harness.audit.ledger import FigureCheck, Ledger
 from harness.audit.pool import Pool
 from harness.core.units import three_digits
 from harness.data.results import CaseResult, CellResult, RunDocument
@@ -30,10 +30,9 @@ from harness.predict.answer import (
     ms,
 )
 from harness.predict.features import StepFeatures
-from harness.predict.interval import band_for, interval_of
+from harness.predict.interval import Interval, band_for, interval_of
 from harness.predict.model import MODEL_VERSION, Prediction, profile_identity, recompute
 from harness.predict.profile import Profile, ProfileError, load_profile
-from harness.report.figure import Figure
 
 WHERE = "run.json"
 TOLERANCE = 1e-9
@@ -114,52 +113,59 @@ def numpy_noise(case: CaseResult) -> float:
 
 
 def named_case(pool: Pool, subject: dict[str, str]) -> tuple[CellResult, CaseResult] | None:
-    for document in pool.documents:
-        if document.run_id != subject.get("run"):
-            continue
-        for cell in document.cells:
-            if (cell.framework, cell.device, cell.variant) != (
-                    subject.get("framework"), subject.get("device"), subject.get("variant")):
-                continue
-            for case in cell.cases:
-                if str(case.case.get(document.sweep)) == subject.get("size"):
-                    return cell, case
+    document = pool.document(subject.get("run", ""))
+    if document is None:
+        return None
+    for cell in pool.cells_named(subject, [document]):
+        for case in cell.cases:
+            if str(case.case.get(document.sweep)) == subject.get("size"):
+                return cell, case
     return None
+
+
+def predicted_step(case: CaseResult, profile: str, host: str,
+                   ) -> tuple[float | None, Interval | None]:
+    """A CPU case's GPU step made again from its stored features on PROFILE as HOST, per step,
+    and the interval around it held to the case's own spread (None: unknown; no band)."""
+    stored = Prediction.from_dict(case.extra[PREDICTIONS_KEY][profile][host])
+    again = recompute(stored, StepFeatures.from_dict(case.extra[FEATURES_KEY]),
+                      load_profile(profile))
+    if again.seconds is None:
+        return None, None
+    step = again.seconds / float(case.extra.get(STEPS_KEY) or 1)
+    band = band_for(profile, str(again.profile.get("identity")), host, again.regime)
+    return step, None if band is None else interval_of(step, band, numpy_noise(case))
 
 
 def recomputed_texts(case: CaseResult, name: str) -> dict[str, str] | None:
     """The printed texts of one answer, recomputed (None where the prediction cannot be)."""
-    stored = Prediction.from_dict(case.extra[PREDICTIONS_KEY][name][LINE_HOST])
-    profile = load_profile(name)
-    again = recompute(stored, StepFeatures.from_dict(case.extra[FEATURES_KEY]), profile)
-    if again.seconds is None:
+    gpu, interval = predicted_step(case, name, LINE_HOST)
+    if gpu is None:
         return None
-    gpu = again.seconds / float(case.extra.get(STEPS_KEY) or 1)
     ratio = numpy_cpu_step(case) / gpu
     texts = {"predicted GPU step": f"~{ms(gpu)} ms per step",
              "GPU vs this CPU": f"~{three_digits(ratio if ratio >= 1 else 1 / ratio)}x"}
-    band = band_for(name, str(again.profile.get("identity")), LINE_HOST, again.regime)
-    if band is not None:
-        interval = interval_of(gpu, band, numpy_noise(case))
+    if interval is not None:
         texts["interval"] = f"{ms(interval.low_s)}-{ms(interval.high_s)} ms"
     return texts
 
 
-def check_printed_prediction(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+def check_printed_prediction(check: FigureCheck, pool: Pool) -> None:
     """One printed figure of a predicted-GPU line against its recomputation."""
-    subject = figure.subject
+    subject = check.figure.subject
     found = named_case(pool, dict(subject))
-    label = " ".join(str(subject.get(key, "")) for key in ("framework", "device", "size"))
+    check = check.about(" ".join(str(subject.get(key, "")) for key in ("framework", "device",
+                                                                         "size")))
     if found is None:
-        ledger.cannot(label, figure.name, where, "no such case in run.json")
+        check.cannot("no such case in run.json")
         return
     try:
         texts = recomputed_texts(found[1], subject.get("profile", ""))
     except (KeyError, ProfileError) as why:
-        ledger.cannot(label, figure.name, where, f"cannot recompute: {why}")
+        check.cannot(f"cannot recompute: {why}")
         return
-    expected = (texts or {}).get(figure.name)
+    expected = (texts or {}).get(check.figure.name)
     if expected is None:
-        ledger.cannot(label, figure.name, where, "the recomputed prediction has no such figure")
-        return
-    ledger.verdict(label, figure.name, where, expected == figure.text, figure.text, expected)
+        check.cannot("the recomputed prediction has no such figure")
+    else:
+        check.text_is(expected)

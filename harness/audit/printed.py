@@ -6,11 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from harness.audit.ledger import (
-    Printed,
-)
-
-# --- printed numbers and their precision -------------------------------------------------------
+from harness.audit.ledger import Printed, Reading
+from harness.core.units import format_bytes, format_joules, format_ratio, format_seconds
 
 SECOND_SCALES = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 JOULE_SCALES = {"kJ": 1e3, "J": 1.0, "mJ": 1e-3, "uJ": 1e-6}
@@ -27,17 +24,16 @@ def _number(text: str) -> float:
     return float(text.replace(",", ""))
 
 
+def printed_scaled(text: str, scales: dict[str, float]) -> Printed:
+    """'2.31 ms', '1.2 kJ': 3 significant digits and a unit of SCALES (format_seconds,
+    format_joules)."""
+    number, unit = text.strip().split(" ")
+    value = _number(number) * scales[unit]
+    return Printed(text.strip(), value, _digits_tolerance(value, 3))
+
+
 def printed_seconds(text: str) -> Printed:
-    """'2.31 ms' (harness.core.units.format_seconds: 3 significant digits)."""
-    number, unit = text.strip().split(" ")
-    value = _number(number) * SECOND_SCALES[unit]
-    return Printed(text.strip(), value, _digits_tolerance(value, 3))
-
-
-def printed_joules(text: str) -> Printed:
-    number, unit = text.strip().split(" ")
-    value = _number(number) * JOULE_SCALES[unit]
-    return Printed(text.strip(), value, _digits_tolerance(value, 3))
+    return printed_scaled(text, SECOND_SCALES)
 
 
 BYTE_SCALES = {"B": 1.0, "KiB": 2.0**10, "MiB": 2.0**20, "GiB": 2.0**30, "TiB": 2.0**40}
@@ -81,3 +77,19 @@ def fixed(decimals: int, suffix: str = "") -> Callable[[float], str]:
 def percent(value: float) -> str:
     return f"{value:.0%}"
 
+
+
+def fixed_reading(decimals: int) -> Reading:
+    return (lambda text: printed_fixed(text, decimals), fixed(decimals))
+
+
+def general_reading(digits: int, suffix: str = "") -> Reading:
+    """A number printed with :.{digits}g, SUFFIX after it."""
+    return (lambda text: printed_general(text, digits), lambda value: f"{value:.{digits}g}{suffix}")
+
+
+SECONDS: Reading = (printed_seconds, format_seconds)
+JOULE: Reading = (lambda text: printed_scaled(text, JOULE_SCALES), format_joules)
+BYTES: Reading = (printed_bytes, format_bytes)
+RATIO: Reading = (printed_ratio, format_ratio)
+PERCENT: Reading = (lambda text: printed_fixed(text, 0, 0.01), percent)

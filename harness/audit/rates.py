@@ -11,13 +11,12 @@ from harness.analysis.plausibility import (
     precision_of,
 )
 from harness.audit import checkcounts, formerflops
-from harness.audit.ledger import Ledger
+from harness.audit.ledger import FigureCheck, Reading
 from harness.audit.measured import Measured, expected_work, load_spec, median_call
 from harness.audit.medians import named_case
 from harness.audit.pool import Pool, _experiment_matches
-from harness.audit.printed import fixed, percent, printed_fixed
+from harness.audit.printed import PERCENT, fixed, printed_fixed
 from harness.data.ceilings import MEMORY
-from harness.report.figure import Figure
 from harness.report.views.peak_share import (
     BEST_CEILING,
     CEILING,
@@ -28,14 +27,15 @@ from harness.report.views.peak_share import (
 )
 
 
-def check_rate(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
+def check_rate(check: FigureCheck, pool: Pool) -> None:
     """One record: the rate, a ceiling or a probe the runs stored, or the share of one."""
-    case = named_case(ledger, pool, where, figure)
+    case = named_case(check, pool)
     if case is None:
         return
+    figure, check = check.figure, check.about(case.subject)
     metric = figure.subject.get("metric", "")
     if figure.name == RATE:
-        _check_rate(ledger, where, case, figure, metric)
+        _check_rate(check, case, metric)
     elif figure.name in (CEILING, PROBE):
         decimals = _decimals(figure.text)
         experiment = figure.subject.get("experiment", "")
@@ -46,13 +46,17 @@ def check_rate(ledger: Ledger, pool: Pool, where: str, figure: Figure) -> None:
             if figure.subject.get(CEILING_OF) == BEST_CEILING \
             else probes_of(pool, case, metric, experiment)
         printed = printed_fixed(figure.text, decimals)
-        ledger.verdict(case.subject, f"{figure.name} {metric}", where,
-                       any(printed.matches(probe, fixed(decimals)) for probe in probes),
-                       figure.text, " or ".join(map(fixed(decimals), probes)) or "none stored")
+        check.verdict(any(printed.matches(probe, fixed(decimals)) for probe in probes),
+                      figure.text, " or ".join(map(fixed(decimals), probes)) or "none stored",
+                      f"{figure.name} {metric}")
     elif figure.name == SHARE:
-        _check_share(ledger, where, case, figure, metric)
+        # A share of a disputed FLOP count is a mismatch in itself.
+        if not checkcounts.check_share(check, case, metric):
+            rate, _label = counted_rate(case, metric)
+            ceiling = float(figure.subject.get(CEILING, "nan"))
+            check.reads(PERCENT, None if rate is None else rate / ceiling)
     else:
-        ledger.cannot(case.subject, figure.name, where, "no recomputation for this figure")
+        check.cannot("no recomputation for this figure")
 
 
 def _decimals(text: str) -> int:
@@ -60,35 +64,21 @@ def _decimals(text: str) -> int:
     return len(text.partition(".")[2])
 
 
-def _check_share(ledger: Ledger, where: str, case: Measured, figure: Figure,
-                 metric: str) -> None:
-    """The recomputed rate over the ceiling the record names (a share of a disputed FLOP count
-    is a mismatch in itself)."""
-    if checkcounts.check_share(ledger, case, where, metric, figure.text):
-        return
-    rate, _label = counted_rate(case, metric)
-    ceiling = float(figure.subject.get(CEILING, "nan"))
-    ledger.printed(case.subject, SHARE, where, printed_fixed(figure.text, 0, 0.01),
-                   None if rate is None else rate / ceiling, percent)
-
-
-def _check_rate(ledger: Ledger, where: str, case: Measured, figure: Figure,
-                metric: str) -> None:
+def _check_rate(check: FigureCheck, case: Measured, metric: str) -> None:
     """A printed rate against the recomputed one; where the run kept no FLOP count of its own
     and the count it was printed with cannot be recomputed, unverifiable (counted_rate)."""
-    decimals = _decimals(figure.text)
-    printed = printed_fixed(figure.text, decimals, unit=metric)
+    decimals = _decimals(check.figure.text)
     shown = fixed(decimals, f" {metric}")
+    reading: Reading = (lambda text: printed_fixed(text, decimals, unit=metric), shown)
+    printed = reading[0](check.figure.text)
     recomputed, label = counted_rate(case, metric)
     own_count = metric != "GFLOP/s" or bool(case.case.extra.get("flops_per_call"))
     if recomputed is None or own_count or printed.matches(recomputed, shown):
-        ledger.printed(case.subject, f"{RATE} {metric}{label}", where, printed, recomputed,
-                       shown)
+        check.reads(reading, recomputed, f"{RATE} {metric}{label}")
         return
-    ledger.cannot(case.subject, f"{RATE} {metric}", where,
-                  f"printed {printed.text}, the FLOP formula gives {shown(recomputed)} "
-                  f"({printed.value / recomputed:.3g}x); the run kept no flops_per_call, so "
-                  "what it counted cannot be recomputed")
+    check.cannot(f"printed {printed.text}, the FLOP formula gives {shown(recomputed)} "
+                 f"({printed.value / recomputed:.3g}x); the run kept no flops_per_call, so "
+                 "what it counted cannot be recomputed", f"{RATE} {metric}")
 
 
 def counted_rate(case: Measured, metric: str) -> tuple[float | None, str]:

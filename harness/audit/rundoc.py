@@ -28,7 +28,6 @@ from harness.spec import Status, WorkloadSpec
 # The shuffle lives in the layer above (harness.run.rounds); the CLI passes it in.
 Shuffle = Callable[[int, int, int], list[list[int]]]
 
-# --- b: run.json's derived fields ----------------------------------------------------------------
 
 def check_derived(ledger: Ledger, document: RunDocument, spec: WorkloadSpec | None,
                   spec_why: str = "") -> None:
@@ -125,7 +124,7 @@ def check_energy_record(ledger: Ledger, measured: Measured, name: str,
                       lambda v: f"{v:.4g}")
 
 
-# --- c: round orders ---------------------------------------------------------------------------
+# --- round orders ---------------------------------------------------------------------------
 
 def _had_worker(result: CellResult) -> bool:
     """Whether a cell ran in a worker: its cost counts the workers; a run from before costs

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.crossover import crossovers, experiment_predictions
-from harness.data.results import RunDocument
 from harness.data.store import StoreError
 from harness.measure import envinfo
 from harness.report import style
@@ -57,8 +56,7 @@ def draw_report(run_dirs: list[Path], out_dir: Path, tensorboard_dir: Path | Non
     """render_report, keeping the terminal's verdicts computed from the same views."""
     if not run_dirs:
         raise StoreError("no run folders given")
-    run_set = load_runs([Path(run_dir) for run_dir in run_dirs])
-    context = build_context(run_set, framework_colors(run_set.documents))
+    context = read_context(run_dirs)
     style.use_private_matplotlib_config()  # before any view draws
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -87,8 +85,7 @@ def run_predictions(run_dir: Path) -> list[dict[str, Any]]:
     phrases, so what a run stores when it ends is what its report says, whichever command
     draws it and wherever. Of this run alone: a report merging runs stores nothing.
     """
-    run_set = load_runs([Path(run_dir)])
-    context = build_context(run_set, framework_colors(run_set.documents))
+    context = read_context([run_dir])
     return [record for experiment in context.experiments
             for record in experiment_predictions(
                 experiment.name, crossovers(experiment.stats, experiment.hints))]
@@ -209,13 +206,15 @@ def _draw_into(job: DrawJob, sending: Connection) -> None:
         sending.close()
 
 
-def framework_colors(documents: list[RunDocument]) -> dict[str, str]:
-    """Each framework's colour as its run stored it ('' where none: a palette colour)."""
+def read_context(run_dirs: list[Path]) -> ReportContext:
+    """The runs read and prepared once; each framework drawn in the colour its run stored ('':
+    a palette colour)."""
+    run_set = load_runs([Path(run_dir) for run_dir in run_dirs])
     colors: dict[str, str] = {}
-    for document in documents:
+    for document in run_set.documents:
         for name in [*document.frameworks, *document.cell_frameworks()]:
             colors.setdefault(name, document.framework_color(name))
-    return colors
+    return build_context(run_set, colors)
 
 
 def _tensorboard(experiments: list[ExperimentContext], log_dir: Path) -> str:
@@ -230,8 +229,7 @@ def verdicts_without_drawing(run_dirs: list[Path]) -> list[str]:
     is drawn (--no-report): the same context and views summary.md is assembled from, with
     nothing drawn."""
     run_dirs = [Path(run_dir) for run_dir in run_dirs]
-    run_set = load_runs(run_dirs)
-    context = build_context(run_set, framework_colors(run_set.documents))
+    context = read_context(run_dirs)
     views = registered()
     shown = {experiment.name: show(views, EXPERIMENT, experiment, run_dirs[0], draw=False)
              for experiment in context.experiments}

@@ -18,9 +18,10 @@ from harness.analysis import casetable
 from harness.data.ceilings import Ceilings, as_ceilings
 from harness.data.results import RunDocument
 from harness.data.serial import JsonObject, JsonValue
+from harness.data.upgrade import DEFAULT_HINTS
 from harness.report import tables as t
 from harness.report.figure import Figure, Line
-from harness.report.load import DEFAULT_HINTS, VIEW_HINTS, RunSet, hints_for_old_run
+from harness.report.load import RunSet, hints_for_old_run
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ class ReportContext:
 def build_context(run_set: RunSet, framework_colors: dict[str, str]) -> ReportContext:
     """Prepare the runs once: experiments, latest samples per case, and each experiment's stats."""
     runs = casetable.assign_experiments(run_set.runs)
-    runs["hints"] = [with_views(hints, workload)
+    runs["hints"] = [hints_for_old_run(workload, hints)
                      for hints, workload in zip(runs["hints"], runs["workload"])]
     prepared, notes = casetable.prepare(run_set.measurements, runs)
     ceilings = ceilings_by_machine(runs)
@@ -117,13 +118,6 @@ def build_context(run_set: RunSet, framework_colors: dict[str, str]) -> ReportCo
         runs=runs, prepared=prepared, extras=run_set.extras, documents=run_set.documents,
         notes=mismatch_notes(runs) + notes, framework_colors=framework_colors,
         ceilings=ceilings, experiments=experiments)
-
-
-def with_views(hints: JsonObject, workload: str) -> JsonObject:
-    """Stored hints; where they predate the view declarations, with those derived for them."""
-    if all(key in hints for key in VIEW_HINTS):
-        return hints
-    return hints_for_old_run(workload, hints)
 
 
 def experiment_context(runs: pd.DataFrame, prepared: pd.DataFrame, extras: pd.DataFrame,
@@ -154,15 +148,12 @@ def call_name(unit: str, params: Mapping[str, JsonValue], rows: pd.DataFrame,
     (each worker's call trained its share), so no figure calls a third of an epoch an epoch.
     That phrase is a Line carrying its figures (CALL_FAMILY): a line that prints it keeps them
     (harness.report.figure.carried)."""
-    if unit != "step":
-        return "call"
-    if not epoch_param:
+    if unit != "step" or not epoch_param:
         return "call"
     planned = params.get(epoch_param)
     per_call = measured_values(rows, epoch_param)
-    if not isinstance(planned, (int, float)) or per_call is None:
-        return "epoch"
-    if per_call.empty or per_call.max() >= planned:
+    if not isinstance(planned, (int, float)) or per_call is None or per_call.empty \
+            or per_call.max() >= planned:
         return "epoch"
     samples = int(per_call.max())
     parts = planned / samples

@@ -79,10 +79,6 @@ def format_count(value: float) -> str:
     return f"{value:g}"
 
 
-def cell_label(framework: str, device: str) -> str:
-    return f"{framework} · {device}"
-
-
 def short(text: str, limit: int = STATUS_TEXT_CHARS) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

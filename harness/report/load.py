@@ -23,10 +23,8 @@ from harness.data.measurements import read_measurements, with_run
 from harness.data.results import CellResult, RunDocument
 from harness.data.secondopinion import RECORD_KEY
 from harness.data.serial import JsonObject
-from harness.data.upgrade import DEFAULT_HINTS, hints_for_workload
+from harness.data.upgrade import hints_for_workload
 from harness.spec import ParamValue
-
-__all__ = ["DEFAULT_HINTS", "RunSet", "extra_rows", "load_runs", "read_measurements", "run_row"]
 
 
 @dataclass
@@ -93,16 +91,13 @@ def run_row(run_dir: Path, document: RunDocument, order: int) -> RunRow:
 VIEW_HINTS = ("views", "view_labels")
 
 
-def hints_for_old_run(workload: str, stored: JsonObject | None = None) -> JsonObject:
-    """Runs stored before run.json carried hints: ask the installed spec, else the defaults.
-
-    With `stored` (hints written before they named the report's optional views): those hints,
-    with the views and view labels the installed spec declares added; nothing else is filled
-    in, so an older run keeps the hints it was measured with.
-    """
+def hints_for_old_run(workload: str, stored: JsonObject) -> JsonObject:
+    """Stored hints; where they were written before they named the report's optional views,
+    with the views and view labels the installed spec declares added. Nothing else is filled
+    in, so an older run keeps the hints it was measured with."""
+    if all(key in stored for key in VIEW_HINTS):
+        return stored
     installed = hints_for_workload(workload)
-    if stored is None:
-        return installed
     return {**{key: installed[key] for key in VIEW_HINTS if key in installed}, **stored}
 
 

@@ -22,7 +22,7 @@ from harness.analysis.noise import ONE_ROUND
 from harness.analysis.stats import overhead_line, run_overhead
 from harness.core.units import format_size
 from harness.report.figure import Figure, Line, carried, placed
-from harness.report.views import figure_link
+from harness.report.views import figure_links
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,11 @@ def markdown_table(headers: list[str], rows: list[list[Any]],
 def size_phrase(context: Any, size: str) -> str:
     """' at n=4096': where a verdict applies ('' for a case outside the sweep)."""
     return f" at {context.sweep}={format_size(size, context.sweep)}" if size else ""
+
+
+def size_cell(label: str, sweep: str) -> str:
+    """A size as a table cell prints it ('-' for a case outside the sweep)."""
+    return format_size(label, sweep) if label else "-"
 
 
 def render_summary(context: Any, shown: dict[str, list[Shown]], report_shown: list[Shown],
@@ -203,18 +208,14 @@ def _versions(experiments: list[Any], machine: str) -> str:
 # --- at a glance ------------------------------------------------------------------------------
 
 def _glance_section(experiments: list[Any], shown: dict[str, list[Shown]]) -> list[str]:
+    """Every view's "At a glance" sentences per experiment, in view order."""
     lines = ["## At a glance", ""]
     for experiment in experiments:
-        for _, sentence in glance_sentences(experiment, shown[experiment.name]):
-            lines.append(carried(f"- **{experiment.name}**: {sentence}", sentence))
+        sentences = [sentence for item in shown[experiment.name] if not item.table.empty
+                     for sentence in item.view.glance(item.table, experiment)]
+        lines += [carried(f"- **{experiment.name}**: {sentence}", sentence)
+                  for sentence in sentences or ["no valid measurement"]]
     return lines + [""]
-
-
-def glance_sentences(experiment: Any, shown: list[Shown]) -> list[tuple[str, str]]:
-    """(view name, sentence) of every view's "At a glance" sentences, in view order."""
-    sentences = [(item.view.name, sentence) for item in shown if not item.table.empty
-                 for sentence in item.view.glance(item.table, experiment)]
-    return sentences or [("", "no valid measurement")]
 
 
 # --- one experiment ---------------------------------------------------------------------------
@@ -236,7 +237,8 @@ def _experiment_section(experiment: Any, shown: list[Shown], out_dir: Path) -> l
                          "been interrupted before any cell finished)."), ""]
     in_section = [item for item in shown if not item.view.heading]
     for item in in_section:
-        lines += _figure_links(experiment, item, out_dir)
+        caption = item.view.caption_of(item.table) or item.view.name
+        lines += figure_links(f"{experiment.name}: {caption}", item.figures, out_dir)
     for item in in_section:
         lines += item.lines(experiment, out_dir)
     return lines
@@ -252,13 +254,6 @@ def _params_text(experiment: Any) -> str:
         parts.append(f"{name}={shown if shown != '' else '(default)'}")
     return "; ".join(parts) or "none recorded"
 
-
-def _figure_links(experiment: Any, item: Shown, out_dir: Path) -> list[str]:
-    lines = []
-    for path in item.figures:
-        caption = item.view.caption_of(item.table) or item.view.name
-        lines += [f"![{experiment.name}: {caption}]({figure_link(path, out_dir)})", ""]
-    return lines
 
 
 # --- the verdicts for the terminal ------------------------------------------------------------

@@ -78,6 +78,16 @@ class View:
         return self.caption
 
 
+def drawn(*paths: Path | None) -> list[Path]:
+    """The figures a view drew (a figure function returns None where it had nothing to draw)."""
+    return [path for path in paths if path is not None]
+
+
+def figure_links(caption: str, paths: list[Path], out_dir: Path) -> list[str]:
+    """summary.md's lines that show each figure of PATHS under CAPTION."""
+    return [line for path in paths for line in (f"![{caption}]({figure_link(path, out_dir)})", "")]
+
+
 def figure_link(path: Path, out_dir: Path) -> str:
     """A figure's path as summary.md links it: relative to the report's folder where it lies
     inside it, else as it is."""

@@ -20,7 +20,7 @@ from harness.analysis.advice import RunAdvice, advise_run, no_answer
 from harness.analysis.confidence import UNCONFIRMED
 from harness.core.units import device_kind, format_ratio, format_seconds
 from harness.report.summary import markdown_table
-from harness.report.views import REPORT, View, figure_link
+from harness.report.views import REPORT, View, figure_links
 
 FIGURE = "what-to-change.png"
 # A fix faster but not confirmed (SUSPECT timings, a gap within their spread) is drawn apart
@@ -44,12 +44,43 @@ class AdviceView(View):
                              if len({cell.variant for cell in document.cells}) > 1])
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        path = speedup_figure(table, out_dir / FIGURE)
-        return [path] if path is not None else []
+        """Speedup per fix per framework x device (as-written at 1x); the CPU's time as a line."""
+        measured = table[table["speedup"].notna()]
+        if measured.empty:
+            return []
+        import matplotlib.pyplot as plt
+
+        groups = list(measured.groupby(["run_id", "framework", "device"], sort=False))
+        figure, axes = plt.subplots(len(groups), 1, squeeze=False,
+                                    figsize=(8.0, 1.2 + sum(0.35 * len(rows) + 0.6
+                                                            for _, rows in groups)))
+        for axis, ((_, framework, device), rows) in zip(axes[:, 0], groups):
+            _panel(axis, rows, f"{framework} on {device}")
+        axes[-1, 0].set_xlabel("speedup over the baseline step (x, log scale)")
+        figure.tight_layout()
+        figure.savefig(out_dir / FIGURE, dpi=120)
+        plt.close(figure)
+        return [out_dir / FIGURE]
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        return advice_section(table, figures, out_dir)
+        """The answer per run, the figure, then the fixes ranked per framework x device."""
+        lines: list[str] = []
+        for run_id, rows in table.groupby("run_id", sort=False):
+            first = rows.iloc[0]
+            lines += [f"Run `{run_id}`, at {first['sweep']} {first['size']}:", ""]
+            lines += [f"- {text}" for text in first["answers"]] or [
+                f"- {no_answer(list(rows['device']))}"]
+            lines.append("")
+        lines += figure_links("what to change: speedup per fix", figures, out_dir)
+        shown = [[row["framework"], row["device"], row["variant"],
+                  f"{row['standing']}: {row['doubt']}" if row["doubt"] else row["standing"],
+                  format_ratio(row["speedup"]), format_seconds(row["median_s"]),
+                  format_seconds(row["baseline_s"]), row["noise"], row["parity"], row["why"]]
+                 for _, row in table.iterrows()]
+        return lines + markdown_table(["framework", "device", "fix", "standing",
+                                       "speedup vs baseline", "median per step",
+                                       "baseline", "noise", "parity", "why"], shown)
 
 
 def advice_table(advices: list[RunAdvice], run_ids: list[str]) -> pd.DataFrame:
@@ -73,47 +104,6 @@ def advice_table(advices: list[RunAdvice], run_ids: list[str]) -> pd.DataFrame:
                     "cpu_best_s": cpu_best.get(device.framework),
                     "answers": answers})
     return pd.DataFrame(rows)
-
-
-def advice_section(table: pd.DataFrame, figures: list[Path], out_dir: Path) -> list[str]:
-    """The answer per run, the figure, then the fixes ranked per framework x device."""
-    lines: list[str] = []
-    for run_id, rows in table.groupby("run_id", sort=False):
-        first = rows.iloc[0]
-        lines += [f"Run `{run_id}`, at {first['sweep']} {first['size']}:", ""]
-        lines += [f"- {text}" for text in first["answers"]] or [
-            f"- {no_answer(list(rows['device']))}"]
-        lines.append("")
-    for path in figures:
-        lines += [f"![what to change: speedup per fix]({figure_link(path, out_dir)})", ""]
-    shown = [[row["framework"], row["device"], row["variant"],
-              f"{row['standing']}: {row['doubt']}" if row["doubt"] else row["standing"],
-              format_ratio(row["speedup"]), format_seconds(row["median_s"]),
-              format_seconds(row["baseline_s"]), row["noise"], row["parity"], row["why"]]
-             for _, row in table.iterrows()]
-    return lines + markdown_table(["framework", "device", "fix", "standing",
-                                   "speedup vs baseline", "median per step",
-                                   "baseline", "noise", "parity", "why"], shown)
-
-
-def speedup_figure(table: pd.DataFrame, path: Path) -> Path | None:
-    """Speedup per fix per framework x device (as-written at 1x); the CPU's time as a line."""
-    drawn = table[table["speedup"].notna()]
-    if drawn.empty:
-        return None
-    import matplotlib.pyplot as plt
-
-    groups = list(drawn.groupby(["run_id", "framework", "device"], sort=False))
-    figure, axes = plt.subplots(len(groups), 1, squeeze=False,
-                                figsize=(8.0, 1.2 + sum(0.35 * len(rows) + 0.6
-                                                        for _, rows in groups)))
-    for axis, ((_, framework, device), rows) in zip(axes[:, 0], groups):
-        _panel(axis, rows, f"{framework} on {device}")
-    axes[-1, 0].set_xlabel("speedup over the baseline step (x, log scale)")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
 
 
 def _panel(axis: Any, rows: pd.DataFrame, title: str) -> None:

@@ -11,9 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.core.units import format_size
 from harness.report.figure import MEDIAN, Figure, case_subject, ratio_figure, seconds_figure, versus
-from harness.report.summary import markdown_table
+from harness.report.summary import markdown_table, size_cell
 from harness.report.tables import at_headline
 from harness.report.views import View
 
@@ -33,7 +32,19 @@ class BestVariantView(View):
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        return variants_section(context, table)
+        if table.empty:
+            return []
+        lines = [VARIANTS_HEADING, ""]
+        rows, records = [], []
+        for _, row in table.iterrows():
+            found = _variant_figures(context.name, row)
+            rows.append([row["machine"], f"{row['framework']} {row['device']}", row["variant"],
+                         size_cell(row["size_label"], context.sweep),
+                         found[0].text, "best" if len(found) == 1 else
+                         VS_BEST.format(ratio=found[1].text, best=row["best_variant"])])
+            records.append(found)
+        return lines + markdown_table(["machine", "cell", "variant", context.sweep or "size",
+                                       "median", "vs best"], rows, records)
 
 
 def variant_table(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
@@ -56,22 +67,6 @@ def variant_table(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFrame:
                          "vs_best": row["median_s"] / best["median_s"],
                          "best_variant": best["variant"]})
     return pd.DataFrame(rows)
-
-
-def variants_section(context: Any, table: pd.DataFrame) -> list[str]:
-    if table.empty:
-        return []
-    lines = [VARIANTS_HEADING, ""]
-    rows, records = [], []
-    for _, row in table.iterrows():
-        figures = _variant_figures(context.name, row)
-        rows.append([row["machine"], f"{row['framework']} {row['device']}", row["variant"],
-                     format_size(row["size_label"], context.sweep) if row["size_label"] else "-",
-                     figures[0].text, "best" if len(figures) == 1 else
-                     VS_BEST.format(ratio=figures[1].text, best=row["best_variant"])])
-        records.append(figures)
-    return lines + markdown_table(["machine", "cell", "variant", context.sweep or "size",
-                                   "median", "vs best"], rows, records)
 
 
 def _variant_figures(experiment: str, row: pd.Series) -> list[Figure]:

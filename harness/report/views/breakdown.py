@@ -11,7 +11,6 @@ device-busy pass measures the split directly (the devicetime view).
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,14 +49,86 @@ class BreakdownView(View):
         return breakdown(context.stats, context.headline, context.hints.get("overhead_pairs"))
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        path = breakdown_figure(table, context.name, context.sweep, context.unit,
-                                context.call_name, out_dir / f"{context.stem}-breakdown.png",
-                                context.framework_colors)
-        return [path] if path is not None else []
+        """Per cell: share of a steady-state call that is compute vs an identified overhead, and
+        share of the first call that is cold-start extra; absolute times written beside each bar.
+
+        Shares, not absolute stacked times: a 80 ms cold start next to a 15 us call would leave
+        the call invisible on a linear axis, and stacked bars on a log axis misstate the parts.
+        """
+        sweep, unit, call = context.sweep, context.unit, context.call_name
+        colors = context.framework_colors
+        if table.empty:
+            return []
+        import matplotlib.pyplot as plt
+
+        from harness.report.figures import save
+
+        overhead = has_overhead(table)
+        several_machines = table["machine"].nunique() > 1
+        labels = [_breakdown_label(row, sweep, several_machines) for _, row in table.iterrows()]
+        columns = 2 if overhead else 1
+        figure, axes = plt.subplots(1, columns, figsize=(7.0 * columns, 0.5 * len(table) + 2.0),
+                                    squeeze=False, sharey=True, layout="constrained")
+        positions = np.arange(len(table))
+        panel = 0
+        if overhead:
+            overhead_name = next(name for name in table["overhead_name"] if name)
+            _share_bars(axes[0, 0], positions, table["compute_s"] / table["median_s"],
+                        table["overhead_s"] / table["median_s"], "compute",
+                        overhead_name, "overhead",
+                        [f"{format_seconds(m)} per {unit}"
+                         + (f", {o:.0%} {overhead_name}" if o > 0 else "")
+                         for m, o in zip(table["median_s"], table["overhead_share"])])
+            axes[0, 0].set_title(f"steady state: one warm {unit}", fontsize=10)
+            panel = 1
+        cold_total = table["median_s"] + table["cold_extra_s"]
+        faster = [index for index, ratio in enumerate(table["cold_in_warm_calls"]) if ratio < 1]
+        marks = {index: f" [{chr(ord('a') + number)}]" for number, index in enumerate(faster)}
+        _share_bars(axes[0, panel], positions, table["median_s"] / cold_total,
+                    table["cold_extra_s"] / cold_total, f"a warm {call}",
+                    f"extra on the first {call} (cold start)", "cold",
+                    [f"first {format_seconds(c)} = {n:,.1f}x warm{marks.get(index, '')}"
+                     for index, (c, n) in enumerate(zip(table["cold_call_s"],
+                                                        table["cold_in_warm_calls"]))])
+        axes[0, panel].set_title(f"first {call} at this size: warm cost + cold-start extra",
+                                 fontsize=10)
+        axes[0, 0].set_yticks(positions, labels)
+        for tick, framework in zip(axes[0, 0].get_yticklabels(), table["framework"]):
+            tick.set_color(style.framework_color(framework, colors))
+        axes[0, 0].invert_yaxis()
+        machines = "" if several_machines else f" on {table['machine'].iloc[0]}"
+        what = "where the time goes (cross-check: variant differences)" if overhead else \
+            f"the first {call} against a warm one"
+        figure.suptitle(f"{context.name}: {what}{machines}", fontsize=11)
+        if faster:  # a first call faster than a warm one is explained where it is drawn
+            notes = [f"[{chr(ord('a') + number)}] first {call} faster than the warm median: "
+                     + cold_faster_reason(table.iloc[index], unit, call)
+                     for number, index in enumerate(faster)]
+            figure.supxlabel("\n".join(textwrap.fill(note, 120, subsequent_indent="    ")
+                                        for note in notes), fontsize=8, ha="left", x=0.01)
+        return [save(figure, out_dir / f"{context.stem}-breakdown.png")]
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        return breakdown_section(context, table)
+        with_overhead = table[table["overhead_s"] > 0] if not table.empty else table
+        if with_overhead.empty:
+            return []
+        # Differences between variants estimate one cost each; the device-busy pass measures the
+        # split directly (section "Where the time goes, measured"), so this is the cross-check.
+        lines = [BREAKDOWN_HEADING, ""]
+        for _, row in with_overhead.iterrows():
+            subject = case_subject(context.name, row)
+            pair = {**subject, **versus(variant=row["overhead_without"])}
+            share, overhead, median = (
+                Figure(DIFFERENCE, f"share of {row['overhead_name']}", row["overhead_share"], "%",
+                       f"{row['overhead_share']:.0%}", pair),
+                seconds_figure(DIFFERENCE, str(row["overhead_name"]), row["overhead_s"], pair),
+                seconds_figure(MEDIAN, "median per step", row["median_s"], subject))
+            lines.append(Line(BREAKDOWN_LINE.format(
+                machine=row["machine"], cell=f"{row['framework']} {row['device']} {row['variant']}",
+                share=share.text, unit=context.unit, name=row["overhead_name"],
+                overhead=overhead.text, median=median.text), [share, overhead, median]))
+        return lines + [""]
 
     def caption_of(self, table: pd.DataFrame) -> str:
         return self.caption if has_overhead(table) else self.cold_caption
@@ -128,28 +199,6 @@ def cold_faster_reason(row: pd.Series, unit: str, call: str) -> str:
     return whole + contended
 
 
-def breakdown_section(context: Any, table: pd.DataFrame) -> list[str]:
-    with_overhead = table[table["overhead_s"] > 0] if not table.empty else table
-    if with_overhead.empty:
-        return []
-    # Differences between variants estimate one cost each; the device-busy pass measures the
-    # split directly (section "Where the time goes, measured"), so this is the cross-check.
-    lines = [BREAKDOWN_HEADING, ""]
-    for _, row in with_overhead.iterrows():
-        subject = case_subject(context.name, row)
-        pair = {**subject, **versus(variant=row["overhead_without"])}
-        share, overhead, median = (
-            Figure(DIFFERENCE, f"share of {row['overhead_name']}", row["overhead_share"], "%",
-                   f"{row['overhead_share']:.0%}", pair),
-            seconds_figure(DIFFERENCE, str(row["overhead_name"]), row["overhead_s"], pair),
-            seconds_figure(MEDIAN, "median per step", row["median_s"], subject))
-        lines.append(Line(BREAKDOWN_LINE.format(
-            machine=row["machine"], cell=f"{row['framework']} {row['device']} {row['variant']}",
-            share=share.text, unit=context.unit, name=row["overhead_name"],
-            overhead=overhead.text, median=median.text), [share, overhead, median]))
-    return lines + [""]
-
-
 # The section's words; the audit reads the records (harness.audit.medians), never these.
 BREAKDOWN_HEADING = "### Where the time goes (cross-check: differences between variants)"
 BREAKDOWN_LINE = ("- {machine}, {cell}: {share} of each {unit} goes to {name} ({overhead} of "
@@ -157,66 +206,6 @@ BREAKDOWN_LINE = ("- {machine}, {cell}: {share} of each {unit} goes to {name} ({
 
 
 # --- the figure --------------------------------------------------------------------------------
-
-def breakdown_figure(table: pd.DataFrame, title: str, sweep: str, unit: str, call: str,
-                     path: Path, colors: Mapping[str, str]) -> Path | None:
-    """Per cell: share of a steady-state call that is compute vs an identified overhead, and
-    share of the first call that is cold-start extra; absolute times written beside each bar.
-
-    Shares, not absolute stacked times: a 80 ms cold start next to a 15 us call would leave
-    the call invisible on a linear axis, and stacked bars on a log axis misstate the parts.
-    """
-    if table.empty:
-        return None
-    import matplotlib.pyplot as plt
-
-    from harness.report.figures import save
-
-    overhead = has_overhead(table)
-    several_machines = table["machine"].nunique() > 1
-    labels = [_breakdown_label(row, sweep, several_machines) for _, row in table.iterrows()]
-    columns = 2 if overhead else 1
-    figure, axes = plt.subplots(1, columns, figsize=(7.0 * columns, 0.5 * len(table) + 2.0),
-                                squeeze=False, sharey=True, layout="constrained")
-    positions = np.arange(len(table))
-    panel = 0
-    if overhead:
-        overhead_name = next(name for name in table["overhead_name"] if name)
-        _share_bars(axes[0, 0], positions, table["compute_s"] / table["median_s"],
-                    table["overhead_s"] / table["median_s"], "compute",
-                    overhead_name, "overhead",
-                    [f"{format_seconds(m)} per {unit}"
-                     + (f", {o:.0%} {overhead_name}" if o > 0 else "")
-                     for m, o in zip(table["median_s"], table["overhead_share"])])
-        axes[0, 0].set_title(f"steady state: one warm {unit}", fontsize=10)
-        panel = 1
-    cold_total = table["median_s"] + table["cold_extra_s"]
-    faster = [index for index, ratio in enumerate(table["cold_in_warm_calls"]) if ratio < 1]
-    marks = {index: f" [{chr(ord('a') + number)}]" for number, index in enumerate(faster)}
-    _share_bars(axes[0, panel], positions, table["median_s"] / cold_total,
-                table["cold_extra_s"] / cold_total, f"a warm {call}",
-                f"extra on the first {call} (cold start)", "cold",
-                [f"first {format_seconds(c)} = {n:,.1f}x warm{marks.get(index, '')}"
-                 for index, (c, n) in enumerate(zip(table["cold_call_s"],
-                                                    table["cold_in_warm_calls"]))])
-    axes[0, panel].set_title(f"first {call} at this size: warm cost + cold-start extra",
-                             fontsize=10)
-    axes[0, 0].set_yticks(positions, labels)
-    for tick, framework in zip(axes[0, 0].get_yticklabels(), table["framework"]):
-        tick.set_color(style.framework_color(framework, colors))
-    axes[0, 0].invert_yaxis()
-    machines = "" if several_machines else f" on {table['machine'].iloc[0]}"
-    what = "where the time goes (cross-check: variant differences)" if overhead else \
-        f"the first {call} against a warm one"
-    figure.suptitle(f"{title}: {what}{machines}", fontsize=11)
-    if faster:  # a first call faster than a warm one is explained where it is drawn
-        notes = [f"[{chr(ord('a') + number)}] first {call} faster than the warm median: "
-                 + cold_faster_reason(table.iloc[index], unit, call)
-                 for number, index in enumerate(faster)]
-        figure.supxlabel("\n".join(textwrap.fill(note, 120, subsequent_indent="    ")
-                                    for note in notes), fontsize=8, ha="left", x=0.01)
-    return save(figure, path)
-
 
 def _breakdown_label(row: pd.Series, sweep: str, several_machines: bool) -> str:
     size = f", {sweep}={format_size(row['size_label'], sweep)}" if row["size_label"] else ""

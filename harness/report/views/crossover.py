@@ -26,7 +26,7 @@ from harness.report import style
 from harness.report.figure import Figure, Line, carried, figures_in
 from harness.report.summary import markdown_table
 from harness.report.tables import ceiling_for, flop_ceiling
-from harness.report.views import View
+from harness.report.views import View, drawn
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -42,11 +42,10 @@ class CrossoverView(View):
         return crossovers(context.stats, context.hints)
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        path = crossover_figure(
+        return drawn(crossover_figure(
             context.stats, table, context.name, context.sweep, context.unit, context.ceilings,
             out_dir / f"{context.stem}-crossover.png", context.framework_colors,
-            context.hints.get("bandwidth_ceiling", MEMORY))
-        return [path] if path is not None else []
+            context.hints.get("bandwidth_ceiling", MEMORY)))
 
     def when_empty(self, context: Any) -> list[str]:
         return gpu_section(context, pd.DataFrame(), pd.DataFrame())
@@ -228,7 +227,7 @@ def _why_lines(context: Any, flat: pd.DataFrame) -> list[str]:
     return lines
 
 
-# Why the GPU loses at small sizes (family FLAT_FAMILY, harness.audit.flat): how much the work
+# Why the GPU loses at small sizes (family FLAT_FAMILY, harness.audit.medians): how much the work
 # and the GPU time grew over the flat span of sizes its subject names, and the level it stayed at.
 FLAT_FAMILY = "flat gpu time"
 WORK_GROWTH, TIME_GROWTH, FLAT_LEVEL = "work growth", "GPU time growth", "flat level"

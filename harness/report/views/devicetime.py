@@ -30,7 +30,7 @@ from harness.report import style
 from harness.report.figure import MEDIAN, Figure, case_subject, seconds_figure
 from harness.report.summary import markdown_table
 from harness.report.tables import at_headline, sort_cells
-from harness.report.views import View, figure_link
+from harness.report.views import View, drawn, figure_link
 from harness.report.views.crossover import COLD_FAMILY, COLD_IN_WARM
 
 DEVICE_NUMBERS = ("device_seconds", "device_copy_seconds", "kernels_per_call",
@@ -61,20 +61,34 @@ class MeasuredTimeView(View):
         return table
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        paths = [attribution_figure(at_headline(table, context.headline), context.name,
-                                    context.unit, out_dir / f"{context.stem}-device-time.png"),
-                 busy_sweep_figure(table, context.name, context.sweep, context.unit,
-                                   out_dir / f"{context.stem}-busy-sweep.png",
-                                   context.framework_colors)]
-        return [path for path in paths if path is not None]
+        return drawn(attribution_figure(at_headline(table, context.headline), context.name,
+                                        context.unit, out_dir / f"{context.stem}-device-time.png"),
+                     busy_sweep_figure(table, context.name, context.sweep, context.unit,
+                                       out_dir / f"{context.stem}-busy-sweep.png",
+                                       context.framework_colors))
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        kinds = {path: kind for suffix, kind in FIGURES.items()
-                 for path in figures if path.name == f"{context.stem}-{suffix}.png"}
-        return section(context.name, at_headline(table, context.headline),
-                       best_variants(context.stats), context.unit,
-                       {kind: path for path, kind in kinds.items()}, out_dir)
+        """The attribution table at the headline sizes, its figures, the best variants."""
+        table, name, unit = at_headline(table, context.headline), context.name, context.unit
+        if table.empty:
+            return []
+        lines = [DEVICETIME_HEADING.format(name=name), "", EXPLANATION, ""]
+        lines += [f"![{kind}]({figure_link(path, out_dir)})" for suffix, kind in FIGURES.items()
+                  for path in figures if path.name == f"{context.stem}-{suffix}.png"]
+        records = []
+        for _, row in table.iterrows():
+            records.append([seconds_figure(MEDIAN, "wall per step", row["wall_step_s"],
+                                           case_subject(name, row))])
+            if pd.notna(row["cold_in_warm_calls"]):
+                records[-1].append(Figure(COLD_FAMILY, COLD_IN_WARM, row["cold_in_warm_calls"],
+                                          "x", _ratio(row["cold_in_warm_calls"]),
+                                          case_subject(name, row)))
+        lines += [""] + markdown_table(
+            ["cell", "size", f"wall / {unit}", f"busy / {unit}", "busy share", "copies",
+             "device compute", "host overhead", f"kernels / {unit}", "cold / warm",
+             "diagnosis"], [_row_cells(row) for _, row in table.iterrows()], records)
+        return lines + _best_lines(name, best_variants(context.stats)) + [""]
 
 
 def device_numbers(prepared: pd.DataFrame) -> pd.DataFrame:
@@ -259,31 +273,7 @@ EXPLANATION = (
     "split. The variant-difference breakdown elsewhere in this report is a cross-check.")
 
 
-def section(name: str, table: pd.DataFrame, best: pd.DataFrame, unit: str,
-            figures: dict[str, Path], out_dir: Path) -> list[str]:
-    """Markdown for one experiment: attribution table, diagnoses, best variants, figures."""
-    if table.empty:
-        return []
-    lines = [DEVICETIME_HEADING.format(name=name), "", EXPLANATION, ""]
-    lines += [f"![{kind}]({figure_link(path, out_dir)})" for kind, path in
-              figures.items()]
-    records = []
-    for _, row in table.iterrows():
-        records.append([seconds_figure(MEDIAN, "wall per step", row["wall_step_s"],
-                                       case_subject(name, row))])
-        if pd.notna(row["cold_in_warm_calls"]):
-            records[-1].append(Figure(COLD_FAMILY, COLD_IN_WARM, row["cold_in_warm_calls"],
-                                      "x", _ratio(row["cold_in_warm_calls"]),
-                                      case_subject(name, row)))
-    lines += [""] + markdown_table(
-        ["cell", "size", f"wall / {unit}", f"busy / {unit}", "busy share", "copies",
-         "device compute", "host overhead", f"kernels / {unit}", "cold / warm", "diagnosis"],
-        [_row_cells(row) for _, row in table.iterrows()], records)
-    return lines + _best_lines(name, best) + [""]
-
-
-# The section's words; the audit reads the records (harness.audit.medians, .coldstart and
-# .bestvariant), never these.
+# The section's words; the audit reads the records (harness.audit.medians), never these.
 DEVICETIME_HEADING = "### {name}: where the time goes, measured"
 BEST_INTRO = "Best variant per device, and GPU vs CPU between the best of each:"
 # The best-per-device table's figures (family BEST_FAMILY): per kind the as-written and the

@@ -1,14 +1,7 @@
 """Epochs and accuracy: seconds per epoch by epoch number, and the accuracy each cell reached.
 
 An optional view: a training workload asks for it by name ("epochs-accuracy" in
-WorkloadSpec.views) and gives its labels in WorkloadSpec.view_labels["epochs-accuracy"]:
-
-- size: how the sweep reads in titles (e.g. "batch size"; default: the sweep's name);
-- metric: what the accuracy is called (e.g. "test accuracy"; default "accuracy");
-- chance: the accuracy of guessing, drawn as a dotted line (default: none);
-- accuracy_field, data_source_field, distinct_samples_field: the per-case extras that hold the
-  accuracy, where the data came from and how many distinct samples it had;
-- accuracy_check: a check metric whose value is the accuracy, used where no extra holds it.
+WorkloadSpec.views) and gives its labels (EpochsLabels) in WorkloadSpec.view_labels.
 
 Table: epoch rows (part "epoch": per-epoch seconds at the headline size, epoch 1 = the cold
 call) and accuracy rows (part "accuracy": one per case with an accuracy). Figure: both panels.
@@ -24,12 +17,12 @@ from typing import TYPE_CHECKING, Any, TypedDict
 import numpy as np
 import pandas as pd
 
-from harness.core.units import device_kind, format_seconds, format_size
+from harness.core.units import device_kind, format_seconds
 from harness.data.casekey import CASE_COLUMNS
 from harness.report import style
 from harness.report.context import measured_values
 from harness.report.figure import Figure, Line, carried, case_subject
-from harness.report.summary import markdown_table
+from harness.report.summary import markdown_table, size_cell
 from harness.report.tables import HEADLINE_KEYS, at_headline, sort_cells
 from harness.report.views import View
 
@@ -46,12 +39,12 @@ class EpochsLabels(TypedDict, total=False):
     them), over DEFAULT_LABELS; `size` and `call` are filled in by the view."""
 
     metric: str  # what the accuracy is called: 'test accuracy'
-    chance: float | None  # the accuracy of guessing, drawn for scale
+    chance: float | None  # the accuracy of guessing, drawn as a dotted line
     accuracy_field: str  # the case extra that holds the accuracy
-    data_source_field: str
-    distinct_samples_field: str
-    accuracy_check: str  # else a check whose metric names this
-    size: str  # what the swept size is called
+    data_source_field: str  # ... where the data came from
+    distinct_samples_field: str  # ... how many distinct samples it had
+    accuracy_check: str  # else the check whose metric names this holds it
+    size: str  # how the sweep reads in titles: 'batch size' (default: its name)
     call: str  # what one timed call is (ExperimentContext.call_name)
 
 
@@ -79,11 +72,43 @@ class EpochsAccuracyView(View):
                          ignore_index=True)
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
+        """Seconds per epoch with epoch 1 (the cold one) marked, and the accuracy per cell."""
         times, accuracy = split(table)
+        accuracy, colors = at_headline(accuracy, context.headline), context.framework_colors
         labels: EpochsLabels = {**view_labels(context), "call": context.call_name}
-        path = epochs_figure(times, at_headline(accuracy, context.headline), context.name, labels,
-                             out_dir / f"{context.stem}-epochs.png", context.framework_colors)
-        return [path] if path is not None else []
+        if times.empty and accuracy.empty:
+            return []
+        import matplotlib.pyplot as plt
+
+        from harness.report.figures import legend_handles, save
+
+        panels = list(times.groupby(["machine", "variant"], sort=False)) if not times.empty else []
+        rows = max(len(panels), 1)
+        figure = plt.figure(figsize=(13.0, max(3.4 * rows, 0.3 * len(accuracy) + 2.5)),
+                            layout="constrained")
+        grid = figure.add_gridspec(rows, 2, width_ratios=[1.25, 1.0])
+        several_machines = times["machine"].nunique() > 1 if not times.empty else False
+        call = labels.get("call", "epoch")
+        for index, ((machine, variant), group) in enumerate(panels):
+            axis = figure.add_subplot(grid[index, 0])
+            _epoch_panel(axis, group, colors, call)
+            size = group["size_label"].iloc[0]
+            axis.set_title((f"{machine} · " if several_machines else "")
+                           + f"variant {variant}, {labels['size']} {size}: seconds per {call}",
+                           fontsize=10)
+        if not panels:
+            axis = figure.add_subplot(grid[0, 0])
+            axis.text(0.5, 0.5, "no trusted epoch times", ha="center", transform=axis.transAxes)
+            axis.set_axis_off()
+        _accuracy_panel(figure.add_subplot(grid[:, 1]), accuracy, labels, colors)
+        machines = "" if several_machines or times.empty else f" on {times['machine'].iloc[0]}"
+        what = "training epochs" if call == "epoch" else f"timed training calls (each a {call})"
+        figure.suptitle(f"{context.name}: {what}{machines}", fontsize=11)
+        legend_cells = pd.concat([times[["framework", "device_kind"]],
+                                  accuracy[["framework", "device_kind"]]]).drop_duplicates()
+        figure.legend(handles=legend_handles(legend_cells, colors), loc="outside lower center",
+                      ncol=min(len(legend_cells), 6), frameon=False)
+        return [save(figure, out_dir / f"{context.stem}-epochs.png")]
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
@@ -169,7 +194,7 @@ def accuracy_section(context: Any, table: pd.DataFrame, labels: EpochsLabels) ->
     records = [[Figure(ACCURACY_FAMILY, ACCURACY, row["accuracy"], "", f"{row['accuracy']:.4f}",
                        case_subject(context.name, row))] for _, row in table.iterrows()]
     rows = [[row["machine"], row["variant"], row["framework"], row["device"],
-             format_size(row["size_label"], context.sweep) if row["size_label"] else "-",
+             size_cell(row["size_label"], context.sweep),
              figures[0].text, row["status"]]
             for (_, row), figures in zip(table.iterrows(), records)]
     lines += markdown_table(["machine", "variant", "framework", "device",
@@ -206,44 +231,6 @@ def trained_per_call(context: Any) -> Any:
 
 
 # --- the figure --------------------------------------------------------------------------------
-
-def epochs_figure(times: pd.DataFrame, accuracy: pd.DataFrame, title: str,
-                  labels: EpochsLabels, path: Path, colors: Mapping[str, str]) -> Path | None:
-    """Seconds per epoch with epoch 1 (the cold one) marked, and the accuracy per cell."""
-    if times.empty and accuracy.empty:
-        return None
-    import matplotlib.pyplot as plt
-
-    from harness.report.figures import legend_handles, save
-
-    panels = list(times.groupby(["machine", "variant"], sort=False)) if not times.empty else []
-    rows = max(len(panels), 1)
-    figure = plt.figure(figsize=(13.0, max(3.4 * rows, 0.3 * len(accuracy) + 2.5)),
-                        layout="constrained")
-    grid = figure.add_gridspec(rows, 2, width_ratios=[1.25, 1.0])
-    several_machines = times["machine"].nunique() > 1 if not times.empty else False
-    call = labels.get("call", "epoch")
-    for index, ((machine, variant), group) in enumerate(panels):
-        axis = figure.add_subplot(grid[index, 0])
-        _epoch_panel(axis, group, colors, call)
-        size = group["size_label"].iloc[0]
-        axis.set_title((f"{machine} · " if several_machines else "")
-                       + f"variant {variant}, {labels['size']} {size}: seconds per {call}",
-                       fontsize=10)
-    if not panels:
-        axis = figure.add_subplot(grid[0, 0])
-        axis.text(0.5, 0.5, "no trusted epoch times", ha="center", transform=axis.transAxes)
-        axis.set_axis_off()
-    _accuracy_panel(figure.add_subplot(grid[:, 1]), accuracy, labels, colors)
-    machines = "" if several_machines or times.empty else f" on {times['machine'].iloc[0]}"
-    what = "training epochs" if call == "epoch" else f"timed training calls (each a {call})"
-    figure.suptitle(f"{title}: {what}{machines}", fontsize=11)
-    legend_cells = pd.concat([times[["framework", "device_kind"]],
-                              accuracy[["framework", "device_kind"]]]).drop_duplicates()
-    figure.legend(handles=legend_handles(legend_cells, colors), loc="outside lower center",
-                  ncol=min(len(legend_cells), 6), frameon=False)
-    return save(figure, path)
-
 
 def _epoch_panel(axis: Axes, group: pd.DataFrame, colors: Mapping[str, str],
                  call: str = "epoch") -> None:

@@ -14,7 +14,6 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.crossover import excluded_cases
-from harness.core.units import format_size
 from harness.report.figure import (
     CLAIM,
     FASTEST,
@@ -27,7 +26,7 @@ from harness.report.figure import (
     seconds_figure,
     versus,
 )
-from harness.report.summary import markdown_table, size_phrase
+from harness.report.summary import markdown_table, size_cell, size_phrase
 from harness.report.tables import MIN_SAMPLES_TO_JUDGE, at_headline, gap_significance
 from harness.report.views import View
 
@@ -51,7 +50,32 @@ class FastestView(View):
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        return fastest_section(context, table)
+        if table.empty:
+            return []
+        several_machines = table["machine"].nunique() > 1
+        sweep = context.sweep or "size"
+        headers = (["machine"] if several_machines else []) + [
+            sweep, "fastest", f"median per {context.unit} (IQR)", "runner-up",
+            "runner-up median", "faster by", "beyond noise (IQRs and rounds apart)?"]
+        machine = "" if several_machines else f" on {table['machine'].iloc[0]}"
+        lines = []
+        for variant, group in table.groupby("variant", sort=False):
+            rows, records = [], []
+            for _, row in group.iterrows():
+                found = fastest_figures(context, row)
+                runner, ratio = found.get("runner_up"), found.get("ratio")
+                cells = [size_cell(row["size_label"], sweep),
+                         row["best"], f"{found['median'].text} ({found['iqr'].text})",
+                         row["runner_up"] or "-", runner.text if runner else "-",
+                         ratio.text if ratio else "-",
+                         _noise_verdict(row) if row["runner_up"] else "-"]
+                if row.get("excluded"):
+                    cells[1] += " (not compared: " + "; ".join(row["excluded"]) + ")"
+                rows.append(([row["machine"]] if several_machines else []) + cells)
+                records.append(list(found.values()))
+            lines += [FASTEST_HEADING.format(variant=variant, machine=machine), ""]
+            lines += markdown_table(headers, rows, records)
+        return lines
 
     def glance(self, table: pd.DataFrame, context: Any) -> list[str]:
         return [fastest_sentence(context, row)
@@ -170,36 +194,6 @@ def fastest_sentence(context: Any, row: pd.Series, reasons: bool = True) -> str:
     elif suspect:
         sentence += f"; SUSPECT timing: {'; '.join(suspect)}"
     return Line(sentence, shown)
-
-
-def fastest_section(context: Any, fastest: pd.DataFrame) -> list[str]:
-    if fastest.empty:
-        return []
-    several_machines = fastest["machine"].nunique() > 1
-    sweep = context.sweep or "size"
-    headers = (["machine"] if several_machines else []) + [
-        sweep, "fastest", f"median per {context.unit} (IQR)", "runner-up",
-        "runner-up median", "faster by", "beyond noise (IQRs and rounds apart)?"]
-    machine = "" if several_machines else f" on {fastest['machine'].iloc[0]}"
-    lines = []
-    for variant, group in fastest.groupby("variant", sort=False):
-        rows, records = [], []
-        for _, row in group.iterrows():
-            figures = fastest_figures(context, row)
-            runner, ratio = figures.get("runner_up"), figures.get("ratio")
-            cells = [format_size(row["size_label"], sweep) if row["size_label"] else "-",
-                     row["best"], f"{figures['median'].text} ({figures['iqr'].text})",
-                     row["runner_up"] or "-", runner.text if runner else "-",
-                     ratio.text if ratio else "-",
-                     _noise_verdict(row) if row["runner_up"] else "-"]
-            if row.get("excluded"):
-                cells[1] += " (not compared: " + "; ".join(row["excluded"]) + ")"
-            rows.append(([row["machine"]] if several_machines else []) + cells)
-            records.append(list(figures.values()))
-        lines += [FASTEST_HEADING.format(variant=variant, machine=machine), ""]
-        lines += markdown_table(headers, rows, records)
-    return lines
-
 
 
 def _noise_verdict(row: pd.Series) -> str:

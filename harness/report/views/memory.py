@@ -21,7 +21,7 @@ from harness.data.casekey import CELL_COLUMNS
 from harness.report.figure import Figure, Line
 from harness.report.summary import markdown_table
 from harness.report.tables import sort_cells
-from harness.report.views import REPORT, View, figure_link
+from harness.report.views import REPORT, View, figure_links
 
 # Each cell's peaks (family MEMORY_FAMILY, harness.audit.memory), named as its table's columns.
 MEMORY_FAMILY = "peak memory"
@@ -45,18 +45,46 @@ class MemoryView(View):
         return memory_table(context.prepared)
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        figure = memory_figure(table, out_dir / FIGURE_FILE)
-        return [figure] if figure is not None else []
+        """Grouped horizontal bars: host RSS and device memory per cell, in MiB."""
+        if table.empty:
+            return []
+        import matplotlib.pyplot as plt
+        import numpy as np
+
+        from harness.report.figures import save
+
+        labels = [_cell_label(row) for _, row in table.iterrows()]
+        shown = [c for c in MEMORY_COLUMNS if table[c].notna().any()]
+        height = 0.8 / len(shown)
+        figure, axis = plt.subplots(figsize=(8.0, 1.2 + 0.45 * len(labels) * len(shown)))
+        positions = np.arange(len(labels))
+        for index, column in enumerate(shown):
+            values = table[column].to_numpy(dtype=float) / 2**20
+            axis.barh(positions + index * height, np.nan_to_num(values), height,
+                      color=BAR_COLORS[column], label=MEMORY_COLUMNS[column])
+            for position, value in zip(positions + index * height, table[column]):
+                if pd.notna(value):
+                    axis.text(value / 2**20, position, f" {format_bytes(value)}", va="center",
+                              fontsize="small")
+        axis.set_yticks(positions + height * (len(shown) - 1) / 2, labels)
+        axis.invert_yaxis()
+        axis.set_xlabel("peak memory (MiB)")
+        axis.set_title("Peak memory per cell (host: worker RSS; device: framework allocator)")
+        axis.margins(x=0.15)  # room for the value labels
+        axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5 / len(labels) - 0.12),
+                    ncol=len(shown), fontsize="small", frameon=False)
+        axis.grid(axis="x", alpha=0.3)
+        return [save(figure, out_dir / FIGURE_FILE)]
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        lines = memory_lines(table, figures[0] if figures else None, out_dir)
+        lines = memory_lines(table, figures, out_dir)
         # Will a bigger batch fit: peak memory fitted over each batch sweep.
         bullets = fit_bullets(context.documents)
         return lines + ["", *bullets] if bullets else lines
 
 
-# Will a bigger batch fit (family FIT_FAMILY, harness.audit.memoryfit): each cell's line fitted
+# Will a bigger batch fit (family FIT_FAMILY, harness.audit.memory): each cell's line fitted
 # over its batch sweep, the capacity, the largest batch predicted to fit and the predicted
 # crossover's side of it; the subject names the run and the cell.
 FIT_FAMILY = "memory fit"
@@ -115,44 +143,11 @@ def memory_table(prepared: pd.DataFrame) -> pd.DataFrame:
     return sort_cells(table.dropna(how="all", subset=list(MEMORY_COLUMNS)))
 
 
-def memory_figure(table: pd.DataFrame, path: Path) -> Path | None:
-    """Grouped horizontal bars: host RSS and device memory per cell, in MiB."""
-    if table.empty:
-        return None
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from harness.report.figures import save
-
-    labels = [_cell_label(row) for _, row in table.iterrows()]
-    shown = [c for c in MEMORY_COLUMNS if table[c].notna().any()]
-    height = 0.8 / len(shown)
-    figure, axis = plt.subplots(figsize=(8.0, 1.2 + 0.45 * len(labels) * len(shown)))
-    positions = np.arange(len(labels))
-    for index, column in enumerate(shown):
-        values = table[column].to_numpy(dtype=float) / 2**20
-        axis.barh(positions + index * height, np.nan_to_num(values), height,
-                  color=BAR_COLORS[column], label=MEMORY_COLUMNS[column])
-        for position, value in zip(positions + index * height, table[column]):
-            if pd.notna(value):
-                axis.text(value / 2**20, position, f" {format_bytes(value)}", va="center",
-                          fontsize="small")
-    axis.set_yticks(positions + height * (len(shown) - 1) / 2, labels)
-    axis.invert_yaxis()
-    axis.set_xlabel("peak memory (MiB)")
-    axis.set_title("Peak memory per cell (host: worker RSS; device: framework allocator)")
-    axis.margins(x=0.15)  # room for the value labels
-    axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5 / len(labels) - 0.12),
-                ncol=len(shown), fontsize="small", frameon=False)
-    axis.grid(axis="x", alpha=0.3)
-    return save(figure, path)
-
-
 def _cell_label(row: pd.Series) -> str:
     return f"{row['experiment']}: {row['framework']} {row['device']} {row['variant']}"
 
 
-def memory_lines(table: pd.DataFrame, figure: Path | None, out_dir: Path) -> list[str]:
+def memory_lines(table: pd.DataFrame, pngs: list[Path], out_dir: Path) -> list[str]:
     """Lines for summary.md: the figure and one table row per cell (none when nothing known)."""
     if table.empty:
         return []
@@ -160,9 +155,7 @@ def memory_lines(table: pd.DataFrame, figure: Path | None, out_dir: Path) -> lis
                    "read by the runner from the kernel when the worker exits. Device: the "
                    "framework allocator's peak per case (reserved where the framework reports "
                    "it, else allocated), largest case shown; '-' on CPU cells.")
-    lines = [explanation, ""]
-    if figure is not None:
-        lines += [f"![peak memory per cell]({figure_link(figure, out_dir)})", ""]
+    lines = [explanation, "", *figure_links("peak memory per cell", pngs, out_dir)]
     rows, records = [], []
     for _, row in table.iterrows():
         subject = {name: str(row[name]) for name in CELL_COLUMNS}

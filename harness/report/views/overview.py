@@ -37,9 +37,55 @@ class OverviewView(View):
         return overview_table(context.stats, context.cells, context.headline)
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        path = overview_figure(table, context.name, context.sweep, context.unit,
-                               out_dir / f"{context.stem}-overview.png", context.framework_colors)
-        return [path] if path is not None else []
+        """Median time per call (or per step) of every cell at the headline size, IQR as error bar.
+
+        Cells without a trusted time (unavailable, error, invalid, not run) keep their row: an
+        empty hatched bar with the status and reason written on it.
+        """
+        if table.empty:
+            return []
+        import matplotlib.pyplot as plt
+
+        from harness.report.figures import PANEL_WIDTH, save
+
+        panels = list(table.groupby(["machine", "variant"], sort=False))
+        variants_per_machine = table.groupby("machine", sort=False)["variant"].nunique()
+        columns = min(int(variants_per_machine.max()), 3)
+        # Each machine starts a new row, so a variant sits in the same column for every machine.
+        places, row = [], 0
+        for _machine, count in variants_per_machine.items():
+            places += [(row + index // columns, index % columns) for index in range(count)]
+            row += math.ceil(count / columns)
+        rows = row
+        cells_per_panel = max(len(group) for _, group in panels)
+        figure, grid = plt.subplots(rows, columns, figsize=(PANEL_WIDTH * columns,
+                                                            (0.55 * cells_per_panel + 1.3) * rows),
+                                    squeeze=False, sharex=True, layout="constrained")
+        axes = grid
+        limits = _time_limits(table)
+        several_machines = table["machine"].nunique() > 1
+        used = set()
+        for (row_index, column_index), ((machine, variant), group) in zip(places, panels):
+            axis = axes[row_index, column_index]
+            used.add((row_index, column_index))
+            _overview_panel(axis, group, limits, context.framework_colors)
+            size = group["size_label"].iloc[0]
+            where = f" at {context.sweep}={format_size(size, context.sweep)}" if size else ""
+            axis.set_title((f"{machine}\n" if several_machines else "")
+                           + f"variant {variant}{where}", fontsize=10)
+        for row_index in range(rows):
+            for column_index in range(columns):
+                if (row_index, column_index) not in used:
+                    axes[row_index, column_index].set_visible(False)
+        for column in range(columns):
+            lowest = [axis for axis in axes[:, column] if axis.get_visible()][-1]
+            lowest.tick_params(labelbottom=True)
+            lowest.set_xlabel(f"median time per {context.unit} (log scale)")
+        machines = "" if several_machines else f" on {table['machine'].iloc[0]}"
+        figure.suptitle(f"{context.name}: time per {context.unit}{machines}\nbars: median; "
+                        "whiskers: IQR (25th-75th percentile of the samples); "
+                        f"{device_key(table)}", fontsize=11)
+        return [save(figure, out_dir / f"{context.stem}-overview.png")]
 
 
 def overview_table(stats: pd.DataFrame, cells: pd.DataFrame,
@@ -120,58 +166,6 @@ def _overview_row(stats: pd.DataFrame, cells: pd.DataFrame, experiment: str, mac
 
 # --- the figure --------------------------------------------------------------------------------
 
-def overview_figure(table: pd.DataFrame, title: str, sweep: str, unit: str,
-                    path: Path, colors: Mapping[str, str]) -> Path | None:
-    """Median time per call (or per step) of every cell at the headline size, IQR as error bar.
-
-    Cells without a trusted time (unavailable, error, invalid, not run) keep their row: an
-    empty hatched bar with the status and reason written on it.
-    """
-    if table.empty:
-        return None
-    import matplotlib.pyplot as plt
-
-    from harness.report.figures import PANEL_WIDTH, save
-
-    panels = list(table.groupby(["machine", "variant"], sort=False))
-    variants_per_machine = table.groupby("machine", sort=False)["variant"].nunique()
-    columns = min(int(variants_per_machine.max()), 3)
-    # Each machine starts a new row, so a variant sits in the same column for every machine.
-    places, row = [], 0
-    for _machine, count in variants_per_machine.items():
-        places += [(row + index // columns, index % columns) for index in range(count)]
-        row += math.ceil(count / columns)
-    rows = row
-    cells_per_panel = max(len(group) for _, group in panels)
-    figure, grid = plt.subplots(rows, columns, figsize=(PANEL_WIDTH * columns,
-                                                        (0.55 * cells_per_panel + 1.3) * rows),
-                                squeeze=False, sharex=True, layout="constrained")
-    axes = grid
-    limits = _time_limits(table)
-    several_machines = table["machine"].nunique() > 1
-    used = set()
-    for (row_index, column_index), ((machine, variant), group) in zip(places, panels):
-        axis = axes[row_index, column_index]
-        used.add((row_index, column_index))
-        _overview_panel(axis, group, limits, colors)
-        size = group["size_label"].iloc[0]
-        where = f" at {sweep}={format_size(size, sweep)}" if size else ""
-        axis.set_title((f"{machine}\n" if several_machines else "") + f"variant {variant}{where}",
-                       fontsize=10)
-    for row_index in range(rows):
-        for column_index in range(columns):
-            if (row_index, column_index) not in used:
-                axes[row_index, column_index].set_visible(False)
-    for column in range(columns):
-        lowest = [axis for axis in axes[:, column] if axis.get_visible()][-1]
-        lowest.tick_params(labelbottom=True)
-        lowest.set_xlabel(f"median time per {unit} (log scale)")
-    machines = "" if several_machines else f" on {table['machine'].iloc[0]}"
-    figure.suptitle(f"{title}: time per {unit}{machines}\nbars: median; whiskers: IQR "
-                    f"(25th-75th percentile of the samples); {device_key(table)}", fontsize=11)
-    return save(figure, path)
-
-
 def device_key(table: pd.DataFrame) -> str:
     """What the bars' fill says: lighter bars are CPU cells only where GPU cells are drawn
     beside them; otherwise every cell is on one kind of device, and the colours are the
@@ -196,7 +190,7 @@ def _time_limits(table: pd.DataFrame) -> tuple[float, float]:
 
 def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float],
                     colors: Mapping[str, str]) -> None:
-    from harness.report.figures import cell_label, seconds_axis, short
+    from harness.report.figures import seconds_axis, short
 
     axis.set_xscale("log")
     axis.set_xlim(*limits)
@@ -220,8 +214,8 @@ def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float]
             axis.text(limits[0] * 1.3, float(position), short(f"{row['status']}: {row['reason']}"),
                       va="center", fontsize=8, style="italic",
                       bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0})
-    axis.set_yticks(positions, [cell_label(f, d) for f, d in zip(group["framework"],
-                                                                   group["device"])])
+    axis.set_yticks(positions, [f"{framework} · {device}" for framework, device in
+                                zip(group["framework"], group["device"])])
     for tick, framework in zip(axis.get_yticklabels(), group["framework"]):
         tick.set_color(style.framework_color(framework, colors))
     axis.invert_yaxis()

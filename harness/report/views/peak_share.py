@@ -12,10 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from harness.core.units import format_size
 from harness.data.casekey import CELL_COLUMNS
 from harness.report.figure import Figure, case_subject
-from harness.report.summary import markdown_table
+from harness.report.summary import markdown_table, size_cell
 from harness.report.tables import experiment_peaks, sort_cells
 from harness.report.views import View
 
@@ -50,33 +49,31 @@ class CeilingsView(View):
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        return ceiling_section(context, table)
+        """Each cell's best throughput as a share of its machine's measured ceiling."""
+        if table.empty:
+            return []
+        # A share of a measured ceiling only: rows judged against a bound alone (no probe ran)
+        # say IMPLAUSIBLE in the warnings, never a "% of peak".
+        table = table[table["probe"].notna()]
+        if table.empty:
+            return []
+        best = table.sort_values("fraction").groupby([*CELL_COLUMNS, "metric"], sort=False).tail(1)
+        rows, records = [], []
+        for _, row in sort_cells(best).iterrows():
+            low = row["peak"] > row["probe"]
+            found = [rate_figure(context, row, RATE, row["rate"], 1),
+                       rate_figure(context, row, CEILING, row["peak"], 1,
+                                   **{CEILING_OF: BEST_CEILING if low else PROBE_CEILING}),
+                       rate_figure(context, row, SHARE, row["fraction"], 0,
+                                   **{CEILING: repr(float(row["peak"]))})]
+            rows.append([row["machine"], f"{row['framework']} {row['device']} {row['variant']}",
+                         size_cell(row["size_label"], row["sweep"]),
+                         f"{found[0].text} {row['metric']}",
+                         found[1].text + (PROBE_LOW_NOTE if low else ""),
+                         found[2].text + (" IMPLAUSIBLE" if row["kind"] == "implausible" else "")])
+            records.append(found)
+        return [CEILINGS_HEADING, ""] + markdown_table(
+            ["machine", "cell", context.sweep or "size", "best rate", "ceiling", "% of ceiling"],
+            rows, records)
 
 
-def ceiling_section(context: Any, peaks: pd.DataFrame) -> list[str]:
-    """Each cell's best throughput as a share of its machine's measured ceiling."""
-    if peaks.empty:
-        return []
-    # A share of a measured ceiling only: rows judged against a bound alone (no probe ran)
-    # say IMPLAUSIBLE in the warnings, never a "% of peak".
-    peaks = peaks[peaks["probe"].notna()]
-    if peaks.empty:
-        return []
-    best = peaks.sort_values("fraction").groupby([*CELL_COLUMNS, "metric"], sort=False).tail(1)
-    rows, records = [], []
-    for _, row in sort_cells(best).iterrows():
-        low = row["peak"] > row["probe"]
-        figures = [rate_figure(context, row, RATE, row["rate"], 1),
-                   rate_figure(context, row, CEILING, row["peak"], 1,
-                               **{CEILING_OF: BEST_CEILING if low else PROBE_CEILING}),
-                   rate_figure(context, row, SHARE, row["fraction"], 0,
-                               **{CEILING: repr(float(row["peak"]))})]
-        rows.append([row["machine"], f"{row['framework']} {row['device']} {row['variant']}",
-                     format_size(row["size_label"], row["sweep"]) if row["size_label"] else "-",
-                     f"{figures[0].text} {row['metric']}",
-                     figures[1].text + (PROBE_LOW_NOTE if low else ""),
-                     figures[2].text + (" IMPLAUSIBLE" if row["kind"] == "implausible" else "")])
-        records.append(figures)
-    return [CEILINGS_HEADING, ""] + markdown_table(
-        ["machine", "cell", context.sweep or "size", "best rate", "ceiling", "% of ceiling"],
-        rows, records)

@@ -21,7 +21,7 @@ from harness.predict.answer import ms, short_device
 from harness.predict.versus import FAMILY, RIGHT, Pair, Tally, ratio_text, tallies
 from harness.report.figure import Figure, Line
 from harness.report.summary import markdown_table
-from harness.report.views import REPORT, View, figure_link
+from harness.report.views import REPORT, View, figure_links
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -62,12 +62,51 @@ class PredictedView(View):
                           {document.run_id: document.sweep for document in context.documents})
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        path = predicted_figure(table, out_dir / FIGURE)
-        return [path] if path is not None else []
+        """Predicted against measured, log-log: y = x, each profile's validated band (shaded:
+        predicted / measured between its 10th and 90th percentile) and each case's printed
+        interval (a horizontal bar: where the measured step was expected)."""
+        drawn = table.dropna(subset=["predicted_s"])
+        if drawn.empty:
+            return []
+        import matplotlib.pyplot as plt
+        import seaborn as sns
+
+        from harness.report.figures import save, seconds_axis
+
+        drawn = drawn.assign(**{GPU_LABEL: [f"{short_device(str(device))} ({profile})" for device,
+                                            profile in zip(drawn["device_name"], drawn["profile"])],
+                                VERDICT_LABEL: drawn["verdict"]})
+        figure, axis = plt.subplots(figsize=(6.4, 5.2), layout="constrained")
+        low = float(min(drawn["measured_s"].min(), drawn["predicted_s"].min(),
+                        drawn["low_s"].min(skipna=True) if drawn["low_s"].notna().any()
+                        else drawn["measured_s"].min())) / 1.5
+        high = float(max(drawn["measured_s"].max(), drawn["predicted_s"].max(),
+                         drawn["high_s"].max(skipna=True) if drawn["high_s"].notna().any()
+                         else drawn["measured_s"].max())) * 1.5
+        _bands_and_line(axis, drawn, low, high)
+        sns.scatterplot(data=drawn, x="measured_s", y="predicted_s", hue=GPU_LABEL,
+                        style=VERDICT_LABEL, ax=axis, s=60, zorder=3)
+        _interval_bars(axis, drawn)
+        axis.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high),
+                 xlabel="GPU step measured (per step)", ylabel="GPU step predicted (this CPU)")
+        seconds_axis(axis.xaxis)
+        seconds_axis(axis.yaxis)
+        axis.legend(fontsize=8)
+        axis.set_title("GPU step: predicted from the CPU run vs measured", fontsize=10)
+        return [save(figure, out_dir / FIGURE)]
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        return section_lines(table, figures, out_dir)
+        """Per run and profile: the sentence, then the table; the figure once, first."""
+        lines = figure_links("GPU step predicted vs measured", figures, out_dir)
+        for _key, group in table.groupby(["run_id", "profile"], sort=False):
+            first = group.iloc[0]
+            lines += [sentence(group), ""]
+            cells, records = zip(*[row_figures(row) for _, row in group.iterrows()])
+            headers = [header.format(sweep=first["sweep"] or "size") for header in HEADERS]
+            lines += markdown_table(headers, list(cells), list(records))
+            lines += unknown_lines(group)
+        return lines
 
 
 def pair_row(tally: Tally, pair: Pair, sweep: str) -> dict[str, Any]:
@@ -159,21 +198,6 @@ def sentence(group: pd.DataFrame) -> str:
                                 verdicts=verdicts.text, ties=ties), figures)
 
 
-def section_lines(table: pd.DataFrame, figures: list[Path], out_dir: Path) -> list[str]:
-    """Per run and profile: the sentence, then the table; the figure once, first."""
-    lines: list[str] = []
-    for path in figures:
-        lines += [f"![GPU step predicted vs measured]({figure_link(path, out_dir)})", ""]
-    for _key, group in table.groupby(["run_id", "profile"], sort=False):
-        first = group.iloc[0]
-        lines += [sentence(group), ""]
-        cells, records = zip(*[row_figures(row) for _, row in group.iterrows()])
-        headers = [header.format(sweep=first["sweep"] or "size") for header in HEADERS]
-        lines += markdown_table(headers, list(cells), list(records))
-        lines += unknown_lines(group)
-    return lines
-
-
 def unknown_lines(group: pd.DataFrame) -> list[str]:
     """Why some sizes were not predicted, once per reason (none where none or all were: the
     sentence says it then)."""
@@ -188,41 +212,6 @@ def unknown_lines(group: pd.DataFrame) -> list[str]:
 
 
 # --- the figure ----------------------------------------------------------------------------------
-
-def predicted_figure(table: pd.DataFrame, path: Path) -> Path | None:
-    """Predicted against measured, log-log: y = x, each profile's validated band (shaded:
-    predicted / measured between its 10th and 90th percentile) and each case's printed
-    interval (a horizontal bar: where the measured step was expected)."""
-    drawn = table.dropna(subset=["predicted_s"])
-    if drawn.empty:
-        return None
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from harness.report.figures import save, seconds_axis
-
-    drawn = drawn.assign(**{GPU_LABEL: [f"{short_device(str(device))} ({profile})" for device,
-                                        profile in zip(drawn["device_name"], drawn["profile"])],
-                            VERDICT_LABEL: drawn["verdict"]})
-    figure, axis = plt.subplots(figsize=(6.4, 5.2), layout="constrained")
-    low = float(min(drawn["measured_s"].min(), drawn["predicted_s"].min(),
-                    drawn["low_s"].min(skipna=True) if drawn["low_s"].notna().any()
-                    else drawn["measured_s"].min())) / 1.5
-    high = float(max(drawn["measured_s"].max(), drawn["predicted_s"].max(),
-                     drawn["high_s"].max(skipna=True) if drawn["high_s"].notna().any()
-                     else drawn["measured_s"].max())) * 1.5
-    _bands_and_line(axis, drawn, low, high)
-    sns.scatterplot(data=drawn, x="measured_s", y="predicted_s", hue=GPU_LABEL,
-                    style=VERDICT_LABEL, ax=axis, s=60, zorder=3)
-    _interval_bars(axis, drawn)
-    axis.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high),
-             xlabel="GPU step measured (per step)", ylabel="GPU step predicted (this CPU)")
-    seconds_axis(axis.xaxis)
-    seconds_axis(axis.yaxis)
-    axis.legend(fontsize=8)
-    axis.set_title("GPU step: predicted from the CPU run vs measured", fontsize=10)
-    return save(figure, path)
-
 
 def _bands_and_line(axis: Axes, drawn: pd.DataFrame, low: float, high: float) -> None:
     import numpy as np

@@ -51,7 +51,29 @@ class RankingView(View):
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
-        return framework_verdict_section(context, table)
+        """Every framework ranked on each device, one line per (machine, variant, device)."""
+        if table.empty or table["framework"].nunique() < 2:
+            return []
+        several_machines = table["machine"].nunique() > 1
+        lines = [RANKING_HEADING, "",
+                 ("Fastest first, at the headline size, same variant and device; each gap is "
+                  "judged against the framework ranked just above: beyond the noise when the "
+                  f"IQRs (from at least {MIN_SAMPLES_TO_JUDGE} samples each) and the ranges of "
+                  "the round medians are both apart."), ""]
+        for (machine, variant, device), group in table.groupby(
+                ["machine", "variant", "device"], sort=False):
+            where = f"{machine}, " if several_machines else ""
+            size = size_phrase(context, group["size_label"].iloc[0])
+            entries, found = [], []
+            ranked = list(group.iterrows())
+            for index, (_, row) in enumerate(ranked):
+                shown = _ranked_figures(context.name, row, ranked[index - 1][1] if index else None,
+                                        ranked[0][1])
+                entries.append(_ranked_entry(row, context.unit, shown))
+                found += shown
+            lines.append(Line(RANKED_LINE.format(device=device, where=where, variant=variant,
+                                                 size=size, entries="; ".join(entries)), found))
+        return lines + [""]
 
 
 RANKING_COLUMNS = ["experiment", "machine", "variant", "device", "size_label", "rank",
@@ -84,32 +106,6 @@ def framework_ranking(stats: pd.DataFrame, headline: pd.DataFrame) -> pd.DataFra
 
 
 # --- summary.md -------------------------------------------------------------------------------
-
-def framework_verdict_section(context: Any, ranking: pd.DataFrame) -> list[str]:
-    """Every framework ranked on each device, one line per (machine, variant, device)."""
-    if ranking.empty or ranking["framework"].nunique() < 2:
-        return []
-    several_machines = ranking["machine"].nunique() > 1
-    lines = [RANKING_HEADING, "",
-             ("Fastest first, at the headline size, same variant and device; each gap is "
-              "judged against the framework ranked just above: beyond the noise when the IQRs "
-              f"(from at least {MIN_SAMPLES_TO_JUDGE} samples each) and the ranges of the round "
-              "medians are both apart."), ""]
-    for (machine, variant, device), group in ranking.groupby(
-            ["machine", "variant", "device"], sort=False):
-        where = f"{machine}, " if several_machines else ""
-        size = size_phrase(context, group["size_label"].iloc[0])
-        entries, figures = [], []
-        ranked = list(group.iterrows())
-        for index, (_, row) in enumerate(ranked):
-            shown = _ranked_figures(context.name, row, ranked[index - 1][1] if index else None,
-                                    ranked[0][1])
-            entries.append(_ranked_entry(row, context.unit, shown))
-            figures += shown
-        lines.append(Line(RANKED_LINE.format(device=device, where=where, variant=variant,
-                                             size=size, entries="; ".join(entries)), figures))
-    return lines + [""]
-
 
 def _ranked_figures(experiment: str, row: pd.Series, above: pd.Series | None,
                     fastest: pd.Series) -> list[Figure]:

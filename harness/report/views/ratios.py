@@ -31,9 +31,30 @@ class RatiosView(View):
         return ratio_table(context.stats)
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        path = ratios_figure(table, context.name, context.sweep,
-                             out_dir / f"{context.stem}-ratios.png")
-        return [path] if path is not None else []
+        """Heatmaps of GPU speedup and framework-pair time ratios per size, values written in."""
+        kinds = [kind for kind in RATIO_TITLES if (table["kind"] == kind).any()]
+        if not kinds:
+            return []
+        import matplotlib.pyplot as plt
+
+        from harness.report.figures import save
+
+        several_machines = table["machine"].nunique() > 1
+        grids = {kind: _ratio_grid(table[table["kind"] == kind], context.sweep, several_machines)
+                 for kind in kinds}
+        widths = max(grid.shape[1] for grid in grids.values())
+        heights = [grid.shape[0] for grid in grids.values()]
+        figure, axes = plt.subplots(len(kinds), 1, figsize=(max(7.0, 0.95 * widths + 4.0),
+                                                           sum(0.5 * h + 1.6 for h in heights)),
+                                    squeeze=False, layout="constrained",
+                                    gridspec_kw={"height_ratios": [h + 2 for h in heights]})
+        for axis, kind in zip(axes[:, 0], kinds):
+            _ratio_heatmap(axis, grids[kind])
+            axis.set_title(RATIO_TITLES[kind], fontsize=10)
+            axis.set_xlabel(context.sweep)
+            axis.set_ylabel("")
+        figure.suptitle(f"{context.name}: ratios of median times", fontsize=11)
+        return [save(figure, out_dir / f"{context.stem}-ratios.png")]
 
 
 def ratio_table(stats: pd.DataFrame) -> pd.DataFrame:
@@ -109,33 +130,6 @@ RATIO_TITLES = {
     "gpu_speedup": "GPU speedup = CPU time / GPU time, same framework (>1: GPU faster)",
     "framework_ratio": "time of A / time of B, same device and variant (>1: B faster)",
 }
-
-
-def ratios_figure(table: pd.DataFrame, title: str, sweep: str, path: Path) -> Path | None:
-    """Heatmaps of GPU speedup and framework-pair time ratios per size, values written in."""
-    kinds = [kind for kind in RATIO_TITLES if (table["kind"] == kind).any()]
-    if not kinds:
-        return None
-    import matplotlib.pyplot as plt
-
-    from harness.report.figures import save
-
-    several_machines = table["machine"].nunique() > 1
-    grids = {kind: _ratio_grid(table[table["kind"] == kind], sweep, several_machines)
-             for kind in kinds}
-    widths = max(grid.shape[1] for grid in grids.values())
-    heights = [grid.shape[0] for grid in grids.values()]
-    figure, axes = plt.subplots(len(kinds), 1, figsize=(max(7.0, 0.95 * widths + 4.0),
-                                                       sum(0.5 * h + 1.6 for h in heights)),
-                                squeeze=False, layout="constrained",
-                                gridspec_kw={"height_ratios": [h + 2 for h in heights]})
-    for axis, kind in zip(axes[:, 0], kinds):
-        _ratio_heatmap(axis, grids[kind])
-        axis.set_title(RATIO_TITLES[kind], fontsize=10)
-        axis.set_xlabel(sweep)
-        axis.set_ylabel("")
-    figure.suptitle(f"{title}: ratios of median times", fontsize=11)
-    return save(figure, path)
 
 
 def _ratio_grid(rows: pd.DataFrame, sweep: str, several_machines: bool) -> pd.DataFrame:

@@ -15,7 +15,7 @@ work per second; below it, the per-step cost grew (communication, contention).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -24,8 +24,9 @@ import pandas as pd
 from harness.core.units import device_kind, format_seconds
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.data.serial import JsonObject, JsonValue
+from harness.report import style
 from harness.report.context import labels_of
-from harness.report.views import REPORT, View, figure_link
+from harness.report.views import REPORT, View, figure_links
 from harness.spec import Status
 
 HINT = "scaling"
@@ -58,7 +59,26 @@ class ScalingView(View):
                              _series_params(context.labels(self.name)))
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
-        return draw(table, out_dir, context.framework_colors)
+        """One PNG per workload: samples/s and efficiency vs processes, with the ideal lines."""
+        import matplotlib.pyplot as plt
+
+        from harness.report.figures import save
+
+        written = []
+        for workload, rows in table.groupby("workload", sort=False):
+            measured = rows[rows["samples_per_s"].notna()]
+            if measured.empty:
+                continue
+            figure, (rate_axis, efficiency_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
+            for key, group in measured.groupby(GROUP, sort=False):
+                names = dict(zip(GROUP, key))
+                _draw_series(rate_axis, efficiency_axis, names, group,
+                             style.framework_color(names["framework"],
+                                                   context.framework_colors))
+            _finish_axes(rate_axis, efficiency_axis, measured)
+            figure.suptitle(f"{workload}: data-parallel scaling (same total data per epoch)")
+            written.append(save(figure, out_dir / f"{workload}-{FIGURE_SUFFIX}.png"))
+        return written
 
     def markdown(self, table: pd.DataFrame, context: Any, figures: list[Path],
                  out_dir: Path) -> list[str]:
@@ -239,42 +259,12 @@ def scaling_section(table: pd.DataFrame, figures: list[Path], out_dir: Path,
         return []
     share = (labels or {}).get("share_explanation")
     lines = [EXPLANATION + (f"; {share}" if share else "") + ".", ""]
-    for path in figures:
-        lines += [f"![data-parallel scaling]({figure_link(path, out_dir)})", ""]
+    lines += figure_links("data-parallel scaling", figures, out_dir)
     return lines + [f"- {line}" for line in scaling_lines(table)]
-
-
-def draw(table: pd.DataFrame, out_dir: Path, colors: Mapping[str, str]) -> list[Path]:
-    """One PNG per workload: samples/s and efficiency vs processes, with the ideal lines (each
-    framework in its colour in COLORS, the report's)."""
-    from harness.report.style import use_private_matplotlib_config
-
-    use_private_matplotlib_config()
-    import matplotlib.pyplot as plt  # after the backend is chosen
-
-    from harness.report import style
-    from harness.report.figures import save
-
-    written = []
-    for workload, rows in table.groupby("workload", sort=False):
-        measured = rows[rows["samples_per_s"].notna()]
-        if measured.empty:
-            continue
-        figure, (rate_axis, efficiency_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
-        for key, group in measured.groupby(GROUP, sort=False):
-            names = dict(zip(GROUP, key))
-            _draw_series(rate_axis, efficiency_axis, names, group,
-                         style.framework_color(names["framework"], colors))
-        _finish_axes(rate_axis, efficiency_axis, measured)
-        figure.suptitle(f"{workload}: data-parallel scaling (same total data per epoch)")
-        written.append(save(figure, out_dir / f"{workload}-{FIGURE_SUFFIX}.png"))
-    return written
 
 
 def _draw_series(rate_axis: Any, efficiency_axis: Any, key: dict[str, str],
                  group: pd.DataFrame, color: str) -> None:
-    from harness.report import style
-
     kind = device_kind(key["device"])
     label = f"{key['framework']} {key['device']} ({group['label'].iloc[0]}), {key['machine']}"
     marker, line = style.DEVICE_MARKERS[kind], style.DEVICE_LINESTYLES[kind]

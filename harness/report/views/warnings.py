@@ -199,7 +199,7 @@ def _noisy_lines(context: Any, noisy: pd.DataFrame) -> list[str]:
     return lines
 
 
-# A noisy cell (family NOISE_FAMILY, harness.audit.noise): its noisy sizes (the list, as its
+# A noisy cell (family NOISE_FAMILY, harness.audit.medians): its noisy sizes (the list, as its
 # text) and the worst IQR/median among them.
 NOISE_FAMILY = "noise"
 NOISY_SIZES, WORST_NOISE = "noisy sizes", "worst IQR/median"
