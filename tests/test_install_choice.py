@@ -166,7 +166,7 @@ def make(tmp_path: Path, path: Path, *targets: str, dry: bool = False,
 @needs_make
 def test_make_demo_installs_the_gpu_set_when_nvidia_smi_lists_a_gpu(tmp_path: Path) -> None:
     out, _ = make(tmp_path, fake_bin(tmp_path, listing=[H200]), "demo", dry=True)
-    assert ("pip install -q -c requirements/constraints-gpu.txt "
+    assert ("pip install -q --no-compile -c requirements/constraints-gpu.txt "
             "-e '.[torch,jax,keras,slurm,gpu,test]' 'tensorflow[and-cuda]' 'jax[cuda13]'") in out
     assert ("echo 'installing the GPU set for CUDA 13 (requirements/constraints-gpu.txt): "
             "NVIDIA H200 (GPU 0), driver 580.95.05 supports CUDA 13.0'") in out
@@ -178,7 +178,8 @@ def test_make_demo_installs_the_gpu_set_when_nvidia_smi_lists_a_gpu(tmp_path: Pa
 def test_make_demo_installs_the_cpu_set_without_a_gpu(tmp_path: Path) -> None:
     for listing in (None, ["No devices were found"]):
         out, _ = make(tmp_path, fake_bin(tmp_path, listing=listing, status=6), "demo", dry=True)
-        assert "pip install -q -c requirements/constraints.txt -e '.[all,test]' ;" in out
+        assert ("pip install -q --no-compile -c requirements/constraints.txt "
+                "-e '.[all,test]' ;") in out
         assert "constraints-gpu" not in out and "cuda13" not in out
         assert "echo 'installing the CPU set (requirements/constraints.txt): no NVIDIA GPU" in out
 
@@ -199,7 +200,12 @@ def test_a_gpu_set_that_fails_to_install_says_so_and_installs_the_cpu_set(
     assert installs[0] == f"venv {tmp_path / 'venv'}"
     assert "-c requirements/constraints-gpu.txt" in installs[1]
     assert installs[2] == f"venv {tmp_path / 'venv'}"
-    assert installs[3] == "python -m pip install -q -c requirements/constraints.txt -e .[all,test]"
+    assert installs[3] == ("python -m pip install -q --no-compile -c requirements/constraints.txt "
+                           "-e .[all,test]")
+    # The bytecode is compiled once, after the set that stayed was installed, on every core.
+    compiled = [line for line in log if "compileall" in line]
+    assert compiled == [f"python -m compileall -q -j 0 {tmp_path / 'venv'}/lib"]
+    assert log.index(compiled[0]) > log.index(installs[3])
     assert stamp.read_text().split() == ["cuda13", "requirements/constraints-gpu.txt", "cpu"]
     # The fallback is remembered: the next make does not try the GPU set again.
     out, log = make(tmp_path, gpu, str(stamp), fail_pip_for="constraints-gpu.txt")
