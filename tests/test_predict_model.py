@@ -264,6 +264,16 @@ def test_one_cpu_model_is_not_rescaled_and_another_is() -> None:
     other = replace(same, cpu_model="Laptop Y")
     assert predict(small, hosted, this_host=other).terms["python_scale"] == pytest.approx(0.5)
     assert HostSpeed.from_record(same.record()) == same
+    # One generic model name on hosts of other core counts (a 2-core VM and a 16-core GPU
+    # host both read "Intel(R) Xeon(R) Processor") is two machines: rescaled.
+    counted = replace(hosted, host={"cpu_model": "Xeon X", "cores": 16})
+    assert predict(small, counted, this_host=replace(same, cores=16)).terms[
+        "python_scale"] == 1.0
+    vm = replace(same, cores=2)
+    assert predict(small, counted, this_host=vm).terms["python_scale"] == pytest.approx(0.5)
+    assert predict(small, counted, host="this", this_host=vm).terms[
+        "ops_scale"] == pytest.approx(3.0)
+    assert HostSpeed.from_record(vm.record()) == vm
 
 
 def test_a_recurrent_layer_the_cpu_ran_step_by_step_is_unknown() -> None:

@@ -75,23 +75,23 @@ def check_asked(asked: Sequence[str]) -> None:
         load_profile(given)
 
 
-def host_speed(record: Any, cpu_model: str = "") -> HostSpeed | None:
+def host_speed(record: Any, cpu_model: str = "", cores: int = 0) -> HostSpeed | None:
     """This machine's host speed as the features pass stored it (None where it did not),
-    with the run's CPU model where the record lacks one (the model does not rescale host
-    costs between two CPUs of one model)."""
+    with the run's CPU model and cores where the record lacks them (host costs are not
+    rescaled between two hosts of one CPU model and core count)."""
     if not isinstance(record, dict) or not record:
         return None
-    return HostSpeed.from_record({"cpu_model": cpu_model, **record})
+    return HostSpeed.from_record({"cpu_model": cpu_model, "cores": cores, **record})
 
 
 def case_predictions(extra: JsonObject, chosen: Sequence[Target],
-                     cpu_model: str = "") -> dict[str, Any]:
+                     cpu_model: str = "", cores: int = 0) -> dict[str, Any]:
     """{profile name: {host: Prediction record}} of one case's stored features."""
     record, speed = extra[FEATURES_KEY], extra.get(HOST_SPEED_KEY)
     if not isinstance(record, dict):
         raise TypeError(f"{FEATURES_KEY} is not a JSON object")
     features = StepFeatures.from_dict(record)
-    this_host = host_speed(speed, cpu_model)
+    this_host = host_speed(speed, cpu_model, cores)
     return {target.name: {host: predict(features, target.profile, host=host,
                                         this_host=this_host, profile_name=target.name).to_dict()
                           for host in HOSTS}
@@ -110,7 +110,8 @@ def add_predictions(document: RunDocument, chosen: Sequence[Target]) -> int:
         for case in cell.cases:
             if isinstance(case.extra.get(FEATURES_KEY), dict) and chosen:
                 case.extra[PREDICTIONS_KEY] = case_predictions(
-                    case.extra, chosen, str(document.host_fact("cpu_model") or ""))
+                    case.extra, chosen, str(document.host_fact("cpu_model") or ""),
+                    int(document.host_fact("cores") or 0))
                 predicted += 1
     return predicted
 

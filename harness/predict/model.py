@@ -49,8 +49,11 @@ What that assumes, said once:
 - **Which host.** `profiled`: the profiled machine drives its GPU (a cloud GPU as rented):
   launch costs as profiled, this CPU's host work rescaled by the two hosts' host.python
   loops (python_scale = profiled / this; 1 where this machine's speed is not given, noted;
-  1 where this CPU is the profiled host's CPU model: the loops moved 1.6x between two runs
-  on one machine, so between two CPUs of one model their ratio is noise, not speed).
+  1 where this CPU is the profiled host's CPU model with as many cores: the loops moved 1.6x
+  between two runs on one machine, so between two such hosts their ratio is noise, not
+  speed; a model name alone does not decide it, since a virtual CPU's can be generic: the
+  2-core VM and the 16-core GPU hosts both read "Intel(R) Xeon(R) Processor", and on
+  2026-11-28 the VM's loop read 1.73x the hosts').
   `this`: this CPU drives that GPU: launch costs rescaled by the host.numpy loops
   (ops_scale = this / profiled: numpy's per-call cost is the C-extension dispatch a launch
   is made of), the host work as measured here. The choice and both scales are recorded.
@@ -204,7 +207,7 @@ def host_scales(profile: Profile, host: str, this_host: HostSpeed | None) -> Sca
         return Scales(1.0, 1.0, "this machine's host speed not given: its Python time is "
                                 "used as measured here, not rescaled to the profiled host")
     profiled = profiled_host_speed(profile)
-    if this_host.cpu_model and this_host.cpu_model == profiled.cpu_model:
+    if this_host.same_host_as(profiled):
         return Scales(1.0, 1.0, f"this CPU is the profiled host's model ({profiled.cpu_model}):"
                                 " host costs not rescaled (the loops moved up to 1.6x between "
                                 "two runs of one machine)")

@@ -185,20 +185,35 @@ class HostSpeed:
     python_loop_s: float
     numpy_loop_s: float
     cpu_model: str = ""  # the CPU's model name where known: the same model is not rescaled
+    # The usable cores where known (0: not known). A virtual CPU's model name can be the
+    # generic "Intel(R) Xeon(R) Processor" on a 2-core VM and a 16-core GPU host alike: another
+    # core count says the name does not make them one machine.
+    cores: int = 0
 
     @classmethod
     def from_record(cls, record: Mapping[str, object]) -> HostSpeed:
-        """A HostSpeed from its record (record()); a record without cpu_model has none."""
+        """A HostSpeed from its record (record()); a record without cpu_model or cores has
+        none."""
         return cls(python_loop_s=float(record["python_loop_s"]),  # type: ignore[arg-type]
                    numpy_loop_s=float(record["numpy_loop_s"]),  # type: ignore[arg-type]
-                   cpu_model=str(record.get("cpu_model") or ""))
+                   cpu_model=str(record.get("cpu_model") or ""),
+                   cores=int(str(record.get("cores") or 0)))
 
     def record(self) -> dict[str, float | str]:
         found: dict[str, float | str] = {"python_loop_s": self.python_loop_s,
                                          "numpy_loop_s": self.numpy_loop_s}
         if self.cpu_model:
             found["cpu_model"] = self.cpu_model
+        if self.cores:
+            found["cores"] = self.cores
         return found
+
+    def same_host_as(self, other: HostSpeed) -> bool:
+        """Whether OTHER is taken for this machine's kind (its loops' ratio then noise): one
+        CPU model, and one core count where both are known."""
+        if not self.cpu_model or self.cpu_model != other.cpu_model:
+            return False
+        return not (self.cores and other.cores and self.cores != other.cores)
 
 
 def profiled_host_speed(profile: Profile) -> HostSpeed:
@@ -207,4 +222,5 @@ def profiled_host_speed(profile: Profile) -> HostSpeed:
     numpy = present(profile, "host.numpy").rows[0]
     return HostSpeed(python_loop_s=median(python, "host.python"),
                      numpy_loop_s=median(numpy, "host.numpy"),
-                     cpu_model=str(profile.host.get("cpu_model") or ""))
+                     cpu_model=str(profile.host.get("cpu_model") or ""),
+                     cores=int(str(profile.host.get("cores") or 0)))
