@@ -338,7 +338,8 @@ def predict(features: StepFeatures, profile: Profile, *, host: str = "profiled",
     terms["sync_s"] = terms["syncs"] * terms["round_trip_s"]
     host_s = host_seconds(terms)
     device_s = terms["device_kernels_s"] + terms["device_copy_s"]
-    notes = [*plan.notes, *([scales.note] if scales.note else [])]
+    # each once: the plan notes an optimizer region per step (4 steps: 4 equal notes)
+    notes = list(dict.fromkeys([*plan.notes, *([scales.note] if scales.note else [])]))
     return replace(base, status=PREDICTED, seconds=combine(terms), host_s=host_s,
                    device_s=device_s, regime=LAUNCH_BOUND if host_s >= device_s
                    else COMPUTE_BOUND, mapped_share=1 - sum(plan.unmapped.values())
