@@ -169,6 +169,28 @@ def test_one_size_gives_no_prediction_and_says_why() -> None:
                           "(64); a fit needs two or more")
 
 
+def test_gpu_cells_without_a_fit_for_one_reason_share_a_terminal_line() -> None:
+    """The demo measures one batch size on four frameworks' GPU cells: one line, not four."""
+    stored = document({64: GiB + 64 * MiB})
+    cells = list(stored.cells)
+    for framework, peak in (("jax", 2 * GiB), ("keras-jax", 3 * GiB)):
+        cells.append(as_run_document({
+            "run_id": "r1", "workload": "jacobian", "sweep": "batch", "host": HOST,
+            "params": {"batch": [64]}, "predictions": [],
+            "cells": [make_result("jacobian", framework, "cuda:0", [gpu_case(64, peak)],
+                                  variant="as-written")]}).cells[0])
+    stored.cells = cells
+    reason = "one batch size measured (64); a fit needs two or more"
+    assert memory_terminal_lines(stored) == [
+        f"cuda:0 (torch, jax, keras-jax): no memory fit: {reason}"]
+    # A cell with a fit keeps its own line, before the group that came after it.
+    fitted = document(linear(GiB, 4 * MiB))
+    fitted.cells = [*fitted.cells, cells[-1]]
+    assert memory_terminal_lines(fitted) == [
+        "cuda:0 (torch): largest batch to fit in 79 GiB: ~19,900 (1 GiB + 4 MiB per sample); "
+        "a floor (workspace)", f"cuda:0 (keras-jax): no memory fit: {reason}"]
+
+
 def test_memory_that_falls_with_the_batch_is_said_to_be_no_prediction() -> None:
     """A negative slope is no per-sample cost: the line says so instead of printing
     'fixed 2 GiB + -10 KiB per sample' as if it were a model."""

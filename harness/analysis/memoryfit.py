@@ -311,8 +311,25 @@ def largest_batch_that_fits(document: RunDocument, framework: str, device: str,
 def terminal_lines(document: RunDocument) -> list[str]:
     """Every GPU cell's fit (or why none), and a host fit where the run recorded per-case host
     peaks, one short line each, for compare's verdict (summary.md prints each fit's line():
-    harness.report.views.memory); CPU cells without one stay quiet."""
-    return [fit.short_line() for fit in memory_fits(document) if shown(fit)]
+    harness.report.views.memory); CPU cells without one stay quiet. Cells of one device
+    without a fit for one reason share a line: the demo's one batch size gave four equal
+    lines, one per framework."""
+    entries: list[str | tuple[str, str]] = []  # a line, or the (device, reason) of a group
+    unfitted: dict[tuple[str, str], list[str]] = {}
+    for fit in memory_fits(document):
+        if not shown(fit):
+            continue
+        if fit.fit is None and fit.label == f"{fit.device} ({fit.framework})":
+            key = (fit.device, fit.reason)
+            if key not in unfitted:
+                unfitted[key] = []
+                entries.append(key)
+            unfitted[key].append(fit.framework)
+        else:
+            entries.append(fit.short_line())
+    return [entry if isinstance(entry, str) else
+            f"{entry[0]} ({', '.join(unfitted[entry])}): no memory fit: {entry[1]}"
+            for entry in entries]
 
 
 def method_lines(document: RunDocument) -> list[str]:
