@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -50,20 +51,45 @@ def test_compare_ends_with_the_summary_verdict_and_the_report_path(out_dir: Path
     assert verdict[0] == f"fault on {machine}:"
     assert any(line.startswith("  GPU vs CPU: ") for line in verdict), verdict
     assert any(line.startswith("  fastest at ") for line in verdict), verdict
-    ranking = [line for line in verdict if line.startswith("  ranking on cpu, ")]
-    assert ranking and "1. fake" in ranking[0] and "2. fake" in ranking[0]
+    (ranking,) = [line for line in verdict if line.startswith("  ranking on cpu at ")]
+    assert same_ranking(ranking, summary_text(run_dir)), ranking
     warnings = [line for line in verdict if line.startswith("  warning: ")]
     assert any("unavailable" in line and "fake cuda:0" in line for line in warnings), verdict
     # summary.md's sentences less what the terminal says once: the machine and the clause
     # of a one-round run (its rounds line says it); every figure of them is in summary.md.
-    summary = (run_dir / "summary.md").read_text().replace("**", "").replace("`", "")
-    shortened = summary.replace(f" on {machine}", "").replace(f"; {ONE_ROUND}", "").replace(
-        f" ({ONE_ROUND})", "")
+    summary = summary_text(run_dir)
+    shortened = summary.replace(f" on {machine}", "").replace(f": {machine}, ", ": ").replace(
+        f"; {ONE_ROUND}", "").replace(f" ({ONE_ROUND})", "")
     for line in verdict[1:]:
-        sentence = line.strip().removeprefix("warning: ").removeprefix("ranking on ")
+        if line.startswith("  ranking on "):
+            continue  # its own form (same_ranking above)
+        sentence = line.strip().removeprefix("warning: ")
         # A SUSPECT cell (a loaded machine) is named only: its reason is in the warnings.
         sentence = sentence.removeprefix("GPU vs CPU: ").split("; SUSPECT timing: ")[0]
         assert sentence in shortened, line
+
+
+def summary_text(run_dir: Path) -> str:
+    return (run_dir / "summary.md").read_text().replace("**", "").replace("`", "")
+
+
+# summary.md's ranked entry ('2. fake 187 us/call (1.01x the fastest; within the noise vs #1)')
+# and the terminal's ('~ fake 187 us (1.01x)'; the first: 'fakegpu 186 us/call').
+SUMMARY_ENTRY = re.compile(r"\d+\. (\S+) (\S+ \S+?)/\w+(?: \((\S+) the fastest; (\w+))?")
+TERMINAL_ENTRY = re.compile(r"(?:([<~?]) )?(\S+) (\S+ \S+?)(?:/\w+| \((\S+)\))")
+
+
+def same_ranking(terminal: str, summary: str) -> bool:
+    """Whether the terminal's ranking line lists summary.md's cpu ranking: the frameworks in
+    its order with its figures, each sign the gap's words ('<' beyond, '~' within the noise)."""
+    (words,) = [line for line in summary.splitlines() if line.startswith("- cpu, ")]
+    signs = {"beyond": "<", "within": "~"}
+    expected = [(signs.get(gap, "?") if ratio else None, framework, median, ratio or None)
+                for framework, median, ratio, gap in SUMMARY_ENTRY.findall(words)]
+    listed = terminal.split(": ", 1)[1].split("; ")[0]
+    found = [(sign or None, framework, median, ratio or None)
+             for sign, framework, median, ratio in TERMINAL_ENTRY.findall(listed)]
+    return len(expected) >= 2 and found == expected
 
 
 def test_a_report_that_cannot_be_written_exits_3_with_one_line(

@@ -258,16 +258,16 @@ def _params_text(experiment: Any) -> str:
 
 # --- the verdicts for the terminal ------------------------------------------------------------
 
-# What a verdict line taken from a view says it is: the bullets of the ranking and warnings
-# views follow the verdicts (the crossover view's own verdict lines say "GPU vs CPU").
-BULLET_LABELS = {"framework-ranking": "ranking on ", "warnings": "warning: "}
+# What a verdict line taken from a view says it is: the warnings view's bullets follow the
+# verdicts (the crossover view's own verdict lines say "GPU vs CPU", the ranking's "ranking on").
+BULLET_LABELS = {"warnings": "warning: "}
 
 
 def terminal_verdicts(context: Any, shown: dict[str, list[Shown]], out_dir: Path) -> list[str]:
     """summary.md's answer in plain lines, for the end of `harness compare`.
 
-    Per experiment: the views' verdict lines (GPU vs CPU per machine, the fastest cell), then
-    the ranking's and the warnings' bullets, then the memory fits: the figures summary.md
+    Per experiment: the views' verdict lines (GPU vs CPU per machine, the fastest cell, the
+    ranking per device), then the warnings' bullets, then the memory fits: the figures summary.md
     writes from the same context, in a form that fits two lines at 100 columns. What a line
     would repeat is said once: the machine, where the experiment ran on one, in its heading;
     that one round measured no run-to-run drift, in the rounds line after the table; how a
@@ -310,7 +310,7 @@ def _terminal_text(line: str, machine: str) -> str:
     """A verdict line without what the terminal says once elsewhere: the MACHINE (named in the
     experiment's heading; '' where it ran on several) and the one-round clause."""
     if machine:
-        line = line.replace(f" on {machine}", "")
+        line = line.replace(f" on {machine}", "").replace(f": {machine}, ", ": ")
     return line.replace(f" ({ONE_ROUND})", "").replace(f"; {ONE_ROUND}", "")
 
 

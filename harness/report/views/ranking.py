@@ -36,6 +36,14 @@ RANKING_HEADING = "### Framework verdict: every framework ranked per device"
 RANKED_LINE = "- **{device}**, {where}variant {variant}{size}: {entries}"
 RANKED_ENTRY = "{rank}. {framework} {median}/{unit}"
 RANKED_GAP = " ({ratio} the fastest; {gap} vs #{above})"
+# The terminal's line (compare's verdict), fastest first, each framework set apart from the
+# one before by its gap's sign: summary.md's line says the same in words with the rounds held,
+# which made a ranking of four frameworks four terminal lines at 100 columns. '<' reads as
+# "faster, beyond the noise" unexplained; the other signs are named after the list.
+TERMINAL_RANKED = "ranking on {device}{where}{variant}{size}: {entries}{legend}"
+TERMINAL_ENTRY = " {sign} {framework} {median} ({ratio})"
+GAP_SIGNS = {"beyond": "<", "within": "~", "not judged": "?"}
+SIGN_MEANINGS = {"~": "~ within the noise", "?": f"? not judged (< {MIN_SAMPLES_TO_JUDGE} samples)"}
 
 
 class RankingView(View):
@@ -74,6 +82,49 @@ class RankingView(View):
             lines.append(Line(RANKED_LINE.format(device=device, where=where, variant=variant,
                                                  size=size, entries="; ".join(entries)), found))
         return lines + [""]
+
+    def verdict(self, table: pd.DataFrame, context: Any) -> list[str]:
+        """One line per (machine, variant, device): the frameworks fastest first, each gap as
+        a sign (TERMINAL_RANKED), the figures those of summary.md's line."""
+        if table.empty or table["framework"].nunique() < 2:
+            return []
+        several_machines = table["machine"].nunique() > 1
+        one_variant = table["variant"].nunique() == 1
+        lines = []
+        for (machine, variant, device), group in table.groupby(
+                ["machine", "variant", "device"], sort=False):
+            ranked = list(group.iterrows())
+            if len(ranked) < 2:  # one framework on this device: no ranking to print
+                continue
+            entries, signs = "", []
+            for index, (_, row) in enumerate(ranked):
+                shown = _ranked_figures(context.name, row, ranked[index - 1][1] if index else None,
+                                        ranked[0][1])
+                if not index:
+                    entries = f"{row['framework']} {shown[0].text}/{context.unit}"
+                    continue
+                signs.append(gap_sign(row))
+                entries += TERMINAL_ENTRY.format(sign=signs[-1], framework=row["framework"],
+                                                 median=shown[0].text, ratio=shown[1].text)
+            lines.append(TERMINAL_RANKED.format(
+                device=device, where=f", {machine}" if several_machines else "",
+                variant="" if one_variant else f", variant {variant}",
+                size=size_phrase(context, group["size_label"].iloc[0]), entries=entries,
+                legend=legend(signs)))
+        return lines
+
+
+def legend(signs: list[str]) -> str:
+    """'; ~ within the noise' where a sign other than '<' was used, else ''."""
+    meanings = [meaning for sign, meaning in SIGN_MEANINGS.items() if sign in signs]
+    return "; " + ", ".join(meanings) if meanings else ""
+
+
+def gap_sign(row: pd.Series) -> str:
+    """'<' for a gap beyond the noise, '~' within it, '?' where too few samples judge it."""
+    if not row["judged"]:
+        return GAP_SIGNS["not judged"]
+    return GAP_SIGNS["beyond" if row["significant"] else "within"]
 
 
 RANKING_COLUMNS = ["experiment", "machine", "variant", "device", "size_label", "rank",
