@@ -30,6 +30,7 @@ from harness.cli import app
 from harness.core.units import format_ratio, format_seconds
 from harness.data.ceilings import MEMORY, DeviceCeiling, Peaks
 from harness.measure import ceilings
+from harness.measure.bounds import HostFacts, cpu_bound
 from harness.report.figure import FIGURES_FILE
 from harness.report.views import devicetime as devicetime_view
 from harness.report.views import energy as energy_view
@@ -46,14 +47,19 @@ def invoke(*args: str) -> Any:
     return CliRunner().invoke(app, list(args))
 
 
-# This machine's probe of its CPU as the cache keeps it: what a run after the first on a machine
-# reads instead of probing. Seeded rather than probed: the probe (torch and numpy at 1,024 and
-# 2,048) was 35-45 s of this module's 2-core VM time, and what these tests plant and check is
-# the ceilings table the run prints from the figures it stores, wherever they came from (the
-# probe itself: test_quick_cuts, test_ceilings_remembered).
-REMEMBERED_CPU = DeviceCeiling("cpu", Peaks({"fp32": 60.0}, {MEMORY: 9.0}),
-                               description="this machine's CPU", measured_with=("numpy",),
-                               probe_sizes=tuple(QUICK_PROBE_SIZES))
+def remembered_cpu() -> DeviceCeiling:
+    """This machine's probe of its CPU as the ceilings cache keeps it, what every run after the
+    first on a machine reads instead of probing: at the CPU's theoretical fp32 peak where
+    /proc/cpuinfo gives one, so no honest rate passes it or the bound it sets on any machine.
+
+    Seeded rather than probed: the probe (torch and numpy at 1,024 and 2,048) was 35-45 s of
+    this module's time on the 2-core VM, and what these tests plant and check is the ceilings
+    table a run prints from the figures it stores, wherever they came from (the probe itself:
+    test_quick_cuts, test_ceilings_remembered)."""
+    theoretical = cpu_bound(HostFacts.from_machine(with_remembered=False))
+    fp32 = theoretical.gflops["fp32"] if theoretical else 1000.0
+    return DeviceCeiling("cpu", Peaks({"fp32": fp32}, {MEMORY: 50.0}), description="this CPU",
+                         measured_with=("numpy",), probe_sizes=tuple(QUICK_PROBE_SIZES))
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +68,7 @@ def matmul_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     table in summary.md."""
     out = tmp_path_factory.mktemp("matmul")
     cache = tmp_path_factory.mktemp("matmul-cache")
-    ceilings.remember(REMEMBERED_CPU, folder=cache)
+    ceilings.remember(remembered_cpu(), folder=cache)
     with pytest.MonkeyPatch.context() as patch:
         draw_no_figures(patch)  # the audit reads the run's lines and records, never a PNG
         patch.setenv(ceilings.CACHE_ENV, str(cache))
