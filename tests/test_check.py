@@ -1,10 +1,11 @@
 """`harness check`: a run recomputes its own figures; every planted error is named.
 
-Two real runs are made once (numpy matmul --quick through the CLI, with ceilings, so summary.md
-prints GFLOP/s; the fault workload on a fake CPU and a fake GPU in two seeded rounds, so it
-prints the fastest table, the ranking, GPU vs CPU and round medians). Each test plants one
-error in a copy of a folder and asserts that `harness check` exits 1 naming that figure and
-where it is printed; the untouched folders must check clean.
+Two real runs are made once (numpy matmul --quick through the CLI against this machine's
+remembered ceilings, so summary.md prints GFLOP/s and its share of them; the fault workload on
+a fake CPU and a fake GPU in two seeded rounds, so it prints the fastest table, the ranking,
+GPU vs CPU and round medians). Each test plants one error in a copy of a folder and asserts
+that `harness check` exits 1 naming that figure and where it is printed; the untouched folders
+must check clean.
 """
 
 from __future__ import annotations
@@ -27,12 +28,16 @@ from harness.audit.printed import printed_ratio, printed_seconds
 from harness.audit.summary import exponent_figures
 from harness.cli import app
 from harness.core.units import format_ratio, format_seconds
+from harness.data.ceilings import MEMORY, DeviceCeiling, Peaks
+from harness.measure import ceilings
+from harness.measure.bounds import HostFacts, cpu_bound
 from harness.report.figure import FIGURES_FILE
 from harness.report.views import devicetime as devicetime_view
 from harness.report.views import energy as energy_view
 from harness.report.views import memory as memory_view
 from harness.report.views import peak_share
 from harness.run.rounds import round_orders
+from harness.run.session import QUICK_PROBE_SIZES
 from tests.lines_only import draw_no_figures
 
 SECONDS = re.compile(r"[\d.,]+ (?:ns|us|ms|s)\b")
@@ -42,15 +47,35 @@ def invoke(*args: str) -> Any:
     return CliRunner().invoke(app, list(args))
 
 
+def remembered_cpu() -> DeviceCeiling:
+    """This machine's probe of its CPU as the ceilings cache keeps it, what every run after the
+    first on a machine reads instead of probing: at the CPU's theoretical fp32 peak where
+    /proc/cpuinfo gives one, so no honest rate passes it or the bound it sets on any machine.
+
+    Seeded rather than probed: the probe (torch and numpy at 1,024 and 2,048) was 35-45 s of
+    this module's time on the 2-core VM, and what these tests plant and check is the ceilings
+    table a run prints from the figures it stores, wherever they came from (the probe itself:
+    test_quick_cuts, test_ceilings_remembered)."""
+    theoretical = cpu_bound(HostFacts.from_machine(with_remembered=False))
+    fp32 = theoretical.gflops["fp32"] if theoretical else 1000.0
+    return DeviceCeiling("cpu", Peaks({"fp32": fp32}, {MEMORY: 50.0}), description="this CPU",
+                         measured_with=("numpy",), probe_sizes=tuple(QUICK_PROBE_SIZES))
+
+
 @pytest.fixture(scope="module")
 def matmul_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """numpy matmul --quick through the CLI, ceilings measured: a rates table in summary.md."""
+    """numpy matmul --quick through the CLI against this machine's remembered ceilings: a rates
+    table in summary.md."""
     out = tmp_path_factory.mktemp("matmul")
+    cache = tmp_path_factory.mktemp("matmul-cache")
+    ceilings.remember(remembered_cpu(), folder=cache)
     with pytest.MonkeyPatch.context() as patch:
         draw_no_figures(patch)  # the audit reads the run's lines and records, never a PNG
+        patch.setenv(ceilings.CACHE_ENV, str(cache))
         result = invoke("compare", "--workload", "matmul", "--quick", "--framework", "numpy",
                         "--device", "cpu", "--out", str(out))
     assert result.exit_code == 0, result.output
+    assert "ceilings remembered from " in result.output  # not probed: the seeded figures
     return next(path for path in out.iterdir() if path.is_dir())
 
 

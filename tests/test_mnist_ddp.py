@@ -78,7 +78,7 @@ def test_spec_stores_scaling_hints_for_the_report() -> None:
 
 # --- through the CLI, both frameworks, gloo and logical CPUs ------------------------------
 
-@pytest.mark.slow
+@pytest.mark.slow  # the plugin contract leaves mnist-ddp's cpu cells to this test (RUN_ELSEWHERE)
 def test_compare_on_cpu_scales_one_and_two_processes(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, [
         "compare", "--workload", "mnist-ddp", "--quick", "--device", "cpu", "--sizes", "1,2",

@@ -45,8 +45,16 @@ def trained(kind: type, **options) -> torch_mnist.MnistTraining:
 
 
 def check_the_compiled_whole_step_matches_eager() -> None:
+    from torch._inductor import config as inductor_config
+
     eager = trained(torch_mnist.PreloadedTraining)
-    compiled = trained(torch_mnist.ReduceOverheadTraining, mode="default")
+    # The CPU's vector ISA taken from /proc/cpuinfo, as a --quick cell's is
+    # (harness.backends.torch.QUICK_COMPILE), not proven by building and loading a test library
+    # per candidate ISA: that proof was 8 s of this check's 22 s with Inductor's cache warm and
+    # 35 s of its 124 s cold, on the 2-core VM, and the step compiles to the same graphs either
+    # way.
+    with inductor_config.patch({"cpp.vec_isa_ok": True}):
+        compiled = trained(torch_mnist.ReduceOverheadTraining, mode="default")
     for mine, theirs in zip(compiled.model.parameters(), eager.model.parameters()):
         torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
     assert float(compiled.loss_sum) == pytest.approx(float(eager.loss_sum), rel=1e-4)
