@@ -158,6 +158,11 @@ def test_killed_rank_is_an_error_row_and_leaves_no_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The runner's scratch folder (with the worker's stderr) lands here, where the test reads it.
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    # The worker's own temp folder (a new interpreter: run_worker is given no warm processes),
+    # where the launcher's logs and error files would be left if it left any.
+    worker_tmp = tmp_path / "worker-tmp"
+    worker_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(worker_tmp))
     # Long enough that the kill lands in training: about a minute of epochs if nothing died.
     params = {**mnist_ddp.SPEC.defaults(quick=True), "processes": [2], "net": "wide",
               "train_samples": 60000, "epochs": 20}
@@ -182,6 +187,9 @@ def test_killed_rank_is_an_error_row_and_leaves_no_process(
     assert "rank 1" in outcome["reason"] and "SIGKILL" in outcome["reason"], outcome["reason"]
     assert set(pids.values()) <= {pid for pid, _ in seen}  # ranks ran below the worker
     assert _survivors(seen) == [], "processes left behind"
+    left = [path.name for path in worker_tmp.iterdir()
+            if path.name.startswith(("torchelastic_", "pytorch-errorfile-"))]
+    assert left == [], "the launch left its logs or error files in the temp folder"
 
 
 def _survivors(processes: set[tuple[int, str]], grace_s: float = 10.0) -> list[str]:

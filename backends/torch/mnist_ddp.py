@@ -14,12 +14,14 @@ returns the measurement, the no_sync() comparison and the test accuracy to the w
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
 import sys
+import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from typing import Any, TypedDict
 
@@ -76,10 +78,13 @@ class LaunchOptions(TypedDict, total=False):
     monitor_interval: float
     start_method: str
     shutdown_timeout: int
+    logs_specs: Any
 
 
-def launch_config(processes: int) -> LaunchConfig:
-    """A single-node launch on a free port (torchrun --standalone) that never restarts a rank."""
+def launch_config(processes: int, log_dir: str | None = None) -> LaunchConfig:
+    """A single-node launch on a free port (torchrun --standalone) that never restarts a rank;
+    the agent's per-rank logs under LOG_DIR (None: its default, a new torchelastic_* folder in
+    the system's temp folder, left behind after every launch)."""
     options: LaunchOptions = {
         "min_nodes": 1, "max_nodes": 1, "nproc_per_node": processes,
         "run_id": f"harness-{uuid.uuid4().hex[:8]}", "rdzv_backend": "c10d",
@@ -87,9 +92,27 @@ def launch_config(processes: int) -> LaunchConfig:
         "max_restarts": 0, "monitor_interval": 0.1, "start_method": "spawn",
     }
     # Older torch (< 2.12) has no shutdown_timeout field; its default is then used.
-    if "shutdown_timeout" in {field.name for field in dataclasses.fields(LaunchConfig)}:
+    fields = {field.name for field in dataclasses.fields(LaunchConfig)}
+    if "shutdown_timeout" in fields:
         options["shutdown_timeout"] = SHUTDOWN_TIMEOUT_S
+    if log_dir is not None and "logs_specs" in fields:  # torch >= 2.3
+        from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+
+        options["logs_specs"] = DefaultLogsSpecs(log_dir=log_dir)
     return LaunchConfig(**options)
+
+
+@contextlib.contextmanager
+def launch_scratch() -> Iterator[str]:
+    """A temp folder for one launch, removed after it: the agent's logs go there, and so do
+    the error files (pytorch-errorfile-*.pickle) that its spawn start makes with tempfile."""
+    before = tempfile.tempdir
+    with tempfile.TemporaryDirectory(prefix="harness-ddp-") as scratch:
+        tempfile.tempdir = scratch
+        try:
+            yield scratch
+        finally:
+            tempfile.tempdir = before
 
 
 def failure_text(error: ChildFailedError) -> str:
@@ -117,7 +140,8 @@ def measure(case: dict[str, Any], variant: str, device: TorchDevice,
         raise ValueError(f"train_samples={case['train_samples']} is less than one global batch "
                          f"({processes} x {case['batch_size']})")
     try:
-        outputs = elastic_launch(launch_config(processes), rank_main)(case, devices)
+        with launch_scratch() as scratch:
+            outputs = elastic_launch(launch_config(processes, scratch), rank_main)(case, devices)
     except ChildFailedError as error:
         raise RuntimeError(f"data-parallel job failed: {failure_text(error)}") from None
     result = outputs[0]  # rank 0's return value, pickled back by the launcher
