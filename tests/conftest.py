@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from harness.core import registry
 
 if TYPE_CHECKING:
     from harness.run.forkserver import ForkServers
+    from tests.warm_pool import WarmProcessPool
 
 _SCRATCH = Path(tempfile.mkdtemp(prefix="harness-tests-"))
 # The suite's HARNESS_* variables: read by harness.core.settings wherever a test's run reads
@@ -46,13 +48,44 @@ def out_dir(tmp_path: Path) -> Path:
     return tmp_path / "results"
 
 
-@pytest.fixture(scope="module")
-def warm_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServers]:
-    """One set of warm processes per test module (tests/warm_workers.py's run_forked forks its
-    workers from them), closed when the module's last test ends."""
-    from harness.run.forkserver import ForkServers
+@pytest.fixture(scope="session")
+def warm_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WarmProcessPool]:
+    """This pytest process's warm processes (tests/warm_pool.py), closed when the session ends."""
+    from tests.warm_pool import WarmProcessPool
 
-    with ForkServers(tmp_path_factory.mktemp("warm-workers")) as servers:
+    pool = WarmProcessPool(tmp_path_factory.mktemp("warm-pool"))
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.fixture(autouse=True)
+def runs_borrow_the_sessions_warm_processes(request: pytest.FixtureRequest,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run a test makes in this process (harness.api, the CLI through CliRunner, a
+    RunSession) forks its workers from the session's warm processes rather than importing each
+    framework again. A test marked fresh_warm_processes runs as outside the suite: the
+    session's idle ones are closed first (one that looks for processes left behind sees only
+    its own), and its runs open their own."""
+    pool = request.getfixturevalue("warm_pool")
+    if request.node.get_closest_marker("fresh_warm_processes") is not None:
+        pool.close()
+        return
+    from harness.run import forkserver
+    from tests.warm_pool import lent_warm_processes
+
+    monkeypatch.setattr(forkserver, "warm_processes",
+                        functools.partial(lent_warm_processes, pool))
+
+
+@pytest.fixture(scope="module")
+def warm_servers(warm_pool: WarmProcessPool) -> Iterator[ForkServers]:
+    """One test module's set of warm processes, borrowed from the session's (tests/warm_workers.py's
+    run_forked forks its workers from them) and handed back when the module's last test ends."""
+    from tests.warm_pool import PooledRun
+
+    with PooledRun(warm_pool) as servers:
         yield servers
 
 

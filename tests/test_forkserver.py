@@ -108,6 +108,7 @@ def test_cells_share_a_warm_process_only_when_their_environments_match() -> None
     assert server_key("fake", cpu) != server_key("other", cpu)
 
 
+@pytest.mark.fresh_warm_processes
 def test_a_matrix_forks_every_cell_from_one_warm_process_and_counts_its_start_once() -> None:
     cells = [Cell("fault", variant, "fake", "cpu", {"size": [1], "pid_file": ""})
              for variant in ("ok", "error", "ok")]

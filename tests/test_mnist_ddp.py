@@ -154,6 +154,7 @@ def _rank_pids(scratch: Path) -> dict[int, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.fresh_warm_processes  # no warm process of the session's alive
 def test_killed_rank_is_an_error_row_and_leaves_no_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The runner's scratch folder (with the worker's stderr) lands here, where the test reads it.

@@ -1,7 +1,7 @@
 """Real framework workers forked from the warm processes of conftest's `warm_servers`, as a
-run's workers are, so a test module imports each framework once rather than once per worker
-(TensorFlow takes 3-5 s to import on the 2-core VM). The spawned path keeps its own tests
-(test_runner's `servers`, test_forkserver)."""
+run's workers are, so a pytest process imports each framework once (tests/warm_pool.py) rather
+than once per worker (TensorFlow takes 3-12 s to import on the 2-core VM). The spawned path
+keeps its own tests (test_runner's `servers`, test_forkserver)."""
 
 from __future__ import annotations
 

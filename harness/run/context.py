@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from harness.core.settings import Settings
-from harness.run.forkserver import ForkServers, warm_processes
+from harness.run import forkserver
+from harness.run.forkserver import ForkServers
 
 
 @dataclass(frozen=True)
@@ -48,5 +49,7 @@ def opened(settings: Settings, servers: ForkServers | None = None) -> Iterator[R
     if servers is not None or not settings.fork_workers:
         yield RunContext(settings, servers)
         return
-    with warm_processes(settings.fork_workers) as fresh:
+    # Looked up on its module at each call, as harness.api and the commands do, so that one
+    # replacement reaches every opener (the test suite lends its session's warm processes).
+    with forkserver.warm_processes(settings.fork_workers) as fresh:
         yield RunContext(settings, fresh)

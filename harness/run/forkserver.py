@@ -394,7 +394,11 @@ class ForkServer:
         self._log.close()
 
 
-def server_key(framework: str, env: dict[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+# A warm process's key: its framework and its environment but for the late variables.
+ServerKey = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def server_key(framework: str, env: dict[str, str]) -> ServerKey:
     """Cells share a warm process when their framework and environment (but for the late
     variables) are the same."""
     shared = tuple(sorted((name, value) for name, value in env.items()
@@ -409,7 +413,7 @@ class ForkServers:
 
     def __init__(self, scratch: Path) -> None:
         self._scratch = scratch
-        self._servers: dict[tuple[str, tuple[tuple[str, str], ...]], ForkServer] = {}
+        self._servers: dict[ServerKey, ForkServer] = {}
         self.prestart_s = 0.0  # waited in prestart(), all rounds together
 
     def record(self) -> dict[str, Any]:
@@ -426,15 +430,25 @@ class ForkServers:
         """(the warm process for this cell or None, seconds spent starting it just now)."""
         if not preload:
             return None, 0.0
-        key = server_key(framework, env)
+        key = self._key(framework, env)
         started_now = 0.0
         if key not in self._servers:
-            log = self._scratch / f"forkserver-{framework}-{len(self._servers)}.log"
-            self._servers[key] = ForkServer(preload, env, cwd, log)
-            started_now = self._servers[key].start_s
+            self._servers[key], is_new = self._open(framework, preload, env, cwd, wait=True)
+            started_now = self._servers[key].start_s if is_new else 0.0
         server = self._servers[key]
         server.wait_ready()  # one prestart() began
         return (None if server.refused else server), started_now
+
+    def _key(self, framework: str, env: dict[str, str]) -> ServerKey:
+        """Which warm process serves a cell (server_key); a subclass may key more loosely."""
+        return server_key(framework, env)
+
+    def _open(self, framework: str, preload: tuple[str, ...], env: dict[str, str], cwd: Path,
+              wait: bool) -> tuple[ForkServer, bool]:
+        """(a warm process for a key this set holds none for, whether it was started now):
+        here always a new one; a subclass may hand on one that is already warm."""
+        log = self._scratch / f"forkserver-{framework}-{len(self._servers)}.log"
+        return ForkServer(preload, env, cwd, log, wait=wait), True
 
     def prestart(self, wanted: list[tuple[str, tuple[str, ...], dict[str, str]]],
                  cwd: Path) -> float:
@@ -448,11 +462,11 @@ class ForkServers:
         began = time.monotonic()
         started = []
         for framework, preload, env in wanted:
-            key = server_key(framework, env)
+            key = self._key(framework, env)
             if preload and key not in self._servers:
-                log = self._scratch / f"forkserver-{framework}-{len(self._servers)}.log"
-                self._servers[key] = ForkServer(preload, env, cwd, log, wait=False)
-                started.append(self._servers[key])
+                self._servers[key], is_new = self._open(framework, preload, env, cwd, wait=False)
+                if is_new:
+                    started.append(self._servers[key])
         for server in started:
             server.wait_ready()
         waited = time.monotonic() - began if started else 0.0
@@ -462,12 +476,12 @@ class ForkServers:
     def refusal(self, framework: str, env: dict[str, str]) -> str:
         """Why this framework's warm process forks no worker ('' where it does or none was
         started)."""
-        server = self._servers.get(server_key(framework, env))
+        server = self._servers.get(self._key(framework, env))
         return server.refused if server is not None else ""
 
     def drop(self, framework: str, env: dict[str, str]) -> None:
         """Forget a warm process that is gone; its cells start new interpreters from now on."""
-        server = self._servers.get(server_key(framework, env))
+        server = self._servers.get(self._key(framework, env))
         if server is not None and not server.refused:
             server.refused = "it ended during the run"
             server.close()
