@@ -15,10 +15,12 @@ from typer.testing import CliRunner
 
 from harness.cli import app
 from harness.core import registry
-from harness.run.runner import cell_environment, run_worker
+from harness.run.forkserver import ForkServers
+from harness.run.runner import cell_environment
 from harness.spec import Cell
 from harness.workloads import elementwise, matmul, mnist, transfer
 from tests.quick_options import quick_options
+from tests.warm_workers import run_forked
 
 WORKER_TIMEOUT_S = 300
 KERAS_FRAMEWORKS = ("keras-jax", "keras-torch", "keras-tensorflow")
@@ -28,10 +30,12 @@ needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None
                                       "(pip install 'crossframe-harness[jax]')")
 
 
-def run(workload: str, variant: str, framework: str, params: dict[str, Any]) -> dict[str, Any]:
-    """One cpu cell through a real worker, as `harness compare` runs it."""
+def run(workload: str, variant: str, framework: str, params: dict[str, Any],
+        servers: ForkServers) -> dict[str, Any]:
+    """One cpu cell through a real worker forked from the pytest process's warm processes, as
+    `harness compare` runs it (the spawned path has its own tests: test_runner, test_forkserver)."""
     cell = Cell(workload, variant, framework, "cpu", params)
-    return run_worker(cell, quick_options(WORKER_TIMEOUT_S)).to_dict()
+    return run_forked(cell, quick_options(WORKER_TIMEOUT_S), servers).to_dict()
 
 
 # --- registration and environment: no framework imported ------------------------------------
@@ -85,10 +89,10 @@ def test_jax_cells_do_not_preallocate_gpu_memory() -> None:
 
 @needs_jax
 @pytest.mark.slow
-def test_jax_elementwise_eager_and_jit_keep_every_addition() -> None:
+def test_jax_elementwise_eager_and_jit_keep_every_addition(warm_servers: ForkServers) -> None:
     params = {**elementwise.SPEC.defaults(quick=True), "elements": [10**4]}
     for variant in ("as-written", "compiled"):
-        result = run("elementwise", variant, "jax", params)
+        result = run("elementwise", variant, "jax", params, warm_servers)
         assert result["status"] == "ok", (variant, result["reason"])
         assert result["cases"][0]["check"]["passed"]
     extra = result["cases"][0]["extra"]  # compiled: what XLA really runs
@@ -116,12 +120,13 @@ def test_compare_cli_runs_jax_transfer_on_cpu(tmp_path: Path) -> None:
 # --- MNIST: the hand-jitted step and Keras on jax and torch agree ---------------------------
 
 @pytest.fixture(scope="module")
-def mnist_cases() -> dict[str, dict[str, Any]]:
+def mnist_cases(warm_servers: ForkServers) -> dict[str, dict[str, Any]]:
     """mnist-small, quick params, one worker per framework (shared by the tests below)."""
     params = mnist.SMALL.defaults(quick=True)
     frameworks = [name for name in ("jax", "keras-jax", "keras-torch")
                   if registry.framework_installed(name)[0]]
-    return {name: run("mnist-small", "as-written", name, params) for name in frameworks}
+    return {name: run("mnist-small", "as-written", name, params, warm_servers)
+            for name in frameworks}
 
 
 @needs_jax
