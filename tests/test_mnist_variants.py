@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from harness.core import registry
-from harness.run.runner import run_worker
+from harness.run.forkserver import ForkServers
 from harness.spec import Cell
 from harness.workloads import mnist
 from tests.quick_options import quick_options
+from tests.warm_workers import run_forked
 
 TINY = {"epochs": 2, "train_samples": 1600, "test_samples": 200}
 SMALL_PARAMS = 101_770
@@ -19,12 +20,14 @@ SMALL_PARAMS = 101_770
 
 @pytest.mark.slow
 @pytest.mark.parametrize("framework, variant", [("torch", "preloaded"), ("jax", "compiled")])
-def test_variant_trains_the_small_net(framework: str, variant: str) -> None:
+def test_variant_trains_the_small_net(framework: str, variant: str,
+                                      warm_servers: ForkServers) -> None:
     if not registry.framework_installed(framework)[0]:
         pytest.skip(f"{framework} is not installed")
     params = {**mnist.SMALL.defaults(quick=True), **TINY}
-    result = run_worker(Cell("mnist-small", variant, framework, "cpu", params),
-                        quick_options(300)).to_dict()
+    result = run_forked(Cell("mnist-small", variant, framework, "cpu", params),
+                        quick_options(300),
+                        warm_servers).to_dict()
     assert result["status"] == "ok", result["reason"]
     assert result["cell"]["variant"] == variant
     (case,) = result["cases"]
