@@ -81,8 +81,9 @@ def runs_borrow_the_sessions_warm_processes(request: pytest.FixtureRequest,
 
 @pytest.fixture(scope="module")
 def warm_servers(warm_pool: WarmProcessPool) -> Iterator[ForkServers]:
-    """One test module's set of warm processes, borrowed from the session's (tests/warm_workers.py's
-    run_forked forks its workers from them) and handed back when the module's last test ends."""
+    """One test module's set of warm processes, borrowed from the session's (a test's
+    run_worker(cell, options, warm_servers) forks its workers from them, as a run's are forked)
+    and handed back when the module's last test ends."""
     from tests.warm_pool import PooledRun
 
     with PooledRun(warm_pool) as servers:

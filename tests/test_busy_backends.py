@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 
 from harness.run.forkserver import ForkServers
-from harness.run.runner import PROJECT_ROOT, cell_environment
+from harness.run.runner import PROJECT_ROOT, cell_environment, run_worker
 from harness.spec import Cell
 from harness.workloads import mnist
 from tests.quick_options import quick_options
-from tests.warm_workers import run_forked
 
 TORCH_SCRIPT = """
 import json, types
@@ -124,7 +123,7 @@ def run_mnist(framework: str, variant: str, servers: ForkServers) -> dict[str, A
     # 2 epochs of 50 steps: the fewest at which the check still judges accuracy.
     params = {**mnist.SMALL.defaults(quick=True), "epochs": 2,
               "train_samples": 32 * mnist.MIN_STEPS_TO_JUDGE // 2}
-    result = run_forked(Cell("mnist-small", variant, framework, "cpu", params),
+    result = run_worker(Cell("mnist-small", variant, framework, "cpu", params),
                         quick_options(300), servers).to_dict()
     return result
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.run.forkserver import ForkServers
+from harness.run.runner import run_worker
 from harness.spec import Cell
 from harness.workloads.elementwise import (
     SPEC,
@@ -16,7 +17,6 @@ from harness.workloads.elementwise import (
     tensor_shape,
 )
 from tests.quick_options import quick_options
-from tests.warm_workers import run_forked
 
 ELEMENTS, ITERATIONS = 3000, 6
 
@@ -88,7 +88,7 @@ def run(servers: ForkServers, framework: str, variant: str, **overrides) -> dict
     """One cpu cell through a worker forked from SERVERS' warm process for its framework."""
     params = {**SPEC.defaults(quick=True), "elements": [ELEMENTS], "iterations": ITERATIONS,
               **overrides}
-    return run_forked(Cell("elementwise", variant, framework, "cpu", params),
+    return run_worker(Cell("elementwise", variant, framework, "cpu", params),
                       quick_options(300), servers).to_dict()
 
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from harness.run.forkserver import ForkServers
+from harness.run.runner import run_worker
 from harness.spec import Cell
 from harness.workloads.jacobian import SPEC, check, make_inputs, per_sample_reference
 from tests.quick_options import quick_options
-from tests.warm_workers import run_forked
 
 BATCH = 2  # as-written does 400*batch backward passes: keep it tiny
 FRAMEWORKS = ("torch", "tensorflow", "jax")
@@ -60,7 +60,7 @@ def results(warm_servers: ForkServers) -> dict[tuple[str, str], dict]:
     """One worker per (framework, variant) at batch 2, shared by the tests below; forked from
     one warm process per framework, as a run's are."""
     params = {**SPEC.defaults(quick=True), "batch": [BATCH]}
-    return {(framework, variant): run_forked(
+    return {(framework, variant): run_worker(
                 Cell("jacobian", variant, framework, "cpu", params),
                 quick_options(300), warm_servers).to_dict()
             for framework in FRAMEWORKS for variant in CPU_VARIANTS}

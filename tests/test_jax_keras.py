@@ -16,11 +16,10 @@ from typer.testing import CliRunner
 from harness.cli import app
 from harness.core import registry
 from harness.run.forkserver import ForkServers
-from harness.run.runner import cell_environment
+from harness.run.runner import cell_environment, run_worker
 from harness.spec import Cell
 from harness.workloads import elementwise, matmul, mnist, transfer
 from tests.quick_options import quick_options
-from tests.warm_workers import run_forked
 
 WORKER_TIMEOUT_S = 300
 KERAS_FRAMEWORKS = ("keras-jax", "keras-torch", "keras-tensorflow")
@@ -35,7 +34,7 @@ def run(workload: str, variant: str, framework: str, params: dict[str, Any],
     """One cpu cell through a real worker forked from the pytest process's warm processes, as
     `harness compare` runs it (the spawned path has its own tests: test_runner, test_forkserver)."""
     cell = Cell(workload, variant, framework, "cpu", params)
-    return run_forked(cell, quick_options(WORKER_TIMEOUT_S), servers).to_dict()
+    return run_worker(cell, quick_options(WORKER_TIMEOUT_S), servers).to_dict()
 
 
 # --- registration and environment: no framework imported ------------------------------------

@@ -8,10 +8,10 @@ import pytest
 
 from harness.core import registry
 from harness.run.forkserver import ForkServers
+from harness.run.runner import run_worker
 from harness.spec import Cell
 from harness.workloads import mnist
 from tests.quick_options import quick_options
-from tests.warm_workers import run_forked
 
 TINY = {"epochs": 2, "train_samples": 1600, "test_samples": 200}  # 50 steps an epoch, judged
 WIDE_PARAMS = 1_796_010
@@ -25,7 +25,7 @@ needs_tensorflow = pytest.mark.skipif(not registry.framework_installed("keras-te
 def test_keras_on_tensorflow_trains_the_wide_net_through_the_worker(
         warm_servers: ForkServers) -> None:
     params = {**mnist.WIDE.defaults(quick=True), **TINY}
-    result = run_forked(Cell("mnist-wide", "as-written", "keras-tensorflow", "cpu", params),
+    result = run_worker(Cell("mnist-wide", "as-written", "keras-tensorflow", "cpu", params),
                         quick_options(300),
                         warm_servers).to_dict()
     assert result["status"] == "ok", result["reason"]

@@ -11,11 +11,11 @@ import pytest
 
 from harness.core import registry
 from harness.run.forkserver import ForkServers
+from harness.run.runner import run_worker
 from harness.spec import Cell
 from harness.workloads import mnist
 from tests.in_subprocess import run_check
 from tests.quick_options import quick_options
-from tests.warm_workers import run_forked
 
 TINY = {"epochs": 1, "train_samples": 256, "test_samples": 50, "blocks": 16}  # 8 steps
 # keras-torch runs the same callback as keras-tensorflow; left out to keep the suite short.
@@ -25,7 +25,7 @@ FRAMEWORKS = ("torch", "jax", "keras-jax", "keras-tensorflow")
 def run_one_case(servers: ForkServers, framework: str, variant: str = "as-written",
                  **params: object) -> dict:
     cell_params = {**mnist.WIDE.defaults(quick=True), **TINY, **params}
-    result = run_forked(Cell("mnist-wide", variant, framework, "cpu", cell_params),
+    result = run_worker(Cell("mnist-wide", variant, framework, "cpu", cell_params),
                         quick_options(300), servers).to_dict()
     assert result["status"] == "ok", result["reason"]
     (case,) = result["cases"]

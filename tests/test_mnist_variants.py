@@ -9,10 +9,10 @@ import pytest
 
 from harness.core import registry
 from harness.run.forkserver import ForkServers
+from harness.run.runner import run_worker
 from harness.spec import Cell
 from harness.workloads import mnist
 from tests.quick_options import quick_options
-from tests.warm_workers import run_forked
 
 TINY = {"epochs": 2, "train_samples": 1600, "test_samples": 200}
 SMALL_PARAMS = 101_770
@@ -25,7 +25,7 @@ def test_variant_trains_the_small_net(framework: str, variant: str,
     if not registry.framework_installed(framework)[0]:
         pytest.skip(f"{framework} is not installed")
     params = {**mnist.SMALL.defaults(quick=True), **TINY}
-    result = run_forked(Cell("mnist-small", variant, framework, "cpu", params),
+    result = run_worker(Cell("mnist-small", variant, framework, "cpu", params),
                         quick_options(300),
                         warm_servers).to_dict()
     assert result["status"] == "ok", result["reason"]

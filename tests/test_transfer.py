@@ -22,7 +22,6 @@ from harness.workloads.transfer import (
     make_inputs,
 )
 from tests.quick_options import quick_options
-from tests.warm_workers import run_forked
 
 WORKER_TIMEOUT_S = 180.0
 SIZES = [2**10, 2**16, 2**20]
@@ -35,7 +34,7 @@ def run_transfer_cell(variant: str, framework: str, device: str = "cpu",
     cell = Cell("transfer", variant, framework, device, SPEC.defaults(quick=True))
     if servers is None:
         return run_worker(cell, quick_options(WORKER_TIMEOUT_S)).to_dict()
-    return run_forked(cell, quick_options(WORKER_TIMEOUT_S), servers).to_dict()
+    return run_worker(cell, quick_options(WORKER_TIMEOUT_S), servers).to_dict()
 
 
 # --- the spec alone: no framework -------------------------------------------------------------
