@@ -8,6 +8,7 @@ ran.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,19 +69,12 @@ class RankingView(View):
                   "judged against the framework ranked just above: beyond the noise when the "
                   f"IQRs (from at least {MIN_SAMPLES_TO_JUDGE} samples each) and the ranges of "
                   "the round medians are both apart."), ""]
-        for (machine, variant, device), group in table.groupby(
-                ["machine", "variant", "device"], sort=False):
-            where = f"{machine}, " if several_machines else ""
-            size = size_phrase(context, group["size_label"].iloc[0])
-            entries, found = [], []
-            ranked = list(group.iterrows())
-            for index, (_, row) in enumerate(ranked):
-                shown = _ranked_figures(context.name, row, ranked[index - 1][1] if index else None,
-                                        ranked[0][1])
-                entries.append(_ranked_entry(row, context.unit, shown))
-                found += shown
-            lines.append(Line(RANKED_LINE.format(device=device, where=where, variant=variant,
-                                                 size=size, entries="; ".join(entries)), found))
+        for (machine, variant, device), size, ranked in ranked_groups(table, context):
+            entries = [_ranked_entry(row, context.unit, shown) for row, shown in ranked]
+            lines.append(Line(RANKED_LINE.format(
+                device=device, where=f"{machine}, " if several_machines else "",
+                variant=variant, size=size, entries="; ".join(entries)),
+                [figure for _, shown in ranked for figure in shown]))
         return lines + [""]
 
     def verdict(self, table: pd.DataFrame, context: Any) -> list[str]:
@@ -91,27 +85,35 @@ class RankingView(View):
         several_machines = table["machine"].nunique() > 1
         one_variant = table["variant"].nunique() == 1
         lines = []
-        for (machine, variant, device), group in table.groupby(
-                ["machine", "variant", "device"], sort=False):
-            ranked = list(group.iterrows())
+        for (machine, variant, device), size, ranked in ranked_groups(table, context):
             if len(ranked) < 2:  # one framework on this device: no ranking to print
                 continue
-            entries, signs = "", []
-            for index, (_, row) in enumerate(ranked):
-                shown = _ranked_figures(context.name, row, ranked[index - 1][1] if index else None,
-                                        ranked[0][1])
-                if not index:
-                    entries = f"{row['framework']} {shown[0].text}/{context.unit}"
-                    continue
-                signs.append(gap_sign(row))
-                entries += TERMINAL_ENTRY.format(sign=signs[-1], framework=row["framework"],
-                                                 median=shown[0].text, ratio=shown[1].text)
+            (first, first_shown), rest = ranked[0], ranked[1:]
+            signs = [gap_sign(row) for row, _ in rest]
+            entries = f"{first['framework']} {first_shown[0].text}/{context.unit}" + "".join(
+                TERMINAL_ENTRY.format(sign=sign, framework=row["framework"],
+                                      median=shown[0].text, ratio=shown[1].text)
+                for sign, (row, shown) in zip(signs, rest, strict=True))
             lines.append(TERMINAL_RANKED.format(
                 device=device, where=f", {machine}" if several_machines else "",
-                variant="" if one_variant else f", variant {variant}",
-                size=size_phrase(context, group["size_label"].iloc[0]), entries=entries,
-                legend=legend(signs)))
+                variant="" if one_variant else f", variant {variant}", size=size,
+                entries=entries, legend=legend(signs)))
         return lines
+
+
+# A ranked framework's row with the figures printed for it.
+Ranked = tuple[pd.Series, list[Figure]]
+
+
+def ranked_groups(table: pd.DataFrame, context: Any
+                  ) -> Iterator[tuple[tuple[str, str, str], str, list[Ranked]]]:
+    """Per (machine, variant, device) of the ranking: its size phrase and each framework's row,
+    fastest first, with the figures summary.md's line and the terminal's print for it."""
+    for key, group in table.groupby(["machine", "variant", "device"], sort=False):
+        rows = [row for _, row in group.iterrows()]
+        yield key, size_phrase(context, group["size_label"].iloc[0]), [
+            (row, _ranked_figures(context.name, row, rows[index - 1] if index else None, rows[0]))
+            for index, row in enumerate(rows)]
 
 
 def legend(signs: list[str]) -> str:
