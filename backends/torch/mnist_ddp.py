@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 from torch.nn.parallel import DistributedDataParallel
@@ -78,27 +79,23 @@ class LaunchOptions(TypedDict, total=False):
     monitor_interval: float
     start_method: str
     shutdown_timeout: int
-    logs_specs: Any
+    logs_specs: DefaultLogsSpecs
 
 
-def launch_config(processes: int, log_dir: str | None = None) -> LaunchConfig:
+def launch_config(processes: int, log_dir: str) -> LaunchConfig:
     """A single-node launch on a free port (torchrun --standalone) that never restarts a rank;
-    the agent's per-rank logs under LOG_DIR (None: its default, a new torchelastic_* folder in
-    the system's temp folder, left behind after every launch)."""
+    the agent's per-rank logs under LOG_DIR (its default is a new torchelastic_* folder in the
+    system's temp folder, left behind after every launch)."""
     options: LaunchOptions = {
         "min_nodes": 1, "max_nodes": 1, "nproc_per_node": processes,
         "run_id": f"harness-{uuid.uuid4().hex[:8]}", "rdzv_backend": "c10d",
         "rdzv_endpoint": "127.0.0.1:0", "rdzv_configs": {"timeout": RENDEZVOUS_TIMEOUT_S},
         "max_restarts": 0, "monitor_interval": 0.1, "start_method": "spawn",
+        "logs_specs": DefaultLogsSpecs(log_dir=log_dir),
     }
     # Older torch (< 2.12) has no shutdown_timeout field; its default is then used.
-    fields = {field.name for field in dataclasses.fields(LaunchConfig)}
-    if "shutdown_timeout" in fields:
+    if "shutdown_timeout" in {field.name for field in dataclasses.fields(LaunchConfig)}:
         options["shutdown_timeout"] = SHUTDOWN_TIMEOUT_S
-    if log_dir is not None and "logs_specs" in fields:  # torch >= 2.3
-        from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
-
-        options["logs_specs"] = DefaultLogsSpecs(log_dir=log_dir)
     return LaunchConfig(**options)
 
 
