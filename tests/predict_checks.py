@@ -154,9 +154,40 @@ def small_cnn_through_the_usermodel_task() -> None:
     assert features.recomputed() == features
 
 
+def fastest_pass_is_kept() -> None:
+    """Of several recorded passes the one whose ops took least host time is kept, each pass's
+    total listed in order; no pass starts once the budget has passed (times planted)."""
+    from harness.backends.torch import features as module
+    from harness.predict.features import OpRecord
+
+    planted = iter([3e-3, 1e-3, 2e-3, 5e-3])
+    made: list[object] = []
+
+    def fake_record(step: object, warmup: int) -> object:
+        recording = module.Recording()
+        recording.ops = [OpRecord(op="aten.add", kind="elementwise", host_s=next(planted))]
+        made.append((recording, warmup))
+        return recording
+    own = module.record_step
+    module.record_step = fake_record  # type: ignore[assignment]
+    try:
+        kept, totals = module.fastest_recording(lambda: None, warmup=1, passes=3, budget_s=60)
+        assert totals == [3e-3, 1e-3, 2e-3] and kept is made[1][0], (totals, made)
+        assert [warmup for _, warmup in made] == [1, 0, 0]  # only the first pass warms up
+        kept, totals = module.fastest_recording(lambda: None, warmup=0, passes=3, budget_s=0)
+        assert totals == [5e-3] and kept is made[3][0]
+    finally:
+        module.record_step = own  # type: ignore[assignment]
+    net, x = mlp(), torch.randn(BATCH, IN)
+    features = features_of(lambda: net(x), timed_calls=0, passes=3)
+    assert len(features.pass_host_s) == 3, features.pass_host_s
+    assert features.host_s_ops == min(features.pass_host_s)
+
+
 def mlp_checks() -> None:
     """The MLP checks in one interpreter (one torch import for all of them)."""
     mlp_inference()
+    fastest_pass_is_kept()
     mlp_training_matches_the_harness_count()
     planted_host_reads()
     unmapped_op_is_unknown()

@@ -22,9 +22,11 @@ Conventions, said once:
   OpRecord.depth is each op's place on it. On one stream every kernel runs in order anyway;
   `kernel_ops / chain` says how much several streams could overlap at most.
 - host time: each op's own seconds, timed around the op's call inside the dispatch mode (the
-  mode's bookkeeping outside the clock), in one recording pass; `step_s` is the median of
-  plain calls of the step without the mode, and `python_s` what the step spent outside aten
-  ops (the user's Python, autograd's engine): step_s - host_s_ops, floored at 0.
+  mode's bookkeeping outside the clock), from the fastest of a few recording passes (by the
+  sum of its ops' seconds; `pass_host_s` keeps each pass's sum; version 1: one pass);
+  `step_s` is the median of plain calls of the step without the mode, and `python_s` what
+  the step spent outside aten ops (the user's Python, autograd's engine): step_s -
+  host_s_ops, floored at 0.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any, ClassVar
 
 from harness.data.serial import JsonRecord, JsonValue
 
-FEATURES_VERSION = 1
+FEATURES_VERSION = 2  # 2: host times from the fastest of several passes (pass_host_s)
 # Kinds of op (OpRecord.kind). Views and metadata launch no kernel; the others do on a GPU.
 VIEW, MARKER = "view", "marker"  # a marker: a profiler range's enter/exit, host work only
 NO_KERNEL = frozenset({VIEW, MARKER})
@@ -94,6 +96,7 @@ class StepFeatures(_Record):
     h2d_bytes: int | None = None
     h2d_how: str = ""
     ops_inside_host_reads: int = 0  # ops a print/repr ran, left out of `ops`
+    pass_host_s: list[float] = field(default_factory=list)  # each recorded pass's host seconds
     flop_coverage: dict[str, Any] = field(default_factory=dict)  # flops.CoverageRecord
     # Derived from the above (summarize); stored so a reader needs no code, checked on reload.
     op_count: int = 0

@@ -38,9 +38,9 @@ What that assumes, said once:
   each op's host time capped at tiny_s, the median host time of the step's ops that do work
   and move at most TINY_BYTES: what running an op costs this CPU with no arithmetic to
   speak of. The cap removes each op's arithmetic (it moves to the device), and with it a
-  one-pass recording slowed in one op by a busy machine. An op's host time is timed inside
+  recording pass slowed in one op by a busy machine. An op's host time is timed inside
   the recording's dispatch mode, from Python: it holds the Python around the op, which is
-  why the step's time outside its ops (features' python_s, a difference of two one-pass
+  why the step's time outside its ops (features' python_s, a difference of two
   timings) is not added: at small batches the ops' recorded time already exceeds the step's
   wall (python_s reads 0), and at large ones the difference follows the arithmetic's
   pass-to-pass spread (the tiny MLP below at batch 512 on the 2-core VM: ops 2.5-10.6 ms in
