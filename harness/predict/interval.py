@@ -6,9 +6,12 @@ the model predicted from a CPU run against the GPU step measured there (docs/pre
 "Validating the model"). Per profile, host choice and regime (the model's: a user's CPU run
 has no busy share), the 10th and 90th percentiles of predicted / measured over those cells
 give the interval: the measured step lay in [predicted / p90, predicted / p10] in 80% of the
-validated cells. The table is derived once from the stored rows (`error_table`) and shipped
-as ERRORS_FILE, so a run needs neither the rows nor numpy; a test derives it again from the
-rows and holds the two equal.
+validated cells. The table is derived once from the stored rows of every lending that
+validated the profile, pooled (`error_table`: a user rents some host of that kind, and two
+lendings of one kind read the same step 14-20% apart), and shipped as ERRORS_FILE, so a run
+needs neither the rows nor numpy; a test derives it again from the rows and holds the two
+equal. A regime with fewer than MIN_BAND_CELLS validated cells gets no band: its 10th and
+90th percentiles would be two of a handful of cells.
 
 Never tighter than the noise: the CPU step the prediction rests on (its features' host time)
 moved between the run's own rounds by the case's round spread (max - min of the round
@@ -31,8 +34,9 @@ from typing import Any
 # Beside the profiles, not among them (profiles/*.json are all profiles).
 ERRORS_FILE = Path(__file__).resolve().parent / "validated" / "errors.json"
 ERRORS_KIND = "harness-prediction-errors"
-ERRORS_VERSION = 1
+ERRORS_VERSION = 2  # 2: a profile's band pooled over several rows files (sources)
 LOW_SHARE, HIGH_SHARE = 0.1, 0.9
+MIN_BAND_CELLS = 10
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ class ErrorBand:
     cells: int
     ratio_low: float  # the 10th percentile of predicted / measured
     ratio_high: float  # the 90th
-    source: str  # the rows file it came from
+    source: str  # the rows files it came from
 
 
 @dataclass(frozen=True)
@@ -64,9 +68,10 @@ class Interval:
 
 
 def error_table(rows: Sequence[dict[str, Any]], profile: str, identity: str,
-                source: str) -> dict[str, Any]:
-    """{host: {regime: band record}} of one profile from a validation rows file's rows
-    (harness.predict.validation.read_rows), and the profile's identity it was validated on."""
+                sources: Sequence[str]) -> dict[str, Any]:
+    """{host: {regime: band record}} of one profile from the rows of the validation rows
+    files SOURCES, pooled (harness.predict.validation.read_rows), and the profile's identity
+    it was validated on. A regime under MIN_BAND_CELLS keeps its count alone."""
     from harness.predict.validation import cells_of, percentile  # noqa: PLC0415
 
     by_host: dict[str, dict[str, Any]] = {}
@@ -75,11 +80,24 @@ def error_table(rows: Sequence[dict[str, Any]], profile: str, identity: str,
         for cell in cells_of(rows, profile, host):
             by_regime.setdefault(cell.model_regime, []).append(
                 cell.predicted["model"] / cell.gpu_s)
-        by_host[host] = {regime: {"cells": len(ratios),
-                                  "ratio_low": percentile(ratios, LOW_SHARE),
-                                  "ratio_high": percentile(ratios, HIGH_SHARE)}
+        by_host[host] = {regime: {"cells": len(ratios)} if len(ratios) < MIN_BAND_CELLS else
+                         {"cells": len(ratios), "ratio_low": percentile(ratios, LOW_SHARE),
+                          "ratio_high": percentile(ratios, HIGH_SHARE)}
                          for regime, ratios in sorted(by_regime.items())}
-    return {"identity": identity, "source": source, "by_host": by_host}
+    return {"identity": identity, "sources": list(sources), "by_host": by_host}
+
+
+def derived_table(profile: str, identity: str, sources: Sequence[str],
+                  root: Path) -> dict[str, Any]:
+    """error_table of PROFILE over the rows files SOURCES (paths under ROOT), each predicted
+    again from its stored features by the model as it is now."""
+    from harness.predict.validation import read_rows, repredicted  # noqa: PLC0415
+
+    rows: list[dict[str, Any]] = []
+    for source in sources:
+        meta, found = read_rows(root / source)
+        rows += repredicted(meta, found, profile)
+    return error_table(rows, profile, identity, sources)
 
 
 @cache
@@ -100,10 +118,10 @@ def band_for(profile_name: str, identity: str, host: str, regime: str) -> ErrorB
     if not found or found.get("identity") != identity:
         return None
     band = (found.get("by_host") or {}).get(host, {}).get(regime)
-    if not band or not band.get("cells"):
+    if not band or "ratio_low" not in band:
         return None
     return ErrorBand(int(band["cells"]), float(band["ratio_low"]), float(band["ratio_high"]),
-                     str(found.get("source", "")))
+                     ", ".join(found.get("sources") or []))
 
 
 def interval_of(seconds: float, band: ErrorBand, noise: float) -> Interval:
@@ -121,4 +139,7 @@ def why_no_band(profile_name: str, identity: str, host: str, regime: str) -> str
         return "error not measured for this profile"
     if found.get("identity") != identity:
         return "error measured on another version of this profile"
+    cells = int(((found.get("by_host") or {}).get(host, {}).get(regime) or {}).get("cells", 0))
+    if cells:
+        return f"error measured on {cells} {regime} steps only (a band needs {MIN_BAND_CELLS})"
     return f"error not measured for {regime} steps"
