@@ -9,6 +9,7 @@ usermodel.count_flops): exact counts, never times.
 from __future__ import annotations
 
 import inspect
+import os
 from pathlib import Path
 
 import numpy as np
@@ -214,3 +215,23 @@ def features_pass_says_why_not() -> None:
     assert "neither" in why(mnist, 0.01)  # a torch module, but not an MNIST or own-model step
     assert why(mnist, 60.0, 10.0).startswith("the features pass was left out")
     assert features_pass(mnist, "torch", "as-written", Cpu(), 1, plain_step, {}, 0.01) == {}
+
+
+def transfer_source_pages_are_written() -> None:
+    """The profile's copy source is resident memory, not the zero page an untouched buffer
+    maps (which a copy reads without touching memory): the process's resident set grows by
+    the buffer's size when it is made, and every byte reads back as written."""
+    from harness.backends.torch.gpuprofile import written_host_buffer
+
+    def resident_bytes() -> int:
+        fields = Path("/proc/self/statm").read_text().split()
+        return int(fields[1]) * os.sysconf("SC_PAGE_SIZE")
+    size = 64 << 20
+    untouched_before = resident_bytes()
+    untouched = torch.empty(size, dtype=torch.uint8)
+    untouched_grew = resident_bytes() - untouched_before
+    before = resident_bytes()
+    buffer = written_host_buffer(size, pinned=False)
+    grew = resident_bytes() - before
+    assert grew >= 0.9 * size > 4 * untouched_grew, (grew, untouched_grew)
+    assert int(buffer.min()) == int(buffer.max()) == 1 and untouched.numel() == size
