@@ -19,6 +19,7 @@ from harness.predict.profile import (
     ENTRY_NAMES,
     GPU,
     SCHEMA_VERSION,
+    Entry,
     Profile,
     ProfileError,
     Row,
@@ -157,6 +158,9 @@ def test_the_cpu_profile_holds_what_it_promises(tmp_path: Path) -> None:
         for row in profile.entry(name).rows:
             assert len(row.samples_s) >= 3 and row.calls_per_sample >= 1, (name, row)
             assert row.median_s is not None and row.iqr_s is not None
+    for name in ("host.python", "host.numpy"):  # several passes, spread over the run
+        row = profile.entry(name).rows[0]
+        assert row.params["passes"] == 9 and row.median_s == min(row.params["pass_medians_s"])
     assert profile.entry("matmul.fp32").row(m=64).flops == 2.0 * 64 * 128 * 128
     assert profile.entry("elementwise.add").row(elements=1024).bytes == 3.0 * 1024 * 4
     counts = {row.params["op"]: row.counts for row in profile.entry("ops.aten").rows}
@@ -171,3 +175,19 @@ def test_the_copy_rows_read_written_memory_not_the_zero_page() -> None:
     if not installed("torch"):
         pytest.skip("torch is not installed")
     run_check("tests.predict_checks", "transfer_source_pages_are_written()")
+
+
+def test_the_host_loops_keep_each_loops_fastest_pass() -> None:
+    """Per loop the pass with the least median is kept, every pass's median listed in order
+    (planted rows: no clock)."""
+    from harness.predict.hostspeed import fastest
+
+    def loops(python_s: float, numpy_s: float) -> dict[str, Entry]:
+        return {name: measured(name, [Row.timed({"loop": name}, [seconds] * 3, 1)])
+                for name, seconds in (("host.python", python_s), ("host.numpy", numpy_s))}
+    kept = fastest([loops(5e-3, 1e-3), loops(3e-3, 2e-3), loops(4e-3, 1.5e-3)])
+    python, numpy = kept["host.python"].rows[0], kept["host.numpy"].rows[0]
+    assert (python.median_s, numpy.median_s) == (3e-3, 1e-3)
+    assert python.params == {"loop": "host.python", "passes": 3,
+                             "pass_medians_s": [5e-3, 3e-3, 4e-3]}
+    assert numpy.params["pass_medians_s"] == [1e-3, 2e-3, 1.5e-3]
