@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from harness.data.serial import JsonValue
 from harness.measure.timing import TimingPolicy
 from harness.predict.profile import Entry, spec_of
 from harness.predict.timed import no_sync, timed_row
@@ -65,7 +66,7 @@ def fastest(passes: list[dict[str, Entry]]) -> dict[str, Entry]:
     for name in passes[0]:
         rows = [measured[name].rows[0] for measured in passes]
         best = min(rows, key=lambda row: row.median_s or float("inf"))
-        medians = [row.median_s for row in rows]
+        medians: list[JsonValue] = [row.median_s for row in rows]
         kept[name] = replace(passes[0][name], rows=[
             replace(best, params={**best.params, "passes": len(rows), "pass_medians_s": medians})])
     return kept
