@@ -90,11 +90,11 @@ class CostModel:
         if launch >= max(fixed, work) and launch > 0 and self.launches is not None:
             bound = "launch" if self.counted == "launches" else "step"
             return (f"{bound}-bound: {self.launches(size):.2g} {self.counted} per call at "
-                    f"{_duration(self.per_launch_s)}")
+                    f"{format_seconds(self.per_launch_s)}")
         if work >= fixed and self.seconds_per_work > 0:
             unit = "FLOP/s" if self.work_is_flops else "size units/s"
             return f"work-bound: {_rate(1 / self.seconds_per_work)} {unit}"
-        return f"fixed cost {_duration(fixed)} per call"
+        return f"fixed cost {format_seconds(fixed)} per call"
 
 
 def fit_power_law(sizes: Sequence[float], counts: Sequence[float]) -> PowerLaw:
@@ -444,7 +444,3 @@ def _rate(per_s: float) -> str:
         if float(f"{per_s / scale:.3g}") >= 1:
             return f"{three_digits(per_s / scale)} {prefix}"
     return f"{three_digits(per_s)} "
-
-
-def _duration(seconds: float) -> str:
-    return format_seconds(seconds)
