@@ -218,11 +218,6 @@ class CaseResult(JsonRecord):
         return {record.round: list(record.samples) for record in self.rounds if record.samples}
 
     @property
-    def round_count(self) -> int:
-        """How many rounds (worker processes) measured this case's samples (at least 1)."""
-        return max(1, len(self.samples_by_round()))
-
-    @property
     def round_spread(self) -> float | None:
         """The spread of the round medians, (max - min) / their median: the run-to-run drift
         (None with fewer than 2 rounds)."""
