@@ -8,13 +8,13 @@ state and reason; one lost with its node (down, failed, not responding) is `inte
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from harness.data.results import CellResult
+from harness.data.store import read_cell_result
 from harness.run.executors.slurm_state import TaskState
 from harness.spec import Cell, Status
 
@@ -75,9 +75,8 @@ def own_result(path: Path, job_id: str) -> CellResult | None:
     """The result at path if the task job_id wrote it; None while there is none (or it cannot
     be read yet), and for a file another task wrote (an older run's task still queued when
     this one was submitted): that is not this cell's result."""
-    try:
-        document = CellResult.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError, KeyError):  # not (yet) a cell result's document
+    document = read_cell_result(path)
+    if document is None:
         return None
     written_by = (document.slurm or {}).get("job_id")
     return None if job_id and written_by not in (None, job_id) else document
