@@ -64,10 +64,9 @@ class LineFit:
     per_sample_bytes: float
     sizes: int
     largest_size: float
-    # Residuals (measured - fitted), bytes; None with two sizes: a line through two points
-    # leaves none, so its error is not measured.
+    # The largest residual (measured - fitted), bytes; None with two sizes: a line through two
+    # points leaves none, so its error is not measured.
     max_residual_bytes: float | None
-    rms_residual_bytes: float | None
 
     @property
     def predicts(self) -> bool:
@@ -95,8 +94,7 @@ def fit_line(points: Sequence[MemoryPoint]) -> LineFit | None:
     residuals = [float(p - fixed - slope * b) for b, p in zip(batches, peaks)]
     measured = len(sizes) > 2
     return LineFit(float(fixed), float(slope), len(sizes), max(sizes),
-                   max(residuals, key=abs) if measured else None,
-                   math.sqrt(sum(r * r for r in residuals) / len(points)) if measured else None)
+                   max(residuals, key=abs) if measured else None)
 
 
 @dataclass(frozen=True)
