@@ -271,10 +271,6 @@ class HarnessCost(JsonRecord):
     # and a cost is only explained where each process's share can be read.
     per_worker: list[dict[str, JsonValue]] = field(default_factory=list, metadata=IF_SET)
 
-    @property
-    def overhead_s(self) -> float:
-        return max(0.0, self.wall_s - self.timed_s)
-
     def add(self, other: HarnessCost) -> HarnessCost:
         phases = dict(self.phases)
         for name, seconds in other.phases.items():
