@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import pairwise
 
-from harness.analysis.predict import SEARCH_FACTOR
+from harness.analysis.predict import SEARCH_FACTOR, two_digits
 from harness.backend import parse_cuda_index
 from harness.core.units import device_kind, format_bytes, said_once
 from harness.data.results import CaseResult, CellResult, RunDocument
@@ -265,15 +265,6 @@ def batch_text(batch: float) -> str:
         return f"{whole:,}"
     step = 10 ** (len(str(whole)) - 3)
     return f"{whole // step * step:,}"
-
-
-def two_digits(size: float | None) -> str:
-    """A predicted crossover's batch with the 2 significant digits its error allows."""
-    if size is None:
-        return "?"
-    if size < 100:
-        return f"{float(f'{size:.2g}'):g}"
-    return f"{round(size, -math.floor(math.log10(size)) + 1):,.0f}"
 
 
 # --- from a run --------------------------------------------------------------------------------

@@ -429,14 +429,18 @@ def _caveats(cpu_points: Sequence[CaseRow], gpu_points: Sequence[CaseRow]) -> tu
     return tuple(notes)
 
 
-def _size(size: float | None) -> str:
+def two_digits(size: float | None) -> str:
+    """A predicted crossover's size with the 2 significant digits its error allows."""
     if size is None:
         return "?"
-    if float(size).is_integer():
-        return f"{int(size):,}"
-    if size >= 100:
-        return f"{round(size, -math.floor(math.log10(size)) + 1):,.0f}"
-    return f"{float(f'{size:.2g}'):g}"  # two significant digits, never "1e+02"
+    if size < 100:
+        return f"{float(f'{size:.2g}'):g}"  # never "1e+02"
+    return f"{round(size, -math.floor(math.log10(size)) + 1):,.0f}"
+
+
+def _size(size: float | None) -> str:
+    """A size: every digit of a whole one (a measured size), else two_digits."""
+    return f"{int(size):,}" if size is not None and float(size).is_integer() else two_digits(size)
 
 
 def _rate(per_s: float) -> str:
