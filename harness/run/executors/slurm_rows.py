@@ -11,10 +11,8 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import replace
-from pathlib import Path
 
 from harness.data.results import CellResult
-from harness.data.store import read_cell_result
 from harness.run.executors.slurm_state import TaskState
 from harness.spec import Cell, Status
 
@@ -69,17 +67,6 @@ def node_failure(state: TaskState, trouble: str) -> str:
         return (f"SLURM said TIMEOUT after {state.run_s:.0f} s of a {state.limit_s:.0f} s "
                 f"limit: not its time limit; its node {state.node or '?'} most likely failed")
     return ""
-
-
-def own_result(path: Path, job_id: str) -> CellResult | None:
-    """The result at path if the task job_id wrote it; None while there is none (or it cannot
-    be read yet), and for a file another task wrote (an older run's task still queued when
-    this one was submitted): that is not this cell's result."""
-    document = read_cell_result(path)
-    if document is None:
-        return None
-    written_by = (document.slurm or {}).get("job_id")
-    return None if job_id and written_by not in (None, job_id) else document
 
 
 def as_cell_row(cell: Cell, written: CellResult | None, status: Status,

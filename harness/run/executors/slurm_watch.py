@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from harness.core import interrupt
 from harness.core.units import device_kind
 from harness.data.results import CellResult
+from harness.data.store import read_cell_result
 from harness.run.executors import slurm_rows, slurm_state
 from harness.run.executors.base import CellState, OnResult, OnState
 from harness.run.executors.slurm_records import log_line
@@ -73,8 +74,12 @@ class Task:
         return text[-STDERR_TAIL_CHARS:]
 
     def own(self) -> CellResult | None:
-        """The task's result file, if this very task wrote it (see slurm_rows.own_result)."""
-        return slurm_rows.own_result(self.result_path, self.job_id)
+        """The task's result file if this very task wrote it; None while there is none (or it
+        cannot be read yet), and for a file another task wrote (an older run's task still
+        queued when this one was submitted): that is not this cell's result."""
+        document = read_cell_result(self.result_path)
+        written_by = (document.slurm or {}).get("job_id") if document is not None else None
+        return None if self.job_id and written_by not in (None, self.job_id) else document
 
 
 @dataclass
