@@ -103,11 +103,6 @@ def ended_result(cell: Cell, state: TaskState, document: CellResult | None,
     return as_cell_row(cell, document, status, reason)
 
 
-def interrupted_result(cell: Cell, document: CellResult | None, reason: str) -> CellResult:
-    """A cell a stop signal cut short: interrupted, keeping the cases its task saved."""
-    return as_cell_row(cell, document, Status.INTERRUPTED, reason)
-
-
 def with_slurm(result: CellResult, **seen: str | int | bool | None) -> CellResult:
     """The result with what SLURM said of its task added to its `slurm` record."""
     result.slurm = {**(result.slurm or {}), **seen}

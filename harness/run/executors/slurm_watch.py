@@ -22,7 +22,7 @@ from harness.run.executors import slurm_rows, slurm_state
 from harness.run.executors.base import CellState, OnResult, OnState
 from harness.run.executors.slurm_records import log_line
 from harness.run.executors.slurm_state import TaskState
-from harness.spec import Cell
+from harness.spec import Cell, Status
 
 
 class WatchSettings(Protocol):
@@ -199,7 +199,7 @@ class Watch:
         reason = (f"SLURM could not start the task for {waited:.0f} s (pending limit "
                   f"{self.pending_limit_s:g} s), cancelled: {task.reason}")
         log_line(self.run_dir, f"{task.label} {reason}")
-        result = slurm_rows.interrupted_result(task.cell, None, reason)
+        result = slurm_rows.as_cell_row(task.cell, None, Status.INTERRUPTED, reason)
         result.slurm = {"state": "CANCELLED", "pending_reason": task.reason}
         return result
 
@@ -290,6 +290,7 @@ class Watch:
                     state is not None and state.state == "COMPLETED")):
                 result = document
             else:
-                result = slurm_rows.interrupted_result(task.cell, document, reason)
+                result = slurm_rows.as_cell_row(task.cell, document, Status.INTERRUPTED,
+                                                 reason)
             self.hand_on(task.cell, slurm_rows.with_slurm(result, job_id=task.job_id, state=(
                 state.state if state is not None else "CANCELLED")))
