@@ -22,10 +22,10 @@ from typing import Any, cast
 
 import pytest
 
-from harness.analysis import advice, advicenotes, fixchoice
+from harness.analysis import advice, fixchoice
 from harness.audit import audit_run
 from harness.core.settings import Settings
-from harness.data.adviserecord import AdviseRecord
+from harness.data.adviserecord import RUN_KEY, AdviseRecord
 from harness.data.results import CellResult, HarnessCost, RunDocument
 from harness.run import advisebudget as budget
 from harness.run import chooser as choosing
@@ -68,7 +68,7 @@ def document(cells: list[dict[str, Any]], size: int = 32) -> RunDocument:
     return RunDocument.from_dict({
         "run_id": "synthetic", "workload": "model-net", "sweep": "batch",
         "params": {"batch": [size, 4 * size]}, "rounds": 3, "cells": cells,
-        "planned_cells": [item["cell"] for item in cells], advicenotes.RUN_KEY: {"size": size}})
+        "planned_cells": [item["cell"] for item in cells], RUN_KEY: {"size": size}})
 
 
 def launch_bound_gpu_run() -> RunDocument:
@@ -518,7 +518,7 @@ def test_advise_measures_compile_and_ranks_it_and_its_rows_pass_check(tmp_path: 
     stored = json.loads((run_dir / "run.json").read_text())
     variants = {item["cell"]["variant"] for item in stored["cells"]}
     assert {"as-written", "compiled"} <= variants
-    assert stored[advicenotes.RUN_KEY]["size"] == 8
+    assert stored[RUN_KEY]["size"] == 8
     found = advice.advise_run(RunDocument.from_dict(stored))
     [cpu] = found.devices
     compiled = next(fix for fix in cpu.fixes if fix.variant == "compiled")
@@ -701,10 +701,10 @@ def test_the_budget_counts_the_commands_own_start() -> None:
     the budget is the whole command's."""
     import psutil
 
-    from harness.commands.epilogue import since_process_start
+    from harness.measure.envinfo import process_age_s
 
     age = time.time() - psutil.Process().create_time()
-    spent = since_process_start()
+    spent = process_age_s()
     assert age - 1.0 <= spent <= age + 5.0 and spent > 0
 
 

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import advice, advicenotes
+from harness.analysis import advice
 from harness.analysis.confidence import UNCONFIRMED
 from harness.api import RunResult
+from harness.data.adviserecord import RUN_KEY
 from harness.data.results import RunDocument
 from harness.measure import hostload
 from harness.report.views.advice import advice_table
@@ -86,7 +87,7 @@ def cpu_run(baseline: list[list[float]], fix: list[list[float]], suspect: str = 
     return RunDocument.from_dict({
         "run_id": "synthetic", "workload": "model-net", "sweep": "batch",
         "params": {"batch": [size]}, "rounds": 3, "cells": cells,
-        "planned_cells": [item["cell"] for item in cells], advicenotes.RUN_KEY: {"size": size}})
+        "planned_cells": [item["cell"] for item in cells], RUN_KEY: {"size": size}})
 
 
 def threads_fix(run: RunDocument) -> tuple[advice.DeviceAdvice, advice.FixResult]:

@@ -16,7 +16,7 @@ from harness.analysis import casetable
 from harness.analysis.crossover import run_predictions
 from harness.analysis.predict import size_of
 from harness.data import store
-from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey, keys_of
+from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey
 from harness.data.measurements import measurements_of_rows, read_measurements
 from harness.report import run_predictions as report_predictions
 from harness.report.load import load_runs
@@ -66,12 +66,13 @@ def test_a_case_has_one_key_from_its_result_its_csv_rows_and_its_table_row(
     assert {CaseKey.of_cell(cell, document.machine) for cell in document.cells if cell.cases} == {
         key.without("size_label") for key in from_results}
     csv_rows = read_measurements(gpu_run)
-    from_csv = set(keys_of(csv_rows[csv_rows["size_label"] != ""].to_dict("records")))
+    from_csv = {CaseKey.from_row(row)
+                for row in csv_rows[csv_rows["size_label"] != ""].to_dict("records")}
     run_set = load_runs([gpu_run])
     prepared, _ = casetable.prepare(run_set.measurements,
                                     casetable.assign_experiments(run_set.runs))
     stats = casetable.case_stats(prepared)
-    from_table = keys_of(stats.to_dict("records"))
+    from_table = [CaseKey.from_row(row) for row in stats.to_dict("records")]
     # Equal keys hash equal: a dict keyed by one constructor's keys finds the others'.
     by_key = {key: "found" for key in from_results}
     assert all(by_key[key] == "found" for key in [*from_csv, *from_table])

@@ -1,16 +1,13 @@
 """The notes of an advice run beside its ranking: the rounds it ran and the fixes its budget
-measured, read from the record `harness advise` keeps in run.json (RUN_KEY).
+measured, read from the record `harness advise` keeps in run.json (adviserecord.RUN_KEY).
 
 Apart from harness.analysis.advice, which ranks the fixes, so that module stays readable.
 """
 
 from __future__ import annotations
 
-from harness.data.adviserecord import RUN_KEY, AdviseRecord
+from harness.data.adviserecord import AdviseRecord
 from harness.data.results import RunDocument
-
-# Where run.json keeps what `harness advise` planned (RunDocument.advise, typed).
-__all__ = ["RUN_KEY", "advise_rounds_line", "budget_notes"]
 
 
 def advise_rounds_line(document: RunDocument) -> str | None:

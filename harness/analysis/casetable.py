@@ -130,11 +130,6 @@ def _latest_run_only(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 # --- one row per case and per cell ------------------------------------------------------------
 
-def worst(statuses: pd.Series) -> str:
-    """The most severe status among the rows (unknown names rank as errors)."""
-    return worst_status_name(statuses)
-
-
 def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
     """One row per case: status, median / quartiles of warm samples (per step), cold call, work.
 
@@ -147,7 +142,7 @@ def case_stats(prepared: pd.DataFrame) -> pd.DataFrame:
     cases = cases.assign(suspect=cases["suspect"].fillna("").astype(str))
     keys = [*CASE_COLUMNS, "workload", "device_kind", "stem"]
     info = cases.groupby(keys, sort=False).agg(
-        status=("status", worst), reason=("reason", first_text),
+        status=("status", worst_status_name), reason=("reason", first_text),
         framework_version=("framework_version", first_text),
         device_name=("device_name", first_text), sweep=("sweep", first_text),
         size=("size", "first"), flops=("flops", "max"), bytes=("bytes", "max"),
@@ -220,7 +215,7 @@ def cell_status(prepared: pd.DataFrame) -> pd.DataFrame:
     """One row per cell: its worst status and the reason that goes with it."""
     rows = []
     for key, group in prepared.groupby(list(CELL_COLUMNS), sort=False):
-        status = worst(group["status"])
+        status = worst_status_name(group["status"])
         reason = first_text(group.loc[group["status"] == status, "reason"])
         rows.append({**dict(zip(CELL_COLUMNS, key)), "status": status, "reason": reason,
                      "workload": group["workload"].iloc[0], "stem": group["stem"].iloc[0],

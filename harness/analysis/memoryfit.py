@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import pairwise
 
-from harness.analysis.predict import SEARCH_FACTOR
+from harness.analysis.predict import SEARCH_FACTOR, two_digits
 from harness.backend import parse_cuda_index
 from harness.core.units import device_kind, format_bytes, said_once
 from harness.data.results import CaseResult, CellResult, RunDocument
@@ -64,10 +64,9 @@ class LineFit:
     per_sample_bytes: float
     sizes: int
     largest_size: float
-    # Residuals (measured - fitted), bytes; None with two sizes: a line through two points
-    # leaves none, so its error is not measured.
+    # The largest residual (measured - fitted), bytes; None with two sizes: a line through two
+    # points leaves none, so its error is not measured.
     max_residual_bytes: float | None
-    rms_residual_bytes: float | None
 
     @property
     def predicts(self) -> bool:
@@ -95,8 +94,7 @@ def fit_line(points: Sequence[MemoryPoint]) -> LineFit | None:
     residuals = [float(p - fixed - slope * b) for b, p in zip(batches, peaks)]
     measured = len(sizes) > 2
     return LineFit(float(fixed), float(slope), len(sizes), max(sizes),
-                   max(residuals, key=abs) if measured else None,
-                   math.sqrt(sum(r * r for r in residuals) / len(points)) if measured else None)
+                   max(residuals, key=abs) if measured else None)
 
 
 @dataclass(frozen=True)
@@ -267,15 +265,6 @@ def batch_text(batch: float) -> str:
         return f"{whole:,}"
     step = 10 ** (len(str(whole)) - 3)
     return f"{whole // step * step:,}"
-
-
-def two_digits(size: float | None) -> str:
-    """A predicted crossover's batch with the 2 significant digits its error allows."""
-    if size is None:
-        return "?"
-    if size < 100:
-        return f"{float(f'{size:.2g}'):g}"
-    return f"{round(size, -math.floor(math.log10(size)) + 1):,.0f}"
 
 
 # --- from a run --------------------------------------------------------------------------------

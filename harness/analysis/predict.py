@@ -90,11 +90,11 @@ class CostModel:
         if launch >= max(fixed, work) and launch > 0 and self.launches is not None:
             bound = "launch" if self.counted == "launches" else "step"
             return (f"{bound}-bound: {self.launches(size):.2g} {self.counted} per call at "
-                    f"{_duration(self.per_launch_s)}")
+                    f"{format_seconds(self.per_launch_s)}")
         if work >= fixed and self.seconds_per_work > 0:
             unit = "FLOP/s" if self.work_is_flops else "size units/s"
             return f"work-bound: {_rate(1 / self.seconds_per_work)} {unit}"
-        return f"fixed cost {_duration(fixed)} per call"
+        return f"fixed cost {format_seconds(fixed)} per call"
 
 
 def fit_power_law(sizes: Sequence[float], counts: Sequence[float]) -> PowerLaw:
@@ -429,14 +429,18 @@ def _caveats(cpu_points: Sequence[CaseRow], gpu_points: Sequence[CaseRow]) -> tu
     return tuple(notes)
 
 
-def _size(size: float | None) -> str:
+def two_digits(size: float | None) -> str:
+    """A predicted crossover's size with the 2 significant digits its error allows."""
     if size is None:
         return "?"
-    if float(size).is_integer():
-        return f"{int(size):,}"
-    if size >= 100:
-        return f"{round(size, -math.floor(math.log10(size)) + 1):,.0f}"
-    return f"{float(f'{size:.2g}'):g}"  # two significant digits, never "1e+02"
+    if size < 100:
+        return f"{float(f'{size:.2g}'):g}"  # never "1e+02"
+    return f"{round(size, -math.floor(math.log10(size)) + 1):,.0f}"
+
+
+def _size(size: float | None) -> str:
+    """A size: every digit of a whole one (a measured size), else two_digits."""
+    return f"{int(size):,}" if size is not None and float(size).is_integer() else two_digits(size)
 
 
 def _rate(per_s: float) -> str:
@@ -444,7 +448,3 @@ def _rate(per_s: float) -> str:
         if float(f"{per_s / scale:.3g}") >= 1:
             return f"{three_digits(per_s / scale)} {prefix}"
     return f"{three_digits(per_s)} "
-
-
-def _duration(seconds: float) -> str:
-    return format_seconds(seconds)

@@ -10,9 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.report.figure import Figure
+from harness.report.figure import SUMMARY_FILE, Figure
 
-SUMMARY_FILE = "summary.md"
 # Stored floats that are copies of one another (CSV vs run.json) agree to the last bit; a
 # median recomputed with another library may differ in the last one.
 COPY_TOLERANCE = 1e-12

@@ -30,13 +30,6 @@ from harness.spec import Status, WorkloadSpec
 from harness.terminal import table_width
 
 
-def since_process_start() -> float:
-    """Seconds since this process started: the budget is the whole command's, and Python's
-    start and the CLI's imports (1-2 s on the H100 host) came before advise's own clock; one
-    advise of seed 000's Jacobian ended at 179.8 s of its 180 without them."""
-    return envinfo.process_age_s()
-
-
 def report_and_check(result: api.RunResult,
                      report: bool) -> tuple[ReportOutcome | None, int, str]:
     """After the last cell of a run not stopped: its report drawn (unless --no-report), then
@@ -204,7 +197,7 @@ def print_context(say: Said, result: api.RunResult, drawn: ReportOutcome | None,
         for line in (rounds or rounds_line(result.document), quick_line(result.document),
                      ceilings_line(result.document), check_line,
                      overhead_line(result.document),
-                     command_line(result.document, now - since_process_start(), now,
+                     command_line(result.document, now - envinfo.process_age_s(), now,
                                   drawn.seconds if drawn is not None else None),
                      *next_step_lines(result.document, result.path)):
             say(line)

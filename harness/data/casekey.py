@@ -9,7 +9,7 @@ same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -67,11 +67,6 @@ class CaseKey:
         two runs' cases on any machine: without("machine"); the energy view pairs a case's
         devices: without("device"); a case's cell: without("size_label"))."""
         return replace(self, **dict.fromkeys(names, ""))
-
-
-def keys_of(rows: Iterable[Mapping[str, Any]]) -> list[CaseKey]:
-    """The key of every row (of a DataFrame: keys_of(frame.to_dict("records")))."""
-    return [CaseKey.from_row(row) for row in rows]
 
 
 def _text(value: Any) -> str:

@@ -14,7 +14,7 @@ keys read as their defaults, so older run folders load unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from harness.data.serial import ALWAYS, IF_SET, JsonObject, JsonRecord
 
@@ -22,6 +22,7 @@ OK = "ok"
 UNAVAILABLE = "unavailable"
 NOT_MEASURED = "not measured"
 NOT_RECORDED = "not recorded"  # no record at all: an older run, or a case that was never timed
+StatusRecordT = TypeVar("StatusRecordT", bound="_StatusRecord")
 
 
 
@@ -32,15 +33,33 @@ class _JsonRecord(JsonRecord):
 
 
 @dataclass(frozen=True)
-class EnergyRecord(_JsonRecord):
+class _StatusRecord(_JsonRecord):
+    """A record that holds figures (`status` "ok") or says why not (its first two keys)."""
+
+    status: str = field(default=NOT_RECORDED, metadata=ALWAYS)
+    reason: str = ""
+
+    @classmethod
+    def unavailable(cls: type[StatusRecordT], reason: str) -> StatusRecordT:
+        return cls(UNAVAILABLE, reason)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def why_not(self) -> str:
+        """'' when it holds figures, else 'unavailable: <reason>' (the CSV's *_reason column)."""
+        return "" if self.ok else f"{self.status}: {self.reason}".rstrip(": ")
+
+
+@dataclass(frozen=True)
+class EnergyRecord(_StatusRecord):
     """One counter's energy over a case's calls (NVML's board counter or RAPL's packages).
 
     The total is what the counter saw, idle included; the `_above_idle` figures subtract the
     idle power measured before the cell over the same window.
     """
 
-    status: str = field(default=NOT_RECORDED, metadata=ALWAYS)
-    reason: str = ""
     counter: str | None = None
     source: str | None = None  # the timed samples, or an energy pass after the check
     reported: str | None = None
@@ -72,20 +91,8 @@ class EnergyRecord(_JsonRecord):
     extra_fields: JsonObject = field(default_factory=dict)
 
     @classmethod
-    def unavailable(cls, reason: str) -> EnergyRecord:
-        return cls(UNAVAILABLE, reason)
-
-    @classmethod
     def not_measured(cls, reason: str) -> EnergyRecord:
         return cls(NOT_MEASURED, reason)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == OK
-
-    def why_not(self) -> str:
-        """'' when it holds figures, else 'unavailable: <reason>' (the CSV's energy_reason)."""
-        return "" if self.ok else f"{self.status}: {self.reason}".rstrip(": ")
 
 
 @dataclass(frozen=True)
@@ -156,11 +163,9 @@ class GpuProcesses(_JsonRecord):
 
 
 @dataclass(frozen=True)
-class GpuState(_JsonRecord):
+class GpuState(_StatusRecord):
     """extra['gpu_state']: the GPU before, while and after a case was timed, or why not."""
 
-    status: str = field(default=NOT_RECORDED, metadata=ALWAYS)
-    reason: str = ""
     cuda_device: str | None = None
     nvml_name: str | None = None
     nvml_uuid: str | None = None
@@ -178,17 +183,5 @@ class GpuState(_JsonRecord):
         return {**document, "suspect": self.suspect} if self.ok else document
 
     @classmethod
-    def unavailable(cls, reason: str) -> GpuState:
-        return cls(UNAVAILABLE, reason)
-
-    @classmethod
     def read(cls, document: Any) -> GpuState | None:
         return cls.from_dict(document) if isinstance(document, dict) and document else None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == OK
-
-    def why_not(self) -> str:
-        """'' when it holds readings, else 'unavailable: <reason>' (the CSV's gpu_state_reason)."""
-        return "" if self.ok else f"{self.status}: {self.reason}".rstrip(": ")

@@ -218,11 +218,6 @@ class CaseResult(JsonRecord):
         return {record.round: list(record.samples) for record in self.rounds if record.samples}
 
     @property
-    def round_count(self) -> int:
-        """How many rounds (worker processes) measured this case's samples (at least 1)."""
-        return max(1, len(self.samples_by_round()))
-
-    @property
     def round_spread(self) -> float | None:
         """The spread of the round medians, (max - min) / their median: the run-to-run drift
         (None with fewer than 2 rounds)."""
@@ -275,10 +270,6 @@ class HarnessCost(JsonRecord):
     # sums above hide which round paid (a GPU cell's round 0 compiles, its later rounds load),
     # and a cost is only explained where each process's share can be read.
     per_worker: list[dict[str, JsonValue]] = field(default_factory=list, metadata=IF_SET)
-
-    @property
-    def overhead_s(self) -> float:
-        return max(0.0, self.wall_s - self.timed_s)
 
     def add(self, other: HarnessCost) -> HarnessCost:
         phases = dict(self.phases)

@@ -51,6 +51,15 @@ def write_json_atomic(path: Path, document: Any) -> None:
     write_bytes_atomic(path, json.dumps(document, indent=2, default=str).encode())
 
 
+def read_cell_result(path: Path) -> CellResult | None:
+    """A worker's or a SLURM task's result file, typed; None while it is missing, half-written
+    (a task killed mid-write) or not a cell result's document."""
+    try:
+        return CellResult.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
 def read_json_object(path: Path) -> dict[str, Any]:
     """A per-machine cache file's JSON object; {} where it is missing, unreadable or not an
     object (a cache that cannot be read costs the reuse only)."""

@@ -23,8 +23,10 @@ from harness.measure import edgepass, energy, envinfo, gpustate, idlepower
 from harness.measure.counteredges import EdgeSpan
 from harness.measure.energycounters import EnergyCounter, EnergyWindow, NvmlEnergy, open_rapl
 
-# Why no energy pass (seconds each) runs for a case whose timed samples were too short.
+# A cell's later rounds skip what its first round measured once for all of them (the energy
+# here, the device profile in harness.run.casepasses).
 LATER_ROUND_REASON = "measured in the cell's first round only"
+# Why no energy pass (seconds each) runs for a case whose timed samples were too short.
 QUICK_REASON = "--quick: no energy pass (the timed samples were too short for the counter)"
 RETRIED_REASON = "contended: this timing was repeated, and no energy pass spent on it"
 MEASURE_STYLE_REASON = ("timed inside the backend's own processes (e.g. data-parallel ranks): "

@@ -22,15 +22,13 @@ from harness.data.store import StoreError
 from harness.measure import envinfo
 from harness.report import style
 from harness.report.context import ExperimentContext, ReportContext, build_context
-from harness.report.figure import FIGURES_FILE, write_figures
+from harness.report.figure import FIGURES_FILE, SUMMARY_FILE, write_figures
 from harness.report.html import write_html_report
 from harness.report.load import load_runs
 from harness.report.summary import Shown, render_summary, terminal_verdicts
 from harness.report.tensorboard import export_scalars, scalar_series
 from harness.report.views import EXPERIMENT, REPORT, View, registered
 from harness.report.views.epochs import epoch_times
-
-SUMMARY_FILE = "summary.md"
 
 
 @dataclass(frozen=True)

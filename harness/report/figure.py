@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.core.units import format_ratio, format_seconds
 
+SUMMARY_FILE = "summary.md"
 FIGURES_FILE = "figures.json"
 FORMAT = 1  # figures.json's layout; the audit reads only the layout it knows
 

@@ -137,15 +137,10 @@ def after_run_key() -> str:
     return envinfo.fingerprint_key(envinfo.machine_fingerprint(REPORT_LIBRARIES))
 
 
-def after_run_path(folder: Path) -> Path:
-    """AFTER_RUN_FILE in FOLDER, the run's cache folder (harness.core.settings.cache_folder)."""
-    return folder / AFTER_RUN_FILE
-
-
 def remembered_per_cell(folder: Path) -> float | None:
     """The seconds per cell the last advise on this machine took after its last worker, as
     the cache FOLDER remembers it; None where none is (or the file cannot be read)."""
-    entry = store.read_json_object(after_run_path(folder)).get(after_run_key())
+    entry = store.read_json_object(folder / AFTER_RUN_FILE).get(after_run_key())
     value = entry.get("per_cell_s") if isinstance(entry, dict) else None
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
@@ -155,7 +150,7 @@ def remember_after_run(seconds: float, cells: int, folder: Path) -> None:
     in the cache FOLDER (a failure to write is no failure of the run)."""
     if cells < 1 or seconds <= 0:
         return
-    path = after_run_path(folder)
+    path = folder / AFTER_RUN_FILE
     known = store.read_json_object(path)
     known[after_run_key()] = {"per_cell_s": round(seconds / cells, 3), "cells": cells,
                               "seconds": round(seconds, 1),

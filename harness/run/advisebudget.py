@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from harness.analysis import fixchoice
 from harness.core.units import device_kind
 from harness.data.results import CellResult
-from harness.run.casepasses import FLOP_COUNT_PHASE, MEMORY_PASS_PHASE
+from harness.run.casepasses import DEVICE_PROFILE_PHASE, FLOP_COUNT_PHASE, MEMORY_PASS_PHASE
 from harness.run.sensitivity import PHASE as SENSITIVITY_PHASE
 from harness.spec import Cell
 
@@ -32,7 +32,6 @@ MIN_FIXES = 4
 # first round takes more), GPU 6.2-6.9 s + 4.9-6.2 s. (first round, later rounds) per device kind.
 COMPILE_ALLOWANCE_S = {"cpu": (70.0, 35.0), "gpu": (13.0, 11.0)}
 TORCH_COMPILED = frozenset({"torch", "keras-torch"})  # whose compile fixes are torch.compile
-DEVICE_PROFILE_PHASE = "device profile"  # HarnessCost.phases: a cell's first round only
 # The phases of a worker that call the step again (harness.run.casepasses): with the timed calls,
 # the part of a worker that grows with the step; the rest (start, imports, device open,
 # inputs, the check, exit) is its floor, what any fix's worker costs whatever its step.

@@ -18,6 +18,7 @@ from harness.core.units import format_seconds
 from harness.data.secondopinion import RECORD_KEY as SECOND_OPINION
 from harness.data.serial import JsonObject
 from harness.measure import blocks
+from harness.measure.casewatch import LATER_ROUND_REASON
 from harness.run.failures import failure_reason
 from harness.run.phaseclock import PhaseClock, phase
 from harness.spec import ParamValue, WorkloadSpec
@@ -32,10 +33,6 @@ def profile_calls(spec: WorkloadSpec, calls_per_sample: int) -> int:
     start-up to be a small part and short enough that its event buffer stays small.
     """
     return 1 if spec.timing == "per_call" else max(1, calls_per_sample)
-
-
-# A cell's later rounds skip what its first round measured once for all of them.
-LATER_ROUND_REASON = "measured in the cell's first round only"
 
 
 def device_profile_record(device: Any, step: Any, calls: int,

@@ -9,12 +9,12 @@ still queued or running is not resumed (their results would land under the new t
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from harness.data.results import CellResult, RunDocument
+from harness.data.store import read_cell_result
 from harness.spec import BadInput, Cell, Status
 
 TASK_RESULTS_FOLDER = "cells"  # where SLURM tasks write (harness.run.executors.slurm)
@@ -29,15 +29,8 @@ def planned_cells(document: RunDocument) -> list[Cell]:
 
 
 def _task_results(run_dir: Path) -> list[CellResult]:
-    found = []
-    for path in sorted((run_dir / TASK_RESULTS_FOLDER).glob("*.json")):
-        try:
-            document = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue  # half-written by a task killed mid-write: not a result
-        if isinstance(document, dict) and isinstance(document.get("cell"), dict):
-            found.append(CellResult.from_dict(document))
-    return found
+    paths = sorted((run_dir / TASK_RESULTS_FOLDER).glob("*.json"))
+    return [result for path in paths if (result := read_cell_result(path)) is not None]
 
 
 def never_ran(result: CellResult) -> bool:

@@ -29,6 +29,7 @@ from harness.core import interrupt, registry
 from harness.core.settings import CHILD_MODULE, Settings, child_arguments, variable_names
 from harness.data.results import CellResult
 from harness.data.serial import JsonObject, JsonValue
+from harness.data.store import read_cell_result
 from harness.measure import idlechild
 from harness.measure.ceilings import cache_dir
 from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
@@ -283,17 +284,6 @@ def _read_result(path: Path) -> JsonValue:
         return None
 
 
-def _read_cell_result(path: Path) -> CellResult | None:
-    """The worker's result file, typed; None when it is missing, half-written or not a result."""
-    document = _read_result(path)
-    if not isinstance(document, dict):
-        return None
-    try:
-        return CellResult.from_dict(document)
-    except (TypeError, ValueError, AttributeError):
-        return None
-
-
 def _start_child(module: str, args: list[str], framework: str, env: dict[str, str],
                  servers: ForkServers | None, stderr_file: IO[bytes]) -> tuple[Worker, float]:
     """`python -m MODULE *ARGS` in ENV: forked from FRAMEWORK's warm process where there is one,
@@ -366,7 +356,7 @@ def _run_worker_once(cell: Cell, options: RunOptions,
             except ForkServerLost as lost:
                 return _partial(cell, result_path, Status.ERROR, f"{lost}; worker stopped"), True
         forked = isinstance(process, ForkedWorker)
-        result = _read_cell_result(result_path)
+        result = read_cell_result(result_path)
         complete = returncode == 0 and result is not None and result.finished is not None
         stop = interrupt.requested()
         if stop is not None and not complete:
@@ -406,7 +396,7 @@ def with_worker_wall(result: CellResult, spawned: float, ended: float, forked: b
 
 def _partial(cell: Cell, result_path: Path, status: Status, reason: str) -> CellResult:
     """Keep the cases a dead worker finished, mark the cell with why it stopped."""
-    result = _read_cell_result(result_path) or CellResult(cell, status, reason)
+    result = read_cell_result(result_path) or CellResult(cell, status, reason)
     result.status, result.reason, result.finished = status, reason, time.time()
     return result
 

@@ -15,7 +15,6 @@ document); each case is timed, checked and recorded by harness.run.caserun.
 from __future__ import annotations
 
 import json
-import os
 import platform
 import sys
 import time
@@ -37,6 +36,7 @@ from harness.data.store import write_json_atomic
 from harness.measure.casewatch import CaseWatch, idle_fingerprint
 from harness.run.caserun import CasePlan, CellContext, run_case
 from harness.run.failures import failure_reason
+from harness.run.forkserver import exit_now
 from harness.run.phaseclock import PhaseClock
 from harness.spec import Cell, Status, WorkloadSpec, worst_status
 
@@ -164,14 +164,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def exit_now(code: int) -> None:
-    """Leave without the interpreter's teardown: the result file is written (atomically) and
-    the streams are flushed. Why: a framework's teardown (TensorFlow's: ~1.4 s on 2 cores) is
-    wall time of every worker, and with rounds of every round, that measures nothing."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
+    # Why no interpreter teardown: the result file is written (atomically), and a framework's
+    # teardown (TensorFlow's: ~1.4 s on 2 cores) is wall time of every worker of every round.
     exit_now(main(sys.argv[1:]))

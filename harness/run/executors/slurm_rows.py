@@ -8,11 +8,9 @@ state and reason; one lost with its node (down, failed, not responding) is `inte
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import replace
-from pathlib import Path
 
 from harness.data.results import CellResult
 from harness.run.executors.slurm_state import TaskState
@@ -71,18 +69,6 @@ def node_failure(state: TaskState, trouble: str) -> str:
     return ""
 
 
-def own_result(path: Path, job_id: str) -> CellResult | None:
-    """The result at path if the task job_id wrote it; None while there is none (or it cannot
-    be read yet), and for a file another task wrote (an older run's task still queued when
-    this one was submitted): that is not this cell's result."""
-    try:
-        document = CellResult.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError, KeyError):  # not (yet) a cell result's document
-        return None
-    written_by = (document.slurm or {}).get("job_id")
-    return None if job_id and written_by not in (None, job_id) else document
-
-
 def as_cell_row(cell: Cell, written: CellResult | None, status: Status,
                 reason: str) -> CellResult:
     """The row of a task that did not complete: `cell` with this status and reason, keeping
@@ -115,11 +101,6 @@ def ended_result(cell: Cell, state: TaskState, document: CellResult | None,
     if told:
         reason += f"; task said: {told}"
     return as_cell_row(cell, document, status, reason)
-
-
-def interrupted_result(cell: Cell, document: CellResult | None, reason: str) -> CellResult:
-    """A cell a stop signal cut short: interrupted, keeping the cases its task saved."""
-    return as_cell_row(cell, document, Status.INTERRUPTED, reason)
 
 
 def with_slurm(result: CellResult, **seen: str | int | bool | None) -> CellResult:

@@ -17,11 +17,12 @@ from typing import Any, Protocol
 from harness.core import interrupt
 from harness.core.units import device_kind
 from harness.data.results import CellResult
+from harness.data.store import read_cell_result
 from harness.run.executors import slurm_rows, slurm_state
 from harness.run.executors.base import CellState, OnResult, OnState
 from harness.run.executors.slurm_records import log_line
 from harness.run.executors.slurm_state import TaskState
-from harness.spec import Cell
+from harness.spec import Cell, Status
 
 
 class WatchSettings(Protocol):
@@ -73,8 +74,12 @@ class Task:
         return text[-STDERR_TAIL_CHARS:]
 
     def own(self) -> CellResult | None:
-        """The task's result file, if this very task wrote it (see slurm_rows.own_result)."""
-        return slurm_rows.own_result(self.result_path, self.job_id)
+        """The task's result file if this very task wrote it; None while there is none (or it
+        cannot be read yet), and for a file another task wrote (an older run's task still
+        queued when this one was submitted): that is not this cell's result."""
+        document = read_cell_result(self.result_path)
+        written_by = (document.slurm or {}).get("job_id") if document is not None else None
+        return None if self.job_id and written_by not in (None, self.job_id) else document
 
 
 @dataclass
@@ -194,7 +199,7 @@ class Watch:
         reason = (f"SLURM could not start the task for {waited:.0f} s (pending limit "
                   f"{self.pending_limit_s:g} s), cancelled: {task.reason}")
         log_line(self.run_dir, f"{task.label} {reason}")
-        result = slurm_rows.interrupted_result(task.cell, None, reason)
+        result = slurm_rows.as_cell_row(task.cell, None, Status.INTERRUPTED, reason)
         result.slurm = {"state": "CANCELLED", "pending_reason": task.reason}
         return result
 
@@ -285,6 +290,7 @@ class Watch:
                     state is not None and state.state == "COMPLETED")):
                 result = document
             else:
-                result = slurm_rows.interrupted_result(task.cell, document, reason)
+                result = slurm_rows.as_cell_row(task.cell, document, Status.INTERRUPTED,
+                                                 reason)
             self.hand_on(task.cell, slurm_rows.with_slurm(result, job_id=task.job_id, state=(
                 state.state if state is not None else "CANCELLED")))
