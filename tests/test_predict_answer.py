@@ -146,35 +146,38 @@ def test_a_cell_whose_features_cannot_run_says_why() -> None:
 def test_the_interval_comes_from_the_validation_and_the_noise() -> None:
     identity = load_profile("h200").identity()
     band = band_for("h200", identity, "profiled", "launch-bound")
-    assert band is not None and band.cells == 299  # 5 runs; the GRU is unknown
+    assert band is not None and band.cells == 316  # 6 runs; the GRU is unknown
     quiet = interval_of(1e-3, band, 0.0)
     assert quiet.low_s == pytest.approx(1e-3 / band.ratio_high)
     assert quiet.high_s == pytest.approx(1e-3 / band.ratio_low)
     noisy = interval_of(1e-3, band, 3.0)  # a spread wider than the validation's error
     assert noisy.widened and noisy.high_s == pytest.approx(2.5e-3)
-    assert band_for("h200", identity, "profiled", "compute-bound") is None
+    assert band_for("h100", load_profile("h100").identity(), "profiled", "compute-bound") is None
     assert band_for("h200", "another build", "profiled", "launch-bound") is None
 
 
 def test_the_shipped_error_table_is_the_validation_rows() -> None:
-    """Each profile's band is its lendings' rows pooled (five H200 runs, two H100), predicted
+    """Each profile's band is its lendings' rows pooled (six H200 runs, two H100), predicted
     again by the model as it is now; a regime with too few cells keeps its count, no band."""
     from harness.predict.interval import MIN_BAND_CELLS, derived_table, why_no_band
 
     root = Path(__file__).resolve().parents[1]
     table = shipped_errors()
     assert {"h100", "h200"} <= set(table)  # every shipped profile was validated
-    assert (len(table["h200"]["sources"]), len(table["h100"]["sources"])) == (5, 2)
+    assert (len(table["h200"]["sources"]), len(table["h100"]["sources"])) == (6, 2)
     for name, stored in table.items():  # predicted again by the model as it is now
         again = derived_table(name, stored["identity"], stored["sources"], root)
         assert again == stored, name
     identity = table["h200"]["identity"]
-    few = table["h200"]["by_host"]["profiled"]["compute-bound"]
-    assert few == {"cells": 9} and few["cells"] < MIN_BAND_CELLS
-    assert band_for("h200", identity, "profiled", "compute-bound") is None
-    assert why_no_band("h200", identity, "profiled", "compute-bound") == \
-        "error measured on 9 compute-bound steps only (a band needs 10)"
-    assert band_for("h200", identity, "profiled", "launch-bound").cells == 299
+    assert band_for("h200", identity, "profiled", "compute-bound").cells == 16
+    assert band_for("h200", identity, "profiled", "launch-bound").cells == 316
+    # One run's rows alone: its 3 compute-bound cells keep their count and give no band.
+    one = derived_table("h200", identity, [table["h200"]["sources"][2]], root)
+    few = one["by_host"]["profiled"]["compute-bound"]
+    assert few == {"cells": 3} and few["cells"] < MIN_BAND_CELLS
+    assert band_for("h100", table["h100"]["identity"], "profiled", "compute-bound") is None
+    assert why_no_band("h100", table["h100"]["identity"], "profiled", "compute-bound") == \
+        "error not measured for compute-bound steps"
 
 
 def test_the_line_names_the_gpu_short_and_flags_a_suspect_cpu_timing() -> None:
