@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,6 +34,7 @@ from harness.audit import audit_run
 from harness.data.results import RunDocument
 from harness.data.store import load_run
 from harness.data.upgrade import as_run_document
+from tests.cli_in_process import run_cli_in_process
 from tests.synthetic_runs import make_case, make_result, write_run
 
 MiB, GiB = 2**20, 2**30
@@ -430,12 +429,10 @@ def compare_tiny_on_cpu(tmp_path: Path, sizes: str) -> Path:
     """`harness compare` of TINY_TORCH on the CPU (torch, --quick) at SIZES: its run folder."""
     model = tmp_path / "tiny.py"
     model.write_text(textwrap.dedent(TINY_TORCH))
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT_ROOT))
-    ran = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "compare", "--model", str(model), "--device",
-         "cpu", "--framework", "torch", "--sizes", sizes, "--quick", "--no-ceilings",
-         "--no-report", "--out", str(tmp_path / "out")],
-        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    # In this process: its torch workers fork from the session's warm processes.
+    ran = run_cli_in_process("compare", "--model", str(model), "--device", "cpu", "--framework",
+                             "torch", "--sizes", sizes, "--quick", "--no-ceilings", "--no-report",
+                             "--out", str(tmp_path / "out"), env={"OMP_NUM_THREADS": "1"})
     assert ran.returncode == 0, ran.stdout + ran.stderr
     return next((tmp_path / "out").glob("*/run.json")).parent
 
