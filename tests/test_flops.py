@@ -13,8 +13,6 @@ import pytest
 from tests.cli_in_process import run_cli_in_process
 from tests.in_subprocess import installed
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
 
 @pytest.mark.slow  # a real (numpy) worker
 def test_a_matmul_cell_counts_exactly_2n_cubed(tmp_path: Path) -> None:

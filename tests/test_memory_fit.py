@@ -44,7 +44,6 @@ HOST = {"machine_label": MACHINE, "hostname": "gpubox", "cpu_model": "Synth", "c
         "memory_bytes": 64 * GiB, "os": "Linux", "python": "3.11",
         "gpus": ["NVIDIA H100 80GB HBM3"], "gpu_memory_bytes": [GPU_TOTAL]}
 BATCHES = [32, 64, 128]
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def gpu_case(batch: int, peak: float, reserved: bool = True,
