@@ -497,7 +497,7 @@ def test_restore_after_a_capture_warm_up_gives_back_the_first_step() -> None:
     process: the test process never imports torch)."""
     if not installed("torch"):
         pytest.skip("torch is not installed")
-    run_check("tests.torch_checks", "check_restore_after_a_capture_warm_up()")
+    run_check("tests.torch_checks", "check_restore_after_a_capture_warm_up()", framework="torch")
 
 
 def test_two_builds_that_differ_are_named_and_an_oom_in_user_code_reads_as_one() -> None:
