@@ -15,6 +15,7 @@ from harness.cli import app
 from harness.run.runner import run_worker as worker_result
 from harness.spec import BadInput, Cell
 from harness.workloads import mnist, mnist_data
+from tests.in_subprocess import installed, run_check
 from tests.quick_options import quick_options
 
 if TYPE_CHECKING:
@@ -201,9 +202,19 @@ def test_small_accuracy_parity_through_worker(empty_keras_home: Path,
 
 def test_jax_mnists_host_made_start_is_what_jax_would_make() -> None:
     """The jax MNIST state starts on the host (no program compiled before the first step):
-    Adam's zero moments and count in optax's own structure, and PRNGKey's threefry key."""
-    jax = pytest.importorskip("jax")
-    optax = pytest.importorskip("optax")
+    Adam's zero moments and count in optax's own structure, and PRNGKey's threefry key.
+    Checked in a child forked from the warm jax process: the test process never imports jax
+    (a multithreaded jax here made every later fork of the test process warn of deadlocks)."""
+    if not (installed("jax") and installed("optax")):
+        pytest.skip("jax or optax is not installed")
+    run_check("tests.test_mnist", "check_jax_mnists_host_made_start()", framework="jax")
+
+
+def check_jax_mnists_host_made_start() -> None:
+    """Child process: the host-made state against the one jax makes."""
+    import jax
+    import optax
+
     from harness.backends.jax import mnist as jax_mnist
 
     optimizer = optax.adam(1e-3)
