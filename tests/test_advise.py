@@ -9,6 +9,7 @@ not tried with why); the flow runs through real workers on the CPU with a tiny t
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -32,6 +33,7 @@ from harness.run import chooser as choosing
 from harness.run.rounds import round_orders
 from harness.run.runner import RunOptions
 from harness.spec import Cell
+from tests.cli_in_process import CliOutcome, run_cli_in_process
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PASS = {"passed": True, "metric": "max_rel_diff", "value": 1e-7, "bound": 4e-6,
@@ -497,14 +499,15 @@ def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def advise_model(tmp_path: Path, source: str, *extra: str) -> tuple[subprocess.CompletedProcess,
-                                                                    Path | None]:
+def advise_model(tmp_path: Path, source: str, *extra: str) -> tuple[CliOutcome, Path | None]:
+    """`harness advise` of SOURCE in this process: its workers fork from the session's warm
+    processes rather than a child's own, which import torch again."""
     model = tmp_path / "net.py"
     model.write_text(textwrap.dedent(source))
     out = tmp_path / "out"
     # No budget: however slow or loaded the machine, every fix the tests name is measured
     # (under the default 180 s a slow one can leave compiled out; issue 50).
-    ran = run_cli("advise", "--model", str(model), "--device", "cpu", "--sizes", "8",
+    ran = run_cli_in_process("advise", "--model", str(model), "--device", "cpu", "--sizes", "8",
                   "--quick", "--no-ceilings", "--no-report", "--budget", "0", "--out", str(out),
                   *extra)
     folders = sorted(out.glob("*/run.json"))
@@ -615,7 +618,11 @@ def test_a_mixed_precision_result_beyond_its_sensitivity_fails_parity(tmp_path: 
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: tuple[str, ...],
                                           says: str) -> None:
-    ran = run_cli("advise", *args, "--out", str(tmp_path / "out"), timeout=120)
+    """The first through a real child, as a shell runs it (its exit code, all of its stderr);
+    the others in this process, each stream still read on its own."""
+    in_a_child = not args
+    cli = functools.partial(run_cli, timeout=120) if in_a_child else run_cli_in_process
+    ran = cli("advise", *args, "--out", str(tmp_path / "out"))
     assert ran.returncode == 2
     assert ran.stderr.count("\n") == 1 and says in ran.stderr
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -6,8 +6,6 @@ than REMEMBER_FOR_DAYS, says so on one line, and probes again when either change
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,8 +21,8 @@ from harness.data.results import RunDocument
 from harness.measure import ceilings, envinfo
 from harness.run import ceiling_probe
 from harness.run.session import QUICK_PROBE_SIZES, measure_ceilings
+from tests.cli_in_process import run_cli_in_process
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TODAY = time.strftime("%Y-%m-%d")
 
 
@@ -164,11 +162,10 @@ def test_the_cli_prints_where_the_ceilings_came_from(
     monkeypatch.setenv(ceilings.CACHE_ENV, str(cache))
     ceilings.remember(probe_figures("cpu", fp32=123.0))
     cached = json.loads((cache / "ceilings.json").read_text())
-    done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "compare", "--workload", "fault-rated",
-         "--framework", "fake", "--device", "cpu", "--variant", "ok", "--sizes", "1",
-         "--quick", "--no-report", "--out", str(tmp_path / "results")],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    done = run_cli_in_process(
+        "compare", "--workload", "fault-rated", "--framework", "fake", "--device", "cpu",
+        "--variant", "ok", "--sizes", "1", "--quick", "--no-report", "--out",
+        str(tmp_path / "results"))
     assert done.returncode == 0, done.stderr
     assert (f"ceilings remembered from {TODAY} (this machine's probe; --probe-ceilings "
             "measures again)") in done.stdout.splitlines()

@@ -233,12 +233,13 @@ torch_only = pytest.mark.skipif(not installed("torch"), reason="torch not instal
 
 @torch_only
 def test_a_cuda_graphs_capture_is_timed_in_the_cold_call() -> None:
-    run_check("tests.test_cold_call", "check_capture_is_in_the_cold_call()")
+    run_check("tests.test_cold_call", "check_capture_is_in_the_cold_call()", framework="torch")
 
 
 @torch_only
 def test_a_user_models_cuda_graph_is_captured_by_its_first_step() -> None:
-    run_check("tests.test_cold_call", "check_user_model_graph_captures_in_its_first_step()")
+    run_check("tests.test_cold_call", "check_user_model_graph_captures_in_its_first_step()",
+              framework="torch")
 
 
 # --- where backends capture: never while the task is built -----------------------------------

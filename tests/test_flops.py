@@ -6,28 +6,22 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli_in_process import run_cli_in_process
 from tests.in_subprocess import installed
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow  # a real (numpy) worker
 def test_a_matmul_cell_counts_exactly_2n_cubed(tmp_path: Path) -> None:
     if not installed("numpy"):
         pytest.skip("numpy is not installed")
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT_ROOT))
-    ran = subprocess.run([sys.executable, "-m", "harness.cli", "compare", "--workload", "matmul",
-                          "--framework", "numpy", "--device", "cpu", "--sizes", "8,33",
-                          "--quick", "--no-ceilings", "--no-report", "--out", str(tmp_path)],
-                         cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
-                         timeout=300, check=False)
+    # In this process: its worker forks from the session's warm numpy process.
+    ran = run_cli_in_process("compare", "--workload", "matmul", "--framework", "numpy",
+                             "--device", "cpu", "--sizes", "8,33", "--quick", "--no-ceilings",
+                             "--no-report", "--out", str(tmp_path), env={"OMP_NUM_THREADS": "1"})
     assert ran.returncode == 0, ran.stdout + ran.stderr
     run_dir = next(tmp_path.iterdir())
     document = json.loads((run_dir / "run.json").read_text())

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,6 +34,7 @@ from harness.audit import audit_run
 from harness.data.results import RunDocument
 from harness.data.store import load_run
 from harness.data.upgrade import as_run_document
+from tests.cli_in_process import run_cli_in_process
 from tests.synthetic_runs import make_case, make_result, write_run
 
 MiB, GiB = 2**20, 2**30
@@ -45,7 +44,6 @@ HOST = {"machine_label": MACHINE, "hostname": "gpubox", "cpu_model": "Synth", "c
         "memory_bytes": 64 * GiB, "os": "Linux", "python": "3.11",
         "gpus": ["NVIDIA H100 80GB HBM3"], "gpu_memory_bytes": [GPU_TOTAL]}
 BATCHES = [32, 64, 128]
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def gpu_case(batch: int, peak: float, reserved: bool = True,
@@ -430,12 +428,10 @@ def compare_tiny_on_cpu(tmp_path: Path, sizes: str) -> Path:
     """`harness compare` of TINY_TORCH on the CPU (torch, --quick) at SIZES: its run folder."""
     model = tmp_path / "tiny.py"
     model.write_text(textwrap.dedent(TINY_TORCH))
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT_ROOT))
-    ran = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "compare", "--model", str(model), "--device",
-         "cpu", "--framework", "torch", "--sizes", sizes, "--quick", "--no-ceilings",
-         "--no-report", "--out", str(tmp_path / "out")],
-        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    # In this process: its torch workers fork from the session's warm processes.
+    ran = run_cli_in_process("compare", "--model", str(model), "--device", "cpu", "--framework",
+                             "torch", "--sizes", sizes, "--quick", "--no-ceilings", "--no-report",
+                             "--out", str(tmp_path / "out"), env={"OMP_NUM_THREADS": "1"})
     assert ran.returncode == 0, ran.stdout + ran.stderr
     return next((tmp_path / "out").glob("*/run.json")).parent
 

@@ -3,8 +3,9 @@ frameworks through the worker (parameter counts, accuracy parity on the quick pa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -14,7 +15,11 @@ from harness.cli import app
 from harness.run.runner import run_worker as worker_result
 from harness.spec import BadInput, Cell
 from harness.workloads import mnist, mnist_data
+from tests.in_subprocess import installed, run_check
 from tests.quick_options import quick_options
+
+if TYPE_CHECKING:
+    from harness.run.forkserver import ForkServers
 
 SMALL_PARAMS, WIDE_PARAMS = 101_770, 1_796_010
 WORKER_TIMEOUT_S = 300
@@ -43,13 +48,25 @@ def write_fake_mnist(path: Path, train: int = 40, test: int = 20, fill: int = 7)
     return path
 
 
-def run_worker(workload: str, framework: str, variant: str = "as-written",
-               **params: Any) -> dict[str, Any]:
-    """One cell through the worker subprocess, the path users take; returns its only case."""
+@pytest.fixture(scope="module")
+def empty_keras_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One empty KERAS_HOME (no cached mnist.npz) and download off for every worker of the
+    module: the same environment for each cell, so one warm process per framework serves them
+    all (a home per test made a warm process per test, each importing its framework again)."""
+    home = tmp_path_factory.mktemp("keras-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KERAS_HOME", str(home))
+        patch.delenv(mnist_data.DOWNLOAD_ENV, raising=False)
+        yield home
+
+
+def run_worker(servers: ForkServers, workload: str, framework: str,
+               variant: str = "as-written", **params: Any) -> dict[str, Any]:
+    """One cell through a worker forked from SERVERS, as a run's are; returns its only case."""
     spec = mnist.SMALL if workload == "mnist-small" else mnist.WIDE
     cell_params = {**spec.defaults(quick=True), **params}
     result = worker_result(Cell(workload, variant, framework, "cpu", cell_params),
-                           quick_options(WORKER_TIMEOUT_S)).to_dict()
+                           quick_options(WORKER_TIMEOUT_S), servers).to_dict()
     assert len(result["cases"]) == 1, result
     return result["cases"][0]
 
@@ -154,8 +171,10 @@ def test_check_fails_on_chance_accuracy() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", ["torch", "tensorflow"])
-def test_wide_parameter_count_through_worker(isolated_home: Path, framework: str) -> None:
-    case = run_worker("mnist-wide", framework, epochs=1, train_samples=64, test_samples=50)
+def test_wide_parameter_count_through_worker(empty_keras_home: Path, warm_servers: ForkServers,
+                                             framework: str) -> None:
+    case = run_worker(warm_servers, "mnist-wide", framework, epochs=1, train_samples=64,
+                      test_samples=50)
     extra = case["extra"]
     assert extra["params"] == WIDE_PARAMS
     assert extra["steps_per_call"] == 2 and extra["samples_distinct"] == 64
@@ -164,8 +183,9 @@ def test_wide_parameter_count_through_worker(isolated_home: Path, framework: str
 
 
 @pytest.mark.slow
-def test_small_accuracy_parity_through_worker(isolated_home: Path) -> None:
-    cases = {framework: run_worker("mnist-small", framework)
+def test_small_accuracy_parity_through_worker(empty_keras_home: Path,
+                                              warm_servers: ForkServers) -> None:
+    cases = {framework: run_worker(warm_servers, "mnist-small", framework)
              for framework in ("torch", "tensorflow")}
     for framework, case in cases.items():
         assert case["status"] == "ok", (framework, case["reason"])
@@ -182,9 +202,19 @@ def test_small_accuracy_parity_through_worker(isolated_home: Path) -> None:
 
 def test_jax_mnists_host_made_start_is_what_jax_would_make() -> None:
     """The jax MNIST state starts on the host (no program compiled before the first step):
-    Adam's zero moments and count in optax's own structure, and PRNGKey's threefry key."""
-    jax = pytest.importorskip("jax")
-    optax = pytest.importorskip("optax")
+    Adam's zero moments and count in optax's own structure, and PRNGKey's threefry key.
+    Checked in a child forked from the warm jax process: the test process never imports jax
+    (a multithreaded jax here made every later fork of the test process warn of deadlocks)."""
+    if not (installed("jax") and installed("optax")):
+        pytest.skip("jax or optax is not installed")
+    run_check("tests.test_mnist", "check_jax_mnists_host_made_start()", framework="jax")
+
+
+def check_jax_mnists_host_made_start() -> None:
+    """Child process: the host-made state against the one jax makes."""
+    import jax
+    import optax
+
     from harness.backends.jax import mnist as jax_mnist
 
     optimizer = optax.adam(1e-3)

@@ -70,4 +70,4 @@ def test_a_part_of_a_call_leaves_a_wait_that_works_and_a_model_that_trains_on(
     after it, on CPU, in a child process (tests.blocks_checks)."""
     if not registry.framework_installed(framework)[0]:
         pytest.skip(f"{framework} is not installed")
-    run_check("tests.blocks_checks", f"part_then_whole({framework!r})")
+    run_check("tests.blocks_checks", f"part_then_whole({framework!r})", framework=framework)

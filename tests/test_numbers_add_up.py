@@ -71,7 +71,8 @@ def test_mnist_declared_flops_equal_torchs_own_counter() -> None:
     if not installed("torch"):
         pytest.skip("torch is not installed")
     run_check("tests.torch_checks",
-              "check_mnist_declared_flops_are_torchs_count_of_a_training_step()")
+              "check_mnist_declared_flops_are_torchs_count_of_a_training_step()",
+              framework="torch")
 
 
 def test_partial_counts_are_lower_bounds_in_the_summary() -> None:

@@ -140,7 +140,7 @@ def test_a_cell_whose_features_cannot_run_says_why() -> None:
     later module asserting torch was never imported here would fail after it)."""
     if not installed("torch"):
         pytest.skip("torch is not installed")
-    run_check("tests.predict_checks", "features_pass_says_why_not()")
+    run_check("tests.predict_checks", "features_pass_says_why_not()", framework="torch")
 
 
 def test_the_interval_comes_from_the_validation_and_the_noise() -> None:

@@ -49,11 +49,12 @@ def test_the_totals_come_from_the_ops_and_reload_unchanged() -> None:
 def test_torch_features_of_a_small_mlp_planted_reads_and_an_unmapped_op() -> None:
     if not installed("torch"):
         pytest.skip("torch is not installed")
-    run_check("tests.predict_checks", "mlp_checks()", timeout_s=300)
+    run_check("tests.predict_checks", "mlp_checks()", timeout_s=300, framework="torch")
 
 
 @pytest.mark.slow  # one child process importing torch and building a harness cell's task
 def test_torch_features_of_the_example_cnn_as_a_cell_builds_it() -> None:
     if not installed("torch"):
         pytest.skip("torch is not installed")
-    run_check("tests.predict_checks", "small_cnn_through_the_usermodel_task()", timeout_s=300)
+    run_check("tests.predict_checks", "small_cnn_through_the_usermodel_task()", timeout_s=300,
+              framework="torch")

@@ -213,7 +213,8 @@ def test_a_stored_prediction_is_recomputed_from_its_record() -> None:
 def test_real_features_of_a_tiny_torch_mlp_on_the_shipped_h200() -> None:
     if not installed("torch"):
         pytest.skip("torch is not installed")
-    run_check("tests.predict_model_checks", "tiny_mlp_on_the_shipped_h200()", timeout_s=300)
+    run_check("tests.predict_model_checks", "tiny_mlp_on_the_shipped_h200()", timeout_s=300,
+              framework="torch")
 
 
 def adam_region(params: int) -> tuple[OpRecord, ...]:

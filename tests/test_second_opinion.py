@@ -34,6 +34,7 @@ from harness.data.ceilings import DeviceCeiling, Peaks
 from harness.data.secondopinion import RECORD_KEY, Part, disputed_parts, disputed_text, record
 from harness.report import render_report
 from harness.report.views import warnings as warnings_view
+from tests.cli_in_process import run_cli_in_process
 from tests.in_subprocess import installed
 from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 from tests.synthetic_runs import (
@@ -370,13 +371,12 @@ PLANTED_MODEL = """
 @pytest.mark.slow  # one torch worker
 @pytest.mark.skipif(not installed("torch"), reason="torch is not installed")
 def test_a_planted_formula_in_a_users_run_is_printed_disputed(tmp_path: Path) -> None:
+    """Run in this process: its torch workers fork from the session's warm processes."""
     model = tmp_path / "planted.py"
     model.write_text(textwrap.dedent(PLANTED_MODEL))
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT_ROOT), COLUMNS="200")
-    ran = subprocess.run([sys.executable, "-m", "harness.cli", "compare", "--model", str(model),
-                          "--device", "cpu", "--quick", "--no-ceilings", "--sizes", "2",
-                          "--out", str(tmp_path / "out")], cwd=PROJECT_ROOT, env=env,
-                         capture_output=True, text=True, timeout=600)
+    ran = run_cli_in_process("compare", "--model", str(model), "--device", "cpu", "--quick",
+                             "--no-ceilings", "--sizes", "2", "--out", str(tmp_path / "out"),
+                             env={"OMP_NUM_THREADS": "1", "COLUMNS": "200"})
     assert ran.returncode == 0, ran.stdout + ran.stderr  # its own check found no mismatch
     assert "GFLOP/s disputed" in ran.stdout
     said = " ".join(ran.stdout.split())

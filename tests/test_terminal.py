@@ -4,12 +4,11 @@ one line per case within 100 columns, each sentence said once)."""
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from tests.cli_in_process import run_cli_in_process
+from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
+
 WIDTH = 100
 # 8 cells: 2 variants x 2 frameworks x 2 devices; fake has no GPU (2 unavailable rows), the
 # other 6 cells have 2 sizes each.
@@ -17,17 +16,17 @@ CASE_ROWS = 2 * 1 + 6 * 2
 
 
 def run_cli(out_dir: Path) -> list[str]:
-    """`harness compare` in a fresh interpreter, its stdout piped, $COLUMNS at 100.
+    """`harness compare`'s stdout, not a terminal, with $COLUMNS at 100 (in this process: its
+    stdout is read apart from its stderr, as a pipe's would be, and its report draws no PNG,
+    which no line here depends on).
 
     The second variant is the fault backend's bimodal one: its calls are timed on a virtual
     clock (tests/fakes/backend/fault.py), so it adds rows and a SUSPECT warning in no time;
     the slow variant's 0.5 s calls cost 3 cells ~3 s each for the same layout."""
-    command = [sys.executable, "-m", "harness.cli", "compare", "--workload", "fault",
-               "--framework", "fake,fakegpu", "--device", "cpu,cuda:0", "--variant", "ok,bimodal",
-               "--quick", "--no-ceilings", "--out", str(out_dir)]
-    env = {**os.environ, "COLUMNS": str(WIDTH)}
-    ran = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
-                         timeout=600)
+    ran = run_cli_in_process(
+        "compare", "--workload", "fault", "--framework", "fake,fakegpu", "--device",
+        "cpu,cuda:0", "--variant", "ok,bimodal", "--quick", "--no-ceilings", "--out",
+        str(out_dir), env={"COLUMNS": str(WIDTH)})
     assert ran.returncode == 0, ran.stdout + ran.stderr
     return ran.stdout.splitlines()
 

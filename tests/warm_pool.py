@@ -27,9 +27,11 @@ from typing import Any
 
 from harness.run.forkserver import ForkedWorker, ForkServer, ForkServers, ServerKey, server_key
 
-# pytest names the running test in this variable: cells that differ only by it share a warm
-# process (each forked worker still gets its own environment, this variable included).
-PER_TEST_VARIABLES = ("PYTEST_CURRENT_TEST",)
+# pytest names the running test in this variable, and a test of the terminal's layout sets
+# the width the command prints at: cells that differ only by them share a warm process (each
+# forked worker still gets its own environment, these variables included; no framework reads
+# them at import).
+PER_TEST_VARIABLES = ("PYTEST_CURRENT_TEST", "COLUMNS")
 # Idle warm processes kept per pytest process. Measured on the 2-core VM (VmRSS): the suite's
 # fake framework 16 MB, jax 160 MB, torch 300 MB, Keras on JAX 310 MB, Keras on torch 430 MB,
 # Keras on TensorFlow 600 MB, TensorFlow 770 MB: every framework at once is ~2.6 GB.
