@@ -21,6 +21,7 @@ Layout versions are not handled here: harness.data.upgrade brings older document
 from __future__ import annotations
 
 import enum
+import functools
 import types
 from collections.abc import Mapping
 from dataclasses import MISSING, Field, fields
@@ -56,6 +57,7 @@ def type_hints(cls: type) -> dict[str, Any]:
     return _HINTS[cls]
 
 
+@functools.cache  # hints are hashable and few; a run.json's thousands of records ask again
 def _without_none(hint: Any) -> tuple[Any, bool]:
     """(the type inside `X | None`, whether None is allowed) of one field's type hint."""
     if get_origin(hint) in (Union, types.UnionType):
