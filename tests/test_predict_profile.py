@@ -174,7 +174,7 @@ def test_the_copy_rows_read_written_memory_not_the_zero_page() -> None:
     written data: the profile's source buffer must be resident (checked in a torch child)."""
     if not installed("torch"):
         pytest.skip("torch is not installed")
-    run_check("tests.predict_checks", "transfer_source_pages_are_written()")
+    run_check("tests.predict_checks", "transfer_source_pages_are_written()", framework="torch")
 
 
 def test_the_host_loops_keep_each_loops_fastest_pass() -> None:
