@@ -191,6 +191,11 @@ def test_a_forked_worker_answers_as_a_new_interpreter_does(framework: str, tmp_p
                             env, tmp_path, tmp_path / "d.txt")
         assert child.wait_peak(60)[0] == 0
     assert child.threads_at_fork == 1  # read in the warm process right before os.fork
+    # Keras' optional imports stay out wherever Keras is imported, TensorFlow's own import too
+    # (tf.keras is Keras 3); the JAX frameworks need JAX.
+    modules = set(json.loads((tmp_path / "d.json").read_text())["modules"])
+    kept_out = {"sklearn"} if "jax" in framework else {"sklearn", "jax"}
+    assert not modules & kept_out, modules
     assert spawned.status == Status.OK, spawned.reason
     assert answers(forked) == answers(spawned)
     assert forked.cost is not None and spawned.cost is not None

@@ -33,7 +33,9 @@ def main(mode: str, out_path: str) -> None:
         with open(out_path, "w") as out:
             json.dump({"pid": os.getpid(), "pgid": os.getpgid(0), "cwd": os.getcwd(),
                        "env": dict(os.environ), "argv": sys.argv,
-                       "preloaded": "tests.fakes.backend.device" in sys.modules}, out)
+                       "preloaded": "tests.fakes.backend.device" in sys.modules,
+                       "modules": sorted(name for name in ("jax", "keras", "sklearn")
+                                         if name in sys.modules)}, out)
         print("to the cell's stream")
         return
     with open(out_path, "w") as out:
