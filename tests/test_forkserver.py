@@ -92,6 +92,30 @@ def test_a_preloads_optional_module_stays_out_of_it_and_importable_after(tmp_pat
     assert kept_out["frozen"] > 1000
 
 
+def test_a_spawned_worker_imports_its_framework_without_the_optional_modules(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As its warm process would (a SLURM task, a DDP rank): kept out of the framework's
+    import, importable again after it."""
+    from harness.core.settings import Settings
+    from harness.run import worker
+
+    optional = "tests.fakes.optional_import"
+    monkeypatch.delitem(sys.modules, optional, raising=False)
+    spec = replace(registry.load_framework("fake"), preload=(f"!{optional}",))
+    monkeypatch.setattr(worker, "load_framework", lambda name: spec)
+    blocked_at_import = []
+
+    def importing(framework: str, part: str):
+        blocked_at_import.append(optional in sys.modules and sys.modules[optional] is None)
+        return registry.backend_module(framework, part)
+
+    monkeypatch.setattr(worker, "backend_module", importing)
+    cell = Cell("fault", "ok", "fake", "cpu", {"size": [1], "pid_file": ""})
+    worker.run_cell(cell, tmp_path / "result.json", Settings(quick=True, attempts=1))
+    assert blocked_at_import == [True]
+    assert sys.modules.get(optional, "not imported") is not None  # importable again
+
+
 def test_a_preload_that_fails_leaves_workers_spawned(tmp_path: Path) -> None:
     env = cell_environment(Cell("fault", "ok", "fake", "cpu"))
     with ForkServers(tmp_path) as servers:

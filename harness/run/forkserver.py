@@ -51,7 +51,7 @@ import tempfile
 import time
 import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypedDict, cast
 
@@ -209,7 +209,7 @@ def main(argv: list[str]) -> int:
     began = time.perf_counter()
     names = list(filter(None, argv[0].split(",")))
     try:
-        with unimportable([name[1:] for name in names if name.startswith(OPTIONAL_PREFIX)]):
+        with unimportable(optional_modules(names)):
             for name in names:
                 if not name.startswith(OPTIONAL_PREFIX):
                     importlib.import_module(name)
@@ -233,6 +233,11 @@ def main(argv: list[str]) -> int:
 # A preload name that starts with it names an optional module kept unimportable while the
 # others import (FrameworkSpec.preload).
 OPTIONAL_PREFIX = "!"
+
+
+def optional_modules(preload: Sequence[str]) -> list[str]:
+    """The optional modules a preload keeps out (its names with the leading "!")."""
+    return [name[1:] for name in preload if name.startswith(OPTIONAL_PREFIX)]
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ from harness.core.registry import (
     backend_module,
     framework_installed,
     implementation_module,
+    load_framework,
     load_workload,
     use_plugins,
 )
@@ -36,7 +37,7 @@ from harness.data.store import write_json_atomic
 from harness.measure.casewatch import CaseWatch, idle_fingerprint
 from harness.run.caserun import CasePlan, CellContext, run_case
 from harness.run.failures import failure_reason
-from harness.run.forkserver import exit_now
+from harness.run.forkserver import exit_now, optional_modules, unimportable
 from harness.run.phaseclock import PhaseClock
 from harness.spec import Cell, Status, WorkloadSpec, worst_status
 
@@ -112,7 +113,10 @@ def run_cell(cell: Cell, result_path: Path, settings: Settings) -> None:
     installed, reason = framework_installed(cell.framework)
     if not installed:
         return run.finish(Status.UNAVAILABLE, reason)
-    with clock.timing("framework import"):
+    # A worker that was not forked imports its framework here: without the optional modules
+    # its warm process would have kept out (FrameworkSpec.preload; a SLURM task, a DDP rank).
+    with clock.timing("framework import"), \
+            unimportable(optional_modules(load_framework(cell.framework).preload)):
         device_module = backend_module(cell.framework, "device")
         run.result.framework_version = device_module.version()
         run.result.threads = device_module.threads()
