@@ -106,7 +106,7 @@ def test_a_spawned_worker_imports_its_framework_without_the_optional_modules(
     blocked_at_import = []
 
     def importing(framework: str, part: str):
-        blocked_at_import.append(optional in sys.modules and sys.modules[optional] is None)
+        blocked_at_import.append(sys.modules.get(optional, "not imported") is None)
         return registry.backend_module(framework, part)
 
     monkeypatch.setattr(worker, "backend_module", importing)

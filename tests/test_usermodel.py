@@ -91,9 +91,8 @@ def run_cli(*args: str) -> CliOutcome:
 
 def run_cli_in_a_child(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """`python -m harness.cli ARGS` in a new interpreter, as a shell runs it."""
-    env = {**os.environ, **{name: value for name, value in CLI_ENV.items() if value is not None},
-           "PYTHONPATH": str(PROJECT_ROOT)}
-    env.pop("COLUMNS", None)
+    env = {name: value for name, value in
+           {**os.environ, **CLI_ENV, "PYTHONPATH": str(PROJECT_ROOT)}.items() if value is not None}
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=PROJECT_ROOT,
                           env=env, capture_output=True, text=True, timeout=timeout)
 
