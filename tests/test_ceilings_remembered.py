@@ -23,7 +23,10 @@ from harness.run import ceiling_probe
 from harness.run.session import QUICK_PROBE_SIZES, measure_ceilings
 from tests.cli_in_process import run_cli_in_process
 
-TODAY = time.strftime("%Y-%m-%d")
+# The probes whose date a test reads are all made at this one time: the date they print and
+# the date expected cannot fall either side of a midnight the suite runs across.
+PROBED_AT = time.time()
+TODAY = time.strftime("%Y-%m-%d", time.localtime(PROBED_AT))
 
 
 def probe_figures(device: str, fp32: float = 100.0) -> DeviceCeiling:
@@ -48,7 +51,8 @@ def probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
                     ) -> dict[str, DeviceCeiling]:
         calls.append(list(devices))
         return {device: ceilings.with_bounds(ceilings.remember(
-            probe_figures(device), options.get("fingerprint"))) for device in devices}
+            probe_figures(device), options.get("fingerprint"), now=PROBED_AT))
+            for device in devices}
 
     monkeypatch.setattr(ceiling_probe, "measure_all", measure_all)
     return calls
@@ -123,7 +127,7 @@ def test_a_probe_older_than_the_age_probes_again(probes: list[list[str]]) -> Non
 
 
 def test_only_the_devices_without_a_usable_probe_are_probed(probes: list[list[str]]) -> None:
-    ceilings.remember(probe_figures("cuda:0", fp32=50_000.0))
+    ceilings.remember(probe_figures("cuda:0", fp32=50_000.0), now=PROBED_AT)
     figures = measure_ceilings(["cpu", "cuda:0"], None)
     assert probes == [["cpu"]]
     assert list(figures.devices) == ["cpu", "cuda:0"] and figures.devices["cuda:0"].remembered
@@ -160,7 +164,7 @@ def test_the_cli_prints_where_the_ceilings_came_from(
     figures are the remembered ones) and the line among the last ones printed."""
     cache = tmp_path / "cache"
     monkeypatch.setenv(ceilings.CACHE_ENV, str(cache))
-    ceilings.remember(probe_figures("cpu", fp32=123.0))
+    ceilings.remember(probe_figures("cpu", fp32=123.0), now=PROBED_AT)
     cached = json.loads((cache / "ceilings.json").read_text())
     done = run_cli_in_process(
         "compare", "--workload", "fault-rated", "--framework", "fake", "--device", "cpu",
