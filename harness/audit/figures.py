@@ -21,9 +21,10 @@ from harness.audit.memory import check_memory_fit, check_peak
 from harness.audit.overhead import check_overhead
 from harness.audit.pool import Pool, _subject_of
 from harness.audit.predictedgpu import check_predicted_vs_measured
-from harness.audit.predictions import check_printed_prediction
+from harness.audit.predictions import check_printed_prediction, check_ranking
 from harness.audit.rates import check_rate
 from harness.predict.answer import FAMILY as PREDICTED_FAMILY
+from harness.predict.ranking import RANKING_FAMILY
 from harness.predict.versus import FAMILY as VERSUS_FAMILY
 from harness.report.context import CALL_FAMILY
 from harness.report.figure import (
@@ -52,7 +53,8 @@ FAMILIES: dict[str, FamilyCheck] = {
     FLAT_FAMILY: medians.check_flat, NOISE_FAMILY: medians.check_noise,
     PREDICTED_FAMILY: check_printed_prediction, CALL_FAMILY: check_call_share,
     FIT_FAMILY: check_memory_fit, DISPUTED_FAMILY: check_disputed,
-    OVERHEAD_FAMILY: check_overhead, VERSUS_FAMILY: check_predicted_vs_measured}
+    OVERHEAD_FAMILY: check_overhead, VERSUS_FAMILY: check_predicted_vs_measured,
+    RANKING_FAMILY: check_ranking}
 
 
 def check_figures(ledger: Ledger, pool: Pool, summary: Path) -> None:

@@ -9,7 +9,12 @@ since), makes that prediction unverifiable, said so.
 
 Printed (summary.md's records of family answer.FAMILY): each figure recomputed from the
 case's raw samples with numpy (the CPU step, the noise) and from the recomputed prediction
-(the GPU step, its interval), then held to the printed text.
+(the GPU step, its interval or that it is too wide), then held to the printed text. A stored
+record that names its framework (answer.FRAMEWORK_KEY) must name its cell's.
+
+The ranking line (records of family ranking.RANKING_FAMILY): each ranked cell's step made
+again from its features, its text and its place among every CPU cell of the run predicted on
+that profile at that size; this CPU's fastest cell from the raw samples (numpy).
 """
 
 from __future__ import annotations
@@ -20,19 +25,25 @@ import numpy as np
 
 from harness.audit.ledger import FigureCheck, Ledger
 from harness.audit.pool import Pool
-from harness.core.units import three_digits
+from harness.core.units import device_kind, three_digits
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.predict.answer import (
+    CELL_VARIANT_KEY,
     FEATURES_KEY,
+    FRAMEWORK_KEY,
     LINE_HOST,
     PREDICTIONS_KEY,
     STEPS_KEY,
+    cell_label,
+    interval_figure,
     ms,
 )
 from harness.predict.features import StepFeatures
 from harness.predict.interval import Interval, band_for, interval_of
 from harness.predict.model import MODEL_VERSION, Prediction, profile_identity, recompute
 from harness.predict.profile import Profile, ProfileError, load_profile
+from harness.predict.ranking import FASTEST_CPU, RANKED
+from harness.spec import Status
 
 WHERE = "run.json"
 TOLERANCE = 1e-9
@@ -58,7 +69,17 @@ def readable_profile(ledger: Ledger, subject: str, name: str,
     return profile
 
 
-def check_case(ledger: Ledger, subject: str, extra: dict[str, Any]) -> None:
+def check_named_cell(ledger: Ledger, subject: str, cell: CellResult,
+                     stored: dict[str, Any]) -> None:
+    """A stored record that names a framework and variant names its own cell's."""
+    for key, own in ((FRAMEWORK_KEY, cell.framework), (CELL_VARIANT_KEY, cell.variant)):
+        if key in stored:
+            ledger.verdict(subject, f"prediction's {key}", WHERE, stored[key] == own,
+                           str(stored[key]), own)
+
+
+def check_case(ledger: Ledger, subject: str, extra: dict[str, Any],
+               cell: CellResult | None = None) -> None:
     """Every stored prediction of one case, recomputed from its features and profile."""
     record = extra.get(FEATURES_KEY)
     if not isinstance(record, dict):
@@ -67,6 +88,8 @@ def check_case(ledger: Ledger, subject: str, extra: dict[str, Any]) -> None:
     features = StepFeatures.from_dict(record)
     for name, by_host in (extra.get(PREDICTIONS_KEY) or {}).items():
         for host, stored_record in (by_host or {}).items():
+            if cell is not None:
+                check_named_cell(ledger, subject, cell, stored_record)
             stored = Prediction.from_dict(stored_record)
             if stored.model_version != MODEL_VERSION:  # an older model's terms differ
                 ledger.cannot(subject, f"prediction on {name}", WHERE,
@@ -91,7 +114,7 @@ def check_predictions(ledger: Ledger, document: RunDocument) -> None:
     for cell in document.cells:
         for case in cell.cases:
             if PREDICTIONS_KEY in case.extra:
-                check_case(ledger, case_subject(cell, case), case.extra)
+                check_case(ledger, case_subject(cell, case), case.extra, cell)
 
 
 # --- printed figures ---------------------------------------------------------------------------
@@ -146,7 +169,7 @@ def recomputed_texts(case: CaseResult, name: str) -> dict[str, str] | None:
     texts = {"predicted GPU step": f"~{ms(gpu)} ms per step",
              "GPU vs this CPU": f"~{three_digits(ratio if ratio >= 1 else 1 / ratio)}x"}
     if interval is not None:
-        texts["interval"] = f"{ms(interval.low_s)}-{ms(interval.high_s)} ms"
+        texts["interval"] = interval_figure(interval)
     return texts
 
 
@@ -169,3 +192,79 @@ def check_printed_prediction(check: FigureCheck, pool: Pool) -> None:
         check.cannot("the recomputed prediction has no such figure")
     else:
         check.text_is(expected)
+
+
+# --- the ranking line ------------------------------------------------------------------------
+
+def recomputed_rank(document: RunDocument, profile: str, size: str,
+                    ) -> list[tuple[float, CellResult]]:
+    """Every CPU cell of DOCUMENT predicted on PROFILE at SIZE, made again, fastest first."""
+    found = []
+    for cell in document.cells:
+        if device_kind(cell.device) != "cpu":
+            continue
+        for case in cell.cases:
+            if (str(case.case.get(document.sweep)) == size and case.status == Status.OK
+                    and case.samples and profile in (case.extra.get(PREDICTIONS_KEY) or {})):
+                step, _interval = predicted_step(case, profile, LINE_HOST)
+                if step is not None:
+                    found.append((step, cell))
+    return sorted(found, key=lambda pair: pair[0])
+
+
+def check_ranked(check: FigureCheck, document: RunDocument, subject: dict[str, str]) -> None:
+    """One ranked cell: its text from its step made again, its place among the others."""
+    ranked = recomputed_rank(document, subject.get("profile", ""), subject.get("size", ""))
+    named = (subject.get("framework"), subject.get("device"), subject.get("variant"))
+    place = next((index for index, (_step, cell) in enumerate(ranked)
+                  if (cell.framework, cell.device, cell.variant) == named), None)
+    if place is None:
+        check.cannot("no such cell predicted at this size now")
+        return
+    label = subject.get("label", "")
+    if label not in (str(named[0]), cell_label(str(named[0]), str(named[2]))):
+        check.verdict(False, label, cell_label(str(named[0]), str(named[2])), "label")
+    check.text_is(f"{label} ~{ms(ranked[place][0])} ms")
+    check.verdict(str(place) == subject.get("rank"), str(subject.get("rank")), str(place),
+                  "place in the ranking")
+
+
+def check_cpu_fastest(check: FigureCheck, document: RunDocument,
+                      subject: dict[str, str]) -> None:
+    """This CPU's fastest cell at the size, over the CPU cells of the ranked variants that
+    ran there, from their raw samples."""
+    variants = set(subject.get("variants", "").split(","))
+    steps = []
+    for cell in document.cells:
+        if device_kind(cell.device) != "cpu" or cell.variant not in variants:
+            continue
+        for case in cell.cases:
+            if (str(case.case.get(document.sweep)) == subject.get("size") and case.samples
+                    and case.status == Status.OK):
+                label = cell_label(cell.framework, cell.variant) if subject.get("labelled") \
+                    else cell.framework
+                steps.append((numpy_cpu_step(case), label))
+    if not steps:
+        check.cannot("no CPU cell ran at this size")
+        return
+    check.text_is(min(steps)[1])
+
+
+def check_ranking(check: FigureCheck, pool: Pool) -> None:
+    """One figure of a ranking line (module docstring)."""
+    subject = dict(check.figure.subject)
+    check = check.about(f"{subject.get('framework') or 'ranking'} on {subject.get('profile')} "
+                        f"at {subject.get('size')}")
+    document = pool.document(subject.get("run", ""))
+    if document is None:
+        check.cannot("no such run")
+        return
+    try:
+        if check.figure.name == RANKED:
+            check_ranked(check, document, subject)
+        elif check.figure.name == FASTEST_CPU:
+            check_cpu_fastest(check, document, subject)
+        else:
+            check.cannot("no recomputation for this figure")
+    except (KeyError, ProfileError) as why:
+        check.cannot(f"cannot recompute: {why}")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from harness import api
 from harness.commands.output import Said, errors
 from harness.data import store
+from harness.terminal import wrapped
 
 
 def check_predict_for(asked: Sequence[str] | None) -> None:
@@ -38,22 +39,35 @@ def store_predictions(result: api.RunResult, asked: Sequence[str] | None) -> Non
         errors.print(f"GPU prediction not made: {type(exc).__name__}: {exc}", markup=False)
 
 
-def with_predictions(result: api.RunResult, verdicts: list[str]) -> list[str]:
-    """VERDICTS with the 'no GPU cell measured' line replaced by the predicted GPU lines (or,
-    where a torch CPU cell could not be predicted, followed by why); on a GPU run, with the
-    prediction's check against the GPU measured (with_check_line)."""
-    from harness.predict.answer import answer_lines, no_features_line
+def predicted_lines(result: api.RunResult) -> tuple[list[str], str]:
+    """(the predicted GPU lines: each predicted cell's per profile, or where several cells
+    were predicted their ranking per profile; the run's one line on the CPU cells that have
+    no prediction, '' where none lacks one)."""
+    from harness.predict.answer import answer_lines
+    from harness.predict.ranking import not_predicted_line
 
-    predicted = [f"  {line}" for line in answer_lines(result.document)]
-    why = no_features_line(result.document)
+    return answer_lines(result.document), not_predicted_line(result.document)
+
+
+def indented(text: str) -> list[str]:
+    """TEXT under the verdict: two spaces in, folded at the terminal's width (hanging)."""
+    return wrapped(text, indent=2, hang=4)
+
+
+def with_predictions(result: api.RunResult, verdicts: list[str]) -> list[str]:
+    """VERDICTS with the 'no GPU cell measured' line replaced by the predicted GPU lines (kept
+    where nothing was predicted), followed by why the CPU cells without a prediction have
+    none; on a GPU run, with the prediction's check against the GPU measured
+    (with_check_line)."""
+    predicted, why = predicted_lines(result)
     found: list[str] = []
     for line in verdicts:
-        if "no GPU cell measured" in line and predicted:
-            found += predicted
+        if "no GPU cell measured" not in line:
+            found.append(line)
             continue
-        found.append(line)
-        if "no GPU cell measured" in line and why:
-            found.append(f"  {why}")
+        if not predicted:
+            found.append(line)
+        found += [folded for text in [*predicted, why] if text for folded in indented(text)]
     return with_check_line(result, found)
 
 
@@ -68,15 +82,15 @@ def with_check_line(result: api.RunResult, verdicts: list[str]) -> list[str]:
         return verdicts
     gpu_lines = [index for index, text in enumerate(verdicts) if "GPU vs CPU" in text]
     at = gpu_lines[-1] + 1 if gpu_lines else len(verdicts)
-    return [*verdicts[:at], f"  {line}", *verdicts[at:]]
+    return [*verdicts[:at], *indented(line), *verdicts[at:]]
 
 
 def print_predictions(say: Said, result: api.RunResult) -> None:
-    """advise's form: the predicted GPU lines under their own heading, after the advice."""
-    from harness.predict.answer import answer_lines
-
-    lines = answer_lines(result.document)
-    if lines:
+    """advise's form: the predicted GPU lines under their own heading, after the advice, each
+    naming the framework and variant it is about; then why the others have none."""
+    predicted, why = predicted_lines(result)
+    if predicted or why:
         say("GPU step predicted (no GPU here):")
-    for line in lines:
-        say(f"  {line}")
+    for text in [*predicted, why]:
+        for line in indented(text) if text else []:
+            say(line)

@@ -9,11 +9,14 @@ predictions are stored in the case's extra (`gpu_predictions`: {profile: {host: 
 record}}), each naming its profile's identity, so `harness check` can recompute them from the
 run folder (harness/audit/predictions.py).
 
-The line, per profile, for a run with no GPU cell: the predicted step (the 'profiled' host:
-what the validation measured), its interval (harness/predict/interval.py), how it sets
-against this CPU's measured step at the largest batch, from which batch the GPU would win,
+The line, per profile and predicted CPU cell, for a run with no GPU cell: the framework and
+variant it is about, the predicted step (the 'profiled' host: what the validation measured),
+its interval (harness/predict/interval.py), how it sets against the measured CPU step of the
+SAME cell (framework and variant) at the largest batch, from which batch the GPU would win,
 and the regime with what would change it. An MNIST call is an epoch: its features are a few
 steps (extra `step_features_steps`), its CPU step the case's median over steps_per_call.
+Where several cells were predicted, the terminal prints their ranking per profile instead
+(harness/predict/ranking.py); summary.md keeps every cell's line.
 """
 
 from __future__ import annotations
@@ -26,20 +29,26 @@ from typing import Any
 
 from harness.core.units import device_kind, format_size, three_digits
 from harness.data.results import CaseResult, CellResult, RunDocument
-from harness.data.serial import JsonObject
+from harness.data.serial import JsonObject, JsonValue
 from harness.predict.features import StepFeatures
 from harness.predict.interval import Interval, band_for, interval_of, why_no_band
 from harness.predict.model import LAUNCH_BOUND, PREDICTED, Prediction, predict
 from harness.predict.profile import Profile, ProfileError, load_profile, shipped_names
 from harness.predict.rates import HostSpeed
+from harness.spec import Status
 
 FEATURES_KEY, STEPS_KEY, REASON_KEY, HOST_SPEED_KEY = (
     "step_features", "step_features_steps", "step_features_reason", "host_speed")
 PREDICTIONS_KEY = "gpu_predictions"
+# What each stored prediction record names of the CPU cell it was made from (beside the
+# Prediction's own keys, which from_dict reads; these it leaves aside).
+FRAMEWORK_KEY, CELL_VARIANT_KEY = "framework", "cell_variant"
 HOSTS = ("profiled", "this")
 LINE_HOST = "profiled"  # the host the printed line uses: the one the validation measured
 FAMILY = "predicted GPU step"  # the audit's family for the printed figures
-LINE_LIMIT = 198  # two terminal lines at 100 columns, less the verdict's indent
+# Three terminal lines at 100 columns at most once folded under the verdict (commands/predicted.py
+# folds it): the longest wording that fits, the figures whole.
+LINE_LIMIT = 240
 
 
 @dataclass(frozen=True)
@@ -84,16 +93,19 @@ def host_speed(record: Any, cpu_model: str = "", cores: int = 0) -> HostSpeed | 
     return HostSpeed.from_record({"cpu_model": cpu_model, "cores": cores, **record})
 
 
-def case_predictions(extra: JsonObject, chosen: Sequence[Target],
-                     cpu_model: str = "", cores: int = 0) -> dict[str, Any]:
-    """{profile name: {host: Prediction record}} of one case's stored features."""
+def case_predictions(extra: JsonObject, chosen: Sequence[Target], cpu_model: str = "",
+                     cores: int = 0, cell: CellResult | None = None) -> dict[str, Any]:
+    """{profile name: {host: Prediction record}} of one case's stored features, each record
+    naming the framework and variant of the CPU CELL it was made from."""
     record, speed = extra[FEATURES_KEY], extra.get(HOST_SPEED_KEY)
     if not isinstance(record, dict):
         raise TypeError(f"{FEATURES_KEY} is not a JSON object")
     features = StepFeatures.from_dict(record)
     this_host = host_speed(speed, cpu_model, cores)
-    return {target.name: {host: predict(features, target.profile, host=host,
-                                        this_host=this_host, profile_name=target.name).to_dict()
+    named = {FRAMEWORK_KEY: cell.framework, CELL_VARIANT_KEY: cell.variant} if cell else {}
+    return {target.name: {host: {**predict(features, target.profile, host=host,
+                                           this_host=this_host,
+                                           profile_name=target.name).to_dict(), **named}
                           for host in HOSTS}
             for target in chosen}
 
@@ -111,7 +123,7 @@ def add_predictions(document: RunDocument, chosen: Sequence[Target]) -> int:
             if isinstance(case.extra.get(FEATURES_KEY), dict) and chosen:
                 case.extra[PREDICTIONS_KEY] = case_predictions(
                     case.extra, chosen, str(document.host_fact("cpu_model") or ""),
-                    int(document.host_fact("cores") or 0))
+                    int(document.host_fact("cores") or 0), cell)
                 predicted += 1
     return predicted
 
@@ -171,9 +183,26 @@ def points_of(cell: CellResult, profile_name: str, sweep: str) -> list[CasePoint
     return sorted(found, key=lambda point: size_order(point.size.get(sweep)))
 
 
+WIDE_TEXT = "too wide to help"  # an interval past interval.WIDE_RATIO, said instead of it
+
+
+def interval_figure(interval: Interval) -> str:
+    """The interval as its figure prints it: '1.32-2.37 ms', or WIDE_TEXT where its ends lie
+    more than interval.WIDE_RATIO apart (the audit recomputes the same text)."""
+    if interval.too_wide:
+        return WIDE_TEXT
+    return f"{ms(interval.low_s)}-{ms(interval.high_s)} ms"
+
+
+def cell_label(framework: str, variant: str) -> str:
+    """'torch as-written': what a predicted line is about."""
+    return f"{framework} {variant}".strip()
+
+
 @dataclass(frozen=True)
 class Answer:
-    """The figures of one profile's line, each also a figure record in summary.md."""
+    """The figures of one profile's line for one CPU cell, each also a figure record in
+    summary.md."""
 
     device: str
     created: str
@@ -184,38 +213,54 @@ class Answer:
     win_clause: str
     # The profile's torch and this run's (major.minor) where they differ (version_note)
     versions: tuple[str, str] | None = None
+    framework: str = "torch"  # the CPU cell's: the line names it, its CPU step is the cell's
+    variant: str = "as-written"
 
     def text(self) -> str:
-        """The line: the longest wording that fits LINE_LIMIT (two terminal lines at 100
-        columns), the figures the same in every wording: the regime's advice shortened, then
-        left out, then the torch versions said shorter, before anything is cut."""
+        """The line: the longest wording that fits LINE_LIMIT, the figures the same in every
+        wording: the regime's advice shortened, then left out, then the torch versions said
+        shorter, before anything is cut. It names the framework and variant it is about and
+        sets the GPU step against the CPU step of that same cell."""
         prediction = self.point.prediction
-        heads = [f"predicted on {self.device} (profiled {self.created}{note})"
+        about = cell_label(self.framework, self.variant)
+        heads = [f"predicted on {self.device} (profiled {self.created}{note}), {about}"
                  for note in self.version_notes()]
         if self.versions:  # the shortest: the date alone says when it was profiled
-            heads.append(f"predicted on {self.device} ({self.created}{self.version_notes()[-1]})")
+            heads.append(f"predicted on {self.device} ({self.created}"
+                         f"{self.version_notes()[-1]}), {about}")
         gpu = self.point.gpu_step_s
         if prediction.status != PREDICTED or gpu is None:
             return clipped(f"{heads[0]}: unknown at {self.size_text}: {prediction.reason}")
         ratio = self.point.cpu_step_s / gpu
-        versus = (f"~{three_digits(ratio)}x faster than this CPU" if ratio >= 1 else
-                  f"~{three_digits(1 / ratio)}x slower than this CPU")
+        than = f"than {self.framework} on this CPU"
+        versus = (f"~{three_digits(ratio)}x faster {than}" if ratio >= 1 else
+                  f"~{three_digits(1 / ratio)}x slower {than}")
         # The ratio is only as good as the CPU timing it divides: said, shorter if need be.
         flags = [" (its timing SUSPECT)", " (SUSPECT)"] if self.point.suspect else [""]
         launch = prediction.regime == LAUNCH_BOUND
         changes = (("a CUDA graph or a larger batch would change that", "a CUDA graph, a larger "
                     "batch") if launch else ("mixed precision would change that", "mixed "
                                              "precision"))
-        bands = ([f"{self.interval_text()}"] if self.interval is not None else
-                 [self.no_interval, "error unmeasured"])
         for head, flag in itertools.product(heads, flags):
-            for band, change in itertools.product(bands, (*changes, "")):
+            for band, change in itertools.product(self.band_texts(), (*changes, "")):
                 advice = f" ({change})" if change else ""
                 line = (f"{head}: ~{ms(gpu)} ms per step ({band}), {versus}{flag} at "
                         f"{self.size_text}; {self.win_clause}; {prediction.regime}{advice}")
                 if len(line) <= LINE_LIMIT:
                     return line
         return clipped(line)
+
+    def band_texts(self) -> list[str]:
+        """How the interval is said, longest first: the range; or that it is too wide to
+        help (and why: this CPU's own spread, or the validation's error); or why there is
+        none."""
+        if self.interval is None:
+            return [self.no_interval, "error unmeasured"]
+        if self.interval.too_wide:
+            cause = ("this CPU's timing too noisy" if self.interval.widened else
+                     "the model's measured error")
+            return [f"range {WIDE_TEXT}: {cause}", f"range {WIDE_TEXT}"]
+        return [self.interval_text()]
 
     def version_notes(self) -> list[str]:
         """How the head says the profile's torch is another than this run's, longest first
@@ -227,7 +272,7 @@ class Answer:
 
     def interval_text(self) -> str:
         assert self.interval is not None
-        return f"{ms(self.interval.low_s)}-{ms(self.interval.high_s)} ms"
+        return interval_figure(self.interval)
 
 
 def short_device(name: str) -> str:
@@ -267,6 +312,18 @@ def size_text(size: Any, sweep: str, about: str = "") -> str:
     return f"{'batch' if 'batch' in sweep else sweep} {about}{format_size(size, sweep)}"
 
 
+def point_interval(name: str, point: CasePoint) -> tuple[Interval | None, str]:
+    """The printed interval of a predicted POINT on profile NAME (the line's host), or why
+    there is none ('' where there is one, or the prediction is unknown)."""
+    if point.gpu_step_s is None:
+        return None, ""
+    identity = str(point.prediction.profile.get("identity"))
+    band = band_for(name, identity, LINE_HOST, point.prediction.regime)
+    if band is None:
+        return None, why_no_band(name, identity, LINE_HOST, point.prediction.regime)
+    return interval_of(point.gpu_step_s, band, point.noise), ""
+
+
 def answer_of(document: RunDocument, cell: CellResult, name: str) -> Answer | None:
     """The answer for one CPU cell and profile (None where no case was predicted)."""
     points = points_of(cell, name, document.sweep)
@@ -274,40 +331,36 @@ def answer_of(document: RunDocument, cell: CellResult, name: str) -> Answer | No
         return None
     point = points[-1]  # the largest size: where a GPU has its best chance
     identity = point.prediction.profile
-    interval, no_interval = None, ""
-    if point.gpu_step_s is not None:
-        band = band_for(name, str(identity.get("identity")), LINE_HOST, point.prediction.regime)
-        interval = interval_of(point.gpu_step_s, band, point.noise) if band else None
-        no_interval = "" if band else why_no_band(name, str(identity.get("identity")),
-                                                  LINE_HOST, point.prediction.regime)
+    interval, no_interval = point_interval(name, point)
     return Answer(device=short_device(str(identity.get("device") or name)),
                   created=str(identity.get("created") or "?")[:10],
                   size_text=size_text(point.size.get(document.sweep), document.sweep),
                   point=point, interval=interval, no_interval=no_interval,
                   win_clause=win_clause(points, document.sweep),
-                  versions=version_note(identity, cell))
+                  versions=version_note(identity, cell), framework=cell.framework,
+                  variant=cell.variant)
 
 
 def version_note(identity: dict[str, Any], cell: CellResult) -> tuple[str, str] | None:
     """(the profile's torch, this run's), major.minor, where they differ: predicted anyway,
     said on the line (the dispatch and launch costs the profile measured are its version's);
-    None where they are the same or either is unknown."""
+    None where they are the same or either is unknown, or the cell is not torch's."""
     def minor(version: str) -> str:
         return ".".join(version.split("+")[0].split()[0].split(".")[:2]) if version else ""
 
+    if cell.framework != "torch":
+        return None  # another framework's version is not torch's
     profiled = minor(str(identity.get("torch") or ""))
     here = minor(str(cell.framework_version or ""))
     return (profiled, here) if profiled and here and profiled != here else None
 
 
-def answered_cell(document: RunDocument) -> CellResult | None:
-    """The CPU cell the line speaks of: the as-written torch cell where there is one, else the
-    first with a prediction."""
+def predicted_cells(document: RunDocument) -> list[CellResult]:
+    """The CPU cells whose cases carry predictions, the as-written ones first, else in the
+    run's order."""
     found = [cell for cell in cpu_cells(document)
              if any(PREDICTIONS_KEY in case.extra for case in cell.cases)]
-    written = [cell for cell in found if cell.variant == "as-written"]
-    chosen = written or found
-    return chosen[0] if chosen else None
+    return sorted(found, key=lambda cell: cell.variant != "as-written")
 
 
 def profile_names(cell: CellResult) -> list[str]:
@@ -318,33 +371,70 @@ def profile_names(cell: CellResult) -> list[str]:
     return list(names)
 
 
+def cell_answers(document: RunDocument, cell: CellResult) -> list[tuple[str, Answer]]:
+    """(profile name, answer) per profile CELL was predicted on."""
+    found = [(name, answer_of(document, cell, name)) for name in profile_names(cell)]
+    return [(name, answer) for name, answer in found if answer is not None]
+
+
+def has_gpu_cell(document: RunDocument) -> bool:
+    return any(device_kind(cell.device) == "gpu" for cell in document.cells)
+
+
 def answers(document: RunDocument) -> list[Answer]:
-    """One answer per profile for a run with no GPU cell ([] where it has one, or no
-    prediction)."""
-    if any(device_kind(cell.device) == "gpu" for cell in document.cells):
+    """Every predicted CPU cell's answer per profile, for a run with no GPU cell ([] where it
+    has one, or no prediction)."""
+    if has_gpu_cell(document):
         return []
-    cell = answered_cell(document)
-    if cell is None:
-        return []
-    found = [answer_of(document, cell, name) for name in profile_names(cell)]
-    return [answer for answer in found if answer is not None]
+    return [answer for cell in predicted_cells(document)
+            for _name, answer in cell_answers(document, cell)]
 
 
 def answer_lines(document: RunDocument) -> list[str]:
+    """The terminal's lines: each cell's line per profile where one cell was predicted; the
+    ranking of the predicted cells per profile where several were (harness/predict/ranking.py;
+    summary.md keeps every cell's line)."""
+    from harness.predict.ranking import ranking_lines  # noqa: PLC0415 - it reads this module
+
+    if len(predicted_cells(document)) > 1:
+        return ranking_lines(document)
     return [answer.text() for answer in answers(document)]
 
 
-def no_features_line(document: RunDocument) -> str:
-    """Why no prediction was made for a CPU-only run's torch cells ('' where one was, or
-    where there is no torch CPU cell): the first stored reason."""
-    if any(device_kind(cell.device) == "gpu" for cell in document.cells) or answers(document):
-        return ""
-    for cell in cpu_cells(document):
-        for case in cell.cases:
-            reason = case.extra.get(REASON_KEY)
-            if reason and cell.framework == "torch":
-                return clipped(f"GPU step not predicted: {reason}")
-    return ""
+def ok_case_at(cell: CellResult, sweep: str, size: Any) -> CaseResult | None:
+    """CELL's measured case at SIZE of the sweep (None where it has none that ran)."""
+    for case in cell.cases:
+        if case.case.get(sweep) == size and case.status == Status.OK and case.samples:
+            return case
+    return None
+
+
+def chart_points(document: RunDocument, cell: CellResult,
+                 case: CaseResult) -> list[JsonValue]:
+    """The predicted GPU steps of one CPU case, as the report's overview chart draws them
+    beside its measured bar: per profile, the line's host, per step, with the printed
+    interval (NaN ends where there is none or it is too wide to help). [] on a run with a
+    GPU cell (its GPU is measured), for a GPU cell, or where nothing was predicted."""
+    if device_kind(cell.device) != "cpu" or has_gpu_cell(document):
+        return []
+    found: list[JsonValue] = []
+    for name, by_host in (case.extra.get(PREDICTIONS_KEY) or {}).items():
+        stored = (by_host or {}).get(LINE_HOST)
+        if not stored:
+            continue
+        point = CasePoint(size=case.case, cpu_step_s=cpu_step_seconds(case) or 0.0,
+                          noise=case_noise(case), prediction=Prediction.from_dict(stored),
+                          steps=int(case.extra.get(STEPS_KEY) or 1))
+        if point.gpu_step_s is None:
+            continue
+        interval, _why = point_interval(name, point)
+        shown = interval is not None and not interval.too_wide
+        found.append({"profile": name, "device": short_device(str(
+                          point.prediction.profile.get("device") or name)),
+                      "step_s": point.gpu_step_s,
+                      "low_s": interval.low_s if interval and shown else float("nan"),
+                      "high_s": interval.high_s if interval and shown else float("nan")})
+    return found
 
 
 # --- summary.md ----------------------------------------------------------------------------------
@@ -359,6 +449,7 @@ class PrintedFigure:
     unit: str
     text: str
     subject: dict[str, str]
+    family: str = FAMILY  # the ranking line's are ranking.RANKING_FAMILY
 
 
 def figures_of(document: RunDocument, cell: CellResult, name: str,
@@ -381,21 +472,32 @@ def figures_of(document: RunDocument, cell: CellResult, name: str,
     return found
 
 
-def summary_entries(documents: Sequence[RunDocument],
-                    ) -> list[tuple[str, list[tuple[str, list[PrintedFigure]]]]]:
-    """summary.md's section: per run with no GPU cell, a heading sentence and one line per
-    profile (the terminal's), each with its figures; [] where none was predicted."""
-    found = []
+Entries = list[tuple[str, list[PrintedFigure]]]
+
+
+def summary_entries(documents: Sequence[RunDocument]) -> list[tuple[str, Entries]]:
+    """summary.md's section: per run with no GPU cell, per predicted cell a heading sentence
+    and one line per profile (the terminal's, for one cell), each with its figures; then,
+    where several cells were predicted, their ranking per profile; then why the others were
+    not. [] where nothing was predicted or said."""
+    from harness.predict.ranking import not_predicted_line, ranking_entries  # noqa: PLC0415
+
+    found: list[tuple[str, Entries]] = []
     for document in documents:
-        cell = answered_cell(document)
-        if cell is None or not answers(document):
+        if has_gpu_cell(document):
             continue
-        lines = []
-        for name in profile_names(cell):
-            answer = answer_of(document, cell, name)
-            if answer is not None:
-                lines.append((answer.text(), figures_of(document, cell, name, answer)))
-        found.append((f"Run `{document.run_id}`, {cell.framework} on {cell.device} "
-                      f"({cell.variant}), predicted from this CPU run's features "
-                      "(docs/predict.md):", lines))
+        for cell in predicted_cells(document):
+            lines = [(answer.text(), figures_of(document, cell, name, answer))
+                     for name, answer in cell_answers(document, cell)]
+            if lines:
+                found.append((f"Run `{document.run_id}`, {cell.framework} on {cell.device} "
+                              f"({cell.variant}), predicted from this CPU run's features "
+                              "(docs/predict.md):", lines))
+        ranked = ranking_entries(document)
+        if ranked:
+            found.append((f"Run `{document.run_id}`, the predicted cells ranked on each GPU "
+                          "(each against its own CPU step above):", ranked))
+        why = not_predicted_line(document)
+        if why:
+            found.append((f"Run `{document.run_id}`, not predicted:", [(why, [])]))
     return found

@@ -16,7 +16,13 @@ equal. A regime with fewer than MIN_BAND_CELLS validated cells gets no band: its
 Never tighter than the noise: the CPU step the prediction rests on (its features' host time)
 moved between the run's own rounds by the case's round spread (max - min of the round
 medians over their median; one round: IQR / median), so the interval is widened to at least
-predicted x (1 -/+ spread / 2) where that is wider.
+predicted / (1 + spread / 2) .. predicted x (1 + spread / 2) where that is wider. The band is
+multiplicative (symmetric in log space), so its low end stays above zero however wide the
+spread: a busy VM's spread of 30 (3,000%) once printed "~2.27 ms per step (-36.2-40.7 ms)"
+when the band was predicted x (1 -/+ spread / 2).
+
+Too wide to help: where high / low passes WIDE_RATIO (10x), the line says so plainly
+(`too_wide`) instead of printing a range that spans an order of magnitude.
 
 None where the table has no cells for that profile (a profile it was not validated on: its
 identity must match), host or regime: the line then says the error was not measured.
@@ -37,6 +43,9 @@ ERRORS_KIND = "harness-prediction-errors"
 ERRORS_VERSION = 2  # 2: a profile's band pooled over several rows files (sources)
 LOW_SHARE, HIGH_SHARE = 0.1, 0.9
 MIN_BAND_CELLS = 10
+# An interval whose high end is more than this many times its low end says nothing a user can
+# act on (a 0.2-20 ms range): the line says it is too wide instead of printing it.
+WIDE_RATIO = 10.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,12 @@ class Interval:
     def widened(self) -> bool:
         """Whether the run's own noise, not the validation, set a bound."""
         return self.low_s < self.band_low_s or self.high_s > self.band_high_s
+
+    @property
+    def too_wide(self) -> bool:
+        """Whether the range spans more than WIDE_RATIO (or lost its low end): printed as
+        too wide to help, never as a range."""
+        return not self.low_s > 0 or self.high_s / self.low_s > WIDE_RATIO
 
 
 def error_table(rows: Sequence[dict[str, Any]], profile: str, identity: str,
@@ -127,8 +142,8 @@ def band_for(profile_name: str, identity: str, host: str, regime: str) -> ErrorB
 def interval_of(seconds: float, band: ErrorBand, noise: float) -> Interval:
     """The interval of a predicted SECONDS (module docstring)."""
     low_band, high_band = seconds / band.ratio_high, seconds / band.ratio_low
-    half = max(0.0, noise) / 2
-    return Interval(min(low_band, seconds * (1 - half)), max(high_band, seconds * (1 + half)),
+    widening = 1 + max(0.0, noise) / 2  # a factor: the low end divides, never goes below 0
+    return Interval(min(low_band, seconds / widening), max(high_band, seconds * widening),
                     band, noise, low_band, high_band)
 
 

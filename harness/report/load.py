@@ -24,6 +24,7 @@ from harness.data.results import CellResult, RunDocument
 from harness.data.secondopinion import RECORD_KEY
 from harness.data.serial import JsonObject
 from harness.data.upgrade import hints_for_workload
+from harness.predict.answer import chart_points
 from harness.spec import ParamValue
 
 
@@ -109,7 +110,9 @@ def cell_label(result: CellResult) -> str:
 EXTRA_KEYS = ["run_id", "machine", "workload", "variant", "framework", "device", "size_label"]
 # The second opinion's stored record rides along whole: the warnings view names each disputed
 # part's figures from it (harness.data.secondopinion).
-EXTRA_COLUMNS = [*EXTRA_KEYS, *(item.name for item in fields.report_fields()), RECORD_KEY]
+PREDICTED_COLUMN = "gpu_predicted"
+EXTRA_COLUMNS = [*EXTRA_KEYS, *(item.name for item in fields.report_fields()), RECORD_KEY,
+                 PREDICTED_COLUMN]
 
 
 def extra_rows(document: RunDocument, machine: str) -> list[JsonObject]:
@@ -125,6 +128,8 @@ def extra_rows(document: RunDocument, machine: str) -> list[JsonObject]:
                 "size_label": size_label(case.case.get(document.sweep)),
                 **fields.report_values(result, case),
                 RECORD_KEY: case.extra.get(RECORD_KEY),
+                # The GPU steps predicted from a CPU-only run's case: the overview draws them.
+                PREDICTED_COLUMN: chart_points(document, result, case),
             })
     return rows
 

@@ -86,13 +86,13 @@ def render_summary(context: Any, shown: dict[str, list[Shown]], report_shown: li
 def _predicted_section(documents: list[Any]) -> list[str]:
     """A CPU-only run's GPU step predicted from its features (harness.predict.answer: the
     terminal's lines), each line with its figure records."""
-    from harness.predict.answer import FAMILY, summary_entries
+    from harness.predict.answer import summary_entries
 
     lines: list[str] = []
     for heading, entries in summary_entries(documents):
         lines += [heading, ""]
-        lines += [Line(f"- {text}", [Figure(FAMILY, item.name, item.value, item.unit, item.text,
-                                            item.subject) for item in figures])
+        lines += [Line(f"- {text}", [Figure(item.family, item.name, item.value, item.unit,
+                                            item.text, item.subject) for item in figures])
                   for text, figures in entries]
         lines.append("")
     return ["## GPU step predicted (no GPU measured)", "", *lines] if lines else []

@@ -4,6 +4,11 @@ Table: one row per cell (framework x device) per machine and variant, at the hea
 cells without a trusted time keep their row with their status and reason, and cells that never
 ran where the same framework and device ran elsewhere show as 'not run'. Figure: one bar panel
 per machine and variant. No lines of its own: the figure opens the experiment's section.
+
+A CPU-only run's predicted GPU steps (harness/predict/answer.py, issue 61 part 3) get a row
+each right under the CPU cell they were predicted from (device "<GPU> predicted", kind
+PREDICTED), drawn as a hatched outline with the printed interval as its whiskers, so the
+framework a GPU would favour can be seen beside the one this CPU favours.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import pandas as pd
 
 from harness.core.units import device_kind, format_seconds, format_size
 from harness.report import style
+from harness.report.load import PREDICTED_COLUMN
 from harness.report.tables import sort_cells
 from harness.report.views import View
 from harness.spec import Status
@@ -34,7 +40,8 @@ class OverviewView(View):
     caption = "time per cell at the headline size"
 
     def compute(self, context: Any) -> pd.DataFrame:
-        return overview_table(context.stats, context.cells, context.headline)
+        return with_predicted_rows(overview_table(context.stats, context.cells,
+                                                  context.headline), context.extras)
 
     def draw(self, table: pd.DataFrame, context: Any, out_dir: Path) -> list[Path]:
         """Median time per call (or per step) of every cell at the headline size, IQR as error bar.
@@ -82,9 +89,10 @@ class OverviewView(View):
             lowest.tick_params(labelbottom=True)
             lowest.set_xlabel(f"median time per {context.unit} (log scale)")
         machines = "" if several_machines else f" on {table['machine'].iloc[0]}"
+        predicted = (PREDICTED_KEY if (table["device_kind"] == PREDICTED).any() else "")
         figure.suptitle(f"{context.name}: time per {context.unit}{machines}\nbars: median; "
                         "whiskers: IQR (25th-75th percentile of the samples); "
-                        f"{device_key(table)}", fontsize=11)
+                        f"{device_key(table)}{predicted}", fontsize=11)
         return [save(figure, out_dir / f"{context.stem}-overview.png")]
 
 
@@ -164,13 +172,47 @@ def _overview_row(stats: pd.DataFrame, cells: pd.DataFrame, experiment: str, mac
             "q1_s": math.nan, "q3_s": math.nan, "noisy": False}
 
 
+# --- the GPU steps predicted from a CPU-only run --------------------------------------------------
+
+PREDICTED = "predicted"  # the device kind of a predicted row
+PREDICTED_KEY = ("\nhatched outlines: the GPU step predicted from the CPU cell above it "
+                 "(per step; whiskers: its printed interval)")
+
+
+def with_predicted_rows(table: pd.DataFrame, extras: pd.DataFrame) -> pd.DataFrame:
+    """TABLE with a row per GPU step predicted from each shown CPU row, right under it
+    (extras' PREDICTED_COLUMN: harness.predict.answer.chart_points)."""
+    if table.empty or extras.empty or PREDICTED_COLUMN not in extras:
+        return table
+    rows: list[dict[str, Any]] = []
+    for _, row in table.iterrows():
+        rows.append(row.to_dict())
+        if row["shown"] and row["device_kind"] == "cpu":
+            rows += predicted_rows(row, extras)
+    return pd.DataFrame(rows, columns=table.columns)
+
+
+def predicted_rows(row: pd.Series, extras: pd.DataFrame) -> list[dict[str, Any]]:
+    """The predicted rows of one CPU row: its case's points in the latest run holding them."""
+    match = extras[(extras["machine"] == row["machine"]) & (extras["variant"] == row["variant"])
+                   & (extras["framework"] == row["framework"])
+                   & (extras["device"] == row["device"])
+                   & (extras["size_label"] == row["size_label"])]
+    points = [found for found in match[PREDICTED_COLUMN] if isinstance(found, list) and found]
+    return [{**row.to_dict(), "device": f"{point['device']} predicted",
+             "device_kind": PREDICTED, "status": "predicted", "reason": "", "shown": True,
+             "median_s": point["step_s"], "q1_s": point["low_s"], "q3_s": point["high_s"],
+             "noisy": False}
+            for point in (points[-1] if points else [])]
+
+
 # --- the figure --------------------------------------------------------------------------------
 
 def device_key(table: pd.DataFrame) -> str:
     """What the bars' fill says: lighter bars are CPU cells only where GPU cells are drawn
     beside them; otherwise every cell is on one kind of device, and the colours are the
     frameworks' own (some lighter than others)."""
-    kinds = set(table["device_kind"])
+    kinds = set(table["device_kind"]) - {PREDICTED}  # said apart (PREDICTED_KEY)
     if kinds == {"cpu"}:
         return "every cell on the CPU"
     if kinds == {"gpu"}:
@@ -198,7 +240,9 @@ def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float]
     positions = np.arange(len(group))
     for position, (_, row) in zip(positions, group.iterrows()):
         color = style.framework_color(row["framework"], colors)
-        if row["shown"]:
+        if row["device_kind"] == PREDICTED:
+            _predicted_bar(axis, float(position), row, limits, color)
+        elif row["shown"]:
             error = [[row["median_s"] - row["q1_s"]], [row["q3_s"] - row["median_s"]]]
             axis.barh(position, row["median_s"] - limits[0], left=limits[0], color=color,
                       alpha=style.DEVICE_BAR_ALPHA[row["device_kind"]], height=0.7,
@@ -220,3 +264,18 @@ def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float]
         tick.set_color(style.framework_color(framework, colors))
     axis.invert_yaxis()
     axis.grid(axis="x", which="major", alpha=0.3)
+
+
+def _predicted_bar(axis: Axes, position: float, row: pd.Series, limits: tuple[float, float],
+                   color: str) -> None:
+    """A predicted GPU step: a hatched outline, never a measured bar's fill; its interval as
+    whiskers where it was printed (a range too wide to help is left out, as on the line)."""
+    axis.barh(position, row["median_s"] - limits[0], left=limits[0], height=0.7, fill=False,
+              hatch="//", edgecolor=color, linewidth=1.0)
+    if not (math.isnan(row["q1_s"]) or math.isnan(row["q3_s"])):
+        error = [[row["median_s"] - row["q1_s"]], [row["q3_s"] - row["median_s"]]]
+        axis.errorbar(row["median_s"], position, xerr=error, fmt="none", ecolor="black",
+                      capsize=3, linewidth=1, linestyle="--")
+    high = row["median_s"] if math.isnan(row["q3_s"]) else max(row["q3_s"], row["median_s"])
+    axis.text(high * 1.25, position, f"~{format_seconds(row['median_s'])} predicted",
+              va="center", fontsize=8.5, style="italic")
