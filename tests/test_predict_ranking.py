@@ -282,3 +282,30 @@ def test_a_huge_spread_prints_no_negative_figure_and_says_too_wide(tmp_path: Pat
         assert not re.search(r"\d-[\d.]+ ms\)", line), line  # and no range printed
     audit = audit_run(run)
     assert not audit.mismatches, [item.line() for item in audit.mismatches]
+    figures = json.loads((run / FIGURES_FILE).read_text())["figures"]
+    assert {item["text"] for item in figures if item["name"] == "interval"} == \
+        {answer.WIDE_TEXT}  # said, and checked as said
+
+
+def test_the_overview_draws_each_predicted_step_under_its_cpu_bar(run_dir: Path) -> None:
+    """Computed first: a row per profile right under the CPU row it was predicted from, its
+    step and printed interval the stored prediction's; then drawn, hatched."""
+    from harness.report.context import build_context
+    from harness.report.load import load_runs
+    from harness.report.views.overview import PREDICTED, OverviewView
+
+    context = build_context(load_runs([run_dir]), {})
+    (experiment,) = context.experiments
+    table = OverviewView().compute(experiment)
+    document = store.load_run(run_dir)
+    kinds = list(zip(table["framework"], table["device_kind"]))
+    for framework in ("torch", "jax", "keras-jax", "keras-torch"):
+        at = kinds.index((framework, "cpu"))
+        assert kinds[at + 1:at + 1 + len(shipped_names())] == \
+            [(framework, PREDICTED)] * len(shipped_names())
+        steps = {name: gpu_steps(document, name, 64)[framework] for name in shipped_names()}
+        rows = table[(table["framework"] == framework) & (table["device_kind"] == PREDICTED)]
+        assert sorted(rows["median_s"]) == pytest.approx(sorted(steps.values()))
+        assert (rows["q1_s"] < rows["median_s"]).all() and (rows["median_s"] < rows["q3_s"]).all()
+    assert ("keras-tensorflow", PREDICTED) not in kinds
+    assert (run_dir / "mnist-small-overview.png").is_file()
