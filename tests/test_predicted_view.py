@@ -222,6 +222,7 @@ def test_the_terminal_line_fits_two_lines_and_says_the_tally(run_dir: Path) -> N
     line = versus.check_line([document])
     (tally,) = versus.tallies(document)
     assert line.startswith("prediction for this GPU (H100 80GB")
+    assert ", torch as-written: " in line  # what it checks: torch's as-written cells
     assert len(line) <= versus.LINE_LIMIT
     assert f"within its interval in {tally.within_text()} cases" in line
     assert f"median predicted/measured {tally.ratio_text()}" in line

@@ -49,7 +49,9 @@ from harness.spec import Status
 HOST = "this"  # this machine's CPU drives the GPU: what the GPU cell measured
 FAMILY = "predicted vs measured GPU step"  # the audit's family (harness/audit/predictedgpu.py)
 FRAMEWORK = "torch"  # the only framework whose features are recorded
-LINE_LIMIT = 198  # two terminal lines at 100 columns, less the verdict's indent
+# Three terminal lines at 100 columns at most once folded under the verdict (the CLI folds
+# it: harness/commands/predicted.py): the longest wording that fits, the figures whole.
+LINE_LIMIT = 240
 RIGHT, WRONG, TIE = "right", "wrong", "tie"
 
 
@@ -240,6 +242,12 @@ class Tally:
     def ties(self) -> int:
         return len(self.predicted) - len(self.judged)
 
+    def about(self) -> str:
+        """What the pairs are of: 'torch as-written' (the variants joined where several)."""
+        frameworks = dict.fromkeys(pair.framework for pair in self.pairs)
+        variants = dict.fromkeys(pair.variant for pair in self.pairs)
+        return f"{'/'.join(frameworks)} {'/'.join(variants)}".strip()
+
 
 def ratio_text(ratio: float | None) -> str:
     return f"{three_digits(ratio)}x" if ratio is not None else "-"
@@ -260,7 +268,7 @@ def tally_line(tally: Tally, others: int = 0) -> str:
     device = short_device(tally.device_name)
     if not tally.predicted:
         reason = tally.pairs[0].prediction.reason if tally.pairs else ""
-        return clipped(f"prediction for this GPU ({device}): unknown in all "
+        return clipped(f"prediction for this GPU ({device}), {tally.about()}: unknown in all "
                        f"{len(tally.pairs)} cases: {reason}")
     inside = (f"within its interval in {tally.within_text()} cases" if tally.with_interval
               else f"no interval ({tally.pairs[0].no_interval})")
@@ -268,7 +276,8 @@ def tally_line(tally: Tally, others: int = 0) -> str:
     more = (f"; {others} more {'profile' if others == 1 else 'profiles'} in summary.md"
             if others else "")
     for host in (", this CPU driving it", ""):
-        line = (f"prediction for this GPU ({device}{host}): {inside} (median predicted/"
+        line = (f"prediction for this GPU ({device}{host}), {tally.about()}: {inside} "
+                f"(median predicted/"
                 f"measured {tally.ratio_text()}); GPU-vs-CPU verdict right in "
                 f"{tally.verdict_text()}{ties}{more}")
         if len(line) <= LINE_LIMIT:
