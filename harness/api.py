@@ -86,47 +86,80 @@ class RunResult:
 
 def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = None,
             progress: bool = True, executor: str | Executor | None = None,
-            servers: ForkServers | None = None) -> RunResult:
+            servers: ForkServers | None = None, predict_for: Sequence[str] = ()) -> RunResult:
     """Measure the ceilings, run every cell, save after each; a stop signal ends it early.
 
     Stop signals are seen when the caller installed harness.core.interrupt's handlers (the CLI
     does); without them Ctrl-C still stops the running worker and the run ends interrupted.
     `executor`: where the cells run ('local', the default, or a harness.run.executors one).
     `servers`: warm processes the caller opened (harness.run.forkserver.warm_processes) to
-    share with what it ran before; None: the run opens its own.
+    share with what it ran before; None: the run opens its own. `predict_for`: device profiles
+    (shipped names or files) to predict the GPU step on besides the shipped ones (_finish).
     """
+    check_predict_for(predict_for)
     return _finish(RunSession.start(run, executor, command=command, progress=progress,
-                                    ceilings=ceilings, servers=servers))
+                                    ceilings=ceilings, servers=servers), predict_for)
 
 
 def resume_run(run_dir: Path | str, *, executor: str | Executor | None = None,
                progress: bool = True, command: list[str] | None = None,
-               cancel_running: bool = False, servers: ForkServers | None = None) -> RunResult:
+               cancel_running: bool = False, servers: ForkServers | None = None,
+               predict_for: Sequence[str] = ()) -> RunResult:
     """Run the cells of a stored run that have no result yet, into the same folder.
 
     Kept: every result that is not `interrupted`, and results SLURM tasks wrote after the
     submitting process had gone. BadInput when the folder is no run or stores no plan, or
     while the run's SLURM tasks are still queued or running (cancel_running: scancel them).
     """
+    check_predict_for(predict_for)
     return _finish(RunSession.reopen(Path(run_dir), executor, command=command,
                                      progress=progress, cancel_running=cancel_running,
-                                     servers=servers))
+                                     servers=servers), predict_for)
 
 
-def _finish(session: RunSession) -> RunResult:
+def check_predict_for(asked: Sequence[str]) -> None:
+    """BadInput (harness.predict.profile.ProfileError) before anything runs, for a profile
+    asked that names no shipped one or is no profile."""
+    from harness.predict.answer import check_asked  # no framework: JSON and arithmetic
+
+    check_asked(list(asked))
+
+
+def _finish(session: RunSession, predict_for: Sequence[str] = ()) -> RunResult:
     """Run an opened session to its end; what it produced, however it ended.
 
-    A run that ended (not stopped by a signal) keeps its predicted crossovers in run.json
-    here, so every run stores them whether or not a report is drawn afterwards. They are
-    computed from the run as it is in memory (its document and its recorder's rows), not by
-    reading the folder back or building a report.
+    A run that ended (not stopped by a signal) keeps its predicted crossovers and its
+    predicted GPU steps (every CPU case with recorded features, on every shipped profile and
+    each of PREDICT_FOR: harness.predict.answer) in run.json here, so every run stores them
+    whether it came from the CLI or from Python, and whether or not a report is drawn
+    afterwards. They are computed from the run as it is in memory (its document and its
+    recorder's rows), not by reading the folder back or building a report.
     """
     stopped_by = session.run()
     if stopped_by is None:
         store_predictions(session.run_dir, session.document,
                           measurements_of_rows(session.recorder.rows))
+        store_gpu_predictions(session.run_dir, session.document, predict_for)
     return RunResult(session.run_dir, list(session.recorder.results), session.document,
                      stopped_by)
+
+
+def store_gpu_predictions(run_dir: Path, document: RunDocument,
+                          predict_for: Sequence[str] = ()) -> int:
+    """The GPU step of every CPU case with features, predicted into DOCUMENT and its run.json
+    (harness.predict.answer.add_predictions); returns how many cases. A failure costs the
+    prediction, never the run: printed, 0 returned."""
+    try:
+        from harness.predict.answer import add_predictions, targets  # JSON and arithmetic
+
+        predicted = add_predictions(document, targets(list(predict_for)))
+        if predicted:
+            store.write_run(run_dir, document)
+        return predicted
+    except Exception as exc:  # noqa: BLE001 - the measurements are already safe on disk
+        progress_console.print(f"GPU prediction not made: {type(exc).__name__}: {exc}",
+                               markup=False, highlight=False, soft_wrap=True)
+        return 0
 
 
 def store_predictions(run_dir: Path, document: RunDocument,
@@ -160,7 +193,8 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
             ceilings: bool = True, progress: bool = True,
             executor: str | Executor | None = None,
             resume: Path | str | None = None, model: Path | str | None = None,
-            rounds: int | None = None, seed: int | None = None) -> RunResult:
+            rounds: int | None = None, seed: int | None = None,
+            predict_for: Sequence[str] = ()) -> RunResult:
     """Run `workload` for every framework x device x variant cell; see the module docstring.
     Its report is drawn by harness.compare (report=True), not here: the run needs none.
 
@@ -169,11 +203,15 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
     resume: a stored run folder; only its cells without a result run (the other arguments
     but executor and progress are then taken from the folder).
     model: a file with your own model instead of a workload (harness.compare(model="m.py")).
+    predict_for: device profiles (shipped names or files) to predict the GPU step on besides
+    the shipped ones, as `--predict-for` (a CPU run's torch cells: docs/predict.md).
     Raises BadInput for bad arguments before anything runs or is written.
     """
+    check_predict_for(predict_for)
     if resume is not None:
         result = resume_run(resume, executor=executor, progress=progress,
-                            command=["harness.compare", "--resume", str(resume)])
+                            command=["harness.compare", "--resume", str(resume)],
+                            predict_for=predict_for)
     else:
         from harness.run import forkserver
 
@@ -185,20 +223,23 @@ def compare(workload: str | None = None, *, frameworks: Sequence[str] | str | No
                        servers=servers)
             result = execute(run, ceilings=ceilings, progress=progress, executor=executor,
                              command=["harness.compare", str(workload or f"--model={model}")],
-                             servers=servers)
+                             servers=servers, predict_for=predict_for)
     return result
 
 
-def advise(workload: str | None = None, **options: Any) -> RunResult:
+def advise(workload: str | None = None, *, predict_for: Sequence[str] = (),
+           **options: Any) -> RunResult:
     """`harness advise` (harness.run.advise): the as-written cells first, then the candidate
     fixes their diagnosis ranks within `budget_s` seconds (default 180; 0: no limit), then the
-    best combination, one run folder; its advice: harness.analysis.advice.advise_run."""
+    best combination, one run folder; its advice: harness.analysis.advice.advise_run.
+    predict_for: as compare's."""
     from harness.run.advise import AdviseRun
 
+    check_predict_for(predict_for)
     flow = AdviseRun.start(workload, **options)
-    result = _finish(flow.session)
+    result = _finish(flow.session, predict_for)
     second = flow.second(stopped=result.stopped_by is not None)
-    return _finish(second) if second is not None else result
+    return _finish(second, predict_for) if second is not None else result
 
 
 def load(paths: Path | str | Sequence[Path | str]) -> pd.DataFrame:

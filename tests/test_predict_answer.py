@@ -230,3 +230,24 @@ def test_a_profile_of_another_torch_is_said_on_the_line(predicted_run: tuple[Pat
             f"torch {there} there, {here} here"
         assert (said in output) == (there != here), (name, said)
     assert "..." not in output  # every line fits whole: advice and wording give way first
+
+
+def test_the_python_api_stores_the_predictions_as_the_cli_does(tmp_path: Path) -> None:
+    """harness.compare() from Python ends its run as the CLI's does: the GPU predictions are
+    in run.json without a report or the CLI (the run's own end stores them)."""
+    import harness
+    from harness.predict.profile import ProfileError
+
+    out = tmp_path / "results"
+    with pytest.raises(ProfileError):  # refused before anything runs or is written
+        harness.compare("mnist-small", frameworks="torch", devices="cpu", quick=True,
+                        out=out, predict_for=["h999"])
+    assert not out.exists()
+    result = harness.compare("mnist-small", frameworks="torch", devices="cpu", quick=True,
+                             sizes=[16], ceilings=False, report=False, progress=False,
+                             out=out, predict_for=["h200"])
+    (case,) = load_run(result.path).cells[0].cases
+    assert set(case.extra[answer.PREDICTIONS_KEY]) == set(shipped_names())
+    assert case.extra[answer.PREDICTIONS_KEY] == result.document.cells[0].cases[0].extra[
+        answer.PREDICTIONS_KEY]  # the RunResult holds what run.json holds
+    assert audit_run(result.path).mismatches == []

@@ -12,7 +12,7 @@ from harness.commands.epilogue import print_advise_warnings, print_context, repo
 from harness.commands.inputs import fail_input, parse_sizes
 from harness.commands.options import RunOptions
 from harness.commands.output import Said, print_plain
-from harness.commands.predicted import check_predict_for, print_predictions, store_predictions
+from harness.commands.predicted import check_predict_for, print_predictions
 from harness.core import interrupt
 from harness.core.settings import cache_folder
 from harness.data import store
@@ -41,10 +41,10 @@ def run_advise(options: RunOptions, budget: float) -> None:
                                 frameworks=options.framework, rounds=options.rounds,
                                 quick=options.quick, out=options.out, timeout_s=options.timeout,
                                 command=sys.argv, ceilings=options.ceilings, budget_s=budget,
-                                spent_s=envinfo.process_age_s(), servers=servers)
+                                spent_s=envinfo.process_age_s(), servers=servers,
+                                predict_for=list(options.predict_for or []))
         except (BadInput, store.StoreError) as exc:
             fail_input(str(exc))
-    store_predictions(result, options.predict_for)
     drawn, mismatches, check_line = report_and_check(result, options.report)
     say = Said()
     if result.stopped_by is None:

@@ -11,7 +11,7 @@ from harness import api
 from harness.commands.epilogue import print_run, report_and_check
 from harness.commands.inputs import fail_input, parse_param_overrides, parse_sizes
 from harness.commands.options import CompareOptions, ExecutorOptions, RunOptions
-from harness.commands.predicted import check_predict_for, store_predictions
+from harness.commands.predicted import check_predict_for
 from harness.core import interrupt, registry
 from harness.core.settings import Settings
 from harness.data import store
@@ -39,18 +39,19 @@ def run_compare(options: RunOptions, choices: CompareOptions, where: ExecutorOpt
             fail_input(str(exc))
         with interrupt.stop_on_signals():
             try:
+                asked = list(options.predict_for or [])
                 result = api.resume_run(target, executor=executor, command=sys.argv,
-                                        cancel_running=where.cancel_running, servers=servers) \
+                                        cancel_running=where.cancel_running, servers=servers,
+                                        predict_for=asked) \
                     if isinstance(target, Path) else \
                     api.execute(target, ceilings=options.ceilings, command=sys.argv,
-                                executor=executor, servers=servers)
+                                executor=executor, servers=servers, predict_for=asked)
             except BadInput as exc:
                 fail_input(str(exc))
     # A resumed run's spec by its stored name, as resume_run loaded it.
     spec = registry.load_workload(result.document.workload) if isinstance(target, Path) \
         else target.spec
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
-    store_predictions(result, options.predict_for)
     drawn, mismatches, check_line = report_and_check(result, options.report)
     print_run(spec, result, drawn, check_line, choices.details)
     # A failed cell says more than a failed drawing; either way the measurements are saved.

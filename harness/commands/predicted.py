@@ -1,9 +1,11 @@
-"""The GPU prediction of a CPU-only run, stored and printed (issue 51, part 4; the model and
-the lines: harness/predict/answer.py).
+"""The GPU prediction of a CPU-only run, printed (issue 51, part 4; the model and the lines:
+harness/predict/answer.py and ranking.py).
 
-Why here, after the run and before its report: the features were recorded by the workers
-(harness/run/casepasses.py features_pass); predicting costs milliseconds and no process, and
-the report and `harness check` must both see the predictions in run.json.
+Stored by the run's own end (harness.api._finish: the CLI and harness.compare() give the same
+run.json): the features were recorded by the workers (harness/run/casepasses.py
+features_pass); predicting costs milliseconds and no process, and the report and `harness
+check` must both see the predictions in run.json. Here: the bad --predict-for refused before
+the run, and the lines under the verdict.
 """
 
 from __future__ import annotations
@@ -11,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness import api
-from harness.commands.output import Said, errors
-from harness.data import store
+from harness.commands.output import Said
 from harness.terminal import wrapped
 
 
@@ -23,20 +24,6 @@ def check_predict_for(asked: Sequence[str] | None) -> None:
     from harness.predict.answer import check_asked
 
     check_asked(list(asked or []))
-
-
-def store_predictions(result: api.RunResult, asked: Sequence[str] | None) -> None:
-    """Every CPU case with features predicted on every shipped and asked profile, and run.json
-    written again with them. A failure here costs the prediction, never the run."""
-    if result.stopped_by is not None:
-        return
-    from harness.predict.answer import add_predictions, targets
-
-    try:
-        if add_predictions(result.document, targets(list(asked or []))):
-            store.write_run(result.path, result.document)
-    except Exception as exc:  # noqa: BLE001 - the measurements are saved already
-        errors.print(f"GPU prediction not made: {type(exc).__name__}: {exc}", markup=False)
 
 
 def predicted_lines(result: api.RunResult) -> tuple[list[str], str]:
