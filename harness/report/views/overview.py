@@ -185,11 +185,14 @@ def with_predicted_rows(table: pd.DataFrame, extras: pd.DataFrame) -> pd.DataFra
     if table.empty or extras.empty or PREDICTED_COLUMN not in extras:
         return table
     rows: list[dict[str, Any]] = []
+    added = 0
     for _, row in table.iterrows():
         rows.append(row.to_dict())
-        if row["shown"] and row["device_kind"] == "cpu":
-            rows += predicted_rows(row, extras)
-    return pd.DataFrame(rows, columns=table.columns)
+        found = predicted_rows(row, extras) if row["shown"] and row["device_kind"] == "cpu" \
+            else []
+        rows += found
+        added += len(found)
+    return pd.DataFrame(rows, columns=table.columns) if added else table
 
 
 def predicted_rows(row: pd.Series, extras: pd.DataFrame) -> list[dict[str, Any]]:
