@@ -14,10 +14,10 @@ from rich.console import Console
 from harness import api
 from harness.analysis.casetable import CaseRow
 from harness.analysis.stats import cli_rows
-from harness.commands.output import Said, console, errors, print_plain
+from harness.commands.output import Said, console, errors, print_plain, print_whole
 from harness.commands.predicted import with_predictions
+from harness.commands.shortwarnings import short_warnings
 from harness.commands.tables import (
-    COMPACT_WIDTH,
     DISPUTED_TEXT,
     case_warnings,
     compact_table,
@@ -27,7 +27,6 @@ from harness.core import interrupt, registry
 from harness.measure import envinfo
 from harness.reporting import ReportOutcome, draw_run_report
 from harness.spec import Status, WorkloadSpec
-from harness.terminal import table_width
 
 
 def report_and_check(result: api.RunResult,
@@ -73,7 +72,7 @@ def print_run(spec: WorkloadSpec, result: api.RunResult, drawn: ReportOutcome | 
     print_variant_advice(result)
     summaries = print_results(spec, result, say, details)
     print_warnings(say, [line for line in verdicts if is_warning(line)],
-                   case_warnings(spec, summaries, result.document.ceilings))
+                   case_warnings(spec, summaries, result.document.ceilings), details)
     print_context(say, result, drawn, check_line)
 
 
@@ -86,7 +85,7 @@ def print_variant_advice(result: api.RunResult) -> None:
 
     lines = advise_run(result.document).ranked_lines(others=True)
     if lines:
-        console.print("what to change (each variant against the as-written one):")
+        print_plain("what to change (each variant against the as-written one):")
     for line in lines:  # not through Said: two devices may print the same words
         print_plain(f"  {line}")
 
@@ -96,7 +95,8 @@ def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
     """The compact table on stdout (and the full one with --details), the scaling and energy
     lines where the run has them. Returns the table's rows."""
     summaries = cli_rows(spec, result.document)
-    console.print(compact_table(spec, summaries), width=min(table_width(), COMPACT_WIDTH))
+    for line in compact_table(spec, summaries):
+        print_whole(line)
     if details:
         # As wide as before (160 at least): its long reasons must not fold letter by letter.
         Console(width=max(console.width, 160)).print(
@@ -122,19 +122,26 @@ def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
 
 
 def print_warnings(say: Said, verdict_warnings: list[str],
-                   case_texts: dict[str, list[str]]) -> None:
+                   case_texts: dict[str, list[str]], details: bool = False) -> None:
     """'warnings:', the verdicts' warnings, then each case's long text that none of them (nor
-    a line printed before) said already."""
+    a line printed before) said already; 'warnings: none' where there is none. Without
+    DETAILS in their short form (harness.commands.shortwarnings): SUSPECT cases under one
+    heading by the kind of their reasons, long texts cut, the whole of each in summary.md."""
     def said(text: str) -> str:  # what the report's own warning of the same thing holds
         return text.removeprefix("SUSPECT: ").removeprefix(DISPUTED_TEXT)
 
-    unsaid = [f"  warning: {', '.join(dict.fromkeys(cases))}: {text}"
+    unsaid = [(f"  warning: SUSPECT timing: {', '.join(dict.fromkeys(cases))}: {said(text)}"
+               if text.startswith("SUSPECT: ") else
+               f"  warning: {', '.join(dict.fromkeys(cases))}: {text}")
               for text, cases in case_texts.items()
               if not say.mentions(said(text))
               and not any(said(text) in line for line in verdict_warnings)]
-    if verdict_warnings or unsaid:
-        say("warnings:")
-    for line in [*verdict_warnings, *unsaid]:
+    lines = [*verdict_warnings, *unsaid]
+    if not lines:
+        say("warnings: none")
+        return
+    say("warnings:")
+    for line in (lines if details else short_warnings(lines)):
         say(line)
 
 

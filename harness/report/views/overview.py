@@ -85,6 +85,9 @@ class OverviewView(View):
         figure.suptitle(f"{context.name}: time per {context.unit}{machines}\nbars: median; "
                         "whiskers: IQR (25th-75th percentile of the samples); "
                         f"{device_key(table)}", fontsize=11)
+        if handles := key_handles(table):
+            figure.legend(handles=handles, loc="outside lower center", ncols=len(handles),
+                          fontsize=8.5, frameon=False)
         return [save(figure, out_dir / f"{context.stem}-overview.png")]
 
 
@@ -136,6 +139,7 @@ class OverviewRow(CellAtSize):
     q1_s: float
     q3_s: float
     noisy: bool
+    suspect: str  # why its timing is in doubt ('' when it is not): its bar is hatched
 
 
 def _overview_row(stats: pd.DataFrame, cells: pd.DataFrame, experiment: str, machine: str,
@@ -152,7 +156,8 @@ def _overview_row(stats: pd.DataFrame, cells: pd.DataFrame, experiment: str, mac
         return {**base, "status": row["status"], "reason": row["reason"], "shown": shown,
                 "median_s": row["median_s"] if shown else math.nan,
                 "q1_s": row["q1_s"] if shown else math.nan,
-                "q3_s": row["q3_s"] if shown else math.nan, "noisy": bool(row["noisy"])}
+                "q3_s": row["q3_s"] if shown else math.nan, "noisy": bool(row["noisy"]),
+                "suspect": str(row.get("suspect") or "") if shown else ""}
     cell = cells[(cells["framework"] == framework) & (cells["device"] == device)]
     if cell.empty:
         status, reason = "not run", "no result for this cell in the run folder(s)"
@@ -161,7 +166,7 @@ def _overview_row(stats: pd.DataFrame, cells: pd.DataFrame, experiment: str, mac
         if status == Status.OK.value:
             status, reason = "not run", f"not measured at this size ({size})"
     return {**base, "status": status, "reason": reason, "shown": False, "median_s": math.nan,
-            "q1_s": math.nan, "q3_s": math.nan, "noisy": False}
+            "q1_s": math.nan, "q3_s": math.nan, "noisy": False, "suspect": ""}
 
 
 # --- the figure --------------------------------------------------------------------------------
@@ -176,6 +181,27 @@ def device_key(table: pd.DataFrame) -> str:
     if kinds == {"gpu"}:
         return "every cell on a GPU"
     return "lighter bars: CPU, solid: GPU"
+
+
+# A SUSPECT cell's bar: hatched (and outlined black), its label says so, the legend explains.
+SUSPECT_HATCH = "xx"
+SUSPECT_KEY = "SUSPECT timing (hatched): see the warnings"
+FAILED_KEY = "no valid time (status and reason on the bar)"
+
+
+def key_handles(table: pd.DataFrame) -> list[Any]:
+    """The legend of what the bars' marks say, for the marks drawn: a SUSPECT cell's hatch, a
+    failed cell's empty bar (the frameworks' colours are their tick labels' colours)."""
+    from matplotlib.patches import Patch
+
+    handles = []
+    if table["suspect"].astype(bool).any():
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch=SUSPECT_HATCH,
+                             label=SUSPECT_KEY))
+    if (~table["shown"].astype(bool)).any():
+        handles.append(Patch(fill=False, edgecolor=style.FAILED_COLOR, hatch="///",
+                             label=FAILED_KEY))
+    return handles
 
 
 def _time_limits(table: pd.DataFrame) -> tuple[float, float]:
@@ -200,12 +226,16 @@ def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float]
         color = style.framework_color(row["framework"], colors)
         if row["shown"]:
             error = [[row["median_s"] - row["q1_s"]], [row["q3_s"] - row["median_s"]]]
+            suspect = bool(row.get("suspect"))
             axis.barh(position, row["median_s"] - limits[0], left=limits[0], color=color,
                       alpha=style.DEVICE_BAR_ALPHA[row["device_kind"]], height=0.7,
-                      edgecolor=color)
+                      edgecolor="black" if suspect else color,
+                      hatch=SUSPECT_HATCH if suspect else None)
             axis.errorbar(row["median_s"], position, xerr=error, fmt="none", ecolor="black",
                           capsize=3, linewidth=1)
-            label = format_seconds(row["median_s"]) + ("  (noisy)" if row["noisy"] else "")
+            label = format_seconds(row["median_s"]) + "".join(
+                f"  ({flag})" for flag, on in (("noisy", row["noisy"]), ("SUSPECT", suspect))
+                if on)
             axis.text(max(row["q3_s"], row["median_s"]) * 1.25, float(position), label, va="center",
                       fontsize=8.5)
         else:
