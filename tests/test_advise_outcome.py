@@ -26,17 +26,21 @@ from harness.data.adviserecord import RUN_KEY
 from harness.data.results import RunDocument
 from harness.measure import hostload
 from harness.report.views.advice import advice_table
+from tests.terminal_lines import too_wide, unfolded
 from tests.test_advise import launch_bound_gpu_run
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The suite's fake plugin and the two small advise workloads beside it.
 ADVISE_PLUGINS = "tests.fakes.plugin,tests.fakes.adviseplugin"
+WIDTH = 100
 
 
 def advise_fault(tmp_path: Path, workload: str) -> subprocess.CompletedProcess:
     """`harness advise` of a fault workload on the fake CPU backend: the as-written variant and
     one fix, at size 2 (where the faults strike) and the 8 advise adds."""
-    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HARNESS_PLUGINS=ADVISE_PLUGINS)
+    # At 100 columns (issue 64): every line within them (test_a_fix_failing_parity...).
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HARNESS_PLUGINS=ADVISE_PLUGINS,
+               COLUMNS=str(WIDTH))
     return subprocess.run(
         [sys.executable, "-m", "harness.cli", "advise", "--workload", workload, "--framework",
          "fake", "--device", "cpu", "--sizes", "2", "--quick", "--no-ceilings", "--no-report",
@@ -158,8 +162,9 @@ def test_a_fix_failing_parity_is_a_finding_and_exit_0(tmp_path: Path) -> None:
     ran = advise_fault(tmp_path, "fault-advise")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "invalid: " in ran.stdout and "fails parity" in ran.stdout
+    assert not too_wide(ran.stdout.splitlines(), WIDTH), ran.stdout
     # compare's warnings block, under the advice: the failed check is named there too.
-    lines = ran.stdout.splitlines()
+    lines = unfolded(ran.stdout.splitlines(), WIDTH)
     warnings = lines.index("warnings:")
     assert warnings > next(i for i, line in enumerate(lines) if "fails parity" in line)
     assert any("fake cpu invalid at size=2" in line and "check failed" in line

@@ -208,9 +208,9 @@ def print_context(say: Said, result: api.RunResult, drawn: ReportOutcome | None,
                                   drawn.seconds if drawn is not None else None),
                      *next_step_lines(result.document, result.path)):
             say(line)
-    say(f"results: {result.path}")
+    say(f"results: {result.path}", whole=True)  # paths whole: copied, never read folded
     html = next((path for path in (drawn.written if drawn else []) if path.suffix == ".html"),
                 None)
     if html is not None:
-        say(f"report: {html}")
+        say(f"report: {html}", whole=True)
 

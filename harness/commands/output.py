@@ -36,10 +36,12 @@ class Said:
     def __init__(self) -> None:
         self.lines: list[str] = []
 
-    def __call__(self, line: str) -> None:
+    def __call__(self, line: str, whole: bool = False) -> None:
+        """LINE once, fitted to the width; WHOLE: as it is (a path, which a fold would break
+        for the reader who copies it)."""
         if line and line not in self.lines:
             self.lines.append(line)
-            print_plain(line)
+            (print_whole if whole else print_plain)(line)
 
     def mentions(self, text: str) -> bool:
         return any(text in line for line in self.lines)

@@ -56,10 +56,11 @@ def short_suspect_lines(lines: list[str]) -> list[str]:
 
 
 def cut(text: str, limit: int = LONGEST_TEXT) -> str:
-    """TEXT whole up to LIMIT characters; else cut at its last clause (or word) before the
-    limit, with where the rest is."""
+    """TEXT whole up to LIMIT characters; else cut at its last clause (or word) so that with
+    where the rest is it holds LIMIT at most."""
     if len(text) <= limit:
         return text
+    limit -= len(MORE)
     head = text[:limit]
     for mark in ("; ", ", ", " "):
         if mark in head[limit // 2:]:
