@@ -52,7 +52,7 @@ class AdviceView(View):
 
         groups = list(measured.groupby(["run_id", "framework", "device"], sort=False))
         figure, axes = plt.subplots(len(groups), 1, squeeze=False,
-                                    figsize=(8.0, 1.2 + sum(0.35 * len(rows) + 0.6
+                                    figsize=(10.0, 1.2 + sum(0.35 * len(rows) + 0.6
                                                             for _, rows in groups)))
         for axis, ((_, framework, device), rows) in zip(axes[:, 0], groups):
             _panel(axis, rows, f"{framework} on {device}")
@@ -134,8 +134,9 @@ def _panel(axis: Any, rows: pd.DataFrame, title: str) -> None:
                      label=f"the CPU's time ({format_seconds(cpu)}/step)")
     axis.set_title(title, fontsize=9)
     lines, _labels = axis.get_legend_handles_labels()
+    # Beside the panel, not on it: inside, it hid the labels of the longest bars.
     axis.legend(handles=[*standing_handles(rows["standing"], any(suspect)), *lines],
-                fontsize="x-small", loc="lower right")
+                fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 OTHER_COLOR = "#949494"
