@@ -26,7 +26,9 @@ from harness.commands import epilogue, output
 from harness.commands.shortwarnings import LONGEST_TEXT, MORE, short_warnings, suspect_kinds
 from harness.core import registry
 from harness.data.store import load_run
+from harness.report import render_report
 from harness.terminal import fitted_table
+from tests.lines_only import draw_no_figures
 from tests.synthetic_runs import make_case, make_result, write_run
 from tests.terminal_lines import too_wide, unfolded
 from tests.test_report import private_matplotlib  # noqa: F401 - autouse: matplotlib's cache
@@ -121,13 +123,18 @@ def test_every_line_fits_100_columns(run: str, request: pytest.FixtureRequest,
 
 
 def test_the_demo_says_suspect_short_and_each_reason_once(
-        demo_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        demo_run: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     lines = unfolded(answer(demo_run, monkeypatch, WIDTH), WIDTH)
     text = "\n".join(lines)
-    # The contention's processes are in summary.md (and --details), not in the terminal.
+    # The contention's processes are in summary.md's warnings (and --details), not in the
+    # terminal, nor in summary.md's glance.
     assert "python (1003)" not in text
-    assert "python (1003)" in (demo_run / "summary.md").read_text() if (
-        demo_run / "summary.md").exists() else True
+    draw_no_figures(monkeypatch)
+    render_report([demo_run], tmp_path / "report")
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    glance, rest = summary.split("## At a glance")[1].split("\n## ", 1)
+    assert "python (1003)" not in glance and "SUSPECT timing: jax cpu" in glance
+    assert sum("python (1003)" in line for line in rest.splitlines()) == 3  # one per cell
     suspect = [line for line in lines if "SUSPECT timing (" in line]
     assert len(suspect) == 1 and "summary.md" in suspect[0]
     cases = lines[lines.index(suspect[0]) + 1]
