@@ -35,6 +35,7 @@ def budget_notes(record: AdviseRecord) -> list[str]:
     limit = f"a budget of {record.budget_s:.0f} s" if record.budget_s else "no time budget"
     lines = [f"measured {record.tried} of {record.candidate_count} candidate fixes ({limit}; "
              "the as-written cells' first round chose them: docs/advise.md)"]
+    lines += record.no_measurement  # the as-written cells the budget could not measure
     planned, ran = record.rounds_planned, record.rounds_run
     if planned is not None and ran < planned:
         lines.append(f"{ran} round{'s' if ran != 1 else ''} of {planned}: "
