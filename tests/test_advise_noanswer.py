@@ -10,6 +10,7 @@ on the fake backend.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -214,3 +215,17 @@ def test_a_step_the_budget_holds_is_started() -> None:
     assert upfront.unaffordable(cell, reference, [100, 25], 100, 20.0, 10.0, 180.0) is None
     gpu = Cell("model-jacobian", "as-written", "torch", "cuda:0")  # nothing known of it
     assert upfront.unaffordable(gpu, reference, [100, 25], 100, 170.0, 10.0, 180.0) is None
+
+
+def test_a_preparation_the_budget_stopped_inside_a_call_bounds_the_step_from_below() -> None:
+    """The budget stopped the preparation 150 s into batch 100's reference call (batch 25's
+    took 1.75 s): that step takes longer than 150 s, and the line says so as a lower bound."""
+    reference = upfront.ReferenceCalls("torch", "cpu", {25: 1.75}, calling=100,
+                                       since=time.time() - 150.0)
+    cell = Cell("model-jacobian", "as-written", "torch", "cpu")
+    found = upfront.unaffordable(cell, reference, [100, 25], 100, 170.0, 10.0, 180.0,
+                                 "jacobian-forward")
+    assert found is not None
+    assert "the preparation's reference call at batch 100 had not ended after " in found.why
+    assert found.as_written_s >= 170.0 + upfront.measurement_s([150.0, 1.75])
+    assert found.first_fix_s is not None and found.first_fix_s > found.as_written_s

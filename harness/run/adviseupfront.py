@@ -111,14 +111,20 @@ def unaffordable(cell: Cell, reference: ReferenceCalls | None, sizes: Sequence[A
         return None
     known = reference.seconds_per_call
     step = known.get(int(size)) if isinstance(size, (int, float)) else None
-    if step is None:
-        if reference.calling is None:
-            return None  # nothing under way either: a preparation that failed otherwise
-        # The preparation was stopped inside a call: that batch's step takes longer than
-        # the call had run (a lower bound, said as one).
-        step = max(reference.running_s(), spent_s / MEASUREMENT_CALLS)
-        said = (f"the preparation's reference call at batch {reference.calling} had not "
-                f"ended after {format_seconds(reference.running_s())}")
+    if step is None:  # the preparation stopped before it timed the user's batch
+        if reference.calling is not None:
+            # ...inside a call: that batch's step takes longer than the call had run (a lower
+            # bound for a batch at least as large, said as one).
+            step = reference.running_s()
+            said = (f"the preparation's reference call at batch {reference.calling} had not "
+                    f"ended after {format_seconds(step)}")
+        elif known:
+            largest = max(known, key=lambda batch: known[batch])
+            step = known[largest]
+            said = (f"one step at batch {largest} took {format_seconds(step)} while preparing "
+                    f"(batch {size} was not reached)")
+        else:
+            return None  # nothing timed: a preparation that failed before its first call
     else:
         said = f"one step at batch {size} took {format_seconds(step)} while preparing"
     needed_here = measurement_s([step])
