@@ -188,8 +188,9 @@ def test_a_step_the_budget_cannot_measure_gets_one_line_and_no_worker(
     chooser = choosing.Chooser(session, {("torch", "cpu"): ["jacobian-forward", "threads-1"]},
                                100, 180.0, 0.0, 7, rounds=3, record=stored.advise,
                                after_run=lambda cells: 10.0)
-    assert chooser(0, [baseline]) == []  # no worker
-    [line] = said
+    assert chooser(0, [baseline]) == []  # no worker, and the choice made at once (the round
+    # ends when its pick is empty: the session asks no more of round 1)
+    line = said[0]
     assert line == ("advise: the budget of 180 s cannot hold one as-written step measurement "
                     "of torch on cpu: one step at batch 100 took 28 s while preparing, and a "
                     "measurement takes 4 calls and a worker's start (~127 s) after the 140 s "
@@ -197,7 +198,6 @@ def test_a_step_the_budget_cannot_measure_gets_one_line_and_no_worker(
                     "candidate fix (jacobian-forward)")
     [result] = added
     assert result.status == Status.TIMEOUT and choosing.stopped_by_budget(result)
-    assert chooser(0, []) == []  # the decision: nothing to rank, every candidate priced
     record = stored.advise
     assert record is not None and record.no_measurement == [line[len("advise: "):]]
     assert [(item.variant, item.needed_s) for item in record.not_tried] == [
@@ -229,3 +229,5 @@ def test_a_preparation_the_budget_stopped_inside_a_call_bounds_the_step_from_bel
     assert "the preparation's reference call at batch 100 had not ended after " in found.why
     assert found.as_written_s >= 170.0 + upfront.measurement_s([150.0, 1.75])
     assert found.first_fix_s is not None and found.first_fix_s > found.as_written_s
+    assert found.lower_bound and ": --budget at least " not in found.line(180.0)
+    assert f"; --budget at least {found.as_written_s:.0f} would measure it" in found.line(180.0)

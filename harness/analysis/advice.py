@@ -265,7 +265,11 @@ class DeviceAdvice:
         return self.baseline.median_s if self.baseline.samples else None
 
     def head(self) -> str:
-        """'torch on cuda:0: as-written 1.2 ms per step; launch-bound: ...'."""
+        """'torch on cuda:0: as-written 1.2 ms per step; launch-bound: ...'; 'torch on cpu:
+        as-written not measured (...)' where its cell has no samples at this batch."""
+        if not self.baseline.samples:  # no diagnosis either: nothing was timed
+            return (f"{self.framework} on {self.device}: as-written not measured at this "
+                    "batch (the warnings say why)")
         return (f"{self.framework} on {self.device}: as-written "
                 f"{format_seconds(self.baseline.median_s)} per step; {self.diagnosis.text}")
 

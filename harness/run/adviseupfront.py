@@ -89,14 +89,16 @@ class Unaffordable:
     worker_s: float = 0.0  # one worker measuring every batch: a fix's, before its allowance
     first_fix: str = ""
     first_fix_s: float | None = None
+    lower_bound: bool = False  # the step was not timed at the user's batch: figures at least
 
     def line(self, budget_s: float) -> str:
         """The one line said before any worker starts."""
-        fix = (f", --budget {self.first_fix_s:.0f} it and its first candidate fix "
+        least = "at least " if self.lower_bound else ""
+        fix = (f", --budget {least}{self.first_fix_s:.0f} it and its first candidate fix "
                f"({self.first_fix})" if self.first_fix and self.first_fix_s else "")
         return (f"advise: the budget of {budget_s:.0f} s cannot hold one as-written step "
                 f"measurement of {self.cell.framework} on {self.cell.device}: {self.why}; "
-                f"--budget {self.as_written_s:.0f} would measure it{fix}")
+                f"--budget {least}{self.as_written_s:.0f} would measure it{fix}")
 
 
 def unaffordable(cell: Cell, reference: ReferenceCalls | None, sizes: Sequence[Any],
@@ -111,6 +113,7 @@ def unaffordable(cell: Cell, reference: ReferenceCalls | None, sizes: Sequence[A
         return None
     known = reference.seconds_per_call
     step = known.get(int(size)) if isinstance(size, (int, float)) else None
+    timed = step is not None
     if step is None:  # the preparation stopped before it timed the user's batch
         if reference.calling is not None:
             # ...inside a call: that batch's step takes longer than the call had run (a lower
@@ -138,4 +141,5 @@ def unaffordable(cell: Cell, reference: ReferenceCalls | None, sizes: Sequence[A
         else None
     why = (f"{said}, and a measurement takes {MEASUREMENT_CALLS} calls and a worker's start "
            f"(~{needed_here:.0f} s) after the {spent_s:.0f} s spent")
-    return Unaffordable(cell, why, as_written, whole, first_fix, fix_s)
+    return Unaffordable(cell, why, as_written, whole, first_fix, fix_s,
+                        lower_bound=not timed)

@@ -93,6 +93,9 @@ class Chooser:
         if index == 0 and not self.decided:
             stage, self.queue = self.queue, []  # the baselines, at once, where they fit
             stage = self._hold_unaffordable(stage)
+            if not stage:  # none to run: the round ends here, so the choice is made now
+                self.queue = self.decide()
+                return self._next_stage(index)
             self._stop_baselines_at_the_budget()
             return stage
         return self._next_stage(index)
