@@ -231,3 +231,21 @@ def test_a_preparation_the_budget_stopped_inside_a_call_bounds_the_step_from_bel
     assert found.first_fix_s is not None and found.first_fix_s > found.as_written_s
     assert found.lower_bound and ": --budget at least " not in found.line(180.0)
     assert f"; --budget at least {found.as_written_s:.0f} would measure it" in found.line(180.0)
+
+
+def test_the_preparations_calls_are_read_as_they_were_written(tmp_path: Path) -> None:
+    """The preparation's writer (a worker-side module) and advise's reader agree: a call under
+    way, then its seconds."""
+    from harness.data.store import write_json_atomic
+    from harness.workloads.usermodel import prepare
+    from harness.workloads.usermodel.spec import REFERENCE_CALLS_FILE
+
+    write_json_atomic(tmp_path / REFERENCE_CALLS_FILE, {"framework": "torch", "device": "cpu",
+                                                        "seconds_per_call": {}})
+    prepare.note_reference_call(tmp_path, 25, None)
+    under_way = upfront.read_reference_calls(tmp_path)
+    assert under_way is not None and under_way.calling == 25 and under_way.running_s() >= 0
+    prepare.note_reference_call(tmp_path, 25, 1.5)
+    done = upfront.read_reference_calls(tmp_path)
+    assert done == upfront.ReferenceCalls("torch", "cpu", {25: 1.5})
+    assert upfront.read_reference_calls(tmp_path / "missing") is None
