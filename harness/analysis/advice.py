@@ -503,7 +503,9 @@ def first_fix_line(not_tried: Sequence[NotTried], fixes: Sequence[FixResult]) ->
               and (match := BUDGET_WOULD.search(fix.reason)) is not None]
     if not named:
         return ""
-    needed, variant = min(named)
+    # The smallest budget; among equal ones the first in the record's order (the ranking's,
+    # else the catalogue's), not the first by name.
+    needed, variant = min(named, key=lambda item: item[0])
     return f"--budget {needed:.0f} would measure the first candidate fix, {variant}"
 
 
