@@ -38,6 +38,10 @@ from harness.run.session import RunSession
 from harness.spec import Status, worst_status
 
 EXIT_FAILED_CELL = 1
+# `harness advise` that measured no fix (or no as-written cell) at the user's batch: it printed
+# what budget would, and neither recommended nor ruled anything out. Not 1 (nothing failed), 2
+# (bad input) or 3 (the report could not be written: harness.reporting); the least of them all.
+EXIT_NO_ANSWER = 4
 # A cell in one of these failed (INTERRUPTED without a stop signal here: a cell cancelled
 # elsewhere, scancel or preempted).
 FAILED_STATUSES = (Status.ERROR, Status.TIMEOUT, Status.INVALID, Status.INTERRUPTED)
@@ -72,7 +76,8 @@ class RunResult:
     def advise_exit_code(self) -> int:
         """`harness advise`'s: 0 once the as-written cells ran, whatever the fixes showed (a
         fix failing parity, not helping, stopped by the budget is a finding the answer
-        prints); 1 when an as-written cell failed; 128 + N stopped by signal N."""
+        prints); 1 when an as-written cell failed (not one the budget stopped or did not
+        start); 128 + N stopped by signal N."""
         if self.stopped_by is not None:
             return self.exit_code
         from harness.analysis.advice import baseline_variant
@@ -80,7 +85,12 @@ class RunResult:
         record = self.document.advise
         baseline = (record.baseline if record is not None else "") or \
             baseline_variant(self.document)
-        status = worst_status([cell.status for cell in self.cells if cell.variant == baseline])
+        from harness.run.chooser import stopped_by_budget
+
+        # One the budget stopped or did not start failed nothing: the advice says it measured
+        # too little to answer (EXIT_NO_ANSWER, the CLI's).
+        status = worst_status([cell.status for cell in self.cells if cell.variant == baseline
+                               and not stopped_by_budget(cell)])
         return EXIT_FAILED_CELL if status in FAILED_STATUSES else 0
 
 

@@ -274,6 +274,10 @@ def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadS
 PREPARED_PARAM = "prepared"
 WEIGHTS_FILE = "weights.npz"
 PREPARED_FILE = "prepared.json"
+# The seconds per call of each batch's first float32 reference run, written as the preparation
+# goes (a batch being called: its start), so that `harness advise` knows the CPU step's cost
+# before its first worker, and even where its budget stopped the preparation (issue 64).
+REFERENCE_CALLS_FILE = "reference-calls.json"
 
 
 def case_file(folder: str | Path, batch: int) -> Path:
