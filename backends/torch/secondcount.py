@@ -49,7 +49,29 @@ class LayerCall:
     shapes: shapeflops.Shapes
     input_targets: list[Any]  # per input: the node its gradient flows into, or None
     weight_targets: list[Any]  # the AccumulateGrad nodes of the layer's parameters
+    # Which gradients could flow at all, read from the tensors (an input's requires_grad, any
+    # trainable parameter), not from the nodes the walk found: under autocast a weight reaches
+    # its layer through a cast, and autocast caches that cast for the whole region, so a layer
+    # called twice finds the first call's cast node claimed and no accumulator behind it.
+    inputs_need: tuple[bool, ...] = ()
+    weights_need: bool = False
     passes: set[int] = field(default_factory=set)  # backward passes that reached it
+
+    def engine_grads(self) -> shapeflops.Grads:
+        """The gradients the engine says this backward computes; None (cannot say) where a
+        gradient could flow but the walk found no node to ask about."""
+        inputs = tuple(_will_execute(node) if node is not None else (None if need else False)
+                       for node, need in zip(self.input_targets, self.inputs_need, strict=True))
+        if self.weight_targets:
+            weights = _any([_will_execute(node) for node in self.weight_targets])
+        else:
+            weights = None if self.weights_need else False
+        return shapeflops.Grads(inputs, weights)
+
+    def possible_grads(self) -> shapeflops.Grads:
+        """Every gradient that could flow through this call (the top of its range)."""
+        return shapeflops.Grads(tuple(None if need else False for need in self.inputs_need),
+                                None if self.weights_need else False)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -168,7 +190,9 @@ class LayerShapes:
         call = LayerCall(layer, shapes,
                          [self.target(tensor, leaving) for tensor in given],
                          [node for node in leaving
-                          if id(getattr(node, "variable", None)) in parameters])
+                          if id(getattr(node, "variable", None)) in parameters],
+                         tuple(tensor is not None and tensor.requires_grad for tensor in given),
+                         any(p.requires_grad for p in module.parameters()))
         for node in tops:
             self.handles.append(node.register_prehook(
                 lambda grads, call=call, module=module: self.reached(module, call)))
@@ -212,17 +236,12 @@ class LayerShapes:
         call.passes.add(task)
         backward = self.tally(module, "backward")
         try:
-            grads = shapeflops.Grads(tuple(_will_execute(node) for node in call.input_targets),
-                                     _any([_will_execute(node) for node in call.weight_targets]))
-            low, high = call.layer.backward(call.shapes, grads)
+            low, high = call.layer.backward(call.shapes, call.engine_grads())
             # The top of the range allows every gradient that could flow: the engine's answer
             # is read through autograd nodes, and on the H200 under bf16 autocast a deep conv
             # net's convolution_backward computed both gradients where it said one (a false
             # 2x dispute on every conv). A formula error still shows above it.
-            possible = shapeflops.Grads(
-                tuple(None if node is not None else False for node in call.input_targets),
-                None if call.weight_targets else False)
-            high = max(high, call.layer.backward(call.shapes, possible)[1])
+            high = max(high, call.layer.backward(call.shapes, call.possible_grads())[1])
         except Exception as exc:  # noqa: BLE001 - never break the user's backward
             backward.unreadable = f"its gradients could not be read ({type(exc).__name__})"
             return
