@@ -263,6 +263,9 @@ def test_under_autocast_a_right_count_stands_and_a_wrong_one_is_disputed() -> No
         # Both calls compute both gradients: 4 x one call's forward.
         forward = parts["Conv2d 'conv' forward"]["counted"] // 2
         assert shared["counted"] == 4 * forward <= shared["high"], (name, shared)
+        # The record says how: the second call's weight cast was the first's.
+        assert "engine: input yes, weights cannot say; could flow: input yes, weights yes" \
+            in shared["gradients"], shared
         assert parts["Conv2d 'stem' backward"]["counted"] == \
             parts["Conv2d 'stem' forward"]["counted"]  # its input needs no gradient
     disputed = disputed_parts({RECORD_KEY: found["bf16 planted"]})

@@ -39,6 +39,7 @@ class Tally:
     low: int = 0
     high: int = 0
     unreadable: str = ""  # why the shapes could not be read (then nothing is compared)
+    gradients: set[str] = field(default_factory=set)  # each call's gradients, in words
 
 
 @dataclass
@@ -96,6 +97,15 @@ def _will_execute(node: Any) -> bool | None:
         return bool(torch._C._will_engine_execute_node(node))
     except RuntimeError as exc:
         return True if "A leaf node was passed" in str(exc) else None
+
+
+def _said(grads: shapeflops.Grads, could: bool = False) -> str:
+    """'input yes, weights cannot say': a backward's gradients in words (the record's); of
+    the gradients that `could` flow, the unknown ones (None) are the ones that can."""
+    words = {True: "yes", False: "no", None: "yes" if could else "cannot say"}
+    inputs = [f"input{index + 1 if len(grads.inputs) > 1 else ''} {words[flag]}"
+              for index, flag in enumerate(grads.inputs)]
+    return ", ".join([*inputs, f"weights {words[grads.weights]}"])
 
 
 def _any(flags: list[bool | None]) -> bool | None:
@@ -236,12 +246,15 @@ class LayerShapes:
         call.passes.add(task)
         backward = self.tally(module, "backward")
         try:
-            low, high = call.layer.backward(call.shapes, call.engine_grads())
+            engine, possible = call.engine_grads(), call.possible_grads()
+            low, high = call.layer.backward(call.shapes, engine)
             # The top of the range allows every gradient that could flow: the engine's answer
             # is read through autograd nodes, and on the H200 under bf16 autocast a deep conv
             # net's convolution_backward computed both gradients where it said one (a false
             # 2x dispute on every conv). A formula error still shows above it.
-            high = max(high, call.layer.backward(call.shapes, call.possible_grads())[1])
+            high = max(high, call.layer.backward(call.shapes, possible)[1])
+            backward.gradients.add(f"engine: {_said(engine)}; could flow: "
+                                   f"{_said(possible, could=True)}")
         except Exception as exc:  # noqa: BLE001 - never break the user's backward
             backward.unreadable = f"its gradients could not be read ({type(exc).__name__})"
             return
@@ -297,5 +310,5 @@ class LayerShapes:
                     "lower bound there)")))
                 continue
             parts.append(secondopinion.Part(tally.label, tally.counted, tally.low, tally.high,
-                                            dict(tally.ops)))
+                                            dict(tally.ops), " | ".join(sorted(tally.gradients))))
         return secondopinion.record(BY, "module shapes", parts, skipped)
