@@ -144,6 +144,8 @@ class RunSession:
                                                                  list(command or sys.argv)))
         recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
         refused = sum(cell_refusal(plan.spec, cell) is not None for cell in plan.cells)
+        for notice in plan.notices:  # one line each, before the run (a misspelled hook)
+            progress_console.print(notice, markup=False, highlight=False, soft_wrap=True)
         progress_console.print(f"run folder: {run_dir}  ({counted(len(plan.cells), 'cell')}"
                                + (f"; {refused} unavailable, no worker started)" if refused
                                   else ")"))
