@@ -114,11 +114,27 @@ def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
 
     for line in energy_lines(result.document):
         say(line)
-    if result.stopped_by is not None:
-        finished = sum(cell.status != Status.INTERRUPTED for cell in result.cells)
-        errors.print(f"interrupted by {interrupt.describe(result.stopped_by)}: "
-                     f"{finished} finished cells saved in {result.path}")
+    for line in interrupted_lines(result):
+        errors.print(line, markup=False, highlight=False, soft_wrap=True)
     return summaries
+
+
+def interrupted_lines(result: api.RunResult) -> list[str]:
+    """A stopped run's two lines: what was saved, and the exact command that runs the rest
+    (`harness compare --resume RUN`); none for a run that was not stopped. A run stopped
+    before its first cell (in the ceilings or the shared weights) is started again instead:
+    a resumed run does neither."""
+    if result.stopped_by is None:
+        return []
+    import shlex
+
+    stopped = f"interrupted by {interrupt.describe(result.stopped_by)}"
+    if not result.cells:
+        return [f"{stopped} before any cell ran; nothing to keep: run the same command again"]
+    finished = sum(cell.status != Status.INTERRUPTED for cell in result.cells)
+    planned = max(len(result.document.planned_cells), len(result.cells))
+    return [f"{stopped}: {finished} of {planned} cells finished and saved; to run the rest:",
+            f"  harness compare --resume {shlex.quote(str(result.path))}"]
 
 
 def print_warnings(say: Said, verdict_warnings: list[str],
