@@ -119,6 +119,14 @@ def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
     return summaries
 
 
+def say_no_measurement(result: api.RunResult) -> None:
+    """The last line on stderr of a run that ended without one valid measurement: why, in one
+    line (api.no_measurement_line); its exit code is 4 unless a failed cell's 1 says more."""
+    line = api.no_measurement_line(result)
+    if line:
+        errors.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 def interrupted_lines(result: api.RunResult) -> list[str]:
     """A stopped run's two lines: what was saved, and the exact command that runs the rest
     (`harness compare --resume RUN`); none for a run that was not stopped. A run stopped
