@@ -26,6 +26,7 @@ from harness.commands.tables import (
 from harness.core import interrupt, registry
 from harness.measure import envinfo
 from harness.reporting import ReportOutcome, draw_run_report
+from harness.run import phases
 from harness.spec import Status, WorkloadSpec
 from harness.terminal import table_width
 
@@ -36,8 +37,12 @@ def report_and_check(result: api.RunResult,
     its self-check. Returns the drawing's outcome, the check's mismatches and its line."""
     if result.stopped_by is not None:
         return None, 0, ""
-    drawn = draw_run_report(result.path) if report else None
-    mismatches, check_line = self_check(result)
+    board = phases.PhaseBoard()  # a log still hears from a long drawing (no bar: no terminal)
+    with phases.reporting(board, errors):
+        with board.phase("drawing the report"):
+            drawn = draw_run_report(result.path) if report else None
+        with board.phase("harness check: recomputing every figure from the samples"):
+            mismatches, check_line = self_check(result)
     return drawn, mismatches, check_line
 
 

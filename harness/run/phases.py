@@ -130,18 +130,17 @@ class PhaseBoard:
         key = self.key()
         return 0.0 if key is None else self._now() - key[1]
 
-    def text(self, with_time: bool = True) -> str:
-        """'round 2 of 5, cell 3 of 8: matmul/fp32 torch on cpu, 45 s: n=1024 (1 of 2):
-        timing: samples of 4 calls, 3.1 s (~5 s expected)'; '' before any phase."""
+    def text(self) -> str:
+        """'round 2 of 5, cell 3 of 8: torch cpu fp32, 45 s: n=1024 (1 of 2): timing:
+        samples of 4 calls, 3.1 s (~5.0 s expected)'; '' before any phase."""
         with self._lock:
             phase = self._phases[-1] if self._phases else None
             worker = self._worker
         if phase is None:
             return ""
         words = ", ".join(part for part in (self.context, phase.text) if part)
-        if with_time:
-            timing = lasted(self._now() - phase.started, phase.estimate_s)
-            words = f"{words}, {timing}" if timing else words
+        timing = lasted(self._now() - phase.started, phase.estimate_s)
+        words = f"{words}, {timing}" if timing else words
         inside = worker_phase(worker, self._wall())
         return f"{words}: {inside}" if inside else words
 
