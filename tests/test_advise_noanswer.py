@@ -146,7 +146,8 @@ def test_an_as_written_cell_the_budget_stopped_is_no_failure(tmp_path: Path) -> 
     run = cpu_run(tight(1e-3), tight(1e-3))
     run.cells[0].status = Status.TIMEOUT
     run.cells[0].reason = f"{choosing.ADVISE_BUDGET} 180 s ran out; worker killed"
-    assert RunResult(tmp_path, run.cells, run).advise_exit_code == 0
+    # Nothing failed and nothing was measured: no answer (4), never 1.
+    assert RunResult(tmp_path, run.cells, run).advise_exit_code == EXIT_NO_ANSWER
     run.cells[0].reason = "no result within --timeout 600 s; worker killed"
     assert RunResult(tmp_path, run.cells, run).advise_exit_code == 1
 

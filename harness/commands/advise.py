@@ -8,7 +8,12 @@ import time
 import typer
 
 from harness import api
-from harness.commands.epilogue import print_advise_warnings, print_context, report_and_check
+from harness.commands.epilogue import (
+    print_advise_warnings,
+    print_context,
+    report_and_check,
+    say_no_measurement,
+)
 from harness.commands.inputs import fail_input, parse_sizes
 from harness.commands.options import RunOptions
 from harness.commands.output import Said, print_plain
@@ -58,6 +63,7 @@ def run_advise(options: RunOptions, budget: float) -> None:
         print_advise_warnings(say, result, drawn)
     print_context(say, result, drawn, check_line, advise_rounds_line(result.document))
     remember_after_run(result, drawn is not None and budget > 0)
+    say_no_measurement(result)
     # A fix that failed or did not help is a finding; only the as-written cells decide, and
     # an advice that measured no fix says it has no answer.
     raise typer.Exit(result.advise_exit_code or (drawn.exit_code if drawn else 0)

@@ -26,6 +26,7 @@ from harness.commands.tables import (
 from harness.core import interrupt, registry
 from harness.measure import envinfo
 from harness.reporting import ReportOutcome, draw_run_report
+from harness.run import phases
 from harness.spec import Status, WorkloadSpec
 
 
@@ -35,8 +36,12 @@ def report_and_check(result: api.RunResult,
     its self-check. Returns the drawing's outcome, the check's mismatches and its line."""
     if result.stopped_by is not None:
         return None, 0, ""
-    drawn = draw_run_report(result.path) if report else None
-    mismatches, check_line = self_check(result)
+    board = phases.PhaseBoard()  # a log still hears from a long drawing (no bar: no terminal)
+    with phases.reporting(board, errors):
+        with board.phase("drawing the report"):
+            drawn = draw_run_report(result.path) if report else None
+        with board.phase("harness check: recomputing every figure from the samples"):
+            mismatches, check_line = self_check(result)
     return drawn, mismatches, check_line
 
 
@@ -114,11 +119,35 @@ def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
 
     for line in energy_lines(result.document):
         say(line)
-    if result.stopped_by is not None:
-        finished = sum(cell.status != Status.INTERRUPTED for cell in result.cells)
-        errors.print(f"interrupted by {interrupt.describe(result.stopped_by)}: "
-                     f"{finished} finished cells saved in {result.path}")
+    for line in interrupted_lines(result):
+        errors.print(line, markup=False, highlight=False, soft_wrap=True)
     return summaries
+
+
+def say_no_measurement(result: api.RunResult) -> None:
+    """The last line on stderr of a run that ended without one valid measurement: why, in one
+    line (api.no_measurement_line); its exit code is 4 unless a failed cell's 1 says more."""
+    line = api.no_measurement_line(result)
+    if line:
+        errors.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def interrupted_lines(result: api.RunResult) -> list[str]:
+    """A stopped run's two lines: what was saved, and the exact command that runs the rest
+    (`harness compare --resume RUN`); none for a run that was not stopped. A run stopped
+    before its first cell (in the ceilings or the shared weights) is started again instead:
+    a resumed run does neither."""
+    if result.stopped_by is None:
+        return []
+    import shlex
+
+    stopped = f"interrupted by {interrupt.describe(result.stopped_by)}"
+    if not result.cells:
+        return [f"{stopped} before any cell ran; nothing to keep: run the same command again"]
+    finished = sum(cell.status != Status.INTERRUPTED for cell in result.cells)
+    planned = max(len(result.document.planned_cells), len(result.cells))
+    return [f"{stopped}: {finished} of {planned} cells finished and saved; to run the rest:",
+            f"  harness compare --resume {shlex.quote(str(result.path))}"]
 
 
 def print_warnings(say: Said, verdict_warnings: list[str],
