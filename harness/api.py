@@ -38,6 +38,13 @@ from harness.run.session import RunSession
 from harness.spec import Status, worst_status
 
 EXIT_FAILED_CELL = 1
+# No answer: nothing was measured (every cell unavailable: --device cuda where no GPU is seen,
+# a framework not installed; refused, or without a case that ran), or `harness advise` measured
+# no fix (or no as-written cell) at the user's batch and printed what budget would. Not 0: a
+# script must not read a run with no figure as a success; not 1 (nothing failed), 2 (bad input)
+# or 3 (the report could not be written: harness.reporting). A failed cell's 1 takes precedence.
+EXIT_NO_ANSWER = 4
+EXIT_NO_MEASUREMENT = EXIT_NO_ANSWER
 # A cell in one of these failed (INTERRUPTED without a stop signal here: a cell cancelled
 # elsewhere, scancel or preempted).
 FAILED_STATUSES = (Status.ERROR, Status.TIMEOUT, Status.INVALID, Status.INTERRUPTED)
@@ -62,17 +69,26 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        """0 ok, 1 a cell failed, 128 + N stopped by signal N (the CLI's exit code)."""
+        """0 ok, 1 a cell failed, 4 nothing measured (EXIT_NO_MEASUREMENT), 128 + N stopped by
+        signal N (the CLI's exit code)."""
         if self.stopped_by is not None:
             return EXIT_SIGNAL_BASE + self.stopped_by.value
-        status = worst_status([cell.status for cell in self.cells])
-        return EXIT_FAILED_CELL if status in FAILED_STATUSES else 0
+        return self._cells_exit_code(self.cells)
+
+    @staticmethod
+    def _cells_exit_code(cells: list[CellResult]) -> int:
+        """1 when one of CELLS failed, else 4 when none measured a case, else 0."""
+        status = worst_status([cell.status for cell in cells])
+        if status in FAILED_STATUSES:
+            return EXIT_FAILED_CELL
+        return 0 if measured_any(cells) else EXIT_NO_MEASUREMENT
 
     @property
     def advise_exit_code(self) -> int:
         """`harness advise`'s: 0 once the as-written cells ran, whatever the fixes showed (a
         fix failing parity, not helping, stopped by the budget is a finding the answer
-        prints); 1 when an as-written cell failed; 128 + N stopped by signal N."""
+        prints); 1 when an as-written cell failed (not one the budget stopped or did not
+        start); 4 when none measured a case (no answer); 128 + N stopped by signal N."""
         if self.stopped_by is not None:
             return self.exit_code
         from harness.analysis.advice import baseline_variant
@@ -80,8 +96,37 @@ class RunResult:
         record = self.document.advise
         baseline = (record.baseline if record is not None else "") or \
             baseline_variant(self.document)
-        status = worst_status([cell.status for cell in self.cells if cell.variant == baseline])
-        return EXIT_FAILED_CELL if status in FAILED_STATUSES else 0
+        from harness.run.chooser import stopped_by_budget
+
+        # One the budget stopped or did not start failed nothing: the advice says it measured
+        # too little to answer (EXIT_NO_ANSWER).
+        return self._cells_exit_code([cell for cell in self.cells if cell.variant == baseline
+                                      and not stopped_by_budget(cell)])
+
+
+def measured_any(cells: list[CellResult]) -> bool:
+    """Whether one of CELLS measured a case (a case whose status is ok)."""
+    return any(case.status == Status.OK for cell in cells for case in cell.cases)
+
+
+def no_measurement_line(result: RunResult, width: int = 100) -> str:
+    """Why a run that ended measured nothing, in one line of at most WIDTH characters: how
+    many cells ended how, and the first reason given ('' where something was measured or a
+    signal stopped the run)."""
+    import textwrap
+    from collections import Counter
+
+    if result.stopped_by is not None or measured_any(result.cells):
+        return ""
+    cells = result.cells
+    ended = Counter(cell.status.value for cell in cells)
+    first = next((cell for cell in cells if cell.reason), None)
+    why = f"{first.cell.framework} {first.cell.device}: {first.reason}" if first else ""
+    if len(cells) > 1:
+        tally = ", ".join(f"{count} {status}" for status, count in ended.items())
+        why = f"in {len(cells)} cells ({tally})" + (f"; first: {why}" if why else "")
+    line = f"harness: no valid measurement{': ' if len(cells) == 1 else ' '}{why}".rstrip()
+    return textwrap.shorten(line, width, placeholder=" ...")
 
 
 def execute(run: RunPlan, *, ceilings: bool = True, command: list[str] | None = None,

@@ -3,9 +3,10 @@
 Never imports a framework: everything framework-specific runs in worker processes.
 Bad input is one line on stderr and exit code 2 (so is `diff` of runs that share no case); a
 failed cell is exit code 1 with every result still written; a report that cannot be written
-after the measurements were saved is exit code 3 with its one-line reason; Ctrl-C, SIGTERM and
+after the measurements were saved is exit code 3 with its one-line reason; a run that measured
+nothing (every cell unavailable) is exit code 4 with a line saying why; Ctrl-C, SIGTERM and
 SIGHUP save what finished, stop the running worker and exit 128 + the signal's number (130,
-143, 129).
+143, 129), naming the `--resume` command that runs the rest.
 
 This module declares the app and its commands; their bodies, the options compare and advise
 share, the tables and what a run prints after its cells live in harness/commands/.

@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 # Piped output without $COLUMNS keeps the width it always had: lines are not folded for
 # scripts and tests that read them.
@@ -83,3 +83,77 @@ def column_lines(header: Sequence[str], rows: Sequence[Sequence[str]], indent: i
 
 def _line(cells: Sequence[str], sizes: list[int], indent: int) -> str:
     return (" " * indent + GAP.join(cell.ljust(size) for cell, size in zip(cells, sizes))).rstrip()
+
+
+def fitted_lines(line: str, width: int | None = None) -> list[str]:
+    """LINE as the terminal should show it: whole where there is no width to fit (piped
+    without $COLUMNS), else folded at words into lines of at most the width, each continuation
+    indented two spaces past the line's own indent."""
+    width = width if width is not None else fit_width()
+    if width is None or len(line) <= width:
+        return [line]
+    body = line.lstrip(" ")
+    return wrapped(body, indent=len(line) - len(body), width=width)
+
+
+# The rule above and below a table, as rich's HORIZONTALS box draws it.
+RULE = "─"
+
+
+def cell_lines(text: str, width: int) -> list[str]:
+    """A cell's text in lines of at most WIDTH: broken at spaces and after hyphens, a word
+    longer than WIDTH kept whole (the column is never narrower than its longest word)."""
+    if len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width=width, break_long_words=False,
+                         break_on_hyphens=True) or [text]
+
+
+def longest_word(texts: Sequence[str]) -> int:
+    """The widest piece a column's texts can be broken into (spaces, and after hyphens)."""
+    pieces = [piece for text in texts
+              for word in text.split() for piece in word.replace("-", "- ").split()]
+    return max(map(len, pieces), default=1)
+
+
+def fitted_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]],
+                 width: int | None = None, whole: Collection[int] = ()) -> list[str]:
+    """A plain table within the width, no cell ever cut: the title, a rule, the header, a rule,
+    the rows, a rule. Piped without a width it is as wide as its cells. Where the natural width
+    does not fit, headers go over two lines, then the widest columns wrap their cells (at
+    spaces and after hyphens: 'keras-' over 'tensorflow'); only a table whose longest words
+    alone exceed the width is wider than it. The columns WHOLE (their indexes: figures) never
+    wrap their cells."""
+    width = width if width is not None else fit_width()
+    headers = [[text] for text in header]
+    sizes = [max([len(text), *(len(row[index]) for row in rows)])
+             for index, text in enumerate(header)]
+
+    def total() -> int:
+        return sum(sizes) + len(GAP) * (len(sizes) - 1)
+
+    if width is not None and total() > width:
+        headers = [split_header(text) for text in header]
+        floors = [max([*map(len, headers[index]),
+                       *((len(row[index]) for row in rows) if index in whole
+                         else [longest_word([row[index] for row in rows])])])
+                  for index in range(len(header))]
+        sizes = [max([*map(len, headers[index]), *(len(row[index]) for row in rows)])
+                 for index in range(len(header))]
+        while total() > width:
+            widest = max(range(len(sizes)), key=lambda index: sizes[index] - floors[index])
+            if sizes[widest] <= floors[widest]:
+                break  # every column at its longest word: wider than the width, not cut
+            sizes[widest] -= 1
+    depth = max(map(len, headers))
+    lines = [*fitted_lines(title, width), RULE * total()]
+    for level in range(depth):
+        lines.append(_line([(part[level - (depth - len(part))] if level >= depth - len(part)
+                             else "") for part in headers], sizes, 0))
+    lines.append(RULE * total())
+    for row in rows:
+        wrapped_cells = [cell_lines(text, size) for text, size in zip(row, sizes)]
+        for level in range(max(map(len, wrapped_cells))):
+            lines.append(_line([cell[level] if level < len(cell) else ""
+                                for cell in wrapped_cells], sizes, 0))
+    return lines + [RULE * total()]

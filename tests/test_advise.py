@@ -720,6 +720,6 @@ def test_a_cpu_only_run_says_why_it_has_no_answer_and_what_would_give_one() -> N
     failure; a run without any GPU says so and what measures both."""
     assert advice.no_answer(["cpu"]) == advice.NO_GPU_ANSWER
     assert advice.no_answer(["cpu", "cuda:0"]) == advice.NO_ANSWER
-    lines = advice.RunAdvice("model-x", "batch", 32, []).lines()
-    assert lines[:2] == ["answer (model-x at batch 32):", f"  {advice.NO_GPU_ANSWER}"]
+    lines = advice.advise_run(document([cell("as-written", "cpu", {32: 1e-3})])).lines()
+    assert lines[:2] == ["answer (model-net at batch 32):", f"  {advice.NO_GPU_ANSWER}"]
     assert len(lines[1]) <= 200  # two terminal lines at 100 columns

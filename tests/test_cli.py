@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from harness import api
 from harness.cli import app
 from harness.data.results import SCHEMA_VERSION, CellResult
 from harness.run import plan as run_plan
@@ -258,7 +259,7 @@ def test_variant_all_starts_no_worker_for_a_refused_cell(out_dir: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 21: `--variant all` on MNIST. The declarations refuse 24 of the 45 cpu cells
     (torch-only, Keras-only, GPU-only variants; keras-torch's steps_per_execution); those become
-    unavailable rows with their reason and no worker, the others reach a worker, exit 0."""
+    unavailable rows with their reason and no worker, the others reach a worker."""
     started: list[Cell] = []
 
     def counting_worker(cell: Cell, options: runner.RunOptions, *servers: object) -> CellResult:
@@ -271,7 +272,8 @@ def test_variant_all_starts_no_worker_for_a_refused_cell(out_dir: Path,
     monkeypatch.setenv("HARNESS_FORK_WORKERS", "0")
     result = invoke("compare", "--workload", "mnist-small", "--variant", "all", "--quick",
                     "--device", "cpu", "--no-ceilings", "--no-report", "--out", str(out_dir))
-    assert result.exit_code == 0, result.output
+    # The counting worker measures no case: the run ends as one with no valid measurement.
+    assert result.exit_code == api.EXIT_NO_MEASUREMENT, result.output
     cells = json.loads((only_run_dir(out_dir) / "run.json").read_text())["cells"]
     spec = mnist.SMALL
     assert len(cells) == len(spec.variants) * len(spec.frameworks) == 45

@@ -63,6 +63,13 @@ def test_compare_ends_with_the_summary_verdict_and_the_report_path(out_dir: Path
     for line in verdict[1:]:
         if line.startswith("  ranking on "):
             continue  # its own form (same_ranking above)
+        if line.startswith("  warning: SUSPECT timing ("):  # the short form's heading
+            assert "- SUSPECT timing: " in summary  # each reason in full there
+            continue
+        if line.startswith("  warning: noisy ("):  # one line for every noisy cell
+            for cell in line.split("): ", 1)[1].split("; "):
+                assert f"noisy (IQR/median > 10%): {cell}" in shortened, cell
+            continue
         sentence = line.strip().removeprefix("warning: ")
         # A SUSPECT cell (a loaded machine) is named only: its reason is in the warnings.
         sentence = sentence.removeprefix("GPU vs CPU: ").split("; SUSPECT timing: ")[0]

@@ -96,7 +96,7 @@ def folded_lines(lines: list[str], start: str) -> list[str]:
     for line in lines:
         if line.startswith(start):
             found.append(line)
-        elif found and line.startswith("      ") and not found[-1].endswith("\n"):
+        elif found and line.startswith("    ") and not found[-1].endswith("\n"):
             found[-1] += " " + line.strip()
         elif found:
             found[-1] += "\n"
@@ -108,7 +108,7 @@ def test_the_verdict_lines_fit_100_columns_and_name_their_cell(
     _, output = predicted_run
     lines = output.splitlines()
     start = lines.index("verdict:")
-    mine = [line for line in lines[start:] if line.startswith(("  predicted on ", "      "))]
+    mine = [line for line in lines[start:] if line.startswith(("  predicted on ", "    "))]
     assert mine and all(len(line) <= 100 for line in mine), mine
     predicted = folded_lines(lines[start:], "  predicted on ")
     assert len(predicted) == len(shipped_names())

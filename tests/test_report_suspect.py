@@ -32,9 +32,12 @@ def test_a_suspect_case_is_named_in_the_summary(tmp_path: Path) -> None:
     assert len(warnings) == 1, summary  # only the one case stored as suspect
     assert f"{CPU_MACHINE}, torch cpu fp32" in warnings[0] and BIMODAL in warnings[0]
     assert "4,096" in warnings[0] or "4096" in warnings[0]
-    # The headline size's fastest cell is the suspect one: its verdict says so.
+    # The headline size's fastest cell is the suspect one: its verdict says so, by the cell's
+    # name only (issue 64: the demo's glance was ~20 lines of SUSPECT reasons), the reason in
+    # the warnings lower down.
     glance = summary.split("## At a glance")[1].split("\n## ")[0]
-    assert f"SUSPECT timing: torch cpu: {BIMODAL}" in glance
+    assert "SUSPECT timing: torch cpu (see the warnings)" in glance
+    assert BIMODAL not in glance
     # The terminal's verdict names the suspect cell and leaves its reason to the warnings,
     # where it is said in full once.
     terminal = verdicts_without_drawing([run])

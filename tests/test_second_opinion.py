@@ -79,6 +79,58 @@ def torch_counts() -> dict[str, Any]:
             "planted": [planted.flops, planted.second_opinion]}
 
 
+def torch_autocast_counts() -> dict[str, Any]:
+    """A small conv net's training step under CPU autocast (bf16; fp16 with a GradScaler),
+    one convolution called twice in the step as a shared layer is: autocast casts its
+    weight once for the whole region, so the second call's cast node is the first's. Counted
+    as is and with aten.convolution_backward's formula doubled (runs in a child)."""
+    import torch
+    from torch import nn
+
+    from harness.backends.torch import flops
+
+    class Shared(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+            self.norm = nn.BatchNorm2d(8)
+            self.conv = nn.Conv2d(8, 8, 3, padding=1)
+            self.head = nn.Linear(8, 4)
+
+        def forward(self, x: Any) -> Any:
+            h = torch.relu(self.norm(self.stem(x)))
+            h = torch.relu(self.conv(torch.relu(self.conv(h))))
+            return self.head(h.mean((2, 3)))
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    net, x, y = Shared(), torch.randn(2, 3, 8, 8), torch.randn(2, 4)
+    optimizer = torch.optim.SGD(net.parameters(), lr=1e-3)
+
+    def step(dtype: Any) -> Any:
+        scaler = torch.amp.GradScaler("cpu") if dtype == torch.float16 else None
+
+        def call() -> None:
+            optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=dtype):
+                loss = nn.functional.mse_loss(net(x).float(), y)
+            if scaler is None:
+                loss.backward()
+                optimizer.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+        return call
+
+    found = {name: flops.count(step(dtype), net).second_opinion
+             for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16))}
+    formula = flops.FORMULAS["aten.convolution_backward"]
+    flops.FORMULAS["aten.convolution_backward"] = lambda args, out: 2 * formula(args, out)
+    found["bf16 planted"] = flops.count(step(torch.bfloat16), net).second_opinion
+    return found
+
+
 def jax_counts() -> dict[str, Any]:
     """A small conv net's Adam step: XLA's count beside the jaxpr's, as is and with the
     jaxpr's convolution formula doubled (runs in a child: imports JAX)."""
@@ -196,6 +248,30 @@ def test_a_doubled_formula_is_disputed_and_named_with_both_figures(counted: dict
         assert f"{int(flops):,} FLOPs by op (XLA cost analysis)" in text
     part = disputed_parts({RECORD_KEY: planted})[0]
     assert f"{part.counted:,}" in text and f"{part.low:,}" in text
+
+
+@pytest.mark.skipif(not installed("torch"), reason="torch is not installed")
+def test_under_autocast_a_right_count_stands_and_a_wrong_one_is_disputed() -> None:
+    """Autocast reaches each weight through a cast it caches for the whole region: a layer
+    called twice found the first call's cast claimed and no accumulator behind it, so its
+    second backward's shapes allowed the input gradient only (1.33x disputed under bf16)."""
+    found = _child("torch_autocast_counts")
+    for name in ("bf16", "fp16"):
+        parts = {part["name"]: part for part in found[name]["parts"]}
+        assert disputed_text({RECORD_KEY: found[name]}) == "", (name, parts)
+        shared = parts["Conv2d 'conv' backward"]
+        # Both calls compute both gradients: 4 x one call's forward.
+        forward = parts["Conv2d 'conv' forward"]["counted"] // 2
+        assert shared["counted"] == 4 * forward <= shared["high"], (name, shared)
+        # The record says how: the second call's weight cast was the first's.
+        assert "engine: input yes, weights cannot say; could flow: input yes, weights yes" \
+            in shared["gradients"], shared
+        assert parts["Conv2d 'stem' backward"]["counted"] == \
+            parts["Conv2d 'stem' forward"]["counted"]  # its input needs no gradient
+    disputed = disputed_parts({RECORD_KEY: found["bf16 planted"]})
+    assert {part.name for part in disputed} == {"Conv2d 'stem' backward",
+                                                "Conv2d 'conv' backward"}
+    assert all(part.counted >= 2 * part.high for part in disputed)
 
 
 @pytest.mark.skipif(not installed("jax"), reason="jax is not installed")

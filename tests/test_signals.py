@@ -149,6 +149,11 @@ def test_stop_signal_saves_cells_kills_the_worker_group_and_exits_128_plus_n(
     assert ok["status"] == "ok" and stopped["status"] == "interrupted"
     assert f"interrupted by {signum.name}" in stopped["reason"]
     assert stopped["cases"][0]["status"] == "ok"  # size 1 finished before the hang
+    run_dir = next(out_dir.iterdir())
+    said = stderr.splitlines()
+    assert f"interrupted by {signum.name}" in stderr and "1 of 2 cells finished" in stderr
+    assert said[said.index(f"  harness compare --resume {run_dir}") - 1].endswith(
+        "to run the rest:"), stderr
 
 
 def test_sighup_is_ignored_under_nohup(out_dir: Path, tmp_path: Path) -> None:

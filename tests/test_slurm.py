@@ -384,7 +384,8 @@ def test_ctrl_c_cancels_the_array_and_resume_runs_the_rest(cluster: slurm_cluste
     first = cells_by_variant(run_dir)
     assert first["ok"]["status"] == "ok" and first["slow"]["status"] == "interrupted"
     assert "SIGINT" in first["slow"]["reason"]
-    assert "1 finished cells saved" in stderr  # the interrupted one is not counted
+    assert "1 of 2 cells finished and saved" in stderr  # the interrupted one is not counted
+    assert f"harness compare --resume {run_dir}\n" in stderr
     left = subprocess.run(["squeue", "-h", "-t", "PENDING,RUNNING", "-o", "%i"],
                           env=environment, capture_output=True, text=True, check=True)
     assert left.stdout.split() == []  # cancelled, not left queued

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tests.cli_in_process import run_cli_in_process
 from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
+from tests.terminal_lines import unfolded
 
 WIDTH = 100
 # 8 cells: 2 variants x 2 frameworks x 2 devices; fake has no GPU (2 unavailable rows), the
@@ -56,7 +57,8 @@ def test_the_answer_comes_first_in_a_compact_table_and_each_sentence_once(
     context = [i for i, line in enumerate(lines)
                if line.startswith(("rounds: ", "--quick: ", "harness check: "))]
     assert len(context) == 3 and min(context) > lines.index("warnings:")
-    said = [line.strip() for line in lines if line.strip() and set(line.strip()) != {"─"}]
+    said = [line.strip() for line in unfolded(lines, WIDTH)
+            if line.strip() and set(line.strip()) != {"─"}]
     repeated = {line for line in said if said.count(line) > 1}
     assert not repeated, repeated
     # An energy counter that measured nothing is one line per run, not one per comparison.

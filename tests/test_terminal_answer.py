@@ -27,6 +27,7 @@ from harness.report.views import energy as energy_view
 from harness.reporting import draw_run_report
 from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 from tests.synthetic_runs import make_case, make_result, save_predictions, write_run
+from tests.terminal_lines import unfolded
 from tests.test_report import private_matplotlib  # noqa: F401 - autouse: matplotlib's cache
 
 WIDTH = 100
@@ -112,7 +113,7 @@ def answer(run_dir: Path, monkeypatch: pytest.MonkeyPatch,
     _, check_line = epilogue.self_check(result)
     epilogue.print_run(registry.load_workload(document.workload), result, drawn, check_line,
                        details)
-    return written.getvalue().splitlines(), check_line
+    return unfolded(written.getvalue().splitlines(), WIDTH), check_line
 
 
 def rows_on_screen(line: str) -> int:

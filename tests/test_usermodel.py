@@ -546,3 +546,43 @@ def test_the_inspector_runs_in_the_environment_the_files_imports_name(
     assert guess_family(path) == family
     if family == "torch":
         assert child_framework(guess_family(path)) == "torch"
+
+
+def test_a_misspelled_hook_is_one_line_naming_the_hook_and_the_default_used() -> None:
+    from harness.workloads.usermodel.plan import hook_notices
+
+    torch_file = {"family": "torch", "has_step": False,
+                  "misspelled": [["optimiser", "optimizer"], ["target", "targets"]]}
+    assert hook_notices(torch_file) == [
+        "optimiser() is not a hook: did you mean optimizer()? using the default Adam",
+        "target() is not a hook: did you mean targets()? using the default fixed random "
+        "targets"]
+    assert hook_notices({**torch_file, "family": "jax"})[0].endswith("optax.adam(1e-3)")
+    assert hook_notices({**torch_file, "family": "keras"})[0].endswith(
+        "your model's compiled optimizer")
+    assert hook_notices({**torch_file, "has_step": True})[1].endswith(
+        "using none: your step() is what is timed")
+    assert hook_notices({"family": "torch", "has_step": False, "misspelled": []}) == []
+
+
+@pytest.mark.slow  # a real torch worker
+def test_compare_says_a_misspelled_hook_before_the_run(tmp_path: Path) -> None:
+    """optimiser() and target() ran with the default Adam and random targets in silence;
+    `harness list --model` alone named them."""
+    model = write_model(tmp_path, TORCH_MLP + textwrap.indent(textwrap.dedent("""
+        def optimiser(parameters):
+            import torch
+            return torch.optim.SGD(parameters, lr=0.1)
+
+        def target(batch, rng):
+            return rng.standard_normal((batch, 2), dtype=np.float32)
+    """), "    "))
+    ran, _ = compare(model, tmp_path / "out", "--sizes", "2")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    notices = [line for line in ran.stderr.splitlines() if "is not a hook" in line]
+    assert notices == [
+        "optimiser() is not a hook: did you mean optimizer()? using the default Adam",
+        "target() is not a hook: did you mean targets()? using the default fixed random "
+        "targets"], ran.stderr
+    before_run = ran.stderr.split("run folder:")[0]
+    assert all(notice in before_run for notice in notices)

@@ -39,6 +39,7 @@ class Tally:
     low: int = 0
     high: int = 0
     unreadable: str = ""  # why the shapes could not be read (then nothing is compared)
+    gradients: set[str] = field(default_factory=set)  # each call's gradients, in words
 
 
 @dataclass
@@ -49,7 +50,29 @@ class LayerCall:
     shapes: shapeflops.Shapes
     input_targets: list[Any]  # per input: the node its gradient flows into, or None
     weight_targets: list[Any]  # the AccumulateGrad nodes of the layer's parameters
+    # Which gradients could flow at all, read from the tensors (an input's requires_grad, any
+    # trainable parameter), not from the nodes the walk found: under autocast a weight reaches
+    # its layer through a cast, and autocast caches that cast for the whole region, so a layer
+    # called twice finds the first call's cast node claimed and no accumulator behind it.
+    inputs_need: tuple[bool, ...] = ()
+    weights_need: bool = False
     passes: set[int] = field(default_factory=set)  # backward passes that reached it
+
+    def engine_grads(self) -> shapeflops.Grads:
+        """The gradients the engine says this backward computes; None (cannot say) where a
+        gradient could flow but the walk found no node to ask about."""
+        inputs = tuple(_will_execute(node) if node is not None else (None if need else False)
+                       for node, need in zip(self.input_targets, self.inputs_need, strict=True))
+        if self.weight_targets:
+            weights = _any([_will_execute(node) for node in self.weight_targets])
+        else:
+            weights = None if self.weights_need else False
+        return shapeflops.Grads(inputs, weights)
+
+    def possible_grads(self) -> shapeflops.Grads:
+        """Every gradient that could flow through this call (the top of its range)."""
+        return shapeflops.Grads(tuple(None if need else False for need in self.inputs_need),
+                                None if self.weights_need else False)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -74,6 +97,15 @@ def _will_execute(node: Any) -> bool | None:
         return bool(torch._C._will_engine_execute_node(node))
     except RuntimeError as exc:
         return True if "A leaf node was passed" in str(exc) else None
+
+
+def _said(grads: shapeflops.Grads, could: bool = False) -> str:
+    """'input yes, weights cannot say': a backward's gradients in words (the record's); of
+    the gradients that `could` flow, the unknown ones (None) are the ones that can."""
+    words = {True: "yes", False: "no", None: "yes" if could else "cannot say"}
+    inputs = [f"input{index + 1 if len(grads.inputs) > 1 else ''} {words[flag]}"
+              for index, flag in enumerate(grads.inputs)]
+    return ", ".join([*inputs, f"weights {words[grads.weights]}"])
 
 
 def _any(flags: list[bool | None]) -> bool | None:
@@ -168,7 +200,9 @@ class LayerShapes:
         call = LayerCall(layer, shapes,
                          [self.target(tensor, leaving) for tensor in given],
                          [node for node in leaving
-                          if id(getattr(node, "variable", None)) in parameters])
+                          if id(getattr(node, "variable", None)) in parameters],
+                         tuple(tensor is not None and tensor.requires_grad for tensor in given),
+                         any(p.requires_grad for p in module.parameters()))
         for node in tops:
             self.handles.append(node.register_prehook(
                 lambda grads, call=call, module=module: self.reached(module, call)))
@@ -212,17 +246,15 @@ class LayerShapes:
         call.passes.add(task)
         backward = self.tally(module, "backward")
         try:
-            grads = shapeflops.Grads(tuple(_will_execute(node) for node in call.input_targets),
-                                     _any([_will_execute(node) for node in call.weight_targets]))
-            low, high = call.layer.backward(call.shapes, grads)
+            engine, possible = call.engine_grads(), call.possible_grads()
+            low, high = call.layer.backward(call.shapes, engine)
             # The top of the range allows every gradient that could flow: the engine's answer
             # is read through autograd nodes, and on the H200 under bf16 autocast a deep conv
             # net's convolution_backward computed both gradients where it said one (a false
             # 2x dispute on every conv). A formula error still shows above it.
-            possible = shapeflops.Grads(
-                tuple(None if node is not None else False for node in call.input_targets),
-                None if call.weight_targets else False)
             high = max(high, call.layer.backward(call.shapes, possible)[1])
+            backward.gradients.add(f"engine: {_said(engine)}; could flow: "
+                                   f"{_said(possible, could=True)}")
         except Exception as exc:  # noqa: BLE001 - never break the user's backward
             backward.unreadable = f"its gradients could not be read ({type(exc).__name__})"
             return
@@ -278,5 +310,5 @@ class LayerShapes:
                     "lower bound there)")))
                 continue
             parts.append(secondopinion.Part(tally.label, tally.counted, tally.low, tally.high,
-                                            dict(tally.ops)))
+                                            dict(tally.ops), " | ".join(sorted(tally.gradients))))
         return secondopinion.record(BY, "module shapes", parts, skipped)

@@ -16,21 +16,24 @@ harness.core.registry.fix_catalogue, typed).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from harness.analysis.adviceanswer import Answer, answer
 from harness.analysis.advicecase import diagnosis_at
 from harness.analysis.advicenotes import budget_notes
 from harness.analysis.casetable import CaseRow, run_rows
-from harness.analysis.confidence import UNCONFIRMED, doubt, nothing_recommended, unconfirmed_line
-from harness.analysis.crossover import predict_curves
+from harness.analysis.confidence import (
+    UNCONFIRMED,
+    beyond_suspicion,
+    doubt,
+    nothing_recommended,
+    unconfirmed_line,
+)
 from harness.analysis.fixchoice import NotTried, compose_variant, conflict, variant_parts, why_line
-from harness.analysis.memoryfit import largest_batch_that_fits
 from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
-from harness.analysis.predict import Prediction, size_of
 from harness.analysis.sensitivity import figures_sentence
 from harness.core.units import device_kind, format_ratio, format_seconds, format_size
 from harness.data.adviserecord import AdvisedCell, AdviseRecord
@@ -75,6 +78,9 @@ class FixResult:
     median_s: float | None
     reason: str = ""
     noise: CaseNoise | None = None  # per step: what the answer's own noise verdict reads
+    # An effect measured on SUSPECT timings beyond what their reasons can explain, said on
+    # its line ('measured on SUSPECT timings (...), which explain up to 4x, not 3271x').
+    suspect_note: str = ""
 
     @property
     def recommended(self) -> bool:
@@ -85,10 +91,13 @@ class FixResult:
         did-not-help and failing forms ('compile-reduce-overhead: 0.93x, slower here')."""
         ratio = format_ratio(self.speedup)
         noise = self.verdict.phrase() if self.verdict is not None else "not judged"
+        if self.suspect_note:
+            noise = f"{noise}; {self.suspect_note}"
         if self.standing == RECOMMENDED:
             return f"{self.variant}: {ratio} faster ({noise}); parity {self.parity}; {self.why}"
-        if self.standing == UNCONFIRMED:  # faster, on timings or a gap not to trust
-            return unconfirmed_line(self.variant, ratio, noise, self.reason)
+        if self.standing == UNCONFIRMED:  # on timings or a gap not to trust, either way
+            return unconfirmed_line(self.variant, ratio, noise, self.reason,
+                                    slower=self.speedup is not None and self.speedup < 1)
         if self.standing == FAILS_PARITY:
             return (f"{self.variant}: {ratio}, fails parity ({self.parity}); not recommended")
         if self.standing in (FAILED, NOT_MEASURED):
@@ -145,15 +154,23 @@ def judge_fix(baseline: CaseRow, fix: CaseRow, diagnosis: Diagnosis) -> FixResul
         return judged if fix.status == Status.OK.value else replace(judged, standing=FAILED)
     speedup = baseline.median_s / fix.median_s if fix.median_s else None
     verdict = judge_gap(baseline.noise, fix.noise)
-    why_not = ""  # why a fix faster beyond the noise rule is still not confirmed
+    why_not = ""  # why a gain or loss beyond the noise rule is still not confirmed
     if failed_check(fix) or fix.status == Status.INVALID.value:
         standing = FAILS_PARITY
     elif speedup is not None and speedup > 1 and verdict.significant:
-        why_not = doubt(baseline, fix)
+        why_not = doubt(baseline, fix, speedup)
         standing = UNCONFIRMED if why_not else RECOMMENDED
+    elif speedup is not None and speedup < 1 and verdict.significant and \
+            (baseline.suspect or fix.suspect):
+        # Slower on SUSPECT timings: said as measured only beyond what they can explain.
+        why_not = doubt(baseline, fix, speedup)
+        standing = UNCONFIRMED if why_not else DID_NOT_HELP
     else:
         standing = DID_NOT_HELP
-    return replace(judged, standing=standing, speedup=speedup, verdict=verdict, reason=why_not)
+    note = beyond_suspicion(baseline, fix, speedup) if speedup and standing in (
+        RECOMMENDED, DID_NOT_HELP) and verdict.significant else ""
+    return replace(judged, standing=standing, speedup=speedup, verdict=verdict, reason=why_not,
+                   suspect_note=note)
 
 
 def failed_check(case: CaseRow) -> bool:
@@ -215,6 +232,15 @@ class DeviceAdvice:
     combination_note: str = ""  # why the combination was not measured, where it was not
 
     @property
+    def measured(self) -> int:
+        """The fixes judged at the user's batch (not those stopped before it, nor not tried)."""
+        return sum(1 for item in self.fixes if item.standing != NOT_MEASURED)
+
+    @property
+    def candidates(self) -> int:
+        return len(self.fixes) + len(self.not_tried)
+
+    @property
     def combination_name(self) -> str:
         return compose_variant(self.combination) if self.combination else ""
 
@@ -239,7 +265,11 @@ class DeviceAdvice:
         return self.baseline.median_s if self.baseline.samples else None
 
     def head(self) -> str:
-        """'torch on cuda:0: as-written 1.2 ms per step; launch-bound: ...'."""
+        """'torch on cuda:0: as-written 1.2 ms per step; launch-bound: ...'; 'torch on cpu:
+        as-written not measured (...)' where its cell has no samples at this batch."""
+        if not self.baseline.samples:  # no diagnosis either: nothing was timed
+            return (f"{self.framework} on {self.device}: as-written not measured at this "
+                    "batch (the warnings say why)")
         return (f"{self.framework} on {self.device}: as-written "
                 f"{format_seconds(self.baseline.median_s)} per step; {self.diagnosis.text}")
 
@@ -250,8 +280,11 @@ class DeviceAdvice:
         if not helped:  # named: the same words under two devices would read as one line
             lines.append(nothing_recommended(
                 f"{self.framework} on {self.device}", [item.variant for item in self.fixes
-                                                       if item.standing == UNCONFIRMED],
-                self.baseline.suspect))
+                                                       if item.standing == UNCONFIRMED
+                                                       and (item.speedup or 0) > 1],
+                self.baseline.suspect, self.measured,
+                first_fix_line(self.not_tried, self.fixes) if self.candidates else
+                "no candidate fix applies here"))
         return lines + self._combination_lines()
 
     def other_lines(self) -> list[str]:
@@ -321,98 +354,6 @@ def device_advice(cases: list[CaseRow], framework: str, device: str, size: Any,
     return DeviceAdvice(framework, device, baseline, diagnosis, fixes, chosen, combined)
 
 
-# --- the answer: does the GPU now win at the user's batch? ------------------------------------
-
-@dataclass(frozen=True)
-class Answer:
-    """GPU (best configuration) against CPU (best configuration) at the user's batch."""
-
-    framework: str
-    text: str
-    gpu_wins: bool | None  # None: no GPU or no CPU result to compare
-    prediction: Prediction | None = None
-
-
-def sweep_points(cases: list[CaseRow], framework: str, device: str,
-                 variant: str) -> list[CaseRow]:
-    """One configuration's timed sizes as the crossover predictor reads them, by size."""
-    points = [case for case in cases
-              if (case.framework, case.device, case.variant) == (framework, device, variant)
-              and case.timed and case.size_value is not None]
-    return sorted(points, key=size_of)
-
-
-def answer(cpu: DeviceAdvice | None, gpu: DeviceAdvice | None, cases: list[CaseRow],
-           sweep: str, size: Any, document: RunDocument | None = None) -> Answer | None:
-    """The user's question, answered with each device's best configuration that passed."""
-    if gpu is None or cpu is None:
-        return None
-    framework = gpu.framework
-    gpu_s, cpu_s = gpu.best_median_s, cpu.best_median_s
-    at = f"{sweep} {format_size(size, sweep)}"
-    setup = f"GPU {gpu.best_variant} vs CPU {cpu.best_variant}"
-    if gpu_s is None or cpu_s is None:
-        return Answer(framework, f"{framework}: no answer at {at}: a device has no valid "
-                                 "result", None)
-    verdict = judge_gap(_noise_of(cpu), _noise_of(gpu))
-    ratio = cpu_s / gpu_s
-    if gpu_s < cpu_s and verdict.significant:
-        return Answer(framework, f"{framework}: yes, the GPU now wins at {at}: {setup}, "
-                                 f"{format_ratio(ratio)} faster ({verdict.phrase()})", True)
-    prediction = refit(cases, gpu, cpu)
-    lead = ("no, within the noise at" if gpu_s < cpu_s else "no, the GPU still loses at")
-    text = f"{framework}: {lead} {at}: {setup}, GPU/CPU speedup {format_ratio(ratio)} " \
-           f"({verdict.phrase()}); {_from_which(prediction, sweep)}" \
-           f"{larger_batch(document, gpu, prediction, size)}"
-    return Answer(framework, text, False, prediction)
-
-
-def _noise_of(advice: DeviceAdvice) -> CaseNoise:
-    """The samples of a device's best configuration, as the noise rule reads them (a
-    recommended fix was timed; a baseline without samples reads as none: NaN, 0 samples)."""
-    best = advice.best
-    return best.noise if best is not None and best.noise is not None else advice.baseline.noise
-
-
-def refit(cases: list[CaseRow], gpu: DeviceAdvice, cpu: DeviceAdvice) -> Prediction | None:
-    """The predicted crossover refitted on the best configurations' own sweeps (the fixed
-    step's costs: its launches, busy time and FLOPs per call), where each has two sizes."""
-    gpu_points = sweep_points(cases, gpu.framework, gpu.device, gpu.best_variant)
-    cpu_points = sweep_points(cases, cpu.framework, cpu.device, cpu.best_variant)
-    if len(gpu_points) < 2 or len(cpu_points) < 2:
-        return None
-    return predict_curves(cpu_points, gpu_points)
-
-
-def larger_batch(document: RunDocument | None, gpu: DeviceAdvice,
-                 prediction: Prediction | None, size: Any) -> str:
-    """'; a larger batch: ...': advised only where the predicted crossover's batch is
-    predicted to fit on the GPU (harness.analysis.memoryfit, peak memory fitted over the
-    sweep); otherwise why not. '' where there is no crossover to reach."""
-    if document is None or prediction is None or prediction.kind != "crossover" \
-            or prediction.size is None:
-        return ""
-    fit = largest_batch_that_fits(document, gpu.framework, gpu.device, gpu.best_variant)
-    wanted = math.ceil(prediction.size)
-    if fit is None or fit.largest_batch is None:
-        why = fit.reason if fit is not None else "no memory fit for this sweep"
-        return f"; whether batch {wanted:,} fits is not known ({why})"
-    if isinstance(size, (int, float)) and wanted <= size:
-        return ""
-    if wanted <= fit.largest_batch:
-        return (f"; a larger batch: {wanted:,} is predicted to fit on {gpu.device} (up to "
-                f"~{fit.largest_batch:,} fits by the memory fit)")
-    return (f"; batch {wanted:,} is not predicted to fit on {gpu.device} (up to "
-            f"~{fit.largest_batch:,} fits by the memory fit): keep the CPU at this size")
-
-
-def _from_which(prediction: Prediction | None, sweep: str) -> str:
-    if prediction is None:
-        return (f"from which {sweep} it would win: not predicted (the best configurations "
-                f"ran at one {sweep}; give two sizes)")
-    return f"refitted with the fixed step's costs, {prediction.text(sweep)}"
-
-
 # --- the whole run ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -425,6 +366,32 @@ class RunAdvice:
     devices: list[DeviceAdvice]
     answers: list[Answer] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # the budget's: rounds, fixes measured
+    # The candidates of as-written cells not measured at the user's batch (no DeviceAdvice
+    # holds them), as the record keeps them, with the budget that would measure each.
+    unmeasured: list[tuple[str, NotTried]] = field(default_factory=list)
+
+    @property
+    def answered(self) -> bool:
+        """Whether the advice rests on a measurement: some as-written cell measured at the
+        user's batch, and some fix judged there where any was a candidate. Otherwise the
+        exit code says "no answer" (harness.api.EXIT_NO_ANSWER)."""
+        if not any(device.baseline.samples for device in self.devices):
+            return False
+        return any(device.measured for device in self.devices) or not (
+            self.unmeasured or any(device.candidates for device in self.devices))
+
+    def no_answer_line(self) -> str:
+        """The answer of a run that measured no fix: that it did, and what budget would."""
+        what = "no fix was measured" if any(device.baseline.samples
+                                            for device in self.devices) \
+            else "nothing was measured"
+        first = first_fix_line([item for _, item in self.unmeasured] + [
+            item for device in self.devices for item in device.not_tried],
+            [fix for device in self.devices for fix in device.fixes])
+        # Where nothing prices a fix (no step finished, none known from a preparation), the
+        # one budget sure to measure them: none.
+        return (f"no answer: {what}, so nothing is recommended or ruled out; "
+                + (first or "--budget 0 (no limit) would measure every candidate fix"))
 
     def lines(self) -> list[str]:
         """The answer first, then the budget's notes, per device the ranked fixes, what did
@@ -432,8 +399,11 @@ class RunAdvice:
         at = f"{self.sweep} {format_size(self.size, self.sweep)}" if self.size is not None \
             else "the measured size"
         lines = [f"answer ({self.workload} at {at}):"]
-        lines += [f"  {item.text}" for item in self.answers] or [
+        if not self.answered:
+            lines.append(f"  {self.no_answer_line()}")
+        lines += [f"  {item.text}" for item in self.answers] or ([
             f"  {no_answer([device.device for device in self.devices])}"]
+            if self.answered else [])
         lines += self.notes
         lines += self.ranked_lines()
         for title, lines_of in (("did not help or not confirmed (never recommended):"
@@ -444,11 +414,13 @@ class RunAdvice:
                                 ("not measured (never recommended):",
                                  DeviceAdvice.unmeasured_lines),
                                 ("not tried (never measured):", DeviceAdvice.not_tried_lines)):
-            found = [(advice, lines_of(advice)) for advice in self.devices]
+            found = [(f"{advice.framework} on {advice.device}", lines_of(advice))
+                     for advice in self.devices]
+            if lines_of is DeviceAdvice.not_tried_lines:
+                found += [(where, [item.line()]) for where, item in self.unmeasured]
             if any(lines_ for _, lines_ in found):
                 lines.append(title)
-                lines += [f"  {advice.framework} on {advice.device}: {line}"
-                          for advice, lines_ in found for line in lines_]
+                lines += [f"  {where}: {line}" for where, lines_ in found for line in lines_]
         return lines
 
     def ranked_lines(self, others: bool = False) -> list[str]:
@@ -514,8 +486,31 @@ def advise_run(document: RunDocument, size: Any | None = None) -> RunAdvice:
             found = answer(cpu, gpu, cases, document.sweep, size, document)
             if found is not None:
                 answers.append(found)
+    advised = {(advice.framework, advice.device) for advice in devices}
+    unmeasured = [(f"{item.framework} on {item.device}", NotTried.of(item))
+                  for item in record.not_tried if item.device_key not in advised]
     return RunAdvice(document.workload, document.sweep, size, devices, answers,
-                     budget_notes(record))
+                     budget_notes(record), unmeasured)
+
+
+def first_fix_line(not_tried: Sequence[NotTried], fixes: Sequence[FixResult]) -> str:
+    """'--budget 430 would measure the first candidate fix, jacobian-forward': the smallest
+    budget the record names for a candidate not measured (not tried, or a trial stopped
+    before it finished); '' where it names none."""
+    named = [(item.needed_s, item.variant) for item in not_tried if item.needed_s]
+    named += [(float(match.group(1)), fix.variant) for fix in fixes
+              if fix.standing == NOT_MEASURED
+              and (match := BUDGET_WOULD.search(fix.reason)) is not None]
+    if not named:
+        return ""
+    # The smallest budget; among equal ones the first in the record's order (the ranking's,
+    # else the catalogue's), not the first by name.
+    needed, variant = min(named, key=lambda item: item[0])
+    return f"--budget {needed:.0f} would measure the first candidate fix, {variant}"
+
+
+# How a line names the budget that would run a fix ('--budget 400 would run it').
+BUDGET_WOULD = re.compile(r"--budget (\d+) would run it")
 
 
 def with_choice(advice: DeviceAdvice, record: AdviseRecord) -> DeviceAdvice:

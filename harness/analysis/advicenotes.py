@@ -35,8 +35,10 @@ def budget_notes(record: AdviseRecord) -> list[str]:
     limit = f"a budget of {record.budget_s:.0f} s" if record.budget_s else "no time budget"
     lines = [f"measured {record.tried} of {record.candidate_count} candidate fixes ({limit}; "
              "the as-written cells' first round chose them: docs/advise.md)"]
+    lines += record.no_measurement  # the as-written cells the budget could not measure
     planned, ran = record.rounds_planned, record.rounds_run
-    if planned is not None and ran < planned:
+    if planned is not None and ran < planned and not record.no_measurement:
+        # (where the budget held no as-written measurement, no round ran: its line says why)
         lines.append(f"{ran} round{'s' if ran != 1 else ''} of {planned}: "
                      f"{record.rounds_why or 'the budget'}")
     return lines

@@ -282,6 +282,10 @@ class CaseRow:
     extras: JsonObject = field(default_factory=dict)
     energy: CaseEnergy | None = None
     gpu_suspect: str = ""
+    # Other processes' cores (and stolen ones) in the case's most loaded round, and the cores
+    # the run's host had: what SUSPECT contention can explain (harness.analysis.confidence).
+    other_cores: float | None = None
+    cores: int | None = None
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> CaseRow:
@@ -386,10 +390,24 @@ def run_rows(document: RunDocument, work: WorkOf | None = None,
                 check=case.check, profile=case.device_profile, cell_status=cell.status.value,
                 peak_host_bytes=cell.peak_host_memory_bytes,
                 peak_device_bytes=case.peak_device_bytes, extras=fields.cli_values(cell, case),
-                energy=case.energy, gpu_suspect=state.suspect if state is not None else ""))
+                energy=case.energy, gpu_suspect=state.suspect if state is not None else "",
+                other_cores=_other_cores(case), cores=_host_cores(document)))
         if not cell.cases or (stopped_rows and cell.stopped_short):
             found.append(replace(bare, cell_status=cell.status.value))
     return found
+
+
+def _other_cores(case: CaseResult) -> float | None:
+    """Other processes' and the hypervisor's cores in the case's most loaded round."""
+    load = case.other_load
+    if not load:
+        return None
+    return float(load.get("other_cores", 0.0)) + float(load.get("steal_cores", 0.0))
+
+
+def _host_cores(document: RunDocument) -> int | None:
+    cores = document.host_fact("cores")
+    return cores if isinstance(cores, int) and cores > 0 else None
 
 
 def _counted_flops(case: CaseResult) -> dict[str, float]:

@@ -300,25 +300,40 @@ def largest_batch_that_fits(document: RunDocument, framework: str, device: str,
 def terminal_lines(document: RunDocument) -> list[str]:
     """Every GPU cell's fit (or why none), and a host fit where the run recorded per-case host
     peaks, one short line each, for compare's verdict (summary.md prints each fit's line():
-    harness.report.views.memory); CPU cells without one stay quiet. Cells of one device
-    without a fit for one reason share a line: the demo's one batch size gave four equal
-    lines, one per framework."""
-    entries: list[str | tuple[str, str]] = []  # a line, or the (device, reason) of a group
-    unfitted: dict[tuple[str, str], list[str]] = {}
+    harness.report.views.memory); CPU cells without one stay quiet. Cells without a fit or a
+    prediction for one reason share a line, said once per run: the demo's one batch size gave
+    four equal lines, one per framework, and a model's two sizes three "no prediction" lines."""
+    entries: list[str | tuple[str, str]] = []  # a line, or the (what, reason) of a group
+    unfitted: dict[tuple[str, str], list[MemoryFit]] = {}
     for fit in memory_fits(document):
         if not shown(fit):
             continue
-        if fit.fit is None and fit.label == f"{fit.device} ({fit.framework})":
-            key = (fit.device, fit.reason)
+        if fit.fit is None or not fit.fit.predicts:
+            key = (NO_FIT if fit.fit is None else NO_PREDICTION, fit.reason)
             if key not in unfitted:
                 unfitted[key] = []
                 entries.append(key)
-            unfitted[key].append(fit.framework)
+            unfitted[key].append(fit)
         else:
             entries.append(fit.short_line())
     return [entry if isinstance(entry, str) else
-            f"{entry[0]} ({', '.join(unfitted[entry])}): no memory fit: {entry[1]}"
-            for entry in entries]
+            f"{heads_text(unfitted[entry])}: {entry[0]}: {entry[1]}" for entry in entries]
+
+
+NO_FIT, NO_PREDICTION = "no memory fit", "no prediction of the largest batch"
+
+
+def heads_text(fits: Sequence[MemoryFit]) -> str:
+    """How a shared line names its cells: 'cuda:0 (torch, jax)', a device's frameworks
+    together; a cell whose label says more (its variant) by that label."""
+    by_device: dict[str, list[str]] = {}
+    for fit in fits:
+        if fit.label and fit.label != f"{fit.device} ({fit.framework})":
+            by_device.setdefault(fit.label, [])
+        else:
+            by_device.setdefault(fit.device, []).append(fit.framework)
+    return ", ".join(f"{device} ({', '.join(frameworks)})" if frameworks else device
+                     for device, frameworks in by_device.items())
 
 
 def method_lines(document: RunDocument) -> list[str]:

@@ -8,7 +8,12 @@ import time
 import typer
 
 from harness import api
-from harness.commands.epilogue import print_advise_warnings, print_context, report_and_check
+from harness.commands.epilogue import (
+    print_advise_warnings,
+    print_context,
+    report_and_check,
+    say_no_measurement,
+)
 from harness.commands.inputs import fail_input, parse_sizes
 from harness.commands.options import RunOptions
 from harness.commands.output import Said, print_plain
@@ -22,7 +27,8 @@ from harness.spec import BadInput
 
 def run_advise(options: RunOptions, budget: float) -> None:
     """What to change: each candidate fix measured beside the as-written cell, ranked; print
-    the advice and exit 0 once the as-written cells ran (api.RunResult.advise_exit_code)."""
+    the advice and exit 0 once the as-written cells ran (api.RunResult.advise_exit_code), 4
+    (api.EXIT_NO_ANSWER) where no fix was measured."""
     from harness.analysis.advice import advise_run
     from harness.analysis.advicenotes import advise_rounds_line
     from harness.run import forkserver
@@ -47,16 +53,22 @@ def run_advise(options: RunOptions, budget: float) -> None:
             fail_input(str(exc))
     drawn, mismatches, check_line = report_and_check(result, options.report)
     say = Said()
+    answered = True
     if result.stopped_by is None:
-        for line in advise_run(result.document).lines():
+        advice = advise_run(result.document)
+        answered = advice.answered
+        for line in advice.lines():
             print_plain(line)
         print_predictions(say, result)
         print_advise_warnings(say, result, drawn)
     print_context(say, result, drawn, check_line, advise_rounds_line(result.document))
     remember_after_run(result, drawn is not None and budget > 0)
-    # A fix that failed or did not help is a finding; only the as-written cells decide.
+    say_no_measurement(result)
+    # A fix that failed or did not help is a finding; only the as-written cells decide, and
+    # an advice that measured no fix says it has no answer.
     raise typer.Exit(result.advise_exit_code or (drawn.exit_code if drawn else 0)
-                     or (api.EXIT_FAILED_CELL if mismatches else 0))
+                     or (api.EXIT_FAILED_CELL if mismatches else 0)
+                     or (0 if answered else api.EXIT_NO_ANSWER))
 
 
 def remember_after_run(result: api.RunResult, reported: bool) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from harness import api
-from harness.commands.epilogue import print_run, report_and_check
+from harness.commands.epilogue import print_run, report_and_check, say_no_measurement
 from harness.commands.inputs import fail_input, parse_param_overrides, parse_sizes
 from harness.commands.options import CompareOptions, ExecutorOptions, RunOptions
 from harness.commands.predicted import check_predict_for
@@ -54,6 +54,7 @@ def run_compare(options: RunOptions, choices: CompareOptions, where: ExecutorOpt
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
     drawn, mismatches, check_line = report_and_check(result, options.report)
     print_run(spec, result, drawn, check_line, choices.details)
+    say_no_measurement(result)
     # A failed cell says more than a failed drawing; either way the measurements are saved.
     raise typer.Exit(result.exit_code or (drawn.exit_code if drawn else 0)
                      or (api.EXIT_FAILED_CELL if mismatches else 0))

@@ -14,10 +14,10 @@ from rich.console import Console
 from harness import api
 from harness.analysis.casetable import CaseRow
 from harness.analysis.stats import cli_rows
-from harness.commands.output import Said, console, errors, print_plain
+from harness.commands.output import Said, console, errors, print_plain, print_whole
 from harness.commands.predicted import with_predictions
+from harness.commands.shortwarnings import short_warnings
 from harness.commands.tables import (
-    COMPACT_WIDTH,
     DISPUTED_TEXT,
     case_warnings,
     compact_table,
@@ -26,8 +26,8 @@ from harness.commands.tables import (
 from harness.core import interrupt, registry
 from harness.measure import envinfo
 from harness.reporting import ReportOutcome, draw_run_report
+from harness.run import phases
 from harness.spec import Status, WorkloadSpec
-from harness.terminal import table_width
 
 
 def report_and_check(result: api.RunResult,
@@ -36,8 +36,12 @@ def report_and_check(result: api.RunResult,
     its self-check. Returns the drawing's outcome, the check's mismatches and its line."""
     if result.stopped_by is not None:
         return None, 0, ""
-    drawn = draw_run_report(result.path) if report else None
-    mismatches, check_line = self_check(result)
+    board = phases.PhaseBoard()  # a log still hears from a long drawing (no bar: no terminal)
+    with phases.reporting(board, errors):
+        with board.phase("drawing the report"):
+            drawn = draw_run_report(result.path) if report else None
+        with board.phase("harness check: recomputing every figure from the samples"):
+            mismatches, check_line = self_check(result)
     return drawn, mismatches, check_line
 
 
@@ -73,7 +77,7 @@ def print_run(spec: WorkloadSpec, result: api.RunResult, drawn: ReportOutcome | 
     print_variant_advice(result)
     summaries = print_results(spec, result, say, details)
     print_warnings(say, [line for line in verdicts if is_warning(line)],
-                   case_warnings(spec, summaries, result.document.ceilings))
+                   case_warnings(spec, summaries, result.document.ceilings), details)
     print_context(say, result, drawn, check_line)
 
 
@@ -86,7 +90,7 @@ def print_variant_advice(result: api.RunResult) -> None:
 
     lines = advise_run(result.document).ranked_lines(others=True)
     if lines:
-        console.print("what to change (each variant against the as-written one):")
+        print_plain("what to change (each variant against the as-written one):")
     for line in lines:  # not through Said: two devices may print the same words
         print_plain(f"  {line}")
 
@@ -96,7 +100,8 @@ def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
     """The compact table on stdout (and the full one with --details), the scaling and energy
     lines where the run has them. Returns the table's rows."""
     summaries = cli_rows(spec, result.document)
-    console.print(compact_table(spec, summaries), width=min(table_width(), COMPACT_WIDTH))
+    for line in compact_table(spec, summaries):
+        print_whole(line)
     if details:
         # As wide as before (160 at least): its long reasons must not fold letter by letter.
         Console(width=max(console.width, 160)).print(
@@ -114,27 +119,58 @@ def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
 
     for line in energy_lines(result.document):
         say(line)
-    if result.stopped_by is not None:
-        finished = sum(cell.status != Status.INTERRUPTED for cell in result.cells)
-        errors.print(f"interrupted by {interrupt.describe(result.stopped_by)}: "
-                     f"{finished} finished cells saved in {result.path}")
+    for line in interrupted_lines(result):
+        errors.print(line, markup=False, highlight=False, soft_wrap=True)
     return summaries
 
 
+def say_no_measurement(result: api.RunResult) -> None:
+    """The last line on stderr of a run that ended without one valid measurement: why, in one
+    line (api.no_measurement_line); its exit code is 4 unless a failed cell's 1 says more."""
+    line = api.no_measurement_line(result)
+    if line:
+        errors.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def interrupted_lines(result: api.RunResult) -> list[str]:
+    """A stopped run's two lines: what was saved, and the exact command that runs the rest
+    (`harness compare --resume RUN`); none for a run that was not stopped. A run stopped
+    before its first cell (in the ceilings or the shared weights) is started again instead:
+    a resumed run does neither."""
+    if result.stopped_by is None:
+        return []
+    import shlex
+
+    stopped = f"interrupted by {interrupt.describe(result.stopped_by)}"
+    if not result.cells:
+        return [f"{stopped} before any cell ran; nothing to keep: run the same command again"]
+    finished = sum(cell.status != Status.INTERRUPTED for cell in result.cells)
+    planned = max(len(result.document.planned_cells), len(result.cells))
+    return [f"{stopped}: {finished} of {planned} cells finished and saved; to run the rest:",
+            f"  harness compare --resume {shlex.quote(str(result.path))}"]
+
+
 def print_warnings(say: Said, verdict_warnings: list[str],
-                   case_texts: dict[str, list[str]]) -> None:
+                   case_texts: dict[str, list[str]], details: bool = False) -> None:
     """'warnings:', the verdicts' warnings, then each case's long text that none of them (nor
-    a line printed before) said already."""
+    a line printed before) said already; 'warnings: none' where there is none. Without
+    DETAILS in their short form (harness.commands.shortwarnings): SUSPECT cases under one
+    heading by the kind of their reasons, long texts cut, the whole of each in summary.md."""
     def said(text: str) -> str:  # what the report's own warning of the same thing holds
         return text.removeprefix("SUSPECT: ").removeprefix(DISPUTED_TEXT)
 
-    unsaid = [f"  warning: {', '.join(dict.fromkeys(cases))}: {text}"
+    unsaid = [(f"  warning: SUSPECT timing: {', '.join(dict.fromkeys(cases))}: {said(text)}"
+               if text.startswith("SUSPECT: ") else
+               f"  warning: {', '.join(dict.fromkeys(cases))}: {text}")
               for text, cases in case_texts.items()
               if not say.mentions(said(text))
               and not any(said(text) in line for line in verdict_warnings)]
-    if verdict_warnings or unsaid:
-        say("warnings:")
-    for line in [*verdict_warnings, *unsaid]:
+    lines = [*verdict_warnings, *unsaid]
+    if not lines:
+        say("warnings: none")
+        return
+    say("warnings:")
+    for line in (lines if details else short_warnings(lines)):
         say(line)
 
 
@@ -201,9 +237,9 @@ def print_context(say: Said, result: api.RunResult, drawn: ReportOutcome | None,
                                   drawn.seconds if drawn is not None else None),
                      *next_step_lines(result.document, result.path)):
             say(line)
-    say(f"results: {result.path}")
+    say(f"results: {result.path}", whole=True)  # paths whole: copied, never read folded
     html = next((path for path in (drawn.written if drawn else []) if path.suffix == ".html"),
                 None)
     if html is not None:
-        say(f"report: {html}")
+        say(f"report: {html}", whole=True)
 

@@ -6,6 +6,8 @@ import sys
 
 from rich.console import Console
 
+from harness.terminal import fitted_lines
+
 # A terminal's width; 160 when piped, so the tables do not fold. Fixed here, at import, and
 # never from $COLUMNS: a width read from the environment at import would depend on which test
 # or caller imported the module first. The compact table reads $COLUMNS when it prints
@@ -15,7 +17,16 @@ errors = Console(stderr=True)
 
 
 def print_plain(line: str) -> None:
-    """A line on stdout as it is: no markup, no highlighting, folded only by the terminal."""
+    """A line on stdout, no markup, no highlighting: within $COLUMNS (or the terminal's width)
+    where one is set, folded at words with a hanging indent; whole when piped without it, for
+    the scripts that read it (harness.terminal.fitted_lines)."""
+    for part in fitted_lines(line):
+        print_whole(part)
+
+
+def print_whole(line: str) -> None:
+    """A line on stdout as it is (a table's line, already fitted): folded only by the
+    terminal."""
     console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
@@ -25,10 +36,12 @@ class Said:
     def __init__(self) -> None:
         self.lines: list[str] = []
 
-    def __call__(self, line: str) -> None:
+    def __call__(self, line: str, whole: bool = False) -> None:
+        """LINE once, fitted to the width; WHOLE: as it is (a path, which a fold would break
+        for the reader who copies it)."""
         if line and line not in self.lines:
             self.lines.append(line)
-            print_plain(line)
+            (print_whole if whole else print_plain)(line)
 
     def mentions(self, text: str) -> bool:
         return any(text in line for line in self.lines)

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 from harness import api
 from harness.commands.output import Said
-from harness.terminal import wrapped
 
 
 def check_predict_for(asked: Sequence[str] | None) -> None:
@@ -37,8 +36,9 @@ def predicted_lines(result: api.RunResult) -> tuple[list[str], str]:
 
 
 def indented(text: str) -> list[str]:
-    """TEXT under the verdict: two spaces in, folded at the terminal's width (hanging)."""
-    return wrapped(text, indent=2, hang=4)
+    """TEXT under the verdict, two spaces in (printing folds it at the terminal's width:
+    harness.commands.output.print_plain)."""
+    return [f"  {text}"]
 
 
 def with_predictions(result: api.RunResult, verdicts: list[str]) -> list[str]:

@@ -6,7 +6,6 @@ The compact table keeps one line per case; what does not fit it goes to the warn
 
 from __future__ import annotations
 
-from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -18,6 +17,7 @@ from harness.data import fields
 from harness.data.ceilings import Ceilings, DeviceCeiling
 from harness.measure.memory import memory_text
 from harness.spec import WorkloadSpec
+from harness.terminal import fitted_table
 
 
 def peak_share_text(gflops: float, entry: DeviceCeiling | None, precision: str) -> str:
@@ -74,15 +74,30 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseRow],
     return table
 
 
-# The compact table's widest line; long texts go to the warnings, the rest to --details.
-COMPACT_WIDTH = 100
+def per_step(summaries: list[CaseRow]) -> bool:
+    """Whether the workload's calls are several steps each (MNIST's blocks, a model's
+    epochs): then the compact table gives the time per step, the verdicts' unit."""
+    return any((row.steps_per_call or 1) > 1 for row in summaries)
 
 
-def median_text(row: CaseRow) -> str:
-    """'2.42 ms ±156 us' per call, or '-' for a case without samples."""
+def median_text(row: CaseRow, step: bool = False) -> str:
+    """'2.42 ms ±156 us' per call (per STEP), or '-' for a case without samples."""
     if not row.samples:
         return "-"
+    if step:
+        return f"{format_seconds(row.median_s)} ±{format_seconds(row.q3_s - row.q1_s)}"
     return f"{format_seconds(row.call_median_s)} ±{format_seconds(row.call_iqr_s)}"
+
+
+def steps_text(summaries: list[CaseRow]) -> str:
+    """'a timed call = 625 steps' (or '= 39-625 steps'): how a call of --details relates to
+    the compact table's step."""
+    steps = sorted({int(row.steps_per_call) for row in summaries
+                    if row.samples and row.steps_per_call})
+    if not steps:
+        return ""
+    span = f"{steps[0]:,}" if len(steps) == 1 else f"{steps[0]:,}-{steps[-1]:,}"
+    return f"a timed call = {span} steps"
 
 
 def short_check(row: CaseRow) -> str:
@@ -105,25 +120,23 @@ def short_rate(row: CaseRow) -> str:
     return ", ".join(rates) or "-"
 
 
-def compact_table(spec: WorkloadSpec, summaries: list[CaseRow]) -> Table:
-    """One line per case: who, where, status, median ± IQR, rate, check. The figures are never
-    cut (their columns are as wide as their longest text); names are, with an ellipsis."""
-    table = Table(title=f"{spec.name}: median per call ± IQR (--details: every column)",
-                  box=box.HORIZONTALS, show_edge=True, pad_edge=False, title_justify="left")
-    columns = ("variant", "framework", "device", spec.sweep, "status", "median ± IQR", "rate",
-               "check")
-    rows = [(escape(row.variant), row.framework, row.device,
-             "" if row.size is None else str(row.size), row.status, median_text(row),
+def compact_table(spec: WorkloadSpec, summaries: list[CaseRow],
+                  width: int | None = None) -> list[str]:
+    """One case per row: who, where, status, median ± IQR, rate, check; within the width
+    (harness.terminal.fitted_table): names wrap over two lines where they must, figures never,
+    and no cell is cut. Piped without $COLUMNS, as wide as its cells. Where a call is several
+    steps, the time is per step, the verdicts' unit, and the title says what a call is."""
+    step = per_step(summaries)
+    unit = "step" if step else "call"
+    notes = [steps_text(summaries) if step else "", "--details: every column"
+             + (", per call" if step else "")]
+    title = f"{spec.name}: median per {unit} ± IQR ({'; '.join(filter(None, notes))})"
+    columns = ("variant", "framework", "device", spec.sweep, "status", f"median/{unit} ± IQR",
+               "rate", "check")
+    rows = [(row.variant, row.framework, row.device,
+             "" if row.size is None else str(row.size), row.status, median_text(row, step),
              short_rate(row), short_check(row)) for row in summaries]
-    whole = {spec.sweep, "median ± IQR", "rate", "check"}
-    for index, column in enumerate(columns):
-        longest = max([len(column), *(len(row[index]) for row in rows)])
-        table.add_column(column, no_wrap=True, overflow="ellipsis",
-                         min_width=longest if column in whole else None,
-                         max_width=20 if column == "variant" else None)
-    for row_cells in rows:
-        table.add_row(*row_cells)
-    return table
+    return fitted_table(title, columns, rows, width, whole={3, 5})
 
 
 # A case's disputed FLOP count in the warnings (the report words its own line otherwise).

@@ -72,6 +72,9 @@ class AdviseRecord(JsonRecord):
     tried: int = field(default=0, metadata=IF_SET)  # candidates that got a worker
     combined: list[AdvisedCell] = field(default_factory=list, metadata=IF_SET)
     combination_left_out: list[AdvisedCell] = field(default_factory=list, metadata=IF_SET)
+    # Per as-written cell not started because the budget could not hold one measurement of
+    # it: the line said before any worker (harness.run.adviseupfront).
+    no_measurement: list[str] = field(default_factory=list, metadata=IF_SET)
     extra_fields: JsonObject = field(default_factory=dict)
 
     def own(self, cells: list[AdvisedCell], framework: str, device: str) -> list[AdvisedCell]:

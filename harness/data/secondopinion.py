@@ -8,7 +8,8 @@ backward, a whole JAX step), in extra['flops_second_opinion']:
     {"by": "module shapes (nn.Conv*, ...)", "margin": 0.1,
      "parts": [{"name": "features.1 (Conv2d) backward", "counted": 153354240,
                 "ops": {"aten.convolution_backward": 153354240}, "low": 4718592,
-                "high": 4718592}, ...],
+                "high": 4718592, "gradients": "engine: input yes, weights yes; could flow:
+                input yes, weights yes"}, ...],
      "not_compared": ["rnn (LSTM) backward: aten._cudnn_rnn_backward has no formula"]}
 
 A part is disputed when its op-level figure lies outside the second count's range widened by
@@ -44,6 +45,9 @@ class Part:
     low: int
     high: int
     ops: Mapping[str, int] = field(default_factory=dict)
+    # How the second count was read where that is worth keeping: a backward's gradients (which
+    # the engine said it computes, which could flow at all), so a dispute can be traced.
+    gradients: str = ""
 
     def disputed(self, margin: float) -> bool:
         return self.counted < self.low * (1 - margin) or self.counted > self.high * (1 + margin)
@@ -54,8 +58,11 @@ class Part:
         return self.counted / nearer if nearer else None
 
     def record(self) -> dict[str, object]:
-        return {"name": self.name, "counted": self.counted, "ops": dict(self.ops),
-                "low": self.low, "high": self.high}
+        stored: dict[str, object] = {"name": self.name, "counted": self.counted,
+                                     "ops": dict(self.ops), "low": self.low, "high": self.high}
+        if self.gradients:
+            stored["gradients"] = self.gradients
+        return stored
 
     def text(self, second: str) -> str:
         """'features.1 (Conv2d) backward: 153,354,240 FLOPs by op (aten.convolution_backward)
@@ -86,7 +93,8 @@ def parts_of(record: Mapping[str, object]) -> list[Part]:
             ops = item.get("ops") or {}
             found.append(Part(str(item["name"]), _integer(item["counted"]),
                               _integer(item["low"]), _integer(item["high"]),
-                              {str(k): _integer(v) for k, v in dict(ops).items()}))
+                              {str(k): _integer(v) for k, v in dict(ops).items()},
+                              str(item.get("gradients") or "")))
         except (KeyError, TypeError, ValueError):
             continue
     return found

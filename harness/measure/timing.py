@@ -208,18 +208,28 @@ def autorange(
     synchronize: Callable[[], None],
     policy: TimingPolicy,
     window: TimedWindow | None = None,
+    say: Callable[[str, float | None], None] | None = None,
 ) -> Measurement:
     """Time `step` the way a steady-state user sees it, plus its cold first call.
 
     The cold call is returned apart (context creation, tracing, allocator growth belong to it).
     Warm-up calls are not counted. Each sample is `calls_per_sample` back-to-back calls divided
     by that count, so on a GPU this is pipelined wall time per call, not a lone kernel's time.
+    SAY: told each stage as it starts (cold call, warm-up, calibration, samples) with the
+    seconds it should take where the calibration knows (the run's progress line); never
+    inside a timed call.
     """
+    tell = say or (lambda stage, estimate_s: None)
+    tell("cold call", None)
     cold = _timed_calls(step, synchronize, 1)
     overhead = timer_overhead(synchronize)
     load_before = hostload.snapshot()  # before the warm-up: its call may be kept as a sample
+    tell("warm-up", policy.warmup_s if cold < policy.warmup_s else None)
     singles, stopped = warm_up(step, synchronize, policy)
+    tell("calibration", None)
     calls, predicted = _calibrate(step, synchronize, policy, overhead, min(singles))
+    tell(f"samples of {calls} call{'s' if calls > 1 else ''}",
+         samples_estimate_s(policy, calls * predicted))
     kept = calls == 1 and steady_from_the_start(cold, singles, stopped, policy)
     measurement = Measurement(cold, calls_per_sample=calls, timer_overhead_s=overhead,
                               predicted_call_s=predicted, single_calls=singles,
@@ -240,6 +250,13 @@ def autorange(
             measurement.other_load = hostload.other_load(load_before, hostload.snapshot())
             measurement.suspect = suspect_reason(measurement)
             return measurement
+
+
+def samples_estimate_s(policy: TimingPolicy, sample_s: float) -> float:
+    """How long autorange's samples should take at SAMPLE_S seconds each: min_samples of them
+    or min_time_s, whichever is longer, cut at max_time_s (but 3 samples at least)."""
+    wanted = max(policy.min_samples * sample_s, policy.min_time_s)
+    return min(wanted, max(policy.max_time_s, 3 * sample_s))
 
 
 def steady_from_the_start(cold: float, singles: list[float], stopped: str,

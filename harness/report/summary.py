@@ -296,11 +296,10 @@ def _experiment_verdicts(context: Any, experiment: Any, shown: dict[str, list[Sh
         label = BULLET_LABELS.get(item.view.name)
         if label is None:
             continue
-        bullets = [_plain(line) for line in item.lines(experiment, out_dir)
-                   if line.startswith("- ")]
-        if item.view.name == "warnings" and not bullets:
-            bullets, label = ["none"], "warnings: "
-        lines += [f"{label}{bullet}" for bullet in bullets]
+        # No warnings, no line: the verdict says what was measured, and the warnings block
+        # after the table says "warnings: none" (harness.commands.epilogue.print_warnings).
+        lines += [f"{label}{_plain(line)}" for line in item.lines(experiment, out_dir)
+                  if line.startswith("- ")]
     run_ids = set(experiment.runs["run_id"])
     return lines + [f"memory: {line}" for document in context.documents
                     if document.run_id in run_ids for line in memory_terminal_lines(document)]

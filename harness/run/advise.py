@@ -21,13 +21,14 @@ harness.data.adviserecord); the advice itself is computed from the stored run
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from harness.analysis import fixchoice
 from harness.analysis.advice import advise_run
+from harness.core import registry
 from harness.core.settings import cache_folder
 from harness.data import store
 from harness.data.adviserecord import AdvisedCell, AdviseRecord, AfterRun
@@ -36,13 +37,14 @@ from harness.measure import envinfo
 from harness.run import chooser as choosing
 from harness.run.advisebudget import DeviceKey, round_up, worker_costs
 from harness.run.chooser import Chooser
+from harness.run.context import RunContext
 from harness.run.executors import Executor
 from harness.run.forkserver import ForkServers
 from harness.run.plan import RunPlan, plan
 from harness.run.planner import declared_refusal
 from harness.run.progress import console as progress_console
 from harness.run.session import RunSession
-from harness.spec import BadInput, Cell, CellKey, Status, WorkloadSpec
+from harness.spec import BadInput, Cell, CellKey, ParamValue, Status, WorkloadSpec
 
 REFIT_FACTOR = 4
 # Rounds when --rounds is not given: each cell's worker processes, as make demo runs compare
@@ -172,6 +174,26 @@ def after_run_reserve(cells: int, per_cell_s: float | None) -> float:
 
 
 
+PrepareStep = Callable[[Path, dict[str, ParamValue], RunContext], dict[str, ParamValue]]
+
+
+def budgeted_prepare(run: RunPlan, ends: float) -> PrepareStep:
+    """RUN's preparation of a user model (its weights and the CPU references: several calls of
+    the step at each batch) stopped where the budget ENDS (a choosing.clock() time) at the
+    latest: seed 000's Jacobian spent 132 s of a 180 s budget there on a busy 2-core CPU. The
+    calls it finished are kept (REFERENCE_CALLS_FILE); the chooser then starts no worker the
+    budget cannot hold (harness.run.adviseupfront)."""
+    usermodel_plan = registry.model_plugin("plan")
+
+    def prepare(run_dir: Path, params: dict[str, ParamValue],
+                context: RunContext) -> dict[str, ParamValue]:
+        left = max(1.0, ends - choosing.clock())
+        added: dict[str, ParamValue] = usermodel_plan.prepare_run(
+            run_dir, run.spec, params, min(run.timeout_s, left), context)
+        return added
+    return prepare
+
+
 # --- the whole advice run ---------------------------------------------------------------------
 
 @dataclass
@@ -209,6 +231,10 @@ class AdviseRun:
         budget = float(budget_s) if budget_s else None
         run, size = plan_advice(workload, servers=servers, **options)
         per_cell = remembered_per_cell(cache_folder(run.settings))
+        if budget is not None and run.prepare is not None and \
+                run.spec.kind == USER_MODEL_KIND:
+            run = replace(run, prepare=budgeted_prepare(
+                run, started + budget - after_run_reserve(1, per_cell)))
         candidates = candidates_of(run)
         session = RunSession.start(run, executor, command=command, progress=progress,
                                    ceilings=ceilings, servers=servers)

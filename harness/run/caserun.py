@@ -54,6 +54,9 @@ NOT_COMPARED = "not_compared"
 # A case timed while other processes used the cores, or while the GPU throttled, is timed
 # again after this pause, at most the settings' attempts in all (HARNESS_ATTEMPTS); it stays
 # SUSPECT only when every attempt was contended (the record keeps each attempt and why).
+# What a worker says it does while it times a case (harness.run.phaseclock): the cold call,
+# the warm-up, the calibration and the samples, each said as it starts.
+TIMED_CALLS_SAID = "timing"
 RETRY_PAUSE_S = 1.0
 QUICK_RETRY_PAUSE_S = 0.25
 # A case whose timed calls took longer than this (MNIST epochs) is not timed again: a retry
@@ -146,7 +149,8 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], v
             task, step, synchronize, spec.calls(case), blocks.boundary_wait(device, sync_style),
             spec.call_blocks(case) if spec.call_blocks else 1, window)
     else:
-        measurement = autorange(step, synchronize, policy, window)
+        measurement = autorange(step, synchronize, policy, window,
+                                clock.now if clock is not None else None)
     synchronize()
     with phase(clock, OUTPUT_PHASE):
         output = task.output()
@@ -262,11 +266,12 @@ def time_case(context: CellContext, plan: CasePlan, last: bool = True) -> TimedC
         cell.rounds).reusing(plan.reused, plan.level)
     started = time.perf_counter()
     passes_before = sum(clock.phases.get(name, 0.0) for name in BESIDE_WARMUP_PHASES)
-    measurement, output, step = measure_case(spec, context.module, plan.case, cell.variant,
-                                             device, inputs, policy,
-                                             load_framework(cell.framework).sync,
-                                             context.watch, plan.counted, clock,
-                                             context.settings.pass_limit_s)
+    with clock.saying(TIMED_CALLS_SAID):  # said to the parent, not timed apart
+        measurement, output, step = measure_case(spec, context.module, plan.case,
+                                                 cell.variant, device, inputs, policy,
+                                                 load_framework(cell.framework).sync,
+                                                 context.watch, plan.counted, clock,
+                                                 context.settings.pass_limit_s)
     timed = timed_seconds(measurement)
     clock.timed_s += timed
     passes = sum(clock.phases.get(name, 0.0) for name in BESIDE_WARMUP_PHASES) - passes_before

@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from harness.analysis import fixchoice
@@ -30,9 +31,20 @@ from harness.run.advisebudget import (
     round_up,
     worker_costs,
 )
+from harness.run.adviseupfront import (
+    Unaffordable,
+    measurement_s,
+    read_reference_calls,
+    unaffordable,
+)
 from harness.run.progress import console as progress_console
 from harness.run.session import RunSession
 from harness.spec import Cell, CellKey, Status
+
+# How every stop by the budget begins its reason: an as-written cell the budget stopped or did
+# not start is no failure of the run (harness.api.RunResult.advise_exit_code) but a run that
+# measured too little to answer.
+ADVISE_BUDGET = "the advise budget of"
 
 # The clock the budget is counted on (monotonic: a wall-clock step must not spend it).
 clock: Callable[[], float] = time.monotonic
@@ -66,6 +78,8 @@ class Chooser:
     planned: dict[CellKey, Candidate] = field(default_factory=dict)  # the chosen fixes
     trials: set[CellKey] = field(default_factory=set)  # those tried in the time left
     dropped: set[CellKey] = field(default_factory=set)  # no more rounds for these
+    # The as-written cells not started: the budget could not hold one measurement of them.
+    unaffordable: dict[CellKey, Unaffordable] = field(default_factory=dict)
     # Seconds kept back for after the last worker, given the cells run by then
     # (after_run_reserve); None: nothing kept back here (the caller's STARTED counts it).
     after_run: Callable[[int], float] | None = None
@@ -77,7 +91,11 @@ class Chooser:
         if index == 0 and not self.queue and not self.decided:
             self.queue = self.decide()
         if index == 0 and not self.decided:
-            stage, self.queue = self.queue, []  # the baselines: always, at once
+            stage, self.queue = self.queue, []  # the baselines, at once, where they fit
+            stage = self._hold_unaffordable(stage)
+            if not stage:  # none to run: the round ends here, so the choice is made now
+                self.queue = self.decide()
+                return self._next_stage(index)
             self._stop_baselines_at_the_budget()
             return stage
         return self._next_stage(index)
@@ -121,7 +139,43 @@ class Chooser:
         are stopped where the budget ends (a step of seconds, seed 000's Jacobian: its
         as-written GPU worker alone overran the 180 s); the cases they finished are kept. The
         fixes after them are started only where their estimate fits (fits)."""
-        self._stop_in(0.0, f"the advise budget of {self.budget_s or 0:.0f} s ran out")
+        self._stop_in(0.0, f"{ADVISE_BUDGET} {self.budget_s or 0:.0f} s ran out")
+
+    def _hold_unaffordable(self, stage: list[Cell]) -> list[Cell]:
+        """The as-written cells of STAGE whose measurement at the user's batch fits the
+        budget, by the preparation's reference calls (harness.run.adviseupfront); each one
+        that does not is recorded as not started, with one line saying so and the budgets
+        that would measure it and its first candidate fix."""
+        if not self.budget_s:
+            return stage
+        kept = []
+        for cell in stage:
+            found = self._unaffordable(cell)
+            if found is None:
+                kept.append(cell)
+                continue
+            line = found.line(self.budget_s)
+            say(line)
+            self.record.no_measurement = [*self.record.no_measurement, line[len("advise: "):]]
+            self.unaffordable[cell.key] = found
+            self.session.recorder.add(CellResult(
+                cell, Status.TIMEOUT, f"not started: {ADVISE_BUDGET} {self.budget_s:.0f} s "
+                                      f"cannot hold one measurement ({found.why})"))
+        return kept
+
+    def _unaffordable(self, cell: Cell) -> Unaffordable | None:
+        folder = cell.params.get("prepared")  # a user model's prepared folder, where it has one
+        if not isinstance(folder, str) or not self.budget_s:
+            return None
+        names = self.candidates.get((cell.framework, cell.device), [])
+        first = names[0] if names else ""
+        sizes = self.session.document.params.get(self.session.document.sweep)
+        reserve = self.after_run(1) if self.after_run is not None else 0.0
+        compiles = bool(first) and candidate_costs(Costs(0.0, 0.0), cell.framework, cell.device,
+                                                   first).first_s > 0
+        return unaffordable(cell, read_reference_calls(Path(folder)),
+                            sizes if isinstance(sizes, list) else [self.size], self.size,
+                            clock() - self.started, reserve, self.budget_s, first, compiles)
 
     def _stop_at_its_share(self, stage: list[Cell], index: int) -> None:
         """A trial's worker (run alone) is stopped where what the other cells still need of
@@ -220,10 +274,15 @@ class Chooser:
         ranked: list[Candidate] = []
         baseline_costs: list[Costs] = []
         diagnoses: dict[str, str] = {}
+        unmeasured: list[AdvisedCell] = []  # the candidates of an as-written not measured
         for key, names in self.candidates.items():
             cell = baselines.get(key)
             result = self._result(cell.key) if cell is not None else None
             costs = worker_costs(result)
+            if cell is not None and (result is None or costs is None) and \
+                    (cell.key in self.unaffordable or stopped_by_budget(result)):
+                unmeasured += self._unmeasured(cell, names, cases)
+                continue  # the budget held no measurement of it: each fix's budget said
             if cell is None or result is None or costs is None or \
                     result.status == Status.UNAVAILABLE:
                 continue  # no worker, or it found no such device: nothing to fix there
@@ -239,9 +298,53 @@ class Chooser:
         time_left = None if not self.budget_s else self.budget_s - self.elapsed()
         chosen = fit_budget(baseline_costs, ranked, time_left, self.rounds, self.budget_s)
         self._record(chosen, ranked, diagnoses, cases)
+        self.record.not_tried += unmeasured
+        self.record.candidate_count += len(unmeasured)
         self.planned = {item.cell.key: item for item in chosen.to_run}
         self.trials = {item.cell.key for item, _ in chosen.trials}
         return [item.cell for item in chosen.to_run]
+
+    def _unmeasured(self, cell: Cell, names: list[str], cases: list[CaseRow]) -> list[AdvisedCell]:
+        """The candidates of an as-written CELL the budget did not measure (not started, or
+        stopped before its worker ended), each with the budget that would measure it beside
+        the as-written cell: from the step at each batch (a case it finished, else the
+        preparation's reference call), MEASUREMENT_CALLS calls of each in two workers."""
+        held = self.unaffordable.get(cell.key)
+        steps = self._steps(cell, cases)
+        entries = []
+        for name in names:
+            allowance = candidate_costs(Costs(0.0, 0.0), cell.framework, cell.device,
+                                        name).first_s
+            if held is not None:
+                needed: float | None = round_up(held.as_written_s + held.worker_s + allowance)
+            elif steps:
+                needed = round_up(self.elapsed() + measurement_s(steps)
+                                  + measurement_s(steps, allowance))
+            else:
+                needed = None
+            entries.append(AdvisedCell(cell.framework, cell.device, name, "",
+                                       "as-written not measured", budget_s=self.budget_s,
+                                       needed_s=needed))
+        return entries
+
+    def _steps(self, cell: Cell, cases: list[CaseRow]) -> list[float]:
+        """Seconds per call at each batch of an as-written CELL stopped by the budget: the
+        cases it finished, the preparation's reference calls for the others ([] where the
+        user's batch is known by neither)."""
+        finished = {case.size: case.call_median_s for case in cases
+                    if (case.framework, case.device, case.variant)
+                    == (cell.framework, cell.device, cell.variant) and case.samples}
+        folder = cell.params.get("prepared")
+        reference = read_reference_calls(Path(folder)) if isinstance(folder, str) else None
+        if reference is not None and (reference.framework, reference.device) == \
+                (cell.framework, cell.device):
+            finished = {**{size: step for size, step in reference.seconds_per_call.items()},
+                        **finished}
+        sizes = self.session.document.params.get(self.session.document.sweep)
+        planned = sizes if isinstance(sizes, list) else [self.size]
+        if finished.get(self.size) is None:
+            return []
+        return [finished.get(size, finished[self.size]) for size in planned]
 
     def _diagnosis(self, cases: list[CaseRow], cell: Cell) -> str:
         baseline = next((case for case in cases if (case.framework, case.device, case.variant)
@@ -279,6 +382,12 @@ class Chooser:
             say(f"advise: {counted(len(chosen.left_out), 'candidate fix', 'candidate fixes')} "
                 "left out by the budget of "
                 f"{self.budget_s:.0f} s; {chosen.rounds} of {planned_rounds} rounds")
+
+
+def stopped_by_budget(result: CellResult | None) -> bool:
+    """Whether RESULT is a cell the advise budget stopped or did not start (ADVISE_BUDGET)."""
+    return result is not None and result.status == Status.TIMEOUT and \
+        ADVISE_BUDGET in result.reason
 
 
 def say(line: str) -> None:

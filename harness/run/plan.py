@@ -162,6 +162,9 @@ class RunPlan:
     # --quick and the HARNESS_* variables, read once (harness.core.settings): recorded in
     # run.json and passed to every worker. The one place a plan keeps --quick.
     settings: Settings = field(default_factory=Settings)
+    # Lines said before the run starts (a model file's misspelled hooks, each with the default
+    # the run uses instead), on stderr with the run folder's line.
+    notices: tuple[str, ...] = ()
 
 
 def default_rounds(settings: Settings) -> int:
@@ -216,6 +219,7 @@ def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
         raise BadInput(f"--rounds {rounds}: must be >= 1")
     chosen_seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
     prepare = None
+    notices: tuple[str, ...] = ()
     if model is not None:
         if workload is not None:
             raise BadInput("give a workload or a model file (--model), not both")
@@ -243,6 +247,7 @@ def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
     if model is not None:
         usermodel_plan.check_frameworks(model_info, chosen_frameworks)
         usermodel_plan.check_what(model_info, values["what"])
+        notices = tuple(usermodel_plan.hook_notices(model_info))
 
         def prepare(run_dir: Path, params: dict[str, ParamValue],
                     run_context: RunContext) -> dict[str, ParamValue]:
@@ -251,5 +256,5 @@ def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
     check_writable(out)
     cells = expand_matrix(spec.name, chosen_variants, chosen_frameworks, chosen_devices, values)
     return RunPlan(spec, cells, chosen_devices, values, out, timeout_s, prepare,
-                   chosen_rounds, chosen_seed, probe_ceilings, settings)
+                   chosen_rounds, chosen_seed, probe_ceilings, settings, notices)
 

@@ -20,10 +20,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from harness.core import interrupt, registry
 from harness.core.settings import CHILD_MODULE, Settings, child_arguments, variable_names
@@ -38,6 +38,9 @@ from harness.run.context import RunContext, opened
 from harness.run.failures import looks_like_oom
 from harness.run.forkserver import ForkedWorker, ForkServerLost, ForkServers
 from harness.spec import BadInput, Cell, Status
+
+if TYPE_CHECKING:
+    from harness.run.phases import PhaseBoard
 
 STDERR_TAIL_CHARS = 1500
 KILL_WAIT_S = 10.0
@@ -72,6 +75,9 @@ class RunOptions:
     # advise's budget), and the reason its cell then gives; None: timeout_s alone.
     deadline: float | None = None
     deadline_reason: str = ""
+    # What the run is doing now (harness.run.phases), told where each worker keeps its phase;
+    # None: nobody shows progress. Never pickled to a SLURM task.
+    board: PhaseBoard | None = field(default=None, compare=False, repr=False)
 
     @property
     def context(self) -> RunContext:
@@ -339,7 +345,7 @@ def _run_worker_once(cell: Cell, options: RunOptions,
     with tempfile.TemporaryDirectory(prefix="harness-cell-") as scratch:
         scratch_dir = Path(scratch)
         cell_path, result_path = scratch_dir / "cell.json", scratch_dir / "result.json"
-        stderr_path = scratch_dir / "stderr.txt"
+        stderr_path, phase_path = scratch_dir / "stderr.txt", scratch_dir / "phase.json"
         cell_path.write_text(json.dumps(cell.as_dict()))
         spawned = time.time()
         timeout_s, by_deadline = options.worker_timeout()
@@ -347,12 +353,14 @@ def _run_worker_once(cell: Cell, options: RunOptions,
             try:
                 process, shared_start_s = _start_child(
                     options.worker_module,
-                    [str(cell_path), str(result_path), options.settings.to_json()],
+                    [str(cell_path), str(result_path), options.settings.to_json(),
+                     str(phase_path)],
                     cell.framework,
                     cell_environment(cell, options.extra_pythonpath, options.settings,
                                      options.compile_cache_root),
                     servers, stderr_file)
-                returncode, peak_rss = _wait_for_child(process, timeout_s)
+                with watched_phase(options.board, phase_path):
+                    returncode, peak_rss = _wait_for_child(process, timeout_s)
             except ForkServerLost as lost:
                 return _partial(cell, result_path, Status.ERROR, f"{lost}; worker stopped"), True
         forked = isinstance(process, ForkedWorker)
@@ -373,6 +381,19 @@ def _run_worker_once(cell: Cell, options: RunOptions,
         return with_peak_host_memory(
             with_worker_wall(result, spawned, time.time(), forked, shared_start_s),
             peak_rss), forked
+
+
+@contextlib.contextmanager
+def watched_phase(board: PhaseBoard | None, phase_path: Path) -> Iterator[None]:
+    """BOARD reads the running worker's phase from PHASE_PATH meanwhile (its progress line)."""
+    if board is None:
+        yield
+        return
+    board.worker(phase_path)
+    try:
+        yield
+    finally:
+        board.worker(None)
 
 
 def with_worker_wall(result: CellResult, spawned: float, ended: float, forked: bool = False,
@@ -436,6 +457,16 @@ def run_json_child(module: str, args: list[str], cell: Cell, timeout_s: float,
         return document, ""
 
 
+def prestart_phase(board: PhaseBoard | None,
+                   cells: list[Cell]) -> contextlib.AbstractContextManager[None]:
+    """The warm processes' start as the board's phase (each imports its framework: seconds)."""
+    if board is None:
+        return contextlib.nullcontext()
+    names = ", ".join(dict.fromkeys(cell.framework for cell in cells
+                                    if framework_preload(cell.framework)))
+    return board.phase(f"starting the warm processes (importing {names or 'nothing'})")
+
+
 def run_matrix(cells: list[Cell], options: RunOptions,
                on_result: Callable[[Cell, CellResult], None]) -> bool:
     """Run every cell in order, each in a worker; False if a stop signal ended it early.
@@ -452,11 +483,13 @@ def run_matrix(cells: list[Cell], options: RunOptions,
             # The GPUs sit idle while the warm processes import: their idle power is measured
             # then (idlechild.py), not in the first round of a GPU cell.
             idle = idlechild.start(cells, options.settings, child_environment())
-            servers.prestart([(cell.framework, framework_preload(cell.framework),
-                               warm_environment(cell.framework, cell_environment(
-                                   cell, options.extra_pythonpath, options.settings,
-                                   options.compile_cache_root)))
-                              for cell in cells], PROJECT_ROOT)
+            wanted = [(cell.framework, framework_preload(cell.framework),
+                       warm_environment(cell.framework, cell_environment(
+                           cell, options.extra_pythonpath, options.settings,
+                           options.compile_cache_root)))
+                      for cell in cells]
+            with prestart_phase(options.board, cells):
+                servers.prestart(wanted, PROJECT_ROOT)
             idlechild.finish(idle)
         for cell in cells:
             if interrupt.requested() is not None:  # arrived between two workers

@@ -10,12 +10,13 @@ execute and resume_run, and through them the CLI, open sessions; nothing else ru
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from harness.data import store
 from harness.data.ceilings import Ceilings
 from harness.data.results import CellResult, RunDocument, cell_from_dict
 from harness.measure import bounds, envinfo
+from harness.run import phases
 from harness.run import resume as resume_plan
 from harness.run import rounds as rounds_module
 from harness.run.context import RunContext, opened
@@ -35,8 +37,8 @@ from harness.run.executors.base import OnResult
 from harness.run.forkserver import ForkServers
 from harness.run.plan import RunPlan
 from harness.run.planner import cell_refusal, refuse_declared
+from harness.run.progress import cell_estimates, run_with_progress
 from harness.run.progress import console as progress_console
-from harness.run.progress import run_with_progress
 from harness.run.runner import RunOptions
 from harness.spec import BadInput, Cell, CellKey, WorkloadSpec
 
@@ -116,6 +118,8 @@ class RunSession:
     # None: every round runs all its cells in the seeded order. Given: the rounds run stage
     # by stage as it picks (RoundPick), and each round's recorded order is the cells that ran.
     pick: RoundPick | None = None
+    # What the run is doing now, for its progress (harness.run.phases).
+    board: phases.PhaseBoard = field(default_factory=phases.PhaseBoard)
 
     @property
     def run_dir(self) -> Path:
@@ -144,6 +148,8 @@ class RunSession:
                                                                  list(command or sys.argv)))
         recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
         refused = sum(cell_refusal(plan.spec, cell) is not None for cell in plan.cells)
+        for notice in plan.notices:  # one line each, before the run (a misspelled hook)
+            progress_console.print(notice, markup=False, highlight=False, soft_wrap=True)
         progress_console.print(f"run folder: {run_dir}  ({counted(len(plan.cells), 'cell')}"
                                + (f"; {refused} unavailable, no worker started)" if refused
                                   else ")"))
@@ -196,11 +202,13 @@ class RunSession:
             # prepared weights and the workers (harness.run.forkserver: a framework imported
             # once); the caller's set (the CLI's, opened before the plan) where it gave one.
             with opened(self.options.settings, self.options.servers) as context, \
-                    tempfile.TemporaryDirectory(prefix="harness-compiled-") as compiled:
+                    tempfile.TemporaryDirectory(prefix="harness-compiled-") as compiled, \
+                    self._reporting():
                 # Each cell's compile cache, new with this session (runner.py
                 # compile_cache_environment): later rounds load what round 0 compiled.
                 self.options = replace(self.options, servers=context.servers,
-                                       compile_cache_root=Path(compiled))
+                                       compile_cache_root=Path(compiled),
+                                       board=self.board if self.progress else None)
                 if self._set_up():
                     self._run_cells()
                 if context.servers is not None:
@@ -210,6 +218,12 @@ class RunSession:
             stopped_by = signal.SIGINT
         self.recorder.save(finished=True, stopped_by=stopped_by)
         return stopped_by
+
+    def _reporting(self) -> contextlib.AbstractContextManager[object]:
+        """The plain lines naming the run's phase, where stderr is no terminal (a log, CI)."""
+        if not self.progress:
+            return contextlib.nullcontext()
+        return phases.reporting(self.board, progress_console)
 
     def _set_up(self) -> bool:
         """A new run's ceilings and prepared weights, before its first cell; False when a stop
@@ -234,8 +248,10 @@ class RunSession:
             # folder, its warm processes) is one of the options.
             measure = partial(measure_ceilings, probe=True) if plan.probe_ceilings \
                 else measure_ceilings
-            settled = measure(plan.devices, largest_square_matmul(self.spec, plan.cells),
-                              plan.settings.quick, context=self.options.context)
+            with self._showing("the machine's ceilings: remembered or probed (--no-ceilings "
+                               "skips this)"):
+                settled = measure(plan.devices, largest_square_matmul(self.spec, plan.cells),
+                                  plan.settings.quick, context=self.options.context)
         else:
             settled = bounds.unprobed_ceilings(plan.devices,
                                                cache=cache_folder(plan.settings))
@@ -247,12 +263,19 @@ class RunSession:
         weights and CPU references, made in the run folder), stored where --resume finds them."""
         if plan.prepare is None or interrupt.requested() is not None:
             return
-        with progress_console.status("preparing the shared weights and CPU references"):
+        with self._showing("preparing the shared weights and CPU references"):
             added = plan.prepare(self.run_dir, plan.params, self.options.context)
         self.document.params = {**plan.params, **added}
         self.cells = [replace(cell, params={**cell.params, **added}) for cell in self.cells]
         self.document.planned_cells = [cell.as_dict() for cell in self.cells]
         self.recorder.save()
+
+    def _showing(self, text: str) -> contextlib.AbstractContextManager[None]:
+        """TEXT as the run's phase meanwhile (a spinner in a terminal, the plain reporter's
+        lines elsewhere: harness.run.phases); nothing said where the run shows no progress."""
+        if not self.progress:
+            return contextlib.nullcontext()
+        return phases.showing(self.board, progress_console, text)
 
     def _run_cells(self) -> bool:
         """The executor's run of the cells the declarations do not refuse; False when a stop
@@ -285,7 +308,8 @@ class RunSession:
         states and ETA on stderr when asked."""
         if not self.progress:
             return self.executor.run(cells, self.options, self.run_dir, add)
-        return run_with_progress(self.executor, cells, self.options, self.run_dir, add)
+        return run_with_progress(self.executor, cells, self.options, self.run_dir, add,
+                                 cell_estimates(self.recorder.results))
 
     def _run_rounds(self, to_run: list[Cell]) -> bool:
         """Every round: the cells to run (TO_RUN) in that round's order, each result merged at
@@ -325,6 +349,7 @@ class RunSession:
             if self.progress:
                 progress_console.print(f"round {index + 1} of {rounds}: "
                                        f"{counted(len(round_cells), 'cell')}")
+            self.board.context = f"round {index + 1} of {rounds}"
             started.clear()
             if not self._execute(round_cells, merged):
                 # Stopped within the round: its recorded order keeps the cells that ran.
@@ -351,6 +376,7 @@ class RunSession:
             self._plan_more(chosen, to_run, merger)
             stage = [merger.calibrated(rounds_module.round_cell(self.spec, cell, index, rounds))
                      for cell in chosen]
+            self.board.context = f"round {index + 1} of {rounds}"
             started.clear()
             finished = self._execute(stage, merged)
             ran += [cell for cell in stage if cell.key in started]
@@ -479,11 +505,9 @@ def measure_ceilings(devices: list[str], largest_n: int | None, quick: bool = Fa
     figures = {device: ceilings.with_bounds(known.figures) for device, known in recalled.items()
                if known.figures is not None}
     to_probe = [device for device in devices if device not in figures]
-    if to_probe and interrupt.requested() is None:
-        with progress_console.status("measuring the machine's ceilings (--no-ceilings skips "
-                                     "this)"):
-            probed = ceiling_probe.measure_all(to_probe, largest_n, sizes=sizes,
-                                               fingerprint=fingerprint, context=context)
+    if to_probe and interrupt.requested() is None:  # the session shows it as its phase
+        probed = ceiling_probe.measure_all(to_probe, largest_n, sizes=sizes,
+                                           fingerprint=fingerprint, context=context)
         figures.update({device: replace(probed[device], probed_because=recalled[device].why_not)
                         for device in to_probe})
     return Ceilings({device: figures[device] for device in devices if device in figures})

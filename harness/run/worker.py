@@ -38,7 +38,7 @@ from harness.measure.casewatch import CaseWatch, idle_fingerprint
 from harness.run.caserun import CasePlan, CellContext, run_case
 from harness.run.failures import failure_reason
 from harness.run.forkserver import exit_now, optional_modules, unimportable
-from harness.run.phaseclock import PhaseClock
+from harness.run.phaseclock import PhaseClock, phase_file_writer
 from harness.spec import Cell, Status, WorkloadSpec, worst_status
 
 
@@ -57,10 +57,11 @@ def peak_host_memory_bytes() -> int | None:
 class CellRun:
     """Accumulates the result document of one cell and saves it after every change."""
 
-    def __init__(self, cell: Cell, result_path: Path) -> None:
+    def __init__(self, cell: Cell, result_path: Path, phase_path: Path | None = None) -> None:
         self.result_path = result_path
         self.result = CellResult(cell=cell, started=time.time())
-        self.clock = PhaseClock()
+        # The phase file, where the parent reads what this worker does now (its progress line).
+        self.clock = PhaseClock(None if phase_path is None else phase_file_writer(phase_path))
         self.clock.busy = bool(cell.busy)  # an earlier round found the load lasting
 
     def finish(self, status: Status | None = None, reason: str = "") -> None:
@@ -104,9 +105,11 @@ def counted_flops(cell: Cell, position: int) -> JsonObject | None:
     return dict(cell.flops[position] or {})
 
 
-def run_cell(cell: Cell, result_path: Path, settings: Settings) -> None:
-    """Run CELL's cases under SETTINGS (the run's), saving after each."""
-    run = CellRun(cell, result_path)
+def run_cell(cell: Cell, result_path: Path, settings: Settings,
+             phase_path: Path | None = None) -> None:
+    """Run CELL's cases under SETTINGS (the run's), saving after each; the phase it is in now
+    kept in PHASE_PATH where given (harness.run.phaseclock)."""
+    run = CellRun(cell, result_path, phase_path)
     run.save()
     clock = run.clock
     spec = load_workload(cell.workload)
@@ -140,25 +143,30 @@ def run_cell(cell: Cell, result_path: Path, settings: Settings) -> None:
         if not settings.quick and cell.round == 0 and settings.energy:
             watch.measure_idle(idle_fingerprint(cell.device, str(device.description)))
     context = CellContext(spec, module, cell, device, watch, clock, settings)
-    for position, case in enumerate(spec.cases_for(cell.params, cell.variant)):
+    cases = list(spec.cases_for(cell.params, cell.variant))
+    for position, case in enumerate(cases):
+        clock.case = f"{spec.sweep}={case.get(spec.sweep, '?')} ({position + 1} of {len(cases)})"
         plan = CasePlan(case, reused_calibration(spec, cell, position),
                         counted_flops(cell, position), reused_level(cell, position))
         run.result.cases.append(run_case(context, plan))
         run.save()
+    clock.case = ""
+    clock.now("saving its result")
     run.finish()
 
 
 def main(argv: list[str]) -> int:
-    """CELL.json RESULT.json [SETTINGS]: without SETTINGS (JSON), the defaults, not the
-    environment's HARNESS_* variables."""
+    """CELL.json RESULT.json [SETTINGS [PHASE.json]]: without SETTINGS (JSON), the defaults,
+    not the environment's HARNESS_* variables; PHASE.json: where to keep the phase it is in."""
     cell_path, result_path = Path(argv[0]), Path(argv[1])
     settings = Settings.from_json(argv[2]) if len(argv) > 2 else Settings()
+    phase_path = Path(argv[3]) if len(argv) > 3 else None
     # First: the cell may name a plugin's workload or framework.
     use_plugins(settings.plugins)
     cell = Cell.from_dict(json.loads(cell_path.read_text()))
     print(f"worker {cell.label} on {platform.node()}", file=sys.stderr)
     try:
-        run_cell(cell, result_path, settings)
+        run_cell(cell, result_path, settings, phase_path)
     except Exception as exc:  # anything outside a case (a broken import, say) is the cell's error
         traceback.print_exc()
         partial = CellRun(cell, result_path)

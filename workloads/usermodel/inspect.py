@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from harness.data.store import write_json_atomic
-from harness.workloads.usermodel.precheck import CONVENTION, NO_INPUTS
+from harness.workloads.usermodel.precheck import CONVENTION, NO_INPUTS, misspelled_hooks
 from harness.workloads.usermodel.precheck import near_misses as precheck_misses
 from harness.workloads.usermodel.source import (
     UserCodeError,
@@ -243,11 +243,15 @@ def keras_training(user: Any, path: str, arrays: list[np.ndarray],
     return f"{trained_with_text(found)}; {keras_step_text(keras_step_of(user))}"
 
 
+def own_functions(user: Any) -> set[str]:
+    """The names of the functions the loaded module defines itself (not those it imported)."""
+    return {name for name, value in vars(user).items()
+            if callable(value) and getattr(value, "__module__", None) == user.__name__}
+
+
 def near_misses(user: Any) -> list[str]:
     """precheck.near_misses over the loaded module: its own functions against the hooks."""
-    functions = {name for name, value in vars(user).items()
-                 if callable(value) and getattr(value, "__module__", None) == user.__name__}
-    return precheck_misses(functions, set(vars(user)))
+    return precheck_misses(own_functions(user), set(vars(user)))
 
 
 def describe(path: str) -> dict[str, Any]:
@@ -279,6 +283,9 @@ def describe(path: str) -> dict[str, Any]:
         "output_shape": output_shape(out), "parameters": int(parameters),
         "default_what": "step" if has_step else "train", "training": training,
         "keras_step": keras_step_of(user) if family == "keras" else None,
+        # [the file's function, the hook it is close to]: said before a run (plan.py)
+        "misspelled": [list(pair) for pair in misspelled_hooks(own_functions(user),
+                                                               set(vars(user)))],
     }
 
 

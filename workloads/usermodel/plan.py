@@ -196,3 +196,34 @@ def _write_failure(folder: Path, sizes: list[int], reason: str) -> None:
     write_json_atomic(folder / PREPARED_FILE, {
         "error": reason, "weight_names": [], "nondeterministic": "",
         "sizes": {str(size): {"error": reason} for size in sizes}})
+
+
+# What a run uses where the file lacks a hook, by hook and then by the inspector's family ("":
+# any); a training hook that a step() makes moot says so instead (hook_notices).
+TRAINING_HOOKS = ("targets", "loss", "optimizer")
+HOOK_DEFAULTS = {
+    "targets": {"": "the default fixed random targets"},
+    "loss": {"": "the default mean squared error", "keras": "your model's compiled loss"},
+    "optimizer": {"torch": "the default Adam", "jax": "the default optax.adam(1e-3)",
+                  "keras": "your model's compiled optimizer"},
+    "step": {"": "the default: one training step per call"},
+    "model": {"": "your init() and apply()"},
+    "init": {"": "your model()"},
+    "apply": {"": "your model()"},
+}
+
+
+def hook_notices(info: dict[str, Any]) -> list[str]:
+    """One line per function of the file named close to a hook the file lacks, said before
+    the run: 'optimiser() is not a hook: did you mean optimizer()? using the default Adam'.
+    Why: `harness list --model` named them, but a run trained with the default in silence."""
+    family = str(info.get("family") or "")
+    lines = []
+    for name, hook in info.get("misspelled") or []:
+        if hook in TRAINING_HOOKS and info.get("has_step"):
+            instead = "none: your step() is what is timed"
+        else:
+            defaults = HOOK_DEFAULTS.get(hook, {})
+            instead = defaults.get(family) or defaults.get("") or "the harness's default"
+        lines.append(f"{name}() is not a hook: did you mean {hook}()? using {instead}")
+    return lines

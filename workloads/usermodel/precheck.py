@@ -91,11 +91,11 @@ HOOK_NAMES = ("model", "init", "apply", "inputs", "targets", "loss", "optimizer"
               "tolerance")
 
 
-def near_misses(functions: set[str], bound: set[str]) -> list[str]:
-    """'your file defines optimiser(), not optimizer()': a function of the file whose name is
-    close to a hook the file lacks. Why: an optional hook misspelled is otherwise ignored
-    without a word, and the run trains with the harness's default while the user believes it
-    trains with theirs."""
+def misspelled_hooks(functions: set[str], bound: set[str]) -> list[tuple[str, str]]:
+    """(the file's function, the hook it is close to) for each function of the file whose name
+    is close to a hook the file lacks: ('optimiser', 'optimizer'). Why: an optional hook
+    misspelled is otherwise ignored without a word, and the run trains with the harness's
+    default while the user believes it trains with theirs."""
     import difflib
 
     missing = [hook for hook in HOOK_NAMES if hook not in bound]
@@ -103,9 +103,14 @@ def near_misses(functions: set[str], bound: set[str]) -> list[str]:
     for name in sorted(functions - set(HOOK_NAMES)):
         close = difflib.get_close_matches(name, missing, n=1, cutoff=0.75)
         if close:
-            found.append(f"your file defines {name}(), not {close[0]}(): the harness reads "
-                         f"{close[0]}() only")
+            found.append((name, close[0]))
     return found
+
+
+def near_misses(functions: set[str], bound: set[str]) -> list[str]:
+    """'your file defines optimiser(), not optimizer()': misspelled_hooks in words."""
+    return [f"your file defines {name}(), not {hook}(): the harness reads {hook}() only"
+            for name, hook in misspelled_hooks(functions, bound)]
 
 
 def precheck(path: Path) -> ast.Module:

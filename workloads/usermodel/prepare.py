@@ -19,6 +19,7 @@ import importlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from harness.workloads.usermodel.spec import (
     IMPLEMENTATIONS,
     KEPT_RESULTS,
     PREPARED_FILE,
+    REFERENCE_CALLS_FILE,
     STEPS_PER_EXECUTION,
     WEIGHTS_FILE,
     ModelInputs,
@@ -201,7 +203,10 @@ def prepare_size(user: Any, path: str, family: str, impl: Any, device: Any, fold
     spe_calls = (STEPS_PER_EXECUTION if family == "keras" and what == "train"
                  and keras_step_of(user) == "train_on_batch" else 0)
     calls = max(KEPT_RESULTS[what], spe_calls)
+    note_reference_call(folder, batch, None)
+    started = time.perf_counter()
     results = run_reference(impl, device, case, inputs, calls)
+    note_reference_call(folder, batch, (time.perf_counter() - started) / calls)
     reference = flat_result(results[:KEPT_RESULTS[what]])
     entry: SizeEntry = {"inputs": len(arrays),
                         **bound_for(reference, family, impl, device, case, inputs,
@@ -231,6 +236,19 @@ def prepare_size(user: Any, path: str, family: str, impl: Any, device: Any, fold
     return entry
 
 
+def note_reference_call(folder: Path, batch: int, seconds_per_call: float | None) -> None:
+    """Keep in REFERENCE_CALLS_FILE that BATCH's first reference run starts now (None), or
+    took SECONDS_PER_CALL: a cold call and its set-up included, as a worker's first call is."""
+    path = folder / REFERENCE_CALLS_FILE
+    known = json.loads(path.read_text()) if path.is_file() else {"seconds_per_call": {}}
+    if seconds_per_call is None:
+        known["calling"] = {"batch": batch, "since": time.time()}
+    else:
+        known["seconds_per_call"][str(batch)] = round(seconds_per_call, 6)
+        known.pop("calling", None)
+    write_json_atomic(path, known)
+
+
 def prepare(path: str, folder: Path, framework: str, what: str, seed: int,
             sizes: list[int]) -> PreparedDocument:
     family = family_of(framework)
@@ -244,6 +262,8 @@ def prepare(path: str, folder: Path, framework: str, what: str, seed: int,
     first, names = initial_weights(family, impl, path, seed, sample)
     second, _ = initial_weights(family, impl, path, seed, sample)
     folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(folder / REFERENCE_CALLS_FILE, {"framework": framework, "device": "cpu",
+                                                      "seconds_per_call": {}})
     np.savez(folder / WEIGHTS_FILE, **first)  # type: ignore[arg-type]  # as above
     document: PreparedDocument = {
         "framework": framework, "seed": seed, "what": what, "weight_names": list(first),

@@ -23,6 +23,7 @@ from harness.core import registry
 from harness.core.fixes import Catalogue, Fix
 from harness.spec import Capability, Check, Param, WorkloadSpec, declared_name
 from harness.spec import variant_parts as split_parts
+from harness.workloads.usermodel import lossscale
 from harness.workloads.usermodel.fixes import (
     AUTOGRAD_FUNCTIONAL,
     CATALOGUE,
@@ -274,6 +275,10 @@ def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadS
 PREPARED_PARAM = "prepared"
 WEIGHTS_FILE = "weights.npz"
 PREPARED_FILE = "prepared.json"
+# The seconds per call of each batch's first float32 reference run, written as the preparation
+# goes (a batch being called: its start), so that `harness advise` knows the CPU step's cost
+# before its first worker, and even where its budget stopped the preparation (issue 64).
+REFERENCE_CALLS_FILE = "reference-calls.json"
 
 
 def case_file(folder: str | Path, batch: int) -> Path:
@@ -432,7 +437,11 @@ def check(case: Mapping[str, Any], variant: str, inputs: ModelInputs,
                      f"{sentence}{verdict.detail}", verdict.sensitivity)
     reference = inputs["reference_spe"] if output.get("spe") else inputs["reference"]
     compared = {"train": "loss", "inference": "output"}.get(inputs.get("what", ""), "result")
-    verdict = judged(flat_result(output["result"]), flat_result(reference), size["scale"],
+    extra = output.get("extra") or {}
+    # fp16's loss scaler: each kept loss beside fp32's after as many applied updates.
+    applied, scaler_said = lossscale.over_applied_updates(output["result"],
+                                                         flat_result(reference), extra)
+    verdict = judged(flat_result(output["result"]), applied, size["scale"],
                      size["bound"], size["bound_formula"], precision, measured, compared)
     why = inputs["nondeterministic"] or size.get("nondeterministic", "")
     if why:  # equal answers cannot be asked of a model the seed does not fix
@@ -441,10 +450,10 @@ def check(case: Mapping[str, Any], variant: str, inputs: ModelInputs,
     if precision is None:
         return verdict
     detail = precision_text(verdict.passed, verdict.value, verdict.bound, precision, compared,
-                            measured) + verdict.detail
-    skipped = (output.get("extra") or {}).get("skipped_updates")
-    if skipped:
-        detail += (f"; the loss scaler skipped {skipped} of the first optimizer updates "
-                   "(inf/NaN gradients at its starting scale)")
+                            measured) + verdict.detail + lossscale.settled_text(extra)
+    skipped = extra.get(lossscale.SKIPPED_COUNT)
+    if scaler_said or skipped:  # a record without call numbers says how many only
+        detail += scaler_said or (f"; the loss scaler skipped {skipped} of the first "
+                                  "optimizer updates (inf/NaN gradients at its scale)")
     return Check(verdict.passed, verdict.metric, verdict.value, verdict.bound, detail,
                  verdict.sensitivity)

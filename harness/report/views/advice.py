@@ -52,7 +52,7 @@ class AdviceView(View):
 
         groups = list(measured.groupby(["run_id", "framework", "device"], sort=False))
         figure, axes = plt.subplots(len(groups), 1, squeeze=False,
-                                    figsize=(8.0, 1.2 + sum(0.35 * len(rows) + 0.6
+                                    figsize=(10.0, 1.2 + sum(0.35 * len(rows) + 0.6
                                                             for _, rows in groups)))
         for axis, ((_, framework, device), rows) in zip(axes[:, 0], groups):
             _panel(axis, rows, f"{framework} on {device}")
@@ -107,14 +107,25 @@ def advice_table(advices: list[RunAdvice], run_ids: list[str]) -> pd.DataFrame:
 
 
 def _panel(axis: Any, rows: pd.DataFrame, title: str) -> None:
-    """One framework x device: a bar per fix, 1x marked, and the CPU's best time as a line."""
+    """One framework x device: a bar per fix, its speedup written at its end (a SUSPECT one
+    hatched), 1x marked, the CPU's best time as a line, and a legend of every colour and mark
+    drawn."""
     positions = list(range(len(rows)))
-    axis.barh(positions, rows["speedup"], color=[STANDING_COLORS.get(standing, "#949494")
-                                                for standing in rows["standing"]])
+    suspect = [is_suspect(doubt) for doubt in rows["doubt"]]
+    bars = axis.barh(positions, rows["speedup"],
+                     color=[STANDING_COLORS.get(standing, OTHER_COLOR)
+                            for standing in rows["standing"]],
+                     edgecolor=["black" if flag else "none" for flag in suspect],
+                     hatch=[SUSPECT_HATCH if flag else "" for flag in suspect])
+    axis.bar_label(bars, labels=[format_ratio(value) + (" SUSPECT" if flag else "")
+                                 for value, flag in zip(rows["speedup"], suspect)],
+                   padding=3, fontsize="x-small")
     axis.set_yticks(positions, [f"{variant} ({standing})" for variant, standing
                                 in zip(rows["variant"], rows["standing"])], fontsize="small")
     axis.invert_yaxis()
     axis.set_xscale("log")
+    low, high = min(rows["speedup"].min(), 1.0), max(rows["speedup"].max(), 1.0)
+    axis.set_xlim(low / 1.5, high * 3.0)  # room on the right for the labels
     axis.axvline(1.0, color="black", linewidth=1, label="baseline (1x)")
     first = rows.iloc[0]
     cpu, baseline = first["cpu_best_s"], first["baseline_s"]
@@ -122,4 +133,30 @@ def _panel(axis: Any, rows: pd.DataFrame, title: str) -> None:
         axis.axvline(baseline / cpu, color="#0173B2", linestyle="--",
                      label=f"the CPU's time ({format_seconds(cpu)}/step)")
     axis.set_title(title, fontsize=9)
-    axis.legend(fontsize="x-small", loc="lower right")
+    lines, _labels = axis.get_legend_handles_labels()
+    # Beside the panel, not on it: inside, it hid the labels of the longest bars.
+    axis.legend(handles=[*standing_handles(rows["standing"], any(suspect)), *lines],
+                fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+OTHER_COLOR = "#949494"
+SUSPECT_HATCH = "xx"
+SUSPECT_KEY = "SUSPECT timing (hatched)"
+
+
+def is_suspect(doubt: Any) -> bool:
+    """Whether a fix was not confirmed for a SUSPECT timing (its own or its baseline's)."""
+    return isinstance(doubt, str) and "SUSPECT" in doubt
+
+
+def standing_handles(standings: pd.Series, suspect: bool) -> list[Any]:
+    """One legend entry per standing colour drawn (its name: 'not confirmed' is the yellow),
+    and the SUSPECT hatch where a bar has it."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=STANDING_COLORS.get(standing, OTHER_COLOR), label=standing)
+               for standing in dict.fromkeys(standings)]
+    if suspect:
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch=SUSPECT_HATCH,
+                             label=SUSPECT_KEY))
+    return handles

@@ -78,12 +78,10 @@ class FastestView(View):
         return lines
 
     def glance(self, table: pd.DataFrame, context: Any) -> list[str]:
-        return [fastest_sentence(context, row)
-                for _, row in at_headline(table, context.headline).iterrows()]
-
-    def verdict(self, table: pd.DataFrame, context: Any) -> list[str]:
-        """The glance sentences, a SUSPECT timing by its cell's name only: its reason (often a
-        few hundred characters of contention) is in the warnings, said in full once."""
+        """One sentence per variant at its headline size, a SUSPECT timing by its cell's name
+        only: its reason (often a few hundred characters of contention per cell, ~20 lines of
+        the demo's "At a glance") is in the experiment's warnings, said in full once. The
+        terminal's verdict is the same sentence."""
         return [fastest_sentence(context, row, reasons=False)
                 for _, row in at_headline(table, context.headline).iterrows()]
 

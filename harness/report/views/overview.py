@@ -7,8 +7,9 @@ per machine and variant. No lines of its own: the figure opens the experiment's 
 
 A CPU-only run's predicted GPU steps (harness/predict/answer.py, issue 61 part 3) get a row
 each right under the CPU cell they were predicted from (device "<GPU> predicted", kind
-PREDICTED), drawn as a hatched outline with the printed interval as its whiskers, so the
-framework a GPU would favour can be seen beside the one this CPU favours.
+PREDICTED), drawn as a dotted, dashed outline (in the legend) with the printed interval as
+its whiskers, so the framework a GPU would favour can be seen beside the one this CPU
+favours.
 """
 
 from __future__ import annotations
@@ -89,10 +90,12 @@ class OverviewView(View):
             lowest.tick_params(labelbottom=True)
             lowest.set_xlabel(f"median time per {context.unit} (log scale)")
         machines = "" if several_machines else f" on {table['machine'].iloc[0]}"
-        predicted = (PREDICTED_KEY if (table["device_kind"] == PREDICTED).any() else "")
         figure.suptitle(f"{context.name}: time per {context.unit}{machines}\nbars: median; "
                         "whiskers: IQR (25th-75th percentile of the samples); "
-                        f"{device_key(table)}{predicted}", fontsize=11)
+                        f"{device_key(table)}", fontsize=11)
+        if handles := key_handles(table):
+            figure.legend(handles=handles, loc="outside lower center", ncols=len(handles),
+                          fontsize=8.5, frameon=False)
         return [save(figure, out_dir / f"{context.stem}-overview.png")]
 
 
@@ -144,6 +147,7 @@ class OverviewRow(CellAtSize):
     q1_s: float
     q3_s: float
     noisy: bool
+    suspect: str  # why its timing is in doubt ('' when it is not): its bar is hatched
 
 
 def _overview_row(stats: pd.DataFrame, cells: pd.DataFrame, experiment: str, machine: str,
@@ -160,7 +164,8 @@ def _overview_row(stats: pd.DataFrame, cells: pd.DataFrame, experiment: str, mac
         return {**base, "status": row["status"], "reason": row["reason"], "shown": shown,
                 "median_s": row["median_s"] if shown else math.nan,
                 "q1_s": row["q1_s"] if shown else math.nan,
-                "q3_s": row["q3_s"] if shown else math.nan, "noisy": bool(row["noisy"])}
+                "q3_s": row["q3_s"] if shown else math.nan, "noisy": bool(row["noisy"]),
+                "suspect": str(row.get("suspect") or "") if shown else ""}
     cell = cells[(cells["framework"] == framework) & (cells["device"] == device)]
     if cell.empty:
         status, reason = "not run", "no result for this cell in the run folder(s)"
@@ -169,14 +174,15 @@ def _overview_row(stats: pd.DataFrame, cells: pd.DataFrame, experiment: str, mac
         if status == Status.OK.value:
             status, reason = "not run", f"not measured at this size ({size})"
     return {**base, "status": status, "reason": reason, "shown": False, "median_s": math.nan,
-            "q1_s": math.nan, "q3_s": math.nan, "noisy": False}
+            "q1_s": math.nan, "q3_s": math.nan, "noisy": False, "suspect": ""}
 
 
 # --- the GPU steps predicted from a CPU-only run --------------------------------------------------
 
 PREDICTED = "predicted"  # the device kind of a predicted row
-PREDICTED_KEY = ("\nhatched outlines: the GPU step predicted from the CPU cell above it "
-                 "(per step; whiskers: its printed interval)")
+PREDICTED_KEY = "GPU step predicted from the CPU bar above (whiskers: its interval)"
+PREDICTED_HATCH = ".."  # dotted outline: not a failed cell's '///', nor SUSPECT's 'xx'
+
 
 
 def with_predicted_rows(table: pd.DataFrame, extras: pd.DataFrame) -> pd.DataFrame:
@@ -205,7 +211,7 @@ def predicted_rows(row: pd.Series, extras: pd.DataFrame) -> list[dict[str, Any]]
     return [{**row.to_dict(), "device": f"{point['device']} predicted",
              "device_kind": PREDICTED, "status": "predicted", "reason": "", "shown": True,
              "median_s": point["step_s"], "q1_s": point["low_s"], "q3_s": point["high_s"],
-             "noisy": False}
+             "noisy": False, "suspect": ""}
             for point in (points[-1] if points else [])]
 
 
@@ -221,6 +227,30 @@ def device_key(table: pd.DataFrame) -> str:
     if kinds == {"gpu"}:
         return "every cell on a GPU"
     return "lighter bars: CPU, solid: GPU"
+
+
+# A SUSPECT cell's bar: hatched (and outlined black), its label says so, the legend explains.
+SUSPECT_HATCH = "xx"
+SUSPECT_KEY = "SUSPECT timing (hatched): see the warnings"
+FAILED_KEY = "no valid time (status and reason on the bar)"
+
+
+def key_handles(table: pd.DataFrame) -> list[Any]:
+    """The legend of what the bars' marks say, for the marks drawn: a SUSPECT cell's hatch, a
+    failed cell's empty bar (the frameworks' colours are their tick labels' colours)."""
+    from matplotlib.patches import Patch
+
+    handles = []
+    if table["suspect"].astype(bool).any():
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch=SUSPECT_HATCH,
+                             label=SUSPECT_KEY))
+    if (~table["shown"].astype(bool)).any():
+        handles.append(Patch(fill=False, edgecolor=style.FAILED_COLOR, hatch="///",
+                             label=FAILED_KEY))
+    if (table["device_kind"] == PREDICTED).any():
+        handles.append(Patch(fill=False, edgecolor="black", hatch=PREDICTED_HATCH,
+                             linestyle="--", label=PREDICTED_KEY))
+    return handles
 
 
 def _time_limits(table: pd.DataFrame) -> tuple[float, float]:
@@ -247,12 +277,16 @@ def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float]
             _predicted_bar(axis, float(position), row, limits, color)
         elif row["shown"]:
             error = [[row["median_s"] - row["q1_s"]], [row["q3_s"] - row["median_s"]]]
+            suspect = bool(row.get("suspect"))
             axis.barh(position, row["median_s"] - limits[0], left=limits[0], color=color,
                       alpha=style.DEVICE_BAR_ALPHA[row["device_kind"]], height=0.7,
-                      edgecolor=color)
+                      edgecolor="black" if suspect else color,
+                      hatch=SUSPECT_HATCH if suspect else None)
             axis.errorbar(row["median_s"], position, xerr=error, fmt="none", ecolor="black",
                           capsize=3, linewidth=1)
-            label = format_seconds(row["median_s"]) + ("  (noisy)" if row["noisy"] else "")
+            label = format_seconds(row["median_s"]) + "".join(
+                f"  ({flag})" for flag, on in (("noisy", row["noisy"]), ("SUSPECT", suspect))
+                if on)
             axis.text(max(row["q3_s"], row["median_s"]) * 1.25, float(position), label, va="center",
                       fontsize=8.5)
         else:
@@ -271,10 +305,10 @@ def _overview_panel(axis: Axes, group: pd.DataFrame, limits: tuple[float, float]
 
 def _predicted_bar(axis: Axes, position: float, row: pd.Series, limits: tuple[float, float],
                    color: str) -> None:
-    """A predicted GPU step: a hatched outline, never a measured bar's fill; its interval as
+    """A predicted GPU step: a dotted, dashed outline, never a measured bar's fill; its interval as
     whiskers where it was printed (a range too wide to help is left out, as on the line)."""
     axis.barh(position, row["median_s"] - limits[0], left=limits[0], height=0.7, fill=False,
-              hatch="//", edgecolor=color, linewidth=1.0)
+              hatch=PREDICTED_HATCH, edgecolor=color, linewidth=1.0, linestyle="--")
     if not (math.isnan(row["q1_s"]) or math.isnan(row["q3_s"])):
         error = [[row["median_s"] - row["q1_s"]], [row["q3_s"] - row["median_s"]]]
         axis.errorbar(row["median_s"], position, xerr=error, fmt="none", ecolor="black",

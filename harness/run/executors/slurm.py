@@ -214,8 +214,9 @@ class SlurmExecutor:
             try:
                 jobs = executor.map_array(run_task, [cell.as_dict() for cell in group],
                                           [str(path) for path in paths],
-                                          # no warm process travels to a node
-                                          [replace(options, servers=None)] * len(group),
+                                          # no warm process (nor progress) to a node
+                                          [replace(options, servers=None, board=None)]
+                                          * len(group),
                                           [self.restored_environment()] * len(group))
             except Exception as exc:  # noqa: BLE001 - a refused submission is a status row
                 said = " | ".join(str(exc).strip().splitlines()[-3:])
