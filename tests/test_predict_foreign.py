@@ -113,3 +113,16 @@ def test_the_recorded_op_constant_is_the_stored_rows_median() -> None:
     assert len(ratios) == 476
     assert fitting.recorded_op_dispatches(ratios) == pytest.approx(RECORDED_OP_DISPATCHES,
                                                                    abs=0.005)
+
+
+def test_the_demo_table_is_recomputed_from_its_stored_runs() -> None:
+    """docs/predict.md's demo table: mnist-wide's torch step (batch 32) from the VM's runs,
+    predicted per step on both profiles against the steps measured on the lent GPUs."""
+    document = json.loads(gzip.decompress((DATA / "predict-demo-vm-20261207.json.gz")
+                                          .read_bytes()))
+    cells = foreign.demo_cells(document, validation.profiles_named("h200"))
+    assert {cell.profile for cell in cells} == {"h100", "h200"}
+    assert len(cells) == 2 * len(document["runs"])
+    text = docs_text()
+    for line in foreign.markdown([cell.row() for cell in cells], foreign.DEMO_HEADER)[2:]:
+        assert line in text, line

@@ -405,3 +405,70 @@ def cell_line(cell: SourcedCell) -> str:
             f"b{cell.batch:<5} predicted {cell.predicted_s * 1e3:8.2f} ms ({band}) measured "
             f"{cell.gpu_s * 1e3:8.2f} ms {cell.error:+5.0%} {cell.regime:<13} cpu "
             f"{cell.cpu_s * 1e3:8.2f} ms")
+
+
+# --- the demo's MNIST step (mnist-wide, batch 32, torch) from a foreign CPU ------------------
+
+DEMO_KIND = "harness-predict-foreign-demo"
+
+
+@dataclass(frozen=True)
+class DemoCell:
+    """The demo's torch step predicted from one foreign run's features on one profile,
+    against the GPU steps measured on that GPU (per step)."""
+
+    process: int
+    profile: str
+    predicted_s: float
+    band: tuple[float, float] | None  # the validated band alone (per step)
+    printed: tuple[float, float] | None  # widened to the CPU case's own spread, as printed
+    measured_s: tuple[float, ...]
+    cpu_s: float
+    noise: float
+
+    def inside(self, bounds: tuple[float, float] | None) -> str:
+        if bounds is None:
+            return "no band"
+        held = sum(bounds[0] <= measured <= bounds[1] for measured in self.measured_s)
+        return (f"{bounds[0] * 1e3:.2f}-{bounds[1] * 1e3:.2f}: {held} of "
+                f"{len(self.measured_s)}")
+
+    def row(self) -> list[str]:
+        ratios = [self.predicted_s / measured for measured in self.measured_s]
+        return [f"process {self.process}", self.profile,
+                f"{self.cpu_s * 1e3:.2f} ({self.noise:.0%})", f"{self.predicted_s * 1e3:.2f}",
+                ", ".join(f"{measured * 1e3:.2f}" for measured in self.measured_s),
+                f"{min(ratios):.2f}-{max(ratios):.2f}", self.inside(self.band),
+                self.inside(self.printed)]
+
+
+DEMO_HEADER = ["run", "GPU", "CPU step here, ms (spread)", "predicted, ms",
+               "measured there, ms", "predicted / measured", "band alone: holds",
+               "interval as printed: holds"]
+
+
+def per_step(bounds: tuple[float | None, float | None], steps: int
+             ) -> tuple[float, float] | None:
+    low, high = bounds
+    return None if low is None or high is None else (low / steps, high / steps)
+
+
+def demo_cells(document: Mapping[str, Any],
+               profiles: Mapping[str, Profile]) -> list[DemoCell]:
+    """Every stored demo run's features predicted per step on each profile the document
+    has measured steps for (host 'profiled', the printed interval with the case's noise)."""
+    found = []
+    for run in document["runs"]:
+        features = features_of(run["features"])
+        for name, measured in sorted(document["measured"].items()):
+            made = predict(features, profiles[name], host="profiled", profile_name=name)
+            if made.seconds is None:
+                continue
+            steps, noise = int(run["steps"]), float(run["noise"])
+            found.append(DemoCell(
+                process=int(run["process"]), profile=name, predicted_s=made.seconds / steps,
+                band=per_step(printed_interval(made, 0.0), steps),
+                printed=per_step(printed_interval(made, noise), steps),
+                measured_s=tuple(float(value) for value in measured["steps_s"]),
+                cpu_s=float(run["cpu_step_s"]), noise=noise))
+    return found
