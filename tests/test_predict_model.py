@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.predict.features import OpRecord, StepFeatures, summarize
-from harness.predict.model import Prediction, predict, recompute
+from harness.predict.model import RECORDED_OP_DISPATCHES, Prediction, predict, recompute
 from harness.predict.profile import (
     CATALOGUE,
     Entry,
@@ -100,6 +100,8 @@ def step(matmul_flops: int = 2 * 10**9, extra: tuple[OpRecord, ...] = ()) -> Ste
 
 # Worked by hand for step() on profile():
 HOST_HERE = 5e-6 + 5e-6 + 1e-6 + 5e-6  # each op's host time capped at tiny_s = 5 us
+# Host 'profiled' (model 4): those 3.2 tiny ops, each at the profiled host's recorded op.
+HOST_PRICED = HOST_HERE / 5e-6 * RECORDED_OP_DISPATCHES * DISPATCH_ADD_
 HOST_OPS = 3 * LAUNCH + 2 * (DISPATCH_ADD - DISPATCH_ADD_)  # 3 launches, 2 allocations
 MATMUL_S = 2e9 / MATMUL_FP32_RATE  # 200 us
 DEVICE = MATMUL_S + 2e6 / BANDWIDTH + FLOOR  # relu at its bandwidth (= the floor), add_ floor
@@ -118,7 +120,7 @@ def test_a_profile_round_trips_and_is_versioned(tmp_path: Path) -> None:
 def test_the_step_is_the_slower_queue_plus_what_overlaps_neither() -> None:
     found = predict(step(), profile(), profile_name="synthetic")
     assert found.status == "predicted" and found.reason == ""
-    assert found.host_s == pytest.approx(HOST_HERE + HOST_OPS, rel=1e-12)
+    assert found.host_s == pytest.approx(HOST_PRICED + HOST_OPS, rel=1e-12)
     assert found.device_s == pytest.approx(DEVICE, rel=1e-12)
     assert found.seconds == pytest.approx(DEVICE + COPY, rel=1e-12)
     assert found.regime == "compute-bound" and found.mapped_share == 1.0
@@ -138,7 +140,7 @@ def test_planted_profile_changes_move_the_prediction_as_the_model_says() -> None
     small, dearer = step(matmul_flops=2 * 10**7), profile(launch_s=2 * LAUNCH)
     launch_bound = predict(small, profile())
     assert launch_bound.regime == "launch-bound"
-    assert launch_bound.seconds == pytest.approx(HOST_HERE + HOST_OPS + COPY, rel=1e-12)
+    assert launch_bound.seconds == pytest.approx(HOST_PRICED + HOST_OPS + COPY, rel=1e-12)
     assert predict(small, dearer).seconds - launch_bound.seconds == pytest.approx(
         3 * LAUNCH, rel=1e-9)
 
@@ -168,11 +170,16 @@ def test_the_host_choice_is_recorded_and_rescales_what_it_says() -> None:
     assert this.terms["ops_scale"] == pytest.approx(3.0) and this.terms["python_scale"] == 1.0
     assert this.host_s == pytest.approx(HOST_HERE + 3 * HOST_OPS, rel=1e-12)
     rented = predict(small, profile(), host="profiled", this_host=here)
-    assert rented.host_choice == "profiled" and rented.terms["python_scale"] == pytest.approx(0.5)
-    assert rented.host_s == pytest.approx(HOST_HERE / 2 + HOST_OPS, rel=1e-12)
+    assert rented.host_choice == "profiled" and rented.terms["ops_here"] == pytest.approx(3.2)
+    assert rented.terms["op_host_s"] == pytest.approx(RECORDED_OP_DISPATCHES * DISPATCH_ADD_)
+    assert rented.host_s == pytest.approx(HOST_PRICED + HOST_OPS, rel=1e-12)
+    # This CPU's speed cancels: twice as slow a CPU (every op's time doubled), or no speed
+    # given, reads the same step on the profiled host.
+    slower = replace(small, ops=[replace(item, host_s=2 * item.host_s) for item in small.ops])
+    assert predict(summarize(slower), profile()).seconds == pytest.approx(rented.seconds)
+    assert predict(small, profile()).seconds == pytest.approx(rented.seconds)
     blind = predict(small, profile(), host="this")
     assert blind.status == "unknown" and "host speed" in blind.reason
-    assert predict(small, profile()).notes[-1].startswith("this machine's host speed not given")
 
 
 def test_variants_change_the_terms_they_change() -> None:
@@ -247,31 +254,36 @@ def test_a_training_step_pays_its_fixed_host_work_in_the_profiles_dispatches() -
                                for spec in CATALOGUE})
     moved = predict(step(2 * 10**7, adam_region(2)), planted)
     allocations = trained.terms["allocations"]
+    # ... and each of the step's tiny ops priced at the profiled host (model 4) by as many.
     assert moved.host_s - trained.host_s == pytest.approx(
-        STEP_OVERHEAD_DISPATCHES * 1e-6 - allocations * 1e-6, rel=1e-9)
+        STEP_OVERHEAD_DISPATCHES * 1e-6 - allocations * 1e-6
+        + trained.terms["ops_here"] * RECORDED_OP_DISPATCHES * 1e-6, rel=1e-9)
     graph = predict(step(2 * 10**7, adam_region(2)), profile(), variant="cuda-graph")
     assert graph.terms["host_step_s"] == 0.0  # a replay runs no Python
 
 
 def test_one_cpu_model_is_not_rescaled_and_another_is() -> None:
+    """Host 'this': the profile's launches rescaled by numpy's loop on another CPU, not on
+    the profiled host's own model (one core count); host 'profiled' uses no loop at all."""
     small = step(matmul_flops=2 * 10**7)
     hosted = replace(profile(), host={"cpu_model": "Xeon X"})
     same = HostSpeed(python_loop_s=2 * PYTHON_LOOP, numpy_loop_s=3 * NUMPY_LOOP,
                      cpu_model="Xeon X")
-    found = predict(small, hosted, host="profiled", this_host=same)
+    found = predict(small, hosted, host="this", this_host=same)
     assert (found.terms["python_scale"], found.terms["ops_scale"]) == (1.0, 1.0)
     assert "profiled host's model" in found.notes[-1]
-    assert predict(small, hosted, host="this", this_host=same).terms["ops_scale"] == 1.0
     other = replace(same, cpu_model="Laptop Y")
-    assert predict(small, hosted, this_host=other).terms["python_scale"] == pytest.approx(0.5)
+    assert predict(small, hosted, host="this", this_host=other).terms[
+        "ops_scale"] == pytest.approx(3.0)
+    assert predict(small, hosted, this_host=other).seconds == pytest.approx(
+        predict(small, hosted, this_host=same).seconds)
     assert HostSpeed.from_record(same.record()) == same
     # One generic model name on hosts of other core counts (a 2-core VM and a 16-core GPU
     # host both read "Intel(R) Xeon(R) Processor") is two machines: rescaled.
     counted = replace(hosted, host={"cpu_model": "Xeon X", "cores": 16})
-    assert predict(small, counted, this_host=replace(same, cores=16)).terms[
-        "python_scale"] == 1.0
+    assert predict(small, counted, host="this", this_host=replace(same, cores=16)).terms[
+        "ops_scale"] == 1.0
     vm = replace(same, cores=2)
-    assert predict(small, counted, this_host=vm).terms["python_scale"] == pytest.approx(0.5)
     assert predict(small, counted, host="this", this_host=vm).terms[
         "ops_scale"] == pytest.approx(3.0)
     assert HostSpeed.from_record(vm.record()) == vm

@@ -1,4 +1,5 @@
-"""The model's one fitted constant and its check leaving each model out (issue 51, part 5).
+"""The model's one fitted constant and its check leaving each model out (issue 51, part 5),
+and the one measured constant (model.RECORDED_OP_DISPATCHES) derived again from the rows.
 
 The constant is model.STEP_OVERHEAD_DISPATCHES: the fixed host work of one training step on
 a GPU (the backward handed to the device's autograd thread and back, the optimizer's
@@ -17,6 +18,11 @@ said once:
 - **left out**: for each model, K fitted on every other model's cells (of every rows file
   given: both GPUs), then used for that model's cells. The validation's table shows the
   model with the shipped K (in-sample) and with each model's left-out K, side by side.
+
+RECORDED_OP_DISPATCHES (model 4: host 'profiled' prices the step's host work per op) is no
+fit to a GPU step: per validated cell, the tiny op of the GPU host's own CPU run (its
+features' tiny_op_s_here, model.host_here) over its profile's tiny in-place dispatch; the
+median over every cell of every lending (`recorded_op_dispatches`).
 """
 
 from __future__ import annotations
@@ -27,7 +33,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.predict.model import STEP_OVERHEAD_DISPATCHES
+from harness.predict.features import StepFeatures
+from harness.predict.model import STEP_OVERHEAD_DISPATCHES, host_here
+from harness.predict.profile import Profile
+from harness.predict.rates import dispatch_in_place
 
 HIGHEST = 10_000.0  # dispatches: far above any step's fixed host work (~0.6 ms at 6 us)
 BISECTIONS = 60
@@ -93,3 +102,15 @@ def left_out_constants(cells: Iterable[FitCell]) -> dict[str, float]:
         if fitted is not None:
             constants[model] = fitted
     return constants
+
+
+def recorded_op_ratio(features: StepFeatures, profile: Profile) -> float | None:
+    """A GPU host's recorded tiny op (FEATURES from its own CPU run) in PROFILE's tiny
+    in-place dispatches; None where the step has no op that does work."""
+    tiny_s = host_here(features)["tiny_op_s_here"]
+    return tiny_s / dispatch_in_place(profile) if tiny_s > 0 else None
+
+
+def recorded_op_dispatches(ratios: Iterable[float]) -> float:
+    """model.RECORDED_OP_DISPATCHES from the cells' recorded_op_ratio: their median."""
+    return statistics.median(ratios)

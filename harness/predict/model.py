@@ -7,7 +7,10 @@ kernel floor, the profile's rate for its kind, size and dtype, or its bandwidth.
 sync points are added where the two queues cannot overlap.
 
     host_here_s   = sum over the step's ops of min(host_s, tiny_s)
-    host_python_s = host_here_s x python_scale            (0 under a CUDA graph)
+    ops_here      = host_here_s / tiny_s                  (the step's host work in tiny ops)
+    host_python_s = ops_here x op_host_s                  (host 'profiled'; 0 under a CUDA graph)
+                    host_here_s                           (host 'this')
+    op_host_s     = RECORDED_OP_DISPATCHES x host.dispatch(add_)   (the profiled host's tiny op)
     host_ops_s    = (launches x launch_s + allocations x allocation_s) x ops_scale
                     (+ one launch for a pinned copy; under a CUDA graph: one replay, graph_fixed_s)
     host_step_s   = optimizer steps x STEP_OVERHEAD_DISPATCHES x host.dispatch(add_) x ops_scale
@@ -47,16 +50,20 @@ What that assumes, said once:
   four passes of a 6.4-10.5 ms step). It keeps this CPU's own dispatch of each op, which
   the GPU's launch cost also holds: an upper bound by about 1-3 us an op.
 - **Which host.** `profiled`: the profiled machine drives its GPU (a cloud GPU as rented):
-  launch costs as profiled, this CPU's host work rescaled by the two hosts' host.python
-  loops (python_scale = profiled / this; 1 where this machine's speed is not given, noted;
-  1 where this CPU is the profiled host's CPU model with as many cores: the loops moved 1.6x
-  between two runs on one machine, so between two such hosts their ratio is noise, not
-  speed; a model name alone does not decide it, since a virtual CPU's can be generic: the
-  2-core VM and the 16-core GPU hosts both read "Intel(R) Xeon(R) Processor", and on
-  2026-11-28 the VM's loop read 1.73x the hosts').
+  launch costs as profiled, and the step's host work priced per op at the profiled host's
+  cost (model 4). This CPU's recording gives the step's host work in tiny ops (ops_here =
+  host_here_s / tiny_s: each op's share of a tiny op's cost, a ratio of two times taken on
+  one CPU in one pass, so this CPU's speed and its load at the time cancel), and each costs
+  op_host_s, RECORDED_OP_DISPATCHES of the profile's tiny in-place dispatches: what an op
+  recorded the same way cost the lent GPU hosts' own CPUs (harness/predict/fitting.py
+  recorded_op_dispatches, from the validation's rows; not fitted to a GPU step). Until
+  model 3 this CPU's host work was rescaled by the two hosts' host.python loops, which did
+  not transfer: the loop read 3.0-3.2 or 5-6.2 ms on one lent host (two levels), and from
+  another CPU the step read up to 40% low (docs/predict.md, "From a foreign CPU").
   `this`: this CPU drives that GPU: launch costs rescaled by the host.numpy loops
   (ops_scale = this / profiled: numpy's per-call cost is the C-extension dispatch a launch
-  is made of), the host work as measured here. The choice and both scales are recorded.
+  is made of), the host work as measured here (python_scale 1). The choice and both
+  scales are recorded (python_scale: host_python_s / host_here_s).
 - **The training step's fixed host work.** On a GPU a training step costs the host more
   than its ops' dispatch and launches: the backward is handed to the device's autograd
   thread and back, and the optimizer's foreach path groups its tensors and computes its
@@ -119,7 +126,9 @@ from harness.predict.rates import (
 # recurrent layer the CPU decomposed into time steps "unknown".
 # 3: a profiler range counts as an optimizer step only where it updates a tensor in place
 # (a DataLoader's range was counted: kernels.optimizer_steps).
-MODEL_VERSION = 3
+# 4: host 'profiled' prices the step's host work per op at the profiled host's cost
+# (op_host_s), not this CPU's time rescaled by the host.python loops.
+MODEL_VERSION = 4
 MIN_MAPPED_SHARE = 0.95
 MAX_UNMAPPED_HOST_SHARE = 0.05
 HOSTS = ("profiled", "this")
@@ -134,6 +143,12 @@ LAUNCH_BOUND, COMPUTE_BOUND = "launch-bound", "compute-bound"
 # validation's cells of both lent GPUs, and checked leaving each model out
 # (harness/predict/validation.py left_out_lines; docs/predict.md).
 STEP_OVERHEAD_DISPATCHES = 100.0
+# What one tiny op recorded by the features' dispatch mode costs the lent GPU hosts' CPUs,
+# in their profile's tiny in-place dispatches (host.dispatch add_): the median over the
+# validation's cells of every lending of tiny_op_s_here / add_ (fitting.recorded_op_dispatches;
+# 10th-90th percentile 1.2-3.0: the hosts' two speeds). Measured on CPU runs, not fitted to
+# a GPU step.
+RECORDED_OP_DISPATCHES = 2.23
 # A step whose CPU run decomposed a recurrent layer into more time steps than this is
 # "unknown" (module docstring): one step's cell could be a user's own loop.
 MAX_DECOMPOSED_CELLS = 1
@@ -191,29 +206,39 @@ def profile_identity(profile: Profile, name: str = "") -> dict[str, JsonValue]:
 
 @dataclass(frozen=True)
 class Scales:
-    """How host costs move from the machine they were measured on to the host chosen."""
+    """How host costs move from the machine they were measured on to the host chosen;
+    python None: the host work priced per op at the profiled host's cost (host_terms)."""
 
     ops: float
-    python: float
+    python: float | None
     note: str = ""
 
 
 def host_scales(profile: Profile, host: str, this_host: HostSpeed | None) -> Scales:
     """(ops_scale, python_scale) for HOST (module docstring, "Which host")."""
+    if host == "profiled":
+        return Scales(1.0, None)  # this CPU's speed cancels out of ops_here: not needed
     if this_host is None:
-        if host == "this":
-            raise MissingRow("host 'this' needs this machine's host speed (harness/predict/"
-                             "hostspeed.py's loops) to rescale the profile's launch costs")
-        return Scales(1.0, 1.0, "this machine's host speed not given: its Python time is "
-                                "used as measured here, not rescaled to the profiled host")
+        raise MissingRow("host 'this' needs this machine's host speed (harness/predict/"
+                         "hostspeed.py's loops) to rescale the profile's launch costs")
     profiled = profiled_host_speed(profile)
     if this_host.same_host_as(profiled):
         return Scales(1.0, 1.0, f"this CPU is the profiled host's model ({profiled.cpu_model}):"
                                 " host costs not rescaled (the loops moved up to 1.6x between "
                                 "two runs of one machine)")
-    if host == "this":
-        return Scales(this_host.numpy_loop_s / profiled.numpy_loop_s, 1.0)
-    return Scales(1.0, profiled.python_loop_s / this_host.python_loop_s)
+    return Scales(this_host.numpy_loop_s / profiled.numpy_loop_s, 1.0)
+
+
+def python_scale(scales: Scales, profile: Profile, here: dict[str, float]) -> dict[str, float]:
+    """python_scale (host_python_s / host_here_s) and, priced per op, ops_here and op_host_s
+    (module docstring): the profiled host's cost of a tiny op over this CPU's."""
+    if scales.python is not None:
+        return {"python_scale": scales.python}
+    op_host_s = RECORDED_OP_DISPATCHES * dispatch_in_place(profile)
+    tiny_s = here["tiny_op_s_here"]
+    return {"op_host_s": op_host_s,
+            "ops_here": here["host_here_s"] / tiny_s if tiny_s > 0 else 0.0,
+            "python_scale": op_host_s / tiny_s if tiny_s > 0 else 0.0}
 
 
 def device_seconds(kernels: list[Kernel], profile: Profile, floor_s: float,
@@ -251,19 +276,20 @@ def host_terms(plan: Plan, features: StepFeatures, profile: Profile, variant: Va
     launch_s, depth = launch_seconds(profile, launches)
     allocation_s = allocation_seconds(profile)
     steps = optimizer_steps(features.ops)
+    here = host_here(features)
     terms = {"launches": float(launches), "allocations": float(allocations),
              "launch_s": launch_s, "launch_queue_depth": float(depth),
              "allocation_s": allocation_s, "ops_scale": scales.ops,
-             "python_scale": scales.python, "optimizer_steps": float(steps),
+             "optimizer_steps": float(steps),
              "step_overhead_s": STEP_OVERHEAD_DISPATCHES * dispatch_in_place(profile),
-             **host_here(features)}
+             **here, **python_scale(scales, profile, here)}
     if variant.graph:
         replay = graph_replay(profile)
         terms.update(graph_fixed_s=replay.fixed_s, graph_per_kernel_s=replay.per_kernel_s,
                      host_python_s=0.0, host_ops_s=replay.fixed_s * scales.ops,
                      host_step_s=0.0)
     else:
-        terms.update(host_python_s=terms["host_here_s"] * scales.python,
+        terms.update(host_python_s=terms["host_here_s"] * terms["python_scale"],
                      host_ops_s=(launches * launch_s + allocations * allocation_s)
                      * scales.ops,
                      host_step_s=steps * terms["step_overhead_s"] * scales.ops)
@@ -314,7 +340,7 @@ def predict(features: StepFeatures, profile: Profile, *, host: str = "profiled",
             profile_name: str = "") -> Prediction:
     """The GPU step of FEATURES on PROFILE's device (module docstring). HOST: 'profiled'
     or 'this'; VARIANT: 'as-written' or names joined by '+' (kernels.VARIANTS); THIS_HOST:
-    this machine's host speed (needed for 'this'; rescales the Python time for 'profiled')."""
+    this machine's host speed (needed for 'this'; recorded, not used, for 'profiled')."""
     if host not in HOSTS:
         raise ValueError(f"host must be one of {HOSTS}, not {host!r}")
     chosen = Variant.parse(variant)
