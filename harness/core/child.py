@@ -6,7 +6,7 @@ from __future__ import annotations
 import runpy
 import sys
 
-from harness.core import registry
+from harness.core import lifeline, registry
 from harness.core.settings import Settings
 
 
@@ -19,4 +19,5 @@ def run_child(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    lifeline.die_with_parent()  # dies with the process that started it (lifeline.py)
     run_child(sys.argv[1:])

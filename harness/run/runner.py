@@ -18,14 +18,13 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
-from harness.core import interrupt, registry
+from harness.core import interrupt, lifeline, registry
 from harness.core.settings import CHILD_MODULE, Settings, child_arguments, variable_names
 from harness.data.results import CellResult
 from harness.data.serial import JsonObject, JsonValue
@@ -300,7 +299,7 @@ def _start_child(module: str, args: list[str], framework: str, env: dict[str, st
                 servers.drop(framework, warm_env)  # this child and the rest start anew
     process = subprocess.Popen(
         [sys.executable, "-m", module, *args], stdin=subprocess.DEVNULL, stdout=stderr_file,
-        stderr=stderr_file, env=env, cwd=PROJECT_ROOT,
+        stderr=stderr_file, env={**env, **lifeline.parent_environment()}, cwd=PROJECT_ROOT,
         start_new_session=True,  # its own process group, so a kill reaches its children
     )
     return process, 0.0
@@ -336,8 +335,7 @@ def run_worker(cell: Cell, options: RunOptions, servers: ForkServers | None = No
 def _run_worker_once(cell: Cell, options: RunOptions,
                      servers: ForkServers | None) -> tuple[CellResult, bool]:
     """run_worker's one attempt: (the result, whether its worker was forked)."""
-    with tempfile.TemporaryDirectory(prefix="harness-cell-") as scratch:
-        scratch_dir = Path(scratch)
+    with lifeline.scratch_folder("cell") as scratch_dir:
         cell_path, result_path = scratch_dir / "cell.json", scratch_dir / "result.json"
         stderr_path = scratch_dir / "stderr.txt"
         cell_path.write_text(json.dumps(cell.as_dict()))
@@ -413,8 +411,8 @@ def run_json_child(module: str, args: list[str], cell: Cell, timeout_s: float,
     frameworks out of the parent; like workers they get their own process group, so a timeout
     or a stop signal kills all of them. Returns (document, "") or (None, why there is none).
     """
-    with tempfile.TemporaryDirectory(prefix="harness-child-") as scratch:
-        out_path, stderr_path = Path(scratch) / "out.json", Path(scratch) / "stderr.txt"
+    with lifeline.scratch_folder("child") as scratch:
+        out_path, stderr_path = scratch / "out.json", scratch / "stderr.txt"
         with open(stderr_path, "wb") as stderr_file:
             try:
                 chosen = context.settings

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -20,7 +19,7 @@ from functools import partial
 from pathlib import Path
 
 from harness.analysis.stats import work_of
-from harness.core import interrupt, registry
+from harness.core import interrupt, lifeline, registry
 from harness.core.settings import Settings, cache_folder
 from harness.core.units import counted
 from harness.data import store
@@ -139,6 +138,7 @@ class RunSession:
         chosen = executor_from_options(executor)
         options = RunOptions(timeout_s=plan.timeout_s, settings=plan.settings, servers=servers)
         preflight(chosen, plan.cells, options)
+        lifeline.sweep_scratch()  # what killed runs left in the temp directory
         run_dir = store.new_run_dir(plan.out, plan.spec.name)
         recorder = RunRecorder(run_dir, plan.spec, new_document(plan, run_dir.name, chosen,
                                                                  list(command or sys.argv)))
@@ -174,6 +174,7 @@ class RunSession:
                              settings=chosen_settings, servers=servers)
         kept, cells = resume_plan.remaining(document, run_dir)
         preflight(chosen, cells, options)
+        lifeline.sweep_scratch()  # what killed runs left in the temp directory
         described = chosen.describe(chosen_settings)  # how its workers start, by the settings
         resume_plan.reopen(document, cells, described, command or sys.argv)
         document.settings = chosen_settings.to_dict()
@@ -196,11 +197,11 @@ class RunSession:
             # prepared weights and the workers (harness.run.forkserver: a framework imported
             # once); the caller's set (the CLI's, opened before the plan) where it gave one.
             with opened(self.options.settings, self.options.servers) as context, \
-                    tempfile.TemporaryDirectory(prefix="harness-compiled-") as compiled:
+                    lifeline.scratch_folder("compiled") as compiled:
                 # Each cell's compile cache, new with this session (runner.py
                 # compile_cache_environment): later rounds load what round 0 compiled.
                 self.options = replace(self.options, servers=context.servers,
-                                       compile_cache_root=Path(compiled))
+                                       compile_cache_root=compiled)
                 if self._set_up():
                     self._run_cells()
                 if context.servers is not None:
