@@ -37,7 +37,7 @@ from harness.run.planner import cell_refusal, refuse_declared
 from harness.run.progress import console as progress_console
 from harness.run.progress import run_with_progress
 from harness.run.runner import RunOptions
-from harness.spec import BadInput, Cell, CellKey, WorkloadSpec
+from harness.spec import BadInput, Cell, CellKey, Status, WorkloadSpec
 
 # A caller's say over each round (RunSession.pick; harness advise: its candidates chosen from
 # the baselines' first round, a time budget): given the round's index and its planned cells not
@@ -290,18 +290,28 @@ class RunSession:
 
     def _run_rounds(self, to_run: list[Cell]) -> bool:
         """Every round: the cells to run (TO_RUN) in that round's order, each result merged at
-        once; at the end the recorded cells are put back in the plan's order."""
+        once; at the end the recorded cells are put back in the plan's order.
+
+        A cell that timed out is not run again in the later rounds (each would wait the whole
+        --timeout again: 5 rounds of 900 s by default); its reason says so."""
         spec, document = self.spec, self.document
         rounds = document.rounds
         merger = rounds_module.RoundMerger.of(spec, to_run, rounds)
         orders = rounds_module.round_orders(len(to_run), rounds, document.seed or 0)
 
         started: set[CellKey] = set()  # this round's cells that got a worker
+        timed_out: dict[CellKey, int] = {}  # cells not run again: the round they timed out in
 
         def merged(cell: Cell, result: CellResult) -> None:
             if result.cost is None or result.cost.workers > 0:
                 started.add(cell.key)
-            self.recorder.put(merger.add(cell, result))
+            whole = merger.add(cell, result)
+            if result.status == Status.TIMEOUT and cell.round < rounds - 1:
+                timed_out.setdefault(cell.key, cell.round)
+            if cell.key in timed_out:
+                whole = replace(whole, reason=f"{whole.reason}; timed out in round "
+                                              f"{timed_out[cell.key] + 1}; not retried")
+            self.recorder.put(whole)
 
         plan_index = plan_positions(document)
         finished = True
@@ -317,7 +327,8 @@ class RunSession:
                     break
                 continue
             round_cells = [merger.calibrated(rounds_module.round_cell(
-                spec, to_run[position], index, rounds)) for position in order]
+                spec, to_run[position], index, rounds)) for position in order
+                if to_run[position].key not in timed_out]
             # The order that runs, as plan indices: the cells refused without a worker are in
             # no round, so the order is recorded as executed, not as shuffled over the plan.
             document.round_orders.append(
