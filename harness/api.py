@@ -131,10 +131,13 @@ def _finish(session: RunSession) -> RunResult:
     computed from the run as it is in memory (its document and its recorder's rows), not by
     reading the folder back or building a report.
     """
-    stopped_by = session.run()
-    if stopped_by is None:
-        store_predictions(session.run_dir, session.document,
-                          measurements_of_rows(session.recorder.rows))
+    try:
+        stopped_by = session.run()
+        if stopped_by is None:
+            store_predictions(session.run_dir, session.document,
+                              measurements_of_rows(session.recorder.rows))
+    finally:
+        session.release()  # a later resume in this process may take the folder
     return RunResult(session.run_dir, list(session.recorder.results), session.document,
                      stopped_by)
 

@@ -14,9 +14,10 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import IO
 
 from harness.analysis.stats import work_of
 from harness.core import interrupt, lifeline, registry
@@ -28,6 +29,7 @@ from harness.data.results import CellResult, RunDocument, cell_from_dict
 from harness.measure import bounds, envinfo
 from harness.run import resume as resume_plan
 from harness.run import rounds as rounds_module
+from harness.run import runlock
 from harness.run.context import RunContext, opened
 from harness.run.executors import Executor, executor_from_options, slurm_records
 from harness.run.executors.base import OnResult
@@ -115,6 +117,8 @@ class RunSession:
     # None: every round runs all its cells in the seeded order. Given: the rounds run stage
     # by stage as it picks (RoundPick), and each round's recorded order is the cells that ran.
     pick: RoundPick | None = None
+    # The open file that holds the run folder's lock while this session writes (runlock.py).
+    lock: IO[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def run_dir(self) -> Path:
@@ -140,6 +144,7 @@ class RunSession:
         preflight(chosen, plan.cells, options)
         lifeline.sweep_scratch()  # what killed runs left in the temp directory
         run_dir = store.new_run_dir(plan.out, plan.spec.name)
+        lock = runlock.hold(run_dir)  # a --resume of this folder waits for the run to end
         recorder = RunRecorder(run_dir, plan.spec, new_document(plan, run_dir.name, chosen,
                                                                  list(command or sys.argv)))
         recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
@@ -147,7 +152,7 @@ class RunSession:
         progress_console.print(f"run folder: {run_dir}  ({counted(len(plan.cells), 'cell')}"
                                + (f"; {refused} unavailable, no worker started)" if refused
                                   else ")"))
-        return cls(recorder, chosen, plan.cells, options, progress, plan, ceilings)
+        return cls(recorder, chosen, plan.cells, options, progress, plan, ceilings, lock=lock)
 
     @classmethod
     def reopen(cls, run_dir: Path, executor: str | Executor | None = None, *,
@@ -163,6 +168,7 @@ class RunSession:
             document = store.load_run(run_dir)
         except store.StoreError as exc:
             raise BadInput(f"--resume: {exc}") from None
+        lock = runlock.hold(run_dir)  # one writer: not while the run or another resume goes on
         chosen_settings = (settings or recorded_settings(document)).with_quick(document.quick)
         registry.use_plugins(chosen_settings.plugins)  # a plugin's workload, by the run's own
         spec = registry.load_workload(document.workload)
@@ -182,7 +188,13 @@ class RunSession:
         for result in kept:
             recorder.add(result)
         progress_console.print(f"resuming {run_dir}: {len(kept)} cells kept, {len(cells)} to run")
-        return cls(recorder, chosen, cells, options, progress)
+        return cls(recorder, chosen, cells, options, progress, lock=lock)
+
+    def release(self) -> None:
+        """Let the run folder go (its lock): this session writes it no more."""
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
 
     def run(self) -> signal.Signals | None:
         """Run the cells and save the run as ended; the stop signal that ended it, if any.
