@@ -180,11 +180,14 @@ def _finish(session: RunSession, predict_for: Sequence[str] = ()) -> RunResult:
     afterwards. They are computed from the run as it is in memory (its document and its
     recorder's rows), not by reading the folder back or building a report.
     """
-    stopped_by = session.run()
-    if stopped_by is None:
-        store_predictions(session.run_dir, session.document,
-                          measurements_of_rows(session.recorder.rows))
-        store_gpu_predictions(session.run_dir, session.document, predict_for)
+    try:
+        stopped_by = session.run()
+        if stopped_by is None:
+            store_predictions(session.run_dir, session.document,
+                              measurements_of_rows(session.recorder.rows))
+            store_gpu_predictions(session.run_dir, session.document, predict_for)
+    finally:
+        session.release()  # a later resume in this process may take the folder
     return RunResult(session.run_dir, list(session.recorder.results), session.document,
                      stopped_by)
 

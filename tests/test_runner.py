@@ -102,7 +102,7 @@ def test_hang_past_timeout_is_killed_and_reported(servers: ForkServers | None, t
     result = run("hang", timeout_s=1.0, servers=servers, pid_file=str(marker))
     assert time.monotonic() - clock_started[0] < 30
     assert result.status == Status.TIMEOUT
-    assert "--timeout 1 s" in result.reason
+    assert "--timeout 1 s at size 2" in result.reason  # the size that hung
     assert result.cases[0].status == Status.OK
 
 

@@ -147,6 +147,28 @@ def _worker_cells(document: RunDocument, unreached: bool = False) -> list[int]:
     return found
 
 
+def _timed_out_cells(document: RunDocument) -> set[int]:
+    """Plan indices of the cells that ended `timeout`: a later round runs them no more."""
+    results = {CaseKey.of_cell(cell): cell for cell in document.cells}
+    found = set()
+    for index, planned in enumerate(document.planned_cells):
+        result = results.get(CaseKey.from_row(planned).without("machine", "size_label"))
+        if result is not None and result.status == Status.TIMEOUT:
+            found.add(index)
+    return found
+
+
+def _order_fits(order: list[int], shuffled: list[int], earlier: list[list[int]],
+                not_retried: set[int], cut: bool) -> bool:
+    """Whether a recorded round ORDER is its SHUFFLED order, less the cells that timed out in
+    an EARLIER round (not run again), and, for the round a stop CUT short, less those it
+    never reached."""
+    skipped = set(shuffled) - set(order)
+    ran_before = {index for round_order in earlier for index in round_order}
+    return order == [index for index in shuffled if index in order] and (
+        cut or skipped <= not_retried & ran_before)
+
+
 def check_round_orders(ledger: Ledger, document: RunDocument, shuffle: Shuffle | None) -> None:
     orders, where = document.round_orders, "run.json round_orders"
     if not orders:
@@ -172,10 +194,13 @@ def check_round_orders(ledger: Ledger, document: RunDocument, shuffle: Shuffle |
     ran_rounds = len(orders)
     # A run stopped within a round ran that round's shuffled order only up to where it
     # stopped: the last recorded order is then the shuffle's cells that ran, in its order.
-    last_cut = document.interrupted and ran_rounds and orders[-1] != expected[ran_rounds - 1]
-    matches = orders[:-1] == expected[:ran_rounds - 1] and (
-        orders[-1] == expected[ran_rounds - 1] if not last_cut else
-        orders[-1] == [index for index in expected[ran_rounds - 1] if index in orders[-1]])
+    last_cut = bool(document.interrupted and ran_rounds
+                    and orders[-1] != expected[ran_rounds - 1])
+    not_retried = _timed_out_cells(document)
+    matches = ran_rounds <= len(expected) and all(
+        _order_fits(order, expected[number], orders[:number], not_retried,
+                    cut=last_cut and number == ran_rounds - 1)
+        for number, order in enumerate(orders))
     ledger.verdict("", "round orders vs the seeded shuffle", where, matches, str(orders),
                    str(expected[:ran_rounds]) + (" (the last round stopped: the cells of its "
                                                  "order that ran)" if last_cut else ""))

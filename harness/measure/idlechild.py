@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backend import parse_cuda_index
+from harness.core import lifeline
 from harness.core.settings import Settings, cache_folder
 from harness.measure import gpustate, idlepower
 from harness.measure.casewatch import idle_fingerprint
@@ -118,7 +119,8 @@ def start(cells: list[Cell], settings: Settings, env: dict[str, str]) -> subproc
     if not devices:
         return None
     return subprocess.Popen([sys.executable, "-m", __name__, settings.to_json(), *devices],
-                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            env={**env, **lifeline.parent_environment()},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -135,4 +137,5 @@ def finish(child: subprocess.Popen | None, timeout_s: float = CHILD_TIMEOUT_S) -
 
 
 if __name__ == "__main__":
+    lifeline.die_with_parent()  # no idle reading outlives the run
     measure_devices(sys.argv[2:], Settings.from_json(sys.argv[1]))

@@ -47,13 +47,14 @@ import select
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypedDict, cast
+
+from harness.core import lifeline
 
 # Read by a framework when it opens a device, not when it is imported, so a forked child may
 # set its own; every other variable must match the warm process's for a cell to be forked.
@@ -144,11 +145,13 @@ def threads_refusal(names: list[str]) -> str:
             "half-way through their work")
 
 
-def _child(request: ForkRequest) -> None:
-    """In the forked child: become the cell's own process group with the cell's streams,
-    directory and environment, run the worker module as __main__, and never return."""
+def _child(request: ForkRequest, server_pid: int) -> None:
+    """In the forked child: die with the warm process (SERVER_PID), become the cell's own
+    process group with the cell's streams, directory and environment, run the worker module as
+    __main__, and never return."""
     code = 1
     try:
+        lifeline.die_with_parent(server_pid)
         os.setpgid(0, 0)  # the parent's timeout and stop signals kill this group
         stream = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(stream, 1)
@@ -160,6 +163,7 @@ def _child(request: ForkRequest) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        os.environ[lifeline.PARENT_VARIABLE] = str(server_pid)  # the worker asks again
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         # runpy's note that the worker module was preloaded: expected here, and not the cell's.
         warnings.filterwarnings("ignore", category=RuntimeWarning,
@@ -189,9 +193,10 @@ def _serve(requests: IO[str]) -> None:
         if threads:
             _reply({"refused": threads_refusal(threads)})
             continue
+        server_pid = os.getpid()
         pid = os.fork()
         if pid == 0:
-            _child(request)
+            _child(request, server_pid)
         with contextlib.suppress(OSError):  # the child may have set it already
             os.setpgid(pid, pid)
         _reply({"pid": pid, "threads_at_fork": 1 + len(threads)})
@@ -202,6 +207,7 @@ def _serve(requests: IO[str]) -> None:
 
 def main(argv: list[str]) -> int:
     """`python -m harness.run.forkserver MODULE[,MODULE...]`: import them, then serve."""
+    lifeline.die_with_parent()  # dies with the harness, however it ends (lifeline.py)
     # Python 3.12 warns about forking a process with threads; numpy's OpenBLAS server thread
     # is one, and OpenBLAS shuts it down and restarts it around a fork.
     warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
@@ -325,7 +331,7 @@ class ForkServer:
         self._answered = False
         self._began = time.monotonic()
         warm_env = {**env, **{name: "" for name in LATE_VARIABLES},  # no GPU in the warm one
-                    **WARM_ONLY_VARIABLES}
+                    **WARM_ONLY_VARIABLES, **lifeline.parent_environment()}
         self._log = open(log_path, "wb")  # noqa: SIM115 - open for the server's life
         self._process = subprocess.Popen(
             [sys.executable, "-m", "harness.run.forkserver", ",".join(preload)],
@@ -514,8 +520,7 @@ def warm_processes(fork_workers: bool = True) -> Iterator[ForkServers | None]:
     if not fork_workers:
         yield None
         return
-    with tempfile.TemporaryDirectory(prefix="harness-warm-") as scratch, \
-            ForkServers(Path(scratch)) as servers:
+    with lifeline.scratch_folder("warm") as scratch, ForkServers(scratch) as servers:
         yield servers
 
 

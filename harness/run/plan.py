@@ -220,11 +220,13 @@ def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
     chosen_seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
     prepare = None
     notices: tuple[str, ...] = ()
+    if not timeout_s > 0:
+        raise BadInput(f"--timeout {timeout_s:g}: must be > 0 seconds")
     if model is not None:
         if workload is not None:
             raise BadInput("give a workload or a model file (--model), not both")
         usermodel_plan = registry.model_plugin("plan")
-        spec, model_info = usermodel_plan.model_spec(model, context)
+        spec, model_info = usermodel_plan.model_spec(model, context, timeout_s)
     else:
         if workload is not None and not workload.strip():
             raise BadInput("--workload is empty: name one of the workloads `harness list` shows")
@@ -242,8 +244,6 @@ def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
             raise BadInput(f"--data applies to the MNIST workloads, not {spec.name}")
         spec.validate_data(Path(data))
         values["data"] = str(Path(data).resolve())
-    if not timeout_s > 0:
-        raise BadInput(f"--timeout {timeout_s:g}: must be > 0 seconds")
     if model is not None:
         usermodel_plan.check_frameworks(model_info, chosen_frameworks)
         usermodel_plan.check_what(model_info, values["what"])

@@ -18,14 +18,13 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from harness.core import interrupt, registry
+from harness.core import interrupt, lifeline, registry
 from harness.core.settings import CHILD_MODULE, Settings, child_arguments, variable_names
 from harness.data.results import CellResult
 from harness.data.serial import JsonObject, JsonValue
@@ -33,7 +32,7 @@ from harness.data.store import read_cell_result
 from harness.measure import idlechild
 from harness.measure.ceilings import cache_dir
 from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
-from harness.run import forkserver
+from harness.run import forkserver, hangs
 from harness.run.context import RunContext, opened
 from harness.run.failures import looks_like_oom
 from harness.run.forkserver import ForkedWorker, ForkServerLost, ForkServers
@@ -214,12 +213,13 @@ def child_environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
-def _stderr_tail(path: Path) -> str:
+def _stderr_tail(path: Path, chars: int | None = STDERR_TAIL_CHARS) -> str:
+    """The end of a child's stderr (None: all of it)."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return ""
-    return text[-STDERR_TAIL_CHARS:].strip()
+    return (text if chars is None else text[-chars:]).strip()
 
 
 def _crash_reason(returncode: int, stderr_tail: str) -> str:
@@ -258,8 +258,11 @@ def _kill_group(process: Worker) -> None:
             os.waitpid(process.pid, 0)
 
 
-def _wait_for_child(process: Worker, timeout_s: float) -> tuple[int | None, int | None]:
-    """(return code, peak RSS): code None when it ran past timeout_s (its group is then killed).
+def _wait_for_child(process: Worker, timeout_s: float,
+                    on_timeout: Callable[[Worker], None] | None = None,
+                    ) -> tuple[int | None, int | None]:
+    """(return code, peak RSS): code None when it ran past timeout_s (its group is then killed,
+    after ON_TIMEOUT(process) where given).
 
     A stop signal kills the group through interrupt's handler, so this wait returns then too.
     Any exception (KeyboardInterrupt where no handler is installed) kills the group first.
@@ -270,6 +273,8 @@ def _wait_for_child(process: Worker, timeout_s: float) -> tuple[int | None, int 
                 return process.wait_peak(timeout_s)
             return wait_with_peak_rss(process, timeout_s)
         except subprocess.TimeoutExpired:
+            if on_timeout is not None:
+                on_timeout(process)
             _kill_group(process)
             return None, None
         except BaseException:
@@ -306,7 +311,7 @@ def _start_child(module: str, args: list[str], framework: str, env: dict[str, st
                 servers.drop(framework, warm_env)  # this child and the rest start anew
     process = subprocess.Popen(
         [sys.executable, "-m", module, *args], stdin=subprocess.DEVNULL, stdout=stderr_file,
-        stderr=stderr_file, env=env, cwd=PROJECT_ROOT,
+        stderr=stderr_file, env={**env, **lifeline.parent_environment()}, cwd=PROJECT_ROOT,
         start_new_session=True,  # its own process group, so a kill reaches its children
     )
     return process, 0.0
@@ -342,8 +347,7 @@ def run_worker(cell: Cell, options: RunOptions, servers: ForkServers | None = No
 def _run_worker_once(cell: Cell, options: RunOptions,
                      servers: ForkServers | None) -> tuple[CellResult, bool]:
     """run_worker's one attempt: (the result, whether its worker was forked)."""
-    with tempfile.TemporaryDirectory(prefix="harness-cell-") as scratch:
-        scratch_dir = Path(scratch)
+    with lifeline.scratch_folder("cell") as scratch_dir:
         cell_path, result_path = scratch_dir / "cell.json", scratch_dir / "result.json"
         stderr_path, phase_path = scratch_dir / "stderr.txt", scratch_dir / "phase.json"
         cell_path.write_text(json.dumps(cell.as_dict()))
@@ -371,8 +375,9 @@ def _run_worker_once(cell: Cell, options: RunOptions,
             return _partial(cell, result_path, Status.INTERRUPTED,
                             interrupted_reason(stop)), forked
         if returncode is None:
+            at = hangs.running_case(cell, len(result.cases) if result is not None else 0)
             why = (options.deadline_reason if by_deadline and options.deadline_reason
-                   else f"no result within --timeout {options.timeout_s:g} s")
+                   else f"no result within --timeout {options.timeout_s:g} s{at}")
             return _partial(cell, result_path, Status.TIMEOUT, f"{why}; worker killed"), forked
         if not complete or result is None:
             reason = _crash_reason(returncode, _stderr_tail(stderr_path))
@@ -423,7 +428,8 @@ def _partial(cell: Cell, result_path: Path, status: Status, reason: str) -> Cell
 
 
 def run_json_child(module: str, args: list[str], cell: Cell, timeout_s: float,
-                   context: RunContext) -> tuple[JsonObject | None, str]:
+                   context: RunContext, user_file: Path | None = None,
+                   ) -> tuple[JsonObject | None, str]:
     """Run `python -m MODULE *ARGS OUT.json` in CELL's environment and read OUT.json.
 
     CONTEXT: the run's settings, which reach the child on its argument list (through
@@ -433,9 +439,11 @@ def run_json_child(module: str, args: list[str], cell: Cell, timeout_s: float,
     For the short helper processes (framework probe, ceilings) that, like workers, must keep
     frameworks out of the parent; like workers they get their own process group, so a timeout
     or a stop signal kills all of them. Returns (document, "") or (None, why there is none).
+    USER_FILE: a user's file the child runs; a timeout then names its function that hung
+    (harness.run.hangs).
     """
-    with tempfile.TemporaryDirectory(prefix="harness-child-") as scratch:
-        out_path, stderr_path = Path(scratch) / "out.json", Path(scratch) / "stderr.txt"
+    with lifeline.scratch_folder("child") as scratch:
+        out_path, stderr_path = scratch / "out.json", scratch / "stderr.txt"
         with open(stderr_path, "wb") as stderr_file:
             try:
                 chosen = context.settings
@@ -443,14 +451,17 @@ def run_json_child(module: str, args: list[str], cell: Cell, timeout_s: float,
                     CHILD_MODULE, child_arguments(chosen, module, [*args, str(out_path)]),
                     cell.framework, cell_environment(cell, settings=chosen),
                     context.fork_from, stderr_file)
-                returncode, _peak_rss = _wait_for_child(process, timeout_s)
+                returncode, _peak_rss = _wait_for_child(
+                    process, timeout_s, lambda child: hangs.ask_for_stack(child.pid, stderr_path))
             except ForkServerLost as lost:
                 return None, str(lost)
         stop = interrupt.requested()
         if stop is not None:
             return None, f"interrupted by {interrupt.describe(stop)}"
         if returncode is None:
-            return None, f"timed out after {timeout_s:g} s"
+            where = hangs.hung_in(_stderr_tail(stderr_path, None), user_file) if user_file \
+                else ""
+            return None, f"timed out after {timeout_s:g} s" + (f" in {where}" if where else "")
         document = _read_result(out_path)
         if not isinstance(document, dict):  # every child writes one JSON object, or nothing
             return None, " | ".join(_stderr_tail(stderr_path).splitlines()[-3:])

@@ -13,22 +13,22 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
+from typing import IO
 
 from harness.analysis.stats import work_of
-from harness.core import interrupt, registry
+from harness.core import interrupt, lifeline, registry
 from harness.core.settings import Settings, cache_folder
 from harness.core.units import counted
 from harness.data import store
 from harness.data.ceilings import Ceilings
 from harness.data.results import CellResult, RunDocument, cell_from_dict
 from harness.measure import bounds, envinfo
-from harness.run import phases
+from harness.run import phases, runlock
 from harness.run import resume as resume_plan
 from harness.run import rounds as rounds_module
 from harness.run.context import RunContext, opened
@@ -40,7 +40,7 @@ from harness.run.planner import cell_refusal, refuse_declared
 from harness.run.progress import cell_estimates, run_with_progress
 from harness.run.progress import console as progress_console
 from harness.run.runner import RunOptions
-from harness.spec import BadInput, Cell, CellKey, WorkloadSpec
+from harness.spec import BadInput, Cell, CellKey, Status, WorkloadSpec
 
 # A caller's say over each round (RunSession.pick; harness advise: its candidates chosen from
 # the baselines' first round, a time budget): given the round's index and its planned cells not
@@ -120,6 +120,8 @@ class RunSession:
     pick: RoundPick | None = None
     # What the run is doing now, for its progress (harness.run.phases).
     board: phases.PhaseBoard = field(default_factory=phases.PhaseBoard)
+    # The open file that holds the run folder's lock while this session writes (runlock.py).
+    lock: IO[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def run_dir(self) -> Path:
@@ -143,7 +145,9 @@ class RunSession:
         chosen = executor_from_options(executor)
         options = RunOptions(timeout_s=plan.timeout_s, settings=plan.settings, servers=servers)
         preflight(chosen, plan.cells, options)
+        lifeline.sweep_scratch()  # what killed runs left in the temp directory
         run_dir = store.new_run_dir(plan.out, plan.spec.name)
+        lock = runlock.hold(run_dir)  # a --resume of this folder waits for the run to end
         recorder = RunRecorder(run_dir, plan.spec, new_document(plan, run_dir.name, chosen,
                                                                  list(command or sys.argv)))
         recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
@@ -153,7 +157,7 @@ class RunSession:
         progress_console.print(f"run folder: {run_dir}  ({counted(len(plan.cells), 'cell')}"
                                + (f"; {refused} unavailable, no worker started)" if refused
                                   else ")"))
-        return cls(recorder, chosen, plan.cells, options, progress, plan, ceilings)
+        return cls(recorder, chosen, plan.cells, options, progress, plan, ceilings, lock=lock)
 
     @classmethod
     def reopen(cls, run_dir: Path, executor: str | Executor | None = None, *,
@@ -169,6 +173,7 @@ class RunSession:
             document = store.load_run(run_dir)
         except store.StoreError as exc:
             raise BadInput(f"--resume: {exc}") from None
+        lock = runlock.hold(run_dir)  # one writer: not while the run or another resume goes on
         chosen_settings = (settings or recorded_settings(document)).with_quick(document.quick)
         registry.use_plugins(chosen_settings.plugins)  # a plugin's workload, by the run's own
         spec = registry.load_workload(document.workload)
@@ -180,6 +185,7 @@ class RunSession:
                              settings=chosen_settings, servers=servers)
         kept, cells = resume_plan.remaining(document, run_dir)
         preflight(chosen, cells, options)
+        lifeline.sweep_scratch()  # what killed runs left in the temp directory
         described = chosen.describe(chosen_settings)  # how its workers start, by the settings
         resume_plan.reopen(document, cells, described, command or sys.argv)
         document.settings = chosen_settings.to_dict()
@@ -187,7 +193,13 @@ class RunSession:
         for result in kept:
             recorder.add(result)
         progress_console.print(f"resuming {run_dir}: {len(kept)} cells kept, {len(cells)} to run")
-        return cls(recorder, chosen, cells, options, progress)
+        return cls(recorder, chosen, cells, options, progress, lock=lock)
+
+    def release(self) -> None:
+        """Let the run folder go (its lock): this session writes it no more."""
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
 
     def run(self) -> signal.Signals | None:
         """Run the cells and save the run as ended; the stop signal that ended it, if any.
@@ -202,12 +214,12 @@ class RunSession:
             # prepared weights and the workers (harness.run.forkserver: a framework imported
             # once); the caller's set (the CLI's, opened before the plan) where it gave one.
             with opened(self.options.settings, self.options.servers) as context, \
-                    tempfile.TemporaryDirectory(prefix="harness-compiled-") as compiled, \
+                    lifeline.scratch_folder("compiled") as compiled, \
                     self._reporting():
                 # Each cell's compile cache, new with this session (runner.py
                 # compile_cache_environment): later rounds load what round 0 compiled.
                 self.options = replace(self.options, servers=context.servers,
-                                       compile_cache_root=Path(compiled),
+                                       compile_cache_root=compiled,
                                        board=self.board if self.progress else None)
                 if self._set_up():
                     self._run_cells()
@@ -313,18 +325,28 @@ class RunSession:
 
     def _run_rounds(self, to_run: list[Cell]) -> bool:
         """Every round: the cells to run (TO_RUN) in that round's order, each result merged at
-        once; at the end the recorded cells are put back in the plan's order."""
+        once; at the end the recorded cells are put back in the plan's order.
+
+        A cell that timed out is not run again in the later rounds (each would wait the whole
+        --timeout again: 5 rounds of 900 s by default); its reason says so."""
         spec, document = self.spec, self.document
         rounds = document.rounds
         merger = rounds_module.RoundMerger.of(spec, to_run, rounds)
         orders = rounds_module.round_orders(len(to_run), rounds, document.seed or 0)
 
         started: set[CellKey] = set()  # this round's cells that got a worker
+        timed_out: dict[CellKey, int] = {}  # cells not run again: the round they timed out in
 
         def merged(cell: Cell, result: CellResult) -> None:
             if result.cost is None or result.cost.workers > 0:
                 started.add(cell.key)
-            self.recorder.put(merger.add(cell, result))
+            whole = merger.add(cell, result)
+            if result.status == Status.TIMEOUT and cell.round < rounds - 1:
+                timed_out.setdefault(cell.key, cell.round)
+            if cell.key in timed_out:
+                whole = replace(whole, reason=f"{whole.reason}; timed out in round "
+                                              f"{timed_out[cell.key] + 1}; not retried")
+            self.recorder.put(whole)
 
         plan_index = plan_positions(document)
         finished = True
@@ -340,7 +362,8 @@ class RunSession:
                     break
                 continue
             round_cells = [merger.calibrated(rounds_module.round_cell(
-                spec, to_run[position], index, rounds)) for position in order]
+                spec, to_run[position], index, rounds)) for position in order
+                if to_run[position].key not in timed_out]
             # The order that runs, as plan indices: the cells refused without a worker are in
             # no round, so the order is recorded as executed, not as shuffled over the plan.
             document.round_orders.append(

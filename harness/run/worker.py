@@ -22,6 +22,7 @@ import traceback
 from pathlib import Path
 
 from harness.backend import DeviceUnavailable
+from harness.core import lifeline
 from harness.core.registry import (
     backend_module,
     framework_installed,
@@ -177,6 +178,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    lifeline.die_with_parent()  # dies with the process that started it (lifeline.py)
     # Why no interpreter teardown: the result file is written (atomically), and a framework's
     # teardown (TensorFlow's: ~1.4 s on 2 cores) is wall time of every worker of every round.
     exit_now(main(sys.argv[1:]))

@@ -20,11 +20,15 @@ from harness.workloads.usermodel.precheck import SourceProblem, precheck
 from harness.workloads.usermodel.spec import (
     FAMILIES,
     NAME_PREFIX,
+    PARTIAL_KEY,
+    PREPARED_FILE,
     PREPARED_PARAM,
     autograd_functional_calls,
     spec_for_name,
 )
 
+# The inspection's bound: --timeout, but never more than this (a cell's --timeout defaults to
+# 900 s; the inspection does far less than a cell: one forward pass at batch 2).
 INSPECT_TIMEOUT_S = 300.0
 # Keras' backends in the order the inspector and the preparer prefer (JAX imports fastest).
 KERAS_ORDER = FAMILIES["keras"]
@@ -91,7 +95,7 @@ def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S,
     path = check_file(Path(model))
     cell = Cell("inspect", "-", child_framework(guess_family(path)), "cpu")
     info, why_not = run_json_child("harness.workloads.usermodel.inspect", [str(path)], cell,
-                                   timeout_s, context or RunContext.from_environment())
+                                   timeout_s, context or RunContext.from_environment(), path)
     if info is None:
         raise BadInput(f"--model {model}: inspecting it failed ({why_not or 'no report'})")
     if info.get("error"):
@@ -114,10 +118,11 @@ def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S,
 
 
 def model_spec(model: Path | str, context: RunContext | None = None,
-               ) -> tuple[WorkloadSpec, dict[str, Any]]:
+               timeout_s: float = INSPECT_TIMEOUT_S) -> tuple[WorkloadSpec, dict[str, Any]]:
     """The spec a run of this file plans with, and the inspector's report (CONTEXT: the
-    run's; None: this process's environment's)."""
-    info = inspect_model(model, context=context)
+    run's; None: this process's environment's). TIMEOUT_S: the run's --timeout, which bounds
+    the inspection up to INSPECT_TIMEOUT_S."""
+    info = inspect_model(model, min(timeout_s, INSPECT_TIMEOUT_S), context=context)
     return spec_for_name(NAME_PREFIX + Path(info["path"]).stem, info), info
 
 
@@ -146,7 +151,9 @@ def prepare_run(run_dir: Path, spec: WorkloadSpec, params: CaseParams,
     None: this process's environment's.
 
     A failure is not raised: prepared.json says why and every cell becomes an error row with
-    that reason, so the run folder still tells the story.
+    that reason, so the run folder still tells the story. A size whose preparation ran past
+    TIMEOUT_S (the run's --timeout) fails alone: the sizes after it are prepared by a new
+    child (_prepare_sizes).
     """
     folder = run_dir / "model"
     swept = params[spec.sweep]
@@ -164,14 +171,53 @@ def prepare_run(run_dir: Path, spec: WorkloadSpec, params: CaseParams,
     if reused is not None:  # the same file, sizes and seed were prepared on this machine
         _note_reuse(folder, reused)
         return {PREPARED_PARAM: str(folder)}
-    summary, why_not = run_json_child("harness.workloads.usermodel.prepare", args,
-                                      Cell("prepare", "-", framework, "cpu"), timeout_s,
-                                      context)
-    if summary is None:
-        _write_failure(folder, sizes, f"preparing the weights and references failed: {why_not}")
-    else:
+    if _prepare_sizes(args[:-1], sizes, folder, timeout_s, context):
         preparedcache.store(root, key, folder, model)
     return {PREPARED_PARAM: str(folder)}
+
+
+def _prepare_sizes(args: list[str], sizes: list[int], folder: Path, timeout_s: float,
+                   context: RunContext) -> bool:
+    """Run the preparer (ARGS, then the sizes) until every size has its entry; whether it
+    finished in one child with no size timed out (only then is it worth keeping).
+
+    A child killed at its time limit leaves prepared.json with the sizes it finished and the
+    one it was at (prepare.PARTIAL_KEY): that size gets the timeout as its error, and a new
+    child goes on with the sizes left, from the same weights. Killed before its first size
+    (the file's import, model(), the weights), every size fails with the same reason."""
+    from harness.data.store import write_json_atomic
+
+    left, model = sorted(sizes), Path(args[0])
+    while True:
+        summary, why_not = run_json_child(
+            "harness.workloads.usermodel.prepare", [*args, ",".join(map(str, left))],
+            Cell("prepare", "-", args[2], "cpu"), timeout_s, context, model)
+        if summary is not None:
+            return left == sorted(sizes)
+        partial = _started_document(folder)
+        if partial is None:
+            _write_failure(folder, sizes,
+                           f"preparing the weights and references failed: {why_not}")
+            return False
+        batch = int(partial[PARTIAL_KEY])
+        partial["sizes"][str(batch)] = {"error": f"preparing batch {batch}: {why_not}"}
+        left = [size for size in left if str(size) not in partial["sizes"]]
+        if not left:
+            del partial[PARTIAL_KEY]
+        write_json_atomic(folder / PREPARED_FILE, partial)
+        if not left:
+            return False
+
+
+def _started_document(folder: Path) -> dict[str, Any] | None:
+    """prepared.json as a killed preparer left it at one of its sizes, or None."""
+    import json
+
+    try:
+        document = json.loads((folder / PREPARED_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return document if isinstance(document, dict) and document.get(PARTIAL_KEY) else None
 
 
 def _note_reuse(folder: Path, made: dict[str, str]) -> None:

@@ -37,6 +37,7 @@ from harness.workloads.usermodel.source import (
 from harness.workloads.usermodel.spec import (
     IMPLEMENTATIONS,
     KEPT_RESULTS,
+    PARTIAL_KEY,
     PREPARED_FILE,
     REFERENCE_CALLS_FILE,
     STEPS_PER_EXECUTION,
@@ -249,15 +250,20 @@ def note_reference_call(folder: Path, batch: int, seconds_per_call: float | None
     write_json_atomic(path, known)
 
 
-def prepare(path: str, folder: Path, framework: str, what: str, seed: int,
-            sizes: list[int]) -> PreparedDocument:
-    family = family_of(framework)
-    if family is None:
-        raise ValueError(f"{framework} runs no model file (torch, jax or a keras-* framework)")
-    device = backend_module(framework, "device").open_device("cpu")
-    impl = importlib.import_module(IMPLEMENTATIONS[framework])
-    user = load_user_module(path)
-    tolerance = getattr(user, "tolerance", None)
+def started_document(folder: Path) -> PreparedDocument | None:
+    """The document an earlier preparer of this folder left when it was killed (at a size that
+    hung: harness.workloads.usermodel.plan goes on without it), or None: start afresh."""
+    path = folder / PREPARED_FILE
+    if not (path.is_file() and (folder / WEIGHTS_FILE).is_file()):
+        return None
+    document: Any = json.loads(path.read_text())
+    return document if document.get(PARTIAL_KEY) else None
+
+
+def first_weights(family: str, impl: Any, user: Any, path: str, folder: Path, framework: str,
+                  what: str, seed: int, sizes: list[int]) -> PreparedDocument:
+    """The document with the initial weights made from SEED (built twice: does the seed fix
+    them?), saved as WEIGHTS_FILE."""
     sample = make_inputs(user, path, min(sizes), seed)
     first, names = initial_weights(family, impl, path, seed, sample)
     second, _ = initial_weights(family, impl, path, seed, sample)
@@ -265,22 +271,45 @@ def prepare(path: str, folder: Path, framework: str, what: str, seed: int,
     write_json_atomic(folder / REFERENCE_CALLS_FILE, {"framework": framework, "device": "cpu",
                                                       "seconds_per_call": {}})
     np.savez(folder / WEIGHTS_FILE, **first)  # type: ignore[arg-type]  # as above
-    document: PreparedDocument = {
-        "framework": framework, "seed": seed, "what": what, "weight_names": list(first),
-        "weight_labels": names, "nondeterministic": differs(first, second), "sizes": {}}
-    base: ModelInputs = {"model": path, "what": what, "seed": seed, "weights": first,
-            "weight_names": list(first)}
-    random_step = ""  # found at the first size: every size's cells are checked the same way
-    for index, batch in enumerate(sorted(sizes)):
+    return {"framework": framework, "seed": seed, "what": what, "weight_names": list(first),
+            "weight_labels": names, "nondeterministic": differs(first, second), "sizes": {}}
+
+
+def prepare(path: str, folder: Path, framework: str, what: str, seed: int,
+            sizes: list[int]) -> PreparedDocument:
+    """Every size's inputs and references; the document is saved before each size with the
+    size it prepares (PARTIAL_KEY), so a preparer killed at a size that hung leaves the sizes
+    done, and the next one (given the sizes left) goes on from them with the same weights."""
+    family = family_of(framework)
+    if family is None:
+        raise ValueError(f"{framework} runs no model file (torch, jax or a keras-* framework)")
+    device = backend_module(framework, "device").open_device("cpu")
+    impl = importlib.import_module(IMPLEMENTATIONS[framework])
+    user = load_user_module(path)
+    tolerance = getattr(user, "tolerance", None)
+    document = started_document(folder) or first_weights(family, impl, user, path, folder,
+                                                         framework, what, seed, sizes)
+    with np.load(folder / WEIGHTS_FILE) as stored:
+        weights = {name: stored[name] for name in document["weight_names"]}
+    base: ModelInputs = {"model": path, "what": what, "seed": seed, "weights": weights,
+                         "weight_names": list(weights)}
+    # found at the first size: every size's cells are checked the same way
+    random_step = next((str(entry.get("random_step")) for entry in document["sizes"].values()
+                        if entry.get("random_step")), "")
+    for batch in sorted(sizes):
+        document[PARTIAL_KEY] = batch  # type: ignore[literal-required]  # a note, not a field
+        write_json_atomic(folder / PREPARED_FILE, document)
         try:
             entry = prepare_size(user, path, family, impl, device, folder, batch, base,
-                                 tolerance, check_repeat=index == 0, random_step=random_step)
+                                 tolerance, check_repeat=not document["sizes"],
+                                 random_step=random_step)
             random_step = random_step or entry.get("random_step", "")
         except (UserCodeError, NotAModel) as exc:
             entry = {"error": str(exc)}
         except Exception as exc:  # noqa: BLE001 - one size failing leaves the others
             entry = {"error": user_error_text(exc, path, f"preparing batch {batch}")}
         document["sizes"][str(batch)] = entry
+    document.pop(PARTIAL_KEY, None)  # type: ignore[misc]
     write_json_atomic(folder / PREPARED_FILE, document)
     return document
 

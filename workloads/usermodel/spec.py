@@ -275,6 +275,9 @@ def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadS
 PREPARED_PARAM = "prepared"
 WEIGHTS_FILE = "weights.npz"
 PREPARED_FILE = "prepared.json"
+# In prepared.json while its preparer runs: the batch size it prepares now (a preparer killed
+# there leaves the sizes before it; harness.workloads.usermodel.plan goes on without that one).
+PARTIAL_KEY = "preparing"
 # The seconds per call of each batch's first float32 reference run, written as the preparation
 # goes (a batch being called: its start), so that `harness advise` knows the CPU step's cost
 # before its first worker, and even where its budget stopped the preparation (issue 64).
