@@ -328,16 +328,18 @@ def fastest_recording(step: Callable[[], Any], warmup: int, passes: int = RECORD
 
 def features_of(step: Callable[[], Any], *, step_s: float | None = None,
                 timed_calls: int = 3, h2d_bytes: int | None = None, h2d_how: str = "",
-                warmup: int = 1, passes: int = RECORD_PASSES) -> StepFeatures:
+                warmup: int = 1, passes: int = RECORD_PASSES,
+                framework: str = "torch") -> StepFeatures:
     """The features of STEP (harness/predict/features.py). STEP_S: its wall time per call
     where the caller timed it (a case's median), else the median of TIMED_CALLS plain calls
     here (0: none). H2D_BYTES: what one call copies host->device (None: not known).
-    PASSES: recorded calls, the fastest kept (RECORD_PASSES says why)."""
+    PASSES: recorded calls, the fastest kept (RECORD_PASSES says why). FRAMEWORK: whose step
+    it is (keras-torch: Keras' layers and fit loop running torch's ops)."""
     recording, pass_totals = fastest_recording(step, warmup, passes)
     if step_s is None and timed_calls:
         step_s = median_seconds(step, timed_calls)
     return summarize(StepFeatures(
-        framework="torch", how=HOW, ops=recording.ops, sync_points=recording.sync_points(),
+        framework=framework, how=HOW, ops=recording.ops, sync_points=recording.sync_points(),
         step_s=step_s, h2d_bytes=h2d_bytes,
         h2d_how=h2d_how or ("not given" if h2d_bytes is None else "given by the caller"),
         ops_inside_host_reads=recording.skipped, pass_host_s=pass_totals,
@@ -386,11 +388,9 @@ EAGER_MNIST = ("as-written", "preloaded", "adam-fused", "adam-foreach")
 def host_speed_record() -> dict[str, float]:
     """This CPU's single-thread speed (harness/predict/hostspeed.py's two loops, quick policy:
     ~0.2 s): the prediction for host 'this' rescales the profile's launch costs by it."""
-    from harness.predict import hostspeed, timed  # noqa: PLC0415 - only a features pass needs it
+    from harness.predict import hostspeed  # noqa: PLC0415 - only a features pass needs it
 
-    rows = hostspeed.measure(timed.policy(quick=True))
-    return {"python_loop_s": float(rows["host.python"].rows[0].median_s or 0.0),
-            "numpy_loop_s": float(rows["host.numpy"].rows[0].median_s or 0.0)}
+    return hostspeed.speed_record()
 
 
 def mnist_batch_bytes(task: Any) -> tuple[int, str]:

@@ -27,9 +27,10 @@ from typing import Any
 from harness.core.units import device_kind, format_size, three_digits
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.data.serial import JsonObject
-from harness.predict.features import StepFeatures
 from harness.predict.interval import Interval, band_for, interval_of, why_no_band
-from harness.predict.model import LAUNCH_BOUND, PREDICTED, Prediction, predict
+from harness.predict.jaxfeatures import load_features
+from harness.predict.jaxmodel import predict_any
+from harness.predict.model import LAUNCH_BOUND, PREDICTED, Prediction
 from harness.predict.profile import Profile, ProfileError, load_profile, shipped_names
 from harness.predict.rates import HostSpeed
 
@@ -90,10 +91,11 @@ def case_predictions(extra: JsonObject, chosen: Sequence[Target],
     record, speed = extra[FEATURES_KEY], extra.get(HOST_SPEED_KEY)
     if not isinstance(record, dict):
         raise TypeError(f"{FEATURES_KEY} is not a JSON object")
-    features = StepFeatures.from_dict(record)
+    features = load_features(record)  # torch's, a jitted JAX step's, TensorFlow's stand-in
     this_host = host_speed(speed, cpu_model, cores)
-    return {target.name: {host: predict(features, target.profile, host=host,
-                                        this_host=this_host, profile_name=target.name).to_dict()
+    return {target.name: {host: predict_any(features, target.profile, host=host,
+                                            this_host=this_host,
+                                            profile_name=target.name).to_dict()
                           for host in HOSTS}
             for target in chosen}
 
@@ -276,10 +278,12 @@ def answer_of(document: RunDocument, cell: CellResult, name: str) -> Answer | No
     identity = point.prediction.profile
     interval, no_interval = None, ""
     if point.gpu_step_s is not None:
-        band = band_for(name, str(identity.get("identity")), LINE_HOST, point.prediction.regime)
+        framework = point.prediction.framework
+        band = band_for(name, str(identity.get("identity")), LINE_HOST, point.prediction.regime,
+                        framework)
         interval = interval_of(point.gpu_step_s, band, point.noise) if band else None
         no_interval = "" if band else why_no_band(name, str(identity.get("identity")),
-                                                  LINE_HOST, point.prediction.regime)
+                                                  LINE_HOST, point.prediction.regime, framework)
     return Answer(device=short_device(str(identity.get("device") or name)),
                   created=str(identity.get("created") or "?")[:10],
                   size_text=size_text(point.size.get(document.sweep), document.sweep),
@@ -295,6 +299,8 @@ def version_note(identity: dict[str, Any], cell: CellResult) -> tuple[str, str] 
     def minor(version: str) -> str:
         return ".".join(version.split("+")[0].split()[0].split(".")[:2]) if version else ""
 
+    if cell.framework != "torch":  # the profile's torch is the torch cell's to set against
+        return None
     profiled = minor(str(identity.get("torch") or ""))
     here = minor(str(cell.framework_version or ""))
     return (profiled, here) if profiled and here and profiled != here else None
@@ -302,11 +308,13 @@ def version_note(identity: dict[str, Any], cell: CellResult) -> tuple[str, str] 
 
 def answered_cell(document: RunDocument) -> CellResult | None:
     """The CPU cell the line speaks of: the as-written torch cell where there is one, else the
-    first with a prediction."""
+    first with a prediction (torch's first: other frameworks' cells are predicted too)."""
     found = [cell for cell in cpu_cells(document)
              if any(PREDICTIONS_KEY in case.extra for case in cell.cases)]
-    written = [cell for cell in found if cell.variant == "as-written"]
-    chosen = written or found
+    torch = [cell for cell in found if cell.framework == "torch"]
+    chosen = next((cells for cells in (
+        [cell for cell in torch if cell.variant == "as-written"], torch,
+        [cell for cell in found if cell.variant == "as-written"], found) if cells), [])
     return chosen[0] if chosen else None
 
 

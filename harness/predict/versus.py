@@ -48,7 +48,9 @@ from harness.spec import Status
 
 HOST = "this"  # this machine's CPU drives the GPU: what the GPU cell measured
 FAMILY = "predicted vs measured GPU step"  # the audit's family (harness/audit/predictedgpu.py)
-FRAMEWORK = "torch"  # the only framework whose features are recorded
+# The frameworks whose CPU cells are predicted (harness/predict/jaxmodel.py predict_any):
+# each GPU cell of one is paired with its CPU cell, one tally per profile and framework.
+FRAMEWORKS = ("torch", "keras-torch", "jax", "keras-jax")
 LINE_LIMIT = 198  # two terminal lines at 100 columns, less the verdict's indent
 RIGHT, WRONG, TIE = "right", "wrong", "tie"
 
@@ -125,7 +127,7 @@ def ok_cases(cell: CellResult, sweep: str) -> dict[str, CaseResult]:
 
 def gpu_cells(document: RunDocument) -> list[CellResult]:
     return [cell for cell in document.cells if device_kind(cell.device) == "gpu"
-            and cell.framework == FRAMEWORK and cell.device_name]
+            and cell.framework in FRAMEWORKS and cell.device_name]
 
 
 def cpu_partner(document: RunDocument, gpu: CellResult) -> CellResult | None:
@@ -144,9 +146,9 @@ def band_of(name: str, prediction: Prediction, predicted_s: float | None,
     if predicted_s is None:
         return None, prediction.reason or "not predicted"
     identity = str(prediction.profile.get("identity"))
-    band = band_for(name, identity, HOST, prediction.regime)
+    band = band_for(name, identity, HOST, prediction.regime, prediction.framework)
     if band is None:
-        return None, why_no_band(name, identity, HOST, prediction.regime)
+        return None, why_no_band(name, identity, HOST, prediction.regime, prediction.framework)
     return interval_of(predicted_s, band, noise), ""
 
 
@@ -246,12 +248,13 @@ def ratio_text(ratio: float | None) -> str:
 
 
 def tallies(document: RunDocument) -> list[Tally]:
-    """One tally per profile that describes a GPU of DOCUMENT, in the order first paired."""
-    by_profile: dict[str, list[Pair]] = {}
+    """One tally per profile that describes a GPU of DOCUMENT and framework, in the order
+    first paired."""
+    by_profile: dict[tuple[str, str], list[Pair]] = {}
     for pair in pairs_of(document):
-        by_profile.setdefault(pair.profile, []).append(pair)
+        by_profile.setdefault((pair.profile, pair.framework), []).append(pair)
     return [Tally(document.run_id, name, found[0].device_name, tuple(found))
-            for name, found in by_profile.items()]
+            for (name, _framework), found in by_profile.items()]
 
 
 def tally_line(tally: Tally, others: int = 0) -> str:
