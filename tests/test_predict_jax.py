@@ -246,3 +246,129 @@ def test_a_cells_features_pass_records_its_step(framework: str) -> None:
         pytest.skip(f"{' or '.join(needed)} not installed")
     run_check("tests.jax_feature_checks", f"cell_checks({framework!r})", timeout_s=600,
               framework=framework)
+
+
+# --- through the workers: stored, printed, recomputed by harness check --------------------------
+
+COMPARE = ("compare", "--workload", "mnist-small", "--framework", "jax,keras-tensorflow",
+           "--device", "cpu", "--quick", "--no-ceilings", "--sizes", "32", "--no-report",
+           "--param", "train_samples=512")
+
+
+@pytest.fixture(scope="module")
+def jax_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """One quick CPU run of the JAX and Keras-on-TensorFlow MNIST cells through the workers,
+    predicted on the shipped profiles (no JAX row) and a copy of h100 with planted JAX rows."""
+    if not all(installed(name) for name in ("jax", "optax", "keras", "tensorflow")):
+        pytest.skip("jax, optax, keras or tensorflow is not installed")
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    out = tmp_path_factory.mktemp("jaxrun")
+    planted = out / "h100-planted-jax.json"
+    shipped = load_profile("h100")
+    write_profile(with_jax(shipped, replace(shipped, entries={**shipped.entries,
+                                                               **jax_entries()})), planted)
+    result = CliRunner().invoke(app, [*COMPARE, "--predict-for", str(planted), "--out",
+                                      str(out / "results")], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    (run_dir,) = [path for path in (out / "results").iterdir() if path.is_dir()]
+    return run_dir, str(planted.resolve()), result.output
+
+
+@pytest.mark.slow  # two worker processes (JAX, TensorFlow) through the CLI
+def test_the_run_stores_each_frameworks_prediction_and_why_not(
+        jax_run: tuple[Path, str, str]) -> None:
+    from harness.data.store import load_run
+    from harness.predict import answer
+
+    run_dir, planted, output = jax_run
+    for cell in load_run(run_dir).cells:
+        (case,) = cell.cases
+        stored = case.extra[answer.PREDICTIONS_KEY]
+        assert set(stored) == {"h100", "h200", planted}
+        for name, by_host in stored.items():
+            for record in by_host.values():
+                prediction = Prediction.from_dict(record)
+                assert prediction.framework == cell.framework
+                if cell.framework == "keras-tensorflow":
+                    assert prediction.reason == NO_TENSORFLOW_PROFILE
+                elif name == planted:
+                    assert prediction.status == PREDICTED and prediction.seconds
+                else:
+                    assert prediction.reason == NO_JAX_ROW
+    lines = output.splitlines()
+    said = lines[lines.index("verdict:"):]
+    assert any("unknown" in line and "no JAX row" in line for line in said), said
+    assert any("error not measured for jax steps" in line for line in said), said
+
+
+@pytest.mark.slow
+def test_harness_check_recomputes_them_and_catches_a_planted_one(
+        jax_run: tuple[Path, str, str], tmp_path: Path) -> None:
+    import json
+
+    from harness.audit import audit_run
+    from harness.predict import answer
+
+    run_dir, planted, _ = jax_run
+    audit = audit_run(run_dir)
+    assert not audit.mismatches, [item.line() for item in audit.mismatches]
+    assert not audit.unverifiable, [item.line() for item in audit.unverifiable]
+    copy = tmp_path / run_dir.name
+    copy.mkdir()
+    for path in run_dir.iterdir():
+        if path.is_file():
+            (copy / path.name).write_bytes(path.read_bytes())
+    document = json.loads((copy / "run.json").read_text())
+    jax_cell = next(cell for cell in document["cells"] if cell["cell"]["framework"] == "jax")
+    jax_cell["cases"][0]["extra"][answer.PREDICTIONS_KEY][planted]["this"]["seconds"] *= 1.3
+    (copy / "run.json").write_text(json.dumps(document))
+    wrong = [item for item in audit_run(copy).mismatches if "predicted GPU step" in item.figure]
+    assert wrong, "a planted JAX prediction passed the check"
+
+
+@pytest.mark.slow  # one child process that imports jax and measures its rows
+def test_add_jax_measures_the_jax_rows_into_an_existing_profile(tmp_path: Path) -> None:
+    if not installed("jax"):
+        pytest.skip("jax is not installed")
+    from typer.testing import CliRunner
+
+    from harness.cli import app
+
+    shipped = load_profile("h100")  # its torch rows stand in for a CPU profile's
+    path = tmp_path / "cpu-without-jax.json"
+    write_profile(replace(shipped, device={"name": "cpu", "type": "cpu", "description": "cpu"}),
+                  path)
+    result = CliRunner().invoke(app, ["profile-device", "--add-jax", str(path), "--quick"])
+    assert result.exit_code == 0, result.output
+    added = read_profile(path)
+    assert added.entries["host.dispatch"] == shipped.entries["host.dispatch"]  # untouched
+    assert added.software["jax"] and added.software["jax_quick"] is True
+    floor = added.entries["jax.kernel_floor"]
+    assert [row.params["hlo_kernels"] for row in floor.rows] == \
+        [row.params["kernels"] for row in floor.rows]  # each chain kernel is its own kernel
+    assert floor_seconds(added) >= 0.0
+    assert added.entries["jax.dispatch"].rows[0].median_s > 0  # type: ignore[operator]
+    gpu = tmp_path / "gpu.json"
+    write_profile(shipped, gpu)
+    refused = CliRunner().invoke(app, ["profile-device", "--add-jax", str(gpu), "--device",
+                                       "cpu", "--quick"])
+    assert refused.exit_code == 2 and "cuda device" in refused.output
+
+
+def test_keras_on_torch_pays_its_python_between_the_ops_on_the_host() -> None:
+    from harness.predict.model import predict
+    from tests.test_predict_model import HOST_HERE
+    from tests.test_predict_model import step as torch_step
+
+    plain = torch_step()  # step_s 1 ms, its ops' host time 66 us: python_s 934 us
+    keras = replace(plain, framework="keras-torch")
+    torch_prediction, keras_prediction = predict(plain, torch_profile()), predict(
+        keras, torch_profile())
+    assert "host_outside_ops_s" not in torch_prediction.terms  # torch's step: unchanged
+    assert keras_prediction.framework == "keras-torch"
+    assert keras_prediction.terms["host_outside_ops_s"] == pytest.approx(plain.python_s)
+    assert keras_prediction.terms["host_python_s"] == pytest.approx(HOST_HERE + plain.python_s)
+    assert keras_prediction.host_s - torch_prediction.host_s == pytest.approx(plain.python_s)

@@ -12,6 +12,7 @@ model's train_function as fit calls it).
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -108,26 +109,33 @@ def null_dispatch_seconds(first: Any, rest: Sequence[Any], device: Any) -> float
     return call_seconds(call, calls=3 * TIMED_CALLS)
 
 
-def run_seconds(run: Callable[[], None], runs: int = 3) -> float:
-    """Median seconds of RUNS calls of RUN."""
-    found = []
+class Stamped:
+    """A stand-in for a jitted step: returns what RETURNS makes of its arguments at once (the
+    state, as it came), and stamps the clock at each call, so the loop's own host work per
+    step is the time from one call to the next."""
+
+    def __init__(self, returns: Callable[..., Any]) -> None:
+        self.returns = returns
+        self.stamps: list[float] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.stamps.append(time.perf_counter())
+        return self.returns(*args, **kwargs)
+
+
+def loop_seconds(step: Any, stub: Stamped, runs: int = 3) -> float:
+    """Seconds per step of the loop around a stubbed step (blocks.CallStep STEP whose jitted
+    step is STUB): the median time from one stubbed call to the next over RUNS parts of
+    1 + LOOP_STEPS steps. Between two calls lies what the loop does per step (gathering and
+    placing a batch, Keras' iterator and callbacks), not the call's own set-up (Keras' fit
+    building its epoch iterator), which a step shares with the whole epoch."""
+    gaps: list[float] = []
+    steps = min(1 + LOOP_STEPS, int(step.steps_per_call))
     for _ in range(runs):
-        started = time.perf_counter()
-        run()
-        found.append(time.perf_counter() - started)
-    return statistics.median(found)
-
-
-def loop_seconds(step: Any) -> float:
-    """Seconds per step of the loop around a stubbed step (blocks.CallStep STEP, its jitted
-    step replaced by one returning its state at once): the first 1 + N steps of a call less
-    its first step alone, over N, so the call's own set-up (Keras' fit building its epoch
-    iterator and callbacks, the epoch's gathered arrays) is left out: a step's share of it is
-    1 / steps per epoch."""
-    more = min(LOOP_STEPS, int(step.steps_per_call) - 1)
-    if more < 1:
-        return run_seconds(step.part(1))
-    return max(0.0, (run_seconds(step.part(1 + more)) - run_seconds(step.part(1))) / more)
+        stub.stamps.clear()
+        step.part(steps)()
+        gaps += [later - earlier for earlier, later in itertools.pairwise(stub.stamps)]
+    return statistics.median(gaps) if gaps else 0.0
 
 
 def avals(tree: Any) -> Any:

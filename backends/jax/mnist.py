@@ -273,15 +273,15 @@ def make_task(case: dict, variant: str, device: JaxDevice,
 
 # --- the features pass of a CPU case (harness/run/casepasses.py features_pass) ------------------
 
-def stubbed_part(step: Any, task: JaxTraining, attribute: str, stub: Callable) -> float:
-    """Seconds per step of the first steps of an epoch with the jitted step ATTRIBUTE
-    replaced by STUB (it returns the state at once): the loop's own host work."""
-    from harness.backends.jax.features import loop_seconds  # noqa: PLC0415
+def stubbed_loop(step: Any, task: JaxTraining, attribute: str) -> float:
+    """Seconds per step of the epoch's loop with the jitted step ATTRIBUTE replaced by a stub
+    that returns the state at once (backends/jax/features.py loop_seconds)."""
+    from harness.backends.jax.features import Stamped, loop_seconds  # noqa: PLC0415
 
     real, state = getattr(task, attribute), task.state
-    setattr(task, attribute, stub)
+    setattr(task, attribute, Stamped(lambda state, *args, **kwargs: state))
     try:
-        return loop_seconds(step)
+        return loop_seconds(step, getattr(task, attribute))
     finally:
         setattr(task, attribute, real)
         task.state = state
@@ -303,7 +303,7 @@ def host_batch_features(step: Any, task: HostBatchTraining,
 
     called = features.call_seconds(call)
     dispatch = features.null_dispatch_seconds(task.state, batch, task.device.handle)
-    loop = stubbed_part(step, task, "jitted_step", lambda state, images, labels: state)
+    loop = stubbed_loop(step, task, "jitted_step")
     moved = int(batch[0].nbytes) + int(batch[1].nbytes)
     return features.with_host_speed(features.features(
         "jax", found, dispatch_here_s=dispatch, call_here_s=called,
@@ -329,8 +329,7 @@ def preloaded_features(step: Any, task: PreloadedTraining,
     called = features.call_seconds(call)
     dispatch = features.null_dispatch_seconds(task.state, (task.data, epoch, 0),
                                               task.device.handle)
-    loop = stubbed_part(step, task, "gathered_step",
-                        lambda state, data, epoch, start, size: state)
+    loop = stubbed_loop(step, task, "gathered_step")
     return features.with_host_speed(features.features(
         "jax", found, dispatch_here_s=dispatch, call_here_s=called,
         tiny_dispatch_here_s=features.tiny_dispatch_seconds(task.device.handle),
