@@ -1,9 +1,10 @@
 """The GPU run's own check of the prediction (issue 51, part 4): a predicted GPU step beside
 the same case measured on that GPU, where one run holds both.
 
-A run on a GPU machine has a torch CPU cell whose features pass recorded its step, predicted
-after the run on every profile (harness/predict/answer.py), and a torch GPU cell of the same
-workload and variant measured on a GPU that one of those profiles describes (the cell's
+A run on a GPU machine has a CPU cell whose features pass recorded its step (torch,
+keras-torch, jax, keras-jax), predicted after the run on every profile (harness/predict/
+answer.py), and a GPU cell of the same framework, workload and variant measured on a GPU that
+one of those profiles describes (the cell's
 `device_name` is the profile's device description, e.g. "NVIDIA H100 80GB HBM3"). For every
 size both cells measured, it pairs:
 
