@@ -166,6 +166,9 @@ def test_shipped_profiles_load_without_jax_rows_and_take_them_when_added(
     cpu_rows = replace(rows, device={**rows.device, "type": "cpu"})
     with pytest.raises(BadInput, match="cpu"):
         with_jax(shipped, cpu_rows)
+    other_gpu = replace(rows, device={**rows.device, "description": "NVIDIA H200"})
+    with pytest.raises(BadInput, match="H200"):
+        with_jax(shipped, other_gpu)
 
 
 def test_records_reload_as_their_framework_and_recompute() -> None:

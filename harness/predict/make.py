@@ -87,6 +87,12 @@ def with_jax(profile: Profile, rows: Profile) -> Profile:
     if kind != jax_kind:
         raise BadInput(f"the profile is of a {kind} device; JAX measured a {jax_kind} one "
                        "(pass --device as the profile was made)")
+    named, measured = (" ".join(str(found.device.get("description") or "").split()).casefold()
+                       for found in (profile, rows))
+    if kind == "cuda" and named and measured and named != measured:
+        raise BadInput(f"the profile is of a {profile.device.get('description')}; JAX measured "
+                       f"a {rows.device.get('description')} (its rows belong to that GPU's "
+                       "profile)")
     software = {**profile.software, "jax": rows.software.get("jax"),
                 "jaxlib": rows.software.get("jaxlib"), "jax_profiled": rows.created,
                 "jax_device": rows.device.get("description"),
