@@ -89,6 +89,9 @@ def cell_checks(framework: str) -> None:
     call()
     synchronize()
     found = module.step_features(call, "as-written", inputs, 0.1)
+    print(framework, {key: value for key, value in found["step_features"].items()
+                      if key in ("outside_ops_s", "host_s_ops", "python_s", "step_s",
+                                 "loop_host_here_s", "dispatch_here_s")})
     assert "step_features_reason" not in found, found
     record = load_features(found["step_features"])
     assert record.framework == framework, record.framework
@@ -99,6 +102,8 @@ def cell_checks(framework: str) -> None:
         steps = found["step_features_steps"]
         assert steps == 4 and record.kernel_ops > 0 and record.flops > 0, record.ops_by_kind
         assert record.step_s is not None and record.python_s is not None
+        # Keras' Python between the ops, measured within the kept pass
+        assert record.outside_ops_s is not None and record.outside_ops_s > 0, record
         assert record.h2d_bytes == steps * batch_bytes
     else:  # one jitted step per batch
         assert isinstance(record, JaxFeatures)

@@ -4,7 +4,8 @@ backend Keras runs on.
 - **torch** (keras-torch): torch's recorder (backends/torch/features.py) around the first
   steps of an epoch of `fit`, so the ops are the ones Keras' layers, loss and optimizer
   dispatch, and the step's time outside them (Keras' own Python: its fit loop, callbacks,
-  layer calls) is the record's python_s, which the model adds to the host work for
+  layer calls) is the record's outside_ops_s (the time between the recorded ops, less the
+  recorder's own cost between two ops), which the model adds to the host work for
   keras-torch (harness/predict/model.py).
 - **jax** (keras-jax): Keras' own jitted train_step, reached through the model's
   train_function as fit calls it (a spy records its arguments' shapes and times the call),

@@ -190,6 +190,9 @@ class Recording(flops.Counting):
         self.depth_of: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
         self.inside_read = 0  # > 0 while a watched host read runs: its ops are not the step's
         self.skipped = 0
+        # Seconds from each op's return to the next op's call (outside_ops_seconds).
+        self.gaps: list[float] = []
+        self.last_end: float | None = None
         self.syncs: Counter[tuple[str, str, bool]] = Counter()
         self.brought_over: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
 
@@ -209,8 +212,11 @@ class Recording(flops.Counting):
         inputs = flops.tensors((args, kwargs))
         reached = self.reach.reached(inputs)
         started = time.perf_counter()
+        if self.last_end is not None and not self.inside_read:
+            self.gaps.append(started - self.last_end)
         out = func(*args, **kwargs)
         seconds = time.perf_counter() - started
+        self.last_end = started + seconds
         counted = formula(func, args, kwargs, out) if formula is not None else None
         cheap = formula is None and flops.is_cheap(func)
         if counted is not None:
@@ -250,6 +256,18 @@ class Recording(flops.Counting):
                 tensor in self.brought_over:
             return
         self.syncs[(WATCHED[method], *asked_from())] += 1
+
+    def outside_ops_seconds(self) -> float:
+        """The step's time between its ops (the Python around them: a framework's layers and
+        loop, Keras' on torch), less the recorder's own bookkeeping between two ops, taken as
+        the 10th percentile of the gaps (two ops back to back): an upper bound, as the
+        bookkeeping varies from op to op. The call's time before its first op and after its
+        last (a part's set-up) is not counted."""
+        if not self.gaps:
+            return 0.0
+        ordered = sorted(self.gaps)
+        bookkeeping = ordered[len(ordered) // 10]
+        return max(0.0, sum(ordered) - bookkeeping * len(ordered))
 
     def sync_points(self) -> list[SyncPoint]:
         return [SyncPoint(what=what, where=where, user_code=user, count=count)
@@ -343,7 +361,8 @@ def features_of(step: Callable[[], Any], *, step_s: float | None = None,
         step_s=step_s, h2d_bytes=h2d_bytes,
         h2d_how=h2d_how or ("not given" if h2d_bytes is None else "given by the caller"),
         ops_inside_host_reads=recording.skipped, pass_host_s=pass_totals,
-        flop_coverage=dict(recording.coverage().record())))
+        flop_coverage=dict(recording.coverage().record()),
+        outside_ops_s=recording.outside_ops_seconds()))
 
 
 def features_record(step: Callable[[], Any], **options: Any) -> dict[str, Any]:

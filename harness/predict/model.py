@@ -138,9 +138,9 @@ STEP_OVERHEAD_DISPATCHES = 100.0
 # "unknown" (module docstring): one step's cell could be a user's own loop.
 MAX_DECOMPOSED_CELLS = 1
 # Keras on torch runs torch's ops from Keras' layers, fit loop and optimizer, whose Python
-# between the ops is host work a GPU step pays too: its features' python_s (the step's wall
-# here less its ops' recorded time) is added to the host work (host_outside_ops_s), where a
-# plain torch step's is not (module docstring, "Host costs").
+# between the ops is host work a GPU step pays too: its features' outside_ops_s (the time
+# between the recorded ops, less the recorder's own) is added to the host work
+# (host_outside_ops_s), where a plain torch step's is not (module docstring, "Host costs").
 KERAS_TORCH = "keras-torch"
 
 
@@ -273,7 +273,7 @@ def host_terms(plan: Plan, features: StepFeatures, profile: Profile, variant: Va
                      host_step_s=0.0)
     else:
         if features.framework == KERAS_TORCH:  # Keras' own Python between the ops
-            terms["host_outside_ops_s"] = features.python_s or 0.0
+            terms["host_outside_ops_s"] = features.outside_ops_s or 0.0
         terms.update(host_python_s=(terms["host_here_s"] + terms.get("host_outside_ops_s", 0.0))
                      * scales.python,
                      host_ops_s=(launches * launch_s + allocations * allocation_s)
