@@ -195,8 +195,8 @@ def mlp_checks() -> None:
 
 
 def features_pass_says_why_not() -> None:
-    """A cell whose features cannot run says why: another framework, a module with no step
-    features, a step that is neither an MNIST nor an own-model one, a pass over its limit."""
+    """A cell whose features cannot run says why: a module with no step features, a step that
+    is neither an MNIST nor an own-model one, a pass over its limit, a TensorFlow step."""
     from harness.backends.torch import matmul, mnist
     from harness.run.casepasses import FEATURES_REASON, features_pass
 
@@ -210,8 +210,12 @@ def features_pass_says_why_not() -> None:
         return str(features_pass(module, framework, "as-written", Cpu(), 0, plain_step, {},
                                  *args).get(FEATURES_REASON, ""))
 
-    assert "torch steps only" in why(object(), 0.01, framework="jax")
-    assert "own-model torch files and of the MNIST" in why(matmul, 0.01)  # no step_features
+    assert "not this workload's jax step" in why(object(), 0.01, framework="jax")
+    assert "the MNIST workloads and of own-model torch" in why(matmul, 0.01)  # no step_features
+    # A TensorFlow step's record says why no profile prices it, nothing is run to record it.
+    record = features_pass(mnist, "keras-tensorflow", "as-written", Cpu(), 0, plain_step, {},
+                           0.01)["step_features"]
+    assert str(record["no_profile"]).startswith("no TensorFlow profile")
     assert "neither" in why(mnist, 0.01)  # a torch module, but not an MNIST or own-model step
     assert why(mnist, 60.0, 10.0).startswith("the features pass was left out")
     assert features_pass(mnist, "torch", "as-written", Cpu(), 1, plain_step, {}, 0.01) == {}

@@ -21,6 +21,7 @@ from harness.predict.profile import (
     Profile,
     Row,
     absent,
+    completed,
     read_profile,
     write_profile,
 )
@@ -73,7 +74,8 @@ def rows_by_entry(matmul_fp32_s: float, floor_s: float, launch_s: float) -> dict
 def profile(matmul_fp32_s: float = 1e12 / MATMUL_FP32_RATE, floor_s: float = FLOOR,
             launch_s: float = LAUNCH, without: str = "") -> Profile:
     rows = rows_by_entry(matmul_fp32_s, floor_s, launch_s)
-    entries = {spec.name: Entry(what=spec.what, rows=rows[spec.name]) for spec in CATALOGUE}
+    entries = completed({spec.name: Entry(what=spec.what, rows=rows[spec.name])
+                         for spec in CATALOGUE if spec.name in rows})  # no JAX rows
     if without:
         entries[without] = absent(without, "cpu: no CUDA events")
     return Profile(created="2026-11-27T00:00:00+00:00", framework="torch",
@@ -250,8 +252,9 @@ def test_a_training_step_pays_its_fixed_host_work_in_the_profiles_dispatches() -
                                timed({"op": "add_"}, DISPATCH_ADD_ + 1e-6)]
     planted = Profile(created="2026-11-27T00:00:00+00:00", framework="torch",
                       device={"description": "Synthetic GPU"},
-                      entries={spec.name: Entry(what=spec.what, rows=dearer[spec.name])
-                               for spec in CATALOGUE})
+                      entries=completed({spec.name: Entry(what=spec.what,
+                                                          rows=dearer[spec.name])
+                                         for spec in CATALOGUE if spec.name in dearer}))
     moved = predict(step(2 * 10**7, adam_region(2)), planted)
     allocations = trained.terms["allocations"]
     # ... and each of the step's tiny ops priced at the profiled host (model 4) by as many.

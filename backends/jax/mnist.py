@@ -269,3 +269,85 @@ def make_task(case: dict, variant: str, device: JaxDevice,
         raise VariantUnavailable(f"variant {variant} is not written for jax (its 'compiled' "
                                  "variant runs the whole epoch as one jitted scan)")
     return TRAININGS[variant](inputs, device, case["batch_size"])
+
+
+# --- the features pass of a CPU case (harness/run/casepasses.py features_pass) ------------------
+
+def stubbed_loop(step: Any, task: JaxTraining, attribute: str) -> float:
+    """Seconds per step of the epoch's loop with the jitted step ATTRIBUTE replaced by a stub
+    that returns the state at once (backends/jax/features.py loop_seconds)."""
+    from harness.backends.jax.features import Stamped, loop_seconds  # noqa: PLC0415
+
+    real, state = getattr(task, attribute), task.state
+    setattr(task, attribute, Stamped(lambda state, *args, **kwargs: state))
+    try:
+        return loop_seconds(step, getattr(task, attribute))
+    finally:
+        setattr(task, attribute, real)
+        task.state = state
+
+
+def host_batch_features(step: Any, task: HostBatchTraining,
+                        seconds_per_call: float | None) -> dict[str, Any]:
+    """as-written: the jitted step of one batch gathered on the host and placed each step."""
+    from harness.backends.jax import features  # noqa: PLC0415 - only the features pass
+
+    index = task.order()[:task.batch_size]
+    batch = jax.device_put((task.inputs["x_train"][index], task.inputs["y_train"][index]),
+                           task.device.handle)
+    found = features.program(task.jitted_step, (task.state, *batch))
+
+    def call() -> TrainState:
+        task.state = task.jitted_step(task.state, *batch)
+        return task.state
+
+    called = features.call_seconds(call)
+    dispatch = features.null_dispatch_seconds(task.state, batch, task.device.handle)
+    loop = stubbed_loop(step, task, "jitted_step")
+    moved = int(batch[0].nbytes) + int(batch[1].nbytes)
+    return features.with_host_speed(features.features(
+        "jax", found, dispatch_here_s=dispatch, call_here_s=called,
+        tiny_dispatch_here_s=features.tiny_dispatch_seconds(task.device.handle),
+        loop_host_here_s=loop, step_s=features.per_step(step, seconds_per_call),
+        h2d=(moved, "one batch's images and labels, placed with device_put each step")))
+
+
+def preloaded_features(step: Any, task: PreloadedTraining,
+                       seconds_per_call: float | None) -> dict[str, Any]:
+    """preloaded: the jitted step slicing its batch from the resident set."""
+    from harness.backends.jax import features  # noqa: PLC0415 - only the features pass
+
+    epoch = task.epoch % len(task.inputs["orders"])
+    size = task.batch_size
+    found = features.program(task.gathered_step, (task.state, task.data, epoch, 0),
+                             {"size": size})
+
+    def call() -> TrainState:
+        task.state = task.gathered_step(task.state, task.data, epoch, 0, size)
+        return task.state
+
+    called = features.call_seconds(call)
+    dispatch = features.null_dispatch_seconds(task.state, (task.data, epoch, 0),
+                                              task.device.handle)
+    loop = stubbed_loop(step, task, "gathered_step")
+    return features.with_host_speed(features.features(
+        "jax", found, dispatch_here_s=dispatch, call_here_s=called,
+        tiny_dispatch_here_s=features.tiny_dispatch_seconds(task.device.handle),
+        loop_host_here_s=loop, step_s=features.per_step(step, seconds_per_call),
+        h2d=(0, "the training set is resident on the device: 0 per step")))
+
+
+def step_features(step: Any, variant: str, inputs: Any,
+                  seconds_per_call: float | None) -> dict[str, Any]:
+    """The features pass of a CPU case (harness/run/casepasses.py features_pass): the jitted
+    step's program and host costs (backends/jax/features.py; docs/predict.md)."""
+    task = getattr(step, "task", None)
+    if isinstance(task, ScannedEpochTraining):
+        return {"step_features_reason": "variant compiled runs the epoch as one jitted scan "
+                                        "(a loop whose trip count the features do not read); "
+                                        "the as-written and preloaded steps are recorded"}
+    if isinstance(task, PreloadedTraining):
+        return preloaded_features(step, task, seconds_per_call)
+    if isinstance(task, HostBatchTraining):
+        return host_batch_features(step, task, seconds_per_call)
+    return {"step_features_reason": "no jitted step of the JAX MNIST workload to record"}

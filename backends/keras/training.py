@@ -211,3 +211,12 @@ def make_task(case: dict, variant: str, device: Any, inputs: MnistInputs) -> Ker
     with keras.device(keras_device_name(device)):  # variables are created on the device
         model = compiled_model(inputs, jit_compile, steps)
     return TRAININGS[variant](model, inputs, device, case["batch_size"])
+
+
+def step_features(step: Any, variant: str, inputs: Any,
+                  seconds_per_call: float | None) -> dict[str, Any]:
+    """The features pass of a CPU case (harness/run/casepasses.py features_pass), by the
+    backend Keras runs on (backends/keras/features.py; docs/predict.md)."""
+    from harness.backends.keras.features import step_features as by_backend  # noqa: PLC0415
+
+    return by_backend(step, variant, seconds_per_call)

@@ -190,6 +190,9 @@ class Recording(flops.Counting):
         self.depth_of: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
         self.inside_read = 0  # > 0 while a watched host read runs: its ops are not the step's
         self.skipped = 0
+        # Seconds from each op's return to the next op's call (outside_ops_seconds).
+        self.gaps: list[float] = []
+        self.last_end: float | None = None
         self.syncs: Counter[tuple[str, str, bool]] = Counter()
         self.brought_over: WeakTensorKeyDictionary = WeakTensorKeyDictionary()
 
@@ -209,8 +212,11 @@ class Recording(flops.Counting):
         inputs = flops.tensors((args, kwargs))
         reached = self.reach.reached(inputs)
         started = time.perf_counter()
+        if self.last_end is not None and not self.inside_read:
+            self.gaps.append(started - self.last_end)
         out = func(*args, **kwargs)
         seconds = time.perf_counter() - started
+        self.last_end = started + seconds
         counted = formula(func, args, kwargs, out) if formula is not None else None
         cheap = formula is None and flops.is_cheap(func)
         if counted is not None:
@@ -250,6 +256,18 @@ class Recording(flops.Counting):
                 tensor in self.brought_over:
             return
         self.syncs[(WATCHED[method], *asked_from())] += 1
+
+    def outside_ops_seconds(self) -> float:
+        """The step's time between its ops (the Python around them: a framework's layers and
+        loop, Keras' on torch), less the recorder's own bookkeeping between two ops, taken as
+        the 10th percentile of the gaps (two ops back to back): an upper bound, as the
+        bookkeeping varies from op to op. The call's time before its first op and after its
+        last (a part's set-up) is not counted."""
+        if not self.gaps:
+            return 0.0
+        ordered = sorted(self.gaps)
+        bookkeeping = ordered[len(ordered) // 10]
+        return max(0.0, sum(ordered) - bookkeeping * len(ordered))
 
     def sync_points(self) -> list[SyncPoint]:
         return [SyncPoint(what=what, where=where, user_code=user, count=count)
@@ -328,20 +346,23 @@ def fastest_recording(step: Callable[[], Any], warmup: int, passes: int = RECORD
 
 def features_of(step: Callable[[], Any], *, step_s: float | None = None,
                 timed_calls: int = 3, h2d_bytes: int | None = None, h2d_how: str = "",
-                warmup: int = 1, passes: int = RECORD_PASSES) -> StepFeatures:
+                warmup: int = 1, passes: int = RECORD_PASSES,
+                framework: str = "torch") -> StepFeatures:
     """The features of STEP (harness/predict/features.py). STEP_S: its wall time per call
     where the caller timed it (a case's median), else the median of TIMED_CALLS plain calls
     here (0: none). H2D_BYTES: what one call copies host->device (None: not known).
-    PASSES: recorded calls, the fastest kept (RECORD_PASSES says why)."""
+    PASSES: recorded calls, the fastest kept (RECORD_PASSES says why). FRAMEWORK: whose step
+    it is (keras-torch: Keras' layers and fit loop running torch's ops)."""
     recording, pass_totals = fastest_recording(step, warmup, passes)
     if step_s is None and timed_calls:
         step_s = median_seconds(step, timed_calls)
     return summarize(StepFeatures(
-        framework="torch", how=HOW, ops=recording.ops, sync_points=recording.sync_points(),
+        framework=framework, how=HOW, ops=recording.ops, sync_points=recording.sync_points(),
         step_s=step_s, h2d_bytes=h2d_bytes,
         h2d_how=h2d_how or ("not given" if h2d_bytes is None else "given by the caller"),
         ops_inside_host_reads=recording.skipped, pass_host_s=pass_totals,
-        flop_coverage=dict(recording.coverage().record())))
+        flop_coverage=dict(recording.coverage().record()),
+        outside_ops_s=recording.outside_ops_seconds()))
 
 
 def features_record(step: Callable[[], Any], **options: Any) -> dict[str, Any]:
@@ -386,11 +407,9 @@ EAGER_MNIST = ("as-written", "preloaded", "adam-fused", "adam-foreach")
 def host_speed_record() -> dict[str, float]:
     """This CPU's single-thread speed (harness/predict/hostspeed.py's two loops, quick policy:
     ~0.2 s): the prediction for host 'this' rescales the profile's launch costs by it."""
-    from harness.predict import hostspeed, timed  # noqa: PLC0415 - only a features pass needs it
+    from harness.predict import hostspeed  # noqa: PLC0415 - only a features pass needs it
 
-    rows = hostspeed.measure(timed.policy(quick=True))
-    return {"python_loop_s": float(rows["host.python"].rows[0].median_s or 0.0),
-            "numpy_loop_s": float(rows["host.numpy"].rows[0].median_s or 0.0)}
+    return hostspeed.speed_record()
 
 
 def mnist_batch_bytes(task: Any) -> tuple[int, str]:

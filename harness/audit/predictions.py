@@ -38,9 +38,10 @@ from harness.predict.answer import (
     interval_figure,
     ms,
 )
-from harness.predict.features import StepFeatures
 from harness.predict.interval import Interval, band_for, interval_of
-from harness.predict.model import MODEL_VERSION, Prediction, profile_identity, recompute
+from harness.predict.jaxfeatures import load_features
+from harness.predict.jaxmodel import model_version, prediction_identity, recompute_any
+from harness.predict.model import Prediction
 from harness.predict.profile import Profile, ProfileError, load_profile
 from harness.predict.ranking import FASTEST_CPU, RANKED
 from harness.spec import Status
@@ -62,7 +63,7 @@ def readable_profile(ledger: Ledger, subject: str, name: str,
     except ProfileError as why:
         ledger.cannot(subject, f"prediction on {name}", WHERE, f"profile unreadable now: {why}")
         return None
-    if profile_identity(profile, name) != stored.profile:
+    if prediction_identity(profile, name, stored.framework) != stored.profile:
         ledger.cannot(subject, f"prediction on {name}", WHERE,
                       "the profile changed since the run (its identity differs)")
         return None
@@ -85,21 +86,22 @@ def check_case(ledger: Ledger, subject: str, extra: dict[str, Any],
     if not isinstance(record, dict):
         ledger.cannot(subject, "GPU predictions", WHERE, "no stored features to predict from")
         return
-    features = StepFeatures.from_dict(record)
+    features = load_features(record)  # torch's, a jitted JAX step's, TensorFlow's stand-in
     for name, by_host in (extra.get(PREDICTIONS_KEY) or {}).items():
         for host, stored_record in (by_host or {}).items():
             if cell is not None:
                 check_named_cell(ledger, subject, cell, stored_record)
             stored = Prediction.from_dict(stored_record)
-            if stored.model_version != MODEL_VERSION:  # an older model's terms differ
+            current = model_version(stored.framework)
+            if stored.model_version != current:  # an older model's terms differ
                 ledger.cannot(subject, f"prediction on {name}", WHERE,
                               f"made by model version {stored.model_version}; this harness's "
-                              f"model is version {MODEL_VERSION}")
+                              f"{stored.framework} model is version {current}")
                 continue
             profile = readable_profile(ledger, subject, name, stored)
             if profile is None:
                 continue
-            again = recompute(stored, features, profile)
+            again = recompute_any(stored, features, profile)
             figure = f"predicted GPU step on {name}, host {host}"
             ledger.verdict(subject, f"{figure}: status", WHERE, again.status == stored.status,
                            stored.status, again.status)
@@ -151,12 +153,13 @@ def predicted_step(case: CaseResult, profile: str, host: str,
     """A CPU case's GPU step made again from its stored features on PROFILE as HOST, per step,
     and the interval around it held to the case's own spread (None: unknown; no band)."""
     stored = Prediction.from_dict(case.extra[PREDICTIONS_KEY][profile][host])
-    again = recompute(stored, StepFeatures.from_dict(case.extra[FEATURES_KEY]),
-                      load_profile(profile))
+    again = recompute_any(stored, load_features(case.extra[FEATURES_KEY]),
+                          load_profile(profile))
     if again.seconds is None:
         return None, None
     step = again.seconds / float(case.extra.get(STEPS_KEY) or 1)
-    band = band_for(profile, str(again.profile.get("identity")), host, again.regime)
+    band = band_for(profile, str(again.profile.get("identity")), host, again.regime,
+                    again.framework)
     return step, None if band is None else interval_of(step, band, numpy_noise(case))
 
 

@@ -12,4 +12,8 @@
 
 - `model` (with `kernels` and `rates`): the predicted GPU step from features and a profile,
   with the host's launch queue and the device's kernels, copies, sync stalls and variants.
+- `jaxfeatures`, `hlo`, `jaxmodel`: a jitted JAX step's features (its compiled program's
+  kernels, read from the optimized HLO, and its host costs; backends/jax/features.py records
+  them), its model on a profile's JAX rows, and `predict_any`: any framework's stored record
+  predicted (TensorFlow's "unknown": no profile).
 """

@@ -30,9 +30,10 @@ from typing import Any
 from harness.core.units import device_kind, format_size, three_digits
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.data.serial import JsonObject, JsonValue
-from harness.predict.features import StepFeatures
 from harness.predict.interval import Interval, band_for, interval_of, why_no_band
-from harness.predict.model import LAUNCH_BOUND, PREDICTED, Prediction, predict
+from harness.predict.jaxfeatures import load_features
+from harness.predict.jaxmodel import predict_any
+from harness.predict.model import LAUNCH_BOUND, PREDICTED, Prediction
 from harness.predict.profile import Profile, ProfileError, load_profile, shipped_names
 from harness.predict.rates import HostSpeed
 from harness.spec import Status
@@ -100,12 +101,12 @@ def case_predictions(extra: JsonObject, chosen: Sequence[Target], cpu_model: str
     record, speed = extra[FEATURES_KEY], extra.get(HOST_SPEED_KEY)
     if not isinstance(record, dict):
         raise TypeError(f"{FEATURES_KEY} is not a JSON object")
-    features = StepFeatures.from_dict(record)
+    features = load_features(record)  # torch's, a jitted JAX step's, TensorFlow's stand-in
     this_host = host_speed(speed, cpu_model, cores)
     named = {FRAMEWORK_KEY: cell.framework, CELL_VARIANT_KEY: cell.variant} if cell else {}
-    return {target.name: {host: {**predict(features, target.profile, host=host,
-                                           this_host=this_host,
-                                           profile_name=target.name).to_dict(), **named}
+    return {target.name: {host: {**predict_any(features, target.profile, host=host,
+                                               this_host=this_host,
+                                               profile_name=target.name).to_dict(), **named}
                           for host in HOSTS}
             for target in chosen}
 
@@ -318,9 +319,10 @@ def point_interval(name: str, point: CasePoint) -> tuple[Interval | None, str]:
     if point.gpu_step_s is None:
         return None, ""
     identity = str(point.prediction.profile.get("identity"))
-    band = band_for(name, identity, LINE_HOST, point.prediction.regime)
+    framework = point.prediction.framework
+    band = band_for(name, identity, LINE_HOST, point.prediction.regime, framework)
     if band is None:
-        return None, why_no_band(name, identity, LINE_HOST, point.prediction.regime)
+        return None, why_no_band(name, identity, LINE_HOST, point.prediction.regime, framework)
     return interval_of(point.gpu_step_s, band, point.noise), ""
 
 
@@ -348,8 +350,8 @@ def version_note(identity: dict[str, Any], cell: CellResult) -> tuple[str, str] 
     def minor(version: str) -> str:
         return ".".join(version.split("+")[0].split()[0].split(".")[:2]) if version else ""
 
-    if cell.framework != "torch":
-        return None  # another framework's version is not torch's
+    if cell.framework != "torch":  # the profile's torch is the torch cell's to set against
+        return None
     profiled = minor(str(identity.get("torch") or ""))
     here = minor(str(cell.framework_version or ""))
     return (profiled, here) if profiled and here and profiled != here else None

@@ -14,7 +14,13 @@ from typing import Annotated
 import typer
 
 from harness.core.units import format_bytes, format_seconds, three_digits
-from harness.predict.make import MeasurementFailed, default_device, default_out, measure_profile
+from harness.predict.make import (
+    MeasurementFailed,
+    add_jax,
+    default_device,
+    default_out,
+    measure_profile,
+)
 from harness.predict.profile import (
     PROFILES_DIR,
     Entry,
@@ -22,6 +28,7 @@ from harness.predict.profile import (
     Row,
     load_profile,
     read_profile,
+    resolve,
     shipped_names,
     write_profile,
 )
@@ -94,6 +101,10 @@ def profile_device(
         help="Print what a profile (a shipped name or a file) holds and exit.")] = None,
     timeout: Annotated[float, typer.Option(
         help="Seconds the measuring may take before it is stopped.")] = 900.0,
+    add_jax_to: Annotated[str | None, typer.Option(
+        "--add-jax", help="Measure only the JAX rows (jax.dispatch, jax.kernel_floor) and add "
+                          "them to this profile (a file or a shipped name), or make them "
+                          "again; written back to it unless --out.")] = None,
 ) -> None:
     """Measure a device profile: dispatch and launch cost, kernel floor, matmul, conv and
     memory rates, host<->device copies, sync and CUDA-graph costs, kernels per common op,
@@ -105,8 +116,14 @@ def profile_device(
         if show is not None:
             typer.echo("\n".join(summary_lines(load_profile(show))))
             return
-        chosen = device or default_device()
-        profile = measure_profile(chosen, quick, timeout)
+        if add_jax_to is not None:
+            path = resolve(add_jax_to)
+            chosen = device or str(read_profile(path).device.get("name") or default_device())
+            profile = add_jax(path, chosen, quick, timeout)
+            out = out or path
+        else:
+            chosen = device or default_device()
+            profile = measure_profile(chosen, quick, timeout)
     except BadInput as exc:
         bad_input(str(exc))
         return

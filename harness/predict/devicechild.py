@@ -2,7 +2,8 @@
 device profile and write it (the child process of `harness profile-device`).
 
 The framework's measurements are its backend's `gpuprofile.measure` (backends/torch/
-gpuprofile.py); this module adds what needs no framework (the host, the driver, the date,
+gpuprofile.py; JAX's rows: backends/jax/gpuprofile.py, in a child of their own); this module
+adds what needs no framework (the host, the driver, the date,
 the harness's version) and fills every catalogue entry the backend did not measure as absent.
 A device the framework cannot open is written as {"error": why}.
 """

@@ -98,6 +98,10 @@ class StepFeatures(_Record):
     ops_inside_host_reads: int = 0  # ops a print/repr ran, left out of `ops`
     pass_host_s: list[float] = field(default_factory=list)  # each recorded pass's host seconds
     flop_coverage: dict[str, Any] = field(default_factory=dict)  # flops.CoverageRecord
+    # Seconds between the kept pass's ops, less the recorder's own cost between two ops
+    # (backends/torch/features.py Recording.outside_ops_seconds): the Python around the ops
+    # (None: recorded before it was kept).
+    outside_ops_s: float | None = None
     # Derived from the above (summarize); stored so a reader needs no code, checked on reload.
     op_count: int = 0
     kernel_ops: int = 0

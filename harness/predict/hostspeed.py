@@ -17,7 +17,7 @@ import numpy as np
 from harness.data.serial import JsonValue
 from harness.measure.timing import TimingPolicy
 from harness.predict.profile import Entry, spec_of
-from harness.predict.timed import no_sync, timed_row
+from harness.predict.timed import no_sync, policy, timed_row
 
 PYTHON_ITERATIONS = 20_000
 NUMPY_OPS = 2_000
@@ -70,3 +70,12 @@ def fastest(passes: list[dict[str, Entry]]) -> dict[str, Entry]:
         kept[name] = replace(passes[0][name], rows=[
             replace(best, params={**best.params, "passes": len(rows), "pass_medians_s": medians})])
     return kept
+
+
+def speed_record() -> dict[str, float]:
+    """This CPU's single-thread speed as a features pass stores it (the two loops, quick
+    policy: ~0.2 s): a prediction for host 'this' rescales the profile's launch costs by it.
+    Framework-free: torch's, JAX's and Keras' features passes all store it."""
+    rows = measure(policy(quick=True))
+    return {"python_loop_s": float(rows["host.python"].rows[0].median_s or 0.0),
+            "numpy_loop_s": float(rows["host.numpy"].rows[0].median_s or 0.0)}

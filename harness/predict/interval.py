@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 # Beside the profiles, not among them (profiles/*.json are all profiles).
+# The validation's zoo trains torch models: its error bands are torch's steps' alone.
+VALIDATED_FRAMEWORK = "torch"
 ERRORS_FILE = Path(__file__).resolve().parent / "validated" / "errors.json"
 ERRORS_KIND = "harness-prediction-errors"
 ERRORS_VERSION = 2  # 2: a profile's band pooled over several rows files (sources)
@@ -127,8 +129,12 @@ def shipped_errors(path: Path = ERRORS_FILE) -> dict[str, Any]:
     return dict(document.get("profiles") or {})
 
 
-def band_for(profile_name: str, identity: str, host: str, regime: str) -> ErrorBand | None:
-    """The validated band of PROFILE_NAME (its identity as validated), HOST and REGIME."""
+def band_for(profile_name: str, identity: str, host: str, regime: str,
+             framework: str = VALIDATED_FRAMEWORK) -> ErrorBand | None:
+    """The validated band of PROFILE_NAME (its identity as validated), HOST and REGIME; none
+    for another FRAMEWORK's steps than the validation's (torch's)."""
+    if framework != VALIDATED_FRAMEWORK:
+        return None
     found = shipped_errors().get(profile_name)
     if not found or found.get("identity") != identity:
         return None
@@ -147,8 +153,11 @@ def interval_of(seconds: float, band: ErrorBand, noise: float) -> Interval:
                     band, noise, low_band, high_band)
 
 
-def why_no_band(profile_name: str, identity: str, host: str, regime: str) -> str:
+def why_no_band(profile_name: str, identity: str, host: str, regime: str,
+                framework: str = VALIDATED_FRAMEWORK) -> str:
     """Why band_for found none, in a few words for the printed line."""
+    if framework != VALIDATED_FRAMEWORK:
+        return f"error not measured for {framework} steps"
     found = shipped_errors().get(profile_name)
     if not found:
         return "error not measured for this profile"

@@ -152,6 +152,11 @@ RECORDED_OP_DISPATCHES = 2.23
 # A step whose CPU run decomposed a recurrent layer into more time steps than this is
 # "unknown" (module docstring): one step's cell could be a user's own loop.
 MAX_DECOMPOSED_CELLS = 1
+# Keras on torch runs torch's ops from Keras' layers, fit loop and optimizer, whose Python
+# between the ops is host work a GPU step pays too: its features' outside_ops_s (the time
+# between the recorded ops, less the recorder's own) is added to the host work
+# (host_outside_ops_s), where a plain torch step's is not (module docstring, "Host costs").
+KERAS_TORCH = "keras-torch"
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,10 @@ class Prediction(JsonRecord):
     identity, host choice, variant) and every term, so a check can recompute it."""
 
     model_version: int = MODEL_VERSION
+    # The framework whose step this is (torch, keras-torch, jax, keras-jax, tensorflow, ...):
+    # which model made it (harness/predict/jaxmodel.py predict_any) and which CPU step it
+    # sets against.
+    framework: str = "torch"
     status: str = UNKNOWN
     reason: str = ""
     seconds: float | None = None
@@ -289,7 +298,10 @@ def host_terms(plan: Plan, features: StepFeatures, profile: Profile, variant: Va
                      host_python_s=0.0, host_ops_s=replay.fixed_s * scales.ops,
                      host_step_s=0.0)
     else:
-        terms.update(host_python_s=terms["host_here_s"] * terms["python_scale"],
+        if features.framework == KERAS_TORCH:  # Keras' own Python between the ops
+            terms["host_outside_ops_s"] = features.outside_ops_s or 0.0
+        terms.update(host_python_s=(terms["host_here_s"] + terms.get("host_outside_ops_s", 0.0))
+                     * terms["python_scale"],
                      host_ops_s=(launches * launch_s + allocations * allocation_s)
                      * scales.ops,
                      host_step_s=steps * terms["step_overhead_s"] * scales.ops)
@@ -344,7 +356,8 @@ def predict(features: StepFeatures, profile: Profile, *, host: str = "profiled",
     if host not in HOSTS:
         raise ValueError(f"host must be one of {HOSTS}, not {host!r}")
     chosen = Variant.parse(variant)
-    base = Prediction(profile=profile_identity(profile, profile_name), host_choice=host,
+    base = Prediction(framework=features.framework or "torch",
+                      profile=profile_identity(profile, profile_name), host_choice=host,
                       this_host=this_host.record() if this_host else {}, variant=chosen.name)
     try:
         scales = host_scales(profile, host, this_host)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -52,6 +52,9 @@ class EntrySpec:
     name: str
     what: str
     applies: str  # ANY: every device; GPU: a CUDA device only (absent elsewhere, with why)
+    # The framework whose child process measures it. JAX's rows came later than the first
+    # profiles: a file without them loads, its JAX entries absent with NO_JAX_ROW.
+    framework: str = "torch"
 
 
 CATALOGUE: tuple[EntrySpec, ...] = (
@@ -88,8 +91,20 @@ CATALOGUE: tuple[EntrySpec, ...] = (
               "interpreter speed", ANY),
     EntrySpec("host.numpy", "a fixed loop of small numpy ops (hostspeed.numpy_loop): "
               "single-thread per-call overhead of a C extension", ANY),
+    EntrySpec("jax.dispatch", "a jitted x + 1 of an 8-element array, called back to back, "
+              "block_until_ready before both clock reads of a sample: the pipelined cost of "
+              "one JAX executable", ANY, framework="jax"),
+    EntrySpec("jax.kernel_floor", "jitted chains of `kernels` tiny kernels XLA does not fuse "
+              "(each an 8x8 reduction of the previous one's result), timed as jax.dispatch: "
+              "the slope over `kernels` is one more kernel's cost inside an executable", ANY,
+              framework="jax"),
 )
 ENTRY_NAMES = tuple(spec.name for spec in CATALOGUE)
+JAX_ENTRIES = tuple(spec.name for spec in CATALOGUE if spec.framework == "jax")
+# Entries every profile file must hold; the others (JAX's) may be missing from an older file.
+REQUIRED_ENTRIES = tuple(spec.name for spec in CATALOGUE if spec.framework == "torch")
+NO_JAX_ROW = ("the profile has no JAX row; make it again with harness profile-device (or add "
+              "the JAX rows to this file: harness profile-device --add-jax FILE)")
 _BY_NAME = {spec.name: spec for spec in CATALOGUE}
 
 
@@ -208,7 +223,8 @@ def absent(name: str, reason: str) -> Entry:
 def completed(entries: Mapping[str, Entry]) -> dict[str, Entry]:
     """Every catalogue entry, in catalogue order: those ENTRIES lack are absent, saying so."""
     return {name: entries.get(name) or absent(
-        name, "not measured: the backend that made this profile has no measurement for it")
+        name, NO_JAX_ROW if name in JAX_ENTRIES else
+        "not measured: the backend that made this profile has no measurement for it")
         for name in ENTRY_NAMES}
 
 
@@ -228,6 +244,7 @@ def from_document(document: object, source: Path | str = "profile") -> Profile:
     try:
         profile = Profile.from_dict(document)
         problems = _problems(profile)
+        profile = replace(profile, entries={**completed(profile.entries), **profile.entries})
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise ProfileError(f"{label}: not a valid device profile ({type(exc).__name__}: "
                            f"{exc})") from None
@@ -242,6 +259,8 @@ def _problems(profile: Profile) -> list[str]:
     found = []
     for name in ENTRY_NAMES:
         entry = profile.entries.get(name)
+        if entry is None and name not in REQUIRED_ENTRIES:
+            continue  # an older file without JAX's rows: filled in as absent
         if not isinstance(entry, Entry):
             found.append(f"entry {name} missing")
         elif not entry.absent and not entry.rows:

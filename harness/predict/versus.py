@@ -1,9 +1,10 @@
 """The GPU run's own check of the prediction (issue 51, part 4): a predicted GPU step beside
 the same case measured on that GPU, where one run holds both.
 
-A run on a GPU machine has a torch CPU cell whose features pass recorded its step, predicted
-after the run on every profile (harness/predict/answer.py), and a torch GPU cell of the same
-workload and variant measured on a GPU that one of those profiles describes (the cell's
+A run on a GPU machine has a CPU cell whose features pass recorded its step (torch,
+keras-torch, jax, keras-jax), predicted after the run on every profile (harness/predict/
+answer.py), and a GPU cell of the same framework, workload and variant measured on a GPU that
+one of those profiles describes (the cell's
 `device_name` is the profile's device description, e.g. "NVIDIA H100 80GB HBM3"). For every
 size both cells measured, it pairs:
 
@@ -48,7 +49,9 @@ from harness.spec import Status
 
 HOST = "this"  # this machine's CPU drives the GPU: what the GPU cell measured
 FAMILY = "predicted vs measured GPU step"  # the audit's family (harness/audit/predictedgpu.py)
-FRAMEWORK = "torch"  # the only framework whose features are recorded
+# The frameworks whose CPU cells are predicted (harness/predict/jaxmodel.py predict_any):
+# each GPU cell of one is paired with its CPU cell, one tally per profile and framework.
+FRAMEWORKS = ("torch", "keras-torch", "jax", "keras-jax")
 # Three terminal lines at 100 columns at most once folded under the verdict (the CLI folds
 # it: harness/commands/predicted.py): the longest wording that fits, the figures whole.
 LINE_LIMIT = 240
@@ -127,7 +130,7 @@ def ok_cases(cell: CellResult, sweep: str) -> dict[str, CaseResult]:
 
 def gpu_cells(document: RunDocument) -> list[CellResult]:
     return [cell for cell in document.cells if device_kind(cell.device) == "gpu"
-            and cell.framework == FRAMEWORK and cell.device_name]
+            and cell.framework in FRAMEWORKS and cell.device_name]
 
 
 def cpu_partner(document: RunDocument, gpu: CellResult) -> CellResult | None:
@@ -146,9 +149,9 @@ def band_of(name: str, prediction: Prediction, predicted_s: float | None,
     if predicted_s is None:
         return None, prediction.reason or "not predicted"
     identity = str(prediction.profile.get("identity"))
-    band = band_for(name, identity, HOST, prediction.regime)
+    band = band_for(name, identity, HOST, prediction.regime, prediction.framework)
     if band is None:
-        return None, why_no_band(name, identity, HOST, prediction.regime)
+        return None, why_no_band(name, identity, HOST, prediction.regime, prediction.framework)
     return interval_of(predicted_s, band, noise), ""
 
 
@@ -254,12 +257,13 @@ def ratio_text(ratio: float | None) -> str:
 
 
 def tallies(document: RunDocument) -> list[Tally]:
-    """One tally per profile that describes a GPU of DOCUMENT, in the order first paired."""
-    by_profile: dict[str, list[Pair]] = {}
+    """One tally per profile that describes a GPU of DOCUMENT and framework, in the order
+    first paired."""
+    by_profile: dict[tuple[str, str], list[Pair]] = {}
     for pair in pairs_of(document):
-        by_profile.setdefault(pair.profile, []).append(pair)
+        by_profile.setdefault((pair.profile, pair.framework), []).append(pair)
     return [Tally(document.run_id, name, found[0].device_name, tuple(found))
-            for name, found in by_profile.items()]
+            for (name, _framework), found in by_profile.items()]
 
 
 def tally_line(tally: Tally, others: int = 0) -> str:

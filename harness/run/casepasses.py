@@ -19,6 +19,11 @@ from harness.data.secondopinion import RECORD_KEY as SECOND_OPINION
 from harness.data.serial import JsonObject
 from harness.measure import blocks
 from harness.measure.casewatch import LATER_ROUND_REASON
+from harness.predict.jaxfeatures import (
+    NO_TENSORFLOW_PROFILE,
+    TENSORFLOW_FRAMEWORKS,
+    NoProfileFeatures,
+)
 from harness.run.failures import failure_reason
 from harness.run.phaseclock import PhaseClock, phase
 from harness.spec import ParamValue, WorkloadSpec
@@ -230,6 +235,7 @@ def device_profile_pass(spec: WorkloadSpec, device: Any, cell_round: int, step: 
 
 
 FEATURES_REASON = "step_features_reason"
+FEATURES_KEY, FEATURES_PART_KEY = "step_features", "step_features_steps"
 # Optimizer steps of an epoch-sized call (MNIST) the features pass records: a few, so its
 # cost is a few steps under the recording mode, not an epoch (the prediction is per step).
 FEATURES_PART_STEPS = 4
@@ -260,10 +266,12 @@ def features_pass(module: Any, framework: str, variant: str, device: Any, cell_r
         return {}
     record = getattr(module, "step_features", None)
     if record is None:
-        return {FEATURES_REASON: ("the features pass records training steps of own-model "
-                                  "torch files and of the MNIST workloads"
-                                  if framework == "torch" else
-                                  f"features are recorded from torch steps only, not {framework}")}
+        return {FEATURES_REASON: "the features pass records training steps of the MNIST "
+                                 "workloads and of own-model torch files, not this "
+                                 f"workload's {framework} step"}
+    if framework in TENSORFLOW_FRAMEWORKS:  # nothing to record: no profile could price it
+        return {FEATURES_KEY: NoProfileFeatures(framework, NO_TENSORFLOW_PROFILE).record(),
+                FEATURES_PART_KEY: 1}
     if step is None:
         return {FEATURES_REASON: "timed in other processes; no in-process step to record"}
     too_long = pass_too_long(FEATURES_PHASE, recorded_call_seconds(step, seconds_per_call),

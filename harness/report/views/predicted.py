@@ -29,12 +29,14 @@ if TYPE_CHECKING:
 FIGURE = "predicted-vs-measured.png"
 HEADING = "GPU step: predicted vs measured"
 # Templates, so a test can reword them: the audit reads the records, never these words.
-SENTENCE = ("Run `{run}`, profile `{profile}` ({device} as `{gpu}`, this CPU driving it): "
+SENTENCE = ("Run `{run}`, {framework}, profile `{profile}` ({device} as `{gpu}`, this CPU "
+            "driving it): "
             "{within}, median predicted / measured {ratio}; the predicted GPU-vs-CPU verdict "
             "is right in {verdicts} cases{ties}.")
 WITHIN_CLAUSE = "the measured GPU step lies within the printed interval in {count} cases"
 NO_INTERVAL_CLAUSE = "no interval printed ({why})"
-UNKNOWN_SENTENCE = ("Run `{run}`, profile `{profile}` ({device} as `{gpu}`): no step predicted "
+UNKNOWN_SENTENCE = ("Run `{run}`, {framework}, profile `{profile}` ({device} as `{gpu}`): no "
+                    "step predicted "
                     "to set against the measured one ({why}).")
 UNKNOWN_LINE = "- not predicted at {sweep} {sizes}: {why}"
 HEADERS = ["variant", "{sweep}", "predicted", "interval", "measured", "predicted / measured",
@@ -99,7 +101,7 @@ class PredictedView(View):
                  out_dir: Path) -> list[str]:
         """Per run and profile: the sentence, then the table; the figure once, first."""
         lines = figure_links("GPU step predicted vs measured", figures, out_dir)
-        for _key, group in table.groupby(["run_id", "profile"], sort=False):
+        for _key, group in table.groupby(["run_id", "profile", "framework"], sort=False):
             first = group.iloc[0]
             lines += [sentence(group), ""]
             cells, records = zip(*[row_figures(row) for _, row in group.iterrows()])
@@ -176,7 +178,8 @@ def sentence(group: pd.DataFrame) -> str:
     """A profile's sentence in one run, with its records (the tally's figures)."""
     first = group.iloc[0]
     subject = subject_of(first, size=False)
-    names = {"run": first["run_id"], "profile": first["profile"], "gpu": first["gpu_device"],
+    names = {"run": first["run_id"], "framework": first["framework"],
+             "profile": first["profile"], "gpu": first["gpu_device"],
              "device": short_device(str(first["device_name"]))}
     if group["predicted_s"].isna().all():
         return UNKNOWN_SENTENCE.format(**names, why=first["reason"])
