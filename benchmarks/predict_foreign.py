@@ -33,10 +33,11 @@ DEMO_FILE = DATA / "predict-demo-vm-20261207.json.gz"
 # The demo's torch GPU step as measured on lent GPUs (per step; mnist-wide, batch 32, 3
 # rounds), quoted where it was measured: no rows of these runs are stored.
 DEMO_MEASURED = {
-    "h100": {"steps_s": [1.81e-3, 1.96e-3, 2.06e-3],
+    "h100": {"steps_s": [1.61e-3, 1.81e-3, 1.96e-3, 2.06e-3],
              "source": "H100 80GB: 1.81 ms the README's demo compare of 2026-11-27 "
                        "(docs/predict.md, 'Predicted vs measured on a GPU run'); 1.96-2.06 ms "
-                       "two runs of the same compare (issue 61)"},
+                       "two runs of the same compare (issue 61); 1.61 ms the same compare on "
+                       "a lent H100 on 2026-12-07 (docs/findings.md)"},
     "h200": {"steps_s": [2.27e-3, 2.32e-3, 2.5e-3],
              "source": "H200: 2.32 ms the demo compare of 2026-11-27 (docs/predict.md, "
                        "'Predicted vs measured on a GPU run'); 2.27-2.5 ms torch's step in the "

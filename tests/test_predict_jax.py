@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.data.noprofile import NO_TENSORFLOW_PROFILE, NoProfileFeatures
 from harness.predict import hlo
 from harness.predict.features import StepFeatures
 from harness.predict.jaxfeatures import (
-    NO_TENSORFLOW_PROFILE,
     JaxFeatures,
     KernelRecord,
-    NoProfileFeatures,
     load_features,
     summarized,
 )

@@ -30,18 +30,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from harness.data.noprofile import NoProfileFeatures
 from harness.data.serial import JsonRecord, JsonValue
 from harness.predict.features import StepFeatures
 from harness.predict.hlo import HloKernel
 
 JAX_FRAMEWORKS = ("jax", "keras-jax")
-TENSORFLOW_FRAMEWORKS = ("tensorflow", "keras-tensorflow")
 JAX_FEATURES_VERSION = 1
-NO_TENSORFLOW_PROFILE = (
-    "no TensorFlow profile: the harness measures its profiles through torch and JAX, and the "
-    "lent GPUs have no TensorFlow; one would need a TensorFlow profile backend "
-    "(backends/tensorflow/gpuprofile.py) run by `harness profile-device` on a GPU host with "
-    "TensorFlow")
 
 
 class _Record(JsonRecord):
@@ -110,18 +105,6 @@ def summarized(features: JaxFeatures) -> JaxFeatures:
                    matmul_flops=float(sum(matmuls)),
                    kernel_bytes=float(sum(kernel.bytes for kernel in kernels)),
                    largest_matmul_flops=float(max(matmuls, default=0.0)))
-
-
-@dataclass(frozen=True)
-class NoProfileFeatures(_Record):
-    """A step whose framework no profile can price (module docstring): its framework, and
-    why its features were not recorded."""
-
-    framework: str = ""
-    no_profile: str = ""
-
-    def record(self) -> dict[str, JsonValue]:
-        return self.to_dict()
 
 
 Features = StepFeatures | JaxFeatures | NoProfileFeatures

@@ -38,15 +38,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from harness.data.noprofile import NO_TENSORFLOW_PROFILE, NoProfileFeatures
 from harness.data.serial import JsonValue
 from harness.predict.features import StepFeatures
 from harness.predict.jaxfeatures import (
     JAX_FRAMEWORKS,
-    NO_TENSORFLOW_PROFILE,
     Features,
     JaxFeatures,
     KernelRecord,
-    NoProfileFeatures,
 )
 from harness.predict.model import (
     COMPUTE_BOUND,

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.data.noprofile import TENSORFLOW_FRAMEWORKS
 from harness.data.results import CellResult, RunDocument
 from harness.predict.answer import (
     PREDICTIONS_KEY,
@@ -49,7 +50,6 @@ from harness.predict.model import PREDICTED
 
 RANKING_FAMILY = "predicted GPU ranking"  # the audit's family (harness/audit/predictions.py)
 RANKED, FASTEST_CPU = "ranked GPU step", "fastest on this CPU"  # the figures' names
-TENSORFLOW_FRAMEWORKS = ("tensorflow", "keras-tensorflow")
 NO_TF_PROFILE = "no TensorFlow profile"
 # What is missing, said once per run: the profile's rows are measured through torch.
 TF_MISSING = ("unknown: no TensorFlow profile (harness profile-device measures through torch "

@@ -15,15 +15,15 @@ from typing import Any
 from harness.backend import ProfileUnavailable
 from harness.core.settings import Settings
 from harness.core.units import format_seconds
-from harness.data.secondopinion import RECORD_KEY as SECOND_OPINION
-from harness.data.serial import JsonObject
-from harness.measure import blocks
-from harness.measure.casewatch import LATER_ROUND_REASON
-from harness.predict.jaxfeatures import (
+from harness.data.noprofile import (
     NO_TENSORFLOW_PROFILE,
     TENSORFLOW_FRAMEWORKS,
     NoProfileFeatures,
 )
+from harness.data.secondopinion import RECORD_KEY as SECOND_OPINION
+from harness.data.serial import JsonObject
+from harness.measure import blocks
+from harness.measure.casewatch import LATER_ROUND_REASON
 from harness.run.failures import failure_reason
 from harness.run.phaseclock import PhaseClock, phase
 from harness.spec import ParamValue, WorkloadSpec
