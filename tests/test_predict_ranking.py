@@ -291,7 +291,8 @@ def test_a_huge_spread_prints_no_negative_figure_and_says_too_wide(tmp_path: Pat
 
 def test_the_overview_draws_each_predicted_step_under_its_cpu_bar(run_dir: Path) -> None:
     """Computed first: a row per profile right under the CPU row it was predicted from, its
-    step and printed interval the stored prediction's; then drawn, hatched."""
+    step and printed interval the stored prediction's (torch's only: the other frameworks'
+    error is not measured yet); then drawn, hatched."""
     from harness.report.context import build_context
     from harness.report.load import load_runs
     from harness.report.views.overview import PREDICTED, OverviewView
@@ -308,6 +309,10 @@ def test_the_overview_draws_each_predicted_step_under_its_cpu_bar(run_dir: Path)
         steps = {name: gpu_steps(document, name, 64)[framework] for name in shipped_names()}
         rows = table[(table["framework"] == framework) & (table["device_kind"] == PREDICTED)]
         assert sorted(rows["median_s"]) == pytest.approx(sorted(steps.values()))
-        assert (rows["q1_s"] < rows["median_s"]).all() and (rows["median_s"] < rows["q3_s"]).all()
+        if framework == "torch":  # the only framework whose error the validation measured
+            assert (rows["q1_s"] < rows["median_s"]).all() and \
+                (rows["median_s"] < rows["q3_s"]).all()
+        else:  # "error not measured for ... steps": no whiskers drawn
+            assert rows["q1_s"].isna().all() and rows["q3_s"].isna().all()
     assert ("keras-tensorflow", PREDICTED) not in kinds
     assert (run_dir / "mnist-small-overview.png").is_file()

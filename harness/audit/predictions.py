@@ -56,14 +56,15 @@ def case_subject(cell: CellResult, case: CaseResult) -> str:
 
 
 def readable_profile(ledger: Ledger, subject: str, name: str,
-                     stored: Prediction) -> Profile | None:
-    """The profile NAME as the prediction used it, else None with the reason noted."""
+                     stored: Prediction, priced_by: str) -> Profile | None:
+    """The profile NAME as the prediction used it (the model of framework PRICED_BY), else
+    None with the reason noted."""
     try:
         profile = load_profile(name)
     except ProfileError as why:
         ledger.cannot(subject, f"prediction on {name}", WHERE, f"profile unreadable now: {why}")
         return None
-    if prediction_identity(profile, name, stored.framework) != stored.profile:
+    if prediction_identity(profile, name, priced_by) != stored.profile:
         ledger.cannot(subject, f"prediction on {name}", WHERE,
                       "the profile changed since the run (its identity differs)")
         return None
@@ -92,13 +93,16 @@ def check_case(ledger: Ledger, subject: str, extra: dict[str, Any],
             if cell is not None:
                 check_named_cell(ledger, subject, cell, stored_record)
             stored = Prediction.from_dict(stored_record)
-            current = model_version(stored.framework)
+            # The model that priced it is the features' framework's (a stored record names
+            # its cell's framework, the same in a real run).
+            priced_by = getattr(features, "framework", "") or stored.framework
+            current = model_version(priced_by)
             if stored.model_version != current:  # an older model's terms differ
                 ledger.cannot(subject, f"prediction on {name}", WHERE,
                               f"made by model version {stored.model_version}; this harness's "
                               f"{stored.framework} model is version {current}")
                 continue
-            profile = readable_profile(ledger, subject, name, stored)
+            profile = readable_profile(ledger, subject, name, stored, priced_by)
             if profile is None:
                 continue
             again = recompute_any(stored, features, profile)

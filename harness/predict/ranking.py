@@ -47,6 +47,7 @@ from harness.predict.answer import (
     size_text,
 )
 from harness.predict.model import PREDICTED
+from harness.predict.profile import NO_JAX_ROW
 
 RANKING_FAMILY = "predicted GPU ranking"  # the audit's family (harness/audit/predictions.py)
 RANKED, FASTEST_CPU = "ranked GPU step", "fastest on this CPU"  # the figures' names
@@ -154,6 +155,8 @@ def short_why(cell: CellResult, point: CasePoint | None, at: str, predicted: boo
         return NO_TF_PROFILE
     if point is None:
         return f"not predicted at {at}" if predicted else NO_FEATURES
+    if point.prediction.reason == NO_JAX_ROW:
+        return "no JAX row in this profile: harness profile-device --add-jax"
     return "unknown to the model"
 
 
