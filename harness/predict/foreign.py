@@ -10,8 +10,6 @@ their derived totals, host seconds to 4 significant digits, gzipped) and reads i
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -116,16 +114,8 @@ def expanded_rows(packed: Mapping[str, Any]) -> list[dict[str, Any]]:
 def read_foreign(path: Path) -> dict[str, Any]:
     """The foreign rows document of PATH (gzipped or not, packed or not), one row per
     process and cell; ForeignError, one line, for anything else."""
-    try:
-        raw = Path(path).read_bytes()
-        document = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    except (OSError, ValueError, EOFError) as why:
-        raise ForeignError(f"{path}: not a readable JSON file ({why})") from None
-    if not isinstance(document, dict) or document.get("kind") != FOREIGN_KIND:
-        raise ForeignError(f"{path}: not a foreign-features file (kind {FOREIGN_KIND!r})")
-    if int(document.get("version", 0)) > FOREIGN_VERSION:
-        raise ForeignError(f"{path}: version {document.get('version')} is newer than this "
-                           f"harness reads ({FOREIGN_VERSION})")
+    document = validation.read_document(path, FOREIGN_KIND, FOREIGN_VERSION, "foreign-features",
+                                        ForeignError)
     if document.get("packed"):
         return {**document, "packed": False, "rows": expanded_rows(document)}
     return document

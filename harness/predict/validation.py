@@ -81,19 +81,27 @@ def write_rows(path: Path, meta: Mapping[str, Any], rows: Sequence[Row]) -> None
     write_json_atomic(path, rows_document(meta, rows))
 
 
-def read_rows(path: Path) -> tuple[dict[str, Any], list[Row]]:
-    """(meta, rows) of a rows file; RowsError, one line, for anything else."""
+def read_document(path: Path, kind: str, version: int, what: str,
+                  error: type[Exception]) -> dict[str, Any]:
+    """The JSON document of PATH (gzipped or not) of KIND at VERSION or older; ERROR, one
+    line naming WHAT the file should be, for anything else."""
     try:
         raw = Path(path).read_bytes()
         # A rows file kept in the repository is gzipped (benchmarks/data/): read either.
         document = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     except (OSError, ValueError, EOFError) as why:
-        raise RowsError(f"{path}: not a readable JSON file ({why})") from None
-    if not isinstance(document, dict) or document.get("kind") != ROWS_KIND:
-        raise RowsError(f"{path}: not a validation rows file (kind {ROWS_KIND!r})")
-    if int(document.get("version", 0)) > ROWS_VERSION:
-        raise RowsError(f"{path}: rows version {document.get('version')} is newer than this "
-                        f"harness reads ({ROWS_VERSION})")
+        raise error(f"{path}: not a readable JSON file ({why})") from None
+    if not isinstance(document, dict) or document.get("kind") != kind:
+        raise error(f"{path}: not a {what} file (kind {kind!r})")
+    if int(document.get("version", 0)) > version:
+        raise error(f"{path}: version {document.get('version')} is newer than this "
+                    f"harness reads ({version})")
+    return document
+
+
+def read_rows(path: Path) -> tuple[dict[str, Any], list[Row]]:
+    """(meta, rows) of a rows file; RowsError, one line, for anything else."""
+    document = read_document(path, ROWS_KIND, ROWS_VERSION, "validation rows", RowsError)
     return dict(document.get("meta") or {}), list(document.get("rows") or [])
 
 
