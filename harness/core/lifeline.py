@@ -36,7 +36,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-PARENT_VARIABLE = "HARNESS_PARENT_PID"
+# Not a HARNESS_* setting (harness.core.settings reads those, a user sets them): a handshake
+# between the harness's own processes, set by the parent for the child it starts, never by hand.
+PARENT_VARIABLE = "CROSSFRAME_PARENT_PID"
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # The exit code of a child whose parent had gone before it could ask: as if killed by SIGKILL.
 PARENT_GONE_EXIT = 128 + signal.SIGKILL
