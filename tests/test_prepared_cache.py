@@ -22,7 +22,7 @@ def children(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[list[str]]
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
 
     def fake_child(module: str, args: list[str], cell: object, timeout_s: float,
-                   context: object):
+                   context: object, user_file: object = None):
         calls.append(list(args))
         folder = Path(args[1])
         folder.mkdir(parents=True)
