@@ -79,6 +79,23 @@ def runs_borrow_the_sessions_warm_processes(request: pytest.FixtureRequest,
                         functools.partial(lent_warm_processes, pool))
 
 
+# The variables a command's output depends on that tests set for one call: whatever a test did
+# to them (a CliRunner call that raised half-way, a child's environment copied back), the next
+# test starts with the session's (a folded line in a test that reads whole ones was one).
+TERMINAL_VARIABLES = ("COLUMNS", "LINES")
+_SESSION_TERMINAL = {name: os.environ.get(name) for name in TERMINAL_VARIABLES}
+
+
+@pytest.fixture(autouse=True)
+def terminal_variables_as_the_session_began() -> Iterator[None]:
+    yield
+    for name, value in _SESSION_TERMINAL.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(scope="module")
 def warm_servers(warm_pool: WarmProcessPool) -> Iterator[ForkServers]:
     """One test module's set of warm processes, borrowed from the session's (a test's

@@ -27,7 +27,7 @@ TWO_FRAMEWORKS = ["compare", "--workload", "fault", "--variant", "ok", "--quick"
 
 
 def invoke(*args: str):
-    return CliRunner().invoke(app, list(args))
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": None})  # piped, unfolded
 
 
 def only_run_dir(out_dir: Path) -> Path:
