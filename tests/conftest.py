@@ -83,7 +83,12 @@ def runs_borrow_the_sessions_warm_processes(request: pytest.FixtureRequest,
 # to them (a CliRunner call that raised half-way, a child's environment copied back), the next
 # test starts with the session's (a folded line in a test that reads whole ones was one).
 TERMINAL_VARIABLES = ("COLUMNS", "LINES")
-_SESSION_TERMINAL = {name: os.environ.get(name) for name in TERMINAL_VARIABLES}
+# Unset for the whole session: pytest-xdist sets COLUMNS=80 in its workers (and a developer's
+# shell may export it), and `compare` folds its lines at $COLUMNS; a test that wants a width
+# sets one for its own call, so the suite reads the same on one process and on two.
+for _name in TERMINAL_VARIABLES:
+    os.environ.pop(_name, None)
+_SESSION_TERMINAL: dict[str, str | None] = {name: None for name in TERMINAL_VARIABLES}
 
 
 @pytest.fixture(autouse=True)
