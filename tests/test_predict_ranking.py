@@ -149,9 +149,11 @@ def test_one_ranking_line_per_profile_fastest_first(run_dir: Path,
         steps = gpu_steps(document, name, 64)
         order = sorted(steps, key=steps.__getitem__)
         assert set(order) == {"torch", "jax", "keras-jax", "keras-torch"}
+        # Only torch's error was measured by the validation: the others are starred.
         said = " < ".join(f"{framework} ~{answer.ms(steps[framework])} ms"
-                          for framework in order)
-        assert f"predicted at batch 64, as-written: {said} per step" in line
+                          + ("" if framework == "torch" else "*") for framework in order)
+        assert f"predicted at batch 64, as-written: {said} per step (*: error not measured)" \
+            in line
         assert "keras-tensorflow (no TensorFlow profile)" in line
         # keras-jax is this CPU's fastest (2.0 ms); the GPU's is another.
         assert order[0] != "keras-jax"

@@ -40,6 +40,7 @@ from harness.predict.answer import (
     has_gpu_cell,
     ms,
     ok_case_at,
+    point_interval,
     points_of,
     predicted_cells,
     short_device,
@@ -94,14 +95,24 @@ class Ranking:
     def entry_text(self, entry: Ranked) -> str:
         return f"{entry.label} ~{ms(entry.step_s or 0.0)} ms"
 
+    def entry_shown(self, entry: Ranked) -> str:
+        """The entry as the line prints it: a step whose error no validation measured
+        (another framework's, a profile or regime without a band) is starred, and the line
+        says what the star means, so its figure is not read as validated as torch's."""
+        unmeasured = entry.point is not None and point_interval(self.profile,
+                                                                entry.point)[0] is None
+        return self.entry_text(entry) + ("*" if unmeasured else "")
+
     def text(self) -> str:
         """The line (module docstring); the unknown cells' reasons give way before any
         figure would be cut."""
         variant = f", {self.variant}" if self.variant else ""
         head = (f"on {self.device} (profiled {self.created}), predicted at "
                 f"{size_text(self.size, self.sweep)}{variant}: ")
-        body = (" < ".join(self.entry_text(entry) for entry in self.ranked) + " per step"
-                if self.ranked else "no step predicted")
+        shown = [self.entry_shown(entry) for entry in self.ranked]
+        starred = " (*: error not measured)" if any(text.endswith("*") for text in shown) else ""
+        body = (" < ".join(shown) + " per step" + starred if self.ranked
+                else "no step predicted")
         lines = [f"{head}{body}{self.fastest_clause()}{unknown}"
                  for unknown in unknown_clauses(self.unknown)]
         return next((line for line in lines if len(line) <= RANKING_LIMIT), lines[-1])
