@@ -300,6 +300,30 @@ def test_a_recurrent_layer_the_cpu_ran_step_by_step_is_unknown() -> None:
     assert predict(step(extra=cell), profile()).status == "predicted"  # one cell: a user loop
 
 
+def test_a_fused_recurrent_layer_is_unknown_naming_the_layer_and_the_missing_row() -> None:
+    """An nn.LSTM oneDNN ran on the CPU records one fused op a layer (kind 'rnn'), which the
+    GPU runs as cuDNN's RNN call: no profile row prices it, so no confident interval."""
+    lstm = (op("aten.mkldnn_rnn_layer", "rnn", 10**6, 400e-6, flops=4 * 10**8),
+            op("aten.mkldnn_rnn_layer", "rnn", 10**6, 400e-6, flops=4 * 10**8),
+            op("aten.mkldnn_rnn_layer_backward", "rnn", 2 * 10**6, 900e-6, flops=8 * 10**8))
+    found = predict(step(extra=lstm), profile())
+    assert found.status == "unknown" and found.seconds is None
+    assert found.reason.startswith("a fused recurrent layer (aten.mkldnn_rnn_layer, "
+                                   "aten.mkldnn_rnn_layer_backward)"), found.reason
+    assert "no row for cuDNN's RNN call" in found.reason
+    on_gpu = predict(step(extra=(op("aten._cudnn_rnn", "rnn", 10**6, 50e-6, flops=10**8),)),
+                     profile())
+    assert on_gpu.status == "unknown" and "(aten._cudnn_rnn)" in on_gpu.reason
+    # The GRU the CPU decomposes into cells stays unknown for its own reason.
+    cell = (op("aten.unsafe_split", "other", 1000, 5e-6), op("aten.sigmoid_", "elementwise",
+                                                            1000, 5e-6, allocates=False))
+    gru = predict(step(extra=cell * 16), profile())
+    assert gru.status == "unknown" and "cell decomposition" in gru.reason
+    # A matmul-only step of the same work is still priced: the kind, not the FLOPs, refuses.
+    assert predict(step(extra=tuple(replace(each, kind="matmul", op="aten.mm")
+                                    for each in lstm)), profile()).status == "predicted"
+
+
 def test_a_data_loaders_range_is_no_optimizer_step() -> None:
     """torch's DataLoader wraps each `__next__` in a profiler range too: one that builds new
     tensors (selects, a stack) and updates nothing in place. On the MNIST workload it was

@@ -242,6 +242,13 @@ def decomposed_cells(ops: list[OpRecord]) -> int:
     return names.count(CELL_SPLIT) if CELL_GATE in names else 0
 
 
+def fused_recurrent_ops(ops: list[OpRecord]) -> list[str]:
+    """The fused recurrent layer ops of the step (kind 'rnn': aten.mkldnn_rnn_layer on a
+    CPU, aten._cudnn_rnn on a GPU; an nn.LSTM oneDNN takes), each name once, in step
+    order. A GPU runs them as cuDNN's RNN call, which no profile row prices."""
+    return list(dict.fromkeys(op.op for op in ops if op.kind == "rnn"))
+
+
 def fused(kernels: list[Kernel]) -> list[Kernel]:
     """`compiled`: each run of consecutive bandwidth-bound kernels becomes one."""
     out: list[Kernel] = []

@@ -80,8 +80,10 @@ What that assumes, said once:
 
 "unknown" (status, with the reason) where the CPU ran a recurrent layer step by step
 (ATen's cell decomposition, kernels.decomposed_cells: a GPU runs it as one cuDNN call, which
-no profile row prices; the validation's GRU read 4-5x high), where the profile lacks a row
-the step needs, where
+no profile row prices; the validation's GRU read 4-5x high), where the step holds a fused
+recurrent layer (kernels.fused_recurrent_ops: an nn.LSTM oneDNN ran; the same cuDNN call,
+priced at the matmul rate it read 0.6-1.0x and its interval held the step in under half the
+cells), where the profile lacks a row the step needs, where
 fewer than MIN_MAPPED_SHARE of the ops that do work map to a profile row, or where the
 unmapped ops took more than MAX_UNMAPPED_HOST_SHARE of the ops' host time here. Why those:
 an unmapped op is charged a launch and a kernel floor, which is right for a cheap op and
@@ -103,6 +105,7 @@ from harness.predict.kernels import (
     Plan,
     Variant,
     decomposed_cells,
+    fused_recurrent_ops,
     optimizer_steps,
     plan_kernels,
 )
@@ -333,6 +336,11 @@ def coverage_problem(plan: Plan, features: StepFeatures) -> str:
         return (f"the CPU ran a recurrent layer step by step (ATen's cell decomposition: "
                 f"{cells} gate splits, aten.unsafe_split with aten.sigmoid_; nn.GRU on a "
                 "CPU), which a GPU runs as one fused cuDNN call the profile does not price")
+    recurrent = fused_recurrent_ops(features.ops)
+    if recurrent:
+        return (f"a fused recurrent layer ({', '.join(recurrent)}): the profile has no row for "
+                "cuDNN's RNN call, and the validation read LSTM steps 0.6-1.0x of the "
+                "measured GPU step (docs/predict.md)")
     if not plan.unmapped:
         return ""
     names = ", ".join(f"{name} x{count}" for name, count in sorted(plan.unmapped.items()))
