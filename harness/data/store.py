@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from harness.core.filemode import give_created_mode
 from harness.data import fields
 from harness.data.columns import BASE_COLUMNS
 from harness.data.results import CaseResult, CellResult, RunDocument
@@ -33,10 +34,12 @@ class StoreError(ValueError):
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same folder, then rename over the target."""
+    """Write via a temporary file in the same folder, then rename over the target; the file
+    gets the mode a plain open() gives under the umask (mkstemp's own is 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        give_created_mode(handle)
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
             stream.flush()

@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.backend import parse_cuda_index
 from harness.core import interrupt, registry
+from harness.core.filemode import give_created_mode
 from harness.core.units import device_kind
 from harness.data.serial import JsonObject
 from harness.measure import envinfo
@@ -111,6 +112,7 @@ def _first_sigterm_only() -> None:
 def _write_atomically(path: Path, document: JsonObject) -> None:
     """Temporary file, then rename: the submitting process never reads half a result."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    give_created_mode(handle)  # the run folder's files are readable as the umask allows
     with os.fdopen(handle, "w") as stream:
         json.dump(document, stream, default=str)
     os.replace(temporary, path)
