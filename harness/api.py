@@ -298,6 +298,5 @@ def load(paths: Path | str | Sequence[Path | str]) -> pd.DataFrame:
     folders = [paths] if isinstance(paths, (str, Path)) else list(paths)
     frames = []
     for folder in map(Path, folders):
-        store.read_run(folder)
-        frames.append(read_measurements(folder))
+        frames.append(read_measurements(folder, store.load_run(folder)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

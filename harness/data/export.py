@@ -22,7 +22,7 @@ class ExportError(ValueError):
 def read_run_table(run_dir: Path) -> pd.DataFrame:
     """One run's measurements.csv, typed, with run_id and machine taken from run.json."""
     document = store.load_run(run_dir)
-    text = measurements_text(run_dir)
+    text = measurements_text(run_dir, document)
     rows = text.to_dict("records")
     machine = document.machine_label
     for row in rows:

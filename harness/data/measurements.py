@@ -8,13 +8,15 @@ typed by the same code (harness.data.columns's registry of column types). Reader
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Iterable
 from pathlib import Path
+from shlex import quote
 
 import pandas as pd
 
 from harness.core.units import size_label
-from harness.data import store
+from harness.data import csvmatch, store
 from harness.data.columns import (
     BASE_COLUMNS,
     BOOL_COLUMNS,
@@ -34,9 +36,10 @@ REQUIRED_COLUMNS = ("machine", "workload", "variant", "framework", "device", "st
 NUMBER_COLUMNS = (*FLOAT_COLUMNS, *INTEGER_COLUMNS)
 
 
-def read_measurements(run_dir: Path) -> pd.DataFrame:
-    """measurements.csv as a DataFrame with typed columns, or StoreError saying what is wrong."""
-    frame = measurements_text(run_dir)
+def read_measurements(run_dir: Path, document: RunDocument | None = None) -> pd.DataFrame:
+    """measurements.csv as a DataFrame with typed columns, or StoreError saying what is wrong
+    (checked against DOCUMENT, the folder's run.json, where given: measurements_text)."""
+    frame = measurements_text(run_dir, document)
     missing = [column for column in REQUIRED_COLUMNS if column not in frame.columns]
     if missing:
         raise store.StoreError(f"{run_dir / store.MEASUREMENTS_FILE}: missing columns "
@@ -44,12 +47,20 @@ def read_measurements(run_dir: Path) -> pd.DataFrame:
     return typed_measurements(frame)
 
 
-def measurements_text(run_dir: Path) -> pd.DataFrame:
-    """measurements.csv as its text ('' for an empty value), or StoreError when unreadable."""
+def measurements_text(run_dir: Path, document: RunDocument | None = None) -> pd.DataFrame:
+    """measurements.csv as its text ('' for an empty value), or StoreError when unreadable or,
+    where DOCUMENT (the folder's run.json) is given, when its rows are not the ones run.json's
+    samples make (a garbage line, a file cut short): never partial data read silently."""
     path = run_dir / store.MEASUREMENTS_FILE
     try:
+        if document is not None:
+            wrong = csvmatch.mismatch(path, document)
+            if wrong is not None:
+                raise store.StoreError(f"{path}: damaged, does not match {store.RUN_FILE} "
+                                       f"({wrong}); see harness check {quote(str(run_dir))}")
         return pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+    except (OSError, UnicodeDecodeError, csv.Error, pd.errors.ParserError,
+            pd.errors.EmptyDataError) as exc:
         raise store.StoreError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
 
 

@@ -140,7 +140,7 @@ def load_runs(run_dirs: list[Path]) -> RunSet:
     for order, run_dir in enumerate(run_dirs):
         run_dir = Path(run_dir)
         document = store.load_run(run_dir)
-        frame = read_measurements(run_dir)
+        frame = read_measurements(run_dir, document)
         row = run_row(run_dir, document, order)
         frames.append(with_run(frame, document, row["run_id"], order))
         run_rows.append(row)
