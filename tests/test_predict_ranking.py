@@ -31,6 +31,7 @@ from harness.predict.validation import read_rows, unpacked
 from harness.report import draw_report
 from harness.report.figure import FIGURES_FILE
 from harness.terminal import fitted_lines
+from tests.planted_figures import planted_copy
 from tests.synthetic_runs import write_run
 
 ROWS = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / \
@@ -195,24 +196,6 @@ def test_harness_check_recomputes_the_ranking(run_dir: Path) -> None:
         4 * len(shipped_names())
 
 
-def planted_copy(run_dir: Path, tmp_path: Path, name: str, change: Any) -> Path:
-    """A copy of RUN_DIR whose first ranking record named NAME prints CHANGE(text)."""
-    copy = tmp_path / run_dir.name
-    copy.mkdir()
-    for path in run_dir.iterdir():
-        if path.is_file():
-            (copy / path.name).write_bytes(path.read_bytes())
-    stored = json.loads((copy / FIGURES_FILE).read_text())
-    record = next(item for item in stored["figures"]
-                  if item["family"] == ranking.RANKING_FAMILY and item["name"] == name)
-    summary = (copy / "summary.md").read_text().splitlines()
-    text = change(record)
-    summary[record["line"] - 1] = summary[record["line"] - 1].replace(record["text"], text, 1)
-    record["text"] = text
-    (copy / "summary.md").write_text("\n".join(summary) + "\n")
-    (copy / FIGURES_FILE).write_text(json.dumps(stored))
-    return copy
-
 
 @pytest.mark.parametrize("name, change", [
     (ranking.RANKED, lambda record: record["text"].replace("~", "~9")),
@@ -220,14 +203,15 @@ def planted_copy(run_dir: Path, tmp_path: Path, name: str, change: Any) -> Path:
 ])
 def test_a_planted_wrong_ranking_figure_is_caught(run_dir: Path, tmp_path: Path, name: str,
                                                   change: Any) -> None:
-    audit = audit_run(planted_copy(run_dir, tmp_path, name, change))
+    audit = audit_run(planted_copy(run_dir, tmp_path, ranking.RANKING_FAMILY, name, change))
     assert any(name in item.figure or item.figure == name for item in audit.mismatches), \
         [item.line() for item in audit.mismatches]
 
 
 def test_a_planted_wrong_place_is_caught(run_dir: Path, tmp_path: Path) -> None:
     """The first-ranked cell's record moved to the second place."""
-    copy = planted_copy(run_dir, tmp_path, ranking.RANKED, lambda record: record["text"])
+    copy = planted_copy(run_dir, tmp_path, ranking.RANKING_FAMILY, ranking.RANKED,
+                         lambda record: record["text"])
     stored = json.loads((copy / FIGURES_FILE).read_text())
     record = next(item for item in stored["figures"] if item["name"] == ranking.RANKED)
     record["subject"]["rank"] = "1"

@@ -28,6 +28,7 @@ from harness.predict.validation import read_rows, unpacked
 from harness.report import draw_report
 from harness.report.figure import FIGURES_FILE
 from harness.report.views import predicted
+from tests.planted_figures import planted_copy
 from tests.synthetic_runs import write_run
 
 ROWS = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / \
@@ -157,25 +158,6 @@ def test_the_audit_verifies_every_figure_of_the_view(run_dir: Path) -> None:
     assert audit.by_file.get("summary.md", 0) >= len(records(run_dir))
 
 
-def planted_copy(run_dir: Path, tmp_path: Path, name: str, text: str) -> Path:
-    """A copy of RUN_DIR whose first record named NAME of the view prints TEXT instead."""
-    copy = tmp_path / run_dir.name
-    copy.mkdir()
-    for path in run_dir.iterdir():
-        if path.is_file():
-            (copy / path.name).write_bytes(path.read_bytes())
-    stored = json.loads((copy / FIGURES_FILE).read_text())
-    record = next(item for item in stored["figures"]
-                  if item["family"] == versus.FAMILY and item["name"] == name)
-    summary = (copy / "summary.md").read_text().splitlines()
-    line = summary[record["line"] - 1]
-    assert record["text"] in line
-    summary[record["line"] - 1] = line.replace(record["text"], text, 1)
-    record["text"] = text
-    (copy / "summary.md").write_text("\n".join(summary) + "\n")
-    (copy / FIGURES_FILE).write_text(json.dumps(stored))
-    return copy
-
 
 @pytest.mark.parametrize("name, text", [
     (predicted.PREDICTED, "9.99 ms"),
@@ -190,7 +172,7 @@ def planted_copy(run_dir: Path, tmp_path: Path, name: str, text: str) -> Path:
 ])
 def test_a_planted_wrong_figure_is_caught(run_dir: Path, tmp_path: Path, name: str,
                                          text: str) -> None:
-    audit = audit_run(planted_copy(run_dir, tmp_path, name, text))
+    audit = audit_run(planted_copy(run_dir, tmp_path, versus.FAMILY, name, lambda _record: text))
     wrong = [item for item in audit.mismatches if item.figure.startswith(name)]
     assert wrong, [item.line() for item in audit.mismatches]
 
