@@ -23,9 +23,10 @@ from typing import Any, cast
 
 import pytest
 
-from harness.analysis import advice, fixchoice
+from harness.analysis import advice, fixchoice, fixresult
 from harness.audit import audit_run
 from harness.core.settings import Settings
+from harness.core.units import format_ratio
 from harness.data.adviserecord import RUN_KEY, AdviseRecord
 from harness.data.results import CellResult, HarnessCost, RunDocument
 from harness.run import advisebudget as budget
@@ -88,7 +89,7 @@ def launch_bound_gpu_run() -> RunDocument:
     ])
 
 
-def by_variant(found: advice.RunAdvice, device: str) -> dict[str, advice.FixResult]:
+def by_variant(found: advice.RunAdvice, device: str) -> dict[str, fixresult.FixResult]:
     own = next(item for item in found.devices if item.device == device)
     return {fix.variant: fix for fix in own.fixes}
 
@@ -110,10 +111,10 @@ def test_faster_fixes_are_ranked_by_speedup_with_noise_and_parity() -> None:
 def test_a_slower_fix_did_not_help_and_says_its_ratio() -> None:
     fixes = by_variant(advice.advise_run(launch_bound_gpu_run()), "cuda:0")
     slower = fixes["compile-reduce-overhead"]
-    assert slower.standing == advice.DID_NOT_HELP
+    assert slower.standing == fixresult.DID_NOT_HELP
     assert slower.line().startswith("compile-reduce-overhead: 0.93x, slower here")
     within = fixes["resident"]
-    assert within.standing == advice.DID_NOT_HELP
+    assert within.standing == fixresult.DID_NOT_HELP
     assert "within the noise here" in within.line()
 
 
@@ -121,7 +122,7 @@ def test_a_fix_failing_parity_is_shown_and_never_recommended() -> None:
     found = advice.advise_run(launch_bound_gpu_run())
     bf16 = by_variant(found, "cuda:0")["bf16"]
     assert bf16.speedup == pytest.approx(3.0, rel=0.01)  # faster, and still not advice
-    assert bf16.standing == advice.FAILS_PARITY
+    assert bf16.standing == fixresult.FAILS_PARITY
     assert "fails parity (FAIL (max_rel_diff 0.4 > the bf16 tolerance 0.03))" in bf16.line()
     gpu = next(item for item in found.devices if item.device == "cuda:0")
     assert "bf16" not in gpu.combination
@@ -133,10 +134,10 @@ def test_the_combination_keeps_what_helped_and_drops_conflicts() -> None:
     gpu = next(item for item in found.devices if item.device == "cuda:0")
     # compiled conflicts with cuda-graph (the catalogue's conflict): the faster one stays.
     assert gpu.combination == ["cuda-graph"]
-    recommended = [advice.FixResult(name, "torch", "cuda:0", advice.RECOMMENDED, speedup,
+    recommended = [fixresult.FixResult(name, "torch", "cuda:0", fixresult.RECOMMENDED, speedup,
                                     None, "pass", "", 1e-3)
                    for name, speedup in (("resident", 1.5), ("compiled", 2.0), ("tf32", 1.2))]
-    chosen = advice.best_combination(recommended)
+    chosen = fixresult.best_combination(recommended)
     assert chosen == ["compiled", "resident", "tf32"]
     assert fixchoice.compose_variant(chosen) == "resident+compiled+tf32"
 
@@ -398,9 +399,9 @@ def test_a_trial_stopped_by_the_budget_is_listed_not_measured_never_did_not_help
                                for name in ("jacobian-forward", "vmap", "cuda-graph")]})
     found = advice.advise_run(run)
     fixes = by_variant(found, "cuda:0")
-    assert fixes["jacobian-forward"].standing == advice.NOT_MEASURED
-    assert fixes["vmap"].standing == advice.NOT_MEASURED
-    assert fixes["cuda-graph"].standing == advice.RECOMMENDED
+    assert fixes["jacobian-forward"].standing == fixresult.NOT_MEASURED
+    assert fixes["vmap"].standing == fixresult.NOT_MEASURED
+    assert fixes["cuda-graph"].standing == fixresult.RECOMMENDED
     [gpu] = found.devices
     assert gpu.combination == ["cuda-graph"]
     lines = found.lines()
@@ -526,7 +527,7 @@ def test_advise_measures_compile_and_ranks_it_and_its_rows_pass_check(tmp_path: 
     [cpu] = found.devices
     compiled = next(fix for fix in cpu.fixes if fix.variant == "compiled")
     assert compiled.speedup is not None and compiled.verdict is not None
-    assert "compiled: " in ran.stdout and advice.format_ratio(compiled.speedup) in ran.stdout
+    assert "compiled: " in ran.stdout and format_ratio(compiled.speedup) in ran.stdout
     assert compiled.verdict.phrase() in ran.stdout
     assert ran.stdout.startswith("answer (model-net at batch 8):")
     # Whatever did not help is never in the recommended combination.
@@ -603,7 +604,7 @@ def test_a_mixed_precision_result_beyond_its_sensitivity_fails_parity(tmp_path: 
         json.loads((run_dir / "run.json").read_text())))
     [cpu] = found.devices
     bf16 = next(fix for fix in cpu.fixes if fix.variant == "bf16")
-    assert bf16.standing == advice.FAILS_PARITY, bf16.line()
+    assert bf16.standing == fixresult.FAILS_PARITY, bf16.line()
     # Both numbers: how far bf16 moved the loss, how far bf16's rounding moves fp32's.
     assert bf16.parity.startswith("FAIL (bf16: loss ") and ": beyond " in bf16.parity
     assert "rounding the inputs and weights to bf16 moves the fp32 loss by up to" in bf16.parity

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from harness.analysis import advice
+from harness.analysis import advice, fixresult
 from harness.analysis.confidence import UNCONFIRMED
 from harness.api import EXIT_NO_ANSWER, RunResult
 from harness.data.adviserecord import RUN_KEY
@@ -45,7 +45,7 @@ def contention(cores_taken: float) -> str:
     return f"round 1: {load.reason()}"
 
 
-def suspect_fix(speedup: float, cores_taken: float = 1.0) -> advice.FixResult:
+def suspect_fix(speedup: float, cores_taken: float = 1.0) -> fixresult.FixResult:
     """threads-1 SPEEDUP x faster than as-written on tight samples, both cells SUSPECT."""
     run = cpu_run(tight(1e-3), tight(1e-3 / speedup), suspect=contention(cores_taken))
     return threads_fix(run)[1]
@@ -57,7 +57,7 @@ def test_an_effect_far_beyond_the_contention_is_reported_as_measured(speedup: fl
     not help, each saying the contention it was measured under."""
     fix = suspect_fix(speedup)
     assert fix.verdict is not None and fix.verdict.significant
-    assert fix.standing == (advice.RECOMMENDED if speedup > 1 else advice.DID_NOT_HELP)
+    assert fix.standing == (fixresult.RECOMMENDED if speedup > 1 else fixresult.DID_NOT_HELP)
     line = fix.line()
     assert "measured on SUSPECT timings (as-written: other processes used 1.0 of " in line
     assert ", not 1,000x)" in line and "not confirmed" not in line

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis import advice
+from harness.analysis import advice, fixresult
 from harness.analysis.confidence import UNCONFIRMED
 from harness.api import RunResult
 from harness.data.adviserecord import RUN_KEY
@@ -94,14 +94,14 @@ def cpu_run(baseline: list[list[float]], fix: list[list[float]], suspect: str = 
         "planned_cells": [item["cell"] for item in cells], RUN_KEY: {"size": size}})
 
 
-def threads_fix(run: RunDocument) -> tuple[advice.DeviceAdvice, advice.FixResult]:
+def threads_fix(run: RunDocument) -> tuple[fixresult.DeviceAdvice, fixresult.FixResult]:
     [cpu] = advice.advise_run(run).devices
     return cpu, next(fix for fix in cpu.fixes if fix.variant == "threads-1")
 
 
 def test_an_idle_3_8x_lead_is_recommended() -> None:
     cpu, fix = threads_fix(cpu_run(tight(1e-3), tight(1e-3 / 3.82)))
-    assert fix.standing == advice.RECOMMENDED and cpu.combination == ["threads-1"]
+    assert fix.standing == fixresult.RECOMMENDED and cpu.combination == ["threads-1"]
 
 
 def test_under_a_planted_contention_reading_nothing_is_recommended_and_the_line_says_why(

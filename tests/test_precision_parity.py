@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.analysis import advice, sensitivity
+from harness.analysis import fixresult, sensitivity
 from harness.audit import Ledger, audit_run, parity
 from harness.run.rounds import round_orders
 from harness.workloads.usermodel.precision import (
@@ -276,7 +276,7 @@ def test_advise_states_both_numbers_of_a_precision_fix() -> None:
     inputs, output = judged_case([1.25, 0.5], [1.0, 0.5], [0.05] * 4)
     stored = check({}, "bf16", inputs, output).as_dict()
     case: Any = type("Case", (), {"check": stored})()
-    assert advice.parity_text(case) == (
+    assert fixresult.parity_text(case) == (
         "FAIL (bf16: loss 25% from fp32; rounding the inputs and weights to bf16 moves the fp32 "
         "loss by up to 5%: beyond 4x that (20%))")
 

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.analysis.casetable import CaseRow
 from harness.analysis.crossover import predict_curves
+from harness.analysis.fixresult import DeviceAdvice
 from harness.analysis.memoryfit import largest_batch_that_fits
 from harness.analysis.noise import CaseNoise, judge_gap
 from harness.analysis.predict import Prediction, size_of
 from harness.core.units import format_ratio, format_size
 from harness.data.results import RunDocument
-
-if TYPE_CHECKING:  # advice imports this module: its type only, for the signatures
-    from harness.analysis.advice import DeviceAdvice
-
 
 # --- the answer: does the GPU now win at the user's batch? ------------------------------------
 
