@@ -144,7 +144,7 @@ def test_one_ranking_line_per_profile_fastest_first(run_dir: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "100")
     document = store.load_run(run_dir)
-    lines = answer.answer_lines(document)
+    lines = ranking.answer_lines(document)
     assert len(lines) == len(shipped_names())
     for name, line in zip(shipped_names(), lines):
         steps = gpu_steps(document, name, 64)
@@ -225,7 +225,7 @@ def test_a_keras_only_run_says_why_on_the_terminal(tmp_path: Path) -> None:
     run = planted_run(tmp_path / "keras", {"keras-jax": ("", 2.0), "keras-torch": ("", 9.0),
                                            "keras-tensorflow": ("", 4.0)})
     document = store.load_run(run)
-    assert answer.answer_lines(document) == []
+    assert ranking.answer_lines(document) == []
     printed = with_predictions(Result(document), [  # type: ignore[arg-type]
         "  GPU vs CPU: no GPU cell measured (CPU only)"])
     assert printed[0] == "  GPU vs CPU: no GPU cell measured (CPU only)"
@@ -244,7 +244,7 @@ def test_one_predicted_cell_prints_its_line_naming_framework_and_variant(
     names it and sets it against its own CPU step."""
     run = planted_run(tmp_path / "fix", {"torch": ("torch_classifier", 30.0)},
                       variant="jacobian-forward")
-    lines = answer.answer_lines(store.load_run(run))
+    lines = ranking.answer_lines(store.load_run(run))
     assert len(lines) == len(shipped_names())
     assert all(", torch jacobian-forward: ~" in line and "than torch on this CPU" in line
                for line in lines)
@@ -261,7 +261,7 @@ def test_a_huge_spread_prints_no_negative_figure_and_says_too_wide(tmp_path: Pat
     assert not interval_of(2.27e-3, band, 0.5).too_wide
     run = planted_run(tmp_path / "busy", {"torch": ("mnist-small", 5.7)}, spread=40.0)
     document = store.load_run(run)
-    lines = answer.answer_lines(document)
+    lines = ranking.answer_lines(document)
     text = (run / "summary.md").read_text()
     for line in lines:
         assert "(range too wide to help: this CPU's timing too noisy)" in line, line

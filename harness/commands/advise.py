@@ -17,7 +17,7 @@ from harness.commands.epilogue import (
 from harness.commands.inputs import fail_input, parse_sizes
 from harness.commands.options import RunOptions
 from harness.commands.output import Said, print_plain
-from harness.commands.predicted import check_predict_for, print_predictions
+from harness.commands.predicted import print_predictions
 from harness.core import interrupt
 from harness.core.settings import cache_folder
 from harness.data import store
@@ -41,7 +41,7 @@ def run_advise(options: RunOptions, budget: float) -> None:
         try:
             if (options.workload is None) == (options.model is None):
                 raise BadInput("give one of --model FILE or --workload NAME")
-            check_predict_for(options.predict_for)
+            api.check_predict_for(options.predict_for or ())
             result = api.advise(options.workload, model=options.model,
                                 sizes=parse_sizes(options.sizes), devices=options.device,
                                 frameworks=options.framework, rounds=options.rounds,

@@ -11,7 +11,6 @@ from harness import api
 from harness.commands.epilogue import print_run, report_and_check, say_no_measurement
 from harness.commands.inputs import fail_input, parse_param_overrides, parse_sizes
 from harness.commands.options import CompareOptions, ExecutorOptions, RunOptions
-from harness.commands.predicted import check_predict_for
 from harness.core import interrupt, registry
 from harness.core.settings import Settings
 from harness.data import store
@@ -30,7 +29,7 @@ def run_compare(options: RunOptions, choices: CompareOptions, where: ExecutorOpt
     # (each forks from it only where the run's settings fork workers).
     with forkserver.warm_processes() as servers:
         try:
-            check_predict_for(options.predict_for)
+            api.check_predict_for(options.predict_for or ())
             executor = chosen_executor(where)
             # A new run's plan, or the stored folder --resume completes.
             target = planned(options, choices, servers) if where.resume is None \

@@ -10,27 +10,15 @@ the run, and the lines under the verdict.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from harness import api
 from harness.commands.output import Said
-
-
-def check_predict_for(asked: Sequence[str] | None) -> None:
-    """ProfileError (a BadInput: one line, exit 2, nothing written) for a --predict-for that
-    names no shipped profile (the line lists them), or a file that is no profile or of a
-    newer schema."""
-    from harness.predict.answer import check_asked
-
-    check_asked(list(asked or []))
 
 
 def predicted_lines(result: api.RunResult) -> tuple[list[str], str]:
     """(the predicted GPU lines: each predicted cell's per profile, or where several cells
     were predicted their ranking per profile; the run's one line on the CPU cells that have
     no prediction, '' where none lacks one)."""
-    from harness.predict.answer import answer_lines
-    from harness.predict.ranking import not_predicted_line
+    from harness.predict.ranking import answer_lines, not_predicted_line
 
     return answer_lines(result.document), not_predicted_line(result.document)
 

@@ -392,17 +392,6 @@ def answers(document: RunDocument) -> list[Answer]:
             for _name, answer in cell_answers(document, cell)]
 
 
-def answer_lines(document: RunDocument) -> list[str]:
-    """The terminal's lines: each cell's line per profile where one cell was predicted; the
-    ranking of the predicted cells per profile where several were (harness/predict/ranking.py;
-    summary.md keeps every cell's line)."""
-    from harness.predict.ranking import ranking_lines  # noqa: PLC0415 - it reads this module
-
-    if len(predicted_cells(document)) > 1:
-        return ranking_lines(document)
-    return [answer.text() for answer in answers(document)]
-
-
 def ok_case_at(cell: CellResult, sweep: str, size: Any) -> CaseResult | None:
     """CELL's measured case at SIZE of the sweep (None where it has none that ran)."""
     for case in cell.cases:
@@ -471,35 +460,4 @@ def figures_of(document: RunDocument, cell: CellResult, name: str,
     if answer.interval is not None:
         found.append(PrintedFigure("interval", answer.interval.low_s * 1e3, "ms",
                                    answer.interval_text(), subject))
-    return found
-
-
-Entries = list[tuple[str, list[PrintedFigure]]]
-
-
-def summary_entries(documents: Sequence[RunDocument]) -> list[tuple[str, Entries]]:
-    """summary.md's section: per run with no GPU cell, per predicted cell a heading sentence
-    and one line per profile (the terminal's, for one cell), each with its figures; then,
-    where several cells were predicted, their ranking per profile; then why the others were
-    not. [] where nothing was predicted or said."""
-    from harness.predict.ranking import not_predicted_line, ranking_entries  # noqa: PLC0415
-
-    found: list[tuple[str, Entries]] = []
-    for document in documents:
-        if has_gpu_cell(document):
-            continue
-        for cell in predicted_cells(document):
-            lines = [(answer.text(), figures_of(document, cell, name, answer))
-                     for name, answer in cell_answers(document, cell)]
-            if lines:
-                found.append((f"Run `{document.run_id}`, {cell.framework} on {cell.device} "
-                              f"({cell.variant}), predicted from this CPU run's features "
-                              "(docs/predict.md):", lines))
-        ranked = ranking_entries(document)
-        if ranked:
-            found.append((f"Run `{document.run_id}`, the predicted cells ranked on each GPU "
-                          "(each against its own CPU step above):", ranked))
-        why = not_predicted_line(document)
-        if why:
-            found.append((f"Run `{document.run_id}`, not predicted:", [(why, [])]))
     return found

@@ -34,9 +34,12 @@ from harness.predict.answer import (
     REASON_KEY,
     CasePoint,
     PrintedFigure,
+    answers,
+    cell_answers,
     cell_label,
     cpu_cells,
     cpu_step_seconds,
+    figures_of,
     has_gpu_cell,
     ms,
     ok_case_at,
@@ -287,3 +290,43 @@ def not_predicted_line(document: RunDocument) -> str:
         return ""
     return "GPU step not predicted: " + "; ".join(f"{', '.join(labels)}: {why}"
                                                   for why, labels in by_why.items())
+
+
+# --- what the terminal and summary.md print of a CPU-only run (one cell's lines, or the ranking)
+
+def answer_lines(document: RunDocument) -> list[str]:
+    """The terminal's lines: each cell's line per profile where one cell was predicted; the
+    ranking of the predicted cells per profile where several were (harness/predict/ranking.py;
+    summary.md keeps every cell's line)."""
+    if len(predicted_cells(document)) > 1:
+        return ranking_lines(document)
+    return [answer.text() for answer in answers(document)]
+
+
+Entries = list[tuple[str, list[PrintedFigure]]]
+
+
+def summary_entries(documents: Sequence[RunDocument]) -> list[tuple[str, Entries]]:
+    """summary.md's section: per run with no GPU cell, per predicted cell a heading sentence
+    and one line per profile (the terminal's, for one cell), each with its figures; then,
+    where several cells were predicted, their ranking per profile; then why the others were
+    not. [] where nothing was predicted or said."""
+    found: list[tuple[str, Entries]] = []
+    for document in documents:
+        if has_gpu_cell(document):
+            continue
+        for cell in predicted_cells(document):
+            lines = [(answer.text(), figures_of(document, cell, name, answer))
+                     for name, answer in cell_answers(document, cell)]
+            if lines:
+                found.append((f"Run `{document.run_id}`, {cell.framework} on {cell.device} "
+                              f"({cell.variant}), predicted from this CPU run's features "
+                              "(docs/predict.md):", lines))
+        ranked = ranking_entries(document)
+        if ranked:
+            found.append((f"Run `{document.run_id}`, the predicted cells ranked on each GPU "
+                          "(each against its own CPU step above):", ranked))
+        why = not_predicted_line(document)
+        if why:
+            found.append((f"Run `{document.run_id}`, not predicted:", [(why, [])]))
+    return found

@@ -86,7 +86,7 @@ def render_summary(context: Any, shown: dict[str, list[Shown]], report_shown: li
 def _predicted_section(documents: list[Any]) -> list[str]:
     """A CPU-only run's GPU step predicted from its features (harness.predict.answer: the
     terminal's lines), each line with its figure records."""
-    from harness.predict.answer import summary_entries
+    from harness.predict.ranking import summary_entries
 
     lines: list[str] = []
     for heading, entries in summary_entries(documents):
