@@ -96,7 +96,7 @@ test: $(STAMP) lint browser slurm
 # ruff's rules and mypy's settings are in pyproject.toml ([tool.ruff.lint], [tool.mypy]); a
 # lint or type error fails `make test`.
 lint: $(STAMP)
-	$(BIN)/ruff check harness backends workloads tests
+	$(BIN)/ruff check harness backends workloads tests benchmarks/predictlab
 	$(BIN)/mypy
 
 # The report.html test opens the page in headless Chromium. Install Debian's chromium when it

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.predict import foreign, validation
+from predictlab import foreign, validation
 
 DATA = Path(__file__).resolve().parent / "data"
 DEMO_FILE = DATA / "predict-demo-vm-20261207.json.gz"
@@ -46,7 +46,7 @@ DEMO_MEASURED = {
 
 def pack(out: Path, recorded: list[Path], machine: str) -> int:
     """The recordings of several processes (predict_foreign_record.py's --out files) as one
-    packed, gzipped file: each cell's op list once (harness.predict.foreign.packed_document)."""
+    packed, gzipped file: each cell's op list once (benchmarks.predictlab.foreign.packed_document)."""
     documents = [json.loads(path.read_text()) for path in recorded]
     merged: dict[str, Any] = {**foreign.empty_document(), "machine": machine,
                               "rows": [row for document in documents for row in document["rows"]],

@@ -33,13 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # predict_zoo, predict
 import predict_measure
 import predict_zoo
 import torch
+from predictlab import foreign
 
 from harness.backends.torch.device import open_device
 from harness.backends.torch.gpuprofile import Bench, host_dispatch
 from harness.data.store import write_json_atomic
 from harness.measure import hostload
 from harness.measure.envinfo import cpu_model
-from harness.predict import foreign, hostspeed
+from harness.predict import hostspeed
 from harness.predict.timed import policy
 
 # The 4x sweep every stored lending measured (the doubling sweeps' 2, 8, ... are left out:

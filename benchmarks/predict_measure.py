@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import predict_zoo
 import torch
+from predictlab import validation
 
 from harness.backends.torch.device import (
     PROFILE_TOOL,
@@ -37,7 +38,7 @@ from harness.backends.torch.features import features_of
 from harness.backends.torch.usermodel import on_device, training_call
 from harness.measure.devicetime import summarize
 from harness.measure.envinfo import cpu_model
-from harness.predict import hostspeed, validation
+from harness.predict import hostspeed
 from harness.predict.profile import Profile
 from harness.predict.rates import HostSpeed
 from harness.predict.timed import policy

@@ -18,7 +18,7 @@ measured (the whole file rewritten atomically), with the features packed, so `--
 --repredict` validates a changed model again without a GPU. `--budget-s` stops before a
 cell that would not fit and keeps every row made so far. `--device cpu` stands in for the
 GPU (the "GPU" step is the CPU's, measured the same way): the smoke mode the test uses.
-The summary (harness/predict/validation.py says what it counts) ends every run.
+The summary (benchmarks/predictlab/validation.py says what it counts) ends every run.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from typing import Any  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # predict_zoo, predict_measure
 
-from harness.predict import fitting, gpu2gpu, validation  # noqa: E402
+from predictlab import fitting, gpu2gpu, validation  # noqa: E402
+
 from harness.predict.model import STEP_OVERHEAD_DISPATCHES  # noqa: E402
 from harness.predict.profile import load_profile  # noqa: E402
 from harness.spec import BadInput  # noqa: E402
@@ -57,7 +58,7 @@ def bandwidth_ratio(source: str, target: str) -> float | None:
 
 def fit_cells(rows: list[validation.Row], profile: str, host: str = "profiled",
               measured: str = "synced") -> list[fitting.FitCell]:
-    """The rows' predicted cells as the constant's fit sees them (harness/predict/fitting.py)."""
+    """The rows' predicted cells as the constant's fit sees them (benchmarks/predictlab/fitting.py)."""
     found = []
     for row in rows:
         gpu_s = (row.get("gpu") or {}).get(validation.MEASURED_KEYS[measured])
@@ -69,7 +70,7 @@ def fit_cells(rows: list[validation.Row], profile: str, host: str = "profiled",
 def left_out(loaded: list[tuple[dict[str, Any], list[validation.Row]]], profile: str,
              host: str, measured: str) -> dict[str, float]:
     """{model: the model's fitted constant with that model left out}, over the cells of
-    every file (each predicted with its own profile): harness/predict/fitting.py."""
+    every file (each predicted with its own profile): benchmarks/predictlab/fitting.py."""
     cells = [cell for meta, rows in loaded
              for cell in fit_cells(rows, profile or validation.primary_profile(
                  meta, rows), host, measured)]

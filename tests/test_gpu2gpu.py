@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from harness.predict import gpu2gpu, validation
+from benchmarks.predictlab import gpu2gpu, validation
 from tests.in_subprocess import PROJECT_ROOT
 
 MS = 1e-3

@@ -178,7 +178,8 @@ def test_the_interval_comes_from_the_validation_and_the_noise() -> None:
 def test_the_shipped_error_table_is_the_validation_rows() -> None:
     """Each profile's band is its lendings' rows pooled (six H200 runs, two H100), predicted
     again by the model as it is now; a regime with too few cells keeps its count, no band."""
-    from harness.predict.interval import MIN_BAND_CELLS, derived_table, why_no_band
+    from benchmarks.predictlab.errortable import derived_table
+    from harness.predict.interval import MIN_BAND_CELLS, why_no_band
 
     root = Path(__file__).resolve().parents[1]
     table = shipped_errors()

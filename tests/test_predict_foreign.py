@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.predict import fitting, foreign, validation
+from benchmarks.predictlab import fitting, foreign, validation
 from harness.predict.model import RECORDED_OP_DISPATCHES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.predictlab.validation import read_rows, unpacked
 from harness.audit import audit_run
 from harness.commands.predicted import print_predictions, with_predictions
 from harness.core.registry import load_workload
@@ -27,7 +28,6 @@ from harness.data.results import RunDocument
 from harness.predict import answer, ranking
 from harness.predict.interval import WIDE_RATIO, ErrorBand, interval_of
 from harness.predict.profile import shipped_names
-from harness.predict.validation import read_rows, unpacked
 from harness.report import draw_report
 from harness.report.figure import FIGURES_FILE
 from harness.terminal import fitted_lines

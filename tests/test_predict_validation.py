@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.predictlab import fitting, validation
+from benchmarks.predictlab.fitting import FitCell
 from harness.measure.devicetime import DeviceEvent
-from harness.predict import fitting, validation
 from harness.predict.features import OpRecord, StepFeatures, summarize
-from harness.predict.fitting import FitCell
 from harness.predict.model import predict
 from harness.predict.profile import load_profile
 from harness.predict.rates import HostSpeed
@@ -219,7 +219,7 @@ def test_an_unknown_profile_is_exit_2_naming_the_shipped_ones(tmp_path: Path) ->
 def test_the_h200_table_in_docs_is_recomputed_from_its_stored_rows() -> None:
     """docs/predict.md's validation table (H200, 2026-11-27) from the rows kept beside the tool:
     59 cells of 12 models, the model's median |error| 28%, p90 67%, verdict 46 of 55."""
-    from harness.predict import validation
+    from benchmarks.predictlab import validation
 
     stored = (Path(__file__).parent.parent / "benchmarks" / "data"
               / "predict-validation-h200-20261127.json.gz")

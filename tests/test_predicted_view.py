@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
+from benchmarks.predictlab.validation import read_rows, unpacked
 from harness.audit import audit_run
 from harness.commands.predicted import with_predictions
 from harness.core.registry import load_workload
 from harness.data import store
 from harness.predict import answer, versus
 from harness.predict.profile import PROFILES_DIR
-from harness.predict.validation import read_rows, unpacked
 from harness.report import draw_report
 from harness.report.figure import FIGURES_FILE
 from harness.report.views import predicted

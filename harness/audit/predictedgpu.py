@@ -26,8 +26,7 @@ from harness.core.units import three_digits
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.predict.answer import PREDICTIONS_KEY
 from harness.predict.profile import ProfileError
-from harness.predict.validation import NOISE_FLOOR
-from harness.predict.versus import HOST, RIGHT, TIE, WRONG
+from harness.predict.versus import HOST, NOISE_FLOOR, RIGHT, TIE, WRONG
 from harness.report.views.predicted import (
     IN_INTERVAL,
     INSIDE,

@@ -7,11 +7,11 @@ the model predicted from a CPU run against the GPU step measured there (docs/pre
 has no busy share), the 10th and 90th percentiles of predicted / measured over those cells
 give the interval: the measured step lay in [predicted / p90, predicted / p10] in 80% of the
 validated cells. The table is derived once from the stored rows of every lending that
-validated the profile, pooled (`error_table`: a user rents some host of that kind, and two
-lendings of one kind read the same step 14-20% apart), and shipped as ERRORS_FILE, so a run
-needs neither the rows nor numpy; a test derives it again from the rows and holds the two
-equal. A regime with fewer than MIN_BAND_CELLS validated cells gets no band: its 10th and
-90th percentiles would be two of a handful of cells.
+validated the profile, pooled (a user rents some host of that kind, and two lendings of one
+kind read the same step 14-20% apart), by benchmarks/predictlab/errortable.py, and shipped as
+ERRORS_FILE, so a run needs neither the rows nor numpy; a test derives it again from the rows
+and holds the two equal. A regime with fewer than MIN_BAND_CELLS validated cells gets no band:
+its 10th and 90th percentiles would be two of a handful of cells.
 
 Never tighter than the noise: the CPU step the prediction rests on (its features' host time)
 moved between the run's own rounds by the case's round spread (max - min of the round
@@ -31,7 +31,6 @@ identity must match), host or regime: the line then says the error was not measu
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -82,39 +81,6 @@ class Interval:
         """Whether the range spans more than WIDE_RATIO (or lost its low end): printed as
         too wide to help, never as a range."""
         return not self.low_s > 0 or self.high_s / self.low_s > WIDE_RATIO
-
-
-def error_table(rows: Sequence[dict[str, Any]], profile: str, identity: str,
-                sources: Sequence[str]) -> dict[str, Any]:
-    """{host: {regime: band record}} of one profile from the rows of the validation rows
-    files SOURCES, pooled (harness.predict.validation.read_rows), and the profile's identity
-    it was validated on. A regime under MIN_BAND_CELLS keeps its count alone."""
-    from harness.predict.validation import cells_of, percentile  # noqa: PLC0415
-
-    by_host: dict[str, dict[str, Any]] = {}
-    for host in ("profiled", "this"):
-        by_regime: dict[str, list[float]] = {}
-        for cell in cells_of(rows, profile, host):
-            by_regime.setdefault(cell.model_regime, []).append(
-                cell.predicted["model"] / cell.gpu_s)
-        by_host[host] = {regime: {"cells": len(ratios)} if len(ratios) < MIN_BAND_CELLS else
-                         {"cells": len(ratios), "ratio_low": percentile(ratios, LOW_SHARE),
-                          "ratio_high": percentile(ratios, HIGH_SHARE)}
-                         for regime, ratios in sorted(by_regime.items())}
-    return {"identity": identity, "sources": list(sources), "by_host": by_host}
-
-
-def derived_table(profile: str, identity: str, sources: Sequence[str],
-                  root: Path) -> dict[str, Any]:
-    """error_table of PROFILE over the rows files SOURCES (paths under ROOT), each predicted
-    again from its stored features by the model as it is now."""
-    from harness.predict.validation import read_rows, repredicted  # noqa: PLC0415
-
-    rows: list[dict[str, Any]] = []
-    for source in sources:
-        meta, found = read_rows(root / source)
-        rows += repredicted(meta, found, profile)
-    return error_table(rows, profile, identity, sources)
 
 
 @cache

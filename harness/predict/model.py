@@ -55,7 +55,7 @@ What that assumes, said once:
   host_here_s / tiny_s: each op's share of a tiny op's cost, a ratio of two times taken on
   one CPU in one pass, so this CPU's speed and its load at the time cancel), and each costs
   op_host_s, RECORDED_OP_DISPATCHES of the profile's tiny in-place dispatches: what an op
-  recorded the same way cost the lent GPU hosts' own CPUs (harness/predict/fitting.py
+  recorded the same way cost the lent GPU hosts' own CPUs (benchmarks/predictlab/fitting.py
   recorded_op_dispatches, from the validation's rows; not fitted to a GPU step). Until
   model 3 this CPU's host work was rescaled by the two hosts' host.python loops, which did
   not transfer: the loop read 3.0-3.2 or 5-6.2 ms on one lent host (two levels), and from
@@ -144,7 +144,7 @@ LAUNCH_BOUND, COMPUTE_BOUND = "launch-bound", "compute-bound"
 # training step's fixed host work"), in tiny in-place dispatches (host.dispatch add_) of
 # the profiled host. Fitted: the one constant of the model, median-unbiased over the
 # validation's cells of both lent GPUs, and checked leaving each model out
-# (harness/predict/validation.py left_out_lines; docs/predict.md).
+# (benchmarks/predictlab/validation.py left_out_lines; docs/predict.md).
 STEP_OVERHEAD_DISPATCHES = 100.0
 # What one tiny op recorded by the features' dispatch mode costs the lent GPU hosts' CPUs,
 # in their profile's tiny in-place dispatches (host.dispatch add_): the median over the

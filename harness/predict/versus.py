@@ -18,7 +18,7 @@ size both cells measured, it pairs:
   predicted GPU-vs-CPU verdict (the predicted GPU step against the measured CPU step) is the
   measured one (the measured GPU step against the same CPU step). A measured gap within the
   noise is a tie, judged neither right nor wrong, by the validation's rule
-  (harness/predict/validation.py: within max(5%, the two cases' spreads added)).
+  (benchmarks/predictlab/validation.py: within max(5%, the two cases' spreads added)).
 
 Computed from run.json alone (a RunDocument), never from the report; the report's view
 (harness/report/views/predicted.py) lays it out and harness/audit/predictedgpu.py
@@ -44,7 +44,6 @@ from harness.predict.answer import (
 )
 from harness.predict.interval import Interval, band_for, interval_of, why_no_band
 from harness.predict.model import Prediction
-from harness.predict.validation import NOISE_FLOOR
 from harness.spec import Status
 
 HOST = "this"  # this machine's CPU drives the GPU: what the GPU cell measured
@@ -56,6 +55,9 @@ FRAMEWORKS = ("torch", "keras-torch", "jax", "keras-jax")
 # it: harness/commands/predicted.py): the longest wording that fits, the figures whole.
 LINE_LIMIT = 240
 RIGHT, WRONG, TIE = "right", "wrong", "tie"
+# A measured gap under 5% is a tie whatever the samples' spread (the validation's rule too:
+# benchmarks/predictlab/validation.py).
+NOISE_FLOOR = 0.05
 
 
 def same_gpu(profile_device: Any, device_name: Any) -> bool:

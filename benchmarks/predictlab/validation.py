@@ -27,9 +27,9 @@ What the summary counts, said once:
   50% where the run measured it, else the model's own regime, said so.
 - **baselines**: "datasheet-style" (FLOPs over the profile's peak float32 matmul rate) and
   "device alone" (the model's device queue without the host); one GPU run against another
-  (GPU to GPU, and the noise floor between two lendings) is harness/predict/gpu2gpu.py's.
+  (GPU to GPU, and the noise floor between two lendings) is benchmarks/predictlab/gpu2gpu.py's.
 - **left out**: the model with its one fitted constant fitted without that model's cells
-  (harness/predict/fitting.py), beside the model as shipped.
+  (benchmarks/predictlab/fitting.py), beside the model as shipped.
 """
 
 from __future__ import annotations
@@ -47,15 +47,16 @@ from typing import Any
 
 from harness.data.store import write_json_atomic
 from harness.measure.devicetime import DeviceEvent
-from harness.predict import fitting
 from harness.predict.features import StepFeatures
 from harness.predict.model import predict
 from harness.predict.profile import Profile, ProfileError, load_profile, shipped_names
 from harness.predict.rates import HostSpeed
+from harness.predict.versus import NOISE_FLOOR
+
+from . import fitting
 
 ROWS_KIND = "harness-predict-validation"
 ROWS_VERSION = 1
-NOISE_FLOOR = 0.05  # a gap under 5% is a tie whatever the samples' spread
 WITHIN = 0.25
 BUSY_SPLIT = 0.5
 MEASURED_KEYS = {"synced": "median_s", "pipelined": "pipelined_s"}
@@ -306,7 +307,7 @@ def cell_of(row: Row, profile: str, host: str, measured: str = "synced",
             left_out: Mapping[str, float] | None = None) -> Cell | None:
     """ROW as a Cell (None where the row lacks a measured CPU or GPU step or a prediction);
     LEFT_OUT, where given, {model: the fitted constant without that model} adds the model's
-    step with that constant (harness/predict/fitting.py)."""
+    step with that constant (benchmarks/predictlab/fitting.py)."""
     cpu, gpu = row.get("cpu") or {}, row.get("gpu") or {}
     gpu_s = gpu.get(MEASURED_KEYS[measured])
     prediction = prediction_of(row, profile, host)

@@ -1,6 +1,6 @@
 """Step features recorded on a foreign CPU (one that is not the GPU's host), framework-free.
 
-The validation's rows (harness/predict/validation.py) hold, per (model, batch), the GPU step
+The validation's rows (benchmarks/predictlab/validation.py) hold, per (model, batch), the GPU step
 measured on a lent GPU and the features recorded on that GPU host's own CPU. A user's CPU is
 another one: benchmarks/predict_foreign_record.py records the same zoo's features on it, one
 process per repeat, and benchmarks/predict_foreign.py predicts the stored GPU steps again
@@ -17,12 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.predict import interval, validation
+from harness.predict import interval
 from harness.predict.features import StepFeatures
 from harness.predict.model import Prediction, predict
 from harness.predict.profile import Profile
 from harness.predict.rates import HostSpeed
-from harness.predict.validation import BUSY_SPLIT, NOISE_FLOOR, noise, percentile
+from harness.predict.versus import NOISE_FLOOR
+
+from . import validation
+from .validation import BUSY_SPLIT, noise, percentile
 
 FOREIGN_KIND = "harness-predict-foreign-features"
 FOREIGN_VERSION = 1

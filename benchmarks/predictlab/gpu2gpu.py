@@ -1,6 +1,6 @@
 """GPU to GPU (issue 51): one GPU run's measured steps set against another run's, offline.
 
-Two validation rows files (harness/predict/validation.py), each measured on one lent GPU,
+Two validation rows files (benchmarks/predictlab/validation.py), each measured on one lent GPU,
 hold the same zoo's cells. For the cells both measured, the target run's measured GPU step
 is compared with what could have been said of it from the source run alone:
 
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.predict.validation import (
+from .validation import (
     BUSY_SPLIT,
     MEASURED_KEYS,
     MODEL,
