@@ -11,6 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+# Optimizer steps of an epoch-sized call (MNIST) an implementation's step_features records
+# (harness.run.casepasses features_pass): a few, so its cost is a few steps under the
+# recording mode, not an epoch (the prediction is per step).
+FEATURES_PART_STEPS = 4
+
 
 class DeviceUnavailable(RuntimeError):
     """The framework is installed but the asked-for device is not there (reason in message)."""

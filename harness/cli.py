@@ -67,13 +67,16 @@ def list_workloads(model: Annotated[Optional[Path], typer.Option(
         help="Show what the harness understood of this model file instead.")] = None) -> None:
     """Workloads, their variants and parameters (default / --quick)."""
     from harness.listing import listing_lines
+    from harness.run.context import RunContext
+    from harness.run.runner import ChildRunner
     from harness.terminal import wrapped
 
     if model is None:
         lines = listing_lines()
     else:
         try:
-            described = registry.model_plugin("describe").model_lines(model)
+            described = registry.model_plugin("describe").model_lines(
+                model, ChildRunner(RunContext.from_environment()))
         except BadInput as exc:
             fail_input(str(exc))
         lines = [part for line in described

@@ -408,12 +408,13 @@ class FrameworkSpec:
     with device.block(output); harness.run.caserun.timed_pair). cpu_only: the framework has no
     accelerator devices. preload: modules a warm process imports once per run, so that this
     framework's workers are forked from it instead of each importing them anew
-    (harness.run.forkserver); () for a framework whose import is not safe to fork after
-    (one that starts thread pools or opens a device when imported). A preload name with a
-    leading "!" is an optional module kept unimportable while the others import, and
-    importable again after: an integration the library imports only where installed (its
-    import guarded by `except ImportError`) and no step of the harness uses, whose import
-    would lengthen every run's start (forkserver.OPTIONAL_PREFIX). compile_cache_variable:
+    (harness.run.forkserver; the runner adds the worker module itself); () for a framework
+    whose import is not safe to fork after (one that starts thread pools or opens a device
+    when imported). A preload name with a leading "!" is an optional module kept unimportable
+    while the others import, and importable again after: an integration the library imports
+    only where installed (its import guarded by `except ImportError`) and no step of the
+    harness uses, whose import would lengthen every run's start (forkserver.OPTIONAL_PREFIX).
+    compile_cache_variable:
     the variable naming a directory where the framework's compiler keeps what it compiled
     (with compile_cache_environment, what makes it keep everything); the runner gives each
     cell its own, new with every run, so round 0 compiles cold and the later rounds of that

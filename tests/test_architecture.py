@@ -1,4 +1,6 @@
-"""The package layout holds: imports inside harness/ point one way, from the CLI to the spec."""
+"""The package layout holds: imports inside harness/ point one way, from the CLI to the spec,
+and the backends and workloads (backends/, workloads/) reach the engine only through the
+contract below them."""
 
 from __future__ import annotations
 
@@ -10,12 +12,23 @@ import pytest
 
 HARNESS = Path(__file__).resolve().parents[1] / "harness"
 
+# The step features a backend records in its worker (a record, the recording's own clock, the
+# host-speed loops, the device profiles it prices against, XLA's program text): measurement,
+# so they sit with harness.measure, below the backends that record them.
+RECORDING = ("harness.predict.features", "harness.predict.hlo", "harness.predict.hostspeed",
+             "harness.predict.jaxfeatures", "harness.predict.profile", "harness.predict.timed")
+# The plug-ins: framework adapters and workloads (harness/backends and harness/workloads are
+# links to backends/ and workloads/). Above the contract (spec, backend, core, data, measure),
+# below everything that runs, predicts and reports: they reach the engine only through it.
+PLUGINS = ("harness.backends", "harness.workloads")
+
 # Lowest first: a module may import its own layer and the layers below it, never above.
 LAYERS = [
     ("harness.spec", "harness.backend", "harness.core.units"),
     ("harness.core",),
     ("harness.data",),
-    ("harness.measure",),
+    ("harness.measure", *RECORDING),
+    PLUGINS,
     ("harness.analysis",),
     ("harness.run",),
     ("harness.predict",),
@@ -38,21 +51,26 @@ def layer_of(module: str) -> int:
     return best
 
 
+ROOT = HARNESS.parent
+# The plug-ins' own trees, imported as harness.backends.* and harness.workloads.*.
+PLUGIN_TREES = [ROOT / "backends", ROOT / "workloads"]
+
+
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(HARNESS.parent).with_suffix("").parts)
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[0] != "harness":  # backends/x.py is harness.backends.x
+        parts = ["harness", *parts]
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-ROOT = HARNESS.parent
 # "module" or "module:attribute", the forms of registry entries, entry points and child modules.
 MODULE_STRING = re.compile(r"^(harness(?:\.\w+)*)(?::[\w.]+)?$")
-# The framework and workload packages: their own trees (harness/backends and harness/workloads
-# are links to backends/ and workloads/), outside the core's layers.
-OUTSIDE_CORE = ("harness.backends", "harness.workloads")
+# Where the core names the plug-ins: the registry's entry points (strings, loaded on demand).
+ENTRY_POINTS = "harness.core.registry"
 
 
-def in_core(module: str) -> bool:
-    return not any(module == top or module.startswith(top + ".") for top in OUTSIDE_CORE)
+def is_plugin(module: str) -> bool:
+    return any(module == top or module.startswith(top + ".") for top in PLUGINS)
 
 
 def module_exists(name: str) -> bool:
@@ -115,20 +133,25 @@ def referenced_modules(source: str) -> list[tuple[str, str]]:
 KNOWN_VIOLATIONS: set[tuple[str, str]] = set()  # none left: keep it that way
 
 
-def imported_modules(path: Path) -> list[str]:
-    """Every harness module the file reaches, by import statement or by a module string."""
-    return [module for module, _ in referenced_modules(path.read_text())
-            if module.split(".")[0] == "harness" and in_core(module)]
+def imported_modules(path: Path, here: str = "") -> list[str]:
+    """Every harness module the file reaches, by import statement or by a module string; the
+    registry's entry points (HERE the registry, a string naming a plug-in) are the door the
+    core opens to the plug-ins, not an import."""
+    return [module for module, how in referenced_modules(path.read_text())
+            if module.split(".")[0] == "harness"
+            and not (here == ENTRY_POINTS and how == "string" and is_plugin(module))]
 
 
-MODULES = sorted(HARNESS.rglob("*.py"))
+CORE_MODULES = sorted(HARNESS.rglob("*.py"))  # rglob does not enter the two links
+PLUGIN_MODULES = sorted(path for tree in PLUGIN_TREES for path in tree.rglob("*.py"))
+MODULES = CORE_MODULES + PLUGIN_MODULES
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(HARNESS.parent)))
 def test_imports_point_down_the_layers(path: Path) -> None:
     here = module_name(path)
     upward = []
-    for target in imported_modules(path):
+    for target in imported_modules(path, here):
         # `from harness.report import figures` names a module; `from harness import api` too.
         if target == "harness" or layer_of(target) <= layer_of(here):
             continue
@@ -194,7 +217,24 @@ def backend_references(module: str, source: str) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(HARNESS.parent)))
+def test_every_plugin_module_is_checked() -> None:
+    """The layer check walks backends/ and workloads/ too: no folder is left out."""
+    names = {module_name(path) for path in MODULES}
+    assert {"harness.backends.torch.features", "harness.workloads.usermodel.plan"} <= names
+    assert all(layer_of(module_name(path)) == LAYERS.index(PLUGINS) for path in PLUGIN_MODULES)
+
+
+def test_a_plugin_importing_the_engine_is_caught() -> None:
+    """A workload reaching the runner, or a backend the analysis, is an upward import."""
+    here = layer_of("harness.workloads.usermodel.plan")
+    for planted in ("from harness.run.runner import run_json_child\n",
+                    "from harness.analysis.fixchoice import choose\n",
+                    'PRELOAD = ("torch", "harness.run.worker")\n'):
+        targets = imported_modules_of(planted)
+        assert targets and all(layer_of(target) > here for target in targets), planted
+
+
+@pytest.mark.parametrize("path", CORE_MODULES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_core_imports_no_backend(path: Path) -> None:
     here = module_name(path)
     bad = backend_references(here, path.read_text())

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.analysis import sensitivity
 from harness.audit import Ledger, parity
+from harness.data import sensitivity
 from harness.workloads.usermodel.lossscale import applied_before, over_applied_updates
 from harness.workloads.usermodel.spec import check
 from tests.in_subprocess import installed, run_check

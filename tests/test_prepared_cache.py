@@ -10,30 +10,37 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.settings import Settings
 from harness.workloads.usermodel import plan, preparedcache
 
 MODEL = "import torch.nn as nn\n\ndef model():\n    return nn.Linear(4, 2)\n"
 
 
-@pytest.fixture
-def children(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[list[str]]:
-    """The preparing child's argument lists; it writes a folder whose weights are its count."""
-    calls: list[list[str]] = []
-    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+class FakeChildren(list[list[str]]):
+    """The run's children as prepare_run sees them (plan.Children): the settings, and a
+    preparing child that writes a folder whose weights are its count; it keeps each child's
+    argument list."""
 
-    def fake_child(module: str, args: list[str], cell: object, timeout_s: float,
-                   context: object, user_file: object = None):
-        calls.append(list(args))
+    def __init__(self, settings: Settings) -> None:
+        super().__init__()
+        self.settings = settings
+
+    def run_json_child(self, module: str, args: list[str], cell: object, timeout_s: float,
+                       user_file: object = None) -> tuple[dict, str]:
+        self.append(list(args))
         folder = Path(args[1])
         folder.mkdir(parents=True)
-        (folder / "weights.npz").write_text(f"weights of child {len(calls)}")
+        (folder / "weights.npz").write_text(f"weights of child {len(self)}")
         failed = "fail" in Path(args[0]).read_text()
         (folder / "prepared.json").write_text(json.dumps(
             {"sizes": {"8": {"error": "the step raised"} if failed else {"bound": 1e-6}}}))
         return {"ok": True}, ""
 
-    monkeypatch.setattr(plan, "run_json_child", fake_child)
-    return calls
+
+@pytest.fixture
+def children(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeChildren:
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    return FakeChildren(Settings.from_environment())  # read after the cache folder is set
 
 
 class TorchModelSpec:
@@ -43,18 +50,20 @@ class TorchModelSpec:
     frameworks = ("torch",)
 
 
-def prepare(model: Path, run_dir: Path, seed: int = 0) -> Path:
+def prepare(model: Path, run_dir: Path, children: FakeChildren, seed: int = 0) -> Path:
     params = {"model": str(model), "what": "train", "seed": seed, "batch": [8]}
-    prepared = plan.prepare_run(run_dir, TorchModelSpec(), params, 60.0)  # type: ignore[arg-type]
+    prepared = plan.prepare_run(run_dir, TorchModelSpec(), params, 60.0,  # type: ignore[arg-type]
+                                children)
     return Path(str(prepared[plan.PREPARED_PARAM]))
 
 
-def test_a_repeat_run_reuses_the_folder_and_says_so(children: list, tmp_path: Path) -> None:
+def test_a_repeat_run_reuses_the_folder_and_says_so(children: FakeChildren,
+                                                    tmp_path: Path) -> None:
     model = tmp_path / "models" / "net.py"
     model.parent.mkdir()
     model.write_text(MODEL)
-    first = prepare(model, tmp_path / "run1")
-    second = prepare(model, tmp_path / "run2")
+    first = prepare(model, tmp_path / "run1", children)
+    second = prepare(model, tmp_path / "run2", children)
     assert len(children) == 1  # the second run started no preparing child
     assert (second / "weights.npz").read_text() == "weights of child 1"
     note = json.loads((second / "prepared.json").read_text())["reused"]
@@ -66,32 +75,33 @@ def test_a_repeat_run_reuses_the_folder_and_says_so(children: list, tmp_path: Pa
 
 
 @pytest.mark.parametrize("change", ["file", "helper beside it", "seed"])
-def test_anything_that_decides_the_folder_makes_a_new_one(children: list, tmp_path: Path,
+def test_anything_that_decides_the_folder_makes_a_new_one(children: FakeChildren,
+                                                          tmp_path: Path,
                                                           change: str) -> None:
     model = tmp_path / "models" / "net.py"
     model.parent.mkdir()
     model.write_text(MODEL)
-    prepare(model, tmp_path / "run1")
+    prepare(model, tmp_path / "run1", children)
     if change == "file":
         model.write_text(MODEL.replace("(4, 2)", "(4, 3)"))
     elif change == "helper beside it":
         (model.parent / "layers.py").write_text("WIDTH = 4\n")
-    again = prepare(model, tmp_path / "run2", seed=1 if change == "seed" else 0)
+    again = prepare(model, tmp_path / "run2", children, seed=1 if change == "seed" else 0)
     assert len(children) == 2
     assert "reused" not in json.loads((again / "prepared.json").read_text())
 
 
-def test_a_failed_preparation_is_never_kept(children: list, tmp_path: Path) -> None:
+def test_a_failed_preparation_is_never_kept(children: FakeChildren, tmp_path: Path) -> None:
     model = tmp_path / "net.py"
     model.write_text(MODEL + "# fail\n")
-    prepare(model, tmp_path / "run1")
-    prepare(model, tmp_path / "run2")
+    prepare(model, tmp_path / "run1", children)
+    prepare(model, tmp_path / "run2", children)
     assert len(children) == 2
 
 
-def test_only_the_newest_entries_are_kept(children: list, tmp_path: Path) -> None:
+def test_only_the_newest_entries_are_kept(children: FakeChildren, tmp_path: Path) -> None:
     model = tmp_path / "net.py"
     for seed in range(preparedcache.KEEP_ENTRIES + 2):
         model.write_text(MODEL)
-        prepare(model, tmp_path / f"run{seed}", seed=seed)
+        prepare(model, tmp_path / f"run{seed}", children, seed=seed)
     assert len(list((tmp_path / "cache" / "prepared").iterdir())) == preparedcache.KEEP_ENTRIES

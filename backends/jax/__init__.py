@@ -27,7 +27,7 @@ FRAMEWORK = FrameworkSpec(
     # Imported once per run and forked (harness.run.forkserver): importing jax and optax starts
     # no thread and no XLA client (jax._src.xla_bridge._backends stays empty until the first
     # device call, in the child); the device module only defines functions.
-    preload=("jax", "optax", "harness.backends.jax.device", "harness.run.worker"),
+    preload=("jax", "optax", "harness.backends.jax.device"),
     # Later rounds of a cell load round 0's compiled programs (on the H200 17 of a GPU MNIST
     # worker's 21 s went to compiling and autotuning; ~1.4 s of each cpu MNIST
     # worker's 2.2 s of tracing and compiling on the 2-core VM); every size is kept.

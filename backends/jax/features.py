@@ -22,9 +22,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from harness.backend import FEATURES_PART_STEPS
 from harness.predict.hlo import entry_kernels, parse
 from harness.predict.jaxfeatures import JaxFeatures, KernelRecord, summarized
-from harness.run.casepasses import FEATURES_PART_STEPS
 
 HOW = ("the jitted step's compiled program (backends/jax/features.py): cost_analysis() for "
        "FLOPs and bytes, the optimized HLO's entry computation for its kernels; host times "

@@ -22,7 +22,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from harness.run.casepasses import FEATURES_PART_STEPS
+from harness.backend import FEATURES_PART_STEPS
 
 FEATURES_KEY, STEPS_KEY, REASON_KEY, HOST_SPEED_KEY = (
     "step_features", "step_features_steps", "step_features_reason", "host_speed")

@@ -21,8 +21,7 @@ FRAMEWORK = FrameworkSpec(
     # Forked from a warm process (harness.run.forkserver): Keras' import on JAX initialises no
     # backend; the pyarrow thread it brings (through pandas) is off in the warm process.
     # Without Keras' scikit-learn wrappers (harness.backends.keras).
-    preload=(*WITHOUT_SKLEARN, "jax", "keras", "harness.backends.keras_jax.device",
-             "harness.run.worker"),
+    preload=(*WITHOUT_SKLEARN, "jax", "keras", "harness.backends.keras_jax.device"),
     compile_cache_variable=JAX_CACHE_VARIABLE,  # as jax's (backends/jax/__init__.py)
     compile_cache_environment=JAX_CACHE_KEEPS_ALL,
 )

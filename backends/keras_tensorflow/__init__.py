@@ -21,5 +21,5 @@ FRAMEWORK = FrameworkSpec(
     # thread and no eager context. Not harness.backends.tensorflow.device: it lists the GPUs
     # at import, which would initialise TF's devices in the warm process, where none is seen.
     # Without Keras' scikit-learn wrappers and its JAX import (harness.backends.keras).
-    preload=(*WITHOUT_SKLEARN, *WITHOUT_JAX, "tensorflow", "keras", "harness.run.worker"),
+    preload=(*WITHOUT_SKLEARN, *WITHOUT_JAX, "tensorflow", "keras"),
 )

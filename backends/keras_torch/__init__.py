@@ -21,5 +21,5 @@ FRAMEWORK = FrameworkSpec(
     # torch opens no device (the pyarrow thread it brings is off in the warm process).
     # Without Keras' scikit-learn wrappers and its JAX import (harness.backends.keras).
     preload=(*WITHOUT_SKLEARN, *WITHOUT_JAX, "torch", "torch.optim", "torch._dynamo", "keras",
-             "harness.backends.keras_torch.device", "harness.run.worker"),
+             "harness.backends.keras_torch.device"),
 )

@@ -24,5 +24,5 @@ FRAMEWORK = FrameworkSpec(
     # Importing TensorFlow imports Keras 3 (tf.keras), and with it Keras' optional scikit-learn
     # and JAX (backends/keras): kept out as for keras-tensorflow, the warm process imports in
     # 3.4-4.5 s instead of 4.9-7.2 s on the 2-core VM (2026-11-28).
-    preload=(*WITHOUT_SKLEARN, *WITHOUT_JAX, "tensorflow", "harness.run.worker"),
+    preload=(*WITHOUT_SKLEARN, *WITHOUT_JAX, "tensorflow"),
 )

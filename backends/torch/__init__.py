@@ -28,6 +28,5 @@ FRAMEWORK = FrameworkSpec(
     # thread pool and opens no device. torch._dynamo is named: torch.optim no longer imports it,
     # the first optimizer does (~0.8 s of every worker's warm-up on the 2-core VM: cProfile of
     # an MNIST cell, Adam.__init__); its import starts no thread either.
-    preload=("torch", "torch.optim", "torch._dynamo", "harness.backends.torch.device",
-             "harness.run.worker"),
+    preload=("torch", "torch.optim", "torch._dynamo", "harness.backends.torch.device"),
 )

@@ -33,9 +33,9 @@ import numpy as np
 import torch
 from torch.utils.weak import WeakTensorKeyDictionary
 
+from harness.backend import FEATURES_PART_STEPS
 from harness.backends.torch import flops
 from harness.predict.features import MARKER, VIEW, OpRecord, StepFeatures, SyncPoint, summarize
-from harness.run.casepasses import FEATURES_PART_STEPS
 
 if TYPE_CHECKING:
     from harness.workloads.usermodel.common import ModelTask

@@ -18,8 +18,8 @@ from harness.analysis.confidence import (
 )
 from harness.analysis.fixchoice import NotTried, compose_variant, conflict, variant_parts, why_line
 from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
-from harness.analysis.sensitivity import figures_sentence
 from harness.core.units import format_ratio, format_seconds, format_size
+from harness.data.sensitivity import figures_sentence
 from harness.measure.devicetime import Diagnosis
 from harness.spec import Status
 

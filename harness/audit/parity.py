@@ -1,6 +1,6 @@
 """`harness check` on a reduced-precision verdict judged by the model's own sensitivity: the
 bound, the verdict, the sentence and the case's status recomputed from the figures the check
-stored (harness.analysis.sensitivity says the rule and writes the sentence)."""
+stored (harness.data.sensitivity says the rule and writes the sentence)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from harness.analysis.sensitivity import RECORD_KEY, figures_sentence
 from harness.audit.ledger import Ledger
+from harness.data.sensitivity import RECORD_KEY, figures_sentence
 
 WHERE = "run.json"
 TOLERANCE = 1e-9

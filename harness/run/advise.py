@@ -43,6 +43,7 @@ from harness.run.forkserver import ForkServers
 from harness.run.plan import RunPlan, plan
 from harness.run.planner import declared_refusal
 from harness.run.progress import console as progress_console
+from harness.run.runner import ChildRunner
 from harness.run.session import RunSession
 from harness.spec import BadInput, Cell, CellKey, ParamValue, Status, WorkloadSpec
 
@@ -189,7 +190,7 @@ def budgeted_prepare(run: RunPlan, ends: float) -> PrepareStep:
                 context: RunContext) -> dict[str, ParamValue]:
         left = max(1.0, ends - choosing.clock())
         added: dict[str, ParamValue] = usermodel_plan.prepare_run(
-            run_dir, run.spec, params, min(run.timeout_s, left), context)
+            run_dir, run.spec, params, min(run.timeout_s, left), ChildRunner(context))
         return added
     return prepare
 

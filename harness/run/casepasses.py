@@ -12,7 +12,7 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
-from harness.backend import ProfileUnavailable
+from harness.backend import FEATURES_PART_STEPS, ProfileUnavailable
 from harness.core.settings import Settings
 from harness.core.units import format_seconds
 from harness.data.noprofile import (
@@ -236,9 +236,6 @@ def device_profile_pass(spec: WorkloadSpec, device: Any, cell_round: int, step: 
 
 FEATURES_REASON = "step_features_reason"
 FEATURES_KEY, FEATURES_PART_KEY = "step_features", "step_features_steps"
-# Optimizer steps of an epoch-sized call (MNIST) the features pass records: a few, so its
-# cost is a few steps under the recording mode, not an epoch (the prediction is per step).
-FEATURES_PART_STEPS = 4
 
 
 def recorded_call_seconds(step: Any, seconds_per_call: float | None) -> float | None:

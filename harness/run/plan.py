@@ -23,6 +23,7 @@ from harness.measure import envinfo
 from harness.run import rounds as rounds_module
 from harness.run.context import RunContext
 from harness.run.forkserver import ForkServers
+from harness.run.runner import ChildRunner
 from harness.spec import (
     BadInput,
     Cell,
@@ -226,7 +227,7 @@ def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
         if workload is not None:
             raise BadInput("give a workload or a model file (--model), not both")
         usermodel_plan = registry.model_plugin("plan")
-        spec, model_info = usermodel_plan.model_spec(model, context, timeout_s)
+        spec, model_info = usermodel_plan.model_spec(model, ChildRunner(context), timeout_s)
     else:
         if workload is not None and not workload.strip():
             raise BadInput("--workload is empty: name one of the workloads `harness list` shows")
@@ -251,7 +252,8 @@ def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
 
         def prepare(run_dir: Path, params: dict[str, ParamValue],
                     run_context: RunContext) -> dict[str, ParamValue]:
-            return usermodel_plan.prepare_run(run_dir, spec, params, timeout_s, run_context)
+            return usermodel_plan.prepare_run(run_dir, spec, params, timeout_s,
+                                              ChildRunner(run_context))
     out = Path(out)
     check_writable(out)
     cells = expand_matrix(spec.name, chosen_variants, chosen_frameworks, chosen_devices, values)

@@ -57,10 +57,13 @@ MULTICAST_OFF = {
 }
 
 
+WORKER_MODULE = "harness.run.worker"
+
+
 @dataclass
 class RunOptions:
     timeout_s: float
-    worker_module: str = "harness.run.worker"
+    worker_module: str = WORKER_MODULE
     extra_pythonpath: tuple[str, ...] = ()
     # The run's settings, passed to every worker on its argument list (harness.core.settings);
     # by default this process's environment's (a library call, a test).
@@ -318,11 +321,14 @@ def _start_child(module: str, args: list[str], framework: str, env: dict[str, st
 
 
 def framework_preload(framework: str) -> tuple[str, ...]:
-    """What a framework's warm process imports (FrameworkSpec.preload); () for none."""
+    """What a framework's warm process imports (FrameworkSpec.preload), then the worker module
+    its children run (named here, not by each backend, which reaches the engine only through
+    the contract); () for none."""
     try:
-        return tuple(registry.load_framework(framework).preload)
+        preload = tuple(registry.load_framework(framework).preload)
     except BadInput:
         return ()
+    return (*preload, WORKER_MODULE) if preload else ()
 
 
 def run_worker(cell: Cell, options: RunOptions, servers: ForkServers | None = None) -> CellResult:
@@ -466,6 +472,23 @@ def run_json_child(module: str, args: list[str], cell: Cell, timeout_s: float,
         if not isinstance(document, dict):  # every child writes one JSON object, or nothing
             return None, " | ".join(_stderr_tail(stderr_path).splitlines()[-3:])
         return document, ""
+
+
+@dataclass(frozen=True)
+class ChildRunner:
+    """A run's context as a workload plugin's parent side uses it (workloads/usermodel/plan.py
+    Children): its settings, and short children run in a cell's environment by run_json_child.
+    Handed to the plugin, so the plugin never imports the runner."""
+
+    context: RunContext
+
+    @property
+    def settings(self) -> Settings:
+        return self.context.settings
+
+    def run_json_child(self, module: str, args: list[str], cell: Cell, timeout_s: float,
+                       user_file: Path | None = None) -> tuple[JsonObject | None, str]:
+        return run_json_child(module, args, cell, timeout_s, self.context, user_file)
 
 
 def prestart_phase(board: PhaseBoard | None,

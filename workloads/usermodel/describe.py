@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import registry
-from harness.workloads.usermodel.plan import model_spec
+from harness.workloads.usermodel.plan import Children, model_spec
 
 WHAT_TEXT = {"train": "one training step against {targets}; {training}",
              "inference": "one forward pass (no gradients)",
@@ -22,8 +22,9 @@ def call_text(info: dict[str, Any], what: str) -> str:
     return WHAT_TEXT[what]
 
 
-def model_lines(model: Path | str) -> list[str]:
-    spec, info = model_spec(model)
+def model_lines(model: Path | str, children: Children) -> list[str]:
+    """What the harness understood of MODEL (its inspection a child of CHILDREN's)."""
+    spec, info = model_spec(model, children)
     targets = "your targets()" if info["has_targets"] else "fixed random targets of the " \
         "output's shape"
     what = info["default_what"]

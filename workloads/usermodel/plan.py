@@ -1,19 +1,20 @@
 """The parent's side of a user model: inspect the file in a child, prepare the run folder.
 
-Never imports the file or its framework: both steps are short child processes
-(harness.run.runner.run_json_child), as the framework probe and the ceilings are.
+Never imports the file or its framework: both steps are short child processes, as the
+framework probe and the ceilings are. The engine hands in how to run them (Children: the run's
+settings and warm processes, harness.run.runner.ChildRunner), so the plugin reaches the engine
+only through what it is given.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from harness.core import registry
-from harness.core.settings import cache_folder
-from harness.run.context import RunContext
-from harness.run.runner import run_json_child
+from harness.core.settings import Settings, cache_folder
+from harness.data.serial import JsonObject
 from harness.spec import BadInput, CaseParams, Cell, ParamValue, WorkloadSpec, int_param, str_param
 from harness.workloads.usermodel import preparedcache
 from harness.workloads.usermodel.precheck import SourceProblem, precheck
@@ -26,6 +27,19 @@ from harness.workloads.usermodel.spec import (
     autograd_functional_calls,
     spec_for_name,
 )
+
+
+class Children(Protocol):
+    """What the plan needs of the run: its settings (the cache folder keeps prepared copies)
+    and a short child run in a cell's environment, forked from the run's warm process where it
+    holds one for that cell (harness.run.runner.ChildRunner is the engine's)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def run_json_child(self, module: str, args: list[str], cell: Cell, timeout_s: float,
+                       user_file: Path | None = None) -> tuple[JsonObject | None, str]: ...
+
 
 # The inspection's bound: --timeout, but never more than this (a cell's --timeout defaults to
 # 900 s; the inspection does far less than a cell: one forward pass at batch 2).
@@ -87,15 +101,15 @@ def check_file(path: Path) -> Path:
     return path.resolve()
 
 
-def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S,
-                  context: RunContext | None = None) -> dict[str, Any]:
+def inspect_model(model: Path | str, children: Children,
+                  timeout_s: float = INSPECT_TIMEOUT_S) -> dict[str, Any]:
     """What the file is (family, builder, output...), or BadInput naming the file and why.
-    CONTEXT: the run's, whose warm process the child shares (forkserver; under --quick, in a
-    --quick cell's environment); None: this process's environment's, a new interpreter."""
+    CHILDREN: the run's, whose warm process the child shares (forkserver; under --quick, in a
+    --quick cell's environment)."""
     path = check_file(Path(model))
     cell = Cell("inspect", "-", child_framework(guess_family(path)), "cpu")
-    info, why_not = run_json_child("harness.workloads.usermodel.inspect", [str(path)], cell,
-                                   timeout_s, context or RunContext.from_environment(), path)
+    info, why_not = children.run_json_child("harness.workloads.usermodel.inspect", [str(path)],
+                                            cell, timeout_s, path)
     if info is None:
         raise BadInput(f"--model {model}: inspecting it failed ({why_not or 'no report'})")
     if info.get("error"):
@@ -117,12 +131,12 @@ def inspect_model(model: Path | str, timeout_s: float = INSPECT_TIMEOUT_S,
     return info
 
 
-def model_spec(model: Path | str, context: RunContext | None = None,
+def model_spec(model: Path | str, children: Children,
                timeout_s: float = INSPECT_TIMEOUT_S) -> tuple[WorkloadSpec, dict[str, Any]]:
-    """The spec a run of this file plans with, and the inspector's report (CONTEXT: the
-    run's; None: this process's environment's). TIMEOUT_S: the run's --timeout, which bounds
-    the inspection up to INSPECT_TIMEOUT_S."""
-    info = inspect_model(model, min(timeout_s, INSPECT_TIMEOUT_S), context=context)
+    """The spec a run of this file plans with, and the inspector's report (CHILDREN: the
+    run's). TIMEOUT_S: the run's --timeout, which bounds the inspection up to
+    INSPECT_TIMEOUT_S."""
+    info = inspect_model(model, children, min(timeout_s, INSPECT_TIMEOUT_S))
     return spec_for_name(NAME_PREFIX + Path(info["path"]).stem, info), info
 
 
@@ -145,10 +159,9 @@ def check_what(info: dict[str, Any], what: str) -> None:
 
 
 def prepare_run(run_dir: Path, spec: WorkloadSpec, params: CaseParams,
-                timeout_s: float, context: RunContext | None = None) -> dict[str, ParamValue]:
+                timeout_s: float, children: Children) -> dict[str, ParamValue]:
     """Weights, inputs and CPU references into RUN/model/; the parameters cells then carry.
-    CONTEXT: the run's (its cache folder keeps prepared copies; its warm process the child);
-    None: this process's environment's.
+    CHILDREN: the run's (its cache folder keeps prepared copies; its warm process the child).
 
     A failure is not raised: prepared.json says why and every cell becomes an error row with
     that reason, so the run folder still tells the story. A size whose preparation ran past
@@ -164,20 +177,19 @@ def prepare_run(run_dir: Path, spec: WorkloadSpec, params: CaseParams,
     args = [str_param(params, "model"), str(folder), framework, str_param(params, "what"),
             str(params["seed"]),
             ",".join(str(size) for size in sizes)]
-    context = context or RunContext.from_environment()
-    model, root = Path(args[0]), cache_folder(context.settings) / "prepared"
+    model, root = Path(args[0]), cache_folder(children.settings) / "prepared"
     key = preparedcache.cache_key(model, framework, args[2:])
     reused = preparedcache.restore(root, key, folder)
     if reused is not None:  # the same file, sizes and seed were prepared on this machine
         _note_reuse(folder, reused)
         return {PREPARED_PARAM: str(folder)}
-    if _prepare_sizes(args[:-1], sizes, folder, timeout_s, context):
+    if _prepare_sizes(args[:-1], sizes, folder, timeout_s, children):
         preparedcache.store(root, key, folder, model)
     return {PREPARED_PARAM: str(folder)}
 
 
 def _prepare_sizes(args: list[str], sizes: list[int], folder: Path, timeout_s: float,
-                   context: RunContext) -> bool:
+                   children: Children) -> bool:
     """Run the preparer (ARGS, then the sizes) until every size has its entry; whether it
     finished in one child with no size timed out (only then is it worth keeping).
 
@@ -189,9 +201,9 @@ def _prepare_sizes(args: list[str], sizes: list[int], folder: Path, timeout_s: f
 
     left, model = sorted(sizes), Path(args[0])
     while True:
-        summary, why_not = run_json_child(
+        summary, why_not = children.run_json_child(
             "harness.workloads.usermodel.prepare", [*args, ",".join(map(str, left))],
-            Cell("prepare", "-", args[2], "cpu"), timeout_s, context, model)
+            Cell("prepare", "-", args[2], "cpu"), timeout_s, model)
         if summary is not None:
             return left == sorted(sizes)
         partial = _started_document(folder)

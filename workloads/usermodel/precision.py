@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis.sensitivity import FLOAT32, RECORD_KEY, percent, sentence
+from harness.data.sensitivity import FLOAT32, RECORD_KEY, percent, sentence
 from harness.spec import Check
 from harness.spec import variant_parts as split_parts
 
