@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core import registry
+from harness.core.diagnosis import DiagnosisKind
 from harness.core.fixes import Catalogue, Fix
 from harness.core.units import device_kind
 from harness.data.adviserecord import AdvisedCell
 from harness.spec import BadInput
 from harness.spec import variant_parts as split_variant
 
-HOST_BOUND = "host-bound"
-UNPROFILED = "not profiled"
+HOST_BOUND = DiagnosisKind.HOST
+UNPROFILED = DiagnosisKind.UNPROFILED
 
 
 def catalogue() -> Catalogue | None:
@@ -66,8 +67,9 @@ def compose_variant(parts: Sequence[str]) -> str:
 
 
 # Diagnoses under other names: the issue says copy-bound where devicetime says transfer-bound.
-KIND_ALIASES = {"transfer-bound": ("transfer-bound", "copy-bound"),
-                "copy-bound": ("transfer-bound", "copy-bound")}
+COPIES: tuple[str, ...] = (DiagnosisKind.TRANSFER, DiagnosisKind.COPY)
+KIND_ALIASES: dict[str, tuple[str, ...]] = {DiagnosisKind.TRANSFER: COPIES,
+                                            DiagnosisKind.COPY: COPIES}
 
 
 def plausible(name: str, kind: str) -> bool | None:
@@ -86,11 +88,13 @@ UNSAID = "unsaid"  # the catalogue does not say, or the diagnosis cannot tell
 ARGUED_AGAINST = "argued against"  # the catalogue expects it to help under other diagnoses
 FIT_ORDER = {AIMED: 0, UNSAID: 1, ARGUED_AGAINST: 2}
 # What a fix would have to do under each diagnosis: the words of a not-tried line.
-KIND_NEEDS = {"launch-bound": "shorten launches", "transfer-bound": "remove host-device copies",
-              "copy-bound": "remove host-device copies",
-              "compute-bound": "speed up the arithmetic", "memory-bound": "move fewer bytes",
-              "device-bound": "shorten the device's own work",
-              HOST_BOUND: "cut the host's work per step"}
+KIND_NEEDS: dict[str, str] = {DiagnosisKind.LAUNCH: "shorten launches",
+                              DiagnosisKind.TRANSFER: "remove host-device copies",
+                              DiagnosisKind.COPY: "remove host-device copies",
+                              DiagnosisKind.COMPUTE: "speed up the arithmetic",
+                              DiagnosisKind.MEMORY: "move fewer bytes",
+                              DiagnosisKind.DEVICE: "shorten the device's own work",
+                              DiagnosisKind.HOST: "cut the host's work per step"}
 
 
 def candidate_fit(name: str, device: str, kind: str) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from harness.core.diagnosis import DiagnosisKind
 from harness.core.units import format_seconds, three_digits
 
 KERNEL, COPY, MEMSET = "kernel", "memcpy", "memset"
@@ -177,8 +178,13 @@ def attribute(wall_s: float, busy_s: float, copies_s: float,
 class Diagnosis:
     """What bounds a GPU cell, and the figures that decide it."""
 
-    kind: str  # launch-bound, transfer-bound, compute-bound, memory-bound, device-bound
+    kind: DiagnosisKind  # LAUNCH, TRANSFER, COMPUTE, MEMORY or DEVICE; HOST on a CPU
     text: str
+
+
+def _said(kind: DiagnosisKind, rest: str) -> Diagnosis:
+    """KIND, with its line: the kind's word, then REST (the figures that decided it)."""
+    return Diagnosis(kind, f"{kind}{rest}")
 
 
 def diagnose(attribution: Attribution, kernels_per_call: float | None = None,
@@ -195,28 +201,28 @@ def diagnose(attribution: Attribution, kernels_per_call: float | None = None,
     kernels = f", {three_digits(kernels_per_call)} kernels per call" if kernels_per_call else ""
     figures = f"busy {_ms(busy)} of {_ms(attribution.wall_s)} wall ({100 * share:.0f}%){kernels}"
     if share < LAUNCH_BOUND_SHARE:
-        return Diagnosis("launch-bound", f"launch-bound: {figures}; the host's launch, dispatch "
-                         f"and Python take {_ms(attribution.host_s)} per call")
+        return _said(DiagnosisKind.LAUNCH, f": {figures}; the host's launch, dispatch "
+                    f"and Python take {_ms(attribution.host_s)} per call")
     if busy > 0 and attribution.copies_s / busy >= TRANSFER_BOUND_SHARE:
-        return Diagnosis("transfer-bound", f"transfer-bound: copies {_ms(attribution.copies_s)} "
-                         f"of {_ms(busy)} busy ({100 * attribution.copies_s / busy:.0f}%); "
-                         f"{figures}")
+        return _said(DiagnosisKind.TRANSFER, f": copies {_ms(attribution.copies_s)} "
+                    f"of {_ms(busy)} busy ({100 * attribution.copies_s / busy:.0f}%); "
+                    f"{figures}")
     flop_fraction = _fraction(flops, busy, peak_gflops)
     byte_fraction = _fraction(nbytes, busy, bandwidth_gbps)
     if flops and peak_gflops and flop_fraction is not None and flop_fraction >= NEAR_CEILING:
-        return Diagnosis("compute-bound", f"compute-bound near the ceiling: "
-                         f"{_rate(flops / busy / 1e9)} GFLOP/s while busy = "
-                         f"{100 * flop_fraction:.0f}% "
-                         f"of the measured {_rate(peak_gflops)}; {figures}")
+        return _said(DiagnosisKind.COMPUTE, f" near the ceiling: "
+                    f"{_rate(flops / busy / 1e9)} GFLOP/s while busy = "
+                    f"{100 * flop_fraction:.0f}% "
+                    f"of the measured {_rate(peak_gflops)}; {figures}")
     if nbytes and bandwidth_gbps and byte_fraction is not None and byte_fraction >= NEAR_CEILING:
-        return Diagnosis("memory-bound", f"memory-bound near bandwidth: "
-                         f"{_rate(nbytes / busy / 1e9)} GB/s while busy = "
-                         f"{100 * byte_fraction:.0f}% "
-                         f"of the measured {_rate(bandwidth_gbps)}; {figures}")
+        return _said(DiagnosisKind.MEMORY, f" near bandwidth: "
+                    f"{_rate(nbytes / busy / 1e9)} GB/s while busy = "
+                    f"{100 * byte_fraction:.0f}% "
+                    f"of the measured {_rate(bandwidth_gbps)}; {figures}")
     rates = [f"{100 * fraction:.0f}% of peak {what}" for fraction, what in
              ((flop_fraction, "FLOP/s"), (byte_fraction, "bandwidth")) if fraction is not None]
     below = f" ({', '.join(rates)})" if rates else " (no ceiling to compare with)"
-    return Diagnosis("device-bound", f"device-bound below its ceilings{below}: {figures}")
+    return _said(DiagnosisKind.DEVICE, f" below its ceilings{below}: {figures}")
 
 
 def _fraction(work: float | None, busy_s: float, ceiling_per_s_in_g: float | None) -> float | None:

@@ -98,6 +98,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
+from harness.core.diagnosis import DiagnosisKind
 from harness.data.serial import JsonRecord, JsonValue
 from harness.predict.features import StepFeatures
 from harness.predict.kernels import (
@@ -139,7 +140,7 @@ HOSTS = ("profiled", "this")
 # any bandwidth): its host time here is the CPU's cost of running an op at all.
 TINY_BYTES = 64 * 1024
 PREDICTED, UNKNOWN = "predicted", "unknown"
-LAUNCH_BOUND, COMPUTE_BOUND = "launch-bound", "compute-bound"
+LAUNCH_BOUND, COMPUTE_BOUND = DiagnosisKind.LAUNCH, DiagnosisKind.COMPUTE
 # The fixed host work of one training step on a GPU beyond its ops (module docstring, "The
 # training step's fixed host work"), in tiny in-place dispatches (host.dispatch add_) of
 # the profiled host. Fitted: the one constant of the model, median-unbiased over the

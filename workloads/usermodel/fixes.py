@@ -9,15 +9,20 @@ lines that explain it. A new fix is an entry here plus the backend code that app
 
 from __future__ import annotations
 
+from harness.core.diagnosis import BOUND_KINDS, DiagnosisKind
 from harness.core.fixes import COST_AUTOTUNE, COST_COMPILE, Catalogue, fix
 
-# Diagnosis kinds: harness/measure/devicetime.py's Diagnosis.kind for a GPU cell, and
-# "host-bound" (a CPU cell, or a GPU cell whose host work dominates) / "copy-bound" (the
-# host<->device copies; devicetime calls it transfer-bound).
-LAUNCH, TRANSFER, COMPUTE, MEMORY, DEVICE = ("launch-bound", "transfer-bound", "compute-bound",
-                                             "memory-bound", "device-bound")
-HOST, COPY = "host-bound", "copy-bound"
-DIAGNOSIS_KINDS = frozenset({LAUNCH, TRANSFER, COMPUTE, MEMORY, DEVICE, HOST, COPY})
+# Diagnosis kinds (harness.core.diagnosis): devicetime's for a GPU cell, HOST for a CPU cell
+# (or a GPU cell whose host work dominates), COPY for the host<->device copies (devicetime
+# calls it TRANSFER). Typed as the catalogue's keys are (str): a member is its string.
+LAUNCH: str = DiagnosisKind.LAUNCH
+TRANSFER: str = DiagnosisKind.TRANSFER
+COMPUTE: str = DiagnosisKind.COMPUTE
+MEMORY: str = DiagnosisKind.MEMORY
+DEVICE: str = DiagnosisKind.DEVICE
+HOST: str = DiagnosisKind.HOST
+COPY: str = DiagnosisKind.COPY
+DIAGNOSIS_KINDS = BOUND_KINDS
 
 FAMILIES: dict[str, tuple[str, ...]] = {
     "torch": ("torch",),
