@@ -7,7 +7,7 @@ For every (experiment, machine, variant, framework) with cells on a CPU and a GP
 the measured crossover (the smallest size from which the GPU stays faster), the prediction fitted
 on all sizes, the prediction fitted on the smaller half only, whether that half-sweep prediction
 lands within one measured size step of the measured crossover, and the error of predicting the
-largest size from the others (harness.analysis.predict.held_out_error), per device. Reads the
+largest size from the others (harness.analysis.costmodel.held_out_error), per device. Reads the
 stored run folders only; it runs nothing.
 """
 
@@ -25,7 +25,7 @@ from harness.analysis.crossover import (
     sweep_points,
     with_gpu_launches,
 )
-from harness.analysis.predict import Prediction, held_out_error
+from harness.analysis.costmodel import CrossoverPrediction, held_out_error
 from harness.report.context import build_context
 from harness.report.load import load_runs
 from harness.report.summary import markdown_table
@@ -51,7 +51,7 @@ def _pct(error: float | None) -> str:
     return "-" if error is None else f"{100 * error:+.0f}%"
 
 
-def _size(prediction: Prediction) -> str:
+def _size(prediction: CrossoverPrediction) -> str:
     if prediction.kind == "crossover" and prediction.size is not None:
         return f"{prediction.size:,.3g}" + (" (extrapolated)" if prediction.extrapolated else "")
     return prediction.kind

@@ -25,7 +25,7 @@ from harness import api
 from harness.commands.advise import run_advise
 from harness.commands.compare import run_compare
 from harness.commands.inputs import fail_input
-from harness.commands.options import CompareOptions, ExecutorOptions, RunOptions, takes_options
+from harness.commands.options import CommandOptions, CompareOptions, ExecutorOptions, takes_options
 from harness.commands.output import console, errors
 from harness.core import registry
 from harness.core.settings import Settings
@@ -43,17 +43,18 @@ app = typer.Typer(
 )
 
 
-@app.command()
+@app.command("compare")
 @takes_options("compare")
-def compare(options: RunOptions, choices: CompareOptions, where: ExecutorOptions) -> None:
+def compare_command(options: CommandOptions, choices: CompareOptions,
+                    where: ExecutorOptions) -> None:
     """Run WORKLOAD for every framework x device cell, each in its own process."""
     run_compare(options, choices, where)
 
 
-@app.command()
+@app.command("advise")
 @takes_options("advise")
-def advise(
-    options: RunOptions,
+def advise_command(
+    options: CommandOptions,
     budget: Annotated[float, typer.Option(
         help="Seconds for the whole run, from its start: the fixes the diagnosis points at "
              "first, as many as fit (0: no limit, every fix).")] = 180.0,

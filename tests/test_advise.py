@@ -688,7 +688,7 @@ def test_the_chooser_keeps_back_more_as_cells_run(monkeypatch: pytest.MonkeyPatc
 
 def test_the_cli_remembers_only_a_reported_budgeted_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.commands.advise import remember_after_run
+    from harness.commands.advise import remember_advise_end
     from harness.run import advise as advise_run
 
     kept: list[tuple[float, int, Path]] = []
@@ -697,9 +697,9 @@ def test_the_cli_remembers_only_a_reported_budgeted_run(
     document = SimpleNamespace(finished=time.time() - 8.0, cells=[object()] * 6, quick=False,
                                settings={"cache_dir": str(tmp_path)})
     result = cast(Any, SimpleNamespace(document=document, stopped_by=None))
-    remember_after_run(result, reported=False)
+    remember_advise_end(result, reported=False)
     assert kept == []
-    remember_after_run(result, reported=True)
+    remember_advise_end(result, reported=True)
     assert len(kept) == 1 and kept[0][1] == 6 and 7.9 < kept[0][0] < 60
     assert kept[0][2] == tmp_path  # the run's own cache folder, from its recorded settings
 

@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from harness.analysis import casetable
+from harness.analysis.costmodel import size_of
 from harness.analysis.crossover import run_predictions
-from harness.analysis.predict import size_of
 from harness.data import store
 from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey
 from harness.data.measurements import measurements_of_rows, read_measurements
-from harness.report import run_predictions as report_predictions
+from harness.report import folder_predictions as report_predictions
 from harness.report.load import load_runs
 from harness.spec import Status
 from tests.synthetic_runs import (

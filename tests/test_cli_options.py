@@ -11,7 +11,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.commands.options import OPTION, RunOptions, declare, takes_options
+from harness.commands.options import OPTION, CommandOptions, declare, takes_options
 
 
 def command_options(typer_app: typer.Typer, command: str) -> dict[str, tuple[list[str], str]]:
@@ -25,7 +25,7 @@ def command_options(typer_app: typer.Typer, command: str) -> dict[str, tuple[lis
 def test_every_shared_option_reaches_both_commands_with_its_own_help() -> None:
     for command in ("compare", "advise"):
         options = command_options(app, command)
-        for item in dataclasses.fields(RunOptions):
+        for item in dataclasses.fields(CommandOptions):
             declared = item.metadata[OPTION].help
             help_text = declared if isinstance(declared, str) else declared[command]
             assert options[item.name][1] == help_text, (command, item.name)

@@ -7,11 +7,11 @@ import math
 import pytest
 
 from harness.analysis.casetable import CaseRow
-from harness.analysis.predict import (
+from harness.analysis.costmodel import (
     fit_device,
     fit_power_law,
     held_out_error,
-    predict,
+    predict_crossover,
 )
 
 SIZES = [1, 2, 4, 8, 16]
@@ -40,7 +40,8 @@ def gpu_launch_bound(size: float) -> CaseRow:
 
 def test_a_linear_cpu_and_a_launch_bound_gpu_cross_where_the_algebra_says() -> None:
     # 1e-6 + s * 1e-6 = 1e-4 + s * 1e-8  ->  s = 99e-6 / 0.99e-6 = 100
-    prediction = predict([cpu_linear(s) for s in SIZES], [gpu_launch_bound(s) for s in SIZES])
+    prediction = predict_crossover([cpu_linear(s) for s in SIZES],
+                                   [gpu_launch_bound(s) for s in SIZES])
     assert prediction.kind == "crossover"
     assert prediction.size == pytest.approx(100, rel=0.01)
     assert prediction.held_out_error == pytest.approx(0, abs=1e-6)
@@ -49,7 +50,7 @@ def test_a_linear_cpu_and_a_launch_bound_gpu_cross_where_the_algebra_says() -> N
     assert "predicted: GPU faster above batch ~100 (" in text
     assert "launch-bound: 10 launches per call at 10 us" in text
     assert "from 5 sizes" in text and "error on the held-out largest size 0%" in text
-    shorter = predict([cpu_linear(s) for s in SIZES[:4]],
+    shorter = predict_crossover([cpu_linear(s) for s in SIZES[:4]],
                       [gpu_launch_bound(s) for s in SIZES[:4]])
     assert shorter.size == pytest.approx(100, rel=0.01)
     assert shorter.extrapolated and "extrapolation" in shorter.text("batch")  # 100 > 10 x 8
@@ -68,7 +69,7 @@ def test_the_fitted_constants_are_the_measured_ones() -> None:
 def test_parallel_curves_predict_no_crossover_and_say_why() -> None:
     cpu = [point(s, 1e-5 + s * 1e-6, flops=s * 1e3) for s in SIZES]
     gpu = [point(s, 2e-5 + s * 2e-6, flops=s * 1e3) for s in SIZES]
-    prediction = predict(cpu, gpu)
+    prediction = predict_crossover(cpu, gpu)
     assert prediction.kind == "cpu-always" and prediction.size is None
     assert "no crossover up to batch 16,000" in prediction.text("batch")
     assert "grow with the batch at the same rate" in prediction.text("batch")
@@ -88,7 +89,7 @@ def test_work_that_grows_faster_than_the_launches_crosses_later() -> None:
                      launches=400 * b * 5, busy_seconds=busy)
 
     batches = [10, 20, 50, 100, 200]
-    prediction = predict([cpu(b) for b in batches], [gpu(b) for b in batches])
+    prediction = predict_crossover([cpu(b) for b in batches], [gpu(b) for b in batches])
     expected = 400 * 30e-6 / (1e3 / 1e9 - 1e3 / 1e12)  # ~12,012
     assert prediction.kind == "crossover"
     assert prediction.size == pytest.approx(expected, rel=0.02)
@@ -96,7 +97,7 @@ def test_work_that_grows_faster_than_the_launches_crosses_later() -> None:
     assert not any("model's form" in note for note in prediction.caveats)
     # Three sizes for the CPU's three terms (fixed, per op, per FLOP): the fit passes through
     # every point, and predicting the largest from two cannot test its form. It says so.
-    three = predict([cpu(b) for b in batches[:3]], [gpu(b) for b in batches[:3]])
+    three = predict_crossover([cpu(b) for b in batches[:3]], [gpu(b) for b in batches[:3]])
     assert three.caveats == ("cpu: 3 cost terms fitted to 3 sizes, so the held-out error "
                              "cannot test the model's form (run more sizes)",)
     assert three.short_text("batch").endswith(", too few sizes to test the model's form")
@@ -108,7 +109,7 @@ def test_a_noisy_or_suspect_sweep_is_labelled() -> None:
     gpu = [gpu_launch_bound(s) for s in SIZES]
     gpu[4] = point(16, gpu[4].call_median_s, flops=16e3, launches=10,
                    busy_seconds=gpu[4].device_seconds, suspect=True)
-    text = predict(cpu, gpu).text("n")
+    text = predict_crossover(cpu, gpu).text("n")
     assert "fitted on noisy cpu points (4)" in text
     assert "fitted on SUSPECT gpu points (16)" in text
 
@@ -119,20 +120,20 @@ def test_the_held_out_error_is_measured_on_the_largest_size() -> None:
     points[-1] = point(16, 2 * points[-1].call_median_s, flops=16e3)
     assert held_out_error("cpu", points) == pytest.approx(-0.5, rel=1e-6)
     assert held_out_error("cpu", points[:2]) is None
-    assert "held-out error not measured" in predict(points[:2], [
+    assert "held-out error not measured" in predict_crossover(points[:2], [
         gpu_launch_bound(s) for s in SIZES[:2]]).text("n")
 
 
 def test_without_flop_counts_the_size_is_the_work_and_it_says_so() -> None:
     cpu = [point(s, 1e-6 + s * 1e-6) for s in SIZES]
     gpu = [point(s, 1e-4 + s * 1e-8) for s in SIZES]
-    prediction = predict(cpu, gpu)
+    prediction = predict_crossover(cpu, gpu)
     assert prediction.size == pytest.approx(100, rel=0.01)
     assert "cpu work taken as the size (no FLOP count)" in prediction.text("n")
 
 
 def test_too_few_sizes_gives_no_prediction() -> None:
-    prediction = predict([cpu_linear(1)], [gpu_launch_bound(1)])
+    prediction = predict_crossover([cpu_linear(1)], [gpu_launch_bound(1)])
     assert prediction.kind == "too-few-sizes"
     assert "no prediction" in prediction.text("n")
 
@@ -185,7 +186,7 @@ def test_an_epoch_per_call_is_fitted_per_step_and_crosses_where_the_algebra_says
     batches = [8, 16, 32, 64, 128]
     cpu = [mnist_epoch(b, 100e-6, 1e11) for b in batches]
     gpu = [mnist_epoch(b, 400e-6, 1e13) for b in batches]
-    prediction = predict(cpu, gpu)
+    prediction = predict_crossover(cpu, gpu)
     assert prediction.kind == "crossover"
     assert prediction.size == pytest.approx(50.5, rel=0.01)
     assert prediction.held_out_error == pytest.approx(0, abs=1e-6)

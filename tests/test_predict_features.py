@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.predict.features import OpRecord, StepFeatures, SyncPoint, summarize
+from harness.predict.features import OpRecord, StepFeatures, SyncPoint, summarize_ops
 from tests.in_subprocess import installed, run_check
 
 
@@ -25,7 +25,7 @@ def test_the_totals_come_from_the_ops_and_reload_unchanged() -> None:
            op("aten.addmm", "matmul", 1, 16, 64, dtype="bfloat16")]
     syncs = [SyncPoint(what=".cpu()", where="model.py:3 (step)", count=2),
              SyncPoint(what="scalar read", where="torch/optim/adam.py:9 (x)", user_code=False)]
-    features = summarize(StepFeatures(framework="torch", ops=ops, sync_points=syncs,
+    features = summarize_ops(StepFeatures(framework="torch", ops=ops, sync_points=syncs,
                                       step_s=1e-4, h2d_bytes=128))
     assert (features.op_count, features.kernel_ops, features.chain) == (5, 4, 3)
     assert (features.flops, features.bytes) == (32, 208)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.predict.features import OpRecord, StepFeatures, summarize
+from harness.predict.features import OpRecord, StepFeatures, summarize_ops
 from harness.predict.model import RECORDED_OP_DISPATCHES, Prediction, predict, recompute
 from harness.predict.profile import (
     CATALOGUE,
@@ -97,7 +97,7 @@ def step(matmul_flops: int = 2 * 10**9, extra: tuple[OpRecord, ...] = ()) -> Ste
            op("aten.relu", "elementwise", 2 * 10**6, 10e-6),
            op("aten.t", "view", 0, 1e-6),
            op("aten.add_", "elementwise", 1000, 5e-6, allocates=False), *extra]
-    return summarize(StepFeatures(framework="torch", ops=ops, step_s=1e-3, h2d_bytes=10**6))
+    return summarize_ops(StepFeatures(framework="torch", ops=ops, step_s=1e-3, h2d_bytes=10**6))
 
 
 # Worked by hand for step() on profile():
@@ -155,7 +155,7 @@ def test_an_unmapped_op_gives_unknown_naming_it() -> None:
     assert found.unmapped == {"aten._fft_r2c": 1}
     # A float64 matmul: no fp64 row, so unmapped too.
     wide = replace(step(), ops=[replace(step().ops[0], inputs=[[[4, 4], "float64"]])])
-    assert predict(summarize(wide), profile()).unmapped == {"aten.addmm": 1}
+    assert predict(summarize_ops(wide), profile()).unmapped == {"aten.addmm": 1}
 
 
 def test_a_missing_profile_row_gives_unknown_naming_it() -> None:
@@ -178,7 +178,7 @@ def test_the_host_choice_is_recorded_and_rescales_what_it_says() -> None:
     # This CPU's speed cancels: twice as slow a CPU (every op's time doubled), or no speed
     # given, reads the same step on the profiled host.
     slower = replace(small, ops=[replace(item, host_s=2 * item.host_s) for item in small.ops])
-    assert predict(summarize(slower), profile()).seconds == pytest.approx(rented.seconds)
+    assert predict(summarize_ops(slower), profile()).seconds == pytest.approx(rented.seconds)
     assert predict(small, profile()).seconds == pytest.approx(rented.seconds)
     blind = predict(small, profile(), host="this")
     assert blind.status == "unknown" and "host speed" in blind.reason

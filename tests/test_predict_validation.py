@@ -15,7 +15,7 @@ import pytest
 from benchmarks.predictlab import fitting, validation
 from benchmarks.predictlab.fitting import FitCell
 from harness.measure.devicetime import DeviceEvent
-from harness.predict.features import OpRecord, StepFeatures, summarize
+from harness.predict.features import OpRecord, StepFeatures, summarize_ops
 from harness.predict.model import predict
 from harness.predict.profile import load_profile
 from harness.predict.rates import HostSpeed
@@ -146,7 +146,7 @@ def test_stored_features_predict_again_as_the_model_does() -> None:
                     flops=2 * 64 * 784 * 128, bytes=64 * 784 * 4, depth=1, host_s=20e-6),
            OpRecord(op="aten.relu.default", kind="elementwise", bytes=64 * 128 * 8, depth=2,
                     host_s=8e-6)]
-    features = summarize(StepFeatures(framework="torch", ops=ops, step_s=1e-4, h2d_bytes=0))
+    features = summarize_ops(StepFeatures(framework="torch", ops=ops, step_s=1e-4, h2d_bytes=0))
     profile = load_profile(PROFILE)
     speed = HostSpeed(python_loop_s=5e-3, numpy_loop_s=8e-4)
     stored = {"model": "m", "batch": 64, "features_packed": validation.packed(features.record())}

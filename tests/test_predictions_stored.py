@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import harness
 from harness.cli import app
-from harness.report import run_predictions
+from harness.report import folder_predictions
 from harness.reporting import draw_run_report
 from tests.lines_only import lines_only  # noqa: F401 - autouse: no figure drawn
 from tests.synthetic_runs import save_predictions
@@ -46,7 +46,7 @@ def test_a_run_without_its_report_stores_its_predictions(undrawn_run: Path) -> N
     assert [(p["experiment"], p["framework"], p["variant"]) for p in predictions] == [
         ("fault", "fakegpu", "ok")]
     assert predictions[0]["sizes_used"] == 3 and predictions[0]["text"]
-    assert predictions == run_predictions(undrawn_run)
+    assert predictions == folder_predictions(undrawn_run)
 
 
 def test_drawing_the_report_afterwards_changes_nothing_in_run_json(
@@ -81,7 +81,7 @@ def test_a_run_drawn_with_its_report_stores_the_same_predictions(
                              ceilings=False, progress=False)
     assert (result.path / "summary.md").is_file()
     predictions = stored(result.path)
-    assert predictions == run_predictions(result.path) == result.document.predictions
+    assert predictions == folder_predictions(result.path) == result.document.predictions
     def cells(records: list[dict]) -> list[tuple]:
         return [(p["experiment"], p["framework"], p["variant"], p["sweep"], p["sizes_used"],
                  sorted(p)) for p in records]

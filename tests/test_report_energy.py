@@ -99,7 +99,7 @@ def test_runs_without_energy_records_add_no_section(tmp_path: Path) -> None:
     assert view.energy_table(typed([bare])) == []
     text = summary(tmp_path, [bare])
     assert "## Energy per step" not in text and "## GPU state per case" not in text
-    assert view.console_lines(as_run_document(bare)) == []
+    assert view.energy_console_lines(as_run_document(bare)) == []
 
 
 def test_gpu_state_suspicion_and_cuda_graph_reasons_reach_the_summary(tmp_path: Path) -> None:
@@ -179,7 +179,7 @@ def swept_run(cpu_joules: tuple[float | None, ...] = (1.0, 2.0, 8.0)) -> RunDocu
 
 
 def test_the_terminal_says_one_energy_line_per_cell_with_its_sizes_together() -> None:
-    lines = view.console_lines(swept_run())
+    lines = view.energy_console_lines(swept_run())
     # One unit said once where the figures share it, each figure's own where they do not.
     assert lines == [
         "energy, torch cpu: 1 / 2 / 8 J per step at batch_size 8 / 64 / 512",
@@ -190,14 +190,14 @@ def test_the_terminal_says_one_energy_line_per_cell_with_its_sizes_together() ->
 
 
 def test_a_counter_that_measured_nothing_is_said_once_and_its_ratios_are_dashes() -> None:
-    lines = view.console_lines(swept_run(cpu_joules=(None, None, None)))
+    lines = view.energy_console_lines(swept_run(cpu_joules=(None, None, None)))
     assert lines == [
         "energy, torch cuda:0: 500 mJ / 600 mJ / 1.6 J per step at batch_size 8 / 64 / 512",
         "energy: CPU unavailable: no /sys/class/powercap"]
 
 
 def test_how_energy_was_measured_is_said_once_where_every_cell_shares_it() -> None:
-    lines = view.method_lines(swept_run())
+    lines = view.energy_method_lines(swept_run())
     # Every case of document()'s cells: the same counter name, idle 80 W, 160 W mean, 2 s
     # windows over the timed samples: said once, not per cell or per size.
     assert lines[0] == ("energy, every cell: counter; idle included; from the timed samples; "

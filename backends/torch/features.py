@@ -35,7 +35,7 @@ from torch.utils.weak import WeakTensorKeyDictionary
 
 from harness.backend import FEATURES_PART_STEPS
 from harness.backends.torch import flops
-from harness.predict.features import MARKER, VIEW, OpRecord, StepFeatures, SyncPoint, summarize
+from harness.predict.features import MARKER, VIEW, OpRecord, StepFeatures, SyncPoint, summarize_ops
 
 if TYPE_CHECKING:
     from harness.workloads.usermodel.common import ModelTask
@@ -356,7 +356,7 @@ def features_of(step: Callable[[], Any], *, step_s: float | None = None,
     recording, pass_totals = fastest_recording(step, warmup, passes)
     if step_s is None and timed_calls:
         step_s = median_seconds(step, timed_calls)
-    return summarize(StepFeatures(
+    return summarize_ops(StepFeatures(
         framework=framework, how=HOW, ops=recording.ops, sync_points=recording.sync_points(),
         step_s=step_s, h2d_bytes=h2d_bytes,
         h2d_how=h2d_how or ("not given" if h2d_bytes is None else "given by the caller"),

@@ -11,7 +11,7 @@ said once:
 - a cell's predicted step as a function of the constant K is read off its stored
   prediction's terms: max(host queue without the fixed work + K x unit, device queue) +
   the copy that blocks + the syncs, where unit = optimizer steps x one dispatch x the
-  host's ops scale (model.host_terms);
+  host's ops scale (model.torch_host_terms);
 - **fitted**: the K whose predictions are median-unbiased over the cells (the median of
   log(predicted / measured) is 0), found by bisection (that median never falls as K grows);
   cells without an optimizer step do not move with K and are left out of the fit;

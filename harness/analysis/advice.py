@@ -5,7 +5,7 @@ no file. Per framework x device, at the user's batch: the as-written cell's diag
 ranked by its speedup over as-written beyond the noise (harness.analysis.noise) and its parity
 check (only a faster, passing fix is recommended); the best combination of the recommended
 fixes (compose_variant); the fixes not tried and why; and whether the best GPU configuration
-beats the best CPU one at the user's batch, else from which batch (harness.analysis.predict).
+beats the best CPU one at the user's batch, else from which batch (harness.analysis.costmodel).
 docs/advise.md ("How to read the advice") says what each line means.
 
 The cases are rows of the run's case table (harness.analysis.casetable.run_rows), the diagnosis
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness.analysis.adviceanswer import Answer, answer
+from harness.analysis.adviceanswer import GpuCpuAnswer, answer
 from harness.analysis.advicecase import diagnosis_at
 from harness.analysis.advicenotes import budget_notes
 from harness.analysis.casetable import CaseRow, run_rows
@@ -103,7 +103,7 @@ class RunAdvice:
     sweep: str
     size: Any
     devices: list[DeviceAdvice]
-    answers: list[Answer] = field(default_factory=list)
+    answers: list[GpuCpuAnswer] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # the budget's: rounds, fixes measured
     # The candidates of as-written cells not measured at the user's batch (no DeviceAdvice
     # holds them), as the record keeps them, with the budget that would measure each.

@@ -182,11 +182,11 @@ def doubt(baseline: Timed, fix: Timed, speedup: float | None = None) -> str:
         return ""
     scale = baseline.noise.median
     return (f"noisier than the gap it claims: {widest.variant}'s timings spread over "
-            f"{percent(spread / scale)} of the {baseline.variant} step, the gap is "
-            f"{percent(gap / scale)}; {MORE_ROUNDS}")
+            f"{_percent(spread / scale)} of the {baseline.variant} step, the gap is "
+            f"{_percent(gap / scale)}; {MORE_ROUNDS}")
 
 
-def percent(fraction: float) -> str:
+def _percent(fraction: float) -> str:
     return f"{100 * fraction:.0f}%"
 
 

@@ -20,8 +20,8 @@ import pandas as pd
 
 from harness.analysis import casetable
 from harness.analysis.casetable import CaseRow, first_text
+from harness.analysis.costmodel import CrossoverPrediction, predict_crossover
 from harness.analysis.noise import ONE_ROUND, CaseNoise, GapVerdict, judge_gap
-from harness.analysis.predict import Prediction, predict
 from harness.core.units import format_size
 from harness.data.results import RunDocument
 from harness.data.serial import JsonValue
@@ -191,11 +191,11 @@ def size_verdicts(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> list[GapVer
     cpu_best, gpu_best = (_keyed_by_size(rows).sort_values("median_s")
                           .drop_duplicates("_size").set_index("_size")
                           for rows in (cpu_rows, gpu_rows))
-    return [judge_gap(case_noise(cpu_best.loc[size]), case_noise(gpu_best.loc[size]))
+    return [judge_gap(row_noise(cpu_best.loc[size]), row_noise(gpu_best.loc[size]))
             for size in sorted(set(cpu_best.index) & set(gpu_best.index))]
 
 
-def case_noise(row: pd.Series) -> CaseNoise:
+def row_noise(row: pd.Series) -> CaseNoise:
     """One case_stats row as the noise rule reads it (casetable.CaseRow.noise)."""
     return CaseRow.of(row).noise
 
@@ -213,7 +213,7 @@ def noise_phrase(verdicts: list[GapVerdict]) -> str:
     return f" ({text}; held in all {rounds} rounds at {every} of {len(verdicts)})"
 
 
-# --- the predicted crossover (harness.analysis.predict) -----------------------------------------
+# --- the predicted crossover (harness.analysis.costmodel) ------------------------------------
 
 def sweep_points(cases: pd.DataFrame) -> list[CaseRow]:
     """One device's measured curve as the predictor reads it: its valid sizes' rows, by size."""
@@ -221,7 +221,7 @@ def sweep_points(cases: pd.DataFrame) -> list[CaseRow]:
     return [CaseRow.of(record) for record in valid.to_dict("records")]
 
 
-def predicted(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> Prediction | None:
+def predicted(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> CrossoverPrediction | None:
     """The framework's predicted crossover, or None where a device has under two sizes."""
     cpu_points, gpu_points = sweep_points(cpu_rows), sweep_points(gpu_rows)
     if len(cpu_points) < 2 or len(gpu_points) < 2:
@@ -229,9 +229,10 @@ def predicted(cpu_rows: pd.DataFrame, gpu_rows: pd.DataFrame) -> Prediction | No
     return predict_curves(cpu_points, gpu_points)
 
 
-def predict_curves(cpu_points: list[CaseRow], gpu_points: list[CaseRow]) -> Prediction:
-    """harness.analysis.predict.predict, the CPU's points given the GPU's launch counts."""
-    return predict(with_gpu_launches(cpu_points, gpu_points), gpu_points)
+def predict_curves(cpu_points: list[CaseRow], gpu_points: list[CaseRow]) -> CrossoverPrediction:
+    """harness.analysis.costmodel.predict_crossover, the CPU's points given the GPU's launch
+    counts."""
+    return predict_crossover(with_gpu_launches(cpu_points, gpu_points), gpu_points)
 
 
 def with_gpu_launches(cpu_points: list[CaseRow], gpu_points: list[CaseRow]) -> list[CaseRow]:
@@ -249,7 +250,7 @@ def with_gpu_launches(cpu_points: list[CaseRow], gpu_points: list[CaseRow]) -> l
 
 
 def _best_prediction(rows: list[dict[str, object]],
-                     gpu: pd.DataFrame) -> tuple[Prediction | None, str]:
+                     gpu: pd.DataFrame) -> tuple[CrossoverPrediction | None, str]:
     """For the best-vs-best line: the prediction of the framework fastest on the GPU at the
     largest size, since the best curves mix frameworks whose costs a model cannot mix."""
     valid = gpu[gpu["valid"] & gpu["size_value"].notna()]
@@ -259,7 +260,7 @@ def _best_prediction(rows: list[dict[str, object]],
     fastest = str(largest.sort_values("call_median_s")["framework"].iloc[0])
     for row in rows:
         prediction = row.get("prediction")
-        if row.get("framework") == fastest and isinstance(prediction, Prediction):
+        if row.get("framework") == fastest and isinstance(prediction, CrossoverPrediction):
             return prediction, fastest
     return None, ""
 
@@ -291,7 +292,7 @@ def prediction_records(table: pd.DataFrame, sweep: str) -> list[PredictionRecord
     records: list[PredictionRecord] = []
     for _, row in table.iterrows():
         prediction = row.get("prediction")
-        if row["framework"] == "best" or not isinstance(prediction, Prediction) \
+        if row["framework"] == "best" or not isinstance(prediction, CrossoverPrediction) \
                 or pd.isna(row["variant"]):
             continue
         records.append({

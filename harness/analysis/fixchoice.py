@@ -34,7 +34,7 @@ def catalogue() -> Catalogue | None:
         return None
 
 
-def variant_parts(variant: str) -> list[str]:
+def fix_parts(variant: str) -> list[str]:
     """The fixes a variant name applies at once ('resident+compiled' -> two)."""
     return [part for part in split_variant(variant) if part]
 
@@ -106,7 +106,7 @@ def candidate_fit(name: str, device: str, kind: str) -> str:
     sped the small CNN's CPU step up 1.28x, a fix aimed at compute-bound steps:
     docs/findings.md); an unprofiled GPU cell says nothing either way.
     """
-    fits = [plausible(part, kind) for part in variant_parts(name)]
+    fits = [plausible(part, kind) for part in fix_parts(name)]
     if any(fits):
         return AIMED
     if device_kind(device) == "cpu" or kind == UNPROFILED or all(fit is None for fit in fits):
@@ -123,7 +123,7 @@ def rank_candidates(names: Sequence[str], device: str, kind: str) -> list[str]:
 def argued_against(name: str, kind: str) -> str:
     """'launch-bound, bf16 cannot shorten launches (it helps when compute-, memory- or
     device-bound)': why the diagnosis argues against a fix, from the catalogue."""
-    helps = sorted({wanted for part in variant_parts(name) for wanted in helps_when(part)})
+    helps = sorted({wanted for part in fix_parts(name) for wanted in helps_when(part)})
     when = ", ".join(helps) if helps else "other diagnoses"
     need = KIND_NEEDS.get(kind, f"help a {kind} step")
     return f"{kind}, {name} cannot {need} (it helps when {when})"
@@ -136,9 +136,9 @@ def why_line(fix: str, kind: str, profile: Mapping[str, Any] | None) -> str:
     profile = profile or {}
     kernels, copies = profile.get("kernels_per_call"), profile.get("copies_per_call")
     reasons = [found.explained(part, kind, kernels, copies) if found is not None else ""
-               for part in variant_parts(fix)]
+               for part in fix_parts(fix)]
     text = "; ".join(dict.fromkeys(reason for reason in reasons if reason))
-    fits = [plausible(part, kind) for part in variant_parts(fix)]
+    fits = [plausible(part, kind) for part in fix_parts(fix)]
     aimed = "" if any(fits) or all(fit is None for fit in fits) else \
         " (tried although the diagnosis does not point at it)"
     return f"{kind}: {text or 'measured beside the as-written cell'}{aimed}"

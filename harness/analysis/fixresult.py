@@ -16,7 +16,7 @@ from harness.analysis.confidence import (
     nothing_recommended,
     unconfirmed_line,
 )
-from harness.analysis.fixchoice import NotTried, compose_variant, conflict, variant_parts, why_line
+from harness.analysis.fixchoice import NotTried, compose_variant, conflict, fix_parts, why_line
 from harness.analysis.noise import CaseNoise, GapVerdict, judge_gap
 from harness.core.units import format_ratio, format_seconds, format_size
 from harness.data.sensitivity import figures_sentence
@@ -181,7 +181,7 @@ def best_combination(results: Sequence[FixResult],
     for item in ranked(results):
         if not item.recommended:
             continue
-        parts = [part for part in variant_parts(item.variant) if part not in chosen]
+        parts = [part for part in fix_parts(item.variant) if part not in chosen]
         if parts and not conflicts([*chosen, *parts]):
             chosen += parts
     return chosen

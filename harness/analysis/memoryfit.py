@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import pairwise
 
-from harness.analysis.predict import SEARCH_FACTOR, two_digits
+from harness.analysis.costmodel import SEARCH_FACTOR, two_digits
 from harness.backend import parse_cuda_index
 from harness.core.units import device_kind, format_bytes, said_once
 from harness.data.results import CaseResult, CellResult, RunDocument
@@ -101,9 +101,10 @@ def fit_line(points: Sequence[MemoryPoint]) -> LineFit | None:
 class CrossoverPlace:
     """The predicted GPU-vs-CPU crossover run.json stores for the cell's framework and variant.
 
-    kind: as harness.analysis.predict.Prediction ('crossover', 'gpu-always', 'cpu-always',
-    'too-few-sizes'); batch: the crossover's batch ('crossover' only); searched_to: the largest
-    batch the predictor searched (SEARCH_FACTOR x the largest batch measured validly).
+    kind: as harness.analysis.costmodel.CrossoverPrediction ('crossover', 'gpu-always',
+    'cpu-always', 'too-few-sizes'); batch: the crossover's batch ('crossover' only);
+    searched_to: the largest batch the predictor searched (SEARCH_FACTOR x the largest batch
+    measured validly).
     """
 
     kind: str

@@ -36,7 +36,7 @@ def check_accuracy(check: FigureCheck, pool: Pool) -> None:
         shown = ", ".join(map(str, distinct))
         check.text_is(shown, shown=shown or "none stored")
     elif figure.name == TRAINED and cases:
-        trained = sorted(set(trained_per_call(cases)))
+        trained = sorted(set(_trained_per_call(cases)))
         check.verdict(trained == [figure.value], figure.text,
                       ", ".join(f"{value:,.0f}" for value in trained) or "none")
     else:
@@ -49,7 +49,7 @@ def check_call_share(check: FigureCheck, pool: Pool) -> None:
     check = check.about("")
     cases = [m for m in pool.select(check.figure.subject.get("experiment", ""))
              if m.case.measured]
-    per_call = trained_per_call(cases)
+    per_call = _trained_per_call(cases)
     planned = cases[0].document.params.get(epoch_param(cases[0].document)) if cases else None
     if not per_call or not isinstance(planned, (int, float)):
         check.cannot("no samples per call stored with the plan")
@@ -71,7 +71,7 @@ def epoch_param(document: RunDocument) -> str:
                or "")
 
 
-def trained_per_call(cases: list[Measured]) -> list[float]:
+def _trained_per_call(cases: list[Measured]) -> list[float]:
     """The samples each timed case's call trained, as its case parameters store them."""
     if not cases:
         return []

@@ -22,7 +22,7 @@ DERIVED_TOLERANCE = 1e-9
 ENERGY_TOLERANCE = 0.01  # joules vs watts x seconds: the records round far below 1%
 NOISY_FRACTION = 0.10  # IQR / median above which the report calls a case noisy
 
-def median(values: list[float]) -> float | None:
+def median_or_none(values: list[float]) -> float | None:
     return float(np.median(values)) if values else None
 
 
@@ -46,21 +46,21 @@ def is_valid(case: CaseResult) -> bool:
     return case.status == Status.OK and bool(case.samples)
 
 
-def per_step(case: CaseResult) -> list[float]:
+def _per_step(case: CaseResult) -> list[float]:
     return [float(seconds) / steps_per_call(case) for seconds in case.samples]
 
 
 def median_step(case: CaseResult) -> float | None:
-    return median(per_step(case))
+    return median_or_none(_per_step(case))
 
 
 def iqr_step(case: CaseResult) -> float | None:
-    found = quartiles(per_step(case))
+    found = quartiles(_per_step(case))
     return None if found is None else found[1] - found[0]
 
 
 def median_call(case: CaseResult) -> float | None:
-    return median([float(seconds) for seconds in case.samples])
+    return median_or_none([float(seconds) for seconds in case.samples])
 
 
 def noise_fraction(case: CaseResult) -> float | None:

@@ -17,8 +17,8 @@ from harness.audit.measured import (
     expected_work,
     iqr_step,
     load_spec,
-    median,
     median_call,
+    median_or_none,
     median_step,
     noise_fraction,
 )
@@ -203,7 +203,7 @@ def check_flat(check: FigureCheck, pool: Pool) -> None:
     elif check.figure.name == TIME_GROWTH:
         check.reads(general_reading(2), max(medians) / min(medians) if medians else None)
     elif check.figure.name == FLAT_LEVEL:
-        check.reads(SECONDS, median(medians))
+        check.reads(SECONDS, median_or_none(medians))
 
 
 def _work_of(measured: Measured) -> float | None:

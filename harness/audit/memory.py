@@ -62,7 +62,7 @@ def _largest(values: Iterable[int | None]) -> int | None:
     return max(known) if known else None
 
 
-def memory_points(document: RunDocument, cell: CellResult) -> list[tuple[float, float]]:
+def _memory_points(document: RunDocument, cell: CellResult) -> list[tuple[float, float]]:
     """(batch, bytes) of each case: on a GPU the memory its step must hold where two batch
     sizes or more have it (REQUIRED_CASE_FIGURE), else the device's reserved peak where known,
     else the allocated one; the case's own host peak on a CPU."""
@@ -111,7 +111,7 @@ def check_memory_fit(check: FigureCheck, pool: Pool) -> None:
     if document is None or len(cells) != 1:
         check.cannot(f"{len(cells)} cells of run {subject.get('run')} match")
         return
-    points = memory_points(document, cells[0])
+    points = _memory_points(document, cells[0])
     batches = np.array([batch for batch, _ in points])
     peaks = np.array([peak for _, peak in points])
     sizes = len(set(batches.tolist()))

@@ -50,7 +50,7 @@ WHERE = "run.json"
 TOLERANCE = 1e-9
 
 
-def case_subject(cell: CellResult, case: CaseResult) -> str:
+def _case_subject(cell: CellResult, case: CaseResult) -> str:
     sizes = ", ".join(f"{name}={value}" for name, value in case.case.items())
     return f"{cell.framework} {cell.device} {cell.variant} ({sizes})"
 
@@ -120,7 +120,7 @@ def check_predictions(ledger: Ledger, document: RunDocument) -> None:
     for cell in document.cells:
         for case in cell.cases:
             if PREDICTIONS_KEY in case.extra:
-                check_case(ledger, case_subject(cell, case), case.extra, cell)
+                check_case(ledger, _case_subject(cell, case), case.extra, cell)
 
 
 # --- printed figures ---------------------------------------------------------------------------
@@ -141,7 +141,7 @@ def numpy_noise(case: CaseResult) -> float:
     return float((q3 - q1) / np.median(samples))
 
 
-def named_case(pool: Pool, subject: dict[str, str]) -> tuple[CellResult, CaseResult] | None:
+def _named_case(pool: Pool, subject: dict[str, str]) -> tuple[CellResult, CaseResult] | None:
     document = pool.document(subject.get("run", ""))
     if document is None:
         return None
@@ -183,7 +183,7 @@ def recomputed_texts(case: CaseResult, name: str) -> dict[str, str] | None:
 def check_printed_prediction(check: FigureCheck, pool: Pool) -> None:
     """One printed figure of a predicted-GPU line against its recomputation."""
     subject = check.figure.subject
-    found = named_case(pool, dict(subject))
+    found = _named_case(pool, dict(subject))
     check = check.about(" ".join(str(subject.get(key, "")) for key in ("framework", "device",
                                                                          "size")))
     if found is None:

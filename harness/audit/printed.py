@@ -74,7 +74,7 @@ def fixed(decimals: int, suffix: str = "") -> Callable[[float], str]:
     return lambda value: f"{value:,.{decimals}f}{suffix}"
 
 
-def percent(value: float) -> str:
+def _percent(value: float) -> str:
     return f"{value:.0%}"
 
 
@@ -92,4 +92,4 @@ SECONDS: Reading = (printed_seconds, format_seconds)
 JOULE: Reading = (lambda text: printed_scaled(text, JOULE_SCALES), format_joules)
 BYTES: Reading = (printed_bytes, format_bytes)
 RATIO: Reading = (printed_ratio, format_ratio)
-PERCENT: Reading = (lambda text: printed_fixed(text, 0, 0.01), percent)
+PERCENT: Reading = (lambda text: printed_fixed(text, 0, 0.01), _percent)

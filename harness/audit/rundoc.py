@@ -13,7 +13,7 @@ from harness.audit.measured import (
     DERIVED_TOLERANCE,
     ENERGY_TOLERANCE,
     Measured,
-    median,
+    median_or_none,
     steps_per_call,
 )
 from harness.core.units import (
@@ -39,7 +39,7 @@ def check_derived(ledger: Ledger, document: RunDocument, spec: WorkloadSpec | No
             check_rounds_of_case(ledger, measured)
             check_attempts(ledger, measured)
             check_declared_flops(ledger, measured, spec)
-            check_energy(ledger, measured)
+            _check_energy(ledger, measured)
             parity.recheck(ledger, measured.subject, case.check, case.extra,
                                 case.status.value)
 
@@ -62,7 +62,7 @@ def check_attempts(ledger: Ledger, measured: Measured) -> None:
                 continue
             figure = f"kept attempt {attempt.number} (round {record.round + 1})"
             ledger.number(measured.subject, f"{figure} median", "run.json", attempt.median_s,
-                          median([float(seconds) for seconds in record.samples]),
+                          median_or_none([float(seconds) for seconds in record.samples]),
                           DERIVED_TOLERANCE, format_seconds)
             ledger.verdict(measured.subject, f"{figure} samples", "run.json",
                            attempt.samples == len(record.samples), str(attempt.samples),
@@ -85,7 +85,7 @@ def check_declared_flops(ledger: Ledger, measured: Measured, spec: WorkloadSpec 
                   "run.json", counted, float(declared), DERIVED_TOLERANCE, lambda v: f"{v:.4g}")
 
 
-def check_energy(ledger: Ledger, measured: Measured) -> None:
+def _check_energy(ledger: Ledger, measured: Measured) -> None:
     energy = CaseEnergy.read(measured.case.extra.get("energy"))
     if energy is None:
         return

@@ -15,7 +15,7 @@ from harness.commands.epilogue import (
     say_no_measurement,
 )
 from harness.commands.inputs import fail_input, parse_sizes
-from harness.commands.options import RunOptions
+from harness.commands.options import CommandOptions
 from harness.commands.output import Said, print_plain
 from harness.commands.predicted import print_predictions
 from harness.core import interrupt
@@ -25,7 +25,7 @@ from harness.measure import envinfo
 from harness.spec import BadInput
 
 
-def run_advise(options: RunOptions, budget: float) -> None:
+def run_advise(options: CommandOptions, budget: float) -> None:
     """What to change: each candidate fix measured beside the as-written cell, ranked; print
     the advice and exit 0 once the as-written cells ran (api.RunResult.advise_exit_code), 4
     (api.EXIT_NO_ANSWER) where no fix was measured."""
@@ -62,7 +62,7 @@ def run_advise(options: RunOptions, budget: float) -> None:
         print_predictions(say, result)
         print_advise_warnings(say, result, drawn)
     print_context(say, result, drawn, check_line, advise_rounds_line(result.document))
-    remember_after_run(result, drawn is not None and budget > 0)
+    remember_advise_end(result, drawn is not None and budget > 0)
     say_no_measurement(result)
     # A fix that failed or did not help is a finding; only the as-written cells decide, and
     # an advice that measured no fix says it has no answer.
@@ -71,7 +71,7 @@ def run_advise(options: RunOptions, budget: float) -> None:
                      or (0 if answered else api.EXIT_NO_ANSWER))
 
 
-def remember_after_run(result: api.RunResult, reported: bool) -> None:
+def remember_advise_end(result: api.RunResult, reported: bool) -> None:
     """What this advise took after its last worker (the report, the check, the answer), kept
     per cell for the next advise's budget on this machine (harness.run.advise AFTER_RUN_FILE);
     only from a run that drew its report and had a budget, whose end a later one repeats."""

@@ -10,7 +10,7 @@ import typer
 from harness import api
 from harness.commands.epilogue import print_run, report_and_check, say_no_measurement
 from harness.commands.inputs import fail_input, parse_param_overrides, parse_sizes
-from harness.commands.options import CompareOptions, ExecutorOptions, RunOptions
+from harness.commands.options import CommandOptions, CompareOptions, ExecutorOptions
 from harness.core import interrupt, registry
 from harness.core.settings import Settings
 from harness.data import store
@@ -20,7 +20,7 @@ from harness.run.forkserver import ForkServers
 from harness.spec import BadInput
 
 
-def run_compare(options: RunOptions, choices: CompareOptions, where: ExecutorOptions) -> None:
+def run_compare(options: CommandOptions, choices: CompareOptions, where: ExecutorOptions) -> None:
     """Run WORKLOAD for every framework x device cell, each in its own process; print the
     answer and exit with the run's code (harness/cli.py's docstring lists them)."""
     from harness.run import forkserver
@@ -69,7 +69,7 @@ def chosen_executor(where: ExecutorOptions) -> Executor:
                                  stored=stored_executor(where.resume))
 
 
-def planned(options: RunOptions, choices: CompareOptions,
+def planned(options: CommandOptions, choices: CompareOptions,
             servers: ForkServers | None = None) -> api.RunPlan:
     """The run the options describe; BadInput (exit 2) for any that does not fit. SERVERS:
     the command's warm processes (a --model file's inspection forks from them)."""

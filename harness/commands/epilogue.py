@@ -115,7 +115,9 @@ def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
 
         for line in console_lines(result.document):
             say(line)
-    from harness.report.views.energy import console_lines as energy_lines  # measured energy only
+    from harness.report.views.energy import (
+        energy_console_lines as energy_lines,  # measured energy only
+    )
 
     for line in energy_lines(result.document):
         say(line)

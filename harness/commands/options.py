@@ -5,7 +5,7 @@ rounds, how long, what is written). Declared in each command's signature they we
 twice, and a new one had to be added twice. Here each option is one dataclass field that
 carries its typer declaration; `takes_options` turns a command whose parameters are such
 dataclasses into the flat signature typer reads, and hands the command the filled dataclasses.
-A new option both commands take is one field of RunOptions.
+A new option both commands take is one field of CommandOptions.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def declare(help: str | Mapping[str, str], *flags: str,
 
 
 @dataclass(frozen=True)
-class RunOptions:
+class CommandOptions:
     """What `compare` and `advise` both take: the workload, where it runs, for how long, and
     what is written. The sizes stay text here: parsing them is the command's (exit 2)."""
 

@@ -18,7 +18,7 @@ RowCount = Counter[tuple[str, str, str, str, str]]
 KEY_COLUMNS = ("variant", "framework", "device", "size", "phase")
 
 
-def size_text(value: Any) -> str:
+def _size_text(value: Any) -> str:
     """A swept value as the CSV holds it (harness.data.store._format), a number as its float:
     run.json's 0.1234567 and the CSV's "0.1234567", or 64 and "64.0", are one size."""
     text = "x".join(map(str, value)) if isinstance(value, (list, tuple)) else (
@@ -38,7 +38,7 @@ def expected_rows(document: RunDocument) -> RowCount:
         if not cell.cases or cell.stopped_short:
             counts[(*cell_key, "", "none")] += 1
         for case in cell.cases:
-            size = size_text(case.case.get(document.sweep))
+            size = _size_text(case.case.get(document.sweep))
             if not case.measured:
                 counts[(*cell_key, size, "none")] += 1
                 continue
@@ -68,7 +68,7 @@ def counted_rows(path: Path) -> tuple[RowCount | None, str | None]:
                                 f"{len(header)}")
             variant, framework, device, size, phase = (record[where[name]].strip()
                                                        for name in KEY_COLUMNS)
-            counts[(variant, framework, device, size_text(size), phase)] += 1
+            counts[(variant, framework, device, _size_text(size), phase)] += 1
     return counts, None
 
 

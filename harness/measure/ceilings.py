@@ -171,7 +171,7 @@ def cache_path(folder: Path | None = None) -> Path:
     return (cache_dir() if folder is None else folder) / "ceilings.json"
 
 
-def machine_fingerprint() -> Fingerprint:
+def probe_fingerprint() -> Fingerprint:
     """This machine as its probe saw it: CPU, cores, GPUs and driver, and the versions of the
     probe's libraries (PROVIDERS: their framework names are their distribution names)."""
     return envinfo.machine_fingerprint(PROVIDERS)
@@ -205,7 +205,7 @@ def remember(figures: DeviceCeiling, fingerprint: Mapping[str, object] | None = 
     """
     if figures.failed:
         return figures
-    fingerprint = dict(machine_fingerprint() if fingerprint is None else fingerprint)
+    fingerprint = dict(probe_fingerprint() if fingerprint is None else fingerprint)
     now = time.time() if now is None else now
     # As stored: entries this version cannot read are written back as they were (another
     # harness version on a shared home may still use them).
@@ -250,7 +250,7 @@ def recall(device_name: str, sizes: Sequence[int] = (),
     which only a framework import could read: that import is what this saves. FOLDER: the
     run's cache folder (None: cache_dir()).
     """
-    fingerprint = machine_fingerprint() if fingerprint is None else fingerprint
+    fingerprint = probe_fingerprint() if fingerprint is None else fingerprint
     now = time.time() if now is None else now
     entries = sorted((entry for entry in _remembered_probes(read_json_object(cache_path(folder)))
                       if entry.device == device_name and entry.figures.gflops),

@@ -33,7 +33,7 @@ def host_info() -> dict[str, JsonValue]:
             "python": sys.version.split()[0]}
 
 
-def harness_version() -> str:
+def _harness_version() -> str:
     """The installed package's version, else a source checkout's (its pyproject.toml)."""
     try:
         return metadata.version("crossframe-harness")
@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"), framework=framework,
         quick=mode == "quick", measured_s=round(time.perf_counter() - started, 3),
         device=found["device"], host=host_info(),
-        software={**found["software"], "driver": driver, "harness": harness_version()},
+        software={**found["software"], "driver": driver, "harness": _harness_version()},
         entries=completed(found["entries"]))
     write_json_atomic(out_path, profile.to_dict())
     return 0

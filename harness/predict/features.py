@@ -6,7 +6,7 @@ formulas: backends/torch/flops.py) and bytes; how many there are and how long th
 through them is; the host time each took on this CPU (on a CPU the op's arithmetic is in it
 too); the bytes a step copies to the device; the points where the host waits for the device
 (sync points); the precision. A backend collects the ops (backends/torch/features.py, from a
-TorchDispatchMode); `summarize` derives every total here, so a stored record can be checked
+TorchDispatchMode); `summarize_ops` derives every total here, so a stored record can be checked
 by recomputing them (`StepFeatures.recomputed`).
 
 Conventions, said once:
@@ -84,7 +84,7 @@ class SyncPoint(_Record):
 
 @dataclass(frozen=True)
 class StepFeatures(_Record):
-    """The features of one step (module docstring); totals derived by `summarize`."""
+    """The features of one step (module docstring); totals derived by `summarize_ops`."""
 
     features_version: int = FEATURES_VERSION
     framework: str = ""
@@ -102,7 +102,7 @@ class StepFeatures(_Record):
     # (backends/torch/features.py Recording.outside_ops_seconds): the Python around the ops
     # (None: recorded before it was kept).
     outside_ops_s: float | None = None
-    # Derived from the above (summarize); stored so a reader needs no code, checked on reload.
+    # Derived from the above (summarize_ops); stored so a reader needs no code, checked on reload.
     op_count: int = 0
     kernel_ops: int = 0
     flops: int = 0
@@ -120,7 +120,7 @@ class StepFeatures(_Record):
 
     def recomputed(self) -> StepFeatures:
         """The same record with every derived field computed again from its ops."""
-        return summarize(self)
+        return summarize_ops(self)
 
     def record(self) -> dict[str, JsonValue]:
         """The JSON-able record stored with a case."""
@@ -131,7 +131,7 @@ def dtypes_of(pairs: Iterable[JsonValue]) -> list[str]:
     return [str(pair[1]) for pair in pairs if isinstance(pair, list) and len(pair) == 2]
 
 
-def precision_of(ops: list[OpRecord]) -> dict[str, JsonValue]:
+def _precision_of(ops: list[OpRecord]) -> dict[str, JsonValue]:
     """Which dtypes the step computed in: ops per dtype seen (any input or output), and the
     FLOPs per dtype of the ops that have FLOPs (their first input's dtype)."""
     seen: Counter[str] = Counter()
@@ -148,7 +148,7 @@ def precision_of(ops: list[OpRecord]) -> dict[str, JsonValue]:
             "floating": list(floating)}
 
 
-def summarize(features: StepFeatures) -> StepFeatures:
+def summarize_ops(features: StepFeatures) -> StepFeatures:
     """FEATURES with every derived total computed from its ops and sync points."""
     ops = features.ops
     unknown = Counter(op.op for op in ops if op.flops is None)
@@ -170,5 +170,5 @@ def summarize(features: StepFeatures) -> StepFeatures:
         python_s=python_s,
         sync_count=sum(point.count for point in features.sync_points),
         user_sync_count=sum(point.count for point in features.sync_points if point.user_code),
-        precision=precision_of(ops),
+        precision=_precision_of(ops),
     )

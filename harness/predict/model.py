@@ -220,7 +220,7 @@ def profile_identity(profile: Profile, name: str = "") -> dict[str, JsonValue]:
 @dataclass(frozen=True)
 class Scales:
     """How host costs move from the machine they were measured on to the host chosen;
-    python None: the host work priced per op at the profiled host's cost (host_terms)."""
+    python None: the host work priced per op at the profiled host's cost (torch_host_terms)."""
 
     ops: float
     python: float | None
@@ -281,7 +281,7 @@ def host_here(features: StepFeatures) -> dict[str, float]:
             "host_here_s": sum(min(op.host_s, tiny_s) for op in features.ops)}
 
 
-def host_terms(plan: Plan, features: StepFeatures, profile: Profile, variant: Variant,
+def torch_host_terms(plan: Plan, features: StepFeatures, profile: Profile, variant: Variant,
                scales: Scales) -> dict[str, float]:
     """The host queue's terms (module docstring) and the constants they read."""
     launches = sum(kernel.launches for kernel in plan.kernels)
@@ -374,7 +374,7 @@ def predict(features: StepFeatures, profile: Profile, *, host: str = "profiled",
         problem = coverage_problem(plan, features)
         if problem:
             return replace(base, reason=problem, unmapped=dict(plan.unmapped))
-        terms = host_terms(plan, features, profile, chosen, scales)
+        terms = torch_host_terms(plan, features, profile, chosen, scales)
         terms.update(copy_terms(features, profile, chosen, terms))
         floor_s = terms["graph_per_kernel_s"] if chosen.graph else kernel_floor(profile)
         by_entry = device_seconds(plan.kernels, profile, floor_s, terms["launch_s"])

@@ -274,7 +274,7 @@ def tally_line(tally: Tally, others: int = 0) -> str:
     device = short_device(tally.device_name)
     if not tally.predicted:
         reason = tally.pairs[0].prediction.reason if tally.pairs else ""
-        return clipped(f"prediction for this GPU ({device}), {tally.about()}: unknown in all "
+        return _clipped(f"prediction for this GPU ({device}), {tally.about()}: unknown in all "
                        f"{len(tally.pairs)} cases: {reason}")
     inside = (f"within its interval in {tally.within_text()} cases" if tally.with_interval
               else f"no interval ({tally.pairs[0].no_interval})")
@@ -288,10 +288,10 @@ def tally_line(tally: Tally, others: int = 0) -> str:
                 f"{tally.verdict_text()}{ties}{more}")
         if len(line) <= LINE_LIMIT:
             return line
-    return clipped(line)
+    return _clipped(line)
 
 
-def clipped(text: str) -> str:
+def _clipped(text: str) -> str:
     return text if len(text) <= LINE_LIMIT else text[:LINE_LIMIT - 3] + "..."
 
 

@@ -76,7 +76,7 @@ def draw_report(run_dirs: list[Path], out_dir: Path, tensorboard_dir: Path | Non
                        terminal_verdicts(context, shown, out_dir))
 
 
-def run_predictions(run_dir: Path) -> list[dict[str, Any]]:
+def folder_predictions(run_dir: Path) -> list[dict[str, Any]]:
     """The predicted crossovers of one stored run, as run.json stores them; nothing drawn.
 
     The same context and the same analysis (harness.analysis.crossover) the crossover view

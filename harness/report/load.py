@@ -81,7 +81,7 @@ def run_row(run_dir: Path, document: RunDocument, order: int) -> RunRow:
         "interrupted_by": document.interrupted_by,
         # None when the harness never wrote its end time: killed, or still running.
         "finished": document.finished,
-        "cells_saved": [cell_label(result) for result in document.cells],
+        "cells_saved": [_cell_label(result) for result in document.cells],
         "command": " ".join(document.command),
         "rounds_line": rounds_line(document),
         "quick_line": quick_line(document),
@@ -102,7 +102,7 @@ def hints_for_old_run(workload: str, stored: JsonObject) -> JsonObject:
     return {**{key: installed[key] for key in VIEW_HINTS if key in installed}, **stored}
 
 
-def cell_label(result: CellResult) -> str:
+def _cell_label(result: CellResult) -> str:
     """'torch cpu fp32': how summaries name a cell of run.json."""
     return " ".join(part or "?" for part in (result.framework, result.device, result.variant))
 

@@ -317,7 +317,7 @@ def details_lines(documents: list[Any]) -> list[str]:
     """How the verdicts' energy and memory figures were measured, for `--details`: what every
     cell shares said once per run, then each cell's own (harness.report.views.energy,
     harness.analysis.memoryfit)."""
-    from harness.report.views.energy import method_lines as energy_method_lines
+    from harness.report.views.energy import energy_method_lines
 
     return [line for document in documents
             for line in [*energy_method_lines(document), *memory_method_lines(document)]]

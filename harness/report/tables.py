@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 import numpy as np
 import pandas as pd
 
-from harness.analysis.crossover import case_noise
+from harness.analysis.crossover import row_noise
 from harness.analysis.noise import MIN_SAMPLES as NOISE_MIN_SAMPLES
 from harness.analysis.noise import GapVerdict, judge_gap
 from harness.analysis.plausibility import (
@@ -50,7 +50,7 @@ MIN_SAMPLES_TO_JUDGE = NOISE_MIN_SAMPLES
 
 def gap_verdict(best: pd.Series, second: pd.Series) -> GapVerdict:
     """harness.analysis.noise.judge_gap of two case_stats rows."""
-    return judge_gap(case_noise(best), case_noise(second))
+    return judge_gap(row_noise(best), row_noise(second))
 
 
 class GapSignificance(TypedDict):

@@ -184,7 +184,7 @@ def candidate_costs(baseline: Costs, framework: str, device: str, variant: str) 
     (the fix's own step time is unknown: as-written's stands in for it, too dear for a fix
     that helps and too cheap for one that hurts). Its floor: the as-written worker's, plus the
     first round's compile allowance (compiling does not grow with the step)."""
-    entries = [fixchoice.fix_of(part) for part in fixchoice.variant_parts(variant)]
+    entries = [fixchoice.fix_of(part) for part in fixchoice.fix_parts(variant)]
     if framework not in TORCH_COMPILED or not any(entry is not None and entry.compiles
                                                   for entry in entries):
         return baseline

@@ -521,7 +521,7 @@ def measure_ceilings(devices: list[str], largest_n: int | None, quick: bool = Fa
     context = RunContext.from_environment(quick) if context is None else context
     folder = cache_folder(context.settings)
     sizes = QUICK_PROBE_SIZES if quick else ceilings.probe_sizes(largest_n)
-    fingerprint = ceilings.machine_fingerprint()
+    fingerprint = ceilings.probe_fingerprint()
     recalled = {device: ceilings.Recall(None, "--probe-ceilings") if probe
                 else ceilings.recall(device, sizes, fingerprint, folder=folder)
                 for device in devices}

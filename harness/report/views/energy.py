@@ -74,10 +74,10 @@ class EnergyView(View):
         rows: list[CaseRow] = list(table[CASE])
         return [EXPLANATION, "",
                 *[carried(f"- {line}", line) for line in gpu_vs_cpu_sentences(rows)],
-                *[carried(f"- {line}", line) for row in rows if measured(row) is not None
+                *[carried(f"- {line}", line) for row in rows if measured_record(row) is not None
                   for line in [case_line(row)]],
                 *[f"- {line}" for line in unmeasured_lines(
-                    [row for row in rows if measured(row) is None])]]
+                    [row for row in rows if measured_record(row) is None])]]
 
 
 CASE = "case"  # the energy view's one column: the case-table rows (CaseRow) of energy_table
@@ -110,14 +110,14 @@ def primary(row: CaseRow) -> EnergyRecord:
     return (row.energy or CaseEnergy()).primary(device_kind(row.device))
 
 
-def measured(row: CaseRow) -> EnergyRecord | None:
+def measured_record(row: CaseRow) -> EnergyRecord | None:
     """The case's own counter's record where it measured joules per step, else None."""
     record = primary(row)
     return record if record.ok and record.joules_per_step is not None else None
 
 
 def joules(row: CaseRow) -> float | None:
-    record = measured(row)
+    record = measured_record(row)
     return None if record is None else record.joules_per_step
 
 
@@ -240,7 +240,7 @@ def _cell_name(row: CaseRow) -> str:
 def case_line(row: CaseRow) -> str:
     """'<framework> cuda:0 <variant>, size 32: 0.41 ms and 62 mJ per step (...)'."""
     where = f"{_cell_name(row)}, size {row.key.size_label}"
-    record = measured(row)
+    record = measured_record(row)
     if record is None:
         return (f"{where}: {format_seconds(step_s(row))} per step; energy "
                 f"{primary(row).status}: {primary(row).reason}")
@@ -383,14 +383,14 @@ def graphs_text(graphs: CudaGraphs) -> str:
     return text
 
 
-def console_lines(document: RunDocument) -> list[str]:
+def energy_console_lines(document: RunDocument) -> list[str]:
     """For the CLI after its table: one line per cell with a measured energy, its sizes
     together ('energy, torch cuda:0: 24.2 / 25.5 / 36.3 mJ per step at batch 8 / 64 / 512;
     1.39x more / 1.34x less / 4.65x less than cpu'), then each counter that measured nothing
     once; none where the run has no energy record.
 
     How each figure was measured (counter, window, idle power) is not repeated per size here:
-    summary.md says it per case, and method_lines (--details) once per run where every cell
+    summary.md says it per case, and energy_method_lines (--details) once per run where every cell
     shares it.
     """
     cells = _cells(energy_table([document]))
@@ -448,11 +448,11 @@ def _energy_ratio(gpu_joules: float | None, cpu_joules: float | None) -> str:
     return (f"{format_ratio(ratio)} less" if ratio >= 1 else f"{format_ratio(1 / ratio)} more")
 
 
-def method_lines(document: RunDocument) -> list[str]:
+def energy_method_lines(document: RunDocument) -> list[str]:
     """How each energy figure of the run was measured, for --details: what every measured cell
     shares said once ('energy, every cell: idle included; from the timed samples'), then each
     cell's own (its counter, windows, mean power, idle power, the host's packages)."""
-    cells = _cells([row for row in energy_table([document]) if measured(row) is not None])
+    cells = _cells([row for row in energy_table([document]) if measured_record(row) is not None])
     several = len({key.variant for key in cells}) > 1
     clauses = {f"{key.framework} {key.device}" + (f" {key.variant}" if several else ""):
                _method_clauses(rows, document.sweep) for key, rows in cells.items()}

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.costmodel import two_digits
 from harness.analysis.memoryfit import MemoryFit, batch_text, memory_fits, shown
-from harness.analysis.predict import two_digits
 from harness.core.units import format_bytes
 from harness.data.casekey import CELL_COLUMNS
 from harness.report.figure import Figure, Line

@@ -103,7 +103,7 @@ class PredictedView(View):
         lines = figure_links("GPU step predicted vs measured", figures, out_dir)
         for _key, group in table.groupby(["run_id", "profile", "framework"], sort=False):
             first = group.iloc[0]
-            lines += [sentence(group), ""]
+            lines += [_sentence(group), ""]
             cells, records = zip(*[row_figures(row) for _, row in group.iterrows()])
             headers = [header.format(sweep=first["sweep"] or "size") for header in HEADERS]
             lines += markdown_table(headers, list(cells), list(records))
@@ -174,7 +174,7 @@ def row_figures(row: Any) -> tuple[list[str], list[Figure]]:
              figures[2].text, inside, row["verdict"]], figures)
 
 
-def sentence(group: pd.DataFrame) -> str:
+def _sentence(group: pd.DataFrame) -> str:
     """A profile's sentence in one run, with its records (the tally's figures)."""
     first = group.iloc[0]
     subject = subject_of(first, size=False)

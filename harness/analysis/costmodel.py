@@ -287,7 +287,7 @@ def held_out_error(device: str, points: Sequence[CaseRow]) -> float | None:
 
 
 @dataclass(frozen=True)
-class Prediction:
+class CrossoverPrediction:
     """The predicted answer to "from what size is the GPU faster?", with its evidence."""
 
     kind: str  # crossover, gpu-always, cpu-always, too-few-sizes
@@ -384,20 +384,21 @@ def crossover_between(cpu: CostModel, gpu: CostModel, smallest: float,
     return "crossover", high
 
 
-def predict(cpu_points: Sequence[CaseRow], gpu_points: Sequence[CaseRow]) -> Prediction:
+def predict_crossover(cpu_points: Sequence[CaseRow],
+                      gpu_points: Sequence[CaseRow]) -> CrossoverPrediction:
     """Fit both devices and find where the curves cross; errors by leaving the largest out."""
     sizes = sorted({size_of(p) for p in cpu_points} & {size_of(p) for p in gpu_points})
     largest = max([size_of(p) for p in [*cpu_points, *gpu_points]], default=0.0)
     cpu, gpu = fit_device("cpu", cpu_points), fit_device("gpu", gpu_points)
     if cpu is None or gpu is None or not sizes or not (
             cpu.seconds(largest) > 0 and gpu.seconds(largest) > 0):  # no cost fitted at all
-        return Prediction("too-few-sizes", None, cpu, gpu, largest, len(sizes), None)
+        return CrossoverPrediction("too-few-sizes", None, cpu, gpu, largest, len(sizes), None)
     errors = [error for error in (held_out_error("cpu", cpu_points),
                                   held_out_error("gpu", gpu_points)) if error is not None]
     worst = max(errors, key=abs) if len(errors) == 2 else None
     smallest = min(size_of(p) for p in [*cpu_points, *gpu_points])
     kind, size = crossover_between(cpu, gpu, smallest, largest)
-    return Prediction(kind, size, cpu, gpu, largest, len(sizes), worst,
+    return CrossoverPrediction(kind, size, cpu, gpu, largest, len(sizes), worst,
                       _caveats(cpu_points, gpu_points) + _untested(cpu, gpu, cpu_points,
                                                                    gpu_points))
 
