@@ -403,7 +403,7 @@ class RunDocument(JsonRecord):
     # (cells refused without a worker are in none; a resumed run appends its rounds).
     round_orders: list[list[int]] = field(default_factory=list, metadata=IF_SET)
     # The predicted GPU-vs-CPU crossovers, stored by every run that ends (harness.api
-    # store_predictions, from harness.analysis.crossover; never by drawing a report):
+    # _finish, from harness.analysis.crossover; never by drawing a report):
     # per framework and variant, the size, its held-out error and the text printed.
     predictions: list[JsonObject] = field(default_factory=list, metadata=IF_SET)
     # The settings the run used (harness.core.settings.Settings.to_dict: --quick and the
