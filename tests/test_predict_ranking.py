@@ -124,9 +124,10 @@ def gpu_steps(document: RunDocument, profile: str, batch: int) -> dict[str, floa
     found = {}
     for cell in document.cells:
         for case in cell.cases:
-            stored = case.extra.get(answer.PREDICTIONS_KEY, {}).get(profile)
-            if stored and case.case["batch_size"] == batch and stored["profiled"]["seconds"]:
-                found[cell.framework] = stored["profiled"]["seconds"]
+            stored = case.gpu_predictions.get(profile)
+            seconds = stored["profiled"].seconds if stored else None
+            if seconds and case.case["batch_size"] == batch:
+                found[cell.framework] = seconds
     return found
 
 
@@ -134,10 +135,10 @@ def test_each_prediction_names_its_framework_and_variant(run_dir: Path) -> None:
     document = store.load_run(run_dir)
     for cell in document.cells:
         for case in cell.cases:
-            for by_host in case.extra.get(answer.PREDICTIONS_KEY, {}).values():
+            for by_host in case.gpu_predictions.values():
                 for record in by_host.values():
-                    assert record[answer.FRAMEWORK_KEY] == cell.framework
-                    assert record[answer.CELL_VARIANT_KEY] == cell.variant
+                    assert record.framework == cell.framework
+                    assert record.cell_variant == cell.variant
 
 
 def test_one_ranking_line_per_profile_fastest_first(run_dir: Path,
@@ -177,7 +178,7 @@ def test_summary_keeps_each_cells_line_against_its_own_cpu_step(run_dir: Path) -
         line = next(line for line in text.splitlines()
                     if f", {cell.framework} as-written: ~" in line
                     and "predicted on H100 80GB" in line)
-        stored = case.extra[answer.PREDICTIONS_KEY]["h100"]["profiled"]["seconds"]
+        stored = case.gpu_predictions["h100"]["profiled"].seconds
         cpu = float(sorted(case.samples)[3])
         ratio = cpu / stored
         shown = answer.three_digits(ratio if ratio >= 1 else 1 / ratio)

@@ -115,12 +115,12 @@ def test_the_pairs_are_the_h100_profile_host_this_per_step(run_dir: Path) -> Non
     assert {pair.profile for pair in pairs} == {"h100"}  # the H200 profile is not this GPU
     _meta, rows = validation_rows("mnist-small")
     for pair, row in zip(pairs, rows):
-        stored = document.cells[0].cases[BATCHES.index(pair.size)].extra[
-            answer.PREDICTIONS_KEY]["h100"]["this"]
+        stored = document.cells[0].cases[BATCHES.index(pair.size)].gpu_predictions[
+            "h100"]["this"]
         assert pair.prediction.host_choice == "this"
-        assert pair.predicted_s == stored["seconds"]  # one recorded step a call
+        assert pair.predicted_s == stored.seconds  # one recorded step a call
         assert pair.measured_s == pytest.approx(row["gpu"]["median_s"])
-        assert pair.ratio == pytest.approx(stored["seconds"] / row["gpu"]["median_s"])
+        assert pair.ratio == pytest.approx(stored.seconds / row["gpu"]["median_s"])
         assert pair.interval is not None  # host 'this' on the shipped h100 was validated
         assert pair.inside == (pair.interval.low_s <= pair.measured_s <= pair.interval.high_s)
 

@@ -22,8 +22,11 @@ import pytest
 from typer.testing import CliRunner
 
 import harness
+from harness.audit import audit_run
 from harness.cli import app
 from harness.data import store
+from harness.data.gpustep import Prediction
+from harness.data.results import SCHEMA_VERSION
 from harness.predict import answer
 from harness.predict.profile import shipped_names
 from harness.run.session import RunRecorder
@@ -101,18 +104,27 @@ def planted_cases(document: dict[str, Any]) -> list[dict[str, Any]]:
             for case in cell["cases"]]
 
 
-def test_the_cli_and_python_store_the_same_run(planted: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def api_run(planted_features: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run made through harness.compare() (its report not drawn)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(PLANTED_FEATURES, str(planted_features))
+        result = harness.compare("fault", **OPTIONS, out=tmp_path_factory.mktemp("api"),
+                                 report=False, progress=False)
+    assert result.exit_code == 0
+    return result.path
+
+
+def test_the_cli_and_python_store_the_same_run(planted: Path, api_run: Path,
+                                               tmp_path: Path) -> None:
     """The same compare through the CLI and through harness.compare(): run.json the same,
     ids, times and measured values aside, the crossovers and the GPU predictions included."""
-    cli_out, api_out = tmp_path / "cli", tmp_path / "api"
-    given = CliRunner().invoke(app, [*COMMAND, "--no-report", "--out", str(cli_out)])
+    given = CliRunner().invoke(app, [*COMMAND, "--no-report", "--out", str(tmp_path)])
     assert given.exit_code == 0, given.output
-    result = harness.compare("fault", **OPTIONS, out=api_out, report=False, progress=False)
-    assert result.exit_code == 0
-    from_cli, from_api = comparable(only_run_dir(cli_out)), comparable(result.path)
+    from_cli, from_api = comparable(only_run_dir(tmp_path)), comparable(api_run)
     assert from_cli["predictions"] and from_cli["predictions"][0]["framework"] == "fakegpu"
     for case in [*planted_cases(from_cli), *planted_cases(from_api)]:
-        assert set(case["extra"][answer.PREDICTIONS_KEY]) == set(shipped_names())
+        assert set(case["gpu_predictions"]) == set(shipped_names())
     assert from_cli == from_api
 
 
@@ -139,5 +151,30 @@ def test_a_finished_run_writes_run_json_once_at_its_end(
     assert len(finishing) == 1
     (written,) = finishing
     assert written["finished"] is not None and written["predictions"]
-    assert all(answer.PREDICTIONS_KEY in case["extra"] for case in planted_cases(written))
+    assert all(case["gpu_predictions"] for case in planted_cases(written))
     assert written == json.loads((result.path / store.RUN_FILE).read_text())
+
+
+def test_a_run_stored_before_typed_predictions_reads_and_checks_the_same(
+        api_run: Path, tmp_path: Path) -> None:
+    """Layout 4 kept a case's predictions in its `extra`: such a run.json loads them as the
+    typed field (harness.data.upgrade), and `harness check` recomputes them as before."""
+    copy = tmp_path / api_run.name
+    copy.mkdir()
+    for path in api_run.iterdir():
+        (copy / path.name).write_bytes(path.read_bytes())
+    document = json.loads((copy / store.RUN_FILE).read_text())
+    assert document["schema_version"] == SCHEMA_VERSION == 5
+    document["schema_version"] = 4
+    for case in planted_cases(document):
+        case["extra"]["gpu_predictions"] = case.pop("gpu_predictions")
+    (copy / store.RUN_FILE).write_text(json.dumps(document))
+    old, new = store.load_run(copy), store.load_run(api_run)
+    for was, now in zip(planted_cases(old.to_dict()), planted_cases(new.to_dict())):
+        assert was == now and "gpu_predictions" not in was["extra"]
+    (case, *_) = [case for cell in old.cells for case in cell.cases if case.gpu_predictions]
+    assert isinstance(case.gpu_predictions["h100"]["profiled"], Prediction)
+    audit = audit_run(copy)
+    assert audit.mismatches == [] and not any(
+        "prediction" in item.line() for item in audit.unverifiable)
+    assert audit.summary_line() == audit_run(api_run).summary_line()
