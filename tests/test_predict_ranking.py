@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from harness.analysis.verdictline import Topic, VerdictLine
 from harness.audit import audit_run
 from harness.commands.predicted import print_predictions, with_predictions
 from harness.core.registry import load_workload
@@ -160,8 +161,9 @@ def test_one_ranking_line_per_profile_fastest_first(run_dir: Path,
         # keras-jax is this CPU's fastest (2.0 ms); the GPU's is another.
         assert order[0] != "keras-jax"
         assert f"the fastest there ({order[0]}) is not this CPU's (keras-jax)" in line
-    printed = with_predictions(Result(document), [  # type: ignore[arg-type]
-        "mnist-small on vm (cpu only):", "  GPU vs CPU: no GPU cell measured (CPU only)"])
+    printed = [line.text for line in with_predictions(Result(document), [  # type: ignore[arg-type]
+        VerdictLine("mnist-small on vm (cpu only):", Topic.HEADING),
+        VerdictLine("  GPU vs CPU: no GPU cell measured (CPU only)", Topic.NO_GPU)])]
     assert not any("no GPU cell measured" in line for line in printed)
     folded = [part for line in printed for part in fitted_lines(line)]  # as printed
     assert all(len(line) <= 100 for line in folded), [len(line) for line in folded]
@@ -227,8 +229,8 @@ def test_a_keras_only_run_says_why_on_the_terminal(tmp_path: Path) -> None:
                                            "keras-tensorflow": ("", 4.0)})
     document = store.load_run(run)
     assert ranking.answer_lines(document) == []
-    printed = with_predictions(Result(document), [  # type: ignore[arg-type]
-        "  GPU vs CPU: no GPU cell measured (CPU only)"])
+    printed = [line.text for line in with_predictions(Result(document), [  # type: ignore[arg-type]
+        VerdictLine("  GPU vs CPU: no GPU cell measured (CPU only)", Topic.NO_GPU)])]
     assert printed[0] == "  GPU vs CPU: no GPU cell measured (CPU only)"
     assert printed[1] == ("  GPU step not predicted: keras-jax, keras-torch: features are "
                           "recorded from torch steps only; keras-tensorflow: unknown: no "

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from harness.analysis.verdictline import Topic, VerdictLine
 from harness.audit import audit_run
 from harness.commands.predicted import with_predictions
 from harness.core.registry import load_workload
@@ -214,10 +215,11 @@ def test_the_terminal_line_lands_under_the_gpu_verdict(run_dir: Path) -> None:
     class Result:
         document = store.load_run(run_dir)
 
-    verdicts = ["mnist-small on gpubox:", "  GPU vs CPU: ...", "  fastest: ...",
-                "  warning: noisy"]
+    verdicts = [VerdictLine("mnist-small on gpubox:", Topic.HEADING),
+                VerdictLine("  GPU vs CPU: ...", Topic.GPU_VS_CPU),
+                VerdictLine("  fastest: ..."), VerdictLine("  warning: noisy", Topic.WARNING)]
     found = with_predictions(Result(), verdicts)  # type: ignore[arg-type]
-    assert found[2].startswith("  prediction for this GPU (H100 80GB")
+    assert found[2].text.startswith("  prediction for this GPU (H100 80GB")
     assert found[:2] == verdicts[:2] and found[3:] == verdicts[2:]
 
 

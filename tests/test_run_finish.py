@@ -16,18 +16,21 @@ import gzip
 import json
 import zlib
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 import harness
+from harness.analysis.verdictline import Topic, VerdictLine
 from harness.audit import audit_run
 from harness.cli import app
+from harness.commands.predicted import with_predictions
 from harness.data import store
 from harness.data.gpustep import Prediction
 from harness.data.results import SCHEMA_VERSION
-from harness.predict import answer
+from harness.predict import answer, ranking
 from harness.predict.profile import shipped_names
 from harness.run.session import RunRecorder
 from tests.fakes.backend.fault import PLANTED_FEATURES
@@ -178,3 +181,30 @@ def test_a_run_stored_before_typed_predictions_reads_and_checks_the_same(
     assert audit.mismatches == [] and not any(
         "prediction" in item.line() for item in audit.unverifiable)
     assert audit.summary_line() == audit_run(api_run).summary_line()
+
+
+def test_the_predicted_lines_go_under_the_no_gpu_answer_by_its_topic(api_run: Path) -> None:
+    """The verdict is assembled from typed lines: the predicted GPU lines replace the line
+    whose topic says no GPU cell measured, however it is worded, and no other line, whatever
+    words it holds."""
+    document = store.load_run(api_run)
+    document.cells = [cell for cell in document.cells if cell.device == "cpu"]  # CPU only
+    predicted = [f"  {line}" for line in ranking.answer_lines(document)]
+    why = ranking.not_predicted_line(document)
+    assert predicted and why.startswith("GPU step not predicted: fakegpu")
+    reworded = [VerdictLine("fault:", Topic.HEADING),
+                VerdictLine("  GPU vs CPU: reworded", Topic.NO_GPU),
+                VerdictLine("  a line that says no GPU cell measured")]
+    found = with_predictions(SimpleNamespace(document=document),  # type: ignore[arg-type]
+                             reworded)
+    assert [line.text for line in found] == [
+        "fault:", *predicted, f"  {why}", "  a line that says no GPU cell measured"]
+
+
+def test_the_crossover_line_says_whether_a_gpu_cell_measured(api_run: Path) -> None:
+    from harness.report import verdicts_without_drawing
+
+    lines = verdicts_without_drawing([api_run])
+    topics = [line.topic for line in lines if line.gpu_vs_cpu]
+    assert topics and set(topics) == {Topic.GPU_VS_CPU}  # a GPU cell measured here
+    assert lines[0].topic is Topic.HEADING
