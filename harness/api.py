@@ -173,61 +173,52 @@ def check_predict_for(asked: Sequence[str]) -> None:
 def _finish(session: RunSession, predict_for: Sequence[str] = ()) -> RunResult:
     """Run an opened session to its end; what it produced, however it ended.
 
-    A run that ended (not stopped by a signal) keeps its predicted crossovers and its
-    predicted GPU steps (every CPU case with recorded features, on every shipped profile and
-    each of PREDICT_FOR: harness.predict.answer) in run.json here, so every run stores them
-    whether it came from the CLI or from Python, and whether or not a report is drawn
-    afterwards. They are computed from the run as it is in memory (its document and its
-    recorder's rows), not by reading the folder back or building a report.
+    The finishing step of every run, from the CLI or from Python: a run that ended (not
+    stopped by a signal) gets its predicted crossovers and its predicted GPU steps (every CPU
+    case with recorded features, on every shipped profile and each of PREDICT_FOR:
+    harness.predict.answer) into its document, computed from the run as it is in memory (its
+    document and its recorder's rows), not by reading the folder back or building a report;
+    then the session saves it, once (RunSession.run): run.json is written once at the end.
     """
+    def finishing() -> None:
+        add_crossover_predictions(session.document, measurements_of_rows(session.recorder.rows),
+                                  session.document.run_id or session.run_dir.name)
+        add_gpu_predictions(session.document, predict_for)
+
     try:
-        stopped_by = session.run()
-        if stopped_by is None:
-            store_predictions(session.run_dir, session.document,
-                              measurements_of_rows(session.recorder.rows))
-            store_gpu_predictions(session.run_dir, session.document, predict_for)
+        stopped_by = session.run(finishing)
     finally:
         session.release()  # a later resume in this process may take the folder
     return RunResult(session.run_dir, list(session.recorder.results), session.document,
                      stopped_by)
 
 
-def store_gpu_predictions(run_dir: Path, document: RunDocument,
-                          predict_for: Sequence[str] = ()) -> int:
-    """The GPU step of every CPU case with features, predicted into DOCUMENT and its run.json
+def add_gpu_predictions(document: RunDocument, predict_for: Sequence[str] = ()) -> int:
+    """The GPU step of every CPU case with features, predicted into DOCUMENT
     (harness.predict.answer.add_predictions); returns how many cases. A failure costs the
     prediction, never the run: printed, 0 returned."""
     try:
         from harness.predict.answer import add_predictions, targets  # JSON and arithmetic
 
-        predicted = add_predictions(document, targets(list(predict_for)))
-        if predicted:
-            store.write_run(run_dir, document)
-        return predicted
-    except Exception as exc:  # noqa: BLE001 - the measurements are already safe on disk
+        return add_predictions(document, targets(list(predict_for)))
+    except Exception as exc:  # noqa: BLE001 - the measurements are safe in memory and on disk
         progress_console.print(f"GPU prediction not made: {type(exc).__name__}: {exc}",
                                markup=False, highlight=False, soft_wrap=True)
         return 0
 
 
-def store_predictions(run_dir: Path, document: RunDocument,
-                      measurements: pd.DataFrame) -> list[dict[str, Any]] | None:
-    """Compute a run's predictions (harness.analysis.crossover.run_predictions) into DOCUMENT
-    and its run.json in RUN_DIR.
-
-    run.json is written only when they differ from what it holds, so computing them again
-    (a resumed run, a second call) leaves the file as it was. A failure costs the run nothing:
-    its measurements are saved; it is printed and None returned, run.json left as it was.
-    """
+def add_crossover_predictions(document: RunDocument, measurements: pd.DataFrame,
+                              run_id: str) -> list[dict[str, Any]] | None:
+    """A run's predicted crossovers (harness.analysis.crossover.run_predictions) into
+    DOCUMENT, its rows named RUN_ID; returns them. A failure costs the run nothing: printed,
+    None returned and the document's own (a resumed run's) left as they were."""
     try:
         from harness.analysis.crossover import run_predictions  # pandas work: when a run ends
 
-        found = run_predictions(document, measurements, document.run_id or run_dir.name)
-        if document.predictions != found:
-            document.predictions = found
-            store.write_run(run_dir, document)
+        found = run_predictions(document, measurements, run_id)
+        document.predictions = found
         return found
-    except Exception as exc:  # noqa: BLE001 - the measurements are already safe on disk
+    except Exception as exc:  # noqa: BLE001 - the measurements are safe in memory and on disk
         progress_console.print(f"predictions not saved ({type(exc).__name__}: {exc})",
                                markup=False, highlight=False, soft_wrap=True)
         return None

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from harness.analysis.verdictline import VerdictLine
 from harness.core.interrupt import EXIT_SIGNAL_BASE
 from harness.run.progress import console as progress_console
 
@@ -30,7 +31,7 @@ class ReportOutcome:
     exit_code: int = 0  # EXIT_REPORT_FAILED, or 130 when Ctrl-C stopped the drawing
     # The verdict lines computed with the report (harness.report.summary.terminal_verdicts):
     # the CLI prints them rather than building the report's context a second time.
-    verdicts: list[str] = field(default_factory=list)
+    verdicts: list[VerdictLine] = field(default_factory=list)
     seconds: float = 0.0  # drawing it took (the CLI's whole-command line)
 
 

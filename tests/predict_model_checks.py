@@ -8,8 +8,9 @@ from __future__ import annotations
 import torch
 
 from harness.backends.torch.features import features_of
+from harness.data.gpustep import Prediction
 from harness.predict.features import StepFeatures
-from harness.predict.model import Prediction, predict, recompute
+from harness.predict.model import predict, recompute
 from harness.predict.profile import load_profile
 
 BATCH, IN, HIDDEN, OUT = 8, 16, 32, 4

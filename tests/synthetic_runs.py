@@ -203,8 +203,15 @@ def stats_of(*run_dirs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def save_predictions(run_dir: Path) -> list[dict[str, Any]] | None:
-    """What every run stores when it ends (harness.api.store_predictions), for a stored folder."""
-    from harness.api import store_predictions
+    """What every run adds when it ends (harness.api.add_crossover_predictions), for a stored
+    folder: run.json written only where they differ from what it holds."""
+    from harness.api import add_crossover_predictions
     from harness.data.measurements import read_measurements
 
-    return store_predictions(run_dir, store.load_run(run_dir), read_measurements(run_dir))
+    document = store.load_run(run_dir)
+    before = list(document.predictions)
+    found = add_crossover_predictions(document, read_measurements(run_dir),
+                                      document.run_id or run_dir.name)
+    if found is not None and found != before:
+        store.write_run(run_dir, document)
+    return found

@@ -353,7 +353,7 @@ def test_summary_and_terminal_print_the_fit_and_check_recomputes_it(fitted_run: 
     summary = (fitted_run / "summary.md").read_text()
     bullet = "- Memory fit (run `run`): cuda:0 (torch): the largest batch predicted to fit"
     assert bullet in summary
-    terminal = verdicts_without_drawing([fitted_run])
+    terminal = [line.text for line in verdicts_without_drawing([fitted_run])]
     # The terminal's line: the figures, how they were fitted left to summary.md and --details.
     assert "  memory: cuda:0 (torch): largest batch to fit in 79 GiB: ~26,600 (1 GiB + 3 MiB " \
            "per sample); a floor (workspace); the predicted crossover (batch ~910) lies below " \

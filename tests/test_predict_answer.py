@@ -47,12 +47,12 @@ def test_the_worker_records_features_and_the_run_stores_predictions(
         assert case.extra[answer.STEPS_KEY] == 4  # a few steps of the epoch, not the epoch
         assert features["kernel_ops"] > 0 and features["flops"] > 0
         assert features["h2d_bytes"] > 0  # as-written copies each batch
-        stored = case.extra[answer.PREDICTIONS_KEY]
+        stored = case.gpu_predictions
         assert set(stored) == set(shipped_names())
         for name in stored:
             assert set(stored[name]) == {"profiled", "this"}  # both hosts, the choice recorded
-            assert stored[name]["this"]["host_choice"] == "this"
-            assert stored[name]["profiled"]["profile"]["identity"] == \
+            assert stored[name]["this"].host_choice == "this"
+            assert stored[name]["profiled"].profile["identity"] == \
                 load_profile(name).identity()
 
 
@@ -75,7 +75,7 @@ def planted(run_dir: Path, tmp_path: Path, change: float) -> Path:
         if path.is_file():
             (copy / path.name).write_bytes(path.read_bytes())
     document = json.loads((copy / "run.json").read_text())
-    stored = document["cells"][0]["cases"][0]["extra"][answer.PREDICTIONS_KEY]
+    stored = document["cells"][0]["cases"][0]["gpu_predictions"]
     first = stored[next(iter(stored))]["profiled"]
     first["seconds"] *= change
     (copy / "run.json").write_text(json.dumps(document))
@@ -248,7 +248,7 @@ def test_the_python_api_stores_the_predictions_as_the_cli_does(tmp_path: Path) -
                              sizes=[16], ceilings=False, report=False, progress=False,
                              out=out, predict_for=["h200"])
     (case,) = load_run(result.path).cells[0].cases
-    assert set(case.extra[answer.PREDICTIONS_KEY]) == set(shipped_names())
-    assert case.extra[answer.PREDICTIONS_KEY] == result.document.cells[0].cases[0].extra[
-        answer.PREDICTIONS_KEY]  # the RunResult holds what run.json holds
+    assert set(case.gpu_predictions) == set(shipped_names())
+    assert case.gpu_predictions == result.document.cells[0].cases[0].gpu_predictions
+    # the RunResult holds what run.json holds
     assert audit_run(result.path).mismatches == []

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.data.gpustep import PREDICTED, UNKNOWN, Prediction
 from harness.data.noprofile import NO_TENSORFLOW_PROFILE, NoProfileFeatures
 from harness.predict import hlo
 from harness.predict.features import StepFeatures
@@ -30,7 +31,6 @@ from harness.predict.jaxmodel import (
     recompute_any,
 )
 from harness.predict.make import with_jax
-from harness.predict.model import PREDICTED, UNKNOWN, Prediction
 from harness.predict.profile import (
     NO_JAX_ROW,
     Entry,
@@ -283,16 +283,14 @@ def jax_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
 def test_the_run_stores_each_frameworks_prediction_and_why_not(
         jax_run: tuple[Path, str, str]) -> None:
     from harness.data.store import load_run
-    from harness.predict import answer
 
     run_dir, planted, output = jax_run
     for cell in load_run(run_dir).cells:
         (case,) = cell.cases
-        stored = case.extra[answer.PREDICTIONS_KEY]
+        stored = case.gpu_predictions
         assert set(stored) == {"h100", "h200", planted}
         for name, by_host in stored.items():
-            for record in by_host.values():
-                prediction = Prediction.from_dict(record)
+            for prediction in by_host.values():
                 assert prediction.framework == cell.framework
                 if cell.framework == "keras-tensorflow":
                     assert prediction.reason == NO_TENSORFLOW_PROFILE
@@ -316,7 +314,6 @@ def test_harness_check_recomputes_them_and_catches_a_planted_one(
     import json
 
     from harness.audit import audit_run
-    from harness.predict import answer
 
     run_dir, planted, _ = jax_run
     audit = audit_run(run_dir)
@@ -329,7 +326,7 @@ def test_harness_check_recomputes_them_and_catches_a_planted_one(
             (copy / path.name).write_bytes(path.read_bytes())
     document = json.loads((copy / "run.json").read_text())
     jax_cell = next(cell for cell in document["cells"] if cell["cell"]["framework"] == "jax")
-    jax_cell["cases"][0]["extra"][answer.PREDICTIONS_KEY][planted]["this"]["seconds"] *= 1.3
+    jax_cell["cases"][0]["gpu_predictions"][planted]["this"]["seconds"] *= 1.3
     (copy / "run.json").write_text(json.dumps(document))
     wrong = [item for item in audit_run(copy).mismatches if "predicted GPU step" in item.figure]
     assert wrong, "a planted JAX prediction passed the check"

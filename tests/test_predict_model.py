@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.data.gpustep import Prediction
 from harness.predict.features import OpRecord, StepFeatures, summarize_ops
-from harness.predict.model import RECORDED_OP_DISPATCHES, Prediction, predict, recompute
+from harness.predict.model import RECORDED_OP_DISPATCHES, predict, recompute
 from harness.predict.profile import (
     CATALOGUE,
     Entry,

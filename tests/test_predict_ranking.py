@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from benchmarks.predictlab.validation import read_rows, unpacked
+from harness.analysis.verdictline import Topic, VerdictLine
 from harness.audit import audit_run
 from harness.commands.predicted import print_predictions, with_predictions
 from harness.core.registry import load_workload
@@ -124,9 +125,10 @@ def gpu_steps(document: RunDocument, profile: str, batch: int) -> dict[str, floa
     found = {}
     for cell in document.cells:
         for case in cell.cases:
-            stored = case.extra.get(answer.PREDICTIONS_KEY, {}).get(profile)
-            if stored and case.case["batch_size"] == batch and stored["profiled"]["seconds"]:
-                found[cell.framework] = stored["profiled"]["seconds"]
+            stored = case.gpu_predictions.get(profile)
+            seconds = stored["profiled"].seconds if stored else None
+            if seconds and case.case["batch_size"] == batch:
+                found[cell.framework] = seconds
     return found
 
 
@@ -134,10 +136,10 @@ def test_each_prediction_names_its_framework_and_variant(run_dir: Path) -> None:
     document = store.load_run(run_dir)
     for cell in document.cells:
         for case in cell.cases:
-            for by_host in case.extra.get(answer.PREDICTIONS_KEY, {}).values():
+            for by_host in case.gpu_predictions.values():
                 for record in by_host.values():
-                    assert record[answer.FRAMEWORK_KEY] == cell.framework
-                    assert record[answer.CELL_VARIANT_KEY] == cell.variant
+                    assert record.framework == cell.framework
+                    assert record.cell_variant == cell.variant
 
 
 def test_one_ranking_line_per_profile_fastest_first(run_dir: Path,
@@ -159,8 +161,9 @@ def test_one_ranking_line_per_profile_fastest_first(run_dir: Path,
         # keras-jax is this CPU's fastest (2.0 ms); the GPU's is another.
         assert order[0] != "keras-jax"
         assert f"the fastest there ({order[0]}) is not this CPU's (keras-jax)" in line
-    printed = with_predictions(Result(document), [  # type: ignore[arg-type]
-        "mnist-small on vm (cpu only):", "  GPU vs CPU: no GPU cell measured (CPU only)"])
+    printed = [line.text for line in with_predictions(Result(document), [  # type: ignore[arg-type]
+        VerdictLine("mnist-small on vm (cpu only):", Topic.HEADING),
+        VerdictLine("  GPU vs CPU: no GPU cell measured (CPU only)", Topic.NO_GPU)])]
     assert not any("no GPU cell measured" in line for line in printed)
     folded = [part for line in printed for part in fitted_lines(line)]  # as printed
     assert all(len(line) <= 100 for line in folded), [len(line) for line in folded]
@@ -177,7 +180,7 @@ def test_summary_keeps_each_cells_line_against_its_own_cpu_step(run_dir: Path) -
         line = next(line for line in text.splitlines()
                     if f", {cell.framework} as-written: ~" in line
                     and "predicted on H100 80GB" in line)
-        stored = case.extra[answer.PREDICTIONS_KEY]["h100"]["profiled"]["seconds"]
+        stored = case.gpu_predictions["h100"]["profiled"].seconds
         cpu = float(sorted(case.samples)[3])
         ratio = cpu / stored
         shown = answer.three_digits(ratio if ratio >= 1 else 1 / ratio)
@@ -226,8 +229,8 @@ def test_a_keras_only_run_says_why_on_the_terminal(tmp_path: Path) -> None:
                                            "keras-tensorflow": ("", 4.0)})
     document = store.load_run(run)
     assert ranking.answer_lines(document) == []
-    printed = with_predictions(Result(document), [  # type: ignore[arg-type]
-        "  GPU vs CPU: no GPU cell measured (CPU only)"])
+    printed = [line.text for line in with_predictions(Result(document), [  # type: ignore[arg-type]
+        VerdictLine("  GPU vs CPU: no GPU cell measured (CPU only)", Topic.NO_GPU)])]
     assert printed[0] == "  GPU vs CPU: no GPU cell measured (CPU only)"
     assert printed[1] == ("  GPU step not predicted: keras-jax, keras-torch: features are "
                           "recorded from torch steps only; keras-tensorflow: unknown: no "

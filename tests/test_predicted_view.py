@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from benchmarks.predictlab.validation import read_rows, unpacked
+from harness.analysis.verdictline import Topic, VerdictLine
 from harness.audit import audit_run
 from harness.commands.predicted import with_predictions
 from harness.core.registry import load_workload
@@ -115,12 +116,12 @@ def test_the_pairs_are_the_h100_profile_host_this_per_step(run_dir: Path) -> Non
     assert {pair.profile for pair in pairs} == {"h100"}  # the H200 profile is not this GPU
     _meta, rows = validation_rows("mnist-small")
     for pair, row in zip(pairs, rows):
-        stored = document.cells[0].cases[BATCHES.index(pair.size)].extra[
-            answer.PREDICTIONS_KEY]["h100"]["this"]
+        stored = document.cells[0].cases[BATCHES.index(pair.size)].gpu_predictions[
+            "h100"]["this"]
         assert pair.prediction.host_choice == "this"
-        assert pair.predicted_s == stored["seconds"]  # one recorded step a call
+        assert pair.predicted_s == stored.seconds  # one recorded step a call
         assert pair.measured_s == pytest.approx(row["gpu"]["median_s"])
-        assert pair.ratio == pytest.approx(stored["seconds"] / row["gpu"]["median_s"])
+        assert pair.ratio == pytest.approx(stored.seconds / row["gpu"]["median_s"])
         assert pair.interval is not None  # host 'this' on the shipped h100 was validated
         assert pair.inside == (pair.interval.low_s <= pair.measured_s <= pair.interval.high_s)
 
@@ -214,10 +215,11 @@ def test_the_terminal_line_lands_under_the_gpu_verdict(run_dir: Path) -> None:
     class Result:
         document = store.load_run(run_dir)
 
-    verdicts = ["mnist-small on gpubox:", "  GPU vs CPU: ...", "  fastest: ...",
-                "  warning: noisy"]
+    verdicts = [VerdictLine("mnist-small on gpubox:", Topic.HEADING),
+                VerdictLine("  GPU vs CPU: ...", Topic.GPU_VS_CPU),
+                VerdictLine("  fastest: ..."), VerdictLine("  warning: noisy", Topic.WARNING)]
     found = with_predictions(Result(), verdicts)  # type: ignore[arg-type]
-    assert found[2].startswith("  prediction for this GPU (H100 80GB")
+    assert found[2].text.startswith("  prediction for this GPU (H100 80GB")
     assert found[:2] == verdicts[:2] and found[3:] == verdicts[2:]
 
 

@@ -40,7 +40,7 @@ def test_a_suspect_case_is_named_in_the_summary(tmp_path: Path) -> None:
     assert BIMODAL not in glance
     # The terminal's verdict names the suspect cell and leaves its reason to the warnings,
     # where it is said in full once.
-    terminal = verdicts_without_drawing([run])
+    terminal = [line.text for line in verdicts_without_drawing([run])]
     (fastest,) = [line for line in terminal if line.startswith("  fastest at ")]
     assert fastest.endswith("; SUSPECT timing: torch cpu (see the warnings)"), fastest
     (warning,) = [line for line in terminal if line.startswith("  warning: SUSPECT timing:")]

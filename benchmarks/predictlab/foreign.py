@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.data.gpustep import Prediction
 from harness.predict import interval
 from harness.predict.features import StepFeatures
-from harness.predict.model import Prediction, predict
+from harness.predict.model import predict
 from harness.predict.profile import Profile
 from harness.predict.rates import HostSpeed
 from harness.predict.versus import NOISE_FLOOR

@@ -24,7 +24,6 @@ from harness.audit.predictions import numpy_cpu_step, numpy_noise, predicted_ste
 from harness.audit.printed import printed_general
 from harness.core.units import three_digits
 from harness.data.results import CaseResult, CellResult, RunDocument
-from harness.predict.answer import PREDICTIONS_KEY
 from harness.predict.profile import ProfileError
 from harness.predict.versus import HOST, NOISE_FLOOR, RIGHT, TIE, WRONG
 from harness.report.views.predicted import (
@@ -159,8 +158,7 @@ def check_predicted_vs_measured(check: FigureCheck, pool: Pool) -> None:
     document, gpu, cpu = found
     gpu_cases, cpu_cases = (measured_cases(cell, document.sweep) for cell in (gpu, cpu))
     sizes = [size for size in cpu_cases if size in gpu_cases
-             and subject.get("profile", "") in (cpu_cases[size].extra.get(PREDICTIONS_KEY)
-                                                or {})]
+             and subject.get("profile", "") in cpu_cases[size].gpu_predictions]
     if "size" in subject:
         sizes = [size for size in sizes if size == subject["size"]]
     try:

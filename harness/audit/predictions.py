@@ -1,6 +1,6 @@
 """The GPU predictions a run stored and printed (issue 51), recomputed from its features.
 
-Stored (run.json, a case's extra `gpu_predictions`): each prediction is made again from the
+Stored (run.json, a case's `gpu_predictions`): each prediction is made again from the
 case's stored features and the profile it names (harness.predict.model.recompute), with its
 own choices (host, variant, this host's speed), and its seconds must agree; its seconds must
 also follow from its own stored terms (Prediction.recombined). A profile that cannot be read
@@ -10,7 +10,7 @@ since), makes that prediction unverifiable, said so.
 Printed (summary.md's records of family answer.FAMILY): each figure recomputed from the
 case's raw samples with numpy (the CPU step, the noise) and from the recomputed prediction
 (the GPU step, its interval or that it is too wide), then held to the printed text. A stored
-record that names its framework (answer.FRAMEWORK_KEY) must name its cell's.
+prediction names its cell's framework, and its variant where it names one.
 
 The ranking line (records of family ranking.RANKING_FAMILY): each ranked cell's step made
 again from its features, its text and its place among every CPU cell of the run predicted on
@@ -19,20 +19,16 @@ that profile at that size; this CPU's fastest cell from the raw samples (numpy).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from harness.audit.ledger import FigureCheck, Ledger
 from harness.audit.pool import Pool
 from harness.core.units import device_kind, three_digits
+from harness.data.gpustep import Prediction
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.predict.answer import (
-    CELL_VARIANT_KEY,
     FEATURES_KEY,
-    FRAMEWORK_KEY,
     LINE_HOST,
-    PREDICTIONS_KEY,
     STEPS_KEY,
     cell_label,
     interval_figure,
@@ -41,7 +37,6 @@ from harness.predict.answer import (
 from harness.predict.interval import Interval, band_for, interval_of
 from harness.predict.jaxfeatures import load_features
 from harness.predict.jaxmodel import model_version, prediction_identity, recompute_any
-from harness.predict.model import Prediction
 from harness.predict.profile import Profile, ProfileError, load_profile
 from harness.predict.ranking import FASTEST_CPU, RANKED
 from harness.spec import Status
@@ -72,27 +67,27 @@ def readable_profile(ledger: Ledger, subject: str, name: str,
 
 
 def check_named_cell(ledger: Ledger, subject: str, cell: CellResult,
-                     stored: dict[str, Any]) -> None:
-    """A stored record that names a framework and variant names its own cell's."""
-    for key, own in ((FRAMEWORK_KEY, cell.framework), (CELL_VARIANT_KEY, cell.variant)):
-        if key in stored:
-            ledger.verdict(subject, f"prediction's {key}", WHERE, stored[key] == own,
-                           str(stored[key]), own)
+                     stored: Prediction) -> None:
+    """A stored prediction names its own cell's framework, and variant where it names one."""
+    named = [("framework", stored.framework, cell.framework)]
+    if stored.cell_variant:
+        named.append(("cell_variant", stored.cell_variant, cell.variant))
+    for key, value, own in named:
+        ledger.verdict(subject, f"prediction's {key}", WHERE, value == own, value, own)
 
 
-def check_case(ledger: Ledger, subject: str, extra: dict[str, Any],
+def check_case(ledger: Ledger, subject: str, case: CaseResult,
                cell: CellResult | None = None) -> None:
     """Every stored prediction of one case, recomputed from its features and profile."""
-    record = extra.get(FEATURES_KEY)
+    record = case.extra.get(FEATURES_KEY)
     if not isinstance(record, dict):
         ledger.cannot(subject, "GPU predictions", WHERE, "no stored features to predict from")
         return
     features = load_features(record)  # torch's, a jitted JAX step's, TensorFlow's stand-in
-    for name, by_host in (extra.get(PREDICTIONS_KEY) or {}).items():
-        for host, stored_record in (by_host or {}).items():
+    for name, by_host in case.gpu_predictions.items():
+        for host, stored in by_host.items():
             if cell is not None:
-                check_named_cell(ledger, subject, cell, stored_record)
-            stored = Prediction.from_dict(stored_record)
+                check_named_cell(ledger, subject, cell, stored)
             # The model that priced it is the features' framework's (a stored record names
             # its cell's framework, the same in a real run).
             priced_by = getattr(features, "framework", "") or stored.framework
@@ -119,8 +114,8 @@ def check_predictions(ledger: Ledger, document: RunDocument) -> None:
     """Every prediction stored in DOCUMENT (module docstring)."""
     for cell in document.cells:
         for case in cell.cases:
-            if PREDICTIONS_KEY in case.extra:
-                check_case(ledger, _case_subject(cell, case), case.extra, cell)
+            if case.gpu_predictions:
+                check_case(ledger, _case_subject(cell, case), case, cell)
 
 
 # --- printed figures ---------------------------------------------------------------------------
@@ -156,7 +151,7 @@ def predicted_step(case: CaseResult, profile: str, host: str,
                    ) -> tuple[float | None, Interval | None]:
     """A CPU case's GPU step made again from its stored features on PROFILE as HOST, per step,
     and the interval around it held to the case's own spread (None: unknown; no band)."""
-    stored = Prediction.from_dict(case.extra[PREDICTIONS_KEY][profile][host])
+    stored = case.gpu_predictions[profile][host]
     again = recompute_any(stored, load_features(case.extra[FEATURES_KEY]),
                           load_profile(profile))
     if again.seconds is None:
@@ -212,7 +207,7 @@ def recomputed_rank(document: RunDocument, profile: str, size: str,
             continue
         for case in cell.cases:
             if (str(case.case.get(document.sweep)) == size and case.status == Status.OK
-                    and case.samples and profile in (case.extra.get(PREDICTIONS_KEY) or {})):
+                    and case.samples and profile in case.gpu_predictions):
                 step, _interval = predicted_step(case, profile, LINE_HOST)
                 if step is not None:
                     found.append((step, cell))

@@ -14,6 +14,7 @@ from rich.console import Console
 from harness import api
 from harness.analysis.casetable import CaseRow
 from harness.analysis.stats import cli_rows
+from harness.analysis.verdictline import Topic, VerdictLine
 from harness.commands.output import Said, console, errors, print_plain, print_whole
 from harness.commands.predicted import with_predictions
 from harness.commands.shortwarnings import short_warnings
@@ -63,22 +64,23 @@ def self_check(result: api.RunResult) -> tuple[int, str]:
     return len(audit.mismatches), f"harness check: {audit.summary_line()}"
 
 
-def is_warning(line: str) -> bool:
-    return line.lstrip().startswith("warning: ")
-
-
 def print_run(spec: WorkloadSpec, result: api.RunResult, drawn: ReportOutcome | None,
               check_line: str, details: bool = False) -> None:
     """The answer first: the verdicts, the compact table, the warnings, then one line each
     of context (rounds, --quick, ceilings, harness check, overhead) and the report's path."""
     say = Said()
     verdicts = with_predictions(result, verdict_lines(result, drawn))
-    print_verdict(say, [line for line in verdicts if not is_warning(line)])
+    print_verdict(say, [line.text for line in verdicts if line.topic is not Topic.WARNING])
     print_variant_advice(result)
     summaries = print_results(spec, result, say, details)
-    print_warnings(say, [line for line in verdicts if is_warning(line)],
+    print_warnings(say, warning_texts(verdicts),
                    case_warnings(spec, summaries, result.document.ceilings), details)
     print_context(say, result, drawn, check_line)
+
+
+def warning_texts(verdicts: list[VerdictLine]) -> list[str]:
+    """The verdicts' warnings (Topic.WARNING), printed with the warnings block."""
+    return [line.text for line in verdicts if line.topic is Topic.WARNING]
 
 
 def print_variant_advice(result: api.RunResult) -> None:
@@ -186,11 +188,11 @@ def print_advise_warnings(say: Said, result: api.RunResult,
         say(f"warnings: not listed ({type(exc).__name__}: {exc})")
         return
     summaries = cli_rows(spec, result.document)
-    print_warnings(say, [line for line in verdict_lines(result, drawn) if is_warning(line)],
+    print_warnings(say, warning_texts(verdict_lines(result, drawn)),
                    case_warnings(spec, summaries, result.document.ceilings))
 
 
-def verdict_lines(result: api.RunResult, drawn: ReportOutcome | None) -> list[str]:
+def verdict_lines(result: api.RunResult, drawn: ReportOutcome | None) -> list[VerdictLine]:
     """The summary's verdict lines; none for a stopped run.
 
     Drawn: the verdicts computed with the report; not drawn (--no-report, or the drawing
@@ -204,7 +206,7 @@ def verdict_lines(result: api.RunResult, drawn: ReportOutcome | None) -> list[st
         return drawn.verdicts if drawn is not None and drawn.written else \
             verdicts_without_drawing([result.path])
     except Exception as exc:  # noqa: BLE001 - the measurements are saved; only the words are lost
-        return [f"no verdict: {type(exc).__name__}: {exc}"]
+        return [VerdictLine(f"no verdict: {type(exc).__name__}: {exc}")]
 
 
 def print_verdict(say: Said, lines: list[str]) -> None:

@@ -11,6 +11,7 @@ the run, and the lines under the verdict.
 from __future__ import annotations
 
 from harness import api
+from harness.analysis.verdictline import Topic, VerdictLine
 from harness.commands.output import Said
 
 
@@ -29,24 +30,27 @@ def indented(text: str) -> list[str]:
     return [f"  {text}"]
 
 
-def with_predictions(result: api.RunResult, verdicts: list[str]) -> list[str]:
-    """VERDICTS with the 'no GPU cell measured' line replaced by the predicted GPU lines (kept
-    where nothing was predicted), followed by why the CPU cells without a prediction have
-    none; on a GPU run, with the prediction's check against the GPU measured
-    (with_check_line)."""
+def with_predictions(result: api.RunResult,
+                     verdicts: list[VerdictLine]) -> list[VerdictLine]:
+    """VERDICTS with the line that no GPU cell measured (Topic.NO_GPU) replaced by the
+    predicted GPU lines (kept where nothing was predicted), followed by why the CPU cells
+    without a prediction have none; on a GPU run, with the prediction's check against the GPU
+    measured (with_check_line)."""
     predicted, why = predicted_lines(result)
-    found: list[str] = []
+    found: list[VerdictLine] = []
     for line in verdicts:
-        if "no GPU cell measured" not in line:
+        if line.topic is not Topic.NO_GPU:
             found.append(line)
             continue
         if not predicted:
             found.append(line)
-        found += [folded for text in [*predicted, why] if text for folded in indented(text)]
+        found += [VerdictLine(folded) for text in [*predicted, why] if text
+                  for folded in indented(text)]
     return with_check_line(result, found)
 
 
-def with_check_line(result: api.RunResult, verdicts: list[str]) -> list[str]:
+def with_check_line(result: api.RunResult,
+                    verdicts: list[VerdictLine]) -> list[VerdictLine]:
     """VERDICTS with the GPU run's own check of the prediction (harness/predict/versus.py)
     under its last GPU-vs-CPU line (at the end where there is none); unchanged where the run
     has no CPU cell predicted and GPU cell measured of the same case."""
@@ -55,9 +59,9 @@ def with_check_line(result: api.RunResult, verdicts: list[str]) -> list[str]:
     line = check_line([result.document])
     if not line:
         return verdicts
-    gpu_lines = [index for index, text in enumerate(verdicts) if "GPU vs CPU" in text]
+    gpu_lines = [index for index, verdict in enumerate(verdicts) if verdict.gpu_vs_cpu]
     at = gpu_lines[-1] + 1 if gpu_lines else len(verdicts)
-    return [*verdicts[:at], *indented(line), *verdicts[at:]]
+    return [*verdicts[:at], *map(VerdictLine, indented(line)), *verdicts[at:]]
 
 
 def print_predictions(say: Said, result: api.RunResult) -> None:

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from harness.core.settings import SettingValue
 from harness.data.adviserecord import AdviseRecord
 from harness.data.ceilings import Ceilings
+from harness.data.gpustep import CasePredictions
 from harness.data.records import CaseEnergy, GpuState
 from harness.data.serial import (
     ALWAYS,
@@ -85,8 +86,9 @@ def sample_stats(samples: list[float]) -> SampleStats:
 # brought up to this one by harness.data.upgrade when read; nothing else knows old key names.
 # 3: rounds (run-level `rounds` and `seed`; per case the round of every sample, the round
 # medians and the timing attempts; per cell the harness's own cost). 4: a case's rounds as a
-# list of per-process records (CaseRound) in place of parallel arrays.
-SCHEMA_VERSION = 4
+# list of per-process records (CaseRound) in place of parallel arrays. 5: a case's predicted
+# GPU steps a typed key of its own (`gpu_predictions`), no longer an entry of its `extra`.
+SCHEMA_VERSION = 5
 
 
 # Metadata of a case's keys that only a timed case carries: written for every timed case, and
@@ -175,6 +177,9 @@ class CaseResult(JsonRecord):
     # The calls per sample this case's calibration started from, found by the cell's first
     # round (None: calibrated from 1 call). A merged case: what its later rounds were given.
     calls_per_sample_reused: int | None = None
+    # The GPU step predicted from this CPU case's features when its run ended (harness.api
+    # _finish, harness.predict.answer): per profile and host. Empty: none was predicted.
+    gpu_predictions: CasePredictions = field(default_factory=dict)
     extra_fields: JsonObject = field(default_factory=dict)
 
     @property
@@ -403,7 +408,7 @@ class RunDocument(JsonRecord):
     # (cells refused without a worker are in none; a resumed run appends its rounds).
     round_orders: list[list[int]] = field(default_factory=list, metadata=IF_SET)
     # The predicted GPU-vs-CPU crossovers, stored by every run that ends (harness.api
-    # store_predictions, from harness.analysis.crossover; never by drawing a report):
+    # _finish, from harness.analysis.crossover; never by drawing a report):
     # per framework and variant, the size, its held-out error and the text printed.
     predictions: list[JsonObject] = field(default_factory=list, metadata=IF_SET)
     # The settings the run used (harness.core.settings.Settings.to_dict: --quick and the

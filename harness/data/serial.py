@@ -94,7 +94,10 @@ def decode(hint: Any, value: Any) -> Any:
         item_hint = (get_args(kind) or (Any,))[0]
         return tuple(decode(item_hint, item) for item in value)
     if origin is dict and isinstance(value, dict):
-        return dict(value)
+        value_hint = (get_args(kind) or (Any, Any))[1]
+        if _without_none(value_hint)[0] is Any:  # JSON values as stored (a copy)
+            return dict(value)
+        return {key: decode(value_hint, item) for key, item in value.items()}
     return value
 
 

@@ -135,10 +135,26 @@ def upgrade_3_to_4(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+# Where layout 4 kept a case's predicted GPU steps: an entry of its `extra`.
+GPU_PREDICTIONS_4 = "gpu_predictions"
+
+
+def upgrade_4_to_5(document: dict[str, Any]) -> dict[str, Any]:
+    """4 -> 5: a case's predicted GPU steps a key of the case, out of its `extra`."""
+    for result in document.get("cells") or []:
+        for case in result.get("cases") or []:
+            extra = case.get("extra")
+            if isinstance(extra, dict) and GPU_PREDICTIONS_4 in extra:
+                case["gpu_predictions"] = extra.pop(GPU_PREDICTIONS_4)
+    document["schema_version"] = 5
+    return document
+
+
 # version N -> the step that makes it N + 1
 UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: upgrade_1_to_2,
                                                                    2: upgrade_2_to_3,
-                                                                   3: upgrade_3_to_4}
+                                                                   3: upgrade_3_to_4,
+                                                                   4: upgrade_4_to_5}
 
 
 def document_version(document: dict[str, Any]) -> int:

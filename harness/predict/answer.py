@@ -5,9 +5,9 @@ After a run, each CPU case whose features pass recorded its step (extra `step_fe
 harness/run/casepasses.py features_pass) is predicted on every shipped profile and every
 profile `--predict-for` names, for both hosts ('profiled': the profiled machine drives its
 GPU; 'this': this CPU drives it), with the model as it is (harness/predict/model.py). The
-predictions are stored in the case's extra (`gpu_predictions`: {profile: {host: Prediction
-record}}), each naming its profile's identity, so `harness check` can recompute them from the
-run folder (harness/audit/predictions.py).
+predictions are stored as the case's typed `gpu_predictions` ({profile: {host: Prediction}},
+harness.data.gpustep), each naming its profile's identity and the CPU cell it was made from,
+so `harness check` can recompute them from the run folder (harness/audit/predictions.py).
 
 The line, per profile and predicted CPU cell, for a run with no GPU cell: the framework and
 variant it is about, the predicted step (the 'profiled' host: what the validation measured),
@@ -23,27 +23,24 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from harness.core.units import device_kind, format_size, three_digits
+from harness.data.gpustep import PREDICTED, CasePredictions, Prediction
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.data.serial import JsonObject, JsonValue
 from harness.predict.interval import Interval, band_for, interval_of, why_no_band
 from harness.predict.jaxfeatures import load_features
 from harness.predict.jaxmodel import predict_any
-from harness.predict.model import LAUNCH_BOUND, PREDICTED, Prediction
+from harness.predict.model import LAUNCH_BOUND
 from harness.predict.profile import Profile, ProfileError, load_profile, shipped_names
 from harness.predict.rates import HostSpeed
 from harness.spec import Status
 
 FEATURES_KEY, STEPS_KEY, REASON_KEY, HOST_SPEED_KEY = (
     "step_features", "step_features_steps", "step_features_reason", "host_speed")
-PREDICTIONS_KEY = "gpu_predictions"
-# What each stored prediction record names of the CPU cell it was made from (beside the
-# Prediction's own keys, which from_dict reads; these it leaves aside).
-FRAMEWORK_KEY, CELL_VARIANT_KEY = "framework", "cell_variant"
 HOSTS = ("profiled", "this")
 LINE_HOST = "profiled"  # the host the printed line uses: the one the validation measured
 FAMILY = "predicted GPU step"  # the audit's family for the printed figures
@@ -95,18 +92,21 @@ def host_speed(record: Any, cpu_model: str = "", cores: int = 0) -> HostSpeed | 
 
 
 def case_predictions(extra: JsonObject, chosen: Sequence[Target], cpu_model: str = "",
-                     cores: int = 0, cell: CellResult | None = None) -> dict[str, Any]:
-    """{profile name: {host: Prediction record}} of one case's stored features, each record
-    naming the framework and variant of the CPU CELL it was made from."""
+                     cores: int = 0, cell: CellResult | None = None) -> CasePredictions:
+    """{profile name: {host: Prediction}} of one case's stored features, each naming the
+    framework and variant of the CPU CELL it was made from."""
     record, speed = extra[FEATURES_KEY], extra.get(HOST_SPEED_KEY)
     if not isinstance(record, dict):
         raise TypeError(f"{FEATURES_KEY} is not a JSON object")
     features = load_features(record)  # torch's, a jitted JAX step's, TensorFlow's stand-in
     this_host = host_speed(speed, cpu_model, cores)
-    named = {FRAMEWORK_KEY: cell.framework, CELL_VARIANT_KEY: cell.variant} if cell else {}
-    return {target.name: {host: {**predict_any(features, target.profile, host=host,
-                                               this_host=this_host,
-                                               profile_name=target.name).to_dict(), **named}
+    def of_cell(prediction: Prediction) -> Prediction:
+        return replace(prediction, framework=cell.framework, cell_variant=cell.variant) \
+            if cell is not None else prediction
+
+    return {target.name: {host: of_cell(predict_any(features, target.profile, host=host,
+                                                    this_host=this_host,
+                                                    profile_name=target.name))
                           for host in HOSTS}
             for target in chosen}
 
@@ -122,7 +122,7 @@ def add_predictions(document: RunDocument, chosen: Sequence[Target]) -> int:
     for cell in cpu_cells(document):
         for case in cell.cases:
             if isinstance(case.extra.get(FEATURES_KEY), dict) and chosen:
-                case.extra[PREDICTIONS_KEY] = case_predictions(
+                case.gpu_predictions = case_predictions(
                     case.extra, chosen, str(document.host_fact("cpu_model") or ""),
                     int(document.host_fact("cores") or 0), cell)
                 predicted += 1
@@ -174,11 +174,11 @@ def points_of(cell: CellResult, profile_name: str, sweep: str) -> list[CasePoint
     """The cell's predicted cases for PROFILE_NAME (the line's host), in sweep order."""
     found = []
     for case in cell.cases:
-        stored = ((case.extra.get(PREDICTIONS_KEY) or {}).get(profile_name) or {}).get(LINE_HOST)
+        stored = case.gpu_predictions.get(profile_name, {}).get(LINE_HOST)
         cpu_s = cpu_step_seconds(case)
         if stored and cpu_s:
             found.append(CasePoint(size=case.case, cpu_step_s=cpu_s, noise=case_noise(case),
-                                   prediction=Prediction.from_dict(stored),
+                                   prediction=stored,
                                    steps=int(case.extra.get(STEPS_KEY) or 1),
                                    suspect=bool(case.suspect)))
     return sorted(found, key=lambda point: size_order(point.size.get(sweep)))
@@ -361,14 +361,14 @@ def predicted_cells(document: RunDocument) -> list[CellResult]:
     """The CPU cells whose cases carry predictions, the as-written ones first, else in the
     run's order."""
     found = [cell for cell in cpu_cells(document)
-             if any(PREDICTIONS_KEY in case.extra for case in cell.cases)]
+             if any(case.gpu_predictions for case in cell.cases)]
     return sorted(found, key=lambda cell: cell.variant != "as-written")
 
 
 def profile_names(cell: CellResult) -> list[str]:
     names: dict[str, None] = {}
     for case in cell.cases:
-        for name in case.extra.get(PREDICTIONS_KEY) or {}:
+        for name in case.gpu_predictions:
             names[name] = None
     return list(names)
 
@@ -409,12 +409,12 @@ def chart_points(document: RunDocument, cell: CellResult,
     if device_kind(cell.device) != "cpu" or has_gpu_cell(document):
         return []
     found: list[JsonValue] = []
-    for name, by_host in (case.extra.get(PREDICTIONS_KEY) or {}).items():
-        stored = (by_host or {}).get(LINE_HOST)
+    for name, by_host in case.gpu_predictions.items():
+        stored = by_host.get(LINE_HOST)
         if not stored:
             continue
         point = CasePoint(size=case.case, cpu_step_s=cpu_step_seconds(case) or 0.0,
-                          noise=case_noise(case), prediction=Prediction.from_dict(stored),
+                          noise=case_noise(case), prediction=stored,
                           steps=int(case.extra.get(STEPS_KEY) or 1))
         if point.gpu_step_s is None:
             continue

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from harness.data.gpustep import MODEL_VERSION, PREDICTED, Prediction, combine, host_seconds
 from harness.data.noprofile import NO_TENSORFLOW_PROFILE, NoProfileFeatures
 from harness.data.serial import JsonValue
 from harness.predict.features import StepFeatures
@@ -51,13 +52,8 @@ from harness.predict.model import (
     COMPUTE_BOUND,
     HOSTS,
     LAUNCH_BOUND,
-    MODEL_VERSION,
-    PREDICTED,
-    Prediction,
     Scales,
-    combine,
     host_scales,
-    host_seconds,
     predict,
     profile_identity,
     recompute,

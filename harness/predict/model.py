@@ -18,7 +18,7 @@ sync points are added where the two queues cannot overlap.
     host_s   = host_python_s + host_ops_s + host_step_s
     device_s = sum over kernels of max(floor_s, work / rate(entry, work)) + device_copy_s
     seconds  = max(host_s, device_s) + copy_blocking_s + sync_s
-    regime   = "launch-bound" where host_s >= device_s, else "compute-bound"
+    regime   = launch-bound where host_s >= device_s, else "compute-bound"
 
 What that assumes, said once:
 - **A simple pipeline.** The host runs ahead of the device and the step repeats, so in the
@@ -95,11 +95,11 @@ heavy unmapped op shows there).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from dataclasses import dataclass, replace
 
 from harness.core.diagnosis import DiagnosisKind
-from harness.data.serial import JsonRecord, JsonValue
+from harness.data.gpustep import PREDICTED, Prediction, combine, host_seconds
+from harness.data.serial import JsonValue
 from harness.predict.features import StepFeatures
 from harness.predict.kernels import (
     Kernel,
@@ -126,20 +126,12 @@ from harness.predict.rates import (
     round_trip,
 )
 
-# 2: the training step's fixed host work (host_step_s), one CPU model not rescaled, a
-# recurrent layer the CPU decomposed into time steps "unknown".
-# 3: a profiler range counts as an optimizer step only where it updates a tensor in place
-# (a DataLoader's range was counted: kernels.optimizer_steps).
-# 4: host 'profiled' prices the step's host work per op at the profiled host's cost
-# (op_host_s), not this CPU's time rescaled by the host.python loops.
-MODEL_VERSION = 4
 MIN_MAPPED_SHARE = 0.95
 MAX_UNMAPPED_HOST_SHARE = 0.05
 HOSTS = ("profiled", "this")
 # An op moving at most 64 KiB does next to no arithmetic on a CPU (a few microseconds at
 # any bandwidth): its host time here is the CPU's cost of running an op at all.
 TINY_BYTES = 64 * 1024
-PREDICTED, UNKNOWN = "predicted", "unknown"
 LAUNCH_BOUND, COMPUTE_BOUND = DiagnosisKind.LAUNCH, DiagnosisKind.COMPUTE
 # The fixed host work of one training step on a GPU beyond its ops (module docstring, "The
 # training step's fixed host work"), in tiny in-place dispatches (host.dispatch add_) of
@@ -161,50 +153,6 @@ MAX_DECOMPOSED_CELLS = 1
 # between the recorded ops, less the recorder's own) is added to the host work
 # (host_outside_ops_s), where a plain torch step's is not (module docstring, "Host costs").
 KERAS_TORCH = "keras-torch"
-
-
-@dataclass(frozen=True)
-class Prediction(JsonRecord):
-    """One predicted GPU step, JSON-able: the answer, both queues, what it stood on (profile
-    identity, host choice, variant) and every term, so a check can recompute it."""
-
-    model_version: int = MODEL_VERSION
-    # The framework whose step this is (torch, keras-torch, jax, keras-jax, tensorflow, ...):
-    # which model made it (harness/predict/jaxmodel.py predict_any) and which CPU step it
-    # sets against.
-    framework: str = "torch"
-    status: str = UNKNOWN
-    reason: str = ""
-    seconds: float | None = None
-    host_s: float | None = None
-    device_s: float | None = None
-    regime: str = ""
-    mapped_share: float | None = None
-    unmapped: dict[str, int] = field(default_factory=dict)
-    profile: dict[str, JsonValue] = field(default_factory=dict)
-    host_choice: str = "profiled"
-    this_host: dict[str, float | str] = field(default_factory=dict)  # HostSpeed.record()
-    variant: str = "as-written"
-    terms: dict[str, float] = field(default_factory=dict)
-    device_by_entry: dict[str, float] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    WRITE_UNMARKED: ClassVar[str] = "always"
-
-    def recombined(self) -> float | None:
-        """The step's seconds from the stored terms alone (combine)."""
-        return combine(self.terms) if self.status == PREDICTED else None
-
-
-def combine(terms: dict[str, float]) -> float:
-    """seconds = max(host, device) + the parts that overlap neither (module docstring)."""
-    device = terms["device_kernels_s"] + terms["device_copy_s"]
-    return max(host_seconds(terms), device) + terms["copy_blocking_s"] + terms["sync_s"]
-
-
-def host_seconds(terms: dict[str, float]) -> float:
-    """The host queue: this CPU's host work, launches and allocations, and the training
-    step's fixed host work (absent from a model-1 record: 0 there)."""
-    return terms["host_python_s"] + terms["host_ops_s"] + terms.get("host_step_s", 0.0)
 
 
 def profile_identity(profile: Profile, name: str = "") -> dict[str, JsonValue]:

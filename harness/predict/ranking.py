@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.data.gpustep import PREDICTED
 from harness.data.noprofile import TENSORFLOW_FRAMEWORKS
 from harness.data.results import CellResult, RunDocument
 from harness.predict.answer import (
-    PREDICTIONS_KEY,
     REASON_KEY,
     CasePoint,
     PrintedFigure,
@@ -50,7 +50,6 @@ from harness.predict.answer import (
     size_order,
     size_text,
 )
-from harness.predict.model import PREDICTED
 from harness.predict.profile import NO_JAX_ROW
 
 RANKING_FAMILY = "predicted GPU ranking"  # the audit's family (harness/audit/predictions.py)
@@ -203,7 +202,7 @@ def measured_cells(document: RunDocument) -> list[CellResult]:
 def ranking_of(document: RunDocument, profile: str) -> Ranking | None:
     """PROFILE's ranking of DOCUMENT's CPU cells (None where none was predicted on it)."""
     predicted = [cell for cell in predicted_cells(document) if profile in
-                 {name for case in cell.cases for name in case.extra.get(PREDICTIONS_KEY) or {}}]
+                 {name for case in cell.cases for name in case.gpu_predictions}]
     size = ranking_size(document, predicted, profile)
     if size is None:
         return None
@@ -245,7 +244,7 @@ def rankings(document: RunDocument) -> list[Ranking]:
     if has_gpu_cell(document) or len(cells) < 2:
         return []
     names = dict.fromkeys(name for cell in cells for case in cell.cases
-                          for name in case.extra.get(PREDICTIONS_KEY) or {})
+                          for name in case.gpu_predictions)
     found = [ranking_of(document, name) for name in names]
     return [ranking for ranking in found if ranking is not None]
 

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.units import device_kind, three_digits
+from harness.data.gpustep import Prediction
 from harness.data.results import CaseResult, CellResult, RunDocument
 from harness.predict.answer import (
-    PREDICTIONS_KEY,
     STEPS_KEY,
     case_noise,
     cpu_step_seconds,
@@ -43,7 +43,6 @@ from harness.predict.answer import (
     size_order,
 )
 from harness.predict.interval import Interval, band_for, interval_of, why_no_band
-from harness.predict.model import Prediction
 from harness.spec import Status
 
 HOST = "this"  # this machine's CPU drives the GPU: what the GPU cell measured
@@ -140,7 +139,7 @@ def cpu_partner(document: RunDocument, gpu: CellResult) -> CellResult | None:
     for cell in document.cells:
         if (device_kind(cell.device) == "cpu" and cell.framework == gpu.framework
                 and cell.workload == gpu.workload and cell.variant == gpu.variant
-                and any(PREDICTIONS_KEY in case.extra for case in cell.cases)):
+                and any(case.gpu_predictions for case in cell.cases)):
             return cell
     return None
 
@@ -164,11 +163,10 @@ def case_pairs(document: RunDocument, cpu: CellResult, gpu: CellResult,
     cpu_s, gpu_s = cpu_step_seconds(cpu_case), cpu_step_seconds(gpu_case)
     if not cpu_s or not gpu_s:
         return found
-    for name, by_host in (cpu_case.extra.get(PREDICTIONS_KEY) or {}).items():
-        stored = (by_host or {}).get(HOST)
-        if not stored:
+    for name, by_host in cpu_case.gpu_predictions.items():
+        prediction = by_host.get(HOST)
+        if prediction is None:
             continue
-        prediction = Prediction.from_dict(stored)
         if not same_gpu(prediction.profile.get("device"), gpu.device_name):
             continue
         steps = int(cpu_case.extra.get(STEPS_KEY) or 1)

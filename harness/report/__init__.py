@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.crossover import crossovers, experiment_predictions
+from harness.analysis.verdictline import VerdictLine
 from harness.data.store import StoreError
 from harness.measure import envinfo
 from harness.report import style
@@ -37,7 +38,7 @@ class DrawnReport:
     the same context and views (the report is computed once)."""
 
     written: list[Path]
-    verdicts: list[str] = field(default_factory=list)
+    verdicts: list[VerdictLine] = field(default_factory=list)
 
 
 def render_report(run_dirs: list[Path], out_dir: Path,
@@ -222,7 +223,7 @@ def _tensorboard(experiments: list[ExperimentContext], log_dir: Path) -> str:
     return export_scalars(series, log_dir)
 
 
-def verdicts_without_drawing(run_dirs: list[Path]) -> list[str]:
+def verdicts_without_drawing(run_dirs: list[Path]) -> list[VerdictLine]:
     """The verdict lines `harness compare` ends with (summary.terminal_verdicts) when no report
     is drawn (--no-report): the same context and views summary.md is assembled from, with
     nothing drawn."""

@@ -20,6 +20,7 @@ from harness.analysis.memoryfit import method_lines as memory_method_lines
 from harness.analysis.memoryfit import terminal_lines as memory_terminal_lines
 from harness.analysis.noise import ONE_ROUND
 from harness.analysis.stats import overhead_line, run_overhead
+from harness.analysis.verdictline import Topic, VerdictLine
 from harness.core.units import format_size
 from harness.report.figure import Figure, Line, carried, placed
 from harness.report.views import figure_links
@@ -258,12 +259,14 @@ def _params_text(experiment: Any) -> str:
 
 # --- the verdicts for the terminal ------------------------------------------------------------
 
-# What a verdict line taken from a view says it is: the warnings view's bullets follow the
-# verdicts (the crossover view's own verdict lines say "GPU vs CPU", the ranking's "ranking on").
+# What a verdict line taken from a view's bullets says it is: the warnings view's follow the
+# verdicts, each said to be a warning (Topic.WARNING; the other views' lines are typed by
+# their own verdict_lines).
 BULLET_LABELS = {"warnings": "warning: "}
 
 
-def terminal_verdicts(context: Any, shown: dict[str, list[Shown]], out_dir: Path) -> list[str]:
+def terminal_verdicts(context: Any, shown: dict[str, list[Shown]],
+                      out_dir: Path) -> list[VerdictLine]:
     """summary.md's answer in plain lines, for the end of `harness compare`.
 
     Per experiment: the views' verdict lines (GPU vs CPU per machine, the fastest cell, the
@@ -271,38 +274,43 @@ def terminal_verdicts(context: Any, shown: dict[str, list[Shown]], out_dir: Path
     writes from the same context, in a form that fits two lines at 100 columns. What a line
     would repeat is said once: the machine, where the experiment ran on one, in its heading;
     that one round measured no run-to-run drift, in the rounds line after the table; how a
-    memory figure was measured, in summary.md and details_lines (--details).
+    memory figure was measured, in summary.md and details_lines (--details). Each line says
+    what it answers (harness.analysis.verdictline.Topic).
     """
-    lines = []
+    lines: list[VerdictLine] = []
     for experiment in context.experiments:
         machines = list(dict.fromkeys(experiment.runs["machine"]))
         machine = machines[0] if len(machines) == 1 else ""
-        lines.append(f"{experiment.name}{f' on {machine}' if machine else ''}:")
+        lines.append(VerdictLine(f"{experiment.name}{f' on {machine}' if machine else ''}:",
+                                 Topic.HEADING))
         if experiment.cells.empty:
-            lines.append("  no cell results stored (interrupted before any cell finished)")
+            lines.append(VerdictLine("  no cell results stored (interrupted before any cell "
+                                     "finished)"))
             continue
-        lines += [f"  {_terminal_text(line, machine)}"
+        lines += [line.retold(f"  {_terminal_text(line.text, machine)}")
                   for line in _experiment_verdicts(context, experiment, shown, out_dir)]
     return lines
 
 
 def _experiment_verdicts(context: Any, experiment: Any, shown: dict[str, list[Shown]],
-                         out_dir: Path) -> list[str]:
+                         out_dir: Path) -> list[VerdictLine]:
     """One experiment's verdict lines, in view order, then its memory fits."""
     items = shown[experiment.name]
     lines = [line for item in items if not item.table.empty
-             for line in item.view.verdict(item.table, experiment)] or ["no valid measurement"]
+             for line in item.view.verdict_lines(item.table, experiment)] or [
+                 VerdictLine("no valid measurement")]
     for item in items:
         label = BULLET_LABELS.get(item.view.name)
         if label is None:
             continue
         # No warnings, no line: the verdict says what was measured, and the warnings block
         # after the table says "warnings: none" (harness.commands.epilogue.print_warnings).
-        lines += [f"{label}{_plain(line)}" for line in item.lines(experiment, out_dir)
-                  if line.startswith("- ")]
+        lines += [VerdictLine(f"{label}{_plain(line)}", Topic.WARNING)
+                  for line in item.lines(experiment, out_dir) if line.startswith("- ")]
     run_ids = set(experiment.runs["run_id"])
-    return lines + [f"memory: {line}" for document in context.documents
-                    if document.run_id in run_ids for line in memory_terminal_lines(document)]
+    return lines + [VerdictLine(f"memory: {line}", Topic.MEMORY) for document in
+                    context.documents if document.run_id in run_ids
+                    for line in memory_terminal_lines(document)]
 
 
 def _terminal_text(line: str, machine: str) -> str:

@@ -201,8 +201,12 @@ class RunSession:
             self.lock.close()
             self.lock = None
 
-    def run(self) -> signal.Signals | None:
+    def run(self, finishing: Callable[[], None] | None = None) -> signal.Signals | None:
         """Run the cells and save the run as ended; the stop signal that ended it, if any.
+
+        FINISHING (harness.api's finishing step: the predictions) runs on the document in
+        memory after the last cell of a run no signal stopped, before that one save: a
+        finished run's run.json is written once at its end, whatever the step adds.
 
         Stop signals are seen when the caller installed harness.core.interrupt's handlers (the
         CLI does); without them (a notebook) Ctrl-C still stops the running worker (the runner
@@ -228,7 +232,11 @@ class RunSession:
             stopped_by = interrupt.requested()
         except KeyboardInterrupt:
             stopped_by = signal.SIGINT
-        self.recorder.save(finished=True, stopped_by=stopped_by)
+        try:
+            if stopped_by is None and finishing is not None:
+                finishing()
+        finally:  # saved as ended even where the step is stopped (Ctrl-C goes on up)
+            self.recorder.save(finished=True, stopped_by=stopped_by)
         return stopped_by
 
     def _reporting(self) -> contextlib.AbstractContextManager[object]:

@@ -19,6 +19,8 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.verdictline import VerdictLine
+
 # Where a view's lines go in summary.md.
 EXPERIMENT = "experiment"  # one table per experiment, its lines inside the experiment's section
 REPORT = "report"  # one table for the whole report, its own `## heading` after the experiments
@@ -72,6 +74,10 @@ class View:
         """The terminal's verdict lines (`harness compare`): the glance sentences, unless the
         view words them shorter (each must fit two lines at 100 columns)."""
         return self.glance(table, context)
+
+    def verdict_lines(self, table: pd.DataFrame, context: Any) -> list[VerdictLine]:
+        """The verdict lines with what each answers (Topic.ANSWER unless the view says)."""
+        return [VerdictLine(line) for line in self.verdict(table, context)]
 
     def caption_of(self, table: pd.DataFrame) -> str:
         """The caption of this run's figure: `caption` unless what was drawn says otherwise."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from harness.analysis.crossover import crossovers, flat_time_below_crossover
+from harness.analysis.verdictline import Topic, VerdictLine
 from harness.core.units import device_kind, format_ratio, format_seconds, format_size
 from harness.data.casekey import CELL_COLUMNS
 from harness.data.ceilings import MEMORY, Ceilings
@@ -63,10 +64,16 @@ class CrossoverView(View):
                 for sentence in [machine_gpu_sentence(context, group)]]
 
     def verdict(self, table: pd.DataFrame, context: Any) -> list[str]:
+        return [line.text for line in self.verdict_lines(table, context)]
+
+    def verdict_lines(self, table: pd.DataFrame, context: Any) -> list[VerdictLine]:
+        """Per machine, its GPU-vs-CPU lines: Topic.NO_GPU where no GPU cell measured there
+        (the CLI puts the predicted GPU step under it), else Topic.GPU_VS_CPU."""
         best = table[table["framework"] == "best"] if not table.empty else table
         machines = best.groupby("machine", sort=False) if not best.empty else []
-        return [f"GPU vs CPU on {machine}: {line}" for machine, group in machines
-                for line in machine_gpu_lines(context, group)]
+        return [VerdictLine(f"GPU vs CPU on {machine}: {line}",
+                            Topic.GPU_VS_CPU if group["has_gpu"].any() else Topic.NO_GPU)
+                for machine, group in machines for line in machine_gpu_lines(context, group)]
 
 
 # --- summary.md -------------------------------------------------------------------------------

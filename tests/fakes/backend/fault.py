@@ -123,3 +123,23 @@ def make_task(case: dict, variant: str, device, inputs: dict) -> SumTask:
     if variant == "slow":
         return SumTask(inputs["values"], device, delay_s=0.5)
     raise AssertionError(variant)
+
+
+# A planted features record (tests/test_run_finish.py): where FAKE_STEP_FEATURES names a JSON
+# file of extra fields, the fake's cases record them as the features pass
+# (harness/run/casepasses.py features_pass) would, so a fake run's end predicts a GPU step
+# from real features. Unset (every other test): the fake has no step_features at all.
+PLANTED_FEATURES = "FAKE_STEP_FEATURES"
+
+
+def planted_step_features(step, variant: str, inputs: dict, seconds_per_call) -> dict:
+    import json
+
+    with open(os.environ[PLANTED_FEATURES]) as planted:
+        return json.load(planted)
+
+
+def __getattr__(name: str):
+    if name == "step_features" and os.environ.get(PLANTED_FEATURES):
+        return planted_step_features
+    raise AttributeError(name)
