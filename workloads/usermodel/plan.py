@@ -16,6 +16,7 @@ from harness.run.context import RunContext
 from harness.run.runner import run_json_child
 from harness.spec import BadInput, CaseParams, Cell, ParamValue, WorkloadSpec, int_param, str_param
 from harness.workloads.usermodel import preparedcache
+from harness.workloads.usermodel.libraries import model_libraries
 from harness.workloads.usermodel.precheck import SourceProblem, precheck
 from harness.workloads.usermodel.spec import (
     FAMILIES,
@@ -122,6 +123,9 @@ def model_spec(model: Path | str, context: RunContext | None = None,
     """The spec a run of this file plans with, and the inspector's report (CONTEXT: the
     run's; None: this process's environment's). TIMEOUT_S: the run's --timeout, which bounds
     the inspection up to INSPECT_TIMEOUT_S."""
+    servers = context.fork_from if context is not None else None
+    if servers is not None:  # before the inspection, the first child of the warm processes
+        servers.share_imports(*model_libraries(Path(model)))
     info = inspect_model(model, min(timeout_s, INSPECT_TIMEOUT_S), context=context)
     return spec_for_name(NAME_PREFIX + Path(info["path"]).stem, info), info
 
