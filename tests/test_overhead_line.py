@@ -1,6 +1,6 @@
 """What the overhead lines cover (issue 49): 'harness overhead: A s of B s' is the run's own wall
-time and says what it leaves out, still recomputed by `harness check`; the terminal's whole-
-command line adds what came before and after the run, from a pinned clock here."""
+time and says what it leaves out, still recomputed by `harness check` (the whole command's own
+cost around it: tests/test_command_cost.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.stats import RUN_SCOPE, WARM_START, command_line, overhead_line
+from harness.analysis.stats import RUN_SCOPE, WARM_START, overhead_line
 from harness.audit import audit_run
-from harness.data.results import RunDocument
 from harness.data.store import load_run
 from harness.report import render_report
 from harness.report import summary as summary_module
@@ -80,24 +79,6 @@ def test_a_reworded_overhead_line_is_still_recomputed(tmp_path: Path,
     assert audit.mismatches == [] and not audit.unverifiable
     rest = audit_run(without_records(run_dir, tmp_path / "bare"))
     assert audit.checked - rest.checked == 4
-
-
-def test_the_whole_command_line_splits_the_command_around_the_run() -> None:
-    """A command started at 998.6 s, its run from 1000.0 to 1000.7 s, its report 4.1 s, this
-    line at 1006.1 s: every second of the 7.5 is placed."""
-    document = RunDocument.from_dict({"run_id": "r", "workload": "matmul", "sweep": "n",
-                                      "started": 1000.0, "finished": 1000.7})
-    assert command_line(document, 998.6, 1006.1, 4.1) == (
-        "the whole command: 7.5 s from its start to this line: 1.4 s before the run (Python's "
-        "start, imports, planning; a --model's inspection and preparation), the run 0.7 s, "
-        "then 5.4 s (the report 4.1 s; harness check and the answer 1.3 s)")
-    assert command_line(document, 998.6, 1006.1, None).endswith(
-        "then 5.4 s (harness check and the answer)")
-    # A --resume: the run began before this process; only this command's part is counted.
-    resumed = command_line(document, 1000.2, 1001.0, None)
-    assert "0.0 s before the run" in resumed and "the run 0.5 s" in resumed
-    assert command_line(RunDocument.from_dict({"run_id": "r", "workload": "matmul",
-                                               "sweep": "n"}), 998.6, 1006.1, 4.1) == ""
 
 
 def test_the_warm_processes_start_is_named_apart_from_the_rest_outside_the_workers(

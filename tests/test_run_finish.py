@@ -45,7 +45,8 @@ COMMAND = ["compare", "--workload", "fault", "--framework", "fake,fakegpu", "--d
 
 # What two runs of one command differ in, whoever started them: when and where they ran (ids,
 # clocks, the command line, the warm processes' own record) and what the clock measured.
-RUN_KEYS = {"run_id", "command", "started", "finished", "warm_processes", "resumed"}
+RUN_KEYS = {"run_id", "command", "started", "finished", "warm_processes", "resumed",
+            "command_cost"}  # the CLI's whole command, timed after its answer
 MEASURED_KEYS = {"samples", "cold_seconds", "other_load", "attempts", "calls_per_sample",
                  "timer_overhead_s", "predicted_call_s", "cost", "started", "finished",
                  "peak_host_memory_bytes", "peak_host_memory_bytes_worker",

@@ -137,28 +137,6 @@ RUN_SCOPE = ("the run alone: not the command's start and planning, the report or
              "harness check")
 
 
-def command_line(document: RunDocument, process_started_s: float, now_s: float,
-                 report_s: float | None) -> str:
-    """'the whole command: 7.5 s from its start to this line: 1.4 s before the run (...), the
-    run 0.7 s, then 5.4 s (the report 4.1 s; harness check and the answer 1.3 s)': the wall
-    clock (epoch seconds) around the run's own start and end, so no time of the command goes
-    unsaid (issue 49: 'harness overhead: 0.5 s of 0.7 s' for a command of 7.5 s). '' without
-    the run's times or the process's start."""
-    started, finished = document.started, document.finished
-    total = now_s - process_started_s
-    if started is None or finished is None or total <= 0 or finished < started:
-        return ""
-    before = max(0.0, started - process_started_s)  # a --resume's run began before us
-    run = finished - max(started, process_started_s)
-    after = max(0.0, now_s - finished)
-    parts = (f"the report {report_s:.1f} s; harness check and the answer "
-             f"{max(0.0, after - report_s):.1f} s" if report_s is not None
-             else "harness check and the answer")
-    return (f"the whole command: {total:.1f} s from its start to this line: {before:.1f} s "
-            "before the run (Python's start, imports, planning; a --model's inspection and "
-            f"preparation), the run {run:.1f} s, then {after:.1f} s ({parts})")
-
-
 def quick_line(document: RunDocument) -> str:
     """What --quick left out or changed for speed, so no reader takes it for a full run; ''
     for a full run."""
@@ -193,6 +171,12 @@ def ceilings_line(document: RunDocument) -> str:
     if reasons:
         parts.append(f"ceilings probed now ({'; '.join(reasons)}), remembered on this machine "
                      f"for {REMEMBER_FOR_DAYS} days")
+    deferred = sorted(device for device, entry in entries.items() if entry.deferred)
+    if deferred:
+        parts.append(f"ceilings not probed for {', '.join(deferred)} (this machine's first run "
+                     "of a model file): rates checked against the theoretical peak only, "
+                     "IMPLAUSIBLE above it, no % of peak; the next run probes them, "
+                     "--probe-ceilings now")
     return "; ".join(parts)
 
 

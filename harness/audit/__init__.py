@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.audit.commandcost import check_command_cost
 from harness.audit.csvcheck import CsvCheck
 from harness.audit.figures import check_figures
 from harness.audit.ledger import SUMMARY_FILE, Audit, Ledger, Mismatch
@@ -44,6 +45,7 @@ def audit_run(run_dir: Path, shuffle: Shuffle | None = None) -> Audit:
     check_derived(ledger, document, spec, why)
     check_round_orders(ledger, document, shuffle)
     check_predictions(ledger, document)
+    check_command_cost(ledger, document)
     summary = run_dir / SUMMARY_FILE
     # No summary.md (--no-report, or a report drawn over several runs elsewhere: check it
     # with --summary) prints no figure here; "figures per file" shows it was not read.

@@ -8,6 +8,7 @@ import time
 import typer
 
 from harness import api
+from harness.analysis.commandcost import CommandClock
 from harness.commands.epilogue import (
     print_advise_warnings,
     print_context,
@@ -33,6 +34,7 @@ def run_advise(options: CommandOptions, budget: float) -> None:
     from harness.analysis.advicenotes import advise_rounds_line
     from harness.run import forkserver
 
+    clock = CommandClock(time.time() - envinfo.process_age_s())  # the own-cost line's
     # One set of warm processes for both phases, from the --model inspection on. The budget is
     # the whole command's: Python's start and the CLI's imports (1-2 s on the H100 host) came
     # before advise's own clock (spent_s); one advise of seed 000's Jacobian ended at 179.8 s
@@ -51,7 +53,8 @@ def run_advise(options: CommandOptions, budget: float) -> None:
                                 predict_for=list(options.predict_for or []))
         except (BadInput, store.StoreError) as exc:
             fail_input(str(exc))
-    drawn, mismatches, check_line = report_and_check(result, options.report)
+    drawn, mismatches, check_line = report_and_check(result, options.report, clock)
+    clock.answer_started = time.time()
     say = Said()
     answered = True
     if result.stopped_by is None:
@@ -61,7 +64,7 @@ def run_advise(options: CommandOptions, budget: float) -> None:
             print_plain(line)
         print_predictions(say, result)
         print_advise_warnings(say, result, drawn)
-    print_context(say, result, drawn, check_line, advise_rounds_line(result.document))
+    print_context(say, result, drawn, check_line, advise_rounds_line(result.document), clock)
     remember_advise_end(result, drawn is not None and budget > 0)
     say_no_measurement(result)
     # A fix that failed or did not help is a finding; only the as-written cells decide, and

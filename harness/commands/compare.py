@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import typer
 
 from harness import api
+from harness.analysis.commandcost import CommandClock
 from harness.commands.epilogue import print_run, report_and_check, say_no_measurement
 from harness.commands.inputs import fail_input, parse_param_overrides, parse_sizes
 from harness.commands.options import CommandOptions, CompareOptions, ExecutorOptions
@@ -15,6 +17,7 @@ from harness.core import interrupt, registry
 from harness.core.settings import Settings
 from harness.data import store
 from harness.data.serial import JsonObject
+from harness.measure import envinfo
 from harness.run.executors import Executor, executor_from_options
 from harness.run.forkserver import ForkServers
 from harness.spec import BadInput
@@ -25,6 +28,8 @@ def run_compare(options: CommandOptions, choices: CompareOptions, where: Executo
     answer and exit with the run's code (harness/cli.py's docstring lists them)."""
     from harness.run import forkserver
 
+    # The command's own clock, from the process's start: the own-cost line's parts.
+    clock = CommandClock(time.time() - envinfo.process_age_s())
     # One set of warm processes for every child, from the --model inspection to the last cell
     # (each forks from it only where the run's settings fork workers).
     with forkserver.warm_processes() as servers:
@@ -51,8 +56,8 @@ def run_compare(options: CommandOptions, choices: CompareOptions, where: Executo
     spec = registry.load_workload(result.document.workload) if isinstance(target, Path) \
         else target.spec
     # Outside the handlers: the cells are saved, a signal now only stops the drawing.
-    drawn, mismatches, check_line = report_and_check(result, options.report)
-    print_run(spec, result, drawn, check_line, choices.details)
+    drawn, mismatches, check_line = report_and_check(result, options.report, clock)
+    print_run(spec, result, drawn, check_line, choices.details, clock)
     say_no_measurement(result)
     # A failed cell says more than a failed drawing; either way the measurements are saved.
     raise typer.Exit(result.exit_code or (drawn.exit_code if drawn else 0)

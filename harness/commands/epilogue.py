@@ -13,6 +13,7 @@ from rich.console import Console
 
 from harness import api
 from harness.analysis.casetable import CaseRow
+from harness.analysis.commandcost import CommandClock, CommandCost, command_cost, own_cost_line
 from harness.analysis.stats import cli_rows
 from harness.analysis.verdictline import Topic, VerdictLine
 from harness.commands.output import Said, console, errors, print_plain, print_whole
@@ -31,18 +32,25 @@ from harness.run import phases
 from harness.spec import Status, WorkloadSpec
 
 
-def report_and_check(result: api.RunResult,
-                     report: bool) -> tuple[ReportOutcome | None, int, str]:
+def report_and_check(result: api.RunResult, report: bool, clock: CommandClock | None = None
+                     ) -> tuple[ReportOutcome | None, int, str]:
     """After the last cell of a run not stopped: its report drawn (unless --no-report), then
-    its self-check. Returns the drawing's outcome, the check's mismatches and its line."""
+    its self-check. Returns the drawing's outcome, the check's mismatches and its line. CLOCK:
+    the command's, told when the run handed back and what the report and the check took."""
+    if clock is not None:
+        clock.run_returned = time.time()
     if result.stopped_by is not None:
         return None, 0, ""
     board = phases.PhaseBoard()  # a log still hears from a long drawing (no bar: no terminal)
     with phases.reporting(board, errors):
         with board.phase("drawing the report"):
             drawn = draw_run_report(result.path) if report else None
+        checking = time.perf_counter()
         with board.phase("harness check: recomputing every figure from the samples"):
             mismatches, check_line = self_check(result)
+    if clock is not None:
+        clock.report_s = drawn.seconds if drawn is not None else 0.0
+        clock.check_s = time.perf_counter() - checking
     return drawn, mismatches, check_line
 
 
@@ -65,9 +73,13 @@ def self_check(result: api.RunResult) -> tuple[int, str]:
 
 
 def print_run(spec: WorkloadSpec, result: api.RunResult, drawn: ReportOutcome | None,
-              check_line: str, details: bool = False) -> None:
+              check_line: str, details: bool = False, clock: CommandClock | None = None
+              ) -> None:
     """The answer first: the verdicts, the compact table, the warnings, then one line each
-    of context (rounds, --quick, ceilings, harness check, overhead) and the report's path."""
+    of context (rounds, --quick, ceilings, harness check, overhead) and the report's path.
+    CLOCK: the command's (the own-cost line's parts; recorded in run.json)."""
+    if clock is not None:
+        clock.answer_started = time.time()
     say = Said()
     verdicts = with_predictions(result, verdict_lines(result, drawn))
     print_verdict(say, [line.text for line in verdicts if line.topic is not Topic.WARNING])
@@ -75,7 +87,7 @@ def print_run(spec: WorkloadSpec, result: api.RunResult, drawn: ReportOutcome | 
     summaries = print_results(spec, result, say, details)
     print_warnings(say, warning_texts(verdicts),
                    case_warnings(spec, summaries, result.document.ceilings), details)
-    print_context(say, result, drawn, check_line)
+    print_context(say, result, drawn, check_line, clock=clock)
 
 
 def warning_texts(verdicts: list[VerdictLine]) -> list[str]:
@@ -218,27 +230,24 @@ def print_verdict(say: Said, lines: list[str]) -> None:
 
 
 def print_context(say: Said, result: api.RunResult, drawn: ReportOutcome | None,
-                  check_line: str, rounds: str | None = None) -> None:
+                  check_line: str, rounds: str | None = None,
+                  clock: CommandClock | None = None) -> None:
     """One line each: rounds (ROUNDS where the command orders them its own way: advise),
-    --quick, ceilings, harness check, overhead and the whole command, what to run for the GPU
-    answer where no GPU cell ran; then the run folder and report.html's path, the last line a
-    run prints."""
+    --quick, ceilings, harness check, overhead and the whole command's own cost (recorded in
+    run.json where the command kept its CLOCK), what to run for the GPU answer where no GPU
+    cell ran; then the run folder and report.html's path, the last line a run prints."""
     from harness.analysis.nextstep import next_step_lines
     from harness.analysis.stats import (
         ceilings_line,
-        command_line,
         overhead_line,
         quick_line,
         rounds_line,
     )
 
     if result.stopped_by is None:
-        now = time.time()
         for line in (rounds or rounds_line(result.document), quick_line(result.document),
                      ceilings_line(result.document), check_line,
-                     overhead_line(result.document),
-                     command_line(result.document, now - envinfo.process_age_s(), now,
-                                  drawn.seconds if drawn is not None else None),
+                     overhead_line(result.document), whole_command_line(result, clock),
                      *next_step_lines(result.document, result.path)):
             say(line)
     say(f"results: {result.path}", whole=True)  # paths whole: copied, never read folded
@@ -247,3 +256,31 @@ def print_context(say: Said, result: api.RunResult, drawn: ReportOutcome | None,
     if html is not None:
         say(f"report: {html}", whole=True)
 
+
+
+def whole_command_line(result: api.RunResult, clock: CommandClock | None) -> str:
+    """The whole command's own cost, from its start to now: recorded in run.json where the
+    command kept its CLOCK (then `harness check` adds its parts up again); without one, its
+    parts after the run are one. '' without the run's times."""
+    now = time.time()
+    kept = clock or CommandClock(now - envinfo.process_age_s())
+    cost = command_cost(result.document, kept, now)
+    if cost is None:
+        return ""
+    if clock is not None:
+        record_command_cost(result, cost)
+    return own_cost_line(cost)
+
+
+def record_command_cost(result: api.RunResult, cost: CommandCost) -> None:
+    """run.json's command_cost, written beside what the run stored (the run has ended: no
+    other writer); a folder that cannot be written only loses the record."""
+    from harness.data import store
+
+    try:
+        document = store.read_run(result.path)
+        document["command_cost"] = cost.to_json()
+        store.write_json_atomic(result.path / store.RUN_FILE, document)
+    except (OSError, store.StoreError) as exc:
+        errors.print(f"harness: the whole command's cost not recorded: {exc}", markup=False)
+    result.document.command_cost = cost.to_json()

@@ -204,6 +204,9 @@ class DeviceCeiling:
     error: str = ""  # why the probe has no figures
     remembered: Remembered | None = None  # the figures are this machine's earlier probe
     probed_because: str = ""  # why the run probed instead of remembering
+    # Why the probe waits for a later run (a model file's first run on this machine): the
+    # entry then holds the machine's bound alone (theoretical_only), as with --no-ceilings.
+    deferred: str = ""
     cached: RememberedProbe | None = None  # this machine's best earlier probe, when probed
     extra_fields: Mapping[str, object] = field(default_factory=dict)  # unknown keys, kept
 
@@ -224,7 +227,7 @@ class DeviceCeiling:
         document = _object(value)
         known = {"device", "device_name", "measured_with", "probe_sizes", "matmul_n",
                  "peak_reached_at_n", "probe_contended_cores", "physical", "theoretical_only",
-                 "error", "remembered", "probed_because", "cached", GFLOPS, OLD_GFLOPS,
+                 "error", "remembered", "probed_because", "deferred", "cached", GFLOPS, OLD_GFLOPS,
                  OLD_FP32, *LINKS}
         probe = Peaks.from_json(document)
         sizes = _sizes(document.get("probe_sizes"))
@@ -246,6 +249,7 @@ class DeviceCeiling:
             remembered=Remembered(_text(remembered.get("probed")), _text(remembered.get("how")))
             if remembered else None,
             probed_because=_text(document.get("probed_because")),
+            deferred=_text(document.get("deferred")),
             cached=RememberedProbe.from_json(document.get("cached")),
             extra_fields={key: item for key, item in document.items()
                           if key not in known and not key.startswith(OLD_FP32 + "_")})
@@ -261,7 +265,7 @@ class DeviceCeiling:
             "theoretical_only": self.theoretical_only, "error": self.error,
             "remembered": {"probed": remembered.probed, "how": remembered.how}
             if remembered else None,
-            "probed_because": self.probed_because,
+            "probed_because": self.probed_because, "deferred": self.deferred,
             "cached": self.cached.to_json() if self.cached else None}),
             **self.extra_fields}
 

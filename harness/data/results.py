@@ -420,6 +420,10 @@ class RunDocument(JsonRecord):
     # side by side), and each one's start and import (harness.run.forkserver ForkServers.record):
     # the largest part of "outside the workers" on a GPU host.
     warm_processes: JsonObject = field(default_factory=dict, metadata=IF_SET)
+    # The whole command's own cost (harness.analysis.commandcost CommandCost.to_json): its
+    # start and end, the seconds inside the timed calls, its parts; written by the CLI after
+    # the answer, checked by `harness check` (harness.audit.commandcost).
+    command_cost: JsonObject = field(default_factory=dict, metadata=IF_SET)
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -237,6 +237,7 @@ class Recall:
 
     figures: DeviceCeiling | None
     why_not: str = ""
+    never_probed: bool = False  # this machine's cache holds no probe of the device at all
 
 
 def recall(device_name: str, sizes: Sequence[int] = (),
@@ -256,7 +257,7 @@ def recall(device_name: str, sizes: Sequence[int] = (),
                       if entry.device == device_name and entry.figures.gflops),
                      key=lambda entry: -entry.probed_at)
     if not entries:
-        return Recall(None, f"no remembered probe of {device_name}")
+        return Recall(None, f"no remembered probe of {device_name}", never_probed=True)
     entry = next((entry for entry in entries if entry.fingerprint == fingerprint), None)
     if entry is None:
         changed = fingerprint_change(entries[0].fingerprint, fingerprint)
@@ -274,6 +275,30 @@ def recall(device_name: str, sizes: Sequence[int] = (),
         device_name, probe=entry.figures, description=entry.description,
         measured_with=entry.measured_with, probe_sizes=entry.probe_sizes,
         remembered=Remembered(entry.probed, entry.how), cached=entry))
+
+
+# The devices whose first probe a run deferred (a model file's first run on this machine), by
+# device and fingerprint, beside ceilings.json: the next run that finds no probe probes then.
+DEFERRED_FILE = "ceilings-deferred.json"
+
+
+def deferred_before(device_name: str, fingerprint: Mapping[str, object],
+                    folder: Path | None = None) -> bool:
+    """Whether a run on this machine already deferred DEVICE_NAME's first probe."""
+    folder = cache_dir() if folder is None else folder
+    return _entry_key(device_name, fingerprint) in read_json_object(folder / DEFERRED_FILE)
+
+
+def mark_deferred(device_name: str, fingerprint: Mapping[str, object],
+                  folder: Path | None = None, now: float | None = None) -> None:
+    """Remember that this run deferred DEVICE_NAME's first probe, so the next run probes it."""
+    folder = cache_dir() if folder is None else folder
+    marks: dict[str, object] = read_json_object(folder / DEFERRED_FILE)
+    marks[_entry_key(device_name, fingerprint)] = time.time() if now is None else now
+    try:
+        write_json_atomic(folder / DEFERRED_FILE, marks)
+    except OSError:
+        pass  # a read-only home: every run defers, and each says so
 
 
 def fingerprint_change(before: Mapping[str, object], after: Mapping[str, object]) -> str:

@@ -50,7 +50,7 @@ import sys
 import time
 import traceback
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypedDict, cast
 
@@ -217,14 +217,16 @@ def main(argv: list[str]) -> int:
     try:
         with unimportable(optional_modules(names)):
             for name in names:
-                if not name.startswith(OPTIONAL_PREFIX):
+                if not name.startswith((OPTIONAL_PREFIX, SHARED_PREFIX)):
                     importlib.import_module(name)
     except BaseException as exc:  # noqa: BLE001 - any failure means: spawn workers instead
         _reply({"ready": False, "reason": f"preload failed: {type(exc).__name__}: {exc}"})
         return 1
+    import_shared(shared_modules(names))
     threads = threads_at_fork()  # a preload that started a thread is never forked
     if threads:
-        _reply({"ready": False, "reason": threads_refusal(threads)})
+        _reply({"ready": False, "reason": threads_refusal(threads)
+                + (" (after a model file's modules)" if shared_modules(names) else "")})
         return 1
     # Why: the first full collection in a forked child walked every object the preload made
     # (a Keras-on-JAX warm process: 270k) and wrote to each one's page, copying it: 0.2-0.25 s
@@ -239,6 +241,27 @@ def main(argv: list[str]) -> int:
 # A preload name that starts with it names an optional module kept unimportable while the
 # others import (FrameworkSpec.preload).
 OPTIONAL_PREFIX = "!"
+
+
+# A preload name that starts with it names a model file's module (ForkServers.share_imports),
+# imported after the framework's; one that fails to import is left to the workers.
+SHARED_PREFIX = "+"
+
+
+def shared_modules(preload: Sequence[str]) -> list[str]:
+    """A model file's modules in a preload (its names with the leading "+")."""
+    return [name[1:] for name in preload if name.startswith(SHARED_PREFIX)]
+
+
+def import_shared(names: Sequence[str]) -> None:
+    """Import each of a model file's modules that imports (a failure is the worker's to say,
+    as it always was: the file imports it again there), noted on the warm process's log."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - the workers import it themselves
+            print(f"warm process: {name} not preloaded: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
 
 
 def optional_modules(preload: Sequence[str]) -> list[str]:
@@ -325,6 +348,7 @@ class ForkServer:
     def __init__(self, preload: tuple[str, ...], env: dict[str, str], cwd: Path,
                  log_path: Path, wait: bool = True) -> None:
         """WAIT False: return once the process is started; wait_ready() takes its answer."""
+        self.preload = preload
         self.import_s = 0.0
         self.start_s = 0.0
         self.refused = ""
@@ -426,6 +450,33 @@ class ForkServers:
         self._scratch = scratch
         self._servers: dict[ServerKey, ForkServer] = {}
         self.prestart_s = 0.0  # waited in prestart(), all rounds together
+        # A model file's top-level imports, and its modules the warm processes import too.
+        self._shared: tuple[frozenset[str], tuple[str, ...]] = (frozenset(), ())
+
+    def share_imports(self, imported: Iterable[str], modules: Sequence[str]) -> None:
+        """MODULES (a model file's libraries) imported once, before the fork, in the warm
+        process of each framework whose preload holds a module the file imports (IMPORTED):
+        every worker of a GPT-2 file imported transformers again (step setup 24.2 s of 66 s
+        on the H100 host). A warm process they leave with a thread starts again without."""
+        self._shared = (frozenset(imported), tuple(modules))
+
+    def _with_shared(self, preload: tuple[str, ...]) -> tuple[str, ...]:
+        """PRELOAD and the shared modules where the model file imports one of its modules."""
+        imported, modules = self._shared
+        roots = {name.lstrip(OPTIONAL_PREFIX).split(".")[0] for name in preload}
+        if not preload or not modules or not roots & imported:
+            return preload
+        return (*preload, *(SHARED_PREFIX + name for name in modules if name not in roots))
+
+    def _without_shared(self, key: ServerKey, framework: str, preload: tuple[str, ...],
+                        env: dict[str, str], cwd: Path, wait: bool) -> bool:
+        """A warm process that refused with a model file's modules started again without
+        them (the framework's own preload); whether it was."""
+        server = self._servers.get(key)
+        if server is None or not server.refused or not shared_modules(server.preload):
+            return False
+        self._servers[key], _ = self._open(framework, preload, env, cwd, wait=wait)
+        return True
 
     def record(self) -> dict[str, Any]:
         """What starting the warm processes cost (run.json's `warm_processes`): the seconds
@@ -444,10 +495,13 @@ class ForkServers:
         key = self._key(framework, env)
         started_now = 0.0
         if key not in self._servers:
-            self._servers[key], is_new = self._open(framework, preload, env, cwd, wait=True)
+            self._servers[key], is_new = self._open(framework, self._with_shared(preload), env,
+                                                    cwd, wait=True)
             started_now = self._servers[key].start_s if is_new else 0.0
+        self._servers[key].wait_ready()  # one prestart() began
+        if self._without_shared(key, framework, preload, env, cwd, wait=True):
+            started_now += self._servers[key].start_s
         server = self._servers[key]
-        server.wait_ready()  # one prestart() began
         return (None if server.refused else server), started_now
 
     def _key(self, framework: str, env: dict[str, str]) -> ServerKey:
@@ -475,11 +529,16 @@ class ForkServers:
         for framework, preload, env in wanted:
             key = self._key(framework, env)
             if preload and key not in self._servers:
-                self._servers[key], is_new = self._open(framework, preload, env, cwd, wait=False)
+                self._servers[key], is_new = self._open(framework, self._with_shared(preload),
+                                                        env, cwd, wait=False)
                 if is_new:
                     started.append(self._servers[key])
         for server in started:
             server.wait_ready()
+        for framework, preload, env in wanted:
+            if self._without_shared(self._key(framework, env), framework, preload, env, cwd,
+                                    wait=True):
+                started.append(self._servers[self._key(framework, env)])
         waited = time.monotonic() - began if started else 0.0
         self.prestart_s += waited
         return waited

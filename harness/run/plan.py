@@ -160,6 +160,8 @@ class RunPlan:
     seed: int = 0
     # Probe the ceilings even where this machine remembers them (--probe-ceilings).
     probe_ceilings: bool = False
+    # A user's model file (--model): its first run on a machine defers the ceilings probe.
+    own_model: bool = False
     # --quick and the HARNESS_* variables, read once (harness.core.settings): recorded in
     # run.json and passed to every worker. The one place a plan keeps --quick.
     settings: Settings = field(default_factory=Settings)
@@ -258,5 +260,6 @@ def _plan(workload: str | None, frameworks: Sequence[str] | str | None,
     check_writable(out)
     cells = expand_matrix(spec.name, chosen_variants, chosen_frameworks, chosen_devices, values)
     return RunPlan(spec, cells, chosen_devices, values, out, timeout_s, prepare,
-                   chosen_rounds, chosen_seed, probe_ceilings, settings, notices)
+                   chosen_rounds, chosen_seed, probe_ceilings, model is not None, settings,
+                   notices)
 

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -489,6 +489,10 @@ class ChildRunner:
     def run_json_child(self, module: str, args: list[str], cell: Cell, timeout_s: float,
                        user_file: Path | None = None) -> tuple[JsonObject | None, str]:
         return run_json_child(module, args, cell, timeout_s, self.context, user_file)
+
+    def share_imports(self, imported: Iterable[str], modules: Sequence[str]) -> None:
+        if self.context.fork_from is not None:
+            self.context.fork_from.share_imports(imported, modules)
 
 
 def prestart_phase(board: PhaseBoard | None,

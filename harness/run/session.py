@@ -14,7 +14,7 @@ import contextlib
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -25,7 +25,7 @@ from harness.core import interrupt, lifeline, registry
 from harness.core.settings import Settings, cache_folder
 from harness.core.units import counted
 from harness.data import store
-from harness.data.ceilings import Ceilings
+from harness.data.ceilings import Ceilings, DeviceCeiling
 from harness.data.results import CellResult, RunDocument, cell_from_dict
 from harness.measure import bounds, envinfo
 from harness.run import phases, runlock
@@ -267,7 +267,8 @@ class RunSession:
             # (devices, largest_n, quick, **options) function; the run's context (its cache
             # folder, its warm processes) is one of the options.
             measure = partial(measure_ceilings, probe=True) if plan.probe_ceilings \
-                else measure_ceilings
+                else partial(measure_ceilings, defer_first=True) \
+                if plan.own_model and self.pick is None else measure_ceilings
             with self._showing("the machine's ceilings: remembered or probed (--no-ceilings "
                                "skips this)"):
                 settled = measure(plan.devices, largest_square_matmul(self.spec, plan.cells),
@@ -513,7 +514,8 @@ QUICK_PROBE_SIZES = [1024, 2048]
 
 
 def measure_ceilings(devices: list[str], largest_n: int | None, quick: bool = False,
-                     probe: bool = False, context: RunContext | None = None) -> Ceilings:
+                     probe: bool = False, context: RunContext | None = None,
+                     defer_first: bool = False) -> Ceilings:
     """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles.
 
     Every run takes a device's remembered ceilings where this machine's fingerprint matches, the
@@ -522,6 +524,10 @@ def measure_ceilings(devices: list[str], largest_n: int | None, quick: bool = Fa
     host. The others are probed, in one child, each with `probed_because`; PROBE
     (--probe-ceilings) probes every device. CONTEXT: the run's (its cache folder, its warm
     processes); None: this process's environment's settings, made quick by QUICK.
+    DEFER_FIRST (`compare --model`): a device this machine never probed, whose rates a
+    theoretical bound still judges, is not probed before the cells (~13 s of a 19 s first run
+    on a 2-core VM): its entry holds the bound alone and says why (deferred_entry); the next
+    run probes it.
     """
     from harness.measure import ceilings
     from harness.run import ceiling_probe
@@ -535,6 +541,9 @@ def measure_ceilings(devices: list[str], largest_n: int | None, quick: bool = Fa
                 for device in devices}
     figures = {device: ceilings.with_bounds(known.figures) for device, known in recalled.items()
                if known.figures is not None}
+    if defer_first and not probe:
+        figures.update(deferred_entries([device for device, known in recalled.items()
+                                         if known.never_probed], fingerprint, folder))
     to_probe = [device for device in devices if device not in figures]
     if to_probe and interrupt.requested() is None:  # the session shows it as its phase
         probed = ceiling_probe.measure_all(to_probe, largest_n, sizes=sizes,
@@ -542,3 +551,23 @@ def measure_ceilings(devices: list[str], largest_n: int | None, quick: bool = Fa
         figures.update({device: replace(probed[device], probed_because=recalled[device].why_not)
                         for device in to_probe})
     return Ceilings({device: figures[device] for device in devices if device in figures})
+
+
+# Why a deferred device has no probe, in run.json and on the ceilings line.
+DEFERRED_WHY = ("this machine's first run of a model file: the probe waits for the next run; "
+                "rates are checked against the theoretical peak only")
+
+
+def deferred_entries(devices: list[str], fingerprint: Mapping[str, object],
+                     folder: Path) -> dict[str, DeviceCeiling]:
+    """The machine's bound for each of DEVICES never probed here and not deferred before,
+    marked deferred; a device without a bound (a GPU the datasheet table lacks) is left out,
+    to be probed now, so no rate goes unjudged."""
+    from harness.measure import ceilings
+
+    fresh = [device for device in devices
+             if not ceilings.deferred_before(device, fingerprint, folder)]
+    found = bounds.unprobed_ceilings(fresh, cache=folder).devices if fresh else {}
+    for device in found:
+        ceilings.mark_deferred(device, fingerprint, folder)
+    return {device: replace(entry, deferred=DEFERRED_WHY) for device, entry in found.items()}

@@ -34,7 +34,7 @@ def main(mode: str, out_path: str) -> None:
             json.dump({"pid": os.getpid(), "pgid": os.getpgid(0), "cwd": os.getcwd(),
                        "env": dict(os.environ), "argv": sys.argv,
                        "preloaded": "tests.fakes.backend.device" in sys.modules,
-                       "modules": sorted(name for name in ("jax", "sklearn")
+                       "modules": sorted(name for name in ("jax", "sklearn", "shared_library")
                                          if name in sys.modules)}, out)
         print("to the cell's stream")
         return

@@ -9,6 +9,7 @@ only through what it is given.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -17,6 +18,7 @@ from harness.core.settings import Settings, cache_folder
 from harness.data.serial import JsonObject
 from harness.spec import BadInput, CaseParams, Cell, ParamValue, WorkloadSpec, int_param, str_param
 from harness.workloads.usermodel import preparedcache
+from harness.workloads.usermodel.libraries import model_libraries
 from harness.workloads.usermodel.precheck import SourceProblem, precheck
 from harness.workloads.usermodel.spec import (
     FAMILIES,
@@ -39,6 +41,10 @@ class Children(Protocol):
 
     def run_json_child(self, module: str, args: list[str], cell: Cell, timeout_s: float,
                        user_file: Path | None = None) -> tuple[JsonObject | None, str]: ...
+
+    def share_imports(self, imported: Iterable[str], modules: Sequence[str]) -> None:
+        """MODULES (of the file's IMPORTED names) imported once in the run's warm processes,
+        where it holds any."""
 
 
 # The inspection's bound: --timeout, but never more than this (a cell's --timeout defaults to
@@ -136,6 +142,9 @@ def model_spec(model: Path | str, children: Children,
     """The spec a run of this file plans with, and the inspector's report (CHILDREN: the
     run's). TIMEOUT_S: the run's --timeout, which bounds the inspection up to
     INSPECT_TIMEOUT_S."""
+    # Before the inspection, the first child of the warm processes: the file's libraries
+    # are imported once there and every later child forks with them.
+    children.share_imports(*model_libraries(Path(model)))
     info = inspect_model(model, children, min(timeout_s, INSPECT_TIMEOUT_S))
     return spec_for_name(NAME_PREFIX + Path(info["path"]).stem, info), info
 
