@@ -532,8 +532,13 @@ class Cell:
     # its own (harness.run.caserun run_case), instead of pausing and retrying a load that
     # lasts (a VM whose hypervisor steals a core throughout).
     busy: str = ""
+    # The positions (in the workload's cases) this worker runs, where a resumed round has some
+    # of them already (harness.run.resume): () runs every case.
+    positions: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.positions, tuple):  # a list, read back from the cell's JSON
+            object.__setattr__(self, "positions", tuple(self.positions))
         if not isinstance(self.params, FrozenParams):
             object.__setattr__(self, "params", FrozenParams(self.params))
         if not isinstance(self.calibration, tuple):  # a list, read back from the cell's JSON
@@ -579,6 +584,8 @@ class Cell:
                                  for record in self.flops]
         if self.busy:
             document["busy"] = self.busy
+        if self.positions:  # only a resumed round's worker gets them
+            document["positions"] = list(self.positions)
         return document
 
 

@@ -122,6 +122,10 @@ class RunSession:
     board: phases.PhaseBoard = field(default_factory=phases.PhaseBoard)
     # The open file that holds the run folder's lock while this session writes (runlock.py).
     lock: IO[str] | None = field(default=None, repr=False, compare=False)
+    # A resumed run's cells that hold some of their rounds (harness.run.resume): the rounds
+    # (and of a stopped round, the cases) each still runs, and the rounds it holds so far.
+    rounds_left: dict[CellKey, resume_plan.RoundsLeft] = field(default_factory=dict)
+    kept_rounds: dict[CellKey, CellResult] = field(default_factory=dict)
 
     @property
     def run_dir(self) -> Path:
@@ -183,17 +187,18 @@ class RunSession:
         slurm_records.check_no_live_tasks(run_dir, cancel_running)
         options = RunOptions(timeout_s=float(document.timeout_s or 900.0),
                              settings=chosen_settings, servers=servers)
-        kept, cells = resume_plan.remaining(document, run_dir)
-        preflight(chosen, cells, options)
+        left = resume_plan.remaining(document, run_dir, partial(case_count, spec))
+        preflight(chosen, left.cells, options)
         lifeline.sweep_scratch()  # what killed runs left in the temp directory
         described = chosen.describe(chosen_settings)  # how its workers start, by the settings
-        resume_plan.reopen(document, cells, described, command or sys.argv)
+        resume_plan.reopen(document, left.cells, described, command or sys.argv)
         document.settings = chosen_settings.to_dict()
         recorder = RunRecorder(run_dir, spec, document)
-        for result in kept:
+        for result in left.kept:
             recorder.add(result)
-        progress_console.print(f"resuming {run_dir}: {len(kept)} cells kept, {len(cells)} to run")
-        return cls(recorder, chosen, cells, options, progress, lock=lock)
+        progress_console.print(f"resuming {run_dir}: {resume_line(left)}")
+        return cls(recorder, chosen, left.cells, options, progress, lock=lock,
+                   rounds_left=left.rounds_left, kept_rounds=left.partial)
 
     def release(self) -> None:
         """Let the run folder go (its lock): this session writes it no more."""
@@ -298,7 +303,7 @@ class RunSession:
         so does a run with a `pick`, whatever its rounds, stage by stage as it picks.
         """
         to_run = self._record_refusals()
-        if self.document.rounds > 1 or self.pick is not None:
+        if self.document.rounds > 1 or self.pick is not None or self.rounds_left:
             return self._run_rounds(to_run)
         return self._execute(to_run, lambda cell, result: self.recorder.add(result))
 
@@ -329,9 +334,10 @@ class RunSession:
 
         A cell that timed out is not run again in the later rounds (each would wait the whole
         --timeout again: 5 rounds of 900 s by default); its reason says so."""
-        spec, document = self.spec, self.document
+        document = self.document
         rounds = document.rounds
-        merger = rounds_module.RoundMerger.of(spec, to_run, rounds)
+        merger = rounds_module.RoundMerger.of(self.spec, to_run, rounds)
+        merger.kept = dict(self.kept_rounds)
         orders = rounds_module.round_orders(len(to_run), rounds, document.seed or 0)
 
         started: set[CellKey] = set()  # this round's cells that got a worker
@@ -361,28 +367,48 @@ class RunSession:
                     finished = False
                     break
                 continue
-            round_cells = [merger.calibrated(rounds_module.round_cell(
-                spec, to_run[position], index, rounds)) for position in order
-                if to_run[position].key not in timed_out]
+            round_cells = self._round_cells(index, [to_run[position] for position in order
+                                                    if to_run[position].key not in timed_out],
+                                            merger)
+            if not round_cells:  # a resume whose cells hold this round already
+                continue
             # The order that runs, as plan indices: the cells refused without a worker are in
             # no round, so the order is recorded as executed, not as shuffled over the plan.
-            document.round_orders.append(
-                [plan_index.get(cell.key, -1) for cell in round_cells])
+            # (A run of one round has none: a resume of one runs the cases a stop cut short.)
+            if rounds > 1:
+                document.round_orders.append(
+                    [plan_index.get(cell.key, -1) for cell in round_cells])
             self.recorder.save()
-            if self.progress:
+            if self.progress and rounds > 1:
                 progress_console.print(f"round {index + 1} of {rounds}: "
                                        f"{counted(len(round_cells), 'cell')}")
-            self.board.context = f"round {index + 1} of {rounds}"
+            self.board.context = f"round {index + 1} of {rounds}" if rounds > 1 else ""
             started.clear()
             if not self._execute(round_cells, merged):
                 # Stopped within the round: its recorded order keeps the cells that ran.
-                document.round_orders[-1] = [plan_index.get(cell.key, -1)
-                                             for cell in round_cells if cell.key in started]
+                if rounds > 1:
+                    document.round_orders[-1] = [plan_index.get(cell.key, -1)
+                                                 for cell in round_cells if cell.key in started]
                 finished = False
                 break
         self.recorder.order_as(self.cells)
         self.recorder.save()
         return finished
+
+    def _round_cells(self, index: int, cells: list[Cell],
+                     merger: rounds_module.RoundMerger) -> list[Cell]:
+        """Round INDEX's workers for CELLS (in the round's order): each its share of the work
+        and what its first round found; of a resumed cell, only where it lacks this round, and
+        then only the cases it lacks (harness.run.resume)."""
+        chosen = []
+        for cell in cells:
+            left = self.rounds_left.get(cell.key)
+            if left is not None and index not in left:
+                continue
+            worker = merger.calibrated(rounds_module.round_cell(self.spec, cell, index,
+                                                                self.document.rounds))
+            chosen.append(replace(worker, positions=left[index]) if left else worker)
+        return chosen
 
     def _run_picked(self, index: int, offered: list[Cell], to_run: list[Cell],
                     merger: rounds_module.RoundMerger, merged: OnResult,
@@ -425,6 +451,20 @@ class RunSession:
             self.cells.append(cell)
             self.document.planned_cells.append(cell.as_dict())
             merger.planned[cell.key] = replace(cell, rounds=self.document.rounds, round=0)
+
+
+def case_count(spec: WorkloadSpec, cell: Cell) -> int:
+    """How many cases CELL's worker runs: the workload's cases of its parameters."""
+    return len(spec.cases_for(dict(cell.params), cell.variant))
+
+
+def resume_line(left: resume_plan.Remaining) -> str:
+    """What a resume keeps and runs, for its first line."""
+    partly = len(left.rounds_left)
+    rounds = sum(len(todo) for todo in left.rounds_left.values())
+    return (f"{left.whole} cells kept, {len(left.cells) - partly} to run"
+            + (f", {partly} with rounds to finish ({counted(rounds, 'worker round')}; their "
+               "finished rounds kept)" if partly else ""))
 
 
 def new_document(plan: RunPlan, run_id: str, executor: Executor,

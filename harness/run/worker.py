@@ -146,6 +146,8 @@ def run_cell(cell: Cell, result_path: Path, settings: Settings,
     context = CellContext(spec, module, cell, device, watch, clock, settings)
     cases = list(spec.cases_for(cell.params, cell.variant))
     for position, case in enumerate(cases):
+        if cell.positions and position not in cell.positions:  # a resumed round kept it
+            continue
         clock.case = f"{spec.sweep}={case.get(spec.sweep, '?')} ({position + 1} of {len(cases)})"
         plan = CasePlan(case, reused_calibration(spec, cell, position),
                         counted_flops(cell, position), reused_level(cell, position))
