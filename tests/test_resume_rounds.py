@@ -57,7 +57,7 @@ def test_a_resume_runs_only_the_missing_rounds_and_cases(out_dir: Path) -> None:
     store.write_run(run_dir, planted)
     left = resume.remaining(planted, run_dir, lambda cell: 2)
     assert left.rounds_left == {fake.cell.key: {2: ()}, fakegpu.cell.key: {2: (1,)}}
-    assert session.resume_line(left) == ("0 cells kept, 0 to run, 2 with rounds to finish "
+    assert resume.resume_line(left) == ("0 cells kept, 0 to run, 2 with rounds to finish "
                                          "(2 worker rounds; their finished rounds kept)")
 
     resumed = store.load_run(api.resume_run(run_dir, progress=False).path)

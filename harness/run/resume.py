@@ -14,17 +14,33 @@ would land under the new tasks).
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from harness.core.units import counted
 from harness.data.results import CellResult, RunDocument
 from harness.data.store import read_cell_result
-from harness.spec import BadInput, Cell, CellKey, Status, worst_status
+from harness.spec import BadInput, Cell, CellKey, Status, WorkloadSpec, worst_status
 
 TASK_RESULTS_FOLDER = "cells"  # where SLURM tasks write (harness.run.executors.slurm)
+
+
+def check_writable(run_dir: Path) -> None:
+    """BadInput (exit 2, nothing run) for a run folder this process cannot write (a read-only
+    mount): a resume saves every result into it. Tried, not asked (os.access says yes to root
+    on a read-only mount)."""
+    try:
+        handle, probe = tempfile.mkstemp(dir=run_dir, prefix=".harness-probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise BadInput(f"--resume {run_dir}: cannot write this run folder "
+                       f"({exc.strerror or exc}); a resume saves its results into it") from None
 
 
 def planned_cells(document: RunDocument) -> list[Cell]:
@@ -170,3 +186,17 @@ def reopen(document: RunDocument, cells: list[Cell], executor: dict[str, Any],
     document.interrupted_by = ""
     document.resumed.append(
         {"started": time.time(), "command": command, "cells": len(cells), "executor": executor})
+
+
+def case_count(spec: WorkloadSpec, cell: Cell) -> int:
+    """How many cases CELL's worker runs: the workload's cases of its parameters."""
+    return len(spec.cases_for(dict(cell.params), cell.variant))
+
+
+def resume_line(left: Remaining) -> str:
+    """What a resume keeps and runs, for its first line."""
+    partly = len(left.rounds_left)
+    rounds = sum(len(todo) for todo in left.rounds_left.values())
+    return (f"{left.whole} cells kept, {len(left.cells) - partly} to run"
+            + (f", {partly} with rounds to finish ({counted(rounds, 'worker round')}; their "
+               "finished rounds kept)" if partly else ""))

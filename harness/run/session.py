@@ -11,6 +11,8 @@ execute and resume_run, and through them the CLI, open sessions; nothing else ru
 from __future__ import annotations
 
 import contextlib
+import errno
+import shlex
 import signal
 import sys
 import time
@@ -96,10 +98,14 @@ class RunRecorder:
         self.document.interrupted = stopped_by is not None
         if stopped_by is not None:
             self.document.interrupted_by = stopped_by.name
-        store.write_run(self.run_dir, self.document)
-        # The typed Parquet copy once, at the end: rebuilding it after every worker cost 2.6 s
-        # of the demo's run on the H100 host; run.json and the CSV hold every row meanwhile.
-        store.write_measurements(self.run_dir, self.rows, parquet=finished)
+        # Together, all or none: a full disk leaves the pair saved before, never a run.json
+        # newer than its CSV. The typed Parquet copy once, at the end: rebuilding it after
+        # every worker cost 2.6 s of the demo's run on the H100 host.
+        try:
+            store.write_run_files(self.run_dir, self.document, self.rows, parquet=finished)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            raise store.WriteFailed(save_failure(self.run_dir, why, exc.errno), why) from None
 
 
 @dataclass
@@ -154,7 +160,10 @@ class RunSession:
         lock = runlock.hold(run_dir)  # a --resume of this folder waits for the run to end
         recorder = RunRecorder(run_dir, plan.spec, new_document(plan, run_dir.name, chosen,
                                                                  list(command or sys.argv)))
-        recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
+        try:
+            recorder.save()  # a readable run folder from the start, even if stopped early
+        except store.WriteFailed as failed:
+            raise store.WriteFailed(unmade(run_dir, lock, failed.why), failed.why) from None
         refused = sum(cell_refusal(plan.spec, cell) is not None for cell in plan.cells)
         for notice in plan.notices:  # one line each, before the run (a misspelled hook)
             progress_console.print(notice, markup=False, highlight=False, soft_wrap=True)
@@ -177,6 +186,7 @@ class RunSession:
             document = store.load_run(run_dir)
         except store.StoreError as exc:
             raise BadInput(f"--resume: {exc}") from None
+        resume_plan.check_writable(run_dir)
         lock = runlock.hold(run_dir)  # one writer: not while the run or another resume goes on
         chosen_settings = (settings or recorded_settings(document)).with_quick(document.quick)
         registry.use_plugins(chosen_settings.plugins)  # a plugin's workload, by the run's own
@@ -187,7 +197,7 @@ class RunSession:
         slurm_records.check_no_live_tasks(run_dir, cancel_running)
         options = RunOptions(timeout_s=float(document.timeout_s or 900.0),
                              settings=chosen_settings, servers=servers)
-        left = resume_plan.remaining(document, run_dir, partial(case_count, spec))
+        left = resume_plan.remaining(document, run_dir, partial(resume_plan.case_count, spec))
         preflight(chosen, left.cells, options)
         lifeline.sweep_scratch()  # what killed runs left in the temp directory
         described = chosen.describe(chosen_settings)  # how its workers start, by the settings
@@ -196,7 +206,7 @@ class RunSession:
         recorder = RunRecorder(run_dir, spec, document)
         for result in left.kept:
             recorder.add(result)
-        progress_console.print(f"resuming {run_dir}: {resume_line(left)}")
+        progress_console.print(f"resuming {run_dir}: {resume_plan.resume_line(left)}")
         return cls(recorder, chosen, left.cells, options, progress, lock=lock,
                    rounds_left=left.rounds_left, kept_rounds=left.partial)
 
@@ -453,18 +463,24 @@ class RunSession:
             merger.planned[cell.key] = replace(cell, rounds=self.document.rounds, round=0)
 
 
-def case_count(spec: WorkloadSpec, cell: Cell) -> int:
-    """How many cases CELL's worker runs: the workload's cases of its parameters."""
-    return len(spec.cases_for(dict(cell.params), cell.variant))
+def save_failure(run_dir: Path, why: str, code: int | None) -> str:
+    """The one line a failed save of a run folder gives (harness.data.store.WriteFailed)."""
+    fix = "make room" if code in (errno.ENOSPC, errno.EDQUOT) else "make it writable"
+    return (f"{run_dir}: cannot save the run ({why}); the run stopped, its folder keeps the "
+            f"cells saved before; {fix}, then: harness compare --resume "
+            f"{shlex.quote(str(run_dir))}")
 
 
-def resume_line(left: resume_plan.Remaining) -> str:
-    """What a resume keeps and runs, for its first line."""
-    partly = len(left.rounds_left)
-    rounds = sum(len(todo) for todo in left.rounds_left.values())
-    return (f"{left.whole} cells kept, {len(left.cells) - partly} to run"
-            + (f", {partly} with rounds to finish ({counted(rounds, 'worker round')}; their "
-               "finished rounds kept)" if partly else ""))
+def unmade(run_dir: Path, lock: IO[str] | None, why: str) -> str:
+    """Remove a new run folder whose first save failed (it holds no run); the line saying so.
+    Only what this run put there goes: its lock file, the folder once empty."""
+    if lock is not None:
+        lock.close()
+    with contextlib.suppress(OSError):
+        (run_dir / runlock.LOCK_FILE).unlink()
+        run_dir.rmdir()
+    return (f"{run_dir}: cannot create the run's files ({why}); nothing ran and "
+            "the folder was removed")
 
 
 def new_document(plan: RunPlan, run_id: str, executor: Executor,
