@@ -249,6 +249,11 @@ class WorkloadSpec:
     # (case) -> work done by one call (None: does not apply to that case); for GFLOP/s and GB/s.
     flops: Callable[[CaseParams], float | None] | None = None
     bytes_moved: Callable[[CaseParams], float | None] | None = None
+    # (case, variant) -> the host bytes a case's worker holds at least (its inputs and
+    # output), None where unknown: a case needing more than the machine has available is an
+    # error case "out of memory: ... not run", refused before its inputs are made
+    # (harness.run.memoryguard).
+    host_bytes: Callable[[CaseParams, str], float | None] | None = None
     # What `flops` counts, printed beside every rate made from it ("exact": every FLOP the
     # call's arithmetic executes, as for a matmul's 2n^3; otherwise which part it is).
     flops_covers: str = "exact"

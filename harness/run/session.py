@@ -30,7 +30,7 @@ from harness.data import store
 from harness.data.ceilings import Ceilings
 from harness.data.results import CellResult, RunDocument, cell_from_dict
 from harness.measure import bounds, envinfo
-from harness.run import phases, runlock
+from harness.run import memoryguard, phases, runlock
 from harness.run import resume as resume_plan
 from harness.run import rounds as rounds_module
 from harness.run.context import RunContext, opened
@@ -545,13 +545,17 @@ def has_rates(spec: WorkloadSpec) -> bool:
 
 
 def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:
-    """The n of a square matmul doing the run's largest call's FLOPs (2n^3), for the probe."""
+    """The n of a square matmul doing the run's largest call's FLOPs (2n^3), for the probe;
+    None where it would not fit in memory."""
     if spec.flops is None:
         return None
     counts = [spec.flops(case) for cell in cells
               for case in spec.cases_for(cell.params, cell.variant)]
     largest = max((count for count in counts if count), default=None)
-    return round((largest / 2) ** (1 / 3)) if largest else None
+    n = round((largest / 2) ** (1 / 3)) if largest else None
+    # Not a size whose three float32 matrices cannot fit: the probe tried n = 45000 on the
+    # 24 GB VM (its case is refused by the memory guard anyway).
+    return n if n is None or memoryguard.fits(3 * 4 * n**2) else None
 
 
 # --quick probes two sizes only: the full ladder (up to n=8192) cost 85 s of a 120 s quick
