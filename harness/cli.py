@@ -24,7 +24,7 @@ from rich.console import Console
 from harness import api
 from harness.commands.advise import run_advise
 from harness.commands.compare import run_compare
-from harness.commands.inputs import fail_input
+from harness.commands.inputs import fail_input, fail_write
 from harness.commands.options import CommandOptions, CompareOptions, ExecutorOptions, takes_options
 from harness.commands.output import console, errors
 from harness.core import registry
@@ -118,6 +118,9 @@ def report(
         written = render_report(run_dirs, target, tensorboard_dir=tensorboard, html=html)
     except store.StoreError as exc:
         fail_input(str(exc))
+    except OSError as exc:  # a full disk, a folder gone read-only: the runs are untouched
+        fail_write(f"{target}: cannot write the report ({exc.strerror or exc}); the run "
+                   "folders read are untouched")
     for path in written:
         console.print(str(path))
 
@@ -136,6 +139,8 @@ def export(
         data, rows = export_runs(run_dirs, fmt, out)
     except (ExportError, store.StoreError) as exc:
         fail_input(str(exc))
+    except OSError as exc:  # written atomically: a full disk leaves no part of a file
+        fail_write(f"--out {out}: cannot write ({exc.strerror or exc}); nothing written")
     if data is not None:  # text formats only: Parquet always goes to --out
         typer.echo(data.decode(), nl=False)
     else:

@@ -249,6 +249,11 @@ class WorkloadSpec:
     # (case) -> work done by one call (None: does not apply to that case); for GFLOP/s and GB/s.
     flops: Callable[[CaseParams], float | None] | None = None
     bytes_moved: Callable[[CaseParams], float | None] | None = None
+    # (case, variant) -> the host bytes a case's worker holds at least (its inputs and
+    # output), None where unknown: a case needing more than the machine has available is an
+    # error case "out of memory: ... not run", refused before its inputs are made
+    # (harness.run.memoryguard).
+    host_bytes: Callable[[CaseParams, str], float | None] | None = None
     # What `flops` counts, printed beside every rate made from it ("exact": every FLOP the
     # call's arithmetic executes, as for a matmul's 2n^3; otherwise which part it is).
     flops_covers: str = "exact"
@@ -533,8 +538,13 @@ class Cell:
     # its own (harness.run.caserun run_case), instead of pausing and retrying a load that
     # lasts (a VM whose hypervisor steals a core throughout).
     busy: str = ""
+    # The positions (in the workload's cases) this worker runs, where a resumed round has some
+    # of them already (harness.run.resume): () runs every case.
+    positions: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.positions, tuple):  # a list, read back from the cell's JSON
+            object.__setattr__(self, "positions", tuple(self.positions))
         if not isinstance(self.params, FrozenParams):
             object.__setattr__(self, "params", FrozenParams(self.params))
         if not isinstance(self.calibration, tuple):  # a list, read back from the cell's JSON
@@ -580,6 +590,8 @@ class Cell:
                                  for record in self.flops]
         if self.busy:
             document["busy"] = self.busy
+        if self.positions:  # only a resumed round's worker gets them
+            document["positions"] = list(self.positions)
         return document
 
 

@@ -137,17 +137,17 @@ def test_a_finished_run_writes_run_json_once_at_its_end(
     """After the last cell is recorded (each cell's save keeps the folder readable), the
     finishing step writes run.json once: stamped finished, the predictions already in it."""
     events: list[tuple[str, dict[str, Any]]] = []
-    write_run, add = store.write_run, RunRecorder.add
+    write_run, add = store.write_run_files, RunRecorder.add
 
-    def counted_write(run_dir: Path, document: Any) -> None:
+    def counted_write(run_dir: Path, document: Any, *args: Any, **kwargs: Any) -> None:
         events.append(("write", document.to_dict()))
-        write_run(run_dir, document)
+        write_run(run_dir, document, *args, **kwargs)
 
     def counted_add(recorder: RunRecorder, cell: Any) -> None:
         add(recorder, cell)
         events.append(("cell", {}))
 
-    monkeypatch.setattr(store, "write_run", counted_write)
+    monkeypatch.setattr(store, "write_run_files", counted_write)
     monkeypatch.setattr(RunRecorder, "add", counted_add)
     result = harness.compare("fault", **OPTIONS, out=tmp_path, report=False, progress=False)
     last_cell = max(index for index, (kind, _) in enumerate(events) if kind == "cell")

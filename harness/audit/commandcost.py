@@ -52,7 +52,11 @@ def check_command_cost(ledger: Ledger, document: RunDocument) -> None:
         _close(ledger, f"part '{RUN}' (= run.json finished - started)", seconds.get(RUN),
                finished - max(started, begun))
         inside = min(harness_cost(document.cells).timed_s, finished - max(started, begun))
-        _close(ledger, "inside the timed calls (the cells' timed_s)", timed, inside)
+        if document.resumed:  # the cells hold earlier commands' timed calls too: a bound
+            ledger.verdict(subject, "inside the timed calls (at most the cells' timed_s)",
+                           WHERE, timed <= inside + ADDS_UP_S, _shown(timed), _shown(inside))
+        else:
+            _close(ledger, "inside the timed calls (the cells' timed_s)", timed, inside)
     _close(ledger, "own cost (= wall time - inside the timed calls)",
            _seconds(record.get("own_s")), whole - timed)
 

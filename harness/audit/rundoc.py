@@ -37,6 +37,7 @@ def check_derived(ledger: Ledger, document: RunDocument, spec: WorkloadSpec | No
         for case in cell.cases:
             measured = Measured(document, cell, case)
             check_rounds_of_case(ledger, measured)
+            check_rounds_held(ledger, measured)
             check_attempts(ledger, measured)
             check_declared_flops(ledger, measured, spec)
             _check_energy(ledger, measured)
@@ -52,6 +53,23 @@ def check_rounds_of_case(ledger: Ledger, measured: Measured) -> None:
                            "run.json", len(record.sample_steps) == len(record.samples),
                            str(len(record.sample_steps)),
                            f"{len(record.samples)} (one per sample)")
+
+
+def check_rounds_held(ledger: Ledger, measured: Measured) -> None:
+    """A measured case of a run that ended holds every round the run states, unless its row
+    says why not: its cell or case did not end ok (a timeout is not retried, a crash ended a
+    round), or `harness advise` chose to run fewer (its budget line says so). Why: a resume
+    that ran cells, not rounds, left cases at 2 of 3 rounds under a header saying 3."""
+    document, cell, case = measured.document, measured.cell, measured.case
+    stated = document.rounds
+    if stated <= 1 or document.finished is None or document.interrupted \
+            or document.advise is not None or not case.measured \
+            or cell.status != Status.OK or case.status != Status.OK:
+        return
+    held = sorted({record.round for record in case.rounds})
+    ledger.verdict(measured.subject, "rounds held", "run.json", held == list(range(stated)),
+                   f"rounds {[index + 1 for index in held]}",
+                   f"rounds 1 to {stated} (run.json rounds: {stated})")
 
 
 def check_attempts(ledger: Ledger, measured: Measured) -> None:
@@ -184,11 +202,17 @@ def check_round_orders(ledger: Ledger, document: RunDocument, shuffle: Shuffle |
                        f"0 to {planned - 1}")
     workers = _worker_cells(document)
     ran = sorted({index for order in orders for index in order})
-    ledger.verdict("", "cells in the round orders", where, ran == workers, str(ran),
-                   f"{workers} (the cells that have workers)")
+    # A run killed outright (no end time: a SIGKILL, a full disk) recorded its last round's
+    # order when the round began: it may name cells that never came back.
+    killed = document.finished is None
+    reached = set(_worker_cells(document, unreached=True)) if killed else set(workers)
+    ledger.verdict("", "cells in the round orders", where,
+                   set(workers) <= set(ran) <= reached, str(ran),
+                   f"{workers} (the cells that have workers"
+                   + (", and those the killed run had not reached)" if killed else ")"))
     if shuffle is None or document.seed is None or document.resumed:
         return
-    shuffled = _worker_cells(document, unreached=document.interrupted)
+    shuffled = _worker_cells(document, unreached=document.interrupted or killed)
     expected = [[shuffled[position] for position in order]
                 for order in shuffle(len(shuffled), document.rounds, document.seed)]
     ran_rounds = len(orders)

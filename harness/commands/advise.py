@@ -15,7 +15,7 @@ from harness.commands.epilogue import (
     report_and_check,
     say_no_measurement,
 )
-from harness.commands.inputs import fail_input, parse_sizes
+from harness.commands.inputs import fail_input, fail_write, parse_sizes
 from harness.commands.options import CommandOptions
 from harness.commands.output import Said, print_plain
 from harness.commands.predicted import print_predictions
@@ -53,6 +53,8 @@ def run_advise(options: CommandOptions, budget: float) -> None:
                                 predict_for=list(options.predict_for or []))
         except (BadInput, store.StoreError) as exc:
             fail_input(str(exc))
+        except store.WriteFailed as exc:  # a full disk mid-run: the folder as saved before
+            fail_write(str(exc))
     drawn, mismatches, check_line = report_and_check(result, options.report, clock)
     clock.answer_started = time.time()
     say = Said()

@@ -11,7 +11,12 @@ import typer
 from harness import api
 from harness.analysis.commandcost import CommandClock
 from harness.commands.epilogue import print_run, report_and_check, say_no_measurement
-from harness.commands.inputs import fail_input, parse_param_overrides, parse_sizes
+from harness.commands.inputs import (
+    fail_input,
+    fail_write,
+    parse_param_overrides,
+    parse_sizes,
+)
 from harness.commands.options import CommandOptions, CompareOptions, ExecutorOptions
 from harness.core import interrupt, registry
 from harness.core.settings import Settings
@@ -52,6 +57,8 @@ def run_compare(options: CommandOptions, choices: CompareOptions, where: Executo
                                 executor=executor, servers=servers, predict_for=asked)
             except BadInput as exc:
                 fail_input(str(exc))
+            except store.WriteFailed as exc:  # a full disk mid-run: the folder as saved before
+                fail_write(str(exc))
     # A resumed run's spec by its stored name, as resume_run loaded it.
     spec = registry.load_workload(result.document.workload) if isinstance(target, Path) \
         else target.spec

@@ -10,12 +10,20 @@ import typer
 from harness.spec import BadInput
 
 EXIT_BAD_INPUT = 2
+EXIT_NOT_WRITTEN = 3  # the README's code for results or a report that could not be written
 
 
 def fail_input(message: str) -> NoReturn:
     """One clear line, exit 2, nothing written."""
     print(f"harness: error: {message}", file=sys.stderr)  # plain print: rich would wrap it
     raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def fail_write(message: str) -> NoReturn:
+    """A file the command had to write could not be (a full disk, a read-only mount): one
+    line, exit 3; whatever was saved before stays as it was."""
+    print(f"harness: error: {message}", file=sys.stderr)
+    raise typer.Exit(EXIT_NOT_WRITTEN)
 
 
 def parse_sizes(text: str | None) -> list[int] | None:

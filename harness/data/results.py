@@ -332,6 +332,9 @@ class CellResult(JsonRecord):
     # The harness's own time around the timed calls.
     cost: HarnessCost | None = field(default=None, metadata=IF_SET)
     worker_started: bool | None = field(default=None, metadata=IF_SET)  # False: refused at once
+    # A cell run in rounds: the rounds whose worker ended, not stopped by a signal
+    # (harness.run.rounds merge_cells); --resume runs the others (harness.run.resume).
+    rounds_ended: list[int] = field(default_factory=list, metadata=IF_SET)
     cell_extra: JsonObject = field(default_factory=dict, metadata=SKIP)  # unknown keys
     extra_fields: JsonObject = field(default_factory=dict)
 

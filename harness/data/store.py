@@ -33,9 +33,24 @@ class StoreError(ValueError):
     """A run folder that cannot be read as a harness run (corrupt, foreign or too new)."""
 
 
+class WriteFailed(OSError):
+    """A run folder's files could not be saved (a full disk, a read-only mount): what the
+    folder held before is left as it was. The CLI prints it in one line, exit 3. `why`: the
+    system's words for it ("No space left on device")."""
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(message)
+        self.why = why
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write via a temporary file in the same folder, then rename over the target; the file
     gets the mode a plain open() gives under the umask (mkstemp's own is 0600)."""
+    write_together([(path, data)])
+
+
+def _temporary_copy(path: Path, data: bytes) -> Path:
+    """DATA in a new temporary file beside PATH, on disk (fsync); removed again if that fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -44,9 +59,26 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
-        os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
+        raise
+    return Path(temporary)
+
+
+def write_together(files: list[tuple[Path, bytes]]) -> None:
+    """Each (path, bytes) written atomically, all or none: every file is first written in full
+    beside its target, and only then renamed over it. Why: a full disk between run.json and
+    measurements.csv left run.json newer than the CSV (3 check mismatches); now a write that
+    fails leaves every target as it was (a rename needs no free space)."""
+    written: list[tuple[Path, Path]] = []
+    try:
+        for path, data in files:
+            written.append((_temporary_copy(path, data), path))
+        for temporary, path in written:
+            os.replace(temporary, path)
+    except BaseException:
+        for temporary, _ in written:
+            temporary.unlink(missing_ok=True)
         raise
 
 
@@ -165,19 +197,24 @@ def epoch_rows(case_base: MeasurementRow, case: CaseResult) -> list[MeasurementR
 def write_measurements(run_dir: Path, rows: Iterable[MeasurementRow],
                        parquet: bool = True) -> None:
     """measurements.csv, and its typed Parquet copy unless PARQUET is False."""
-    rows = list(rows)
+    write_together(measurement_files(run_dir, list(rows), parquet))
+
+
+def measurement_files(run_dir: Path, rows: list[MeasurementRow],
+                      parquet: bool) -> list[tuple[Path, bytes]]:
+    """measurements.csv's bytes, and its Parquet copy's where PARQUET (and pyarrow is here)."""
     extra = sorted({key for row in rows for key in row} - set(BASE_COLUMNS))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=BASE_COLUMNS + extra, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
-    write_bytes_atomic(run_dir / MEASUREMENTS_FILE, buffer.getvalue().encode())
-    if parquet:
-        write_parquet(run_dir / PARQUET_FILE, rows, BASE_COLUMNS + extra)
+    files = [(run_dir / MEASUREMENTS_FILE, buffer.getvalue().encode())]
+    typed = parquet_bytes(rows, BASE_COLUMNS + extra) if parquet else None
+    return files + ([(run_dir / PARQUET_FILE, typed)] if typed is not None else [])
 
 
-def write_parquet(path: Path, rows: list[MeasurementRow], columns: list[str]) -> None:
-    """The CSV's rows and columns as typed Parquet, written atomically like the CSV.
+def parquet_bytes(rows: list[MeasurementRow], columns: list[str]) -> bytes | None:
+    """The CSV's rows and columns as typed Parquet (None without pyarrow).
 
     The CSV stays the file every reader relies on; without pyarrow the Parquet copy is skipped
     rather than costing the measurements.
@@ -185,15 +222,22 @@ def write_parquet(path: Path, rows: list[MeasurementRow], columns: list[str]) ->
     from harness.data.columns import frame_to_parquet_bytes, typed_frame
 
     try:
-        data = frame_to_parquet_bytes(typed_frame(rows, columns))
+        return frame_to_parquet_bytes(typed_frame(rows, columns))
     except ImportError:
-        return
-    write_bytes_atomic(path, data)
+        return None
 
 
 def write_run(run_dir: Path, document: RunDocument) -> None:
     """run.json in the current layout (RunDocument.to_dict)."""
     write_json_atomic(run_dir / RUN_FILE, document.to_dict())
+
+
+def write_run_files(run_dir: Path, document: RunDocument, rows: list[MeasurementRow],
+                    parquet: bool = False) -> None:
+    """run.json, measurements.csv (and its Parquet copy where PARQUET) together, all or none
+    (write_together): the CSV is never older or newer than the run.json it comes from."""
+    run_json = json.dumps(document.to_dict(), indent=2, default=str).encode()
+    write_together([*measurement_files(run_dir, rows, parquet), (run_dir / RUN_FILE, run_json)])
 
 
 def read_run(run_dir: Path) -> JsonObject:

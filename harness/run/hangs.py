@@ -77,6 +77,9 @@ def running_case(cell: Cell, cases_done: int) -> str:
         cases = spec.cases_for(dict(cell.params), cell.variant)
     except Exception:  # noqa: BLE001 - a plugin's cases may fail here too: say nothing
         return ""
-    if cases_done >= len(cases) or spec.sweep not in cases[cases_done]:
+    # A resumed round's worker runs only its cell's positions, in order.
+    running = list(cell.positions or range(len(cases)))
+    if cases_done >= len(running) or running[cases_done] >= len(cases) \
+            or spec.sweep not in cases[running[cases_done]]:
         return ""
-    return f" at {spec.sweep} {cases[cases_done][spec.sweep]}"
+    return f" at {spec.sweep} {cases[running[cases_done]][spec.sweep]}"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.data.results import CaseResult, CellResult, HarnessCost
-from harness.spec import Cell, CellKey, FrozenParams, WorkloadSpec, worst_status
+from harness.spec import Cell, CellKey, FrozenParams, Status, WorkloadSpec, worst_status
 
 # The default number of rounds, chosen from measurements (docs/findings.md, 2-core VM under
 # load, 3 quick matmul runs each): 1 round gave 10 contradicting verdicts of 54 pairwise
@@ -99,6 +99,12 @@ def even_share(total: int, rounds: int) -> int:
     return max(1, total // rounds)
 
 
+# The round index of an entry that is a stored cell's rounds so far, already merged (what a
+# --resume keeps of a cell with rounds left: harness.run.resume): its records keep their own
+# round numbers, and it comes before the rounds run now.
+KEPT = -1
+
+
 def merge_cases(planned: Cell, rounds: list[tuple[int, CaseResult]],
                 split: tuple[str, ...]) -> CaseResult:
     """One case measured in several rounds: its per-round records together, each numbered
@@ -124,8 +130,9 @@ def merge_cases(planned: Cell, rounds: list[tuple[int, CaseResult]],
     head = measured[0][1]
     return replace(
         merged, timer_overhead_s=head.timer_overhead_s, predicted_call_s=head.predicted_call_s,
-        rounds=[replace(record, round=index) for index, result in measured
-                for record in result.rounds],
+        rounds=sorted((record if index == KEPT else replace(record, round=index)
+                       for index, result in measured for record in result.rounds),
+                      key=lambda record: record.round),
         calls_per_sample_reused=next((r.calls_per_sample_reused for _, r in measured
                                       if r.calls_per_sample_reused is not None), None),
         device_profile=next((r.device_profile for _, r in measured
@@ -134,8 +141,8 @@ def merge_cases(planned: Cell, rounds: list[tuple[int, CaseResult]],
         check=next((r.check for _, r in measured if r.check and not r.check["passed"]),
                    measured[-1][1].check),
         extra=dict(head.extra),  # the first round's: it measured the idle power
-        suspect="; ".join(f"round {index + 1}: {r.suspect}" for index, r in measured
-                          if r.suspect),
+        suspect="; ".join(r.suspect if index == KEPT else f"round {index + 1}: {r.suspect}"
+                          for index, r in measured if r.suspect),
         peak_device_allocated_bytes=_largest(r.peak_device_allocated_bytes for _, r in measured),
         peak_device_reserved_bytes=_largest(r.peak_device_reserved_bytes for _, r in measured))
 
@@ -146,7 +153,8 @@ def _largest(values: Iterable[int | None]) -> int | None:
 
 def merge_cells(planned: Cell, rounds: list[tuple[int, CellResult]],
                 split: tuple[str, ...] = ()) -> CellResult:
-    """A cell's round results (round index, result) as one result, cases matched by position."""
+    """A cell's round results (round index, result) as one result, cases matched by position;
+    an entry of index KEPT is a stored cell's rounds so far (a --resume's), merged already."""
     rounds = sorted(rounds, key=lambda item: item[0])
     results = [result for _, result in rounds]
     first = results[0]
@@ -169,11 +177,23 @@ def merge_cells(planned: Cell, rounds: list[tuple[int, CellResult]],
         for cost in costs:
             total = total.add(cost)
         merged.cost = total
-    for position in range(max(len(r.cases) for r in results)):
-        found = [(index, result.cases[position]) for index, result in rounds
-                 if position < len(result.cases)]
+    merged.rounds_ended = sorted({ended for index, result in rounds for ended in (
+        result.rounds_ended if index == KEPT
+        else [index] if result.status != Status.INTERRUPTED else [])})
+    placed = [(index, by_position(result)) for index, result in rounds]
+    for position in range(max((max(cases, default=-1) for _, cases in placed), default=-1) + 1):
+        found = [(index, cases[position]) for index, cases in placed if position in cases]
+        if not found:  # no round reached this case: nor any after it
+            break
         merged.cases.append(merge_cases(planned, found, split))
     return merged
+
+
+def by_position(result: CellResult) -> dict[int, CaseResult]:
+    """A round's cases by their position in the workload's cases: a resumed round's worker
+    ran only its cell's `positions` (in order), every other worker all of them."""
+    positions = result.cell.positions or range(len(result.cases))
+    return dict(zip(positions, result.cases, strict=False))
 
 
 @dataclass
@@ -184,6 +204,9 @@ class RoundMerger:
     rounds: int
     planned: dict[CellKey, Cell]  # the cells as planned, by their key
     seen: dict[CellKey, list[tuple[int, CellResult]]] = field(default_factory=dict)
+    # A resumed run's cells with rounds left: their stored rounds so far (harness.run.resume),
+    # merged with the rounds run now.
+    kept: dict[CellKey, CellResult] = field(default_factory=dict)
 
     @classmethod
     def of(cls, spec: WorkloadSpec, cells: list[Cell], rounds: int) -> RoundMerger:
@@ -193,20 +216,36 @@ class RoundMerger:
     def add(self, cell: Cell, result: CellResult) -> CellResult:
         """Record round `cell.round` of a cell; the cell's result over its rounds so far."""
         key = cell.key
-        planned = self.planned.get(key) or replace(cell, round=0)
         self.seen.setdefault(key, []).append((cell.round, result))
-        return merge_cells(planned, self.seen[key], self.spec.round_split)
+        return self.merged(key, replace(cell, round=0, positions=()))
+
+    def merged(self, key: CellKey, fallback: Cell) -> CellResult:
+        """The cell's result over its rounds so far (its kept ones, then those run now)."""
+        kept = [(KEPT, self.kept[key])] if key in self.kept else []
+        return merge_cells(self.planned.get(key) or fallback, kept + self.seen.get(key, []),
+                           self.spec.round_split)
+
+    def first_round(self, cell: Cell) -> CellResult | None:
+        """The cell's first round's result (None: none yet): as its worker gave it, or, for a
+        cell a resume kept rounds of, its merged rounds' round-0 records."""
+        if cell.key not in self.kept:
+            return next((result for index, result in self.seen.get(cell.key, [])
+                         if index == 0), None)
+        whole = self.merged(cell.key, replace(cell, round=0, positions=()))
+        cases = [replace(case, rounds=[record for record in case.rounds if record.round == 0])
+                 for case in whole.cases]
+        return replace(whole, cases=cases) if any(case.rounds for case in cases) else None
 
     def calibrated(self, cell: Cell) -> Cell:
         """A later round's cell carrying the calls per sample its first round found, per case
         (first_round_calibration), and the FLOPs it counted (first_round_flops); the first
         round's, or one whose first round has no result, as it is."""
-        first = next((result for index, result in self.seen.get(cell.key, []) if index == 0),
-                     None)
+        first = self.first_round(cell)
         if cell.round == 0 or first is None:
             return cell
+        kept = [(KEPT, self.kept[cell.key])] if cell.key in self.kept else []
         counted = replace(cell, flops=first_round_flops(first),
-                          busy=contended_throughout(self.seen.get(cell.key, [])))
+                          busy=contended_throughout(kept + self.seen.get(cell.key, [])))
         if self.spec.timing == "per_call":
             return counted
         return replace(counted, calibration=first_round_calibration(first),
@@ -235,7 +274,8 @@ def contended_throughout(rounds: list[tuple[int, CellResult]]) -> str:
     for index, result in rounds:
         if any(len(case.attempts) > 1 and all(attempt.contended for attempt in case.attempts)
                for case in result.cases):
-            return f"round {index + 1} of this cell had a case contended in every attempt"
+            which = "an earlier session's round" if index == KEPT else f"round {index + 1}"
+            return f"{which} of this cell had a case contended in every attempt"
     return ""
 
 

@@ -46,9 +46,9 @@ def hold(run_dir: Path) -> IO[str] | None:
                        "folder; wait for it to end, or stop it, then --resume") from None
     except OSError:  # a file system without locks (some network mounts): go on unlocked
         return handle
+    # Straight to the file, not through the handle's buffer: on a full disk the pid is lost,
+    # and no buffered write is left to fail again when the handle closes.
     with contextlib.suppress(OSError):
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
+        os.ftruncate(handle.fileno(), 0)
+        os.pwrite(handle.fileno(), str(os.getpid()).encode(), 0)
     return handle

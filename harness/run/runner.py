@@ -32,7 +32,7 @@ from harness.data.store import read_cell_result
 from harness.measure import idlechild
 from harness.measure.ceilings import cache_dir
 from harness.measure.memory import wait_with_peak_rss, with_peak_host_memory
-from harness.run import forkserver, hangs
+from harness.run import forkserver, hangs, memoryguard
 from harness.run.context import RunContext, opened
 from harness.run.failures import looks_like_oom
 from harness.run.forkserver import ForkedWorker, ForkServerLost, ForkServers
@@ -263,26 +263,46 @@ def _kill_group(process: Worker) -> None:
 
 def _wait_for_child(process: Worker, timeout_s: float,
                     on_timeout: Callable[[Worker], None] | None = None,
-                    ) -> tuple[int | None, int | None]:
+                    limit: int | None = None) -> tuple[int | None, int | None]:
     """(return code, peak RSS): code None when it ran past timeout_s (its group is then killed,
-    after ON_TIMEOUT(process) where given).
+    after ON_TIMEOUT(process) where given). Past LIMIT resident bytes (the memory guard's, set
+    when the child started; None: none) its group is killed and memoryguard.OverMemory raised.
 
     A stop signal kills the group through interrupt's handler, so this wait returns then too.
     Any exception (KeyboardInterrupt where no handler is installed) kills the group first.
     """
     with interrupt.child_group(process.pid):
         try:
-            if isinstance(process, ForkedWorker):
-                return process.wait_peak(timeout_s)
-            return wait_with_peak_rss(process, timeout_s)
+            return _guarded_wait(process, timeout_s, limit)
         except subprocess.TimeoutExpired:
             if on_timeout is not None:
                 on_timeout(process)
             _kill_group(process)
             return None, None
-        except BaseException:
+        except BaseException:  # OverMemory among them: the group is stopped first
             _kill_group(process)
             raise
+
+
+def _guarded_wait(process: Worker, timeout_s: float,
+                  limit: int | None) -> tuple[int, int | None]:
+    """Wait for PROCESS up to TIMEOUT_S (subprocess.TimeoutExpired past it), reading its
+    processes' memory every memoryguard.POLL_S meanwhile: memoryguard.OverMemory past LIMIT
+    (None: no guard)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        wait_s = left if limit is None else max(0.0, min(memoryguard.POLL_S, left))
+        try:
+            if isinstance(process, ForkedWorker):
+                return process.wait_peak(wait_s)
+            return wait_with_peak_rss(process, wait_s)
+        except subprocess.TimeoutExpired:
+            if limit is None or time.monotonic() >= deadline:
+                raise
+            held = memoryguard.held_bytes(process.pid)
+            if held > limit:
+                raise memoryguard.OverMemory(held, limit) from None
 
 
 def interrupted_reason(signum: signal.Signals) -> str:
@@ -361,6 +381,7 @@ def _run_worker_once(cell: Cell, options: RunOptions,
         timeout_s, by_deadline = options.worker_timeout()
         with open(stderr_path, "wb") as stderr_file:
             try:
+                limit = memoryguard.child_limit()  # what the machine has now, less a margin
                 process, shared_start_s = _start_child(
                     options.worker_module,
                     [str(cell_path), str(result_path), options.settings.to_json(),
@@ -370,9 +391,11 @@ def _run_worker_once(cell: Cell, options: RunOptions,
                                      options.compile_cache_root),
                     servers, stderr_file)
                 with watched_phase(options.board, phase_path):
-                    returncode, peak_rss = _wait_for_child(process, timeout_s)
+                    returncode, peak_rss = _wait_for_child(process, timeout_s, limit=limit)
             except ForkServerLost as lost:
                 return _partial(cell, result_path, Status.ERROR, f"{lost}; worker stopped"), True
+            except memoryguard.OverMemory as over:
+                return over_memory(cell, result_path, over), isinstance(process, ForkedWorker)
         forked = isinstance(process, ForkedWorker)
         result = read_cell_result(result_path)
         complete = returncode == 0 and result is not None and result.finished is not None
@@ -426,6 +449,15 @@ def with_worker_wall(result: CellResult, spawned: float, ended: float, forked: b
     return result
 
 
+def over_memory(cell: Cell, result_path: Path, over: memoryguard.OverMemory) -> CellResult:
+    """The cell whose worker the memory guard stopped: the cases it finished, and an error
+    naming the size it was at."""
+    result = read_cell_result(result_path)
+    at = hangs.running_case(cell, len(result.cases) if result is not None else 0)
+    return with_peak_host_memory(_partial(cell, result_path, Status.ERROR,
+                                          f"{over.reason(at)}; worker killed"), over.held)
+
+
 def _partial(cell: Cell, result_path: Path, status: Status, reason: str) -> CellResult:
     """Keep the cases a dead worker finished, mark the cell with why it stopped."""
     result = read_cell_result(result_path) or CellResult(cell, status, reason)
@@ -458,9 +490,12 @@ def run_json_child(module: str, args: list[str], cell: Cell, timeout_s: float,
                     cell.framework, cell_environment(cell, settings=chosen),
                     context.fork_from, stderr_file)
                 returncode, _peak_rss = _wait_for_child(
-                    process, timeout_s, lambda child: hangs.ask_for_stack(child.pid, stderr_path))
+                    process, timeout_s, lambda child: hangs.ask_for_stack(child.pid, stderr_path),
+                    limit=memoryguard.child_limit())
             except ForkServerLost as lost:
                 return None, str(lost)
+            except memoryguard.OverMemory as over:
+                return None, f"{over}; stopped"
         stop = interrupt.requested()
         if stop is not None:
             return None, f"interrupted by {interrupt.describe(stop)}"

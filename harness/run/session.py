@@ -11,6 +11,8 @@ execute and resume_run, and through them the CLI, open sessions; nothing else ru
 from __future__ import annotations
 
 import contextlib
+import errno
+import shlex
 import signal
 import sys
 import time
@@ -28,7 +30,7 @@ from harness.data import store
 from harness.data.ceilings import Ceilings, DeviceCeiling
 from harness.data.results import CellResult, RunDocument, cell_from_dict
 from harness.measure import bounds, envinfo
-from harness.run import phases, runlock
+from harness.run import memoryguard, phases, runlock
 from harness.run import resume as resume_plan
 from harness.run import rounds as rounds_module
 from harness.run.context import RunContext, opened
@@ -96,10 +98,14 @@ class RunRecorder:
         self.document.interrupted = stopped_by is not None
         if stopped_by is not None:
             self.document.interrupted_by = stopped_by.name
-        store.write_run(self.run_dir, self.document)
-        # The typed Parquet copy once, at the end: rebuilding it after every worker cost 2.6 s
-        # of the demo's run on the H100 host; run.json and the CSV hold every row meanwhile.
-        store.write_measurements(self.run_dir, self.rows, parquet=finished)
+        # Together, all or none: a full disk leaves the pair saved before, never a run.json
+        # newer than its CSV. The typed Parquet copy once, at the end: rebuilding it after
+        # every worker cost 2.6 s of the demo's run on the H100 host.
+        try:
+            store.write_run_files(self.run_dir, self.document, self.rows, parquet=finished)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            raise store.WriteFailed(save_failure(self.run_dir, why, exc.errno), why) from None
 
 
 @dataclass
@@ -122,6 +128,10 @@ class RunSession:
     board: phases.PhaseBoard = field(default_factory=phases.PhaseBoard)
     # The open file that holds the run folder's lock while this session writes (runlock.py).
     lock: IO[str] | None = field(default=None, repr=False, compare=False)
+    # A resumed run's cells that hold some of their rounds (harness.run.resume): the rounds
+    # (and of a stopped round, the cases) each still runs, and the rounds it holds so far.
+    rounds_left: dict[CellKey, resume_plan.RoundsLeft] = field(default_factory=dict)
+    kept_rounds: dict[CellKey, CellResult] = field(default_factory=dict)
 
     @property
     def run_dir(self) -> Path:
@@ -150,7 +160,10 @@ class RunSession:
         lock = runlock.hold(run_dir)  # a --resume of this folder waits for the run to end
         recorder = RunRecorder(run_dir, plan.spec, new_document(plan, run_dir.name, chosen,
                                                                  list(command or sys.argv)))
-        recorder.save()  # a readable run folder from the start, even if stopped in the ceilings
+        try:
+            recorder.save()  # a readable run folder from the start, even if stopped early
+        except store.WriteFailed as failed:
+            raise store.WriteFailed(unmade(run_dir, lock, failed.why), failed.why) from None
         refused = sum(cell_refusal(plan.spec, cell) is not None for cell in plan.cells)
         for notice in plan.notices:  # one line each, before the run (a misspelled hook)
             progress_console.print(notice, markup=False, highlight=False, soft_wrap=True)
@@ -173,7 +186,11 @@ class RunSession:
             document = store.load_run(run_dir)
         except store.StoreError as exc:
             raise BadInput(f"--resume: {exc}") from None
+        resume_plan.check_writable(run_dir)
         lock = runlock.hold(run_dir)  # one writer: not while the run or another resume goes on
+        # The cost of the command that ran before is no figure of this one: the resuming
+        # command records its own at its end (a self-check in between would read a stale one).
+        document.command_cost = {}
         chosen_settings = (settings or recorded_settings(document)).with_quick(document.quick)
         registry.use_plugins(chosen_settings.plugins)  # a plugin's workload, by the run's own
         spec = registry.load_workload(document.workload)
@@ -183,17 +200,18 @@ class RunSession:
         slurm_records.check_no_live_tasks(run_dir, cancel_running)
         options = RunOptions(timeout_s=float(document.timeout_s or 900.0),
                              settings=chosen_settings, servers=servers)
-        kept, cells = resume_plan.remaining(document, run_dir)
-        preflight(chosen, cells, options)
+        left = resume_plan.remaining(document, run_dir, partial(resume_plan.case_count, spec))
+        preflight(chosen, left.cells, options)
         lifeline.sweep_scratch()  # what killed runs left in the temp directory
         described = chosen.describe(chosen_settings)  # how its workers start, by the settings
-        resume_plan.reopen(document, cells, described, command or sys.argv)
+        resume_plan.reopen(document, left.cells, described, command or sys.argv)
         document.settings = chosen_settings.to_dict()
         recorder = RunRecorder(run_dir, spec, document)
-        for result in kept:
+        for result in left.kept:
             recorder.add(result)
-        progress_console.print(f"resuming {run_dir}: {len(kept)} cells kept, {len(cells)} to run")
-        return cls(recorder, chosen, cells, options, progress, lock=lock)
+        progress_console.print(f"resuming {run_dir}: {resume_plan.resume_line(left)}")
+        return cls(recorder, chosen, left.cells, options, progress, lock=lock,
+                   rounds_left=left.rounds_left, kept_rounds=left.partial)
 
     def release(self) -> None:
         """Let the run folder go (its lock): this session writes it no more."""
@@ -307,7 +325,7 @@ class RunSession:
         so does a run with a `pick`, whatever its rounds, stage by stage as it picks.
         """
         to_run = self._record_refusals()
-        if self.document.rounds > 1 or self.pick is not None:
+        if self.document.rounds > 1 or self.pick is not None or self.rounds_left:
             return self._run_rounds(to_run)
         return self._execute(to_run, lambda cell, result: self.recorder.add(result))
 
@@ -338,9 +356,10 @@ class RunSession:
 
         A cell that timed out is not run again in the later rounds (each would wait the whole
         --timeout again: 5 rounds of 900 s by default); its reason says so."""
-        spec, document = self.spec, self.document
+        document = self.document
         rounds = document.rounds
-        merger = rounds_module.RoundMerger.of(spec, to_run, rounds)
+        merger = rounds_module.RoundMerger.of(self.spec, to_run, rounds)
+        merger.kept = dict(self.kept_rounds)
         orders = rounds_module.round_orders(len(to_run), rounds, document.seed or 0)
 
         started: set[CellKey] = set()  # this round's cells that got a worker
@@ -370,28 +389,48 @@ class RunSession:
                     finished = False
                     break
                 continue
-            round_cells = [merger.calibrated(rounds_module.round_cell(
-                spec, to_run[position], index, rounds)) for position in order
-                if to_run[position].key not in timed_out]
+            round_cells = self._round_cells(index, [to_run[position] for position in order
+                                                    if to_run[position].key not in timed_out],
+                                            merger)
+            if not round_cells:  # a resume whose cells hold this round already
+                continue
             # The order that runs, as plan indices: the cells refused without a worker are in
             # no round, so the order is recorded as executed, not as shuffled over the plan.
-            document.round_orders.append(
-                [plan_index.get(cell.key, -1) for cell in round_cells])
+            # (A run of one round has none: a resume of one runs the cases a stop cut short.)
+            if rounds > 1:
+                document.round_orders.append(
+                    [plan_index.get(cell.key, -1) for cell in round_cells])
             self.recorder.save()
-            if self.progress:
+            if self.progress and rounds > 1:
                 progress_console.print(f"round {index + 1} of {rounds}: "
                                        f"{counted(len(round_cells), 'cell')}")
-            self.board.context = f"round {index + 1} of {rounds}"
+            self.board.context = f"round {index + 1} of {rounds}" if rounds > 1 else ""
             started.clear()
             if not self._execute(round_cells, merged):
                 # Stopped within the round: its recorded order keeps the cells that ran.
-                document.round_orders[-1] = [plan_index.get(cell.key, -1)
-                                             for cell in round_cells if cell.key in started]
+                if rounds > 1:
+                    document.round_orders[-1] = [plan_index.get(cell.key, -1)
+                                                 for cell in round_cells if cell.key in started]
                 finished = False
                 break
         self.recorder.order_as(self.cells)
         self.recorder.save()
         return finished
+
+    def _round_cells(self, index: int, cells: list[Cell],
+                     merger: rounds_module.RoundMerger) -> list[Cell]:
+        """Round INDEX's workers for CELLS (in the round's order): each its share of the work
+        and what its first round found; of a resumed cell, only where it lacks this round, and
+        then only the cases it lacks (harness.run.resume)."""
+        chosen = []
+        for cell in cells:
+            left = self.rounds_left.get(cell.key)
+            if left is not None and index not in left:
+                continue
+            worker = merger.calibrated(rounds_module.round_cell(self.spec, cell, index,
+                                                                self.document.rounds))
+            chosen.append(replace(worker, positions=left[index]) if left else worker)
+        return chosen
 
     def _run_picked(self, index: int, offered: list[Cell], to_run: list[Cell],
                     merger: rounds_module.RoundMerger, merged: OnResult,
@@ -434,6 +473,26 @@ class RunSession:
             self.cells.append(cell)
             self.document.planned_cells.append(cell.as_dict())
             merger.planned[cell.key] = replace(cell, rounds=self.document.rounds, round=0)
+
+
+def save_failure(run_dir: Path, why: str, code: int | None) -> str:
+    """The one line a failed save of a run folder gives (harness.data.store.WriteFailed)."""
+    fix = "make room" if code in (errno.ENOSPC, errno.EDQUOT) else "make it writable"
+    return (f"{run_dir}: cannot save the run ({why}); the run stopped, its folder keeps the "
+            f"cells saved before; {fix}, then: harness compare --resume "
+            f"{shlex.quote(str(run_dir))}")
+
+
+def unmade(run_dir: Path, lock: IO[str] | None, why: str) -> str:
+    """Remove a new run folder whose first save failed (it holds no run); the line saying so.
+    Only what this run put there goes: its lock file, the folder once empty."""
+    if lock is not None:
+        lock.close()
+    with contextlib.suppress(OSError):
+        (run_dir / runlock.LOCK_FILE).unlink()
+        run_dir.rmdir()
+    return (f"{run_dir}: cannot create the run's files ({why}); nothing ran and "
+            "the folder was removed")
 
 
 def new_document(plan: RunPlan, run_id: str, executor: Executor,
@@ -498,13 +557,17 @@ def has_rates(spec: WorkloadSpec) -> bool:
 
 
 def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:
-    """The n of a square matmul doing the run's largest call's FLOPs (2n^3), for the probe."""
+    """The n of a square matmul doing the run's largest call's FLOPs (2n^3), for the probe;
+    None where it would not fit in memory."""
     if spec.flops is None:
         return None
     counts = [spec.flops(case) for cell in cells
               for case in spec.cases_for(cell.params, cell.variant)]
     largest = max((count for count in counts if count), default=None)
-    return round((largest / 2) ** (1 / 3)) if largest else None
+    n = round((largest / 2) ** (1 / 3)) if largest else None
+    # Not a size whose three float32 matrices cannot fit: the probe tried n = 45000 on the
+    # 24 GB VM (its case is refused by the memory guard anyway).
+    return n if n is None or memoryguard.fits(3 * 4 * n**2) else None
 
 
 # --quick probes two sizes only: the full ladder (up to n=8192) cost 85 s of a 120 s quick

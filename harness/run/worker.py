@@ -32,10 +32,11 @@ from harness.core.registry import (
     use_plugins,
 )
 from harness.core.settings import Settings
-from harness.data.results import CellResult, HarnessCost
+from harness.data.results import CaseResult, CellResult, HarnessCost
 from harness.data.serial import JsonObject
 from harness.data.store import write_json_atomic
 from harness.measure.casewatch import CaseWatch, idle_fingerprint
+from harness.run import memoryguard
 from harness.run.caserun import CasePlan, CellContext, run_case
 from harness.run.failures import failure_reason
 from harness.run.forkserver import exit_now, optional_modules, unimportable
@@ -146,6 +147,14 @@ def run_cell(cell: Cell, result_path: Path, settings: Settings,
     context = CellContext(spec, module, cell, device, watch, clock, settings)
     cases = list(spec.cases_for(cell.params, cell.variant))
     for position, case in enumerate(cases):
+        if cell.positions and position not in cell.positions:  # a resumed round kept it
+            continue
+        too_large = memoryguard.case_refusal(spec.host_bytes, case, cell.variant,
+                                             memoryguard.available_bytes())
+        if too_large:  # before its inputs are made: the cell's other sizes still run
+            run.result.cases.append(CaseResult(case, Status.ERROR, too_large))
+            run.save()
+            continue
         clock.case = f"{spec.sweep}={case.get(spec.sweep, '?')} ({position + 1} of {len(cases)})"
         plan = CasePlan(case, reused_calibration(spec, cell, position),
                         counted_flops(cell, position), reused_level(cell, position))

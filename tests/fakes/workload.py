@@ -7,7 +7,13 @@ from dataclasses import replace
 from harness.spec import Check, Param, WorkloadSpec
 
 FAULTS = ("ok", "error", "segfault", "sigkill", "hang", "child-hang", "oom", "invalid", "slow",
-          "bimodal", "throttled-once", "throttled-always")
+          "bimodal", "throttled-once", "throttled-always", "grow", "huge")
+HUGE_BYTES = 1e18  # what the `huge` variant's second size says it needs: more than any machine
+
+
+def host_bytes(case: dict, variant: str) -> float:
+    """The memory guard's estimate: `huge` at size 2 cannot fit; everything else is small."""
+    return HUGE_BYTES if variant == "huge" and case["size"] >= 2 else 1e3
 
 
 def make_inputs(case: dict, variant: str) -> dict:
@@ -34,6 +40,7 @@ SPEC = WorkloadSpec(
     implementations={"fake": "tests.fakes.backend.fault"},
     make_inputs=make_inputs,
     check=check,
+    host_bytes=host_bytes,
 )
 
 # The same faults with a FLOP count, so a run measures the machine's ceilings first (the fault

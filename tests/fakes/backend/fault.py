@@ -122,7 +122,22 @@ def make_task(case: dict, variant: str, device, inputs: dict) -> SumTask:
         return AlternatingTask(inputs["values"], device)
     if variant == "slow":
         return SumTask(inputs["values"], device, delay_s=0.5)
+    if variant == "grow":
+        grow_until_stopped()
     raise AssertionError(variant)
+
+
+GROW_CHUNK = 16 << 20  # bytes, each touched so that it is resident
+GROW_AT_MOST = 48  # chunks (768 MB): where the memory guard failed, the test's timeout ends it
+
+
+def grow_until_stopped() -> None:
+    """A model that allocates without bound: resident memory grows until the guard stops it."""
+    hoard = []
+    for _ in range(GROW_AT_MOST):
+        hoard.append(b"\x01" * GROW_CHUNK)
+        time.sleep(0.02)
+    time.sleep(3600)
 
 
 # A planted features record (tests/test_run_finish.py): where FAKE_STEP_FEATURES names a JSON
