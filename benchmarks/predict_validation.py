@@ -5,6 +5,7 @@
     python3 benchmarks/predict_validation.py --from h100.json --from h200.json   # GPU to GPU
     python3 benchmarks/predict_validation.py --from h100a.json --from h100b.json # noise floor
     python3 benchmarks/predict_validation.py --device cpu --models mnist-small --out smoke.json
+    python3 benchmarks/predict_validation.py --write-errors h100 [--from rows.json ...]
 
 For each model of the zoo (benchmarks/predict_zoo.py) at each batch of its sweep, on the
 machine it runs on: the CPU step (warm-up, then the median of 2-7 calls) and its features
@@ -19,6 +20,11 @@ measured (the whole file rewritten atomically), with the features packed, so `--
 cell that would not fit and keeps every row made so far. `--device cpu` stands in for the
 GPU (the "GPU" step is the CPU's, measured the same way): the smoke mode the test uses.
 The summary (benchmarks/predictlab/validation.py says what it counts) ends every run.
+`--write-errors NAME` derives NAME's entry of the shipped interval table
+(harness/predict/validated/errors.json) again: `predictlab.errortable.derived_table` over
+the --from rows files (default: the ones the entry names), each predicted again by the model
+as it is with the shipped NAME profile, under that profile's identity now (after a changed
+model or a profile made again).
 """
 
 from __future__ import annotations
@@ -29,18 +35,22 @@ STARTED = time.monotonic()  # before torch's import: the budget counts what the 
 
 import argparse  # noqa: E402
 import itertools  # noqa: E402
+import json  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # predict_zoo, predict_measure
 
-from predictlab import fitting, gpu2gpu, validation  # noqa: E402
+from predictlab import errortable, fitting, gpu2gpu, validation  # noqa: E402
 
+from harness.predict import interval  # noqa: E402
+from harness.data.gpustep import MODEL_VERSION  # noqa: E402
 from harness.predict.model import STEP_OVERHEAD_DISPATCHES  # noqa: E402
 from harness.predict.profile import load_profile  # noqa: E402
 from harness.spec import BadInput  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
 GPU_COMMAND = ("PYTHONPATH=. python3 benchmarks/predict_validation.py --device cuda:0 "
                "--profile h200 --out $OUT/validation.json")
 
@@ -101,6 +111,30 @@ def summarize(args: argparse.Namespace) -> int:
     return 0
 
 
+def write_errors(name: str, from_files: list[str], path: Path) -> list[str]:
+    """NAME's entry of the interval table at PATH derived again (module docstring), the
+    file written back with the others' entries as they were; the lines saying its bands."""
+    document = json.loads(path.read_text())
+    table = dict(document.get("profiles") or {})
+    outside = [found for found in from_files if not Path(found).resolve().is_relative_to(ROOT)]
+    if outside:  # the table names its sources by their path in the repository
+        raise BadInput(f"--write-errors: {outside[0]} is not under {ROOT} (benchmarks/data/)")
+    sources = ([Path(found).resolve().relative_to(ROOT).as_posix() for found in from_files]
+               or list((table.get(name) or {}).get("sources") or []))
+    if not sources:
+        raise BadInput(f"--write-errors {name}: no rows files (--from) and none stored")
+    identity = load_profile(name).identity()
+    table[name] = errortable.derived_table(name, identity, sources, ROOT)
+    document.update(profiles=table, model_version=MODEL_VERSION)
+    path.write_text(json.dumps(document, indent=1) + "\n")
+    lines = [f"wrote {path}: {name}, {identity}, from {len(sources)} rows files"]
+    for host, regimes in table[name]["by_host"].items():
+        lines += [f"  host {host} {regime}: {band['cells']} cells" + (
+            f", ratio {band['ratio_low']:.2f}-{band['ratio_high']:.2f}"
+            if "ratio_low" in band else " (no band)") for regime, band in regimes.items()]
+    return lines
+
+
 def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--device", default="cuda:0", help="cuda:N, or cpu (smoke mode)")
@@ -113,6 +147,11 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repredict", action="store_true",
                         help="with --from: predict again from the stored features")
     parser.add_argument("--host", choices=("profiled", "this"), default="profiled")
+    parser.add_argument("--write-errors", metavar="NAME", default="",
+                        help="derive the shipped profile NAME's interval band again from the "
+                        "--from files (default: those it names) and write the table")
+    parser.add_argument("--errors-file", type=Path, default=interval.ERRORS_FILE,
+                        help=argparse.SUPPRESS)  # a test's copy of the table
     parser.add_argument("--measured", choices=tuple(validation.MEASURED_KEYS),
                         default="synced", help="which measured GPU step the summary reads")
     parser.add_argument("--budget-s", type=float, default=90.0,
@@ -126,7 +165,7 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=0,
                         help="torch's CPU threads (default: torch's own choice)")
     args = parser.parse_args(argv)
-    if not args.from_files and args.out is None:
+    if not args.from_files and args.out is None and not args.write_errors:
         parser.error("--out FILE is needed to measure (or --from FILE to summarise)")
     return args
 
@@ -134,6 +173,9 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
     try:
+        if args.write_errors:
+            print("\n".join(write_errors(args.write_errors, args.from_files, args.errors_file)))
+            return 0
         if args.from_files:
             return summarize(args)
         args.profile = args.profile or "h200"

@@ -30,8 +30,9 @@ from harness.predict.jaxmodel import (
     predict_jax,
     recompute_any,
 )
-from harness.predict.make import with_jax
+from harness.predict.make import jax_rows_of, with_jax
 from harness.predict.profile import (
+    JAX_ENTRIES,
     NO_JAX_ROW,
     Entry,
     Profile,
@@ -145,7 +146,7 @@ def test_unknown_says_why_a_profile_without_jax_rows_a_loop_tensorflow() -> None
 
 def test_shipped_profiles_load_without_jax_rows_and_take_them_when_added(
         tmp_path: Path) -> None:
-    shipped = load_profile("h100")
+    shipped = load_profile("h200")  # made before the JAX rows were
     assert shipped.entries["jax.dispatch"].absent == NO_JAX_ROW
     document = shipped.to_dict()
     del document["entries"]["jax.kernel_floor"]  # as the shipped files are
@@ -165,9 +166,28 @@ def test_shipped_profiles_load_without_jax_rows_and_take_them_when_added(
     cpu_rows = replace(rows, device={**rows.device, "type": "cpu"})
     with pytest.raises(BadInput, match="cpu"):
         with_jax(shipped, cpu_rows)
-    other_gpu = replace(rows, device={**rows.device, "description": "NVIDIA H200"})
-    with pytest.raises(BadInput, match="H200"):
+    other_gpu = replace(rows, device={**rows.device, "description": "NVIDIA H100 80GB HBM3"})
+    with pytest.raises(BadInput, match="H100"):
         with_jax(shipped, other_gpu)
+
+
+def test_the_shipped_h100_is_its_profile_of_12_07_with_the_jax_rows_of_12_08() -> None:
+    """The H100 profile made again on 2026-12-07 (kept in benchmarks/data) took the JAX rows
+    measured into the profile shipped before it on 2026-12-08, as --add-jax merges them
+    (with_jax), their own date, versions and device kept (jax_rows_of reads them back)."""
+    shipped = load_profile("h100")
+    remade = read_profile(Path(__file__).resolve().parents[1] / "benchmarks" / "data"
+                          / "profile-h100-20261207.json")
+    assert shipped.identity() == remade.identity() and shipped.created.startswith("2026-12-07")
+    assert {name: entry for name, entry in shipped.entries.items() if name not in JAX_ENTRIES} \
+        == {name: entry for name, entry in remade.entries.items() if name not in JAX_ENTRIES}
+    rows = jax_rows_of(shipped)
+    assert rows.created == shipped.software["jax_profiled"] and rows.created.startswith(
+        "2026-12-08")
+    assert (rows.software["jax"], rows.quick) == (shipped.software["jax"], False)
+    assert with_jax(remade, rows) == shipped  # the merge reproduced from the two files
+    with pytest.raises(BadInput, match="no JAX rows"):
+        jax_rows_of(remade)
 
 
 def test_records_reload_as_their_framework_and_recompute() -> None:
@@ -260,7 +280,8 @@ COMPARE = ("compare", "--workload", "mnist-small", "--framework", "jax,keras-ten
 @pytest.fixture(scope="module")
 def jax_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     """One quick CPU run of the JAX and Keras-on-TensorFlow MNIST cells through the workers,
-    predicted on the shipped profiles (no JAX row) and a copy of h100 with planted JAX rows."""
+    predicted on the shipped profiles (h200 without a JAX row) and a copy of h100 with planted
+    JAX rows."""
     if not all(installed(name) for name in ("jax", "optax", "keras", "tensorflow")):
         pytest.skip("jax, optax, keras or tensorflow is not installed")
     from typer.testing import CliRunner
@@ -294,7 +315,7 @@ def test_the_run_stores_each_frameworks_prediction_and_why_not(
                 assert prediction.framework == cell.framework
                 if cell.framework == "keras-tensorflow":
                     assert prediction.reason == NO_TENSORFLOW_PROFILE
-                elif name == planted:
+                elif name in (planted, "h100"):  # the shipped h100 holds JAX rows
                     assert prediction.status == PREDICTED and prediction.seconds
                 else:
                     assert prediction.reason == NO_JAX_ROW

@@ -257,13 +257,13 @@ def test_the_docs_table_of_the_model_as_it_is_is_recomputed_from_the_rows(
         gpu: str, median: int, p90: int, verdict: tuple[int, int, int]) -> None:
     """docs/predict.md's table for model version 2, its lines for model 4 (the host work
     priced per op): the stored rows predicted again by the model as it is, on the profile
-    they were measured against (the H200's shipped profile of 2026-11-27, kept beside the
-    rows since the shipped one was made again); the GRU's 5 cells are unknown (a recurrent
+    they were measured against (each GPU's profile of 2026-11-27, kept beside the rows since
+    the shipped one was made again); the GRU's 5 cells are unknown (a recurrent
     layer the CPU ran step by step) and the LSTM's 5 (a fused recurrent layer: no profile
     row for cuDNN's RNN call)."""
     data = PROJECT_ROOT / "benchmarks" / "data"
     meta, rows = validation.read_rows(data / f"predict-validation-{gpu}-20261127.json.gz")
-    profile = str(data / "profile-h200-20261127.json") if gpu == "h200" else gpu
+    profile = str(data / f"profile-{gpu}-20261127.json")
     rows = validation.repredicted(meta, rows, profile)
     cells = validation.cells_of(rows, profile)
     stats = validation.ErrorStats.of(validation.errors_of(cells, validation.MODEL))
@@ -291,3 +291,65 @@ def test_the_three_pass_rows_recompute_docs_figures_and_keep_the_fastest_pass() 
     kept = [validation.unpacked(row["features_packed"]).host_s_ops for row in rows]
     assert all(len(each) == 3 and host == min(each) for each, host in zip(passes, kept))
     assert sum(each[0] > 1.1 * min(each) for each in passes) == 11
+
+
+OLD_H100 = "benchmarks/data/profile-h100-20261127.json"  # shipped until 2026-12-08
+
+
+@pytest.mark.parametrize(("profile", "rows_file", "median", "p90", "verdict", "covered"), [
+    (OLD_H100, "20261127b", 13, 31, (42, 44, 5), None),
+    (OLD_H100, "20261208", 15, 34, (40, 42, 7), None),
+    ("h100", "20261127", 14, 28, (42, 44, 5), 38), ("h100", "20261127b", 12, 28, (43, 44, 5), 42),
+    ("h100", "20261208", 24, 40, (39, 42, 7), 37)])
+def test_each_h100_lending_on_each_h100_profile_is_recomputed_from_the_rows(
+        profile: str, rows_file: str, median: int, p90: int, verdict: tuple[int, int, int],
+        covered: int | None) -> None:
+    """docs/predict.md, "The H100 profile of 2026-12-07 shipped": each H100 lending's 49
+    predicted cells (host profiled) predicted again on the profile of 2026-11-27 and on the
+    shipped one of 2026-12-07, and how many the shipped band alone holds (its three lendings
+    pooled: 80% of the 147 cells by its construction, not of each)."""
+    from harness.predict.interval import band_for
+
+    data = PROJECT_ROOT / "benchmarks" / "data"
+    meta, rows = validation.read_rows(data / f"predict-validation-h100-{rows_file}.json.gz")
+    name = str(PROJECT_ROOT / profile) if profile == OLD_H100 else profile
+    cells = validation.cells_of(validation.repredicted(meta, rows, name), name)
+    stats = validation.ErrorStats.of(validation.errors_of(cells, validation.MODEL))
+    assert stats is not None and stats.cells == 49
+    assert (round(stats.median * 100), round(stats.p90 * 100)) == (median, p90)
+    found = validation.verdict_stats(cells, validation.MODEL)
+    assert (found.right, found.cells, found.ties) == verdict
+    if covered is not None:
+        identity = load_profile(profile).identity()
+        bands = [band_for(profile, identity, "profiled", cell.model_regime) for cell in cells]
+        assert all(bands)
+        assert sum(band.ratio_low <= cell.predicted[validation.MODEL] / cell.gpu_s
+                   <= band.ratio_high for band, cell in zip(bands, cells) if band) == covered
+
+
+def test_write_errors_derives_a_profiles_band_again_into_the_table(tmp_path: Path) -> None:
+    """`--write-errors h100`, the one command after a changed model or a profile made again:
+    a stale h100 entry (another profile's identity and bands) is derived again from the rows
+    files it names under the shipped profile's identity, which gives the shipped table; the
+    H200's entry is kept. A rows file outside the repository is refused (the table names its
+    sources by their path in it)."""
+    from harness.predict.interval import ERRORS_FILE
+
+    shipped = json.loads(ERRORS_FILE.read_text())
+    stale = json.loads(ERRORS_FILE.read_text())
+    stale["profiles"]["h100"].update(identity="NVIDIA H100 80GB HBM3 (profiled 2026-11-27)",
+                                     by_host={})
+    path = tmp_path / "errors.json"
+    path.write_text(json.dumps(stale))
+    done = subprocess.run([sys.executable, str(TOOL), "--write-errors", "h100",
+                           "--errors-file", str(path)],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(path.read_text()) == shipped
+    assert "host profiled launch-bound: 147 cells, ratio 0.69-1.16" in done.stdout
+    outside = tmp_path / "rows.json.gz"
+    outside.write_bytes(b"")
+    refused = subprocess.run([sys.executable, str(TOOL), "--write-errors", "h100", "--from",
+                              str(outside), "--errors-file", str(path)],
+                             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "is not under" in refused.stderr

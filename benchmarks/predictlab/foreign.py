@@ -370,7 +370,9 @@ def stored_foreign_files(folder: Path) -> list[Path]:
 def lending_of(path: Path) -> Lending:
     meta, rows = validation.read_rows(path)
     name = Path(path).name.removeprefix("predict-validation-").split(".")[0]
-    return Lending(name, meta, rows, validation.primary_profile(meta, rows))
+    # Predicted again with the profile as shipped now, its name's band with it.
+    return Lending(name, meta, rows, validation.shipped_name(
+        validation.primary_profile(meta, rows), rows))
 
 
 def all_cells(gpu_files: Sequence[Path], foreign_files: Sequence[Path]) -> list[SourcedCell]:

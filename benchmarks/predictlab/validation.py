@@ -297,6 +297,26 @@ def primary_profile(meta: Mapping[str, Any], rows: Sequence[Row]) -> str:
     return ""
 
 
+def shipped_name(profile: str, rows: Sequence[Row]) -> str:
+    """PROFILE where it is a shipped name; for a profile FILE the run predicted with, the
+    shipped profile of the identity its predictions recorded (a profile made again,
+    validated from its file before it shipped, now ships under that name); else PROFILE.
+    Only for rows predicted again: their stored predictions under that name are another
+    profile's."""
+    names = shipped_names()
+    if profile in names:
+        return profile
+    identity = next((record.get("profile", {}).get("identity") for row in rows
+                     for record in [row_prediction(row, profile, "profiled")] if record), None)
+    for name in names:
+        try:
+            if identity and load_profile(name).identity() == identity:
+                return name
+        except ProfileError:  # an unreadable shipped profile is no match
+            continue
+    return profile
+
+
 def datasheet_seconds(row: Row, profile: str) -> float | None:
     flops = (row.get("features") or {}).get("flops")
     peak = (row.get("peak_fp32_matmul") or {}).get(profile)

@@ -107,6 +107,23 @@ def add_jax(path: Path, device: str, quick: bool, timeout_s: float) -> Profile:
     return with_jax(read_profile(path), measured_in_child(JAX, device, quick, timeout_s))
 
 
+def jax_rows_of(profile: Profile) -> Profile:
+    """The JAX rows PROFILE holds, as with_jax takes them from a JAX child: their date,
+    versions, device and --quick read back from the software keys with_jax wrote. So rows
+    measured once into one profile of a GPU go unchanged into that GPU's profile made again
+    (with_jax(new, jax_rows_of(old))), their own date kept; BadInput where it holds none."""
+    software = profile.software
+    missing = [name for name in JAX_ENTRIES if not profile.entries[name].present]
+    if missing or not software.get("jax_profiled"):
+        raise BadInput(f"the {profile.identity()} profile holds no JAX rows "
+                       f"({', '.join(missing) or 'no jax_profiled date'})")
+    device = {**profile.device, "description": software.get("jax_device")
+              or profile.device.get("description")}
+    return replace(profile, created=str(software["jax_profiled"]), device=device,
+                   quick=bool(software.get("jax_quick")),
+                   software={"jax": software.get("jax"), "jaxlib": software.get("jaxlib")})
+
+
 def default_out(profile: Profile) -> Path:
     """./<device description>[-quick].json, e.g. nvidia-h100-80gb-hbm3.json."""
     label = str(profile.device.get("description") or profile.device.get("name") or "device")
