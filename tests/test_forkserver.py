@@ -34,6 +34,7 @@ from harness.run.runner import (
 from harness.spec import Cell, Status
 from tests.in_subprocess import installed
 from tests.quick_options import quick_options
+from tests.warm_pool import PooledRun, WarmProcessPool
 
 PRELOAD = ("tests.fakes.backend.device",)
 
@@ -197,15 +198,20 @@ def answers(result) -> dict:
 @pytest.mark.parametrize("framework", sorted(FORKED))
 def test_a_forked_worker_answers_as_a_new_interpreter_does(framework: str, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch,
+                                                            warm_pool: WarmProcessPool,
                                                             ) -> None:
     """Same checks, same statuses, same results (the check's measured error or accuracy,
-    exactly); and the warm process had no thread but its main one when it forked."""
+    exactly); and the warm process had no thread but its main one when it forked.
+
+    The warm process is leased from the session's pool, as every run of the suite's is (one
+    that served earlier tests forks as a new one does: tests/warm_pool.py), so the framework
+    is imported once more here, by the new interpreter, not twice."""
     monkeypatch.setenv("HARNESS_ATTEMPTS", "1")
     workload, variant, params = FORKED[framework]
     cell = Cell(workload, variant, framework, "cpu", params)
     options = quick_options(300)
     spawned = run_worker(cell, options, None)
-    with ForkServers(tmp_path) as servers:
+    with PooledRun(warm_pool) as servers:
         forked = run_worker(cell, options, servers)
         env = cell_environment(cell)
         assert servers.refusal(framework, env) == ""
