@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.workloads.usermodel import plan
+from harness.run import runner
 from harness.workloads.usermodel.precheck import (
     SourceProblem,
     bound_names,
@@ -32,7 +32,7 @@ def test_a_syntax_error_is_told_once_without_a_child_or_a_framework(
     def no_child(*args: object, **kwargs: object) -> None:
         raise AssertionError("a child process was started for a file whose text is wrong")
 
-    monkeypatch.setattr(plan, "run_json_child", no_child)
+    monkeypatch.setattr(runner, "run_json_child", no_child)
     # No process of any kind, not only the inspection child: the text is read and compiled,
     # nothing started (asserted, not timed: a loaded machine makes any time bound a guess).
     monkeypatch.setattr(subprocess, "Popen", no_child)

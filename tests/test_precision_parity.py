@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.analysis import fixresult, sensitivity
+from harness.analysis import fixresult
 from harness.audit import Ledger, audit_run, parity
+from harness.data import sensitivity
 from harness.run.rounds import round_orders
 from harness.workloads.usermodel.precision import (
     CEILING,

@@ -84,12 +84,13 @@ def timed_from_the_hang(monkeypatch: pytest.MonkeyPatch, marker: Path) -> list[f
     wait_for_child = runner._wait_for_child
     clock_started: list[float] = []
 
-    def waiting(process: Any, timeout_s: float) -> tuple[int | None, int | None]:
+    def waiting(process: Any, timeout_s: float,
+                **guard: Any) -> tuple[int | None, int | None]:
         deadline = time.monotonic() + REACH_HANG_S
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         clock_started.append(time.monotonic())
-        return wait_for_child(process, timeout_s)
+        return wait_for_child(process, timeout_s, **guard)
 
     monkeypatch.setattr(runner, "_wait_for_child", waiting)
     return clock_started

@@ -30,7 +30,7 @@ from harness.spec import BadInput, Cell, CellKey, Status, WorkloadSpec, worst_st
 TASK_RESULTS_FOLDER = "cells"  # where SLURM tasks write (harness.run.executors.slurm)
 
 
-def check_writable(run_dir: Path) -> None:
+def check_resumable(run_dir: Path) -> None:
     """BadInput (exit 2, nothing run) for a run folder this process cannot write (a read-only
     mount): a resume saves every result into it. Tried, not asked (os.access says yes to root
     on a read-only mount)."""

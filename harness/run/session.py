@@ -186,7 +186,7 @@ class RunSession:
             document = store.load_run(run_dir)
         except store.StoreError as exc:
             raise BadInput(f"--resume: {exc}") from None
-        resume_plan.check_writable(run_dir)
+        resume_plan.check_resumable(run_dir)
         lock = runlock.hold(run_dir)  # one writer: not while the run or another resume goes on
         # The cost of the command that ran before is no figure of this one: the resuming
         # command records its own at its end (a self-check in between would read a stale one).
