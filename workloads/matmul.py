@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from harness.spec import Capability, CaseParams, Check, Param, WorkloadSpec, int_param
+from harness.spec import Capability, CaseParams, Check, Param, ReportHints, WorkloadSpec, int_param
 from harness.workloads.common import matmul_check, rng_for
 
 # Each variant's arithmetic; a graph replays the fp32 call unchanged.
@@ -60,7 +60,7 @@ SPEC = WorkloadSpec(
                      "tensorflow": "harness.backends.tensorflow.matmul",
                      "numpy": "harness.backends.numpy.matmul",
                      "jax": "harness.backends.jax.matmul"},
-    variant_precision=PRECISIONS,
+    report=ReportHints(variant_precision=PRECISIONS),
     flops=lambda case: 2.0 * int_param(case, "n") ** 3,
     bytes_moved=None,
     device_only_variants=("tf32", "bf16", "fp32-graph"),

@@ -17,7 +17,17 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from harness.spec import Capability, CaseParams, Check, Param, WorkloadSpec, int_param, str_param
+from harness.spec import (
+    CallPlan,
+    Capability,
+    CaseParams,
+    Check,
+    Param,
+    ReportHints,
+    WorkloadSpec,
+    int_param,
+    str_param,
+)
 from harness.workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
 
 SMALL_HIDDEN = (128,)
@@ -269,12 +279,13 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         sweep="batch_size",
         params=PARAMS,
         variants=VARIANTS,
-        timing="per_call",
-        calls=lambda case: int_param(case, "epochs"),
-        call_blocks=blocks_per_epoch,
-        # --rounds N: the epochs are shared out, not repeated; with fewer epochs than rounds,
-        # each round trains one epoch of its share of the samples.
-        round_split=("epochs", "train_samples"),
+        run=CallPlan(
+            timing="per_call",
+            calls=lambda case: int_param(case, "epochs"),
+            call_blocks=blocks_per_epoch,
+            # --rounds N: the epochs are shared out, not repeated; with fewer epochs than
+            # rounds, each round trains one epoch of its share of the samples.
+            round_split=("epochs", "train_samples")),
         flops=training_flops_for(hidden_units),
         flops_covers=FLOPS_COVERAGE,
         make_inputs=make_inputs_for(hidden_units),
@@ -282,10 +293,11 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         check=check_for(hidden_units),
         validate_data=validate_data,
         notes=NOTES,
-        overhead_pairs=(("as-written", "preloaded", "input pipeline"),),
-        epoch_samples_param="train_samples",
-        views=("epochs-accuracy",),
-        view_labels={"epochs-accuracy": EPOCHS_ACCURACY_LABELS},
+        report=ReportHints(
+            overhead_pairs=(("as-written", "preloaded", "input pipeline"),),
+            epoch_samples_param="train_samples",
+            views=("epochs-accuracy",),
+            view_labels={"epochs-accuracy": EPOCHS_ACCURACY_LABELS}),
         # CUDA graphs exist on a GPU only; on a CPU reduce-overhead would be plain `compiled`.
         device_only_variants=("cuda-graph", "reduce-overhead"),
     )

@@ -19,6 +19,7 @@ from harness.spec import (
     Check,
     Param,
     ParamValue,
+    ReportHints,
     WorkloadSpec,
     int_param,
 )
@@ -142,7 +143,6 @@ SPEC = WorkloadSpec(
                      "tensorflow": "harness.backends.tensorflow.transfer",
                      "numpy": "harness.backends.numpy.transfer",
                      "jax": "harness.backends.jax.transfer"},
-    overhead_pairs=(("matmul-copy", "matmul-resident", "host<->device copies"),),
     flops=flops,
     bytes_moved=bytes_moved,
     device_only_variants=OVERLAP_VARIANTS + BANDWIDTH_VARIANTS,
@@ -151,8 +151,10 @@ SPEC = WorkloadSpec(
     make_inputs=make_inputs,
     check=check,
     custom_cases=custom_cases,
-    bandwidth_ceiling="h2d_pinned_gbps",
-    cpu_baseline_any_variant=("matmul-copy", "matmul-overlap"),
+    report=ReportHints(
+        overhead_pairs=(("matmul-copy", "matmul-resident", "host<->device copies"),),
+        bandwidth_ceiling="h2d_pinned_gbps",
+        cpu_baseline_any_variant=("matmul-copy", "matmul-overlap")),
     notes=("numpy matmul-resident on cpu is the baseline; matmul-copy on cpu is the same code "
            "with nowhere to copy to (framework conversion overhead only). TensorFlow exposes no "
            "pinned host buffers, so its *-pinned variants are unavailable. jax: device_put in, "

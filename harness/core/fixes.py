@@ -17,8 +17,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from harness.core.units import device_kind, three_digits
-from harness.spec import BadInput, Capability, compose, declared_name, is_declared
-from harness.spec import variant_parts as split_parts
+from harness.spec import BadInput
+from harness.variants import Capability, compose, declared_name, is_declared
+from harness.variants import variant_parts as split_parts
 
 # Cost classes: what a fix's worker costs before it has run once (harness.run.advisebudget).
 COST_STEP = "step"  # as the as-written worker: the fix changes the step, not the worker
