@@ -19,8 +19,9 @@ from typing import Any, TypedDict
 
 import numpy as np
 
+from harness.core.fixes import Catalogue, one_each
 from harness.measure.timing import Measurement
-from harness.spec import BadInput, CallPlan, Capability, Check, Param, ReportHints, WorkloadSpec
+from harness.spec import BadInput, CallPlan, Check, Param, ReportHints, WorkloadSpec
 from harness.workloads import mnist
 from harness.workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
 
@@ -165,6 +166,10 @@ NOTES = (
     "(logical CPU devices on a CPU) in one child process, Keras model.fit per epoch."
 )
 
+# Both run the one variant on either device; how many GPUs a case needs is found out in the
+# worker (it depends on the machine), as is every backend's safety net.
+CATALOGUE = Catalogue((), one_each(("torch", "tensorflow")), baseline="preloaded")
+
 SPEC = WorkloadSpec(
     name="mnist-ddp",
     kind="mnist_ddp",
@@ -174,10 +179,8 @@ SPEC = WorkloadSpec(
             "one call = one epoch of the whole job",
     sweep="processes",
     params=PARAMS,
-    variants=("preloaded",),
-    # Both run the one variant on either device; how many GPUs a case needs is found out in
-    # the worker (it depends on the machine), as is every backend's safety net.
-    capabilities={"torch": Capability(), "tensorflow": Capability()},
+    variants=CATALOGUE.variants,
+    capabilities=CATALOGUE.capabilities(),
     run=CallPlan(timing="measure"),
     flops=training_flops,
     flops_covers=mnist.FLOPS_COVERAGE,
