@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from harness.core.units import device_kind
+from harness.variants import Capability, variant_parts  # Capability: plugins import it here
 
 
 class Status(str, Enum):
@@ -149,90 +150,81 @@ class Check:
         return found
 
 
-# Composed variants: "resident+compiled+bf16" runs its parts at once (a workload that declares
-# a variant_conflict rule); a numbered variant is declared as "threads-N" and named
-# "threads-4" (N a positive integer).
-COMPOSE = "+"
-NUMBERED = "-N"
+@dataclass(frozen=True)
+class CallPlan:
+    """How a case's calls are timed and shared over the rounds of a run: what is run.
 
+    `timing` is "autorange" (repeat a call until the spread is known), "per_call" (each call
+    is one sample, e.g. one training epoch; the first call is the cold one; with `call_blocks`,
+    blocks of the call's steps are the samples) or "measure": the backend module exposes
+    `measure(case, variant, device, inputs, policy)` returning `(Measurement, output)` instead
+    of `make_task`, for work that cannot be one in-process call (e.g. several processes); it
+    must still time with harness.measure.timing.
+    """
 
-def variant_parts(name: str) -> tuple[str, ...]:
-    """'resident+bf16' -> ('resident', 'bf16'); a single variant is its own one part."""
-    return tuple(name.split(COMPOSE))
-
-
-def declared_name(part: str) -> str:
-    """The name a part is declared under: 'threads-4' -> 'threads-N'; any other, itself."""
-    stem, dash, number = part.rpartition("-")
-    return f"{stem}{NUMBERED}" if dash and stem and number.isdigit() else part
-
-
-def is_declared(part: str, variants: Iterable[str]) -> bool:
-    """Whether `part` is one of `variants`, or a positive number of a numbered one."""
-    declared = tuple(variants)
-    if part.endswith(NUMBERED):  # the pattern itself needs its number
-        return False
-    if part in declared:
-        return True
-    number = part.rpartition("-")[2]
-    return declared_name(part) in declared and number.isdigit() and int(number) >= 1
-
-
-def compose(parts: Iterable[str], variants: Sequence[str]) -> str:
-    """The canonical name of a set of parts: in the order `variants` declares them."""
-    order = {name: index for index, name in enumerate(variants)}
-    return COMPOSE.join(sorted(parts, key=lambda part: (order.get(declared_name(part),
-                                                                  len(order)), part)))
+    timing: str = "autorange"
+    # (case) -> number of calls for per_call timing (e.g. epochs).
+    calls: Callable[[CaseParams], int] | None = None
+    # (case) -> timed blocks of steps per call for per_call timing, where the task reports its
+    # steps (harness.measure.blocks: each block after the first is a warm sample); None or 1:
+    # one sample per call.
+    call_blocks: Callable[[CaseParams], int] | None = None
+    # Integer parameters that count measured work (MNIST: epochs), divided over the rounds of
+    # a run with --rounds N (harness.run.rounds), each round keeping at least 1.
+    round_split: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
-class Capability:
-    """What one implementation (a workload in one framework) runs, declared, not discovered.
+class ReportHints:
+    """How a workload's results are reported, stored in run.json ("hints") so that the report
+    reads them from the data, never from the installed workload."""
 
-    The planner reads it to write a cell `unavailable`, with the reason, without starting a
-    worker (Keras' backend folders declare what they implement in the same spirit).
-    variants: the workload's variants this implementation runs; empty means every one.
-    refused: variant -> why this implementation cannot run it on any device.
-    refused_on: device kind ("cpu", "gpu") -> variant -> why not on that kind of device.
-    """
+    # Which measured ceiling bounds the byte rate ("bandwidth_gbps": device memory,
+    # "h2d_pinned_gbps": the host<->device link).
+    bandwidth_ceiling: str = "bandwidth_gbps"
+    # Which variants ask "GPU this way vs the best CPU way of any variant" (seed 4: a GPU
+    # matmul with copies vs numpy), rather than vs the same variant's CPU cell.
+    cpu_baseline_any_variant: tuple[str, ...] = ()
+    # Data-parallel workloads: which case parameter counts the processes and which case extras
+    # hold the job's samples per call and the all-reduce share (harness/report/views/scaling.py).
+    scaling: Mapping[str, Any] | None = None
+    # (with the cost, without it, the cost's name): variant pairs whose time difference is one
+    # identifiable cost, drawn as "where the time goes" (e.g. copies, the input pipeline).
+    overhead_pairs: tuple[tuple[str, str, str], ...] = ()
+    # variant -> arithmetic precision ("fp32", "tf32", "bf16"): which FLOP ceiling applies.
+    variant_precision: Mapping[str, str] = field(default_factory=dict)
+    # The parameter holding samples per epoch, when accuracy is measured on repeated data.
+    epoch_samples_param: str = ""
+    # Optional report views this workload asks for by name (harness/report/views/, e.g.
+    # "epochs-accuracy", "scaling"), and per view the labels it uses (axis names, fields).
+    views: tuple[str, ...] = ()
+    view_labels: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
-    variants: tuple[str, ...] = ()
-    refused: Mapping[str, str] = field(default_factory=dict)
-    refused_on: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-
-    def refusal(self, variant: str, kind: str) -> str | None:
-        """Why `variant` cannot run on a device of `kind`; None when it can. A composed name is
-        refused for its first refused part (that part's reason); a numbered name
-        ('threads-4') is looked up under its declared one ('threads-N')."""
-        parts = variant_parts(variant)
-        if len(parts) > 1:
-            return next((f"{part}: {reason}" for part in parts
-                         if (reason := self.refusal(part, kind)) is not None), None)
-        known = {*self.variants, *self.refused, *self.refused_on.get(kind, {})}
-        variant = variant if variant in known else declared_name(variant)
-        if variant in self.refused:
-            return self.refused[variant]
-        if variant in self.refused_on.get(kind, {}):
-            return self.refused_on[kind][variant]
-        if self.variants and variant not in self.variants:
-            return f"not implemented (this implementation runs {', '.join(self.variants)})"
-        return None
+    def as_dict(self) -> dict[str, Any]:
+        """The hints as plain data, in the shape run.json has always stored them."""
+        hints: dict[str, Any] = {
+            "bandwidth_ceiling": self.bandwidth_ceiling,
+            "cpu_baseline_any_variant": list(self.cpu_baseline_any_variant),
+            "overhead_pairs": [list(pair) for pair in self.overhead_pairs],
+            "variant_precision": dict(self.variant_precision),
+            "epoch_samples_param": self.epoch_samples_param,
+        }
+        if self.scaling is not None:
+            hints["scaling"] = dict(self.scaling)
+        hints["views"] = list(self.views)
+        hints["view_labels"] = {view: dict(labels) for view, labels in self.view_labels.items()}
+        return hints
 
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    """A framework-free description of one workload.
+    """A framework-free description of one workload: what is measured, how it is run (`run`,
+    a CallPlan) and how it is reported (`report`, ReportHints).
 
     `kind` (optional, default: the name) names the module a backend folder provides for a
     framework without an entry in `implementations` (backends/<fw>/<kind>.py); a plugin that
     lists every framework's module in `implementations` never needs it.
     `sweep` names the parameter `--sizes` sets; each value becomes one case.
-    `timing` is "autorange" (repeat a call until the spread is known), "per_call"
-    (each call is one sample, e.g. one training epoch; the first call is the cold one; with
-    `call_blocks`, blocks of the call's steps are the samples) or
-    "measure": the backend module exposes `measure(case, variant, device, inputs, policy)`
-    returning `(Measurement, output)` instead of `make_task`, for work that cannot be one
-    in-process call (e.g. several processes); it must still time with harness.measure.timing.
     """
 
     name: str
@@ -245,7 +237,8 @@ class WorkloadSpec:
     # that framework's worker. A framework listed in `frameworks` without an entry here uses
     # its own backend package's `<kind>` module (backends/<fw>/<kind>.py).
     implementations: Mapping[str, str] = field(default_factory=dict)
-    timing: str = "autorange"
+    run: CallPlan = field(default_factory=CallPlan)
+    report: ReportHints = field(default_factory=ReportHints)
     # (case) -> work done by one call (None: does not apply to that case); for GFLOP/s and GB/s.
     flops: Callable[[CaseParams], float | None] | None = None
     bytes_moved: Callable[[CaseParams], float | None] | None = None
@@ -271,41 +264,11 @@ class WorkloadSpec:
     inputs_read_settings: bool = False
     # (case, variant, inputs, output) -> Check; a time is trusted only when it passes.
     check: Callable[..., Check] | None = None
-    # (case) -> number of calls for per_call timing (e.g. epochs).
-    calls: Callable[[CaseParams], int] | None = None
-    # (case) -> timed blocks of steps per call for per_call timing, where the task reports its
-    # steps (harness.measure.blocks: each block after the first is a warm sample); None or 1:
-    # one sample per call.
-    call_blocks: Callable[[CaseParams], int] | None = None
-    # Integer parameters that count measured work (MNIST: epochs), divided over the rounds of
-    # a run with --rounds N (harness.run.rounds), each round keeping at least 1.
-    round_split: tuple[str, ...] = ()
     # (params, variant) -> cases, for workloads whose variants sweep different things.
     custom_cases: Callable[[CaseParams, str], list[dict[str, ParamValue]]] | None = None
     # (path) -> None or BadInput: validates a --data file before anything runs.
     validate_data: Callable[[Any], None] | None = None
     notes: str = ""
-    # Report hints, stored in run.json so the report reads them from the data:
-    # which measured ceiling bounds the byte rate ("bandwidth_gbps": device memory,
-    # "h2d_pinned_gbps": the host<->device link),
-    bandwidth_ceiling: str = "bandwidth_gbps"
-    # and which variants ask "GPU this way vs the best CPU way of any variant" (seed 4: a GPU
-    # matmul with copies vs numpy), rather than vs the same variant's CPU cell.
-    cpu_baseline_any_variant: tuple[str, ...] = ()
-    # Data-parallel workloads: which case parameter counts the processes and which case extras
-    # hold the job's samples per call and the all-reduce share (harness/report/views/scaling.py).
-    scaling: Mapping[str, Any] | None = None
-    # (with the cost, without it, the cost's name): variant pairs whose time difference is one
-    # identifiable cost, drawn as "where the time goes" (e.g. copies, the input pipeline).
-    overhead_pairs: tuple[tuple[str, str, str], ...] = ()
-    # variant -> arithmetic precision ("fp32", "tf32", "bf16"): which FLOP ceiling applies.
-    variant_precision: Mapping[str, str] = field(default_factory=dict)
-    # The parameter holding samples per epoch, when accuracy is measured on repeated data.
-    epoch_samples_param: str = ""
-    # Optional report views this workload asks for by name (harness/report/views/, e.g.
-    # "epochs-accuracy", "scaling"), and per view the labels it uses (axis names, fields).
-    views: tuple[str, ...] = ()
-    view_labels: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # framework -> what its implementation runs (see Capability); a framework without an
     # entry runs every variant, as plugins written before declarations did.
     capabilities: Mapping[str, Capability] = field(default_factory=dict)
@@ -338,21 +301,6 @@ class WorkloadSpec:
             reason = (self.variant_conflict(parts) if self.variant_conflict is not None
                       else f"{self.name}'s variants do not compose")
         return reason
-
-    def report_hints(self) -> dict[str, Any]:
-        """What the report needs to know about this workload, as plain data for run.json."""
-        hints: dict[str, Any] = {
-            "bandwidth_ceiling": self.bandwidth_ceiling,
-            "cpu_baseline_any_variant": list(self.cpu_baseline_any_variant),
-            "overhead_pairs": [list(pair) for pair in self.overhead_pairs],
-            "variant_precision": dict(self.variant_precision),
-            "epoch_samples_param": self.epoch_samples_param,
-        }
-        if self.scaling is not None:
-            hints["scaling"] = dict(self.scaling)
-        hints["views"] = list(self.views)
-        hints["view_labels"] = {view: dict(labels) for view, labels in self.view_labels.items()}
-        return hints
 
     def inputs(self, case: CaseParams, variant: str, settings: Any) -> dict[str, Any]:
         """The case's inputs (make_inputs; {} where there is none), given the run's SETTINGS

@@ -24,7 +24,7 @@ PLUGINS = ("harness.backends", "harness.workloads")
 
 # Lowest first: a module may import its own layer and the layers below it, never above.
 LAYERS = [
-    ("harness.spec", "harness.backend", "harness.core.units"),
+    ("harness.spec", "harness.variants", "harness.backend", "harness.core.units"),
     ("harness.core",),
     ("harness.data",),
     ("harness.measure", *RECORDING),

@@ -54,7 +54,7 @@ if report["installed"]:
         except Exception as exc:
             report["modules"][workload] = {"module": name, "error": repr(exc)}
             continue
-        entry = "measure" if spec.timing == "measure" else "make_task"
+        entry = "measure" if spec.run.timing == "measure" else "make_task"
         report["modules"][workload] = {"module": name, "entry": entry,
                                        "callable": callable(getattr(module, entry, None))}
 report_path.write_text(json.dumps(report))

@@ -47,7 +47,7 @@ def _ddp_document(one_busy: float | None, two_epoch_s: float,
     cell = {"workload": "mnist-ddp", "framework": "torch", "device": device,
             "variant": "preloaded"}
     return {"run_id": "r", "host": {"machine_label": "h200"},
-            "hints": mnist_ddp.SPEC.report_hints(),
+            "hints": mnist_ddp.SPEC.report.as_dict(),
             "cells": [{"cell": cell, "cases": [case(1, 0.203, one_busy),
                                                case(2, two_epoch_s, None)]}]}
 

@@ -64,7 +64,7 @@ def test_summary_compares_harness_and_hand_and_names_every_section(tmp_path: Pat
                           "device_busy_share": busy, "device_memory": memory}}
 
     write_run(runs, "ddp", {"workload": "mnist-ddp", "started": 4,
-                            "hints": mnist_ddp.SPEC.report_hints(),
+                            "hints": mnist_ddp.SPEC.report.as_dict(),
                             "cells": [{"cell": {"workload": "mnist-ddp", "framework": "torch",
                                                 "device": "cuda:0", "variant": "preloaded"},
                                        "cases": [ddp_case(1, 0.203, 0.2),

@@ -72,8 +72,8 @@ def test_multicast_stays_off_in_every_cell(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_spec_stores_scaling_hints_for_the_report() -> None:
     spec = registry.load_workload("mnist-ddp")
-    assert spec.timing == "measure" and spec.sweep == "processes"
-    assert spec.report_hints()["scaling"]["processes"] == "processes"
+    assert spec.run.timing == "measure" and spec.sweep == "processes"
+    assert spec.report.as_dict()["scaling"]["processes"] == "processes"
 
 
 # --- through the CLI, both frameworks, gloo and logical CPUs ------------------------------
@@ -237,7 +237,7 @@ def _document(hints: dict[str, Any]) -> RunDocument:
 def test_scaling_table_computes_efficiency_and_parity_from_stored_data() -> None:
     from harness.report.views.scaling import scaling_lines, scaling_table
 
-    table = scaling_table([_document(mnist_ddp.SPEC.report_hints())]).set_index("processes")
+    table = scaling_table([_document(mnist_ddp.SPEC.report.as_dict())]).set_index("processes")
     assert table.loc[1, "samples_per_s"] == pytest.approx(1000)
     assert table.loc[2, "samples_per_s"] == pytest.approx(1600)
     assert table.loc[2, "efficiency"] == pytest.approx(0.8)  # 1600 / (2 x 1000)
@@ -258,7 +258,7 @@ def test_report_draws_the_scaling_figure_and_section(tmp_path: Path) -> None:
     from harness.report import render_report
     from tests.synthetic_runs import write_run
 
-    stored = _document(mnist_ddp.SPEC.report_hints()).to_dict()
+    stored = _document(mnist_ddp.SPEC.report.as_dict()).to_dict()
     # Stored as `harness compare` stores a run, then drawn as `harness report` draws it.
     run = write_run(tmp_path / "run", stored["cells"], stored["host"],
                     {"processes": [1, 2, 4]}, workload="mnist-ddp", sweep="processes",

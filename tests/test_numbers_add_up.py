@@ -40,7 +40,7 @@ def _round_result(cell: Cell, index: int, seconds: float) -> CellResult:
 def test_the_demo_rate_is_the_calls_flops_over_the_calls_median() -> None:
     cell = Cell("mnist-wide", "as-written", "jax", "cpu", dict(PLANNED), rounds=3)
     merged = rounds.merge_cells(cell, [(index, _round_result(cell, index, 0.2))
-                                       for index in range(3)], WIDE.round_split)
+                                       for index in range(3)], WIDE.run.round_split)
     case = merged.cases[0]
     assert case.case["train_samples"] == 20000 and case.planned == {"train_samples": 60000}
     [summary] = cli_rows_of(WIDE, merged)

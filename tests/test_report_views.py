@@ -59,7 +59,7 @@ def registered_names() -> dict[str, str]:
 def asked_for_views() -> set[Path]:
     """Files of the views some registered workload asks for by name: they may carry labels."""
     asked = {name for workload in registry.WORKLOADS
-             for name in registry.load_workload(workload).views}
+             for name in registry.load_workload(workload).report.views}
     return {Path(sys.modules[type(view).__module__].__file__).resolve()
             for view in registered() if view.name in asked}
 
@@ -152,23 +152,23 @@ def test_every_view_a_workload_asks_for_is_registered_and_optional() -> None:
     optional = {view.name for view in registered() if view.optional}
     for workload in registry.WORKLOADS:
         spec = registry.load_workload(workload)
-        assert set(spec.views) <= optional, (workload, spec.views)
-        assert set(spec.view_labels) <= set(spec.views), workload
-    assert "epochs-accuracy" in registry.load_workload("mnist-small").views
-    assert "scaling" in registry.load_workload("mnist-ddp").views
+        assert set(spec.report.views) <= optional, (workload, spec.report.views)
+        assert set(spec.report.view_labels) <= set(spec.report.views), workload
+    assert "epochs-accuracy" in registry.load_workload("mnist-small").report.views
+    assert "scaling" in registry.load_workload("mnist-ddp").report.views
     names = [view.name for view in registered()]
     assert len(names) == len(set(names)) >= 13
 
 
 def test_views_and_labels_are_stored_in_the_hints() -> None:
-    hints = registry.load_workload("mnist-small").report_hints()
+    hints = registry.load_workload("mnist-small").report.as_dict()
     assert hints["views"] == ["epochs-accuracy"]
     labels = hints["view_labels"]["epochs-accuracy"]
     assert labels["size"] == "batch size" and labels["chance"] == 0.1
     assert json.loads(json.dumps(hints)) == hints  # plain data, as run.json holds it
-    ddp = registry.load_workload("mnist-ddp").report_hints()
+    ddp = registry.load_workload("mnist-ddp").report.as_dict()
     assert "DDP's no_sync()" in ddp["view_labels"]["scaling"]["share_explanation"]
-    assert registry.load_workload("matmul").report_hints()["views"] == []
+    assert registry.load_workload("matmul").report.as_dict()["views"] == []
 
 
 def test_hints_of_an_old_run_get_their_views_and_keep_the_rest() -> None:
@@ -306,7 +306,7 @@ def test_console_lines_name_series_by_the_workloads_labels() -> None:
     from harness.report.views.scaling import console_lines
     from tests.test_mnist_ddp import _document
 
-    document = _document(registry.load_workload("mnist-ddp").report_hints())
+    document = _document(registry.load_workload("mnist-ddp").report.as_dict())
     lines = console_lines(document)
     assert lines[0].startswith("torch cuda:0 (net=wide, batch_size=512), 1 process:")
     unlabelled = console_lines(replace(document, hints={"scaling": document.hints["scaling"]}))

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.spec import Capability, Check, Param, WorkloadSpec
+from harness.core.fixes import Catalogue, one_each, variant
+from harness.spec import Check, Param, WorkloadSpec
 from harness.workloads.common import UNIT_ROUNDOFF, gamma, rng_for, worst_ratio
 
 FLOAT32_BYTES = 4
@@ -171,17 +172,18 @@ def check(case: Mapping[str, Any], variant: str, inputs: dict[str, np.ndarray],
                  bound=bound, detail=detail)
 
 
-# Declared for the planner (no worker starts for a refused cell).
-CAPABILITIES = {
-    "torch": Capability(),
-    "tensorflow": Capability(),
-    "numpy": Capability(variants=("as-written", "in-place"), refused=dict.fromkeys(
-        ("compiled", "graph"), "numpy has no compiled or graph mode: it runs each operation as "
-        "called")),
-    "jax": Capability(variants=("as-written", "compiled"), refused={
-        "in-place": "JAX arrays are immutable: no in-place update outside jit (see compiled)",
-        "graph": "JAX's only graph mode is jax.jit: see the compiled variant"}),
-}
+# The variants, declared once (harness.core.fixes): what each implementation runs, for the
+# planner (no worker starts for a refused cell).
+NUMPY_REFUSES = "numpy has no compiled or graph mode: it runs each operation as called"
+CATALOGUE = Catalogue(
+    (variant("in-place", "torch tensorflow numpy", refused={
+        "jax": "JAX arrays are immutable: no in-place update outside jit (see compiled)"}),
+     variant("compiled", "torch tensorflow jax", refused={"numpy": NUMPY_REFUSES}),
+     variant("graph", "torch tensorflow", refused={
+         "numpy": NUMPY_REFUSES,
+         "jax": "JAX's only graph mode is jax.jit: see the compiled variant"})),
+    one_each(("torch", "tensorflow", "numpy", "jax")))
+CAPABILITIES = CATALOGUE.capabilities()
 
 SPEC = WorkloadSpec(
     name="elementwise",
@@ -203,7 +205,7 @@ SPEC = WorkloadSpec(
         "max_plausible_gbps": Param(0.0, 0.0, "plausibility ceiling; 0 = 1000 on cpu, "
                                     "10000 on gpu", kind=float, minimum=0),
     },
-    variants=("as-written", "in-place", "compiled", "graph"),
+    variants=CATALOGUE.variants,
     implementations={"torch": "harness.backends.torch.elementwise",
                      "tensorflow": "harness.backends.tensorflow.elementwise",
                      "numpy": "harness.backends.numpy.elementwise",

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.spec import Capability, Check, Param, WorkloadSpec
+from harness.core.fixes import Catalogue, one_each, variant
+from harness.spec import Check, Param, WorkloadSpec
 from harness.workloads.common import UNIT_ROUNDOFF, ErrorBound, gamma, rng_for
 
 LAYER_SIZES = (1, 20, 20, 400)  # input, hidden, hidden, output
@@ -146,17 +147,18 @@ def check(case: Mapping[str, Any], variant: str, inputs: dict[str, np.ndarray],
                  bound=bound.value, detail=detail)
 
 
-# Declared for the planner (no worker starts for a refused cell); per-sample-graph needs a GPU
-# everywhere (device_only_variants) and is torch's alone.
-CAPABILITIES = {
-    "torch": Capability(),
-    "tensorflow": Capability(refused={"per-sample-graph": (
-        "per-sample-graph replays a PyTorch CUDA graph; TensorFlow's per-sample form already "
-        "runs as one tf.function graph")}),
-    "jax": Capability(refused={"per-sample-graph": (
-        "per-sample-graph replays a PyTorch CUDA graph; JAX's per-sample forms already run as "
-        "one jitted XLA program")}),
-}
+# The variants, declared once (harness.core.fixes), for the planner (no worker starts for a
+# refused cell); per-sample-graph needs a GPU everywhere (device_only_variants) and is torch's
+# alone.
+CATALOGUE = Catalogue(
+    (variant("per-sample", "torch tensorflow jax"),
+     variant("per-sample-fwd", "torch tensorflow jax"),
+     variant("per-sample-graph", "torch", gpu_only=True, refused={
+         "tensorflow": ("per-sample-graph replays a PyTorch CUDA graph; TensorFlow's "
+                        "per-sample form already runs as one tf.function graph"),
+         "jax": ("per-sample-graph replays a PyTorch CUDA graph; JAX's per-sample forms "
+                 "already run as one jitted XLA program")})),
+    one_each(("torch", "tensorflow", "jax")))
 
 SPEC = WorkloadSpec(
     name="jacobian",
@@ -169,9 +171,9 @@ SPEC = WorkloadSpec(
     sweep="batch",
     params={"batch": Param([100], [8, 16], "batch sizes (set with --sizes; the seed also ran "
                            "1000)", kind=int)},
-    variants=("as-written", "per-sample", "per-sample-fwd", "per-sample-graph"),
-    device_only_variants=("per-sample-graph",),
-    capabilities=CAPABILITIES,
+    variants=CATALOGUE.variants,
+    device_only_variants=CATALOGUE.device_only,
+    capabilities=CATALOGUE.capabilities(),
     make_inputs=make_inputs,
     check=check,
     notes=("as-written: torch.autograd.functional.jacobian (vectorize=False) / eager "

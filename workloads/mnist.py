@@ -17,7 +17,17 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from harness.spec import Capability, CaseParams, Check, Param, WorkloadSpec, int_param, str_param
+from harness.core.fixes import Catalogue, variant
+from harness.spec import (
+    CallPlan,
+    CaseParams,
+    Check,
+    Param,
+    ReportHints,
+    WorkloadSpec,
+    int_param,
+    str_param,
+)
 from harness.workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
 
 SMALL_HIDDEN = (128,)
@@ -188,11 +198,6 @@ PARAMS = {
 # per this many steps instead of per step); a constant, not a parameter, so runs with and
 # without these variants keep the same parameters and merge.
 STEPS_PER_EXECUTION = 32
-VARIANTS = ("as-written", "preloaded", "compiled", "adam-fused", "adam-foreach", "cuda-graph",
-            "reduce-overhead", "steps-per-execution", "compiled-steps")
-# Variants for the host-bound GPU step: each exists in one framework; the other says why not.
-TORCH_ONLY_VARIANTS = ("adam-fused", "adam-foreach", "cuda-graph", "reduce-overhead")
-KERAS_ONLY_VARIANTS = ("steps-per-execution", "compiled-steps")
 NOTES = (
     "as-written: Keras model.fit under tf.device (softmax + sparse CE; Keras 3's default "
     "jit_compile='auto' turns XLA on when a GPU is visible) / torch nn.Sequential with a "
@@ -224,30 +229,34 @@ KERAS_MODULE = "harness.backends.keras.training"
 IMPLEMENTATIONS = {"torch": "harness.backends.torch.mnist", "jax": "harness.backends.jax.mnist",
                    "keras-tensorflow": KERAS_MODULE, "keras-jax": KERAS_MODULE,
                    "keras-torch": KERAS_MODULE, "tensorflow": KERAS_MODULE}
-# What each implementation runs, declared for the planner: a refused cell becomes an
-# `unavailable` row without a worker (the backends keep their own checks as a safety net).
+# The variants, declared once (harness.core.fixes): what each implementation runs, for the
+# planner, which writes a refused cell as an `unavailable` row without a worker (the backends
+# keep their own checks as a safety net). Every implementation runs as-written, preloaded and
+# compiled; against the host-bound GPU step each framework has its own, the others say why not.
 # cuda-graph and reduce-overhead need a GPU everywhere (device_only_variants).
-SHARED_VARIANTS = ("as-written", "preloaded", "compiled")  # every implementation has these
-KERAS_VARIANTS = SHARED_VARIANTS + KERAS_ONLY_VARIANTS
-KERAS_REFUSED = dict.fromkeys(TORCH_ONLY_VARIANTS, (
-    "written for native torch, not Keras; Keras' counterparts for a host-bound step are "
-    "compiled (jit_compile) and steps-per-execution"))
+KERAS_REFUSES = ("written for native torch, not Keras; Keras' counterparts for a host-bound "
+                 "step are compiled (jit_compile) and steps-per-execution")
+TORCH_REFUSES = ("a Keras fit option (steps_per_execution); torch's counterparts are cuda-graph "
+                 "and reduce-overhead")
+JAX_REFUSES = "not written for jax (its 'compiled' variant runs the whole epoch as one jitted scan)"
 ONE_STEP_PER_CALL = ("Keras' torch backend runs one step per call: steps_per_execution must be "
                      "1 with the PyTorch backend")
-KERAS = Capability(variants=KERAS_VARIANTS, refused=KERAS_REFUSED)
-CAPABILITIES = {
-    "torch": Capability(refused=dict.fromkeys(KERAS_ONLY_VARIANTS, (
-        "a Keras fit option (steps_per_execution); torch's counterparts are cuda-graph and "
-        "reduce-overhead"))),
-    "jax": Capability(variants=SHARED_VARIANTS, refused=dict.fromkeys(
-        TORCH_ONLY_VARIANTS + KERAS_ONLY_VARIANTS,
-        "not written for jax (its 'compiled' variant runs the whole epoch as one jitted scan)")),
-    "keras-tensorflow": KERAS,
-    "keras-jax": KERAS,
-    "keras-torch": Capability(variants=SHARED_VARIANTS, refused={
-        **KERAS_REFUSED, **dict.fromkeys(KERAS_ONLY_VARIANTS, ONE_STEP_PER_CALL)}),
-    "tensorflow": KERAS,
-}
+TORCH_ONLY = {"keras": KERAS_REFUSES, "jax": JAX_REFUSES}
+KERAS_ONLY = {"torch": TORCH_REFUSES, "jax": JAX_REFUSES, "keras-torch": ONE_STEP_PER_CALL}
+CATALOGUE = Catalogue(
+    (variant("preloaded", "torch jax keras"),
+     variant("compiled", "torch jax keras"),
+     variant("adam-fused", "torch", refused=TORCH_ONLY),
+     variant("adam-foreach", "torch", refused=TORCH_ONLY),
+     variant("cuda-graph", "torch", gpu_only=True, refused=TORCH_ONLY),
+     variant("reduce-overhead", "torch", gpu_only=True, refused=TORCH_ONLY),
+     variant("steps-per-execution", "keras", refused=KERAS_ONLY),
+     variant("compiled-steps", "keras", refused=KERAS_ONLY)),
+    {"torch": ("torch",), "jax": ("jax",),
+     "keras": ("keras-tensorflow", "keras-jax", "keras-torch", "tensorflow")})
+# The Keras fit options (steps_per_execution), which torch's implementation refuses.
+KERAS_ONLY_VARIANTS = tuple(name for name in CATALOGUE.family_parts("keras")
+                            if name not in CATALOGUE.family_parts("torch"))
 
 
 # The report's epochs-and-accuracy view: how the sweep and the accuracy read, chance with 10
@@ -264,17 +273,18 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         kind="mnist",
         frameworks=FRAMEWORKS,
         implementations=IMPLEMENTATIONS,
-        capabilities=CAPABILITIES,
+        capabilities=CATALOGUE.capabilities(),
         summary=summary,
         sweep="batch_size",
         params=PARAMS,
-        variants=VARIANTS,
-        timing="per_call",
-        calls=lambda case: int_param(case, "epochs"),
-        call_blocks=blocks_per_epoch,
-        # --rounds N: the epochs are shared out, not repeated; with fewer epochs than rounds,
-        # each round trains one epoch of its share of the samples.
-        round_split=("epochs", "train_samples"),
+        variants=CATALOGUE.variants,
+        run=CallPlan(
+            timing="per_call",
+            calls=lambda case: int_param(case, "epochs"),
+            call_blocks=blocks_per_epoch,
+            # --rounds N: the epochs are shared out, not repeated; with fewer epochs than
+            # rounds, each round trains one epoch of its share of the samples.
+            round_split=("epochs", "train_samples")),
         flops=training_flops_for(hidden_units),
         flops_covers=FLOPS_COVERAGE,
         make_inputs=make_inputs_for(hidden_units),
@@ -282,12 +292,13 @@ def mnist_spec(name: str, hidden_units: tuple[int, ...], summary: str) -> Worklo
         check=check_for(hidden_units),
         validate_data=validate_data,
         notes=NOTES,
-        overhead_pairs=(("as-written", "preloaded", "input pipeline"),),
-        epoch_samples_param="train_samples",
-        views=("epochs-accuracy",),
-        view_labels={"epochs-accuracy": EPOCHS_ACCURACY_LABELS},
+        report=ReportHints(
+            overhead_pairs=(("as-written", "preloaded", "input pipeline"),),
+            epoch_samples_param="train_samples",
+            views=("epochs-accuracy",),
+            view_labels={"epochs-accuracy": EPOCHS_ACCURACY_LABELS}),
         # CUDA graphs exist on a GPU only; on a CPU reduce-overhead would be plain `compiled`.
-        device_only_variants=("cuda-graph", "reduce-overhead"),
+        device_only_variants=CATALOGUE.device_only,
     )
 
 

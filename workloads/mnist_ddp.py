@@ -19,8 +19,9 @@ from typing import Any, TypedDict
 
 import numpy as np
 
+from harness.core.fixes import Catalogue, one_each
 from harness.measure.timing import Measurement
-from harness.spec import BadInput, Capability, Check, Param, WorkloadSpec
+from harness.spec import BadInput, CallPlan, Check, Param, ReportHints, WorkloadSpec
 from harness.workloads import mnist
 from harness.workloads.mnist_data import epoch_order, load_mnist, repeat_to, validate_data
 
@@ -165,6 +166,10 @@ NOTES = (
     "(logical CPU devices on a CPU) in one child process, Keras model.fit per epoch."
 )
 
+# Both run the one variant on either device; how many GPUs a case needs is found out in the
+# worker (it depends on the machine), as is every backend's safety net.
+CATALOGUE = Catalogue((), one_each(("torch", "tensorflow")), baseline="preloaded")
+
 SPEC = WorkloadSpec(
     name="mnist-ddp",
     kind="mnist_ddp",
@@ -174,28 +179,27 @@ SPEC = WorkloadSpec(
             "one call = one epoch of the whole job",
     sweep="processes",
     params=PARAMS,
-    variants=("preloaded",),
-    # Both run the one variant on either device; how many GPUs a case needs is found out in
-    # the worker (it depends on the machine), as is every backend's safety net.
-    capabilities={"torch": Capability(), "tensorflow": Capability()},
-    timing="measure",
+    variants=CATALOGUE.variants,
+    capabilities=CATALOGUE.capabilities(),
+    run=CallPlan(timing="measure"),
     flops=training_flops,
     flops_covers=mnist.FLOPS_COVERAGE,
     check=check,
     validate_data=validate_data,
     # Stored in run.json's hints; the report's scaling section reads it from there.
-    scaling={"processes": "processes", "samples_per_call": "samples_per_call",
-             "allreduce_share": "allreduce_share", "parity_points": PARITY_POINTS},
-    views=("epochs-accuracy", "scaling"),
-    view_labels={
-        "scaling": {"share_explanation": (
-            "the all-reduce share is 1 - (step under DDP's no_sync()) / (step), i.e. the "
-            "communication the step does not hide behind its backward pass"),
-            # A series is named by these when the runs' other parameters agree.
-            "series_params": ["net", "batch_size"]},
-        "epochs-accuracy": {"size": "processes", "metric": "test accuracy", "chance": 0.1,
-                            "accuracy_field": "accuracy", "accuracy_check": "accuracy"},
-    },
+    report=ReportHints(
+        scaling={"processes": "processes", "samples_per_call": "samples_per_call",
+                 "allreduce_share": "allreduce_share", "parity_points": PARITY_POINTS},
+        views=("epochs-accuracy", "scaling"),
+        view_labels={
+            "scaling": {"share_explanation": (
+                "the all-reduce share is 1 - (step under DDP's no_sync()) / (step), i.e. the "
+                "communication the step does not hide behind its backward pass"),
+                # A series is named by these when the runs' other parameters agree.
+                "series_params": ["net", "batch_size"]},
+            "epochs-accuracy": {"size": "processes", "metric": "test accuracy", "chance": 0.1,
+                                "accuracy_field": "accuracy", "accuracy_check": "accuracy"},
+        }),
     notes=NOTES,
 )
 

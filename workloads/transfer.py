@@ -13,22 +13,43 @@ from typing import Any
 
 import numpy as np
 
+from harness.core.fixes import Catalogue, one_each, variant
 from harness.spec import (
-    Capability,
     CaseParams,
     Check,
     Param,
     ParamValue,
+    ReportHints,
     WorkloadSpec,
     int_param,
 )
 from harness.workloads.common import matmul_check, rng_for
 
-MATMUL_VARIANTS = ("matmul-resident", "matmul-copy", "matmul-overlap")
-# Streams and pinned buffers exist only with a device: on cpu there is nothing to overlap.
-OVERLAP_VARIANTS = ("matmul-overlap",)
-BANDWIDTH_VARIANTS = ("h2d-pageable", "h2d-pinned", "d2h-pageable", "d2h-pinned")
 FLOAT32_BYTES = 4
+# The variants, declared once (harness.core.fixes): what each implementation runs, for the
+# planner (no worker starts for a refused cell). The overlap and bandwidth variants need a GPU
+# everywhere (device_only_variants): streams and pinned buffers exist only with a device, and
+# on cpu there is nothing to overlap; numpy runs on the cpu (its FrameworkSpec), where its
+# matmul-resident is the baseline. jax's pinned memory depends on its version and device, so
+# its worker finds that out.
+NO_DEVICE = "numpy has no device to copy to: its matmul-resident is the CPU baseline"
+NO_PINNED = {"tensorflow": "tensorflow exposes no pinned host buffers", "numpy": NO_DEVICE}
+CATALOGUE = Catalogue(
+    (variant("matmul-copy", "torch tensorflow jax", refused={"numpy": NO_DEVICE}),
+     variant("matmul-overlap", "torch", gpu_only=True, refused={
+         "tensorflow": ("tensorflow exposes no user streams or pinned host buffers to overlap "
+                        "copies with (tf.data's prefetch_to_device is the closest analogue)"),
+         "jax": ("JAX exposes no copy streams or events: XLA schedules transfers itself, so "
+                 "the pinned, double-buffered overlap has no JAX form"),
+         "numpy": NO_DEVICE}),
+     variant("h2d-pageable", "torch tensorflow jax", gpu_only=True, refused={"numpy": NO_DEVICE}),
+     variant("h2d-pinned", "torch jax", gpu_only=True, refused=NO_PINNED),
+     variant("d2h-pageable", "torch tensorflow jax", gpu_only=True, refused={"numpy": NO_DEVICE}),
+     variant("d2h-pinned", "torch jax", gpu_only=True, refused=NO_PINNED)),
+    one_each(("torch", "tensorflow", "jax", "numpy")), baseline="matmul-resident")
+CAPABILITIES = CATALOGUE.capabilities()
+MATMUL_VARIANTS = tuple(name for name in CATALOGUE.variants if name.startswith("matmul-"))
+BANDWIDTH_VARIANTS = tuple(name for name in CATALOGUE.variants if name not in MATMUL_VARIANTS)
 
 DEFAULT_BUFFER_BYTES = [2**10, 2**14, 2**18, 2**22, 2**26, 2**28]
 QUICK_BUFFER_BYTES = [2**10, 2**16, 2**20]
@@ -106,26 +127,6 @@ def bytes_moved(case: Mapping[str, Any]) -> float | None:
     return float(case["copy_bytes"]) if "copy_bytes" in case else None
 
 
-PINNED_VARIANTS = tuple(variant for variant in BANDWIDTH_VARIANTS if variant.endswith("-pinned"))
-# Declared for the planner (no worker starts for a refused cell); the overlap and bandwidth
-# variants need a GPU everywhere (device_only_variants), numpy the cpu (its FrameworkSpec).
-# jax's pinned memory depends on its version and device, so its worker finds that out.
-CAPABILITIES = {
-    "torch": Capability(),
-    "tensorflow": Capability(refused={
-        "matmul-overlap": ("tensorflow exposes no user streams or pinned host buffers to "
-                           "overlap copies with (tf.data's prefetch_to_device is the closest "
-                           "analogue)"),
-        **{variant: "tensorflow exposes no pinned host buffers" for variant in PINNED_VARIANTS},
-    }),
-    "jax": Capability(refused={"matmul-overlap": (
-        "JAX exposes no copy streams or events: XLA schedules transfers itself, so the pinned, "
-        "double-buffered overlap has no JAX form")}),
-    "numpy": Capability(variants=("matmul-resident",), refused=dict.fromkeys(
-        MATMUL_VARIANTS[1:] + BANDWIDTH_VARIANTS, (
-            "numpy has no device to copy to: its matmul-resident is the CPU baseline"))),
-}
-
 SPEC = WorkloadSpec(
     name="transfer",
     kind="transfer",
@@ -137,22 +138,23 @@ SPEC = WorkloadSpec(
         "bytes": Param(DEFAULT_BUFFER_BYTES, QUICK_BUFFER_BYTES,
                        "buffer sizes of the bandwidth variants (set with --sizes)", kind=int),
     },
-    variants=MATMUL_VARIANTS + BANDWIDTH_VARIANTS,
+    variants=CATALOGUE.variants,
     implementations={"torch": "harness.backends.torch.transfer",
                      "tensorflow": "harness.backends.tensorflow.transfer",
                      "numpy": "harness.backends.numpy.transfer",
                      "jax": "harness.backends.jax.transfer"},
-    overhead_pairs=(("matmul-copy", "matmul-resident", "host<->device copies"),),
     flops=flops,
     bytes_moved=bytes_moved,
-    device_only_variants=OVERLAP_VARIANTS + BANDWIDTH_VARIANTS,
+    device_only_variants=CATALOGUE.device_only,
     capabilities=CAPABILITIES,
-    default_variants=MATMUL_VARIANTS + BANDWIDTH_VARIANTS,
+    default_variants=CATALOGUE.variants,
     make_inputs=make_inputs,
     check=check,
     custom_cases=custom_cases,
-    bandwidth_ceiling="h2d_pinned_gbps",
-    cpu_baseline_any_variant=("matmul-copy", "matmul-overlap"),
+    report=ReportHints(
+        overhead_pairs=(("matmul-copy", "matmul-resident", "host<->device copies"),),
+        bandwidth_ceiling="h2d_pinned_gbps",
+        cpu_baseline_any_variant=("matmul-copy", "matmul-overlap")),
     notes=("numpy matmul-resident on cpu is the baseline; matmul-copy on cpu is the same code "
            "with nowhere to copy to (framework conversion overhead only). TensorFlow exposes no "
            "pinned host buffers, so its *-pinned variants are unavailable. jax: device_put in, "

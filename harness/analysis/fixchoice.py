@@ -20,7 +20,7 @@ from harness.core.fixes import Catalogue, Fix
 from harness.core.units import device_kind
 from harness.data.adviserecord import AdvisedCell
 from harness.spec import BadInput
-from harness.spec import variant_parts as split_variant
+from harness.variants import variant_parts as split_variant
 
 HOST_BOUND = DiagnosisKind.HOST
 UNPROFILED = DiagnosisKind.UNPROFILED

@@ -67,7 +67,7 @@ def epoch_param(document: RunDocument) -> str:
     """The parameter that holds the samples of one epoch (older runs: today's hint)."""
     spec, _ = load_spec(document.workload)
     return str(document.hints.get("epoch_samples_param")
-               or (spec.report_hints() if spec is not None else {}).get("epoch_samples_param")
+               or (spec.report.as_dict() if spec is not None else {}).get("epoch_samples_param")
                or "")
 
 

@@ -124,7 +124,7 @@ def print_results(spec: WorkloadSpec, result: api.RunResult, say: Said,
 
         for line in details_lines([result.document]):
             say(line)
-    if spec.scaling:  # data-parallel runs: throughput and efficiency per process
+    if spec.report.scaling:  # data-parallel runs: throughput and efficiency per process
         from harness.report.views.scaling import console_lines
 
         for line in console_lines(result.document):

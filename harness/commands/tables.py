@@ -53,14 +53,14 @@ def results_table(spec: WorkloadSpec, summaries: list[CaseRow],
         table.add_column(column, overflow="fold")
     for row in summaries:
         rates = [flop_rate_text(row, device_entry(ceilings, row.device),
-                                precision_of(row.variant, dict(spec.variant_precision))),
+                                precision_of(row.variant, dict(spec.report.variant_precision))),
                  f"{three_digits(row.gbps)} GB/s" if row.gbps is not None else ""]
         rate = ", ".join(filter(None, rates)) or "-"
         spread = format_seconds(row.call_iqr_s) + (" noisy" if row.noisy else "")
         check = check_text(row.check)
         note = check if row.status == "ok" else (check + " " + row.reason).strip()
-        flag = implausibility(row, device_entry(ceilings, row.device), spec.bandwidth_ceiling,
-                              dict(spec.variant_precision))
+        flag = implausibility(row, device_entry(ceilings, row.device),
+                              spec.report.bandwidth_ceiling, dict(spec.report.variant_precision))
         # The failure reason or check first, the suspicion last: both must stay readable.
         note = "; ".join(filter(None, [flag, note,
                                        f"SUSPECT: {row.suspect}" if row.suspect else ""]))
@@ -150,8 +150,8 @@ def case_warnings(spec: WorkloadSpec, summaries: list[CaseRow],
     for row in summaries:
         where = f"{row.variant} {row.framework} {row.device}" + (
             "" if row.size is None else f", {spec.sweep} {row.size}")
-        flag = implausibility(row, device_entry(ceilings, row.device), spec.bandwidth_ceiling,
-                              dict(spec.variant_precision))
+        flag = implausibility(row, device_entry(ceilings, row.device),
+                              spec.report.bandwidth_ceiling, dict(spec.report.variant_precision))
         gaps = f"FLOP count partial: {row.flops_gaps}" if row.flops_gaps else ""
         disputed = DISPUTED_TEXT + row.flops_disputed if row.flops_disputed else ""
         check = check_text(row.check)

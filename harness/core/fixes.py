@@ -1,4 +1,11 @@
-"""The fix catalogue's contract: one frozen entry per fix, every list about fixes derived from it.
+"""The variant catalogue's contract: one frozen entry per variant, every list about variants
+derived from it.
+
+Every workload declares its variants here, as one Catalogue: a built-in workload's variants
+(`variant(...)`: the frameworks that run it, whether it needs a GPU, why the others refuse it),
+and a user model's fixes, which say more. The spec's variant names, what each framework runs
+(Capability) and the device-only variants are the catalogue's derived lists; the GPU step
+prediction's variants (harness/predict/kernels.py) are the entries marked `predicted`.
 
 A fix is a variant of a user's model that changes one thing of the as-written step (where the
 inputs live, how the step runs, its arithmetic, a process-wide switch). `harness advise` tries
@@ -17,8 +24,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from harness.core.units import device_kind, three_digits
-from harness.spec import BadInput, Capability, compose, declared_name, is_declared
-from harness.spec import variant_parts as split_parts
+from harness.spec import BadInput
+from harness.variants import Capability, compose, declared_name, is_declared
+from harness.variants import variant_parts as split_parts
 
 # Cost classes: what a fix's worker costs before it has run once (harness.run.advisebudget).
 COST_STEP = "step"  # as the as-written worker: the fix changes the step, not the worker
@@ -70,6 +78,8 @@ class Fix:
     cost: str = COST_STEP
     # A numbered fix's numbers worth a cell, given the CPU cores the run may use.
     counts: Callable[[int | None], Sequence[int]] | None = field(default=None, compare=False)
+    # The GPU step prediction models what it changes (harness/predict/kernels.py Variant).
+    predicted: bool = False
 
     def __post_init__(self) -> None:
         if self.cost not in COST_CLASSES:
@@ -105,12 +115,27 @@ def fix(name: str, families: str, devices: str, helps: Iterable[str], why: str, 
         refused: Mapping[str, str] | None = None, refused_on: Mapping[str, str] | None = None,
         exclusive: str = "", conflicts: Mapping[str, str] | None = None,
         cost: str = COST_STEP,
-        counts: Callable[[int | None], Sequence[int]] | None = None) -> Fix:
+        counts: Callable[[int | None], Sequence[int]] | None = None,
+        predicted: bool = False) -> Fix:
     """A Fix from space-separated families and device kinds (the catalogue's spelling)."""
     return Fix(name, frozenset(families.split()), frozenset(devices.split()), frozenset(helps),
                why, does, measured_why, frozen(measured_why_when), changes_numerics, needs_gpu,
                frozen(refused), frozen(refused_on), exclusive, frozen(conflicts), cost,
-               counts)
+               counts, predicted)
+
+
+def variant(name: str, frameworks: str, *, gpu_only: bool = False,
+            refused: Mapping[str, str] | None = None) -> Fix:
+    """A built-in workload's variant: the (space-separated) frameworks whose implementation
+    runs it, on a GPU only where GPU_ONLY (the spec's device-only variants), and why each other
+    framework refuses it. No diagnosis ranks it: advise tries the fixes of a model file only."""
+    return fix(name, frameworks, "gpu" if gpu_only else "cpu gpu", (), "", "",
+               needs_gpu=gpu_only, refused=refused)
+
+
+def one_each(frameworks: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Families of one framework each: a built-in workload names frameworks, not families."""
+    return {framework: (framework,) for framework in frameworks}
 
 
 @dataclass(frozen=True)
@@ -126,10 +151,24 @@ class Catalogue:
     # Why a framework does not run a fix that only one other family runs, by that family.
     family_only: Mapping[str, str] = field(default_factory=nothing, hash=False)
     baseline: str = "as-written"
+    # Variants only the GPU step prediction models: no cell runs them (yet), so they are in
+    # none of the lists a run reads (`variants`, the capabilities, `fixes_for`).
+    modelled: tuple[Fix, ...] = ()
 
     @property
     def variants(self) -> tuple[str, ...]:
         return (self.baseline, *(item.name for item in self.fixes))
+
+    @property
+    def predicted_variants(self) -> tuple[str, ...]:
+        """The variants the GPU step prediction models (harness/predict/kernels.py)."""
+        return (self.baseline, *(item.name for item in (*self.fixes, *self.modelled)
+                                 if item.predicted))
+
+    @property
+    def device_only(self) -> tuple[str, ...]:
+        """The variants that need a GPU device (WorkloadSpec.device_only_variants)."""
+        return tuple(self.gpu_only())
 
     def with_fixes(self, extra: Iterable[Fix]) -> Catalogue:
         """This catalogue and EXTRA after it (a plugin's fixes; one of a known name replaces

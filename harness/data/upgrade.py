@@ -31,7 +31,7 @@ def hints_for_workload(workload: str) -> dict[str, Any]:
     from harness.core import registry
 
     try:
-        return registry.load_workload(workload).report_hints()
+        return registry.load_workload(workload).report.as_dict()
     except Exception:  # noqa: BLE001 - an unknown or broken workload gets the defaults
         return dict(DEFAULT_HINTS)
 

@@ -37,6 +37,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from harness.core import registry
 from harness.predict.features import NO_KERNEL, OpRecord, StepFeatures
 from harness.predict.profile import Profile
 
@@ -52,7 +53,6 @@ DTYPE_LABEL = {"matmul": {"float32": "fp32", "bfloat16": "bf16", "float16": "fp1
                # conv float32 runs at TF32 (cuDNN's default); no fp16 conv row: bf16's
                "conv": {"float32": "tf32", "bfloat16": "bf16", "float16": "bf16"}}
 ENTER, EXIT = "profiler._record_function_enter", "profiler._record_function_exit"
-VARIANTS = ("as-written", "cuda-graph", "compiled", "resident", "pinned", "bf16", "fp16")
 HALF_BYTES = {"bf16": 2, "fp16": 2}
 CELL_SPLIT, CELL_GATE = "aten.unsafe_split", "aten.sigmoid_"  # decomposed_cells' signature
 
@@ -71,16 +71,23 @@ class Variant:
 
     @classmethod
     def parse(cls, name: str) -> Variant:
+        known = predicted_variants()
         parts = [part for part in name.split("+") if part and part != "as-written"]
-        unknown = [part for part in parts if part not in VARIANTS]
+        unknown = [part for part in parts if part not in known]
         if unknown:
-            raise ValueError(f"unknown variant {unknown[0]!r} (known: {', '.join(VARIANTS)})")
+            raise ValueError(f"unknown variant {unknown[0]!r} (known: {', '.join(known)})")
         casts = [part for part in parts if part in HALF_BYTES]
         if len(casts) > 1:
             raise ValueError(f"one autocast dtype at most, not {' and '.join(casts)}")
         return cls(name=name or "as-written", graph="cuda-graph" in parts,
                    compiled="compiled" in parts, resident="resident" in parts,
                    pinned="pinned" in parts, autocast=casts[0] if casts else "")
+
+
+def predicted_variants() -> tuple[str, ...]:
+    """The variants this plan models: the entries of the one variant catalogue (the model
+    file's, harness.core.registry.fix_catalogue) that say `predicted`."""
+    return registry.fix_catalogue().predicted_variants
 
 
 @dataclass(frozen=True)

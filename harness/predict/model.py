@@ -308,7 +308,7 @@ def predict(features: StepFeatures, profile: Profile, *, host: str = "profiled",
             variant: str = "as-written", this_host: HostSpeed | None = None,
             profile_name: str = "") -> Prediction:
     """The GPU step of FEATURES on PROFILE's device (module docstring). HOST: 'profiled'
-    or 'this'; VARIANT: 'as-written' or names joined by '+' (kernels.VARIANTS); THIS_HOST:
+    or 'this'; VARIANT: 'as-written' or names joined by '+' (kernels.predicted_variants); THIS_HOST:
     this machine's host speed (needed for 'this'; recorded, not used, for 'profiled')."""
     if host not in HOSTS:
         raise ValueError(f"host must be one of {HOSTS}, not {host!r}")

@@ -37,7 +37,7 @@ def profile_calls(spec: WorkloadSpec, calls_per_sample: int) -> int:
     A sample's worth was calibrated to last a few milliseconds, long enough for the profiler's
     start-up to be a small part and short enough that its event buffer stays small.
     """
-    return 1 if spec.timing == "per_call" else max(1, calls_per_sample)
+    return 1 if spec.run.timing == "per_call" else max(1, calls_per_sample)
 
 
 def device_profile_record(device: Any, step: Any, calls: int,
@@ -228,7 +228,7 @@ def device_profile_pass(spec: WorkloadSpec, device: Any, cell_round: int, step: 
         return {"reason": LATER_ROUND_REASON}
     calls = profile_calls(spec, calls_per_sample)
     too_long = pass_too_long(DEVICE_PROFILE_PHASE, seconds_per_call, calls) \
-        if getattr(device, "is_gpu", False) and spec.timing != "per_call" else ""
+        if getattr(device, "is_gpu", False) and spec.run.timing != "per_call" else ""
     if too_long:
         return {"reason": f"the device profile was {too_long}"}
     return device_profile_record(device, step, calls, seconds_per_call)

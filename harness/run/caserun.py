@@ -132,22 +132,22 @@ def measure_case(spec: WorkloadSpec, module: Any, case: dict[str, ParamValue], v
     the FLOP record the cell's first round made for this case (a later round), taken instead
     of counting again. PASS_LIMIT_S: the run's limit on the FLOP count and the memory pass.
     """
-    if spec.timing == "measure":  # the backend runs the timing core itself (other processes)
+    if spec.run.timing == "measure":  # the backend runs the timing core itself (other processes)
         return measured_by_backend(spec, module, case, variant, device, inputs, policy, window)
     with phase(clock, SETUP_PHASE):
         task = module.make_task(case, variant, device, inputs)
     step, synchronize = timed_pair(task, device, sync_style)
-    if spec.timing == "per_call" and blocks.supports_blocks(task):
+    if spec.run.timing == "per_call" and blocks.supports_blocks(task):
         # A pass after the samples may run a part of it (blocks.CallStep).
         step = blocks.CallStep(task, step, step.keep if isinstance(step, OutputStep) else None)
     if window is not None:
         window.attach(step, synchronize)
-    if spec.timing == "per_call":  # blocks of steps within each call where the task has them
-        if spec.calls is None:
+    if spec.run.timing == "per_call":  # blocks of steps within each call where the task has them
+        if spec.run.calls is None:
             raise ValueError(f"workload {spec.name}: timing 'per_call' needs `calls`")
         measurement = blocks.per_call_in_blocks(
-            task, step, synchronize, spec.calls(case), blocks.boundary_wait(device, sync_style),
-            spec.call_blocks(case) if spec.call_blocks else 1, window)
+            task, step, synchronize, spec.run.calls(case), blocks.boundary_wait(device, sync_style),
+            spec.run.call_blocks(case) if spec.run.call_blocks else 1, window)
     else:
         measurement = autorange(step, synchronize, policy, window,
                                 clock.now if clock is not None else None)

@@ -24,16 +24,8 @@ from harness.run import rounds as rounds_module
 from harness.run.context import RunContext
 from harness.run.forkserver import ForkServers
 from harness.run.runner import ChildRunner
-from harness.spec import (
-    BadInput,
-    Cell,
-    ParamValue,
-    WorkloadSpec,
-    compose,
-    expand_matrix,
-    is_declared,
-    variant_parts,
-)
+from harness.spec import BadInput, Cell, ParamValue, WorkloadSpec, expand_matrix
+from harness.variants import compose, is_declared, variant_parts
 
 
 def split_names(values: Sequence[str] | str | None) -> list[str]:

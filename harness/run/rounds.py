@@ -58,7 +58,7 @@ def share(total: int, rounds: int, index: int, least: int = 1) -> int:
 def least_calls(spec: WorkloadSpec, params: dict[str, Any]) -> int:
     """The fewest calls (epochs) a round needs for a warm sample: 1 when a call is cut in
     blocks of steps (its later blocks are warm), else 2 (the first call is the cold one)."""
-    blocks = spec.call_blocks(params) if spec.call_blocks is not None else 1
+    blocks = spec.run.call_blocks(params) if spec.run.call_blocks is not None else 1
     return 1 if isinstance(blocks, int) and blocks > 1 else 2
 
 
@@ -69,7 +69,7 @@ def _count(value: Any) -> int | None:
 def round_cell(spec: WorkloadSpec, cell: Cell, index: int, rounds: int) -> Cell:
     """The worker's cell for round `index`: its share of the work the spec splits.
 
-    The first name in `spec.round_split` (MNIST: epochs) is shared out while every round still
+    The first name in `spec.run.round_split` (MNIST: epochs) is shared out while every round still
     gets the fewest calls it needs for a warm sample. Where there are too few of them (the
     demo's one epoch over 5 rounds), each round keeps that fewest and the next name (MNIST:
     samples per epoch) is cut instead, so the rounds together still do the planned work, not
@@ -77,7 +77,7 @@ def round_cell(spec: WorkloadSpec, cell: Cell, index: int, rounds: int) -> Cell:
     """
     params = dict(cell.params)
     least = least_calls(spec, cell.params)
-    names = list(spec.round_split)
+    names = list(spec.run.round_split)
     first = _count(params.get(names[0])) if names else None
     if first is None:
         return replace(cell, params=params, rounds=rounds, round=index)
@@ -223,7 +223,7 @@ class RoundMerger:
         """The cell's result over its rounds so far (its kept ones, then those run now)."""
         kept = [(KEPT, self.kept[key])] if key in self.kept else []
         return merge_cells(self.planned.get(key) or fallback, kept + self.seen.get(key, []),
-                           self.spec.round_split)
+                           self.spec.run.round_split)
 
     def first_round(self, cell: Cell) -> CellResult | None:
         """The cell's first round's result (None: none yet): as its worker gave it, or, for a
@@ -246,7 +246,7 @@ class RoundMerger:
         kept = [(KEPT, self.kept[cell.key])] if cell.key in self.kept else []
         counted = replace(cell, flops=first_round_flops(first),
                           busy=contended_throughout(kept + self.seen.get(cell.key, [])))
-        if self.spec.timing == "per_call":
+        if self.spec.run.timing == "per_call":
             return counted
         return replace(counted, calibration=first_round_calibration(first),
                        levels=first_round_levels(first))

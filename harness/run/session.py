@@ -504,7 +504,7 @@ def new_document(plan: RunPlan, run_id: str, executor: Executor,
     return RunDocument(
         run_id=run_id, command=command, started=time.time(),
         workload=spec.name, sweep=spec.sweep, params=plan.params, quick=plan.settings.quick,
-        timeout_s=plan.timeout_s, hints=spec.report_hints(),
+        timeout_s=plan.timeout_s, hints=spec.report.as_dict(),
         frameworks=framework_styles(spec, plan.cells), host=envinfo.host_metadata(),
         # What --resume needs: the whole plan, and where it ran.
         planned_cells=[cell.as_dict() for cell in plan.cells], executor=described,

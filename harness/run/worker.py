@@ -88,7 +88,7 @@ def reused_calibration(spec: WorkloadSpec, cell: Cell, position: int) -> int | N
     """The calls per sample the cell's first round found for its case at POSITION, if this
     worker is a later round given one; None where the case is timed call by call (an epoch
     has nothing to calibrate)."""
-    if spec.timing == "per_call" or position >= len(cell.calibration):
+    if spec.run.timing == "per_call" or position >= len(cell.calibration):
         return None
     return cell.calibration[position]
 

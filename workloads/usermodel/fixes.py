@@ -3,8 +3,10 @@
 Everything the harness says or decides about a fix reads its entry here: the variants a model
 file has and their order, what each framework runs (spec.CAPABILITIES), what a backend refuses
 off a GPU, which fixes run together, the fixes `harness advise` tries on a device, the
-diagnoses under which each is expected to help, what its worker costs before it ran, and the
-lines that explain it. A new fix is an entry here plus the backend code that applies it.
+diagnoses under which each is expected to help, what its worker costs before it ran, the
+lines that explain it, and the variants the GPU step prediction models (`predicted`; pinned
+copies are modelled there before any cell runs them). A new fix is an entry here plus the
+backend code that applies it.
 """
 
 from __future__ import annotations
@@ -75,14 +77,14 @@ FIXES = (
         "inputs put on the device once",
         measured_why="inputs stay on the device: {copies} per call are gone",
         refused={"jax": "JAX cells always keep the data on the device", "keras": KERAS_PLACES},
-        refused_on={"cpu": ON_CPU_RESIDENT}),
+        refused_on={"cpu": ON_CPU_RESIDENT}, predicted=True),
     fix("compiled", "torch keras jax", "cpu gpu", {LAUNCH, HOST, MEMORY, DEVICE},
         "the compiler fuses elementwise ops into fewer kernels and drops per-op Python "
         "dispatch, so fewer launches and fewer trips through memory",
         "torch.compile / Keras jit_compile=True / jax.jit of the whole step (torch: inputs "
         "still copied each call; resident+compiled: both)",
         measured_why=COMPILE_WHY_OTHERWISE, measured_why_when=COMPILE_WHY, exclusive="compile",
-        cost=COST_COMPILE),
+        cost=COST_COMPILE, predicted=True),
     fix("compile-reduce-overhead", "torch", "gpu", {LAUNCH, HOST},
         "the compiled step is replayed as CUDA graphs: one launch for all its kernels",
         "torch.compile(mode='reduce-overhead')",
@@ -102,7 +104,7 @@ FIXES = (
         conflicts={"compile": "{other} with cuda-graph: the hand-made capture runs eager steps; "
                               "compile-reduce-overhead is torch.compile's own CUDA graphs",
                    "fp16": "fp16's GradScaler checks the gradients for inf on the host every "
-                           "step, which a captured graph cannot do"}),
+                           "step, which a captured graph cannot do"}, predicted=True),
     fix("steps-per-execution", "keras", "cpu gpu", {LAUNCH, HOST},
         f"Keras runs {STEPS_PER_EXECUTION} steps per compiled execution, paying its "
         "per-execution host overhead once for all of them",
@@ -115,12 +117,13 @@ FIXES = (
         "and move half the bytes",
         "torch.autocast(bfloat16) around forward and loss / Keras policy mixed_bfloat16 / JAX "
         "params and inputs cast to bfloat16 in apply (loss and update in float32)",
-        measured_why=HALVES, changes_numerics=True, exclusive="autocast"),
+        measured_why=HALVES, changes_numerics=True, exclusive="autocast", predicted=True),
     fix("fp16", "torch keras", "gpu", {COMPUTE, MEMORY, DEVICE},
         "matmuls and convolutions run in float16 on tensor cores and move half the bytes",
         "autocast float16 with a GradScaler / policy mixed_float16 (its LossScaleOptimizer)",
         measured_why=HALVES, changes_numerics=True, needs_gpu=True,
-        refused={"jax": JAX_FP16}, refused_on={"cpu": FP16_ON_CPU}, exclusive="autocast"),
+        refused={"jax": JAX_FP16}, refused_on={"cpu": FP16_ON_CPU}, exclusive="autocast",
+        predicted=True),
     fix("tf32", "torch", "gpu", {COMPUTE, DEVICE},
         "float32 matmuls and convolutions run on TF32 tensor cores, several times the "
         "float32 FLOP rate", "TF32 matmuls and convolutions",
@@ -143,8 +146,14 @@ FIXES = (
         refused_on={"gpu": ON_GPU_THREADS}, counts=thread_counts),
 )
 
+# Modelled by the GPU step prediction, run by no cell yet: its entry waits for a backend.
+PINNED = fix("pinned", "torch", "gpu", {TRANSFER, COPY},
+             "the host->device copies start from page-locked memory and run asynchronously, so "
+             "the step no longer blocks on them", "inputs copied from pinned host memory",
+             predicted=True)
+
 CATALOGUE = Catalogue(
-    FIXES, FAMILIES,
+    FIXES, FAMILIES, modelled=(PINNED,),
     groups={"compile": "are two compile modes: one torch.compile per step",
             "jacobian": "are two Jacobian strategies: one at a time",
             "autocast": "are two autocast precisions: one at a time"},

@@ -26,7 +26,7 @@ import numpy as np
 
 from harness.data.sensitivity import FLOAT32, RECORD_KEY, percent, sentence
 from harness.spec import Check
-from harness.spec import variant_parts as split_parts
+from harness.variants import variant_parts as split_parts
 
 # A float32 variant whose result misses the CPU's float32-vs-float64 bound (a deep BatchNorm
 # net after a large SGD step: the GPU's own reduction order moved the loss 8x further than the

@@ -21,8 +21,9 @@ import numpy as np
 
 from harness.core import registry
 from harness.core.fixes import Catalogue, Fix
-from harness.spec import Capability, Check, Param, WorkloadSpec, declared_name
-from harness.spec import variant_parts as split_parts
+from harness.spec import Check, Param, ReportHints, WorkloadSpec
+from harness.variants import Capability, declared_name
+from harness.variants import variant_parts as split_parts
 from harness.workloads.usermodel import lossscale
 from harness.workloads.usermodel.fixes import (
     AUTOGRAD_FUNCTIONAL,
@@ -263,7 +264,7 @@ def spec_for_name(name: str, info: Mapping[str, Any] | None = None) -> WorkloadS
         make_inputs=make_inputs,
         check=check,
         notes=NOTES,
-        overhead_pairs=(("as-written", "resident", "host->device copies"),),
+        report=ReportHints(overhead_pairs=(("as-written", "resident", "host->device copies"),)),
         capabilities={fw: file_capability(fw, info) for fw in frameworks},
         variant_conflict=known.conflict,
         counts_flops=True,

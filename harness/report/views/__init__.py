@@ -7,7 +7,8 @@ Benchopt's plot classes are the model: a class with a name, `compute`, and the d
 
 Adding a view is adding one module to this folder with a `View` subclass in it: the registry
 below finds it by discovery. A workload asks for an optional view by its name in
-`WorkloadSpec.views`, with the labels the view uses in `WorkloadSpec.view_labels[name]`.
+`WorkloadSpec.report.views`, with the labels the view uses in
+`WorkloadSpec.report.view_labels[name]`.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ class View:
     experiment-scope views and the ReportContext for report-scope ones (harness.report.context).
     """
 
-    name: str = ""  # what WorkloadSpec.views names; unique
+    name: str = ""  # what WorkloadSpec.report.views names; unique
     order: int = 0  # place in summary.md (and among the figures of an experiment)
     scope: str = EXPERIMENT
-    # An optional view runs only where the workload declares it in WorkloadSpec.views.
+    # An optional view runs only where the workload declares it in WorkloadSpec.report.views.
     optional: bool = False
     # Set for an experiment-scope view whose lines go under their own `## heading` after every
     # experiment section (one subsection per experiment) rather than inside each section.

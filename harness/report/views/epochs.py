@@ -1,7 +1,7 @@
 """Epochs and accuracy: seconds per epoch by epoch number, and the accuracy each cell reached.
 
 An optional view: a training workload asks for it by name ("epochs-accuracy" in
-WorkloadSpec.views) and gives its labels (EpochsLabels) in WorkloadSpec.view_labels.
+WorkloadSpec.report.views) and gives its labels (EpochsLabels) in WorkloadSpec.report.view_labels.
 
 Table: epoch rows (part "epoch": per-epoch seconds at the headline size, epoch 1 = the cold
 call) and accuracy rows (part "accuracy": one per case with an accuracy). Figure: both panels.
@@ -35,7 +35,7 @@ ACCURACY_COLUMNS = [*CASE_COLUMNS, "device_kind", "status", "accuracy", "data_so
 
 
 class EpochsLabels(TypedDict, total=False):
-    """This view's labels (WorkloadSpec.view_labels["epochs-accuracy"], as run.json stores
+    """This view's labels (WorkloadSpec.report.view_labels["epochs-accuracy"], as run.json stores
     them), over DEFAULT_LABELS; `size` and `call` are filled in by the view."""
 
     metric: str  # what the accuracy is called: 'test accuracy'

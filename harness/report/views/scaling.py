@@ -1,9 +1,9 @@
 """Data-parallel scaling: samples/s and efficiency vs processes, all-reduce share, accuracy parity.
 
-An optional view: a data-parallel workload asks for it by name ("scaling" in WorkloadSpec.views)
-and gives its labels in WorkloadSpec.view_labels["scaling"]: `share_explanation` (how its
-all-reduce share is measured) and `series_params` (the parameters that name a series when the
-runs do not differ; default: all of them).
+An optional view: a data-parallel workload asks for it by name ("scaling" in
+WorkloadSpec.report.views) and gives its labels in WorkloadSpec.report.view_labels["scaling"]:
+`share_explanation` (how its all-reduce share is measured) and `series_params` (the parameters
+that name a series when the runs do not differ; default: all of them).
 Driven by stored data only: of the runs whose workload declares this view (their run.json
 hints' `views`), those whose hints carry `scaling` (the spec's report hints, stored in run.json
 when the run starts) give rows; the hint names the case parameter that
