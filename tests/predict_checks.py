@@ -172,10 +172,12 @@ def fastest_pass_is_kept() -> None:
     own = module.record_step
     module.record_step = fake_record  # type: ignore[assignment]
     try:
-        kept, totals = module.fastest_recording(lambda: None, warmup=1, passes=3, budget_s=60)
+        kept, totals, passes = module.fastest_recording(lambda: None, warmup=1, passes=3,
+                                                        budget_s=60)
         assert totals == [3e-3, 1e-3, 2e-3] and kept is made[1][0], (totals, made)
+        assert passes == [recording for recording, _ in made]
         assert [warmup for _, warmup in made] == [1, 0, 0]  # only the first pass warms up
-        kept, totals = module.fastest_recording(lambda: None, warmup=0, passes=3, budget_s=0)
+        kept, totals, _ = module.fastest_recording(lambda: None, warmup=0, passes=3, budget_s=0)
         assert totals == [5e-3] and kept is made[3][0]
     finally:
         module.record_step = own  # type: ignore[assignment]
@@ -185,10 +187,44 @@ def fastest_pass_is_kept() -> None:
     assert features.host_s_ops == min(features.pass_host_s)
 
 
+def python_between_ops_is_outside() -> None:
+    """outside_ops_s: the time the step's own code spends between two ops, the recorder's
+    bookkeeping left out (its clock reads bound the mode's entry and return), each gap the
+    least over the passes that ran the same ops (planted gaps), and a real pause of the
+    step's Python counted (a lower bound only: a loaded machine may add to it)."""
+    import time
+
+    from harness.backends.torch import features as module
+    from harness.predict.features import OpRecord
+
+    def planted(gaps: list[float], names: tuple[str, ...] = ("aten.add",) * 11) -> object:
+        recording = module.Recording()
+        recording.ops = [OpRecord(op=name, kind="elementwise") for name in names]
+        recording.gaps = gaps
+        return recording
+    kept = planted([10e-6] * 9 + [500e-6])  # one gap stretched in the kept pass
+    other = planted([12e-6] * 9 + [20e-6])
+    unlike = planted([1e-6] * 10, ("aten.mul",) * 11)  # other ops: not the same step
+    assert module.least_gaps(kept, [kept, other, unlike]) == [10e-6] * 9 + [20e-6]
+    # the least gaps less their 10th percentile (entering the mode) once per gap
+    assert abs(kept.outside_ops_seconds([other, unlike]) - 10e-6) < 1e-12
+    assert abs(kept.outside_ops_seconds() - 490e-6) < 1e-12  # alone: its own gaps
+    x = torch.ones(4)
+
+    def paused() -> None:
+        for _ in range(20):
+            x.add_(1)
+        time.sleep(0.05)  # the step's own Python between two ops
+        x.add_(1)
+    features = features_of(paused, timed_calls=0, passes=2)
+    assert features.outside_ops_s is not None and features.outside_ops_s >= 0.045, features
+
+
 def mlp_checks() -> None:
     """The MLP checks in one interpreter (one torch import for all of them)."""
     mlp_inference()
     fastest_pass_is_kept()
+    python_between_ops_is_outside()
     mlp_training_matches_the_harness_count()
     planted_host_reads()
     unmapped_op_is_unknown()

@@ -38,7 +38,9 @@ from typing import Any, ClassVar
 
 from harness.data.serial import JsonRecord, JsonValue
 
-FEATURES_VERSION = 2  # 2: host times from the fastest of several passes (pass_host_s)
+# 2: host times from the fastest of several passes (pass_host_s). 3: outside_ops_s from the
+# gaps between the mode's return and its next entry, each the least over the passes.
+FEATURES_VERSION = 3
 # Kinds of op (OpRecord.kind). Views and metadata launch no kernel; the others do on a GPU.
 VIEW, MARKER = "view", "marker"  # a marker: a profiler range's enter/exit, host work only
 NO_KERNEL = frozenset({VIEW, MARKER})
@@ -98,9 +100,10 @@ class StepFeatures(_Record):
     ops_inside_host_reads: int = 0  # ops a print/repr ran, left out of `ops`
     pass_host_s: list[float] = field(default_factory=list)  # each recorded pass's host seconds
     flop_coverage: dict[str, Any] = field(default_factory=dict)  # flops.CoverageRecord
-    # Seconds between the kept pass's ops, less the recorder's own cost between two ops
-    # (backends/torch/features.py Recording.outside_ops_seconds): the Python around the ops
-    # (None: recorded before it was kept).
+    # Seconds between the step's ops outside the recorder, each gap the least over the passes
+    # that ran the same ops, less entering the recorder's mode (backends/torch/features.py
+    # Recording.outside_ops_seconds): the Python around the ops (None: recorded before it
+    # was kept; version 2 counted the recorder's own bookkeeping and one pass's gaps).
     outside_ops_s: float | None = None
     # Derived from the above (summarize_ops); stored so a reader needs no code, checked on reload.
     op_count: int = 0
