@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -33,6 +34,13 @@ def test_new_run_dirs_are_unique_and_sortable(tmp_path: Path) -> None:
     second = store.new_run_dir(tmp_path, "matmul")
     assert first != second and first.is_dir() and second.is_dir()
     assert first.name[:15] <= second.name[:15]
+
+
+def test_a_run_folder_name_needs_no_quoting(tmp_path: Path) -> None:
+    """A model file's spaces and brackets do not reach the folder name (issue 65)."""
+    folder = store.new_run_dir(tmp_path, "model-my model (v2)'s")
+    assert folder.parent == tmp_path
+    assert re.fullmatch(r"\d{8}-\d{6}-model-my_model_v2_s-[0-9a-f]{6}", folder.name), folder.name
 
 
 def test_atomic_write_leaves_old_file_when_serialisation_fails(tmp_path: Path) -> None:

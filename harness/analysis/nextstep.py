@@ -50,5 +50,5 @@ def next_step_lines(document: RunDocument, run_path: Path | str) -> list[str]:
         return []
     return [f"next, for the GPU answer: run `{same_command(document.command)}` on a machine "
             "with an NVIDIA GPU,",
-            f"  then, its run folder copied here, `harness report {run_path} GPU_RUN --out "
-            "merged --html` draws both runs in one report"]
+            f"  then, its run folder copied here, `harness report {shlex.quote(str(run_path))} "
+            "GPU_RUN --out merged --html` draws both runs in one report"]

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import os
+import re
 import secrets
 import tempfile
 import time
@@ -105,9 +106,15 @@ def read_json_object(path: Path) -> dict[str, Any]:
     return document if isinstance(document, dict) else {}
 
 
+SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
 def new_run_dir(out: Path, workload: str) -> Path:
-    """A fresh folder `<UTC time>-<workload>-<random>`; mkdir fails rather than reuse one."""
+    """A fresh folder `<UTC time>-<workload>-<random>`; mkdir fails rather than reuse one.
+    The workload's part keeps letters, digits, '.', '_' and '-' only (a model file named
+    'my model (v2).py' gives 'model-my_model_v2_'): a folder name a shell takes unquoted."""
     out.mkdir(parents=True, exist_ok=True)
+    workload = SAFE_NAME.sub("_", workload)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     for _ in range(100):
         run_dir = out / f"{stamp}-{workload}-{secrets.token_hex(3)}"
