@@ -15,7 +15,7 @@ from harness.data.results import CaseResult, CaseRound, CellResult
 from harness.measure import casewatch, energy, energycounters, idlepower, timing
 from harness.measure.timing import TimingPolicy
 from harness.run import casepasses, caserun, rounds, worker
-from harness.spec import Cell, Check, WorkloadSpec
+from harness.spec import CallPlan, Cell, Check, WorkloadSpec
 
 # --- the warm-up ---------------------------------------------------------------------------
 
@@ -406,8 +406,8 @@ def test_the_device_profile_runs_in_a_cells_first_round_and_only_where_it_is_sho
     """A later round says its first round has the profile; a 12 s GPU call is left out,
     saying why; a short call is profiled over one sample's calls, and an epoch-sized call
     keeps its profile whatever it takes (MNIST's busy figures are the point)."""
-    timed: Any = type("Spec", (), {"timing": "autorange"})()
-    epochs: Any = type("Spec", (), {"timing": "per_call"})()
+    timed: Any = type("Spec", (), {"run": CallPlan(timing="autorange")})()
+    epochs: Any = type("Spec", (), {"run": CallPlan(timing="per_call")})()
     device, step = ProfiledGpu(), lambda: None
     later = casepasses.device_profile_pass(timed, device, 1, step, 4, 0.001)
     assert later == {"reason": casepasses.LATER_ROUND_REASON}
