@@ -625,8 +625,8 @@ def test_a_resume_while_the_old_array_is_queued_is_refused(
     wait_for(lambda: len(json.loads((run_dir / "slurm" / "arrays.json").read_text())) == 2,
              "the resume's submission")
     subprocess.run(["scancel", blocker], env=environment, check=True)
-    _, stderr = resumed.communicate(timeout=CLI_TIMEOUT_S)
-    assert resumed.returncode == 0, stderr
+    stdout, stderr = resumed.communicate(timeout=CLI_TIMEOUT_S)
+    assert resumed.returncode == 0, stdout + stderr
     assert "0 cells kept, 2 to run" in stderr
     cells = cells_by_variant(run_dir)
     assert {result["status"] for result in cells.values()} == {"ok"}
