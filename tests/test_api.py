@@ -14,7 +14,7 @@ from harness import api
 from harness.data import store
 from harness.data.ceilings import Ceilings, DeviceCeiling, Peaks
 from harness.run import session
-from harness.run.session import has_rates
+from harness.run.runceilings import has_rates
 from harness.spec import BadInput, Status
 
 

@@ -16,7 +16,7 @@ from harness.data.ceilings import MEMORY, Ceilings, DeviceCeiling, Peaks
 from harness.data.results import RunDocument
 from harness.measure import bounds, ceilings
 from harness.run import ceiling_probe
-from harness.run.session import DEFERRED_WHY, measure_ceilings
+from harness.run.runceilings import DEFERRED_WHY, measure_ceilings
 
 
 @pytest.fixture

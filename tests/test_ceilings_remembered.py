@@ -20,7 +20,7 @@ from harness.data.ceilings import MEMORY, Ceilings, DeviceCeiling, Peaks, as_cei
 from harness.data.results import RunDocument
 from harness.measure import ceilings, envinfo
 from harness.run import ceiling_probe
-from harness.run.session import QUICK_PROBE_SIZES, measure_ceilings
+from harness.run.runceilings import QUICK_PROBE_SIZES, measure_ceilings
 from tests.cli_in_process import run_cli_in_process
 
 # The probes whose date a test reads are all made at this one time: the date they print and

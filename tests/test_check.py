@@ -37,7 +37,7 @@ from harness.report.views import energy as energy_view
 from harness.report.views import memory as memory_view
 from harness.report.views import peak_share
 from harness.run.rounds import round_orders
-from harness.run.session import QUICK_PROBE_SIZES
+from harness.run.runceilings import QUICK_PROBE_SIZES
 from tests.lines_only import draw_no_figures
 
 SECONDS = re.compile(r"[\d.,]+ (?:ns|us|ms|s)\b")

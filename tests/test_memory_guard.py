@@ -69,7 +69,7 @@ def test_held_bytes_reads_this_process_and_available_bytes_the_machine() -> None
 
 def test_the_ceilings_probe_skips_a_run_size_that_cannot_fit(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.run.session import largest_square_matmul
+    from harness.run.runceilings import largest_square_matmul
     from harness.spec import Cell
 
     cells = [Cell("matmul", "fp32", "numpy", "cpu", {"n": [64, 45000]})]

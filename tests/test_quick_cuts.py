@@ -15,8 +15,8 @@ from harness.data.ceilings import MEMORY, DeviceCeiling, Peaks
 from harness.data.results import RunDocument
 from harness.measure import ceilings
 from harness.run import ceiling_probe
+from harness.run.runceilings import measure_ceilings
 from harness.run.runner import cell_environment
-from harness.run.session import measure_ceilings
 from harness.spec import Cell
 
 

@@ -16,7 +16,7 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -27,13 +27,12 @@ from harness.core import interrupt, lifeline, registry
 from harness.core.settings import Settings, cache_folder
 from harness.core.units import counted
 from harness.data import store
-from harness.data.ceilings import Ceilings, DeviceCeiling
 from harness.data.results import CellResult, RunDocument, cell_from_dict
 from harness.measure import bounds, envinfo
-from harness.run import memoryguard, phases, runlock
+from harness.run import phases, runlock
 from harness.run import resume as resume_plan
 from harness.run import rounds as rounds_module
-from harness.run.context import RunContext, opened
+from harness.run.context import opened
 from harness.run.executors import Executor, executor_from_options, slurm_records
 from harness.run.executors.base import OnResult
 from harness.run.forkserver import ForkServers
@@ -41,6 +40,7 @@ from harness.run.plan import RunPlan
 from harness.run.planner import cell_refusal, refuse_declared
 from harness.run.progress import cell_estimates, run_with_progress
 from harness.run.progress import console as progress_console
+from harness.run.runceilings import has_rates, largest_square_matmul, measure_ceilings
 from harness.run.runner import RunOptions
 from harness.spec import BadInput, Cell, CellKey, Status, WorkloadSpec
 
@@ -376,7 +376,6 @@ class RunSession:
                                               f"{timed_out[cell.key] + 1}; not retried")
             self.recorder.put(whole)
 
-        plan_index = plan_positions(document)
         finished = True
         for index, order in enumerate(orders):
             if interrupt.requested() is not None:
@@ -392,30 +391,37 @@ class RunSession:
             round_cells = self._round_cells(index, [to_run[position] for position in order
                                                     if to_run[position].key not in timed_out],
                                             merger)
-            if not round_cells:  # a resume whose cells hold this round already
-                continue
-            # The order that runs, as plan indices: the cells refused without a worker are in
-            # no round, so the order is recorded as executed, not as shuffled over the plan.
-            # (A run of one round has none: a resume of one runs the cases a stop cut short.)
-            if rounds > 1:
-                document.round_orders.append(
-                    [plan_index.get(cell.key, -1) for cell in round_cells])
-            self.recorder.save()
-            if self.progress and rounds > 1:
-                progress_console.print(f"round {index + 1} of {rounds}: "
-                                       f"{counted(len(round_cells), 'cell')}")
-            self.board.context = f"round {index + 1} of {rounds}" if rounds > 1 else ""
-            started.clear()
-            if not self._execute(round_cells, merged):
-                # Stopped within the round: its recorded order keeps the cells that ran.
-                if rounds > 1:
-                    document.round_orders[-1] = [plan_index.get(cell.key, -1)
-                                                 for cell in round_cells if cell.key in started]
+            if round_cells and not self._run_round(index, round_cells, merged, started):
                 finished = False
                 break
         self.recorder.order_as(self.cells)
         self.recorder.save()
         return finished
+
+    def _run_round(self, index: int, round_cells: list[Cell], merged: OnResult,
+                   started: set[CellKey]) -> bool:
+        """Round INDEX's cells (ROUND_CELLS, none of them empty: a resume whose cells hold this
+        round already runs no round), each result to MERGED; False where a stop came within."""
+        document, rounds = self.document, self.document.rounds
+        plan_index = plan_positions(document)
+        # The order that runs, as plan indices: the cells refused without a worker are in no
+        # round, so the order is recorded as executed, not as shuffled over the plan. (A run
+        # of one round has none: a resume of one runs the cases a stop cut short.)
+        if rounds > 1:
+            document.round_orders.append([plan_index.get(cell.key, -1) for cell in round_cells])
+        self.recorder.save()
+        if self.progress and rounds > 1:
+            progress_console.print(f"round {index + 1} of {rounds}: "
+                                   f"{counted(len(round_cells), 'cell')}")
+        self.board.context = f"round {index + 1} of {rounds}" if rounds > 1 else ""
+        started.clear()
+        if self._execute(round_cells, merged):
+            return True
+        # Stopped within the round: its recorded order keeps the cells that ran.
+        if rounds > 1:
+            document.round_orders[-1] = [plan_index.get(cell.key, -1)
+                                         for cell in round_cells if cell.key in started]
+        return False
 
     def _round_cells(self, index: int, cells: list[Cell],
                      merger: rounds_module.RoundMerger) -> list[Cell]:
@@ -548,89 +554,3 @@ def plan_positions(document: RunDocument) -> dict[CellKey, int]:
         cell, _ = cell_from_dict(stored)
         positions.setdefault(cell.key, index)
     return positions
-
-
-def has_rates(spec: WorkloadSpec) -> bool:
-    """Whether the workload counts FLOPs or bytes, so the ceilings have a rate to judge: a probe
-    costs seconds to a minute, and without a rate nothing is held against it."""
-    return spec.flops is not None or spec.bytes_moved is not None or spec.counts_flops
-
-
-def largest_square_matmul(spec: WorkloadSpec, cells: list[Cell]) -> int | None:
-    """The n of a square matmul doing the run's largest call's FLOPs (2n^3), for the probe;
-    None where it would not fit in memory."""
-    if spec.flops is None:
-        return None
-    counts = [spec.flops(case) for cell in cells
-              for case in spec.cases_for(cell.params, cell.variant)]
-    largest = max((count for count in counts if count), default=None)
-    n = round((largest / 2) ** (1 / 3)) if largest else None
-    # Not a size whose three float32 matrices cannot fit: the probe tried n = 45000 on the
-    # 24 GB VM (its case is refused by the memory guard anyway).
-    return n if n is None or memoryguard.fits(3 * 4 * n**2) else None
-
-
-# --quick probes two sizes only: the full ladder (up to n=8192) cost 85 s of a 120 s quick
-# matmul run on a 2-core VM. The probe is a lower bound either way, and the machine's cached
-# best probe (harness.measure.ceilings) still sets the ceilings.
-QUICK_PROBE_SIZES = [1024, 2048]
-
-
-def measure_ceilings(devices: list[str], largest_n: int | None, quick: bool = False,
-                     probe: bool = False, context: RunContext | None = None,
-                     defer_first: bool = False) -> Ceilings:
-    """Peak FLOP/s and bandwidth per device, measured before the cells while the machine idles.
-
-    Every run takes a device's remembered ceilings where this machine's fingerprint matches, the
-    probe is younger than REMEMBER_FOR_DAYS and reached this run's sizes (harness.measure.ceilings
-    .recall; `remembered` in its figures says so): a probe cost ~30 s of a 55 s run on an H200
-    host. The others are probed, in one child, each with `probed_because`; PROBE
-    (--probe-ceilings) probes every device. CONTEXT: the run's (its cache folder, its warm
-    processes); None: this process's environment's settings, made quick by QUICK.
-    DEFER_FIRST (`compare --model`): a device this machine never probed, whose rates a
-    theoretical bound still judges, is not probed before the cells (~13 s of a 19 s first run
-    on a 2-core VM): its entry holds the bound alone and says why (deferred_entry); the next
-    run probes it.
-    """
-    from harness.measure import ceilings
-    from harness.run import ceiling_probe
-
-    context = RunContext.from_environment(quick) if context is None else context
-    folder = cache_folder(context.settings)
-    sizes = QUICK_PROBE_SIZES if quick else ceilings.probe_sizes(largest_n)
-    fingerprint = ceilings.probe_fingerprint()
-    recalled = {device: ceilings.Recall(None, "--probe-ceilings") if probe
-                else ceilings.recall(device, sizes, fingerprint, folder=folder)
-                for device in devices}
-    figures = {device: ceilings.with_bounds(known.figures) for device, known in recalled.items()
-               if known.figures is not None}
-    if defer_first and not probe:
-        figures.update(deferred_entries([device for device, known in recalled.items()
-                                         if known.never_probed], fingerprint, folder))
-    to_probe = [device for device in devices if device not in figures]
-    if to_probe and interrupt.requested() is None:  # the session shows it as its phase
-        probed = ceiling_probe.measure_all(to_probe, largest_n, sizes=sizes,
-                                           fingerprint=fingerprint, context=context)
-        figures.update({device: replace(probed[device], probed_because=recalled[device].why_not)
-                        for device in to_probe})
-    return Ceilings({device: figures[device] for device in devices if device in figures})
-
-
-# Why a deferred device has no probe, in run.json and on the ceilings line.
-DEFERRED_WHY = ("this machine's first run of a model file: the probe waits for the next run; "
-                "rates are checked against the theoretical peak only")
-
-
-def deferred_entries(devices: list[str], fingerprint: Mapping[str, object],
-                     folder: Path) -> dict[str, DeviceCeiling]:
-    """The machine's bound for each of DEVICES never probed here and not deferred before,
-    marked deferred; a device without a bound (a GPU the datasheet table lacks) is left out,
-    to be probed now, so no rate goes unjudged."""
-    from harness.measure import ceilings
-
-    fresh = [device for device in devices
-             if not ceilings.deferred_before(device, fingerprint, folder)]
-    found = bounds.unprobed_ceilings(fresh, cache=folder).devices if fresh else {}
-    for device in found:
-        ceilings.mark_deferred(device, fingerprint, folder)
-    return {device: replace(entry, deferred=DEFERRED_WHY) for device, entry in found.items()}
