@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from harness.core.diagnosis import BOUND_KINDS, DiagnosisKind
+from tests.test_architecture import docstring_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 HOME = ROOT / "harness" / "core" / "diagnosis.py"
@@ -18,16 +19,6 @@ SCANNED = [path for tree in ("harness", "backends", "workloads")
 # where the member belongs. Prose that mentions a kind mid-sentence is not a kind.
 SPELLED = re.compile(r"^\s*(" + "|".join(re.escape(kind.value) for kind in DiagnosisKind)
                      + r")(?![\w-])")
-
-
-def docstring_ids(tree: ast.AST) -> set[int]:
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                found.add(id(body[0].value))
-    return found
 
 
 def spelled_kinds(source: str) -> list[tuple[int, str]]:
