@@ -52,7 +52,7 @@ def write_run(run_dir: Path, results: list[dict[str, Any]], host: dict[str, Any]
     rows = []
     for result in document.cells:
         per_case = {index: work(case.case) for index, case in enumerate(result.cases)}
-        rows += store.case_rows(run_dir.name, host["machine_label"], sweep, result, per_case)
+        rows += store.measurement_rows(run_dir.name, host["machine_label"], sweep, result, per_case)
     store.write_measurements(run_dir, rows)
     store.write_run(run_dir, document)
     return run_dir

@@ -157,7 +157,7 @@ def test_block_case_rows_keep_the_whole_epochs() -> None:
               "cases": [{"case": {"batch_size": 32}, "status": "ok", "reason": "",
                          "rounds": [{"cold_seconds": 12.0, "samples": [8.0, 9.0],
                                      "call_seconds": [12.0, 8.5], "sample_steps": [2, 2]}]}]}
-    rows = store.case_rows("run", "host", "batch_size", CellResult.from_dict(result), {})
+    rows = store.measurement_rows("run", "host", "batch_size", CellResult.from_dict(result), {})
     phases = [(row["phase"], row["sample"], row["seconds"]) for row in rows]
     assert phases == [("cold", 0, 12.0), ("warm", 1, 8.0), ("warm", 2, 9.0),
                       ("epoch", 1, 12.0), ("epoch", 2, 8.5)]

@@ -45,7 +45,7 @@ class WrittenRun:
 def written(tmp_path_factory: pytest.TempPathFactory) -> WrittenRun:
     results = gpu_machine_results()
     path = write_fixture_run(tmp_path_factory.mktemp("casekey") / "run", GPU_MACHINE, results)
-    rows = [row for result in store.load_run(path).cells for row in store.case_rows(
+    rows = [row for result in store.load_run(path).cells for row in store.measurement_rows(
         path.name, GPU_MACHINE, "n", result,
         {index: matmul_work(case.case) for index, case in enumerate(result.cases)})]
     return WrittenRun(path, rows)

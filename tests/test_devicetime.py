@@ -110,7 +110,7 @@ def test_gpu_cell_stores_the_profiled_figures_per_call() -> None:
     assert profile["copy_seconds"] == pytest.approx(fake_gpu.COPY_S)
     assert profile["kernels_per_call"] == fake_gpu.KERNELS
     assert profile["launches_per_call"] == fake_gpu.LAUNCHES
-    rows = store.case_rows("run", "box", "size", CellResult.from_dict(result), {})
+    rows = store.measurement_rows("run", "box", "size", CellResult.from_dict(result), {})
     warm = [row for row in rows if row["phase"] == "warm"]
     assert warm and all(row["device_seconds"] == pytest.approx(fake_gpu.BUSY_S) for row in warm)
     assert all(row["kernels_per_call"] == fake_gpu.KERNELS for row in warm)
@@ -121,7 +121,7 @@ def test_cpu_cell_has_empty_device_columns_and_the_reason() -> None:
     result = run_worker(fault_cell("fakegpu", "cpu"), quick_options(60)).to_dict()
     assert result["status"] == "ok", result["reason"]
     assert result["cases"][0]["device_profile"] == {"reason": CPU_PROFILE_REASON}
-    rows = store.case_rows("run", "box", "size", CellResult.from_dict(result), {})
+    rows = store.measurement_rows("run", "box", "size", CellResult.from_dict(result), {})
     for row in rows:
         assert row["device_seconds"] == "" and row["kernels_per_call"] == ""
         assert row["device_reason"] == CPU_PROFILE_REASON

@@ -52,7 +52,7 @@ def test_the_peaks_reach_the_store_and_the_report(gpu_result: dict, tmp_path: Pa
             "os": "Linux"}
     run = write_run(tmp_path / "run", [gpu_result], host, params={"size": [1, 2]},
                     workload="fault", sweep="size", work=lambda case: {})
-    rows = [row for row in store.case_rows("run", "gpubox", "size",
+    rows = [row for row in store.measurement_rows("run", "gpubox", "size",
                                                    CellResult.from_dict(gpu_result), {})
             if row["phase"] == "warm"]
     assert rows and {row["peak_device_allocated_bytes"] for row in rows} == {

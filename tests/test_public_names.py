@@ -17,10 +17,6 @@ ALLOWED: dict[str, str] = {
     # `import harness` stays light: the same function, reached from the package.
     "compare": "harness/__init__.py's lazy door to harness.api.compare",
     "load": "harness/__init__.py's lazy door to harness.api.load",
-    # store.case_rows (CSV-shaped rows of a run's cells) and casetable.case_rows (the case
-    # table's rows): the run's finishing step builds the table once from the typed cells (issue
-    # 62), which leaves one of them.
-    "case_rows": "two shapes of a run's rows until the case table is built once (issue 62)",
 }
 
 

@@ -1,7 +1,8 @@
 """Report: verdicts on synthetic data with known answers, rendering from stored fixture runs.
 
-Fixture run folders are written with harness.data.store (case_rows, write_run, write_measurements),
-the same path `harness compare` takes, so the report is tested on the real file layout.
+Fixture run folders are written with harness.data.store (measurement_rows, write_run,
+write_measurements), the same path `harness compare` takes, so the report is tested on the real
+file layout.
 """
 
 from __future__ import annotations

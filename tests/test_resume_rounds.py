@@ -134,7 +134,7 @@ def test_check_fails_a_run_whose_cases_hold_fewer_rounds_than_it_states(
                                               for case in document.cells[0].cases])
     store.write_run(run_dir, replace(document, cells=[short, *document.cells[1:]]))
     store.write_measurements(run_dir, [row for cell in [short, *document.cells[1:]]
-                                       for row in store.case_rows(
+                                       for row in store.measurement_rows(
                                            document.run_id, "", "size", cell, {})])
     mismatches = audit_run(run_dir, round_orders).mismatches
     assert [item.figure for item in mismatches if item.figure == "rounds held"] \

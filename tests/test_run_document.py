@@ -254,7 +254,7 @@ def test_declared_fields_reach_csv_rows_report_extras_and_cli() -> None:
     from tests.synthetic_runs import cli_rows_of
 
     cell = CellResult.from_dict(WORKER_CELL)
-    rows = store.case_rows("r1", "box", "batch_size", cell, {})
+    rows = store.measurement_rows("r1", "box", "batch_size", cell, {})
     warm = [row for row in rows if row["phase"] == "warm"]
     assert {row["accuracy"] for row in warm} == {0.946}
     assert {row["device_seconds"] for row in warm} == {0.5}

@@ -58,8 +58,8 @@ def test_atomic_write_leaves_old_file_when_serialisation_fails(tmp_path: Path) -
 
 
 def test_rows_are_tidy_one_per_sample_and_round_trip(tmp_path: Path) -> None:
-    rows = store.case_rows("run1", "host (cpu only)", "n", CellResult.from_dict(_result("error")),
-                           {0: {"flops": 2 * 64**3}})
+    rows = store.measurement_rows("run1", "host (cpu only)", "n",
+                                  CellResult.from_dict(_result("error")), {0: {"flops": 2 * 64**3}})
     store.write_measurements(tmp_path, rows)
     frame = pd.read_csv(tmp_path / store.MEASUREMENTS_FILE)
     assert set(store.BASE_COLUMNS) <= set(frame.columns)
@@ -75,7 +75,7 @@ def test_rows_are_tidy_one_per_sample_and_round_trip(tmp_path: Path) -> None:
 def test_a_cell_stopped_early_gets_its_own_status_row() -> None:
     result = _result("timeout")
     result["reason"] = "no result within --timeout"
-    rows = store.case_rows("run1", "m", "n", CellResult.from_dict(result), {})
+    rows = store.measurement_rows("run1", "m", "n", CellResult.from_dict(result), {})
     assert rows[-1]["status"] == "timeout" and rows[-1]["phase"] == "none"
 
 

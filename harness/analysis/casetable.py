@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
@@ -24,11 +24,17 @@ import pandas as pd
 
 from harness.analysis.noise import CaseNoise
 from harness.core.units import device_kind
-from harness.data import fields, store
+from harness.data import fields
 from harness.data.casekey import CASE_COLUMNS, CELL_COLUMNS, CaseKey
-from harness.data.measurements import measurements_of_rows, with_run
+from harness.data.measurements import with_run
 from harness.data.records import CaseEnergy
-from harness.data.results import NOISY_IQR_FRACTION, CaseResult, RunDocument, sample_stats
+from harness.data.results import (
+    NOISY_IQR_FRACTION,
+    CaseResult,
+    CellResult,
+    RunDocument,
+    sample_stats,
+)
 from harness.data.serial import JsonObject, JsonValue
 from harness.spec import Status, worst_status_name
 
@@ -365,36 +371,97 @@ WorkOf = Callable[[CaseResult], dict[str, float]]
 
 def run_rows(document: RunDocument, work: WorkOf | None = None,
              stopped_rows: bool = False) -> list[CaseRow]:
-    """Every case of a run in memory, a row of its case table each, in the run's order, with
-    what the table's columns cannot carry taken from the document (CaseRow's last fields).
+    """Every case of a run in memory, a row of its case table each, in the run's order, built
+    once from its typed cells: the figures case_stats gives from the run's measurements, and
+    what the table's columns cannot carry (CaseRow's last fields) from the document.
     A cell that stopped before its first case is one row without a size or samples; with
     STOPPED_ROWS (the CLI's table) so is every cell whose status says more than its cases do,
     after them. WORK counts each case's work (default: the FLOPs its worker counted)."""
     work_of = work or _counted_flops
-    measured = [row for cell in document.cells for row in store.case_rows(
-        document.run_id, document.machine, document.sweep, cell,
-        {index: work_of(case) for index, case in enumerate(cell.cases)})]
-    table = case_rows(run_table(document, measurements_of_rows(measured), document.run_id))
-    by_case = {key.without("experiment"): row for key, row in table.items()}
     found = []
     for cell in document.cells:
-        bare = CaseRow.of({**asdict(CaseKey.of_cell(cell, document.machine)),
-                           "status": cell.status.value, "reason": cell.reason})
-        for case in cell.cases:
-            key = CaseKey.in_run(document, cell, case)
-            row = by_case.get(key.without("experiment")) or replace(
-                bare, key=key, status=case.status.value, run_id=document.run_id)
-            state = case.gpu_state
-            found.append(replace(
-                row, reason=case.reason or cell.reason, size=case.case.get(document.sweep),
-                check=case.check, profile=case.device_profile, cell_status=cell.status.value,
-                peak_host_bytes=cell.peak_host_memory_bytes,
-                peak_device_bytes=case.peak_device_bytes, extras=fields.cli_values(cell, case),
-                energy=case.energy, gpu_suspect=state.suspect if state is not None else "",
-                other_cores=_other_cores(case), cores=_host_cores(document)))
+        found += [_case_row(document, cell, case, work_of(case)) for case in cell.cases]
         if not cell.cases or (stopped_rows and cell.stopped_short):
-            found.append(replace(bare, cell_status=cell.status.value))
+            found.append(_blank_row(CaseKey.of_cell(cell, document.machine), cell.status.value,
+                                    cell.reason, cell_status=cell.status.value))
     return found
+
+
+def _case_row(document: RunDocument, cell: CellResult, case: CaseResult,
+              work: dict[str, float]) -> CaseRow:
+    """One case's row, its figures those case_stats makes of the case's measurement rows
+    (store.measurement_rows: each value as the CSV's text holds it, read back as a number)."""
+    key = CaseKey.in_run(document, cell, case)
+    state = case.gpu_state
+    documented: dict[str, Any] = dict(
+        reason=case.reason or cell.reason, run_id=document.run_id,
+        size=case.case.get(document.sweep), check=case.check, profile=case.device_profile,
+        cell_status=cell.status.value, peak_host_bytes=cell.peak_host_memory_bytes,
+        peak_device_bytes=case.peak_device_bytes, extras=fields.cli_values(cell, case),
+        energy=case.energy, gpu_suspect=state.suspect if state is not None else "",
+        other_cores=_other_cores(case), cores=_host_cores(document))
+    if not case.measured and not key.size_label:
+        # An unmeasured case outside the sweep reads as its cell's status row in the table
+        # (harness.analysis.casetable.prepare), so it has no counts of its own.
+        return _blank_row(key, case.status.value, **documented)
+    csv = fields.csv_values(cell, case)
+    steps = _count(_csv_text(csv.get("steps_per_call")))
+    warm = [(int(record.round or 0), _seconds(record.samples[index]))
+            for record, index in case.warm_samples()]
+    per_step = [(number, seconds / (steps or 1.0)) for number, seconds in warm]
+    step_stats = sample_stats([seconds for _, seconds in per_step])
+    call_stats = sample_stats([seconds for _, seconds in warm])
+    median, q1, q3 = (_seconds(step_stats.median), _seconds(step_stats.q1),
+                      _seconds(step_stats.q3))
+    return CaseRow(
+        key=key, status=case.status.value,
+        valid=case.status is Status.OK and not math.isnan(median), samples=step_stats.count,
+        median_s=median, q1_s=q1, q3_s=q3, call_median_s=_seconds(call_stats.median),
+        medians_by_round=_round_medians(per_step),
+        size_value=_size_value(key.size_label), flops=_count(_csv_text(work.get("flops"))),
+        nbytes=_count(_csv_text(work.get("bytes"))),
+        launches_per_call=_count(_csv_text(csv.get("launches_per_call"))),
+        device_seconds=_count(_csv_text(csv.get("device_seconds"))), steps_per_call=steps,
+        noisy=step_stats.count >= 2 and _noise(median, q3 - q1) > NOISY_IQR_FRACTION,
+        suspect=_csv_text(csv.get("suspect")), cold_call_s=_count(case.cold_seconds),
+        call_iqr_s=_seconds(call_stats.q3) - _seconds(call_stats.q1),
+        flops_gaps=_csv_text(csv.get("flops_gaps")),
+        flops_disputed=_csv_text(csv.get("flops_disputed")), **documented)
+
+
+def _blank_row(key: CaseKey, status: str, reason: str, **documented: Any) -> CaseRow:
+    """A row with nothing timed or counted: a cell's status row, or a case without one."""
+    return CaseRow(key=key, status=status, reason=reason, valid=False, samples=0,
+                   median_s=math.nan, q1_s=math.nan, q3_s=math.nan, call_median_s=math.nan,
+                   medians_by_round={}, size_value=None, flops=None, nbytes=None,
+                   launches_per_call=None, device_seconds=None, steps_per_call=None,
+                   noisy=False, suspect="", **documented)
+
+
+def _round_medians(per_step: list[tuple[int, float]]) -> dict[int, float]:
+    """Round number -> median time per step of that round's warm samples (as
+    _medians_by_round: pandas' median, NaN samples skipped, rounds in order)."""
+    rounds: dict[int, list[float]] = {}
+    for number, seconds in sorted(per_step, key=lambda item: item[0]):
+        rounds.setdefault(number, []).append(seconds)
+    return {number: _seconds(sample_stats(values).median) for number, values in rounds.items()}
+
+
+def _noise(median: float, iqr: float) -> float:
+    """The spread over the median as numpy divides (x/0 is inf, 0/0 NaN)."""
+    if median == 0:
+        return math.nan if iqr == 0 or math.isnan(iqr) else math.copysign(math.inf, iqr)
+    return iqr / median
+
+
+def _size_value(label: str) -> float | None:
+    size = pd.to_numeric(label, errors="coerce")
+    return float(size) if pd.notna(size) else None
+
+
+def _csv_text(value: Any) -> str:
+    """A value as measurements.csv holds it ('' for none), stripped as its reader strips text."""
+    return "" if value is None else str(value).strip()
 
 
 def _other_cores(case: CaseResult) -> float | None:

@@ -31,7 +31,7 @@ def _size_text(value: Any) -> str:
 
 
 def expected_rows(document: RunDocument) -> RowCount:
-    """The rows harness.data.store.case_rows writes for the run's cells, counted."""
+    """The rows harness.data.store.measurement_rows writes for the run's cells, counted."""
     counts: RowCount = Counter()
     for cell in document.cells:
         cell_key = (cell.variant, cell.framework, cell.device)

@@ -139,7 +139,7 @@ def _format(value: Any) -> Any:
 MeasurementRow: TypeAlias = dict[str, JsonValue]
 
 
-def case_rows(run_id: str, machine: str, spec_sweep: str, cell: CellResult,
+def measurement_rows(run_id: str, machine: str, spec_sweep: str, cell: CellResult,
               work: dict[int, dict[str, float]]) -> list[MeasurementRow]:
     """Tidy rows for one cell's worker result: one per sample, or one status row.
 

@@ -73,7 +73,7 @@ class RunRecorder:
                 for index, case in enumerate(cell.cases)}
         # A cell that ran elsewhere (a SLURM node) carries its own host: its rows name it.
         host = cell.host or self.document.host
-        return store.case_rows(self.document.run_id, str(host.get("machine_label") or ""),
+        return store.measurement_rows(self.document.run_id, str(host.get("machine_label") or ""),
                                self.spec.sweep, cell, work)
 
     def put(self, result: CellResult) -> None:
